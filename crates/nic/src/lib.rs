@@ -1,0 +1,121 @@
+//! Packet I/O: everything between a shard and the wire.
+//!
+//! This crate owns the [`Nic`] trait (burst receive and transmit of frame buffers, MAC, MTU,
+//! offload capabilities, link state, port statistics, the rx interrupt fd) and its backends:
+//! - [`dpdk`]: any DPDK PMD (`net_af_xdp`, `net_af_packet`, real NICs) through the EAL;
+//! - [`mem`]: an in-memory pair of endpoints in one process, deterministic, for tests and
+//!   stack-level benchmarks;
+//! - [`fault`]: a wrapper around any backend that loses, duplicates, reorders, delays and
+//!   corrupts frames from a seeded generator (the lab kernel has no netem).
+//!
+//! It knows frames, not protocols: nothing here parses a header. Burst calls only on the data
+//! path; setup and statistics are the slow path.
+
+pub mod clock;
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
+pub mod fault;
+pub mod mem;
+
+use std::fmt;
+use std::os::fd::RawFd;
+
+/// A 48-bit Ethernet address.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct MacAddr(pub [u8; 6]);
+
+impl fmt::Display for MacAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4], b[5])
+    }
+}
+
+impl fmt::Debug for MacAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// One frame buffer owned by a backend (an mbuf, a pooled heap buffer). Dropping it gives it back.
+pub trait PacketBuf {
+    /// The frame, `len()` bytes.
+    fn data(&self) -> &[u8];
+    /// The frame, writable.
+    fn data_mut(&mut self) -> &mut [u8];
+    /// Sets the frame length. Panics if `len > capacity()`.
+    fn set_len(&mut self, len: usize);
+    /// The largest frame this buffer can hold.
+    fn capacity(&self) -> usize;
+    fn len(&self) -> usize {
+        self.data().len()
+    }
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Checksum work the hardware does for us. A backend without offloads reports all false and the
+/// stack computes (and checks) every checksum itself.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Offloads {
+    pub rx_ipv4_checksum: bool,
+    pub rx_l4_checksum: bool,
+    pub tx_ipv4_checksum: bool,
+    pub tx_l4_checksum: bool,
+}
+
+/// Link state as the port reports it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Link {
+    pub up: bool,
+    /// 0 when unknown.
+    pub speed_mbps: u32,
+}
+
+/// Port counters, DPDK's names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NicStats {
+    pub ipackets: u64,
+    pub opackets: u64,
+    pub ibytes: u64,
+    pub obytes: u64,
+    /// Frames the port dropped because rx was not drained fast enough.
+    pub imissed: u64,
+    pub ierrors: u64,
+    pub oerrors: u64,
+}
+
+/// A network port with one rx and one tx queue, driven by bursts.
+pub trait Nic {
+    type Buf: PacketBuf;
+
+    /// Receives up to `max` frames, appending them to `out`. Returns how many arrived.
+    fn rx_burst(&mut self, out: &mut Vec<Self::Buf>, max: usize) -> usize;
+
+    /// Transmits frames from the front of `bufs`, removing those sent. Returns how many were sent;
+    /// the rest stay in `bufs` (the queue is full) for the caller to retry or drop.
+    fn tx_burst(&mut self, bufs: &mut Vec<Self::Buf>) -> usize;
+
+    /// An empty buffer (length 0) for a frame to transmit, or `None` when the pool is exhausted.
+    fn alloc(&mut self) -> Option<Self::Buf>;
+
+    fn mac(&self) -> MacAddr;
+
+    /// The IP MTU (the Ethernet payload size), 1500 on a default veth.
+    fn mtu(&self) -> u16;
+
+    fn offloads(&self) -> Offloads {
+        Offloads::default()
+    }
+
+    fn link(&self) -> Link;
+
+    fn stats(&self) -> NicStats;
+
+    /// A file descriptor that becomes readable when frames arrive, for a shard that wants to sleep
+    /// instead of spinning. `None` when the backend has none (then the shard must poll).
+    fn rx_interrupt_fd(&self) -> Option<RawFd> {
+        None
+    }
+}
