@@ -1,1 +1,350 @@
-//! (being written)
+//! The configuration file (TOML): what interface pronghorn drives and with which addresses.
+//!
+//! This crate owns parsing and validation only. Every error is one line that names the file, the
+//! line, the key and what would be accepted; unknown keys are errors (a typo must never silently
+//! fall back to a default). It does not touch the system: checking that the interface exists is
+//! the NIC's job when it opens.
+//!
+//! ```toml
+//! [nic]
+//! pmd = "af_xdp"          # or "af_packet"
+//! iface = "ph-a0"         # the Linux interface DPDK takes over (no kernel IP on it)
+//! eal_args = []           # extra DPDK EAL arguments
+//! mbufs = 8191            # packet buffers in the pool
+//!
+//! [ipv4]
+//! address = "10.99.0.1/24"
+//! gateway = "10.99.0.254" # optional
+//!
+//! [ipv6]                  # optional
+//! address = "fd99::1/64"
+//! ```
+
+use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The environment variable that names the config file (`pronghorn lab exec a` sets it).
+pub const ENV_VAR: &str = "PRONGHORN_CONFIG";
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub nic: NicConfig,
+    pub ipv4: Option<Ipv4Config>,
+    pub ipv6: Option<Ipv6Config>,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NicConfig {
+    pub pmd: PmdName,
+    pub iface: String,
+    #[serde(default)]
+    pub eal_args: Vec<String>,
+    #[serde(default = "default_mbufs")]
+    pub mbufs: u32,
+}
+
+fn default_mbufs() -> u32 {
+    8191
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PmdName {
+    AfXdp,
+    AfPacket,
+}
+
+impl fmt::Display for PmdName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PmdName::AfXdp => "af_xdp",
+            PmdName::AfPacket => "af_packet",
+        })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ipv4Config {
+    pub address: Ipv4Cidr,
+    pub gateway: Option<Ipv4Addr>,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ipv6Config {
+    pub address: Ipv6Cidr,
+    pub gateway: Option<Ipv6Addr>,
+}
+
+/// An address with its prefix length, `10.99.0.1/24`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipv4Cidr {
+    pub addr: Ipv4Addr,
+    pub prefix_len: u8,
+}
+
+/// An address with its prefix length, `fd99::1/64`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipv6Cidr {
+    pub addr: Ipv6Addr,
+    pub prefix_len: u8,
+}
+
+impl Ipv4Cidr {
+    /// Whether `ip` is in this subnet.
+    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+        let mask = if self.prefix_len == 0 { 0 } else { u32::MAX << (32 - self.prefix_len) };
+        u32::from(ip) & mask == u32::from(self.addr) & mask
+    }
+}
+
+impl Ipv6Cidr {
+    pub fn contains(&self, ip: Ipv6Addr) -> bool {
+        let mask = if self.prefix_len == 0 { 0 } else { u128::MAX << (128 - self.prefix_len) };
+        u128::from(ip) & mask == u128::from(self.addr) & mask
+    }
+}
+
+fn split_cidr(s: &str, max: u8) -> Result<(&str, u8), ()> {
+    let (a, p) = s.split_once('/').ok_or(())?;
+    let p: u8 = p.parse().map_err(|_| ())?;
+    if p > max {
+        return Err(());
+    }
+    Ok((a, p))
+}
+
+impl FromStr for Ipv4Cidr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("\"{s}\" is not an IPv4 address with a prefix length, like 10.99.0.1/24");
+        let (a, p) = split_cidr(s, 32).map_err(|_| bad())?;
+        Ok(Ipv4Cidr { addr: a.parse().map_err(|_| bad())?, prefix_len: p })
+    }
+}
+
+impl FromStr for Ipv6Cidr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("\"{s}\" is not an IPv6 address with a prefix length, like fd99::1/64");
+        let (a, p) = split_cidr(s, 128).map_err(|_| bad())?;
+        Ok(Ipv6Cidr { addr: a.parse().map_err(|_| bad())?, prefix_len: p })
+    }
+}
+
+impl fmt::Display for Ipv4Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix_len)
+    }
+}
+
+impl fmt::Display for Ipv6Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix_len)
+    }
+}
+
+macro_rules! serde_via_str {
+    ($t:ty) => {
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+        impl Serialize for $t {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+    };
+}
+serde_via_str!(Ipv4Cidr);
+serde_via_str!(Ipv6Cidr);
+
+/// A config that could not be used: one line, naming the file, the line and the problem.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {reason}")]
+    Read { path: PathBuf, reason: String },
+    #[error("config {path}{location}: {message}")]
+    Invalid { path: PathBuf, location: String, message: String },
+    #[error("no config given: pass --config FILE or set {ENV_VAR} (`pronghorn lab exec a -- ...` sets it)")]
+    Missing,
+}
+
+impl Config {
+    /// Parses and validates config text; `path` is only used in error messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| {
+            let location = e
+                .span()
+                .map(|s| format!(" line {}", text[..s.start.min(text.len())].matches('\n').count() + 1))
+                .unwrap_or_default();
+            ConfigError::Invalid { path: path.to_owned(), location, message: one_line(e.message()) }
+        })?;
+        cfg.validate().map_err(|message| ConfigError::Invalid { path: path.to_owned(), location: String::new(), message })?;
+        Ok(cfg)
+    }
+
+    /// Reads and parses the file at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::Read { path: path.to_owned(), reason: e.to_string() })?;
+        Config::parse(&text, path)
+    }
+
+    /// The file named by `explicit`, else by `$PRONGHORN_CONFIG`.
+    pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, ConfigError> {
+        match explicit {
+            Some(p) => Ok(p.to_owned()),
+            None => std::env::var_os(ENV_VAR).filter(|v| !v.is_empty()).map(PathBuf::from).ok_or(ConfigError::Missing),
+        }
+    }
+
+    /// The config as TOML text, as `pronghorn lab up` writes it.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("a Config always serialises")
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let n = &self.nic;
+        if n.iface.is_empty() || n.iface.len() > 15 || n.iface.contains(['/', ' ', '\0']) {
+            return Err(format!("nic.iface \"{}\" is not a Linux interface name (1 to 15 characters, no '/' or spaces)", n.iface));
+        }
+        if n.mbufs < 1023 {
+            return Err(format!("nic.mbufs must be at least 1023, got {}", n.mbufs));
+        }
+        if self.ipv4.is_none() && self.ipv6.is_none() {
+            return Err("give at least one of [ipv4] or [ipv6] with an address".into());
+        }
+        if let Some(v4) = &self.ipv4 {
+            if v4.address.prefix_len == 0 || v4.address.addr.is_unspecified() || v4.address.addr.is_multicast() {
+                return Err(format!("ipv4.address {} must be a unicast address with a prefix length of 1 to 32", v4.address));
+            }
+            if let Some(gw) = v4.gateway {
+                if !v4.address.contains(gw) {
+                    return Err(format!("ipv4.gateway {gw} is not inside ipv4.address {}", v4.address));
+                }
+            }
+        }
+        if let Some(v6) = &self.ipv6 {
+            if v6.address.prefix_len == 0 || v6.address.addr.is_unspecified() || v6.address.addr.is_multicast() {
+                return Err(format!("ipv6.address {} must be a unicast address with a prefix length of 1 to 128", v6.address));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// toml's messages can span lines; a person reads one.
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[nic]
+pmd = "af_xdp"
+iface = "ph-a0"
+
+[ipv4]
+address = "10.99.0.1/24"
+
+[ipv6]
+address = "fd99::1/64"
+"#;
+
+    fn parse(t: &str) -> Result<Config, ConfigError> {
+        Config::parse(t, Path::new("test.toml"))
+    }
+
+    fn err(t: &str) -> String {
+        parse(t).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn good_config_parses_with_defaults() {
+        let c = parse(GOOD).unwrap();
+        assert_eq!(c.nic.pmd, PmdName::AfXdp);
+        assert_eq!(c.nic.iface, "ph-a0");
+        assert_eq!(c.nic.mbufs, 8191);
+        assert!(c.nic.eal_args.is_empty());
+        let v4 = c.ipv4.unwrap();
+        assert_eq!(v4.address.addr, Ipv4Addr::new(10, 99, 0, 1));
+        assert_eq!(v4.address.prefix_len, 24);
+        assert_eq!(c.ipv6.unwrap().address.to_string(), "fd99::1/64");
+    }
+
+    #[test]
+    fn round_trips_through_toml() {
+        let c = parse(GOOD).unwrap();
+        assert_eq!(parse(&c.to_toml()).unwrap(), c);
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_its_line() {
+        let e = err(&GOOD.replace("iface =", "ifface ="));
+        assert!(e.starts_with("config test.toml line 4: unknown field `ifface`"), "{e}");
+        assert!(e.contains("expected one of"), "{e}");
+        assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn bad_values_name_the_key_and_the_fix() {
+        let e = err(&GOOD.replace("\"af_xdp\"", "\"ixgbe\""));
+        assert!(e.contains("line 3") && e.contains("ixgbe") && e.contains("af_xdp"), "{e}");
+        let e = err(&GOOD.replace("10.99.0.1/24", "10.99.0.1"));
+        assert!(e.contains("like 10.99.0.1/24"), "{e}");
+        let e = err(&GOOD.replace("fd99::1/64", "fd99::1/129"));
+        assert!(e.contains("like fd99::1/64"), "{e}");
+        let e = err(&GOOD.replace("ph-a0", "a-name-that-is-too-long"));
+        assert!(e.contains("nic.iface"), "{e}");
+        let e = err(&GOOD.replace("[ipv4]", "[ipv4]\ngateway = \"10.1.0.1\""));
+        assert!(e.contains("ipv4.gateway 10.1.0.1 is not inside"), "{e}");
+        let e = err("[nic]\npmd = \"af_xdp\"\niface = \"x\"\n");
+        assert!(e.contains("at least one of [ipv4] or [ipv6]"), "{e}");
+        let e = err(&GOOD.replace("[nic]", "[nic]\nmbufs = 10"));
+        assert!(e.contains("nic.mbufs must be at least 1023, got 10"), "{e}");
+    }
+
+    #[test]
+    fn missing_section_and_syntax_errors_are_one_line() {
+        let e = err("[ipv4]\naddress = \"10.0.0.1/8\"\n");
+        assert!(e.contains("missing field `nic`"), "{e}");
+        let e = err("[nic\n");
+        assert!(e.starts_with("config test.toml line 1:"), "{e}");
+        assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn subnet_membership() {
+        let c: Ipv4Cidr = "10.99.0.1/24".parse().unwrap();
+        assert!(c.contains(Ipv4Addr::new(10, 99, 0, 200)));
+        assert!(!c.contains(Ipv4Addr::new(10, 99, 1, 1)));
+        let c: Ipv6Cidr = "fd99::1/64".parse().unwrap();
+        assert!(c.contains("fd99::2".parse().unwrap()));
+        assert!(!c.contains("fd98::2".parse().unwrap()));
+    }
+
+    #[test]
+    fn locate_prefers_the_explicit_path() {
+        assert_eq!(Config::locate(Some(Path::new("/x.toml"))).unwrap(), PathBuf::from("/x.toml"));
+    }
+
+    #[test]
+    fn unreadable_file_is_named() {
+        let e = Config::load(Path::new("/nonexistent/pronghorn.toml")).unwrap_err().to_string();
+        assert!(e.starts_with("cannot read config /nonexistent/pronghorn.toml:"), "{e}");
+    }
+}

@@ -1,0 +1,585 @@
+//! The DPDK backend: one port with one rx and one tx queue on any PMD, usually a virtual device
+//! (`net_af_xdp`, `net_af_packet`) on a Linux interface.
+//!
+//! [`DpdkNic::open`] does the whole slow path: it checks what commonly goes wrong (not root, the
+//! interface missing, no hugepages) before touching DPDK, initialises the EAL once per process
+//! (`--in-memory --no-pci`, a file prefix unique to this process, the caller's extra arguments),
+//! and sets up the mempool, the port and its queues. Everything DPDK and libbpf print while doing
+//! so is captured: on failure it is boiled down to one [`DpdkError`] line that names the cause and
+//! the fix; on success it is kept in [`DpdkNic::setup_log`]. Dropping the last port stops and
+//! closes it (which detaches the XDP program) and cleans the EAL up, runtime directory included.
+
+use std::ffi::{CStr, CString};
+use std::io::Read;
+use std::os::fd::{FromRawFd, RawFd};
+use std::ptr::NonNull;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use dpdk_sys as sys;
+
+use crate::{Link, MacAddr, Nic, NicStats, PacketBuf};
+
+/// Which poll-mode driver serves the interface.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pmd {
+    /// `net_af_xdp`: an AF_XDP socket on the interface (native XDP where the driver has it).
+    AfXdp,
+    /// `net_af_packet`: a PACKET_MMAP socket; slower, works everywhere.
+    AfPacket,
+}
+
+impl Pmd {
+    /// The DPDK driver name.
+    pub fn driver(&self) -> &'static str {
+        match self {
+            Pmd::AfXdp => "net_af_xdp",
+            Pmd::AfPacket => "net_af_packet",
+        }
+    }
+
+    /// The Debian package that ships the driver.
+    fn package(&self) -> &'static str {
+        match self {
+            Pmd::AfXdp => "librte-net-af-xdp23",
+            Pmd::AfPacket => "librte-net-af-packet23",
+        }
+    }
+
+    fn socket_domain(&self) -> libc::c_int {
+        match self {
+            Pmd::AfXdp => libc::AF_XDP,
+            Pmd::AfPacket => libc::AF_PACKET,
+        }
+    }
+}
+
+impl std::str::FromStr for Pmd {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "af_xdp" | "net_af_xdp" => Ok(Pmd::AfXdp),
+            "af_packet" | "net_af_packet" => Ok(Pmd::AfPacket),
+            _ => Err(format!("unknown pmd \"{s}\" (expected af_xdp or af_packet)")),
+        }
+    }
+}
+
+impl std::fmt::Display for Pmd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Pmd::AfXdp => "af_xdp",
+            Pmd::AfPacket => "af_packet",
+        })
+    }
+}
+
+/// What to open.
+#[derive(Clone, Debug)]
+pub struct DpdkOptions {
+    pub pmd: Pmd,
+    /// The Linux interface the PMD attaches to.
+    pub iface: String,
+    /// Extra EAL arguments, appended after pronghorn's defaults.
+    pub eal_args: Vec<String>,
+    /// Mbufs in the pool (a power of two minus one is best for DPDK's ring).
+    pub pool_size: u32,
+    pub rx_desc: u16,
+    pub tx_desc: u16,
+}
+
+impl DpdkOptions {
+    pub fn new(pmd: Pmd, iface: impl Into<String>) -> Self {
+        Self { pmd, iface: iface.into(), eal_args: Vec::new(), pool_size: 8191, rx_desc: 1024, tx_desc: 1024 }
+    }
+
+    /// The `--vdev` argument for this port.
+    fn vdev(&self) -> String {
+        match self.pmd {
+            Pmd::AfXdp => format!("{}0,iface={},start_queue=0,queue_count=1", self.pmd.driver(), self.iface),
+            Pmd::AfPacket => format!("{}0,iface={},qpairs=1", self.pmd.driver(), self.iface),
+        }
+    }
+
+    fn port_name(&self) -> String {
+        format!("{}0", self.pmd.driver())
+    }
+}
+
+/// Why a port could not be opened: each variant displays as one line with the cause and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum DpdkError {
+    #[error("pronghorn needs root to drive a NIC through DPDK (hugepages, {pmd} sockets, XDP programs): run it as root, e.g. with sudo")]
+    NotRoot { pmd: Pmd },
+    #[error("interface \"{iface}\" does not exist in this network namespace: check `ip link`, or use the lab (`pronghorn lab up`, then `pronghorn lab exec a -- ...`)")]
+    NoSuchInterface { iface: String },
+    #[error("no free hugepages: reserve some with `echo 256 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages` (`pronghorn lab up` does this), or add \"--no-huge\" to eal_args")]
+    NoHugepages,
+    #[error("DPDK driver {driver} is not installed: install it with `apt-get install {package}` (DPDK said: {detail})")]
+    PmdMissing { driver: &'static str, package: &'static str, detail: String },
+    #[error("DPDK rejected the EAL arguments {args:?}: {detail}; fix eal_args in the config")]
+    BadEalArgs { args: Vec<String>, detail: String },
+    #[error("DPDK failed to start: {detail}")]
+    EalInit { detail: String },
+    #[error("DPDK is already initialised in this process with another port; pronghorn drives one port per process")]
+    AlreadyInitialized,
+    #[error("{pmd} could not open interface \"{iface}\": {detail}")]
+    Port { pmd: Pmd, iface: String, detail: String },
+}
+
+/// One mbuf holding one frame. Dropping it returns it to its mempool.
+pub struct Mbuf(NonNull<sys::rte_mbuf>);
+
+impl Mbuf {
+    fn raw(&self) -> *mut sys::rte_mbuf {
+        self.0.as_ptr()
+    }
+}
+
+impl Drop for Mbuf {
+    fn drop(&mut self) {
+        unsafe { sys::ph_pktmbuf_free(self.raw()) }
+    }
+}
+
+impl PacketBuf for Mbuf {
+    fn data(&self) -> &[u8] {
+        unsafe {
+            let len = sys::ph_pktmbuf_data_len(self.raw()) as usize;
+            std::slice::from_raw_parts(sys::ph_pktmbuf_data(self.raw()), len)
+        }
+    }
+    fn data_mut(&mut self) -> &mut [u8] {
+        unsafe {
+            let len = sys::ph_pktmbuf_data_len(self.raw()) as usize;
+            std::slice::from_raw_parts_mut(sys::ph_pktmbuf_data(self.raw()), len)
+        }
+    }
+    fn set_len(&mut self, len: usize) {
+        let ok = len <= u16::MAX as usize && unsafe { sys::ph_pktmbuf_set_len(self.raw(), len as u16) } == 0;
+        assert!(ok, "frame length {len} exceeds the mbuf's capacity {}", self.capacity());
+    }
+    fn capacity(&self) -> usize {
+        unsafe { sys::ph_pktmbuf_capacity(self.raw()) as usize }
+    }
+}
+
+/// The EAL of this process; cleaned up when the last port that uses it is dropped.
+struct Eal {
+    runtime_dir: String,
+}
+
+static EAL_STARTED: AtomicBool = AtomicBool::new(false);
+
+impl Drop for Eal {
+    fn drop(&mut self) {
+        unsafe { sys::rte_eal_cleanup() };
+        // --in-memory still creates the runtime directory (empty with --no-telemetry); remove it.
+        let _ = std::fs::remove_dir_all(&self.runtime_dir);
+    }
+}
+
+/// The most frames one burst call moves.
+const BURST_MAX: usize = 64;
+
+/// A started DPDK port with one rx and one tx queue.
+pub struct DpdkNic {
+    port: u16,
+    pool: *mut sys::rte_mempool,
+    mac: MacAddr,
+    mtu: u16,
+    rx_fd: Option<RawFd>,
+    setup_log: String,
+    /// Frames dropped on receive because they spanned several mbufs (never expected at our MTU).
+    rx_multiseg_dropped: u64,
+    _eal: Rc<Eal>,
+}
+
+impl DpdkNic {
+    /// Checks the environment, starts the EAL and sets up the port. See the module doc.
+    pub fn open(opts: &DpdkOptions) -> Result<DpdkNic, DpdkError> {
+        precheck(opts)?;
+        if EAL_STARTED.swap(true, Ordering::SeqCst) {
+            return Err(DpdkError::AlreadyInitialized);
+        }
+        let (result, log) = capture_stdio(|| open_inner(opts));
+        match result {
+            Ok(mut nic) => {
+                nic.setup_log = log;
+                Ok(nic)
+            }
+            Err(e) => Err(explain(e, opts, &log)),
+        }
+    }
+
+    /// What DPDK, libbpf and libxdp printed while the port was set up.
+    pub fn setup_log(&self) -> &str {
+        &self.setup_log
+    }
+
+    pub fn port_id(&self) -> u16 {
+        self.port
+    }
+
+    /// Mbufs free in the pool (for leak checks and `stat`).
+    pub fn pool_available(&self) -> u32 {
+        unsafe { sys::rte_mempool_avail_count(self.pool) }
+    }
+
+    pub fn rx_multiseg_dropped(&self) -> u64 {
+        self.rx_multiseg_dropped
+    }
+}
+
+impl Drop for DpdkNic {
+    fn drop(&mut self) {
+        unsafe {
+            sys::rte_eth_dev_stop(self.port);
+            sys::rte_eth_dev_close(self.port);
+        }
+        // The mempool is left to the EAL's cleanup: an mbuf the caller still holds must never
+        // point into freed memory.
+    }
+}
+
+impl Nic for DpdkNic {
+    type Buf = Mbuf;
+
+    fn rx_burst(&mut self, out: &mut Vec<Mbuf>, max: usize) -> usize {
+        let mut raw = [std::ptr::null_mut::<sys::rte_mbuf>(); BURST_MAX];
+        let want = max.min(BURST_MAX) as u16;
+        let n = unsafe { sys::ph_rx_burst(self.port, 0, raw.as_mut_ptr(), want) } as usize;
+        let mut kept = 0;
+        for &m in &raw[..n] {
+            let buf = Mbuf(NonNull::new(m).expect("PMD returned a null mbuf"));
+            if unsafe { sys::ph_pktmbuf_nb_segs(m) } != 1 {
+                self.rx_multiseg_dropped += 1;
+                continue;
+            }
+            out.push(buf);
+            kept += 1;
+        }
+        kept
+    }
+
+    fn tx_burst(&mut self, bufs: &mut Vec<Mbuf>) -> usize {
+        let mut total = 0;
+        while total < bufs.len() {
+            let chunk = &bufs[total..(total + BURST_MAX).min(bufs.len())];
+            let mut raw = [std::ptr::null_mut::<sys::rte_mbuf>(); BURST_MAX];
+            for (slot, b) in raw.iter_mut().zip(chunk) {
+                *slot = b.raw();
+            }
+            let sent = unsafe { sys::ph_tx_burst(self.port, 0, raw.as_mut_ptr(), chunk.len() as u16) } as usize;
+            total += sent;
+            if sent < chunk.len() {
+                break;
+            }
+        }
+        // The driver owns the sent mbufs now.
+        for b in bufs.drain(..total) {
+            std::mem::forget(b);
+        }
+        total
+    }
+
+    fn alloc(&mut self) -> Option<Mbuf> {
+        NonNull::new(unsafe { sys::ph_pktmbuf_alloc(self.pool) }).map(Mbuf)
+    }
+
+    fn mac(&self) -> MacAddr {
+        self.mac
+    }
+
+    fn mtu(&self) -> u16 {
+        self.mtu
+    }
+
+    fn link(&self) -> Link {
+        let mut l = sys::rte_eth_link::default();
+        unsafe { sys::rte_eth_link_get_nowait(self.port, &mut l) };
+        Link { up: l.link_status() != 0, speed_mbps: l.link_speed }
+    }
+
+    fn stats(&self) -> NicStats {
+        let mut s = sys::rte_eth_stats::default();
+        unsafe { sys::rte_eth_stats_get(self.port, &mut s) };
+        NicStats {
+            ipackets: s.ipackets,
+            opackets: s.opackets,
+            ibytes: s.ibytes,
+            obytes: s.obytes,
+            imissed: s.imissed,
+            ierrors: s.ierrors,
+            oerrors: s.oerrors,
+        }
+    }
+
+    fn rx_interrupt_fd(&self) -> Option<RawFd> {
+        self.rx_fd
+    }
+}
+
+/// The checks that turn the usual failures into one clear line before DPDK prints pages of log.
+fn precheck(opts: &DpdkOptions) -> Result<(), DpdkError> {
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(DpdkError::NotRoot { pmd: opts.pmd.clone() });
+    }
+    let name = CString::new(opts.iface.as_str()).map_err(|_| DpdkError::NoSuchInterface { iface: opts.iface.clone() })?;
+    if unsafe { libc::if_nametoindex(name.as_ptr()) } == 0 {
+        return Err(DpdkError::NoSuchInterface { iface: opts.iface.clone() });
+    }
+    let no_huge = opts.eal_args.iter().any(|a| a == "--no-huge");
+    if !no_huge && free_hugepages() == 0 {
+        return Err(DpdkError::NoHugepages);
+    }
+    Ok(())
+}
+
+/// Free hugepages of every size, from sysfs (works in any network namespace).
+pub fn free_hugepages() -> u64 {
+    let Ok(dir) = std::fs::read_dir("/sys/kernel/mm/hugepages") else { return 0 };
+    dir.flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("free_hugepages")).ok())
+        .filter_map(|s| s.trim().parse::<u64>().ok())
+        .sum()
+}
+
+/// Internal failure before it is explained with the captured log.
+enum Failure {
+    EalInit { errno: i32 },
+    PortMissing,
+    Port(String),
+}
+
+fn open_inner(opts: &DpdkOptions) -> Result<DpdkNic, Failure> {
+    let prefix = format!("pronghorn-{}", std::process::id());
+    let saved_affinity = current_affinity();
+    let first_cpu = (0..libc::CPU_SETSIZE as usize).find(|&c| unsafe { libc::CPU_ISSET(c, &saved_affinity) }).unwrap_or(0);
+    let mut args: Vec<String> = vec![
+        "pronghorn".into(),
+        "--in-memory".into(),
+        "--no-pci".into(),
+        "--no-telemetry".into(),
+        "--file-prefix".into(),
+        prefix.clone(),
+        "-l".into(),
+        first_cpu.to_string(),
+        "--vdev".into(),
+        opts.vdev(),
+    ];
+    args.extend(opts.eal_args.iter().cloned());
+    let cargs: Vec<CString> = args.iter().map(|a| CString::new(a.as_str()).unwrap_or_default()).collect();
+    let mut argv: Vec<*mut libc::c_char> = cargs.iter().map(|a| a.as_ptr() as *mut libc::c_char).collect();
+    argv.push(std::ptr::null_mut());
+    let rc = unsafe { sys::rte_eal_init(cargs.len() as i32, argv.as_mut_ptr()) };
+    // The EAL pins the calling thread to its main lcore; the application keeps the CPUs it had.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &saved_affinity) };
+    if rc < 0 {
+        return Err(Failure::EalInit { errno: unsafe { sys::ph_errno() } });
+    }
+    let runtime_dir = format!("/var/run/dpdk/{prefix}");
+    let eal = Rc::new(Eal { runtime_dir });
+
+    let name = CString::new(opts.port_name()).unwrap();
+    let mut port: u16 = 0;
+    if unsafe { sys::rte_eth_dev_get_port_by_name(name.as_ptr(), &mut port) } != 0 {
+        return Err(Failure::PortMissing);
+    }
+    let fds_before = socket_fds();
+    let pool_name = CString::new(format!("ph_pool_{port}")).unwrap();
+    let socket = unsafe { sys::rte_eth_dev_socket_id(port) };
+    let pool = unsafe {
+        sys::rte_pktmbuf_pool_create(
+            pool_name.as_ptr(),
+            opts.pool_size,
+            256,
+            0,
+            sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16,
+            socket,
+        )
+    };
+    if pool.is_null() {
+        return Err(Failure::Port(format!(
+            "cannot create a pool of {} mbufs: {} (reserve more hugepages)",
+            opts.pool_size,
+            rte_strerror(unsafe { sys::ph_errno() })
+        )));
+    }
+    let conf = sys::rte_eth_conf::default();
+    let rc = unsafe { sys::rte_eth_dev_configure(port, 1, 1, &conf) };
+    check(rc, "configure")?;
+    let rc = unsafe { sys::rte_eth_rx_queue_setup(port, 0, opts.rx_desc, socket as u32, std::ptr::null(), pool) };
+    check(rc, "rx queue setup")?;
+    let rc = unsafe { sys::rte_eth_tx_queue_setup(port, 0, opts.tx_desc, socket as u32, std::ptr::null()) };
+    check(rc, "tx queue setup")?;
+    let rc = unsafe { sys::rte_eth_dev_start(port) };
+    if rc != 0 {
+        unsafe { sys::rte_eth_dev_close(port) };
+        return Err(Failure::Port(format!("start: {}", rte_strerror(-rc))));
+    }
+
+    let mut mac = sys::rte_ether_addr::default();
+    unsafe { sys::rte_eth_macaddr_get(port, &mut mac) };
+    let mut mtu: u16 = 1500;
+    unsafe { sys::rte_eth_dev_get_mtu(port, &mut mtu) };
+    // The PMDs of 22.11 have no rx interrupt, but the AF_XDP / AF_PACKET socket they opened is
+    // itself readable when frames wait: find the one this setup created.
+    let rx_fd = socket_fds()
+        .into_iter()
+        .filter(|fd| !fds_before.contains(fd))
+        .find(|&fd| socket_domain(fd) == Some(opts.pmd.socket_domain()));
+    Ok(DpdkNic {
+        port,
+        pool,
+        mac: MacAddr(mac.addr_bytes),
+        mtu,
+        rx_fd,
+        setup_log: String::new(),
+        rx_multiseg_dropped: 0,
+        _eal: eal,
+    })
+}
+
+fn check(rc: i32, what: &str) -> Result<(), Failure> {
+    if rc < 0 {
+        Err(Failure::Port(format!("{what}: {}", rte_strerror(-rc))))
+    } else {
+        Ok(())
+    }
+}
+
+fn rte_strerror(errno: i32) -> String {
+    unsafe { CStr::from_ptr(sys::rte_strerror(errno)) }.to_string_lossy().into_owned()
+}
+
+/// Turns an internal failure and the captured DPDK output into the one line a person reads.
+fn explain(f: Failure, opts: &DpdkOptions, log: &str) -> DpdkError {
+    let detail = last_error_line(log);
+    let driver_missing = |log: &str| {
+        log.contains("failed to parse device") || log.contains("no driver found") || log.contains("Cannot find driver")
+    };
+    match f {
+        Failure::EalInit { errno } => {
+            if driver_missing(log) {
+                DpdkError::PmdMissing { driver: opts.pmd.driver(), package: opts.pmd.package(), detail }
+            } else if errno == libc::EINVAL && (log.contains("Usage:") || log.contains("invalid") || log.contains("unrecognized")) {
+                DpdkError::BadEalArgs { args: opts.eal_args.clone(), detail }
+            } else if log.contains("hugepage") && log.contains("Cannot") {
+                DpdkError::NoHugepages
+            } else {
+                DpdkError::EalInit { detail: if detail.is_empty() { rte_strerror(errno) } else { detail } }
+            }
+        }
+        Failure::PortMissing => {
+            if driver_missing(log) || !log.contains(opts.pmd.driver()) {
+                DpdkError::PmdMissing { driver: opts.pmd.driver(), package: opts.pmd.package(), detail }
+            } else {
+                DpdkError::Port { pmd: opts.pmd.clone(), iface: opts.iface.clone(), detail }
+            }
+        }
+        Failure::Port(msg) => {
+            let detail = if detail.is_empty() { msg } else { format!("{msg} ({detail})") };
+            DpdkError::Port { pmd: opts.pmd.clone(), iface: opts.iface.clone(), detail }
+        }
+    }
+}
+
+/// The most telling line of DPDK's output: the last one that reads like an error.
+fn last_error_line(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let is_error = |l: &&&str| {
+        let lc = l.to_ascii_lowercase();
+        (lc.contains("error") || lc.contains("fail") || lc.contains("cannot") || lc.contains("invalid") || lc.contains("unrecognized") || lc.contains("no such"))
+            && !lc.starts_with("usage")
+    };
+    lines.iter().rev().find(is_error).or(lines.last()).map(|s| s.to_string()).unwrap_or_default()
+}
+
+fn current_affinity() -> libc::cpu_set_t {
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    set
+}
+
+/// The socket fds this process has open.
+fn socket_fds() -> Vec<RawFd> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return Vec::new() };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<RawFd>().ok()))
+        .filter(|&fd| std::fs::read_link(format!("/proc/self/fd/{fd}")).map(|p| p.to_string_lossy().starts_with("socket:")).unwrap_or(false))
+        .collect()
+}
+
+fn socket_domain(fd: RawFd) -> Option<libc::c_int> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN, &mut v as *mut _ as *mut libc::c_void, &mut len) };
+    (rc == 0).then_some(v)
+}
+
+/// Runs `f` with the process's stdout and stderr sent to a memory file, and returns what was
+/// written there. DPDK, libbpf and libxdp all print straight to these fds.
+fn capture_stdio<R>(f: impl FnOnce() -> R) -> (R, String) {
+    unsafe {
+        let mem = libc::memfd_create(c"pronghorn-dpdk-log".as_ptr(), libc::MFD_CLOEXEC);
+        if mem < 0 {
+            return (f(), String::new());
+        }
+        libc::fflush(std::ptr::null_mut());
+        let saved_out = libc::dup(1);
+        let saved_err = libc::dup(2);
+        libc::dup2(mem, 1);
+        libc::dup2(mem, 2);
+        let r = f();
+        libc::fflush(std::ptr::null_mut());
+        libc::dup2(saved_out, 1);
+        libc::dup2(saved_err, 2);
+        libc::close(saved_out);
+        libc::close(saved_err);
+        let mut file = std::fs::File::from_raw_fd(mem);
+        let mut text = String::new();
+        let _ = std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0));
+        let mut bytes = Vec::new();
+        let _ = file.read_to_end(&mut bytes);
+        text.push_str(&String::from_utf8_lossy(&bytes));
+        (r, text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vdev_strings_name_the_interface() {
+        let o = DpdkOptions::new(Pmd::AfXdp, "ph-a0");
+        assert_eq!(o.vdev(), "net_af_xdp0,iface=ph-a0,start_queue=0,queue_count=1");
+        assert_eq!(o.port_name(), "net_af_xdp0");
+        let o = DpdkOptions::new(Pmd::AfPacket, "x");
+        assert_eq!(o.vdev(), "net_af_packet0,iface=x,qpairs=1");
+    }
+
+    #[test]
+    fn pmd_names_parse() {
+        assert_eq!("af_xdp".parse::<Pmd>(), Ok(Pmd::AfXdp));
+        assert_eq!("net_af_packet".parse::<Pmd>(), Ok(Pmd::AfPacket));
+        assert!("ixgbe".parse::<Pmd>().unwrap_err().contains("expected af_xdp or af_packet"));
+    }
+
+    #[test]
+    fn last_error_line_prefers_errors_over_noise() {
+        let log = "EAL: Detected CPU lcores: 2\nEAL: invalid parameters for --vdev\nEAL: Detected NUMA nodes: 1\n";
+        assert_eq!(last_error_line(log), "EAL: invalid parameters for --vdev");
+        assert_eq!(last_error_line("just this\n"), "just this");
+        assert_eq!(last_error_line(""), "");
+    }
+
+    #[test]
+    fn capture_stdio_catches_c_level_output() {
+        let ((), text) = capture_stdio(|| unsafe {
+            libc::write(2, b"to stderr\n".as_ptr() as *const libc::c_void, 10);
+        });
+        assert_eq!(text, "to stderr\n");
+    }
+}
