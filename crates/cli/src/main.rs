@@ -1,1 +1,37 @@
-fn main() {}
+//! The `pronghorn` command. Each subcommand lives in its own module; this file only parses the
+//! command line and turns errors into one line on stderr and a non-zero exit.
+
+mod echo;
+mod lab;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "pronghorn", version, about = "A user-space TCP/IP stack over DPDK for unmodified servers")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The lab network: two network namespaces joined by a veth pair, one end driven by DPDK.
+    Lab(lab::LabArgs),
+    /// A standalone stack on the configured interface that answers ARP, NDP and ping (a NIC-path check).
+    Echo(echo::EchoArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Lab(args) => lab::run(args),
+        Command::Echo(args) => echo::run(args),
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("pronghorn: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}

@@ -233,10 +233,12 @@ impl DpdkNic {
 
 impl Drop for DpdkNic {
     fn drop(&mut self) {
-        unsafe {
-            sys::rte_eth_dev_stop(self.port);
-            sys::rte_eth_dev_close(self.port);
-        }
+        // Closing detaches the XDP program; libxdp chats about it on stderr. Keep that quiet.
+        let port = self.port;
+        let ((), _) = capture_stdio(|| unsafe {
+            sys::rte_eth_dev_stop(port);
+            sys::rte_eth_dev_close(port);
+        });
         // The mempool is left to the EAL's cleanup: an mbuf the caller still holds must never
         // point into freed memory.
     }
@@ -488,6 +490,11 @@ fn explain(f: Failure, opts: &DpdkOptions, log: &str) -> DpdkError {
 /// The most telling line of DPDK's output: the last one that reads like an error.
 fn last_error_line(log: &str) -> String {
     let lines: Vec<&str> = log.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    // getopt names the argument itself ("unrecognized option '--x'"): that beats EAL's summary.
+    let getopt = ["unrecognized option", "invalid option", "requires an argument"];
+    if let Some(l) = lines.iter().find(|l| getopt.iter().any(|g| l.contains(g))) {
+        return l.to_string();
+    }
     let is_error = |l: &&&str| {
         let lc = l.to_ascii_lowercase();
         (lc.contains("error") || lc.contains("fail") || lc.contains("cannot") || lc.contains("invalid") || lc.contains("unrecognized") || lc.contains("no such"))
@@ -573,6 +580,8 @@ mod tests {
         assert_eq!(last_error_line(log), "EAL: invalid parameters for --vdev");
         assert_eq!(last_error_line("just this\n"), "just this");
         assert_eq!(last_error_line(""), "");
+        let log = "pronghorn: unrecognized option '--bogus'\nEAL: Invalid 'command line' arguments.\nUsage: ...\n";
+        assert_eq!(last_error_line(log), "pronghorn: unrecognized option '--bogus'");
     }
 
     #[test]

@@ -1,0 +1,445 @@
+//! `pronghorn lab`: the lab network on one machine.
+//!
+//! Namespace `<prefix>-a` holds `<prefix>-a0`, the veth end DPDK drives (no kernel address on it,
+//! IPv6 off so the kernel sends nothing from it). Namespace `<prefix>-b` holds its peer
+//! `<prefix>-b0`, a plain kernel host with the B addresses and tx checksum offload off (else it
+//! sends partial checksums over the veth). `up` also reserves hugepages when none are free and
+//! writes the A side's pronghorn config; `down` gives back exactly what `up` made, and removes
+//! DPDK runtime directories that crashed runs left behind.
+//!
+//! State lives in `/run/pronghorn/lab/<prefix>/` (`state.toml` and the A config `a.toml`), guarded
+//! by a lock file so that concurrent `up`/`down` of different labs keep the hugepage accounting
+//! right. This module shells out to iproute2 and ethtool: they are the interface people already
+//! read, and every command it runs is printed with `--verbose`.
+
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use config::{Config, Ipv4Cidr, Ipv4Config, Ipv6Cidr, Ipv6Config, NicConfig, PmdName};
+
+const STATE_ROOT: &str = "/run/pronghorn/lab";
+const HUGEPAGES_2M: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+const HUGEPAGES_2M_SURPLUS: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/surplus_hugepages";
+const DPDK_RUNTIME: &str = "/var/run/dpdk";
+
+#[derive(Args)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Args, Clone)]
+struct Prefix {
+    /// Names the lab's namespaces and interfaces (`<prefix>-a`, `<prefix>-a0`, ...) so that
+    /// several labs can coexist: 1 to 12 characters of a-z, 0-9 and '-'.
+    #[arg(long, default_value = "ph", value_parser = parse_prefix)]
+    prefix: String,
+}
+
+#[derive(Subcommand)]
+enum Action {
+    /// Create the namespaces, the veth pair, the addresses and the A side's config (again: no-op).
+    Up(UpArgs),
+    /// Remove everything `up` made, even after a crashed run.
+    Down {
+        #[command(flatten)]
+        prefix: Prefix,
+        /// Take down every lab on this machine.
+        #[arg(long, conflicts_with = "prefix")]
+        all: bool,
+    },
+    /// Show what is up.
+    Status {
+        #[command(flatten)]
+        prefix: Prefix,
+    },
+    /// Run a command inside side a (pronghorn's) or b (the kernel peer). On side a,
+    /// PRONGHORN_CONFIG points at the lab's config.
+    Exec {
+        #[command(flatten)]
+        prefix: Prefix,
+        /// a or b
+        #[arg(value_parser = ["a", "b"])]
+        side: String,
+        /// The command and its arguments (after `--`).
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+}
+
+#[derive(Args)]
+struct UpArgs {
+    #[command(flatten)]
+    prefix: Prefix,
+    /// The DPDK driver for side a: af_xdp or af_packet.
+    #[arg(long, default_value = "af_xdp", value_parser = parse_pmd)]
+    pmd: PmdName,
+    /// pronghorn's IPv4 address on side a.
+    #[arg(long, default_value = "10.99.0.1/24")]
+    ipv4_a: Ipv4Cidr,
+    /// The kernel peer's IPv4 address on side b.
+    #[arg(long, default_value = "10.99.0.2/24")]
+    ipv4_b: Ipv4Cidr,
+    /// pronghorn's IPv6 address on side a.
+    #[arg(long, default_value = "fd99::1/64")]
+    ipv6_a: Ipv6Cidr,
+    /// The kernel peer's IPv6 address on side b.
+    #[arg(long, default_value = "fd99::2/64")]
+    ipv6_b: Ipv6Cidr,
+    /// 2 MiB hugepages to reserve when none are free.
+    #[arg(long, default_value_t = 256)]
+    hugepages: u64,
+    /// Print every command run.
+    #[arg(long, short)]
+    verbose: bool,
+}
+
+fn parse_prefix(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty() && s.len() <= 12 && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!("\"{s}\" is not a lab prefix: use 1 to 12 characters of a-z, 0-9 and '-'"))
+    }
+}
+
+fn parse_pmd(s: &str) -> Result<PmdName, String> {
+    match s {
+        "af_xdp" => Ok(PmdName::AfXdp),
+        "af_packet" => Ok(PmdName::AfPacket),
+        _ => Err(format!("unknown pmd \"{s}\" (expected af_xdp or af_packet)")),
+    }
+}
+
+/// The names of one lab's objects.
+struct Names {
+    prefix: String,
+    ns_a: String,
+    ns_b: String,
+    veth_a: String,
+    veth_b: String,
+    dir: PathBuf,
+}
+
+impl Names {
+    fn new(prefix: &str) -> Names {
+        Names {
+            prefix: prefix.to_string(),
+            ns_a: format!("{prefix}-a"),
+            ns_b: format!("{prefix}-b"),
+            veth_a: format!("{prefix}-a0"),
+            veth_b: format!("{prefix}-b0"),
+            dir: Path::new(STATE_ROOT).join(prefix),
+        }
+    }
+    fn state_file(&self) -> PathBuf {
+        self.dir.join("state.toml")
+    }
+    fn config_a(&self) -> PathBuf {
+        self.dir.join("a.toml")
+    }
+}
+
+/// What `up` made that `down` must undo beyond the namespaces.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct State {
+    hugepages_reserved: u64,
+    pmd: String,
+}
+
+impl State {
+    fn render(&self) -> String {
+        toml::to_string(self).expect("State always serialises")
+    }
+    fn parse(text: &str) -> State {
+        toml::from_str(text).unwrap_or_default()
+    }
+}
+
+pub fn run(args: LabArgs) -> Result<i32> {
+    match args.action {
+        Action::Up(up_args) => up(&up_args),
+        Action::Down { prefix, all } => {
+            require_root("lab down")?;
+            let prefixes = if all { all_labs() } else { vec![prefix.prefix] };
+            for p in prefixes {
+                down(&Names::new(&p), false)?;
+            }
+            Ok(0)
+        }
+        Action::Status { prefix } => status(&Names::new(&prefix.prefix)),
+        Action::Exec { prefix, side, command } => exec(&Names::new(&prefix.prefix), &side, &command),
+    }
+}
+
+fn require_root(what: &str) -> Result<()> {
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("{what} needs root (it creates network namespaces and reserves hugepages): run it as root, e.g. with sudo");
+    }
+    Ok(())
+}
+
+fn all_labs() -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(STATE_ROOT)
+        .map(|d| d.flatten().filter_map(|e| e.file_name().into_string().ok()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Runs a command, failing with its stderr in one line.
+fn sh(verbose: bool, program: &str, args: &[&str]) -> Result<()> {
+    if verbose {
+        eprintln!("+ {program} {}", args.join(" "));
+    }
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .with_context(|| format!("cannot run {program}: install it (apt-get install iproute2 ethtool)"))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        bail!("`{program} {}` failed: {}", args.join(" "), err.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+    Ok(())
+}
+
+fn netns_exists(name: &str) -> bool {
+    Path::new("/run/netns").join(name).exists()
+}
+
+fn link_exists_in_root(name: &str) -> bool {
+    Path::new("/sys/class/net").join(name).exists()
+}
+
+/// Holds an exclusive lock on the lab state root while it lives.
+struct Lock {
+    _file: fs::File,
+}
+
+impl Lock {
+    fn take() -> Result<Lock> {
+        fs::create_dir_all(STATE_ROOT).with_context(|| format!("cannot create {STATE_ROOT}"))?;
+        let f = fs::File::create(Path::new(STATE_ROOT).parent().unwrap().join("lab.lock"))?;
+        use std::os::fd::AsRawFd;
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            bail!("cannot lock the lab state: {}", std::io::Error::last_os_error());
+        }
+        Ok(Lock { _file: f })
+    }
+}
+
+fn up(a: &UpArgs) -> Result<i32> {
+    require_root("lab up")?;
+    let n = Names::new(&a.prefix.prefix);
+    let _lock = Lock::take()?;
+    if n.state_file().exists() && netns_exists(&n.ns_a) && netns_exists(&n.ns_b) {
+        let st = State::parse(&fs::read_to_string(n.state_file()).unwrap_or_default());
+        println!("lab {} is already up (pmd {}); config for side a: {}", n.prefix, st.pmd, n.config_a().display());
+        if st.pmd != a.pmd.to_string() {
+            eprintln!("note: it was brought up with --pmd {}; run `pronghorn lab down --prefix {}` first to change it", st.pmd, n.prefix);
+        }
+        return Ok(0);
+    }
+    // Leftovers of a run that died half-way: clear them, then build from scratch.
+    down(&n, true)?;
+    match build(a, &n) {
+        Ok(()) => Ok(0),
+        Err(e) => {
+            let _ = down(&n, true);
+            Err(e.context(format!("lab up failed and was rolled back (prefix {})", n.prefix)))
+        }
+    }
+}
+
+fn build(a: &UpArgs, n: &Names) -> Result<()> {
+    let v = a.verbose;
+    fs::create_dir_all(&n.dir)?;
+    // Record the state first so that `down` can undo a half-built lab.
+    let mut state = State { hugepages_reserved: 0, pmd: a.pmd.to_string() };
+    fs::write(n.state_file(), state.render())?;
+
+    sh(v, "ip", &["netns", "add", &n.ns_a])?;
+    sh(v, "ip", &["netns", "add", &n.ns_b])?;
+    sh(v, "ip", &["link", "add", &n.veth_a, "type", "veth", "peer", "name", &n.veth_b])?;
+    sh(v, "ip", &["link", "set", &n.veth_a, "netns", &n.ns_a])?;
+    sh(v, "ip", &["link", "set", &n.veth_b, "netns", &n.ns_b])?;
+    for ns in [&n.ns_a, &n.ns_b] {
+        sh(v, "ip", &["-n", ns, "link", "set", "lo", "up"])?;
+    }
+    // Side a: no kernel address, no IPv6 (no router solicitations or DAD from the kernel).
+    sh(v, "ip", &["netns", "exec", &n.ns_a, "sysctl", "-qw", &format!("net.ipv6.conf.{}.disable_ipv6=1", n.veth_a)])?;
+    sh(v, "ip", &["-n", &n.ns_a, "link", "set", &n.veth_a, "up"])?;
+    // Side b: the kernel peer.
+    sh(v, "ip", &["-n", &n.ns_b, "addr", "add", &a.ipv4_b.to_string(), "dev", &n.veth_b])?;
+    sh(v, "ip", &["-n", &n.ns_b, "addr", "add", &a.ipv6_b.to_string(), "dev", &n.veth_b, "nodad"])?;
+    sh(v, "ip", &["netns", "exec", &n.ns_b, "ethtool", "-K", &n.veth_b, "tx", "off"])?;
+    sh(v, "ip", &["-n", &n.ns_b, "link", "set", &n.veth_b, "up"])?;
+
+    if nic::dpdk::free_hugepages() == 0 && a.hugepages > 0 {
+        let before = read_u64(HUGEPAGES_2M)?;
+        fs::write(HUGEPAGES_2M, (before + a.hugepages).to_string()).with_context(|| format!("cannot write {HUGEPAGES_2M}"))?;
+        let after = read_u64(HUGEPAGES_2M)?;
+        state.hugepages_reserved = after.saturating_sub(before);
+        fs::write(n.state_file(), state.render())?;
+        if state.hugepages_reserved == 0 {
+            bail!("the kernel gave no 2 MiB hugepages (memory too fragmented?): free some memory and try again");
+        }
+    }
+
+    let cfg = Config {
+        nic: NicConfig { pmd: a.pmd, iface: n.veth_a.clone(), eal_args: Vec::new(), mbufs: 8191 },
+        ipv4: Some(Ipv4Config { address: a.ipv4_a, gateway: None }),
+        ipv6: Some(Ipv6Config { address: a.ipv6_a, gateway: None }),
+    };
+    let header = format!("# pronghorn config for side a of lab {}, written by `pronghorn lab up`\n", n.prefix);
+    fs::write(n.config_a(), header + &cfg.to_toml())?;
+
+    println!(
+        "lab {} up: {} ({} on {}, pmd {}) <-> {} ({}, {} on {}); {} hugepages reserved",
+        n.prefix, n.ns_a, a.ipv4_a, n.veth_a, a.pmd, n.ns_b, a.ipv4_b, a.ipv6_b, n.veth_b, state.hugepages_reserved
+    );
+    println!("config for side a: {}", n.config_a().display());
+    Ok(())
+}
+
+fn read_u64(path: &str) -> Result<u64> {
+    let s = fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
+    s.trim().parse().with_context(|| format!("{path} holds {s:?}, not a number"))
+}
+
+/// Removes every object of lab `n`. `quiet` when used to clear leftovers before `up`.
+fn down(n: &Names, quiet: bool) -> Result<()> {
+    let _lock = if quiet { None } else { Some(Lock::take()?) };
+    let state = fs::read_to_string(n.state_file()).ok().map(|t| State::parse(&t));
+    let mut removed = Vec::new();
+    for ns in [&n.ns_a, &n.ns_b] {
+        if netns_exists(ns) {
+            // Deleting a namespace deletes the veth end inside it, and with it the pair.
+            sh(false, "ip", &["netns", "del", ns])?;
+            removed.push(format!("namespace {ns}"));
+        }
+    }
+    for link in [&n.veth_a, &n.veth_b] {
+        if link_exists_in_root(link) {
+            sh(false, "ip", &["link", "del", link])?;
+            removed.push(format!("veth {link}"));
+        }
+    }
+    if let Some(st) = &state {
+        if st.hugepages_reserved > 0 {
+            let now = read_u64(HUGEPAGES_2M)?;
+            fs::write(HUGEPAGES_2M, now.saturating_sub(st.hugepages_reserved).to_string())?;
+            removed.push(format!("{} hugepages", st.hugepages_reserved));
+            let held = wait_for_surplus_hugepages();
+            if held > 0 {
+                eprintln!("note: {held} hugepages are still held by an exiting process; the kernel frees them when it is gone");
+            }
+        }
+    }
+    let stale = remove_stale_dpdk_dirs();
+    if stale > 0 {
+        removed.push(format!("{stale} stale DPDK runtime directories"));
+    }
+    if n.dir.exists() {
+        fs::remove_dir_all(&n.dir)?;
+    }
+    if !quiet {
+        if removed.is_empty() && state.is_none() {
+            println!("lab {} is not up", n.prefix);
+        } else {
+            println!("lab {} down: removed {}", n.prefix, if removed.is_empty() { "its state".into() } else { removed.join(", ") });
+        }
+    }
+    Ok(())
+}
+
+/// Pages in use when `nr_hugepages` was lowered become "surplus" and go back to the kernel when
+/// their process lets go; a killed DPDK process lets go of its AF_XDP memory a moment after it
+/// dies (the kernel defers the release). Waits up to 5 s for that, and returns what is still held.
+fn wait_for_surplus_hugepages() -> u64 {
+    let surplus = || read_u64(HUGEPAGES_2M_SURPLUS).unwrap_or(0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while surplus() > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    surplus()
+}
+
+/// DPDK runtime directories `pronghorn-<pid>` whose process is gone.
+fn remove_stale_dpdk_dirs() -> usize {
+    let Ok(dir) = fs::read_dir(DPDK_RUNTIME) else { return 0 };
+    let mut count = 0;
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("pronghorn-").and_then(|p| p.parse::<u32>().ok()) else { continue };
+        if !Path::new("/proc").join(pid.to_string()).exists() && fs::remove_dir_all(e.path()).is_ok() {
+            count += 1;
+        }
+    }
+    // Leave /var/run/dpdk itself only if something else lives there.
+    let _ = fs::remove_dir(DPDK_RUNTIME);
+    count
+}
+
+fn status(n: &Names) -> Result<i32> {
+    let up = n.state_file().exists() && netns_exists(&n.ns_a) && netns_exists(&n.ns_b);
+    if !up {
+        println!("lab {} is not up", n.prefix);
+        return Ok(1);
+    }
+    let st = State::parse(&fs::read_to_string(n.state_file()).unwrap_or_default());
+    println!("lab {}: up, pmd {}, {} hugepages reserved by it", n.prefix, st.pmd, st.hugepages_reserved);
+    for (side, ns, dev) in [("a", &n.ns_a, &n.veth_a), ("b", &n.ns_b, &n.veth_b)] {
+        let out = Command::new("ip").args(["-n", ns, "-br", "addr", "show", "dev", dev]).output()?;
+        println!("  side {side}: namespace {ns}: {}", String::from_utf8_lossy(&out.stdout).trim());
+    }
+    println!("  config for side a: {}", n.config_a().display());
+    Ok(0)
+}
+
+fn exec(n: &Names, side: &str, command: &[String]) -> Result<i32> {
+    let ns = if side == "a" { &n.ns_a } else { &n.ns_b };
+    if !netns_exists(ns) {
+        bail!("lab {} is not up: run `pronghorn lab up --prefix {}` first", n.prefix, n.prefix);
+    }
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", ns]).args(command);
+    if side == "a" {
+        cmd.env(config::ENV_VAR, n.config_a());
+    }
+    let err = cmd.exec();
+    bail!("cannot run `ip netns exec {ns} ...`: {err}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_are_checked() {
+        assert!(parse_prefix("ph").is_ok());
+        assert!(parse_prefix("t-12").is_ok());
+        assert!(parse_prefix("").is_err());
+        assert!(parse_prefix("UPPER").is_err());
+        assert!(parse_prefix("much-too-long-prefix").unwrap_err().contains("1 to 12 characters"));
+    }
+
+    #[test]
+    fn names_fit_in_an_interface_name() {
+        let n = Names::new("abcdefghijkl");
+        assert!(n.veth_a.len() <= 15 && n.veth_b.len() <= 15);
+        assert_eq!(n.ns_a, "abcdefghijkl-a");
+    }
+
+    #[test]
+    fn state_round_trips() {
+        let s = State { hugepages_reserved: 256, pmd: "af_packet".into() };
+        let t = State::parse(&s.render());
+        assert_eq!(t.hugepages_reserved, 256);
+        assert_eq!(t.pmd, "af_packet");
+    }
+}

@@ -1,0 +1,287 @@
+//! Lab tests: the `pronghorn` binary in the lab network, over DPDK af_xdp and af_packet, against
+//! the Linux kernel in the peer namespace; and the error paths a person hits first.
+//!
+//! They need root (network namespaces, hugepages, XDP). `scripts/test.sh` runs them as root with
+//! PRONGHORN_LAB_TESTS=1; without that variable each test says it is skipped and returns. They run
+//! one at a time (hugepages are machine-wide) and each uses its own lab prefix `tst-*`.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+const HUGEPAGES_2M: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+
+fn enabled(test: &str) -> bool {
+    let on = std::env::var_os("PRONGHORN_LAB_TESTS").is_some();
+    if !on {
+        eprintln!("{test}: skipped (set PRONGHORN_LAB_TESTS=1 and run as root; scripts/test.sh does)");
+    }
+    on
+}
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_pronghorn")
+}
+
+fn pronghorn(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).output().expect("running pronghorn")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn nr_hugepages() -> u64 {
+    std::fs::read_to_string(HUGEPAGES_2M).unwrap().trim().parse().unwrap()
+}
+
+fn netns_exists(name: &str) -> bool {
+    Path::new("/run/netns").join(name).exists()
+}
+
+fn dpdk_runtime_dirs() -> Vec<String> {
+    std::fs::read_dir("/var/run/dpdk")
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("pronghorn-")).collect())
+        .unwrap_or_default()
+}
+
+/// A lab that is taken down when the test ends, pass or fail.
+struct Lab {
+    prefix: String,
+}
+
+impl Lab {
+    fn up(prefix: &str, extra: &[&str]) -> Lab {
+        let mut args = vec!["lab", "up", "--prefix", prefix];
+        args.extend_from_slice(extra);
+        let o = pronghorn(&args);
+        assert!(o.status.success(), "lab up failed: {}", text(&o));
+        Lab { prefix: prefix.to_string() }
+    }
+
+    fn exec(&self, side: &str, cmd: &[&str]) -> Command {
+        let mut c = Command::new(bin());
+        c.args(["lab", "exec", "--prefix", &self.prefix, side, "--"]).args(cmd);
+        c
+    }
+
+    fn config_a(&self) -> PathBuf {
+        PathBuf::from(format!("/run/pronghorn/lab/{}/a.toml", self.prefix))
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = pronghorn(&["lab", "down", "--prefix", &self.prefix]);
+    }
+}
+
+/// `pronghorn echo` running in side a; stopped with SIGTERM.
+struct Echo {
+    child: Child,
+    ready: String,
+}
+
+impl Echo {
+    fn start(lab: &Lab, extra: &[&str]) -> Echo {
+        let mut args = vec![bin(), "echo"];
+        args.extend_from_slice(extra);
+        let mut child = lab.exec("a", &args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn echo");
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+        if !line.contains("ready") {
+            let out = child.wait_with_output().unwrap();
+            panic!("echo did not start: {line}{}", text(&out));
+        }
+        Echo { child, ready: line }
+    }
+
+    /// SIGTERM, then the rest of its output; asserts a clean exit.
+    fn stop(mut self) -> String {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let child = std::mem::replace(&mut self.child, Command::new("true").spawn().unwrap());
+        let out = child.wait_with_output().unwrap();
+        let t = text(&out);
+        assert!(out.status.success(), "echo exited with {:?}: {t}", out.status);
+        t
+    }
+}
+
+impl Drop for Echo {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ping(lab: &Lab, args: &[&str]) -> String {
+    let mut full = vec!["ping", "-c", "3", "-i", "0.2", "-W", "5"];
+    full.extend_from_slice(args);
+    let o = lab.exec("b", &full).output().unwrap();
+    text(&o)
+}
+
+fn ping_both_families(pmd: &str, prefix: &str) {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let huge_before = nr_hugepages();
+    {
+        let lab = Lab::up(prefix, &["--pmd", pmd]);
+        let echo = Echo::start(&lab, &[]);
+        assert!(echo.ready.contains(pmd), "{}", echo.ready);
+        let out = ping(&lab, &["10.99.0.1"]);
+        assert!(out.contains("3 packets transmitted, 3 received"), "ping over {pmd}: {out}");
+        let out = ping(&lab, &["-6", "fd99::1"]);
+        assert!(out.contains("3 packets transmitted, 3 received"), "ping -6 over {pmd}: {out}");
+        let stats = echo.stop();
+        assert!(stats.contains("6 icmp echo replies"), "{stats}");
+    }
+    // Lab dropped: down ran.
+    assert!(!netns_exists(&format!("{prefix}-a")) && !netns_exists(&format!("{prefix}-b")));
+    assert!(!Path::new("/sys/class/net").join(format!("{prefix}-a0")).exists());
+    assert_eq!(nr_hugepages(), huge_before, "hugepages not given back");
+    assert!(dpdk_runtime_dirs().is_empty(), "DPDK runtime files left: {:?}", dpdk_runtime_dirs());
+    assert!(!Path::new("/run/pronghorn/lab").join(prefix).exists());
+}
+
+#[test]
+fn ping_over_af_xdp() {
+    if enabled("ping_over_af_xdp") {
+        ping_both_families("af_xdp", "tst-xdp");
+    }
+}
+
+#[test]
+fn ping_over_af_packet() {
+    if enabled("ping_over_af_packet") {
+        ping_both_families("af_packet", "tst-pkt");
+    }
+}
+
+#[test]
+fn lab_up_twice_is_harmless_and_down_twice_too() {
+    if !enabled("lab_up_twice_is_harmless_and_down_twice_too") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::up("tst-twice", &[]);
+    let o = pronghorn(&["lab", "up", "--prefix", "tst-twice"]);
+    assert!(o.status.success() && text(&o).contains("already up"), "{}", text(&o));
+    let o = pronghorn(&["lab", "status", "--prefix", "tst-twice"]);
+    assert!(o.status.success() && text(&o).contains("10.99.0.2/24"), "{}", text(&o));
+    let cfg = std::fs::read_to_string(lab.config_a()).unwrap();
+    assert!(cfg.contains("iface = \"tst-twice-a0\""), "{cfg}");
+    let o = lab.exec("a", &["sh", "-c", "echo $PRONGHORN_CONFIG"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), lab.config_a().to_str().unwrap());
+    drop(lab);
+    let o = pronghorn(&["lab", "down", "--prefix", "tst-twice"]);
+    assert!(o.status.success() && text(&o).contains("is not up"), "{}", text(&o));
+    let o = pronghorn(&["lab", "status", "--prefix", "tst-twice"]);
+    assert_eq!(o.status.code(), Some(1));
+    let o = pronghorn(&["lab", "exec", "--prefix", "tst-twice", "a", "--", "true"]);
+    assert!(!o.status.success() && text(&o).contains("is not up: run `pronghorn lab up --prefix tst-twice`"), "{}", text(&o));
+}
+
+#[test]
+fn down_cleans_up_after_a_crashed_echo() {
+    if !enabled("down_cleans_up_after_a_crashed_echo") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let huge_before = nr_hugepages();
+    let lab = Lab::up("tst-crash", &[]);
+    let mut echo = Echo::start(&lab, &[]);
+    echo.child.kill().unwrap(); // SIGKILL: no cleanup in the process
+    echo.child.wait().unwrap();
+    drop(lab);
+    assert!(!netns_exists("tst-crash-a"));
+    assert_eq!(nr_hugepages(), huge_before);
+    assert!(dpdk_runtime_dirs().is_empty(), "{:?}", dpdk_runtime_dirs());
+}
+
+/// Writes a config for `iface` with extra EAL args into a temp file.
+fn config_file(name: &str, iface: &str, eal_args: &[&str]) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("pronghorn-test-{name}-{}.toml", std::process::id()));
+    let args: Vec<String> = eal_args.iter().map(|a| format!("\"{a}\"")).collect();
+    std::fs::write(
+        &path,
+        format!("[nic]\npmd = \"af_xdp\"\niface = \"{iface}\"\neal_args = [{}]\n\n[ipv4]\naddress = \"10.99.0.1/24\"\n", args.join(", ")),
+    )
+    .unwrap();
+    path
+}
+
+/// One line on stderr, non-zero exit, and no DPDK runtime files.
+fn assert_one_clear_line(o: &Output, expect: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "expected failure, got success: {}", text(o));
+    assert_eq!(err.trim_end().lines().count(), 1, "more than one line: {err}");
+    assert!(err.contains(expect), "expected {expect:?} in: {err}");
+    assert!(dpdk_runtime_dirs().is_empty(), "DPDK runtime files left: {:?}", dpdk_runtime_dirs());
+}
+
+#[test]
+fn echo_on_a_missing_interface_says_so() {
+    if !enabled("echo_on_a_missing_interface_says_so") {
+        return;
+    }
+    let cfg = config_file("noiface", "nope0", &[]);
+    let o = pronghorn(&["echo", "--config", cfg.to_str().unwrap()]);
+    assert_one_clear_line(&o, "interface \"nope0\" does not exist");
+}
+
+#[test]
+fn echo_with_bad_eal_args_says_so() {
+    if !enabled("echo_with_bad_eal_args_says_so") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // "lo" exists everywhere; --no-huge lets the EAL get as far as parsing the bad argument.
+    let cfg = config_file("badeal", "lo", &["--no-huge", "--no-such-eal-flag"]);
+    let o = pronghorn(&["echo", "--config", cfg.to_str().unwrap()]);
+    assert_one_clear_line(&o, "DPDK rejected the EAL arguments");
+}
+
+#[test]
+fn echo_without_hugepages_says_so() {
+    if !enabled("echo_without_hugepages_says_so") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = nr_hugepages();
+    std::fs::write(HUGEPAGES_2M, "0").unwrap();
+    let cfg = config_file("nohuge", "lo", &[]);
+    let o = pronghorn(&["echo", "--config", cfg.to_str().unwrap()]);
+    std::fs::write(HUGEPAGES_2M, before.to_string()).unwrap();
+    assert_one_clear_line(&o, "no free hugepages");
+}
+
+#[test]
+fn not_root_is_one_clear_line() {
+    if !enabled("not_root_is_one_clear_line") {
+        return;
+    }
+    // Copy the binary where an unprivileged user can run it (the build dir may be private).
+    let dir = std::env::temp_dir().join(format!("pronghorn-nonroot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("pronghorn");
+    std::fs::copy(bin(), &exe).unwrap();
+    let cfg = config_file("nonroot", "lo", &[]);
+    let cfg_copy = dir.join("c.toml");
+    std::fs::copy(&cfg, &cfg_copy).unwrap();
+    Command::new("chmod").args(["-R", "a+rX", dir.to_str().unwrap()]).status().unwrap();
+    let as_nobody = |args: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", exe.to_str().unwrap()])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = as_nobody(&["echo", "--config", cfg_copy.to_str().unwrap()]);
+    assert_one_clear_line(&o, "needs root");
+    let o = as_nobody(&["lab", "up", "--prefix", "tst-nonroot"]);
+    assert_one_clear_line(&o, "lab up needs root");
+    assert!(!netns_exists("tst-nonroot-a"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what pronghorn needs on Debian 12, idempotently: DPDK 22.11 (headers, pkg-config file,
+# the af_xdp/af_packet PMDs), libclang for bindgen, and the lab's tools. Builds nothing.
+set -euo pipefail
+
+packages=(
+  build-essential pkg-config clang libclang-dev
+  dpdk dpdk-dev libdpdk-dev
+  iproute2 iputils-ping ethtool procps util-linux
+  python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing Debian packages: ${missing[*]}; run this script as root (or: sudo apt-get install ${missing[*]})" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  for c in "$HOME/.cargo/bin/cargo" /root/.cargo/bin/cargo; do
+    [ -x "$c" ] && { echo "setup: cargo is at $c: add $(dirname "$c") to PATH" >&2; exit 1; }
+  done
+  echo "setup: cargo not found: install Rust 1.75 or newer (https://rustup.rs, or Debian's rustc/cargo from bookworm-backports)" >&2
+  exit 1
+fi

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The test command (README): installs what is missing, builds, and runs every test: unit tests,
+# stack-over-memory tests and, as root, the lab tests over DPDK af_xdp and af_packet.
+# Labs made by the tests are named tst-*; whatever happens, they are taken down on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+
+bash scripts/setup.sh
+
+cleanup() {
+  if [ -x target/debug/pronghorn ] && [ "$(id -u)" -eq 0 ]; then
+    for d in /run/pronghorn/lab/tst-*; do
+      [ -d "$d" ] && target/debug/pronghorn lab down --prefix "$(basename "$d")" || true
+    done
+  fi
+}
+trap cleanup EXIT
+
+cargo build --workspace --all-targets
+if [ "$(id -u)" -eq 0 ]; then
+  export PRONGHORN_LAB_TESTS=1
+else
+  echo "test: not root: the lab tests (DPDK over veth in network namespaces) are skipped; run as root to include them" >&2
+fi
+cargo test --workspace -- --test-threads=2
