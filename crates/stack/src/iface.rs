@@ -242,13 +242,13 @@ fn arp(mac: EthernetAddress, ip: Ipv4Address, frame: &mut [u8]) -> Result<usize,
 fn ipv4_in(mac: EthernetAddress, ip: Ipv4Address, frame: &mut [u8]) -> Result<usize, Drop> {
     const ETH: usize = wire::ethernet::HEADER_LEN;
     let packet = Ipv4Packet::new_checked(&frame[ETH..])?;
-    let repr = Ipv4Repr::parse(&packet, true)?;
-    if repr.dst_addr != ip {
+    if packet.dst_addr() != ip {
         return Err(Drop::NotForUs);
     }
     if packet.is_fragment() {
         return Err(Drop::Fragment);
     }
+    let repr = Ipv4Repr::parse(&packet, true)?;
     if repr.next_header != IpProtocol::Icmp {
         return Err(Drop::Unhandled);
     }
