@@ -16,21 +16,23 @@ PMD=${PMD:-af_xdp}
 
 echo_pid=
 cleanup() {
-  [ -n "$echo_pid" ] && kill "$echo_pid" 2>/dev/null && wait "$echo_pid" 2>/dev/null || true
+  if [ -n "$echo_pid" ]; then kill "$echo_pid" 2>/dev/null || true; wait "$echo_pid" 2>/dev/null || true; fi
   $P lab down --prefix $PREFIX
 }
 trap cleanup EXIT
 
 $P lab up --prefix $PREFIX --pmd "$PMD"
-fifo=$(mktemp -u); mkfifo "$fifo"
-$P lab exec --prefix $PREFIX a -- $P echo >"$fifo" &
-echo_pid=$!
-exec 3<"$fifo"; rm -f "$fifo"
+coproc ECHO { exec $P lab exec --prefix $PREFIX a -- $P echo 2>&1; }
+echo_pid=$ECHO_PID
+exec 3<&"${ECHO[0]}"
 read -r ready <&3 || { echo "demo: pronghorn echo did not start" >&2; exit 1; }
 echo "$ready"
-( cat <&3 & )   # the rest of echo's output (its counters when it stops)
+case "$ready" in *ready*) ;; *) cat <&3 >&2; exit 1;; esac
 
 echo "--- ping from the kernel side (namespace $PREFIX-b) to pronghorn (namespace $PREFIX-a, $PMD):"
 $P lab exec --prefix $PREFIX b -- ping -c 3 -i 0.2 10.99.0.1
 $P lab exec --prefix $PREFIX b -- ping -6 -c 3 -i 0.2 fd99::1
-kill "$echo_pid"; wait "$echo_pid" || true; echo_pid=
+kill "$echo_pid"
+cat <&3   # echo's counters
+wait "$echo_pid" 2>/dev/null || true
+echo_pid=
