@@ -103,7 +103,7 @@ impl<N: Nic> Interface<N> {
             mac,
             ipv4: cfg.ipv4.map(|(a, _)| a.into()),
             ipv6: cfg.ipv6.map(|(a, _)| a.into()),
-            ipv6_link_local: link_local_from_mac(mac),
+            ipv6_link_local: Ipv6Address::link_local_from_ethernet(mac),
             rx: Vec::with_capacity(RX_BURST),
             tx: Vec::with_capacity(RX_BURST),
             stats: IfaceStats::default(),
@@ -157,23 +157,6 @@ impl<N: Nic> Interface<N> {
         }
         n
     }
-}
-
-/// fe80::/64 with the modified EUI-64 interface identifier of `mac` (RFC 4291 appendix A).
-pub fn link_local_from_mac(mac: EthernetAddress) -> Ipv6Address {
-    let m = mac.0;
-    let mut a = [0u8; 16];
-    a[0] = 0xfe;
-    a[1] = 0x80;
-    a[8] = m[0] ^ 0x02;
-    a[9] = m[1];
-    a[10] = m[2];
-    a[11] = 0xff;
-    a[12] = 0xfe;
-    a[13] = m[3];
-    a[14] = m[4];
-    a[15] = m[5];
-    Ipv6Address(a)
 }
 
 fn handle_frame(
