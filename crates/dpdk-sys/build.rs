@@ -23,7 +23,7 @@ fn main() {
         .ok()
         .filter(|s| !s.is_empty())
         .map(|s| s.split_whitespace().map(String::from).collect())
-        .unwrap_or_else(|| cflags_from_pkg_config());
+        .unwrap_or_else(cflags_from_pkg_config);
 
     let mut build = cc::Build::new();
     build.file("csrc/wrapper.c").include("csrc").warnings(false).opt_level(3);
@@ -57,9 +57,7 @@ fn main() {
 }
 
 fn cflags_from_pkg_config() -> Vec<String> {
-    let out = std::process::Command::new("pkg-config")
-        .args(["--cflags", "libdpdk"])
-        .output()
-        .expect("running pkg-config");
+    let out =
+        std::process::Command::new("pkg-config").args(["--cflags", "libdpdk"]).output().expect("running pkg-config");
     String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect()
 }

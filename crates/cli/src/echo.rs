@@ -67,10 +67,11 @@ pub fn run(args: EchoArgs) -> Result<i32> {
         ipv4: cfg.ipv4.as_ref().map(|c| (c.address.addr, c.address.prefix_len)),
         ipv6: cfg.ipv6.as_ref().map(|c| (c.address.addr, c.address.prefix_len)),
     };
-    let addrs: Vec<String> = [cfg.ipv4.as_ref().map(|c| c.address.to_string()), cfg.ipv6.as_ref().map(|c| c.address.to_string())]
-        .into_iter()
-        .flatten()
-        .collect();
+    let addrs: Vec<String> =
+        [cfg.ipv4.as_ref().map(|c| c.address.to_string()), cfg.ipv6.as_ref().map(|c| c.address.to_string())]
+            .into_iter()
+            .flatten()
+            .collect();
     let ready = format!(
         "pronghorn echo: ready on {} ({}, {}) at {}{}",
         cfg.nic.iface,

@@ -99,7 +99,8 @@ struct UpArgs {
 }
 
 fn parse_prefix(s: &str) -> Result<String, String> {
-    let ok = !s.is_empty() && s.len() <= 12 && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    let ok =
+        !s.is_empty() && s.len() <= 12 && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
     if ok {
         Ok(s.to_string())
     } else {
@@ -178,7 +179,9 @@ pub fn run(args: LabArgs) -> Result<i32> {
 
 fn require_root(what: &str) -> Result<()> {
     if unsafe { libc::geteuid() } != 0 {
-        bail!("{what} needs root (it creates network namespaces and reserves hugepages): run it as root, e.g. with sudo");
+        bail!(
+            "{what} needs root (it creates network namespaces and reserves hugepages): run it as root, e.g. with sudo"
+        );
     }
     Ok(())
 }
@@ -240,7 +243,10 @@ fn up(a: &UpArgs) -> Result<i32> {
         let st = State::parse(&fs::read_to_string(n.state_file()).unwrap_or_default());
         println!("lab {} is already up (pmd {}); config for side a: {}", n.prefix, st.pmd, n.config_a().display());
         if st.pmd != a.pmd.to_string() {
-            eprintln!("note: it was brought up with --pmd {}; run `pronghorn lab down --prefix {}` first to change it", st.pmd, n.prefix);
+            eprintln!(
+                "note: it was brought up with --pmd {}; run `pronghorn lab down --prefix {}` first to change it",
+                st.pmd, n.prefix
+            );
         }
         return Ok(0);
     }
@@ -281,7 +287,8 @@ fn build(a: &UpArgs, n: &Names) -> Result<()> {
 
     if nic::dpdk::free_hugepages() == 0 && a.hugepages > 0 {
         let before = read_u64(HUGEPAGES_2M)?;
-        fs::write(HUGEPAGES_2M, (before + a.hugepages).to_string()).with_context(|| format!("cannot write {HUGEPAGES_2M}"))?;
+        fs::write(HUGEPAGES_2M, (before + a.hugepages).to_string())
+            .with_context(|| format!("cannot write {HUGEPAGES_2M}"))?;
         let after = read_u64(HUGEPAGES_2M)?;
         state.hugepages_reserved = after.saturating_sub(before);
         fs::write(n.state_file(), state.render())?;
@@ -351,7 +358,11 @@ fn down(n: &Names, quiet: bool) -> Result<()> {
         if removed.is_empty() && state.is_none() {
             println!("lab {} is not up", n.prefix);
         } else {
-            println!("lab {} down: removed {}", n.prefix, if removed.is_empty() { "its state".into() } else { removed.join(", ") });
+            println!(
+                "lab {} down: removed {}",
+                n.prefix,
+                if removed.is_empty() { "its state".into() } else { removed.join(", ") }
+            );
         }
     }
     Ok(())

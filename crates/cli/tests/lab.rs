@@ -43,7 +43,12 @@ fn netns_exists(name: &str) -> bool {
 
 fn dpdk_runtime_dirs() -> Vec<String> {
     std::fs::read_dir("/var/run/dpdk")
-        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("pronghorn-")).collect())
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("pronghorn-"))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -130,6 +135,8 @@ fn ping_both_families(pmd: &str, prefix: &str) {
         let lab = Lab::up(prefix, &["--pmd", pmd]);
         let echo = Echo::start(&lab, &[]);
         assert!(echo.ready.contains(pmd), "{}", echo.ready);
+        // The PMD's socket was found, so an idle echo sleeps instead of spinning.
+        assert!(!echo.ready.contains("busy polling"), "no rx fd over {pmd}: {}", echo.ready);
         let out = ping(&lab, &["10.99.0.1"]);
         assert!(out.contains("3 packets transmitted, 3 received"), "ping over {pmd}: {out}");
         let out = ping(&lab, &["-6", "fd99::1"]);
@@ -180,7 +187,11 @@ fn lab_up_twice_is_harmless_and_down_twice_too() {
     let o = pronghorn(&["lab", "status", "--prefix", "tst-twice"]);
     assert_eq!(o.status.code(), Some(1));
     let o = pronghorn(&["lab", "exec", "--prefix", "tst-twice", "a", "--", "true"]);
-    assert!(!o.status.success() && text(&o).contains("is not up: run `pronghorn lab up --prefix tst-twice`"), "{}", text(&o));
+    assert!(
+        !o.status.success() && text(&o).contains("is not up: run `pronghorn lab up --prefix tst-twice`"),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]
@@ -206,7 +217,10 @@ fn config_file(name: &str, iface: &str, eal_args: &[&str]) -> PathBuf {
     let args: Vec<String> = eal_args.iter().map(|a| format!("\"{a}\"")).collect();
     std::fs::write(
         &path,
-        format!("[nic]\npmd = \"af_xdp\"\niface = \"{iface}\"\neal_args = [{}]\n\n[ipv4]\naddress = \"10.99.0.1/24\"\n", args.join(", ")),
+        format!(
+            "[nic]\npmd = \"af_xdp\"\niface = \"{iface}\"\neal_args = [{}]\n\n[ipv4]\naddress = \"10.99.0.1/24\"\n",
+            args.join(", ")
+        ),
     )
     .unwrap();
     path

@@ -190,7 +190,11 @@ impl Config {
                 .unwrap_or_default();
             ConfigError::Invalid { path: path.to_owned(), location, message: one_line(e.message()) }
         })?;
-        cfg.validate().map_err(|message| ConfigError::Invalid { path: path.to_owned(), location: String::new(), message })?;
+        cfg.validate().map_err(|message| ConfigError::Invalid {
+            path: path.to_owned(),
+            location: String::new(),
+            message,
+        })?;
         Ok(cfg)
     }
 
@@ -217,7 +221,10 @@ impl Config {
     fn validate(&self) -> Result<(), String> {
         let n = &self.nic;
         if n.iface.is_empty() || n.iface.len() > 15 || n.iface.contains(['/', ' ', '\0']) {
-            return Err(format!("nic.iface \"{}\" is not a Linux interface name (1 to 15 characters, no '/' or spaces)", n.iface));
+            return Err(format!(
+                "nic.iface \"{}\" is not a Linux interface name (1 to 15 characters, no '/' or spaces)",
+                n.iface
+            ));
         }
         if n.mbufs < 1023 {
             return Err(format!("nic.mbufs must be at least 1023, got {}", n.mbufs));
@@ -227,7 +234,10 @@ impl Config {
         }
         if let Some(v4) = &self.ipv4 {
             if v4.address.prefix_len == 0 || v4.address.addr.is_unspecified() || v4.address.addr.is_multicast() {
-                return Err(format!("ipv4.address {} must be a unicast address with a prefix length of 1 to 32", v4.address));
+                return Err(format!(
+                    "ipv4.address {} must be a unicast address with a prefix length of 1 to 32",
+                    v4.address
+                ));
             }
             if let Some(gw) = v4.gateway {
                 if !v4.address.contains(gw) {
@@ -237,7 +247,10 @@ impl Config {
         }
         if let Some(v6) = &self.ipv6 {
             if v6.address.prefix_len == 0 || v6.address.addr.is_unspecified() || v6.address.addr.is_multicast() {
-                return Err(format!("ipv6.address {} must be a unicast address with a prefix length of 1 to 128", v6.address));
+                return Err(format!(
+                    "ipv6.address {} must be a unicast address with a prefix length of 1 to 128",
+                    v6.address
+                ));
             }
         }
         Ok(())

@@ -115,7 +115,9 @@ pub enum DpdkError {
     NoSuchInterface { iface: String },
     #[error("no free hugepages: reserve some with `echo 256 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages` (`pronghorn lab up` does this), or add \"--no-huge\" to eal_args")]
     NoHugepages,
-    #[error("DPDK driver {driver} is not installed: install it with `apt-get install {package}` (DPDK said: {detail})")]
+    #[error(
+        "DPDK driver {driver} is not installed: install it with `apt-get install {package}` (DPDK said: {detail})"
+    )]
     PmdMissing { driver: &'static str, package: &'static str, detail: String },
     #[error("DPDK rejected the EAL arguments {args:?}: {detail}; fix eal_args in the config")]
     BadEalArgs { args: Vec<String>, detail: String },
@@ -167,13 +169,18 @@ impl PacketBuf for Mbuf {
 /// The EAL of this process; cleaned up when the last port that uses it is dropped.
 struct Eal {
     runtime_dir: String,
+    /// Set when mbufs were still held by the caller as the port closed: the EAL's memory must
+    /// then outlive us (the process exit frees it).
+    keep_memory: std::cell::Cell<bool>,
 }
 
 static EAL_STARTED: AtomicBool = AtomicBool::new(false);
 
 impl Drop for Eal {
     fn drop(&mut self) {
-        unsafe { sys::rte_eal_cleanup() };
+        if !self.keep_memory.get() {
+            unsafe { sys::rte_eal_cleanup() };
+        }
         // --in-memory still creates the runtime directory (empty with --no-telemetry); remove it.
         let _ = std::fs::remove_dir_all(&self.runtime_dir);
     }
@@ -239,8 +246,11 @@ impl Drop for DpdkNic {
             sys::rte_eth_dev_stop(port);
             sys::rte_eth_dev_close(port);
         });
-        // The mempool is left to the EAL's cleanup: an mbuf the caller still holds must never
-        // point into freed memory.
+        // An mbuf the caller still holds must never point into freed memory: then the pool and
+        // the EAL's memory stay until the process exits.
+        if unsafe { sys::rte_mempool_in_use_count(self.pool) } > 0 {
+            self._eal.keep_memory.set(true);
+        }
     }
 }
 
@@ -327,7 +337,8 @@ fn precheck(opts: &DpdkOptions) -> Result<(), DpdkError> {
     if unsafe { libc::geteuid() } != 0 {
         return Err(DpdkError::NotRoot { pmd: opts.pmd.clone() });
     }
-    let name = CString::new(opts.iface.as_str()).map_err(|_| DpdkError::NoSuchInterface { iface: opts.iface.clone() })?;
+    let name =
+        CString::new(opts.iface.as_str()).map_err(|_| DpdkError::NoSuchInterface { iface: opts.iface.clone() })?;
     if unsafe { libc::if_nametoindex(name.as_ptr()) } == 0 {
         return Err(DpdkError::NoSuchInterface { iface: opts.iface.clone() });
     }
@@ -357,7 +368,8 @@ enum Failure {
 fn open_inner(opts: &DpdkOptions) -> Result<DpdkNic, Failure> {
     let prefix = format!("pronghorn-{}", std::process::id());
     let saved_affinity = current_affinity();
-    let first_cpu = (0..libc::CPU_SETSIZE as usize).find(|&c| unsafe { libc::CPU_ISSET(c, &saved_affinity) }).unwrap_or(0);
+    let first_cpu =
+        (0..libc::CPU_SETSIZE as usize).find(|&c| unsafe { libc::CPU_ISSET(c, &saved_affinity) }).unwrap_or(0);
     let mut args: Vec<String> = vec![
         "pronghorn".into(),
         "--in-memory".into(),
@@ -371,6 +383,9 @@ fn open_inner(opts: &DpdkOptions) -> Result<DpdkNic, Failure> {
         opts.vdev(),
     ];
     args.extend(opts.eal_args.iter().cloned());
+    // af_packet opens its socket while the EAL probes the vdev, af_xdp at queue setup: look for
+    // the PMD's socket among everything opened from here on.
+    let fds_before = socket_fds();
     let cargs: Vec<CString> = args.iter().map(|a| CString::new(a.as_str()).unwrap_or_default()).collect();
     let mut argv: Vec<*mut libc::c_char> = cargs.iter().map(|a| a.as_ptr() as *mut libc::c_char).collect();
     argv.push(std::ptr::null_mut());
@@ -381,14 +396,13 @@ fn open_inner(opts: &DpdkOptions) -> Result<DpdkNic, Failure> {
         return Err(Failure::EalInit { errno: unsafe { sys::ph_errno() } });
     }
     let runtime_dir = format!("/var/run/dpdk/{prefix}");
-    let eal = Rc::new(Eal { runtime_dir });
+    let eal = Rc::new(Eal { runtime_dir, keep_memory: std::cell::Cell::new(false) });
 
     let name = CString::new(opts.port_name()).unwrap();
     let mut port: u16 = 0;
     if unsafe { sys::rte_eth_dev_get_port_by_name(name.as_ptr(), &mut port) } != 0 {
         return Err(Failure::PortMissing);
     }
-    let fds_before = socket_fds();
     let pool_name = CString::new(format!("ph_pool_{port}")).unwrap();
     let socket = unsafe { sys::rte_eth_dev_socket_id(port) };
     let pool = unsafe {
@@ -465,7 +479,9 @@ fn explain(f: Failure, opts: &DpdkOptions, log: &str) -> DpdkError {
         Failure::EalInit { errno } => {
             if driver_missing(log) {
                 DpdkError::PmdMissing { driver: opts.pmd.driver(), package: opts.pmd.package(), detail }
-            } else if errno == libc::EINVAL && (log.contains("Usage:") || log.contains("invalid") || log.contains("unrecognized")) {
+            } else if errno == libc::EINVAL
+                && (log.contains("Usage:") || log.contains("invalid") || log.contains("unrecognized"))
+            {
                 DpdkError::BadEalArgs { args: opts.eal_args.clone(), detail }
             } else if log.contains("hugepage") && log.contains("Cannot") {
                 DpdkError::NoHugepages
@@ -497,7 +513,12 @@ fn last_error_line(log: &str) -> String {
     }
     let is_error = |l: &&&str| {
         let lc = l.to_ascii_lowercase();
-        (lc.contains("error") || lc.contains("fail") || lc.contains("cannot") || lc.contains("invalid") || lc.contains("unrecognized") || lc.contains("no such"))
+        (lc.contains("error")
+            || lc.contains("fail")
+            || lc.contains("cannot")
+            || lc.contains("invalid")
+            || lc.contains("unrecognized")
+            || lc.contains("no such"))
             && !lc.starts_with("usage")
     };
     lines.iter().rev().find(is_error).or(lines.last()).map(|s| s.to_string()).unwrap_or_default()
@@ -514,14 +535,20 @@ fn socket_fds() -> Vec<RawFd> {
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return Vec::new() };
     dir.flatten()
         .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<RawFd>().ok()))
-        .filter(|&fd| std::fs::read_link(format!("/proc/self/fd/{fd}")).map(|p| p.to_string_lossy().starts_with("socket:")).unwrap_or(false))
+        .filter(|&fd| {
+            std::fs::read_link(format!("/proc/self/fd/{fd}"))
+                .map(|p| p.to_string_lossy().starts_with("socket:"))
+                .unwrap_or(false)
+        })
         .collect()
 }
 
 fn socket_domain(fd: RawFd) -> Option<libc::c_int> {
     let mut v: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN, &mut v as *mut _ as *mut libc::c_void, &mut len) };
+    let rc = unsafe {
+        libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN, &mut v as *mut _ as *mut libc::c_void, &mut len)
+    };
     (rc == 0).then_some(v)
 }
 

@@ -79,16 +79,7 @@ pub struct FaultConfig {
 impl Default for FaultConfig {
     /// No faults, both directions, the default seed.
     fn default() -> Self {
-        Self {
-            loss: 0.0,
-            dup: 0.0,
-            reorder: 0.0,
-            corrupt: 0.0,
-            delay_us: 0,
-            seed: DEFAULT_SEED,
-            rx: true,
-            tx: true,
-        }
+        Self { loss: 0.0, dup: 0.0, reorder: 0.0, corrupt: 0.0, delay_us: 0, seed: DEFAULT_SEED, rx: true, tx: true }
     }
 }
 
@@ -100,11 +91,7 @@ impl FaultConfig {
     }
 
     fn has_faults(&self) -> bool {
-        self.loss > 0.0
-            || self.dup > 0.0
-            || self.reorder > 0.0
-            || self.corrupt > 0.0
-            || self.delay_us > 0
+        self.loss > 0.0 || self.dup > 0.0 || self.reorder > 0.0 || self.corrupt > 0.0 || self.delay_us > 0
     }
 }
 
@@ -126,9 +113,7 @@ impl fmt::Display for FaultConfigError {
 
 impl std::error::Error for FaultConfigError {}
 
-const KEYS: [&str; 7] = [
-    "loss", "dup", "reorder", "corrupt", "delay_us", "seed", "dir",
-];
+const KEYS: [&str; 7] = ["loss", "dup", "reorder", "corrupt", "delay_us", "seed", "dir"];
 
 impl FromStr for FaultConfig {
     type Err = FaultConfigError;
@@ -148,9 +133,7 @@ impl FromStr for FaultConfig {
                 ));
             }
             let Some((key, value)) = item.split_once('=') else {
-                return err(format!(
-                    "fault item \"{item}\" has no value (write key=value, e.g. loss=0.02)"
-                ));
+                return err(format!("fault item \"{item}\" has no value (write key=value, e.g. loss=0.02)"));
             };
             let (key, value) = (key.trim(), value.trim());
             let Some(k) = KEYS.iter().position(|&known| known == key) else {
@@ -167,9 +150,7 @@ impl FromStr for FaultConfig {
                     let p = match value.parse::<f64>() {
                         Ok(p) if (0.0..=1.0).contains(&p) => p,
                         Ok(_) => {
-                            return err(format!(
-                                "fault \"{key}\" must be a probability between 0 and 1, got {value}"
-                            ))
+                            return err(format!("fault \"{key}\" must be a probability between 0 and 1, got {value}"))
                         }
                         Err(_) => {
                             return err(format!(
@@ -206,11 +187,7 @@ impl FromStr for FaultConfig {
                         "both" => (true, true),
                         // Not advertised; lets `Display` print a config with neither direction.
                         "none" => (false, false),
-                        _ => {
-                            return err(format!(
-                                "fault \"dir\" must be rx, tx or both, got \"{value}\""
-                            ))
-                        }
+                        _ => return err(format!("fault \"dir\" must be rx, tx or both, got \"{value}\"")),
                     };
                 }
             }
@@ -229,12 +206,7 @@ impl fmt::Display for FaultConfig {
             sep = ",";
             r
         };
-        for (key, p) in [
-            ("loss", self.loss),
-            ("dup", self.dup),
-            ("reorder", self.reorder),
-            ("corrupt", self.corrupt),
-        ] {
+        for (key, p) in [("loss", self.loss), ("dup", self.dup), ("reorder", self.reorder), ("corrupt", self.corrupt)] {
             if p != 0.0 {
                 item(f, format_args!("{key}={p}"))?;
             }
@@ -290,12 +262,7 @@ impl Rng {
     /// An independent stream `stream` of `seed`.
     fn new(seed: u64, stream: u64) -> Self {
         let mut sm = seed ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03);
-        let s = [
-            splitmix64(&mut sm),
-            splitmix64(&mut sm),
-            splitmix64(&mut sm),
-            splitmix64(&mut sm),
-        ];
+        let s = [splitmix64(&mut sm), splitmix64(&mut sm), splitmix64(&mut sm), splitmix64(&mut sm)];
         // splitmix64 is a bijection of distinct states: four zero outputs in a row cannot happen.
         Self { s }
     }
@@ -375,10 +342,7 @@ impl<B: PacketBuf> Direction<B> {
             reorder: cfg.reorder,
             corrupt: cfg.corrupt,
             delay_ns: cfg.delay_us.saturating_mul(1000),
-            reorder_timeout_ns: cfg
-                .delay_us
-                .max(MIN_REORDER_TIMEOUT_US)
-                .saturating_mul(1000),
+            reorder_timeout_ns: cfg.delay_us.max(MIN_REORDER_TIMEOUT_US).saturating_mul(1000),
             rng: Rng::new(cfg.seed, stream),
             held,
             delayed,
@@ -467,11 +431,7 @@ impl<B: PacketBuf> Direction<B> {
         }
         if self.reorder > 0.0 && self.rng.chance(self.reorder) {
             let left = 1 + self.rng.below(3) as u8;
-            self.held.push(Held {
-                left,
-                deadline_ns: now.saturating_add(self.reorder_timeout_ns),
-                buf,
-            });
+            self.held.push(Held { left, deadline_ns: now.saturating_add(self.reorder_timeout_ns), buf });
             self.stats.reordered += 1;
         } else {
             self.after_reorder(buf, now);
@@ -490,8 +450,7 @@ impl<B: PacketBuf> Direction<B> {
 
     fn after_reorder(&mut self, buf: B, now: u64) {
         if self.delay_ns > 0 {
-            self.delayed
-                .push_back((now.saturating_add(self.delay_ns), buf));
+            self.delayed.push_back((now.saturating_add(self.delay_ns), buf));
             self.stats.delayed += 1;
         } else {
             self.ready.push(buf);
@@ -521,11 +480,7 @@ impl<N: Nic, C: Clock> FaultyNic<N, C> {
         Self {
             rx: Direction::new(&cfg, cfg.rx, 1, 64),
             tx: Direction::new(&cfg, cfg.tx, 2, 1024),
-            scratch: if active {
-                Vec::with_capacity(64)
-            } else {
-                Vec::new()
-            },
+            scratch: if active { Vec::with_capacity(64) } else { Vec::new() },
             tx_hold_limit: DEFAULT_TX_HOLD_LIMIT,
             cfg,
             clock,
@@ -588,13 +543,7 @@ impl<N: Nic, C: Clock> FaultyNic<N, C> {
 
     /// The wrapped NIC. Frames the wrapper still holds are freed.
     pub fn into_inner(self) -> N {
-        let Self {
-            rx,
-            tx,
-            scratch,
-            inner,
-            ..
-        } = self;
+        let Self { rx, tx, scratch, inner, .. } = self;
         drop((rx, tx, scratch));
         inner
     }
@@ -730,16 +679,8 @@ mod tests {
         let cfg: FaultConfig = spec.parse().unwrap();
         let clock = ManualClock::new();
         let (a, b) = pair(mem);
-        let send_cfg = FaultConfig {
-            rx: false,
-            tx: at != At::Rx,
-            ..cfg.clone()
-        };
-        let recv_cfg = FaultConfig {
-            rx: at != At::Tx,
-            tx: false,
-            ..cfg
-        };
+        let send_cfg = FaultConfig { rx: false, tx: at != At::Rx, ..cfg.clone() };
+        let recv_cfg = FaultConfig { rx: at != At::Tx, tx: false, ..cfg };
         let s = FaultyNic::new(a, send_cfg, clock.clone());
         let r = FaultyNic::new(b, recv_cfg, clock.clone());
         (clock, s, r)
@@ -762,10 +703,7 @@ mod tests {
             if s.holding() == (0, 0) && r.holding() == (0, 0) && r.inner().rx_pending() == 0 {
                 return;
             }
-            let next = [s.next_release_ns(), r.next_release_ns()]
-                .into_iter()
-                .flatten()
-                .min();
+            let next = [s.next_release_ns(), r.next_release_ns()].into_iter().flatten().min();
             match next {
                 Some(t) if t > clock.now_ns() => clock.set_ns(t),
                 _ => clock.advance_ns(1),
@@ -777,16 +715,8 @@ mod tests {
     fn assert_no_leak(s: &F, r: &F) {
         assert_eq!(s.holding(), (0, 0));
         assert_eq!(r.holding(), (0, 0));
-        assert_eq!(
-            s.inner().pool_available(),
-            s.inner().pool_size(),
-            "sender pool leaked"
-        );
-        assert_eq!(
-            r.inner().pool_available(),
-            r.inner().pool_size(),
-            "receiver pool leaked"
-        );
+        assert_eq!(s.inner().pool_available(), s.inner().pool_size(), "sender pool leaked");
+        assert_eq!(r.inner().pool_available(), r.inner().pool_size(), "receiver pool leaked");
     }
 
     struct Run {
@@ -833,11 +763,7 @@ mod tests {
         }
         drain(&clock, &mut s, &mut r, &mut delivered);
         assert_no_leak(&s, &r);
-        Run {
-            delivered,
-            rx: r.fault_stats().0,
-            tx: s.fault_stats().1,
-        }
+        Run { delivered, rx: r.fault_stats().0, tx: s.fault_stats().1 }
     }
 
     // ---- configuration ----
@@ -861,10 +787,7 @@ mod tests {
             }
         );
         let shown = cfg.to_string();
-        assert_eq!(
-            shown,
-            "loss=0.02,dup=0.01,reorder=0.02,corrupt=0.001,delay_us=200"
-        );
+        assert_eq!(shown, "loss=0.02,dup=0.01,reorder=0.02,corrupt=0.001,delay_us=200");
         assert_eq!(shown.parse::<FaultConfig>().unwrap(), cfg);
     }
 
@@ -895,34 +818,11 @@ mod tests {
     #[test]
     fn display_round_trips() {
         let configs = [
-            FaultConfig {
-                loss: 1e-9,
-                dup: 0.1 + 0.2,
-                ..FaultConfig::default()
-            },
-            FaultConfig {
-                reorder: 1.0,
-                corrupt: 0.123456789,
-                seed: 0,
-                ..FaultConfig::default()
-            },
-            FaultConfig {
-                delay_us: u64::MAX,
-                seed: 7,
-                rx: false,
-                ..FaultConfig::default()
-            },
-            FaultConfig {
-                loss: 0.5,
-                tx: false,
-                ..FaultConfig::default()
-            },
-            FaultConfig {
-                loss: 0.5,
-                rx: false,
-                tx: false,
-                ..FaultConfig::default()
-            },
+            FaultConfig { loss: 1e-9, dup: 0.1 + 0.2, ..FaultConfig::default() },
+            FaultConfig { reorder: 1.0, corrupt: 0.123456789, seed: 0, ..FaultConfig::default() },
+            FaultConfig { delay_us: u64::MAX, seed: 7, rx: false, ..FaultConfig::default() },
+            FaultConfig { loss: 0.5, tx: false, ..FaultConfig::default() },
+            FaultConfig { loss: 0.5, rx: false, tx: false, ..FaultConfig::default() },
             FaultConfig::default(),
         ];
         for cfg in configs {
@@ -938,34 +838,13 @@ mod tests {
     #[test]
     fn errors_name_the_bad_part_and_the_fix() {
         let keys = "(expected loss, dup, reorder, corrupt, delay_us, seed, dir)";
-        assert_eq!(
-            parse_err("los=0.1"),
-            format!("unknown fault key \"los\" {keys}")
-        );
-        assert_eq!(
-            parse_err("loss=0.1,Loss=0.1"),
-            format!("unknown fault key \"Loss\" {keys}")
-        );
-        assert_eq!(
-            parse_err("loss=1.5"),
-            "fault \"loss\" must be a probability between 0 and 1, got 1.5"
-        );
-        assert_eq!(
-            parse_err("dup=-0.1"),
-            "fault \"dup\" must be a probability between 0 and 1, got -0.1"
-        );
-        assert_eq!(
-            parse_err("reorder=NaN"),
-            "fault \"reorder\" must be a probability between 0 and 1, got NaN"
-        );
-        assert_eq!(
-            parse_err("corrupt=abc"),
-            "fault \"corrupt\" must be a probability between 0 and 1, got \"abc\""
-        );
-        assert_eq!(
-            parse_err("loss="),
-            "fault \"loss\" must be a probability between 0 and 1, got \"\""
-        );
+        assert_eq!(parse_err("los=0.1"), format!("unknown fault key \"los\" {keys}"));
+        assert_eq!(parse_err("loss=0.1,Loss=0.1"), format!("unknown fault key \"Loss\" {keys}"));
+        assert_eq!(parse_err("loss=1.5"), "fault \"loss\" must be a probability between 0 and 1, got 1.5");
+        assert_eq!(parse_err("dup=-0.1"), "fault \"dup\" must be a probability between 0 and 1, got -0.1");
+        assert_eq!(parse_err("reorder=NaN"), "fault \"reorder\" must be a probability between 0 and 1, got NaN");
+        assert_eq!(parse_err("corrupt=abc"), "fault \"corrupt\" must be a probability between 0 and 1, got \"abc\"");
+        assert_eq!(parse_err("loss="), "fault \"loss\" must be a probability between 0 and 1, got \"\"");
         for bad in ["abc", "1.5", "-1", ""] {
             assert_eq!(
                 parse_err(&format!("delay_us={bad}")),
@@ -974,29 +853,16 @@ mod tests {
         }
         assert!(parse_err("seed=x").starts_with("fault \"seed\" must be a whole number"));
         assert!(parse_err("seed=x").ends_with("got \"x\""));
-        assert_eq!(
-            parse_err("dir=up"),
-            "fault \"dir\" must be rx, tx or both, got \"up\""
-        );
+        assert_eq!(parse_err("dir=up"), "fault \"dir\" must be rx, tx or both, got \"up\"");
         for s in ["loss=0.1,,dup=0.1", "loss=0.1,", ",loss=0.1", ","] {
-            assert!(
-                parse_err(s).starts_with("empty item in fault list"),
-                "{s}: {}",
-                parse_err(s)
-            );
+            assert!(parse_err(s).starts_with("empty item in fault list"), "{s}: {}", parse_err(s));
         }
-        assert_eq!(
-            parse_err("loss"),
-            "fault item \"loss\" has no value (write key=value, e.g. loss=0.02)"
-        );
+        assert_eq!(parse_err("loss"), "fault item \"loss\" has no value (write key=value, e.g. loss=0.02)");
         assert_eq!(
             parse_err("loss=0.1,delay_us 200"),
             "fault item \"delay_us 200\" has no value (write key=value, e.g. loss=0.02)"
         );
-        assert_eq!(
-            parse_err("loss=0.1,loss=0.2"),
-            "fault \"loss\" is given twice (keep one)"
-        );
+        assert_eq!(parse_err("loss=0.1,loss=0.2"), "fault \"loss\" is given twice (keep one)");
     }
 
     // ---- the generator ----
@@ -1041,10 +907,7 @@ mod tests {
         for spec in ["", "seed=9", "dir=rx", "dir=tx"] {
             let run = run(spec, At::Both, 3000);
             assert_eq!(run.delivered, expected, "{spec}");
-            assert_eq!(
-                (run.rx, run.tx),
-                (FaultStats::default(), FaultStats::default())
-            );
+            assert_eq!((run.rx, run.tx), (FaultStats::default(), FaultStats::default()));
         }
         // A noop wrapper never holds anything, not even scratch space.
         let (_clock, s, r) = setup("", At::Both, MemConfig::default());
@@ -1079,13 +942,7 @@ mod tests {
             let st = run.stats(at);
             assert!((800..=1200).contains(&st.dropped), "{at:?}: {st:?}");
             assert_eq!(run.delivered.len() as u64, 10_000 - st.dropped);
-            assert_eq!(
-                FaultStats {
-                    dropped: st.dropped,
-                    ..FaultStats::default()
-                },
-                st
-            );
+            assert_eq!(FaultStats { dropped: st.dropped, ..FaultStats::default() }, st);
             // The survivors are intact and in order.
             let ids = run.ids();
             assert!(ids.windows(2).all(|w| w[0] < w[1]));
@@ -1108,23 +965,14 @@ mod tests {
                 assert_eq!(pair[0], frame_bytes(k as u32));
                 assert_eq!(pair[1], frame_bytes(k as u32));
             }
-            assert_eq!(
-                run.stats(at),
-                FaultStats {
-                    duplicated: 2000,
-                    ..FaultStats::default()
-                }
-            );
+            assert_eq!(run.stats(at), FaultStats { duplicated: 2000, ..FaultStats::default() });
         }
     }
 
     #[test]
     fn dup_without_a_buffer_is_counted_not_lost() {
         for at in [At::Rx, At::Tx] {
-            let mem = MemConfig {
-                pool_size: 8,
-                ..MemConfig::default()
-            };
+            let mem = MemConfig { pool_size: 8, ..MemConfig::default() };
             let (clock, mut s, mut r) = setup("dup=1", at, mem);
             // Empty both pools: the sender's by its own 8 frames, the receiver's by a hog.
             let mut out: Vec<MemBuf> = (0..8).map(|i| fill(&mut s, i)).collect();
@@ -1133,23 +981,9 @@ mod tests {
             assert_eq!(s.tx_burst(&mut out), 8);
             let mut delivered = Vec::new();
             drain(&clock, &mut s, &mut r, &mut delivered);
-            assert_eq!(
-                delivered,
-                (0..8).map(frame_bytes).collect::<Vec<_>>(),
-                "{at:?}"
-            );
-            let st = if at == At::Rx {
-                r.fault_stats().0
-            } else {
-                s.fault_stats().1
-            };
-            assert_eq!(
-                st,
-                FaultStats {
-                    dup_failed: 8,
-                    ..FaultStats::default()
-                }
-            );
+            assert_eq!(delivered, (0..8).map(frame_bytes).collect::<Vec<_>>(), "{at:?}");
+            let st = if at == At::Rx { r.fault_stats().0 } else { s.fault_stats().1 };
+            assert_eq!(st, FaultStats { dup_failed: 8, ..FaultStats::default() });
             drop(hog);
             assert_no_leak(&s, &r);
         }
@@ -1171,13 +1005,7 @@ mod tests {
             // Anywhere in the frame, not always the same byte.
             assert!(positions.len() > 60, "{positions:?}");
             assert!(*positions.last().unwrap() >= 100);
-            assert_eq!(
-                run.stats(at),
-                FaultStats {
-                    corrupted: 3000,
-                    ..FaultStats::default()
-                }
-            );
+            assert_eq!(run.stats(at), FaultStats { corrupted: 3000, ..FaultStats::default() });
         }
     }
 
@@ -1188,31 +1016,18 @@ mod tests {
             let ids = run.ids();
             let mut sorted = ids.clone();
             sorted.sort_unstable();
-            assert_eq!(
-                sorted,
-                (0..5000).collect::<Vec<_>>(),
-                "{at:?}: lost or duplicated"
-            );
+            assert_eq!(sorted, (0..5000).collect::<Vec<_>>(), "{at:?}: lost or duplicated");
             assert_ne!(ids, sorted, "{at:?}: nothing was reordered");
             for f in &run.delivered {
                 assert_eq!(*f, frame_bytes(id(f)));
             }
             // A held frame lets at most 3 others by, and only its near neighbours overtake it.
             for (pos, &i) in ids.iter().enumerate() {
-                assert!(
-                    (pos as i64 - i as i64).abs() <= 3,
-                    "{at:?}: frame {i} at {pos}"
-                );
+                assert!((pos as i64 - i as i64).abs() <= 3, "{at:?}: frame {i} at {pos}");
             }
             let st = run.stats(at);
             assert!((2000..3000).contains(&st.reordered), "{st:?}");
-            assert_eq!(
-                FaultStats {
-                    reordered: st.reordered,
-                    ..FaultStats::default()
-                },
-                st
-            );
+            assert_eq!(FaultStats { reordered: st.reordered, ..FaultStats::default() }, st);
         }
     }
 
@@ -1225,10 +1040,7 @@ mod tests {
             let mut delivered = Vec::new();
             assert_eq!(collect(&mut r, &mut delivered), 0);
             let holder = if at == At::Rx { &r } else { &s };
-            assert_eq!(
-                holder.next_release_ns(),
-                Some(MIN_REORDER_TIMEOUT_US * 1000)
-            );
+            assert_eq!(holder.next_release_ns(), Some(MIN_REORDER_TIMEOUT_US * 1000));
             clock.set_ns(MIN_REORDER_TIMEOUT_US * 1000 - 1);
             s.flush();
             assert_eq!(collect(&mut r, &mut delivered), 0, "{at:?}: released early");
@@ -1286,18 +1098,8 @@ mod tests {
             s.flush();
             assert_eq!(collect(&mut r, &mut delivered), 30);
             assert_eq!(delivered, (0..80).map(frame_bytes).collect::<Vec<_>>());
-            let st = if at == At::Rx {
-                r.fault_stats().0
-            } else {
-                s.fault_stats().1
-            };
-            assert_eq!(
-                st,
-                FaultStats {
-                    delayed: 80,
-                    ..FaultStats::default()
-                }
-            );
+            let st = if at == At::Rx { r.fault_stats().0 } else { s.fault_stats().1 };
+            assert_eq!(st, FaultStats { delayed: 80, ..FaultStats::default() });
             assert_no_leak(&s, &r);
         }
     }
@@ -1324,14 +1126,10 @@ mod tests {
 
     #[test]
     fn tx_frames_the_inner_nic_refuses_wait_and_are_not_lost() {
-        let mem = MemConfig {
-            queue_len: 4,
-            ..MemConfig::default()
-        };
+        let mem = MemConfig { queue_len: 4, ..MemConfig::default() };
         let clock = ManualClock::new();
         let (a, b) = pair(mem);
-        let mut s =
-            FaultyNic::new(a, "delay_us=1".parse().unwrap(), clock.clone()).with_tx_hold_limit(8);
+        let mut s = FaultyNic::new(a, "delay_us=1".parse().unwrap(), clock.clone()).with_tx_hold_limit(8);
         let mut r = b;
         let mut out: Vec<MemBuf> = (0..12)
             .map(|i| {
@@ -1344,10 +1142,7 @@ mod tests {
             .collect();
         // The wrapper holds at most 8: the last 4 stay with the caller, in order.
         assert_eq!(s.tx_burst(&mut out), 8);
-        assert_eq!(
-            out.iter().map(|b| id(b.data())).collect::<Vec<_>>(),
-            [8, 9, 10, 11]
-        );
+        assert_eq!(out.iter().map(|b| id(b.data())).collect::<Vec<_>>(), [8, 9, 10, 11]);
         assert_eq!(s.holding(), (0, 8));
         clock.advance_ns(1_000);
         s.flush();
@@ -1398,11 +1193,7 @@ mod tests {
         assert_eq!(s.stats().opackets, 0, "everything is delayed");
         assert!(s.inner_mut().rx_pending() == 0);
         let a = s.into_inner();
-        assert_eq!(
-            a.pool_available(),
-            a.pool_size(),
-            "held frames freed by into_inner"
-        );
+        assert_eq!(a.pool_available(), a.pool_size(), "held frames freed by into_inner");
 
         // Held rx frames are freed with the wrapper.
         let (mut a2, b2) = pair(MemConfig::default());

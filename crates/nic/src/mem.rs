@@ -72,12 +72,7 @@ struct Pool {
 
 impl Pool {
     fn new(size: usize, buf_capacity: usize) -> Rc<Self> {
-        Rc::new(Self {
-            free: RefCell::new(Vec::with_capacity(size)),
-            created: Cell::new(0),
-            size,
-            buf_capacity,
-        })
+        Rc::new(Self { free: RefCell::new(Vec::with_capacity(size)), created: Cell::new(0), size, buf_capacity })
     }
 
     fn available(&self) -> usize {
@@ -124,11 +119,7 @@ impl PacketBuf for MemBuf {
 
     #[inline]
     fn set_len(&mut self, len: usize) {
-        assert!(
-            len <= self.storage.len(),
-            "MemBuf::set_len({len}) over the buffer capacity {}",
-            self.storage.len()
-        );
+        assert!(len <= self.storage.len(), "MemBuf::set_len({len}) over the buffer capacity {}", self.storage.len());
         self.len = len;
     }
 
@@ -153,10 +144,7 @@ impl Drop for MemBuf {
 
 impl fmt::Debug for MemBuf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MemBuf")
-            .field("len", &self.len)
-            .field("capacity", &self.storage.len())
-            .finish()
+        f.debug_struct("MemBuf").field("len", &self.len).field("capacity", &self.storage.len()).finish()
     }
 }
 
@@ -182,10 +170,7 @@ pub struct MemNic {
 pub fn pair(cfg: MemConfig) -> (MemNic, MemNic) {
     let buf_capacity = cfg.mtu as usize + ETH_HEADER_LEN;
     let wire = Rc::new(RefCell::new(Wire {
-        to: [
-            VecDeque::with_capacity(cfg.queue_len),
-            VecDeque::with_capacity(cfg.queue_len),
-        ],
+        to: [VecDeque::with_capacity(cfg.queue_len), VecDeque::with_capacity(cfg.queue_len)],
     }));
     let endpoint = |side: usize, mac: MacAddr| MemNic {
         side,
@@ -268,11 +253,7 @@ impl Nic for MemNic {
 
     fn alloc(&mut self) -> Option<MemBuf> {
         let storage = self.pool.take()?;
-        Some(MemBuf {
-            storage,
-            len: 0,
-            pool: Rc::clone(&self.pool),
-        })
+        Some(MemBuf { storage, len: 0, pool: Rc::clone(&self.pool) })
     }
 
     fn mac(&self) -> MacAddr {
@@ -284,10 +265,7 @@ impl Nic for MemNic {
     }
 
     fn link(&self) -> Link {
-        Link {
-            up: true,
-            speed_mbps: 0,
-        }
+        Link { up: true, speed_mbps: 0 }
     }
 
     fn stats(&self) -> NicStats {
@@ -313,9 +291,7 @@ mod tests {
 
     fn expected(i: u32) -> Vec<u8> {
         let len = 60 + (i as usize * 7) % 1000;
-        let mut v: Vec<u8> = (0..len)
-            .map(|k| (i as usize).wrapping_mul(31).wrapping_add(k) as u8)
-            .collect();
+        let mut v: Vec<u8> = (0..len).map(|k| (i as usize).wrapping_mul(31).wrapping_add(k) as u8).collect();
         v[..4].copy_from_slice(&i.to_be_bytes());
         v
     }
@@ -329,13 +305,7 @@ mod tests {
         assert_eq!(b.mac().to_string(), "02:00:00:00:00:02");
         assert_eq!(a.mtu(), 1500);
         assert_eq!(a.buf_capacity(), 1514);
-        assert_eq!(
-            a.link(),
-            Link {
-                up: true,
-                speed_mbps: 0
-            }
-        );
+        assert_eq!(a.link(), Link { up: true, speed_mbps: 0 });
         assert_eq!(a.rx_interrupt_fd(), None);
         assert_eq!(a.pool_available(), 4096);
         assert_eq!(b.pool_available(), 4096);
@@ -377,10 +347,7 @@ mod tests {
 
     #[test]
     fn back_pressure_leaves_unsent_frames_in_the_callers_vec() {
-        let (mut a, mut b) = pair(MemConfig {
-            queue_len: 8,
-            ..MemConfig::default()
-        });
+        let (mut a, mut b) = pair(MemConfig { queue_len: 8, ..MemConfig::default() });
         let mut out: Vec<MemBuf> = (0..12).map(|i| frame(&mut a, i)).collect();
         assert_eq!(a.tx_space(), 8);
         assert_eq!(a.tx_burst(&mut out), 8);
@@ -409,10 +376,7 @@ mod tests {
 
     #[test]
     fn buffers_return_to_the_senders_pool() {
-        let (mut a, mut b) = pair(MemConfig {
-            pool_size: 16,
-            ..MemConfig::default()
-        });
+        let (mut a, mut b) = pair(MemConfig { pool_size: 16, ..MemConfig::default() });
         let mut out: Vec<MemBuf> = (0..16).map(|i| frame(&mut a, i)).collect();
         assert_eq!(a.pool_available(), 0);
         assert!(a.alloc().is_none(), "an exhausted pool must say so");
@@ -435,10 +399,7 @@ mod tests {
 
     #[test]
     fn queued_frames_are_freed_when_the_receiver_goes_away() {
-        let (mut a, b) = pair(MemConfig {
-            pool_size: 4,
-            ..MemConfig::default()
-        });
+        let (mut a, b) = pair(MemConfig { pool_size: 4, ..MemConfig::default() });
         let mut out: Vec<MemBuf> = (0..4).map(|i| frame(&mut a, i)).collect();
         a.tx_burst(&mut out);
         assert_eq!(a.pool_available(), 0);
@@ -450,34 +411,17 @@ mod tests {
 
     #[test]
     fn stats_count_packets_and_bytes() {
-        let (mut a, mut b) = pair(MemConfig {
-            queue_len: 4,
-            ..MemConfig::default()
-        });
+        let (mut a, mut b) = pair(MemConfig { queue_len: 4, ..MemConfig::default() });
         let mut out: Vec<MemBuf> = (0..6).map(|i| frame(&mut a, i)).collect();
         let sent_bytes: u64 = (0..4).map(|i| expected(i).len() as u64).sum();
         assert_eq!(a.tx_burst(&mut out), 4);
-        assert_eq!(
-            a.stats(),
-            NicStats {
-                opackets: 4,
-                obytes: sent_bytes,
-                ..NicStats::default()
-            }
-        );
+        assert_eq!(a.stats(), NicStats { opackets: 4, obytes: sent_bytes, ..NicStats::default() });
         // Nothing counted on rx before delivery.
         assert_eq!(b.stats(), NicStats::default());
         let mut got = Vec::new();
         b.rx_burst(&mut got, 3);
         let got_bytes: u64 = (0..3).map(|i| expected(i).len() as u64).sum();
-        assert_eq!(
-            b.stats(),
-            NicStats {
-                ipackets: 3,
-                ibytes: got_bytes,
-                ..NicStats::default()
-            }
-        );
+        assert_eq!(b.stats(), NicStats { ipackets: 3, ibytes: got_bytes, ..NicStats::default() });
         b.rx_burst(&mut got, 3);
         assert_eq!(b.stats().ipackets, 4);
         assert_eq!(b.stats().ibytes, sent_bytes);
@@ -487,10 +431,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "over the buffer capacity")]
     fn set_len_over_capacity_panics() {
-        let (mut a, _b) = pair(MemConfig {
-            mtu: 100,
-            ..MemConfig::default()
-        });
+        let (mut a, _b) = pair(MemConfig { mtu: 100, ..MemConfig::default() });
         let mut buf = a.alloc().unwrap();
         buf.set_len(114);
         buf.set_len(115);

@@ -105,10 +105,7 @@ fn steady_state_allocates_nothing() {
     let (mut a, mut b) = (wrap(a, "", &clock), wrap(b, "", &clock));
     let (n, received) = measure(&clock, &mut a, &mut b);
     assert!(received > 60_000, "{received}");
-    assert_eq!(
-        n, 0,
-        "the pass-through injector allocated {n} times in steady state"
-    );
+    assert_eq!(n, 0, "the pass-through injector allocated {n} times in steady state");
 
     let spec = "loss=0.02,dup=0.02,reorder=0.05,corrupt=0.01,delay_us=30";
     let (a, b) = pair(MemConfig::default());

@@ -12,7 +12,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use nic::{MacAddr, Nic, PacketBuf};
 use wire::{
     ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, Icmpv4Message, Icmpv4Packet,
-    Icmpv6Packet, Icmpv6Repr, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet, Ipv6Repr, Ipv6UpperLayer, NdiscNeighborFlags, NdiscRepr,
+    Icmpv6Packet, Icmpv6Repr, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet, Ipv6Repr,
+    Ipv6UpperLayer, NdiscNeighborFlags, NdiscRepr,
 };
 
 /// The most frames taken from the NIC in one poll.
@@ -51,7 +52,12 @@ pub struct IfaceStats {
 
 impl IfaceStats {
     pub fn dropped(&self) -> u64 {
-        self.drop_not_for_us + self.drop_malformed + self.drop_checksum + self.drop_fragment + self.drop_unhandled + self.drop_tx_full
+        self.drop_not_for_us
+            + self.drop_malformed
+            + self.drop_checksum
+            + self.drop_fragment
+            + self.drop_unhandled
+            + self.drop_tx_full
     }
 }
 
@@ -178,8 +184,12 @@ fn handle_frame(
         return Verdict::Drop(Drop::NotForUs);
     }
     let r = match ethertype {
-        EtherType::Arp => ipv4.map_or(Err(Drop::NotForUs), |ip| arp(mac, ip, frame).inspect(|_| stats.arp_replies += 1)),
-        EtherType::Ipv4 => ipv4.map_or(Err(Drop::NotForUs), |ip| ipv4_in(mac, ip, frame).inspect(|_| stats.echo_replies += 1)),
+        EtherType::Arp => {
+            ipv4.map_or(Err(Drop::NotForUs), |ip| arp(mac, ip, frame).inspect(|_| stats.arp_replies += 1))
+        }
+        EtherType::Ipv4 => {
+            ipv4.map_or(Err(Drop::NotForUs), |ip| ipv4_in(mac, ip, frame).inspect(|_| stats.echo_replies += 1))
+        }
         EtherType::Ipv6 => ipv6.map_or(Err(Drop::NotForUs), |ip| ipv6_in(mac, ip, ll6, stats, frame)),
         _ => Err(Drop::Unhandled),
     };
@@ -248,7 +258,13 @@ fn ipv4_in(mac: EthernetAddress, ip: Ipv4Address, frame: &mut [u8]) -> Result<us
     let ip_start = ETH;
     let icmp_start = ip_start + wire::ipv4::HEADER_LEN;
     frame.copy_within(ETH + header_len..ETH + header_len + icmp_len, icmp_start);
-    let reply = Ipv4Repr { src_addr: ip, dst_addr: repr.src_addr, next_header: IpProtocol::Icmp, payload_len: icmp_len, hop_limit: TTL };
+    let reply = Ipv4Repr {
+        src_addr: ip,
+        dst_addr: repr.src_addr,
+        next_header: IpProtocol::Icmp,
+        payload_len: icmp_len,
+        hop_limit: TTL,
+    };
     reply.emit(&mut Ipv4Packet::new_unchecked(&mut frame[ip_start..icmp_start]), true);
     let mut icmp = Icmpv4Packet::new_unchecked(&mut frame[icmp_start..icmp_start + icmp_len]);
     icmp.set_msg_type(Icmpv4Message::EchoReply);
@@ -258,15 +274,19 @@ fn ipv4_in(mac: EthernetAddress, ip: Ipv4Address, frame: &mut [u8]) -> Result<us
     Ok(icmp_start + icmp_len)
 }
 
-fn ipv6_in(mac: EthernetAddress, ip: Ipv6Address, ll6: Ipv6Address, stats: &mut IfaceStats, frame: &mut [u8]) -> Result<usize, Drop> {
+fn ipv6_in(
+    mac: EthernetAddress,
+    ip: Ipv6Address,
+    ll6: Ipv6Address,
+    stats: &mut IfaceStats,
+    frame: &mut [u8],
+) -> Result<usize, Drop> {
     const ETH: usize = wire::ethernet::HEADER_LEN;
     let packet = Ipv6Packet::new_checked(&frame[ETH..])?;
     let repr = Ipv6Repr::parse(&packet)?;
     let dst = repr.dst_addr;
     let ours = dst == ip || dst == ll6;
-    let group = dst == Ipv6Address::LINK_LOCAL_ALL_NODES
-        || dst == ip.solicited_node()
-        || dst == ll6.solicited_node();
+    let group = dst == Ipv6Address::LINK_LOCAL_ALL_NODES || dst == ip.solicited_node() || dst == ll6.solicited_node();
     if !ours && !group {
         return Err(Drop::NotForUs);
     }
@@ -292,7 +312,13 @@ fn ipv6_in(mac: EthernetAddress, ip: Ipv6Address, ll6: Ipv6Address, stats: &mut 
             // The reply has no extension headers: move the message up if the request had some.
             let new_start = ETH + wire::ipv6::HEADER_LEN;
             frame.copy_within(icmp_start..icmp_end, new_start);
-            let reply = Ipv6Repr { src_addr: dst, dst_addr: repr.src_addr, next_header: IpProtocol::Icmpv6, payload_len: len, hop_limit: TTL };
+            let reply = Ipv6Repr {
+                src_addr: dst,
+                dst_addr: repr.src_addr,
+                next_header: IpProtocol::Icmpv6,
+                payload_len: len,
+                hop_limit: TTL,
+            };
             reply.emit(&mut Ipv6Packet::new_unchecked(&mut frame[ETH..new_start]));
             let mut icmp = Icmpv6Packet::new_unchecked(&mut frame[new_start..new_start + len]);
             icmp.set_msg_type(wire::Icmpv6Message::EchoReply);
@@ -321,13 +347,28 @@ fn ipv6_in(mac: EthernetAddress, ip: Ipv6Address, ll6: Ipv6Address, stats: &mut 
             } else {
                 (Ipv6Address::LINK_LOCAL_ALL_NODES, EthernetAddress([0x33, 0x33, 0, 0, 0, 1]))
             };
-            let flags = NdiscNeighborFlags(if solicited { NdiscNeighborFlags::SOLICITED | NdiscNeighborFlags::OVERRIDE } else { NdiscNeighborFlags::OVERRIDE });
+            let flags = NdiscNeighborFlags(if solicited {
+                NdiscNeighborFlags::SOLICITED | NdiscNeighborFlags::OVERRIDE
+            } else {
+                NdiscNeighborFlags::OVERRIDE
+            });
             let na = Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert { flags, target_addr: target, lladdr: Some(mac) });
             let start = ETH + wire::ipv6::HEADER_LEN;
             let len = na.buffer_len();
-            let reply = Ipv6Repr { src_addr: target, dst_addr: to_ip, next_header: IpProtocol::Icmpv6, payload_len: len, hop_limit: 255 };
+            let reply = Ipv6Repr {
+                src_addr: target,
+                dst_addr: to_ip,
+                next_header: IpProtocol::Icmpv6,
+                payload_len: len,
+                hop_limit: 255,
+            };
             reply.emit(&mut Ipv6Packet::new_unchecked(&mut frame[ETH..start]));
-            na.emit(&mut Icmpv6Packet::new_unchecked(&mut frame[start..start + len]), &reply.src_addr, &reply.dst_addr, true);
+            na.emit(
+                &mut Icmpv6Packet::new_unchecked(&mut frame[start..start + len]),
+                &reply.src_addr,
+                &reply.dst_addr,
+                true,
+            );
             let mut eth = EthernetFrame::new_unchecked(&mut *frame);
             eth.set_dst_addr(to_mac);
             eth.set_src_addr(mac);

@@ -83,16 +83,29 @@ fn arp_request(r: &Rig<impl Nic>, target: Ipv4Address) -> Vec<u8> {
 
 fn ping(r: &Rig<impl Nic>, dst: Ipv4Address, seq: u16, data: &[u8]) -> Vec<u8> {
     let icmp = Icmpv4Repr::EchoRequest { ident: 0x4242, seq_no: seq, data };
-    let ip = Ipv4Repr { src_addr: PEER_IP, dst_addr: dst, next_header: IpProtocol::Icmp, payload_len: icmp.buffer_len(), hop_limit: 64 };
+    let ip = Ipv4Repr {
+        src_addr: PEER_IP,
+        dst_addr: dst,
+        next_header: IpProtocol::Icmp,
+        payload_len: icmp.buffer_len(),
+        hop_limit: 64,
+    };
     let mut f = eth(r.peer_mac, r.our_mac, EtherType::Ipv4, ip.header_len() + icmp.buffer_len());
     ip.emit(&mut Ipv4Packet::new_unchecked(&mut f[14..34]), true);
     icmp.emit(&mut Icmpv4Packet::new_unchecked(&mut f[34..]), true);
     f
 }
 
-fn ipv6_frame(r: &Rig<impl Nic>, dst_mac: EthernetAddress, dst: Ipv6Address, hop_limit: u8, icmp: &Icmpv6Repr) -> Vec<u8> {
+fn ipv6_frame(
+    r: &Rig<impl Nic>,
+    dst_mac: EthernetAddress,
+    dst: Ipv6Address,
+    hop_limit: u8,
+    icmp: &Icmpv6Repr,
+) -> Vec<u8> {
     let len = icmp.buffer_len();
-    let ip = Ipv6Repr { src_addr: peer_ip6(), dst_addr: dst, next_header: IpProtocol::Icmpv6, payload_len: len, hop_limit };
+    let ip =
+        Ipv6Repr { src_addr: peer_ip6(), dst_addr: dst, next_header: IpProtocol::Icmpv6, payload_len: len, hop_limit };
     let mut f = eth(r.peer_mac, dst_mac, EtherType::Ipv6, 40 + len);
     ip.emit(&mut Ipv6Packet::new_unchecked(&mut f[14..54]));
     icmp.emit(&mut Icmpv6Packet::new_unchecked(&mut f[54..]), &ip.src_addr, &ip.dst_addr, true);
@@ -228,7 +241,7 @@ fn neighbor_solicitation_is_answered_with_an_advert() {
     let group = target.solicited_node();
     let mac = EthernetAddress([0x33, 0x33, 0xff, group.0[13], group.0[14], group.0[15]]);
     let f = ipv6_frame(&r, mac, group, 255, &ns);
-    let replies = r.exchange(&[f.clone()]);
+    let replies = r.exchange(std::slice::from_ref(&f));
     assert_eq!(replies.len(), 1);
     check_eth(&r, &replies[0], EtherType::Ipv6);
     let ip = Ipv6Packet::new_checked(&replies[0][14..]).unwrap();
@@ -313,7 +326,10 @@ fn under_faults_every_answer_is_correct_and_every_frame_accounted_for() {
     let answered = seen.iter().filter(|&&c| c > 0).count();
     let s = *r.iface.stats();
     let (rx_faults, tx_faults) = r.iface.nic().fault_stats();
-    assert!(rx_faults.corrupted > 0 && rx_faults.dropped > 0 && tx_faults.duplicated > 0, "{rx_faults:?} {tx_faults:?}");
+    assert!(
+        rx_faults.corrupted > 0 && rx_faults.dropped > 0 && tx_faults.duplicated > 0,
+        "{rx_faults:?} {tx_faults:?}"
+    );
     assert!(answered > (N as usize) * 8 / 10, "only {answered} of {N} answered");
     // Damaged replies come from tx corruption (and its duplicates), or from requests whose
     // Ethernet source was corrupted on rx (Ethernet has no checksum once the NIC strips the FCS).

@@ -261,9 +261,7 @@ impl ArpRepr {
     /// Ethernet/IPv4 with address lengths other than 6 and 4 is `Err(Malformed)`.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &ArpPacket<&T>) -> Result<ArpRepr> {
         packet.check_len()?;
-        if packet.hardware_type() != ArpHardware::Ethernet
-            || packet.protocol_type() != EtherType::Ipv4
-        {
+        if packet.hardware_type() != ArpHardware::Ethernet || packet.protocol_type() != EtherType::Ipv4 {
             return Err(Error::Unsupported);
         }
         if packet.hardware_len() != 6 || packet.protocol_len() != 4 {
@@ -351,13 +349,7 @@ mod tests {
         let mut frame = ARP_REQUEST.to_vec();
         frame.resize(60, 0);
         let packet = ArpPacket::new_checked(&frame[ETH..]).unwrap();
-        assert!(matches!(
-            ArpRepr::parse(&packet),
-            Ok(ArpRepr::EthernetIpv4 {
-                operation: ArpOperation::Request,
-                ..
-            })
-        ));
+        assert!(matches!(ArpRepr::parse(&packet), Ok(ArpRepr::EthernetIpv4 { operation: ArpOperation::Request, .. })));
     }
 
     #[test]
@@ -375,8 +367,8 @@ mod tests {
         assert_eq!(
             bytes,
             [
-                0x00, 0x01, 0x08, 0x00, 6, 4, 0x00, 0x02, 0x52, 0x55, 0x0a, 0x00, 0x02, 0x02, 10,
-                0, 2, 2, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56, 10, 0, 2, 15
+                0x00, 0x01, 0x08, 0x00, 6, 4, 0x00, 0x02, 0x52, 0x55, 0x0a, 0x00, 0x02, 0x02, 10, 0, 2, 2, 0x52, 0x54,
+                0x00, 0x12, 0x34, 0x56, 10, 0, 2, 15
             ]
         );
         let packet = ArpPacket::new_checked(&bytes[..]).unwrap();
@@ -388,11 +380,7 @@ mod tests {
     fn truncated() {
         let good = &ARP_REQUEST[ETH..];
         for len in 0..good.len() {
-            assert_eq!(
-                ArpPacket::new_checked(&good[..len]),
-                Err(Error::Truncated),
-                "{len}"
-            );
+            assert_eq!(ArpPacket::new_checked(&good[..len]), Err(Error::Truncated), "{len}");
             let packet = ArpPacket::new_unchecked(&good[..len]);
             assert_eq!(ArpRepr::parse(&packet), Err(Error::Truncated), "{len}");
         }

@@ -49,11 +49,7 @@ impl From<[u8; 6]> for EthernetAddress {
 impl fmt::Display for EthernetAddress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        write!(
-            f,
-            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-            b[0], b[1], b[2], b[3], b[4], b[5]
-        )
+        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4], b[5])
     }
 }
 
@@ -188,11 +184,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
 
     /// Sets the EtherType.
     pub fn set_ethertype(&mut self, ethertype: EtherType) {
-        be::set_u16(
-            self.buffer.as_mut(),
-            field::ETHERTYPE.start,
-            ethertype.into(),
-        );
+        be::set_u16(self.buffer.as_mut(), field::ETHERTYPE.start, ethertype.into());
     }
 
     /// The payload, writable.
@@ -216,11 +208,7 @@ impl EthernetRepr {
     /// Reads the header of `frame`.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(frame: &EthernetFrame<&T>) -> Result<EthernetRepr> {
         frame.check_len()?;
-        Ok(EthernetRepr {
-            src_addr: frame.src_addr(),
-            dst_addr: frame.dst_addr(),
-            ethertype: frame.ethertype(),
-        })
+        Ok(EthernetRepr { src_addr: frame.src_addr(), dst_addr: frame.dst_addr(), ethertype: frame.ethertype() })
     }
 
     /// Length of the header this emits.
@@ -268,10 +256,7 @@ mod tests {
         let frame = EthernetFrame::new_checked(&ARP_REQUEST[..]).unwrap();
         let repr = EthernetRepr::parse(&frame).unwrap();
         assert_eq!(repr.dst_addr, EthernetAddress::BROADCAST);
-        assert_eq!(
-            repr.src_addr,
-            EthernetAddress([0x52, 0x54, 0x00, 0x12, 0x34, 0x56])
-        );
+        assert_eq!(repr.src_addr, EthernetAddress([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]));
         assert_eq!(repr.ethertype, EtherType::Arp);
         assert_eq!(frame.payload().len(), 28);
         assert_eq!(frame.payload()[..2], [0x00, 0x01]);
@@ -283,10 +268,7 @@ mod tests {
         bytes[12] = 0x81;
         bytes[13] = 0x00;
         let frame = EthernetFrame::new_checked(&bytes[..]).unwrap();
-        assert_eq!(
-            EthernetRepr::parse(&frame).unwrap().ethertype,
-            EtherType::Unknown(0x8100)
-        );
+        assert_eq!(EthernetRepr::parse(&frame).unwrap().ethertype, EtherType::Unknown(0x8100));
     }
 
     #[test]
@@ -300,10 +282,7 @@ mod tests {
         let mut frame = EthernetFrame::new_unchecked(&mut bytes[..]);
         repr.emit(&mut frame);
         frame.payload_mut().copy_from_slice(b"abc");
-        assert_eq!(
-            bytes[..HEADER_LEN],
-            [2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x86, 0xdd]
-        );
+        assert_eq!(bytes[..HEADER_LEN], [2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x86, 0xdd]);
         let frame = EthernetFrame::new_checked(&bytes[..]).unwrap();
         assert_eq!(EthernetRepr::parse(&frame).unwrap(), repr);
         assert_eq!(frame.payload(), b"abc");
@@ -314,10 +293,7 @@ mod tests {
     fn truncated() {
         for len in 0..HEADER_LEN {
             let bytes = [0u8; HEADER_LEN];
-            assert_eq!(
-                EthernetFrame::new_checked(&bytes[..len]),
-                Err(Error::Truncated)
-            );
+            assert_eq!(EthernetFrame::new_checked(&bytes[..len]), Err(Error::Truncated));
             let frame = EthernetFrame::new_unchecked(&bytes[..len]);
             assert_eq!(EthernetRepr::parse(&frame), Err(Error::Truncated));
         }

@@ -320,11 +320,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv4Packet<T> {
 
     /// Sets the echo Sequence Number.
     pub fn set_echo_seq_no(&mut self, value: u16) {
-        be::set_u16(
-            self.buffer.as_mut(),
-            field::ECHO_SEQUENCE_NUMBER.start,
-            value,
-        );
+        be::set_u16(self.buffer.as_mut(), field::ECHO_SEQUENCE_NUMBER.start, value);
     }
 
     /// Sets the Unused field of Destination Unreachable to zero and the Next-Hop MTU.
@@ -421,21 +417,12 @@ impl<'a> Icmpv4Repr<'a> {
                     _ => 0,
                 };
                 let (header, data) = Ipv4Repr::parse_quoted(packet.data())?;
-                Ok(Icmpv4Repr::DstUnreachable {
-                    reason,
-                    next_hop_mtu,
-                    header,
-                    data,
-                })
+                Ok(Icmpv4Repr::DstUnreachable { reason, next_hop_mtu, header, data })
             }
             Icmpv4Message::TimeExceeded => {
                 let reason = Icmpv4TimeExceeded::from(packet.msg_code());
                 let (header, data) = Ipv4Repr::parse_quoted(packet.data())?;
-                Ok(Icmpv4Repr::TimeExceeded {
-                    reason,
-                    header,
-                    data,
-                })
+                Ok(Icmpv4Repr::TimeExceeded { reason, header, data })
             }
             _ => Err(Error::Unsupported),
         }
@@ -444,9 +431,7 @@ impl<'a> Icmpv4Repr<'a> {
     /// Length of the message this emits.
     pub fn buffer_len(&self) -> usize {
         match self {
-            Icmpv4Repr::EchoRequest { data, .. } | Icmpv4Repr::EchoReply { data, .. } => {
-                HEADER_LEN + data.len()
-            }
+            Icmpv4Repr::EchoRequest { data, .. } | Icmpv4Repr::EchoReply { data, .. } => HEADER_LEN + data.len(),
             Icmpv4Repr::DstUnreachable { data, .. } | Icmpv4Repr::TimeExceeded { data, .. } => {
                 HEADER_LEN + ipv4::HEADER_LEN + data.len()
             }
@@ -458,29 +443,16 @@ impl<'a> Icmpv4Repr<'a> {
     /// options, its own checksum filled). Without `fill_checksum` the field is left zero.
     ///
     /// [`buffer_len`]: Icmpv4Repr::buffer_len
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
-        &self,
-        packet: &mut Icmpv4Packet<T>,
-        fill_checksum: bool,
-    ) {
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Icmpv4Packet<T>, fill_checksum: bool) {
         packet.set_checksum(0);
         match *self {
-            Icmpv4Repr::EchoRequest {
-                ident,
-                seq_no,
-                data,
-            } => emit_echo(packet, Icmpv4Message::EchoRequest, ident, seq_no, data),
-            Icmpv4Repr::EchoReply {
-                ident,
-                seq_no,
-                data,
-            } => emit_echo(packet, Icmpv4Message::EchoReply, ident, seq_no, data),
-            Icmpv4Repr::DstUnreachable {
-                reason,
-                next_hop_mtu,
-                header,
-                data,
-            } => {
+            Icmpv4Repr::EchoRequest { ident, seq_no, data } => {
+                emit_echo(packet, Icmpv4Message::EchoRequest, ident, seq_no, data)
+            }
+            Icmpv4Repr::EchoReply { ident, seq_no, data } => {
+                emit_echo(packet, Icmpv4Message::EchoReply, ident, seq_no, data)
+            }
+            Icmpv4Repr::DstUnreachable { reason, next_hop_mtu, header, data } => {
                 packet.set_msg_type(Icmpv4Message::DstUnreachable);
                 packet.set_msg_code(reason.into());
                 let mtu = match reason {
@@ -490,11 +462,7 @@ impl<'a> Icmpv4Repr<'a> {
                 packet.set_next_hop_mtu(mtu);
                 emit_quote(packet, &header, data);
             }
-            Icmpv4Repr::TimeExceeded {
-                reason,
-                header,
-                data,
-            } => {
+            Icmpv4Repr::TimeExceeded { reason, header, data } => {
                 packet.set_msg_type(Icmpv4Message::TimeExceeded);
                 packet.set_msg_code(reason.into());
                 packet.set_next_hop_mtu(0);
@@ -522,16 +490,9 @@ fn emit_echo<T: AsRef<[u8]> + AsMut<[u8]>>(
     packet.data_mut()[..data.len()].copy_from_slice(data);
 }
 
-fn emit_quote<T: AsRef<[u8]> + AsMut<[u8]>>(
-    packet: &mut Icmpv4Packet<T>,
-    header: &Ipv4Repr,
-    data: &[u8],
-) {
+fn emit_quote<T: AsRef<[u8]> + AsMut<[u8]>>(packet: &mut Icmpv4Packet<T>, header: &Ipv4Repr, data: &[u8]) {
     let quote = packet.data_mut();
-    header.emit(
-        &mut ipv4::Ipv4Packet::new_unchecked(&mut quote[..ipv4::HEADER_LEN]),
-        true,
-    );
+    header.emit(&mut ipv4::Ipv4Packet::new_unchecked(&mut quote[..ipv4::HEADER_LEN]), true);
     quote[ipv4::HEADER_LEN..ipv4::HEADER_LEN + data.len()].copy_from_slice(data);
 }
 
@@ -562,12 +523,7 @@ mod tests {
         assert_eq!(packet.checksum(), 0x8309);
         assert!(packet.verify_checksum());
         let repr = Icmpv4Repr::parse(&packet, true).unwrap();
-        let Icmpv4Repr::EchoRequest {
-            ident,
-            seq_no,
-            data,
-        } = repr
-        else {
+        let Icmpv4Repr::EchoRequest { ident, seq_no, data } = repr else {
             panic!("not an echo request: {repr:?}");
         };
         assert_eq!((ident, seq_no), (0x1c46, 1));
@@ -575,11 +531,7 @@ mod tests {
         assert_eq!(data[16..], (0x10..0x38).collect::<std::vec::Vec<u8>>()[..]);
 
         // The reply Linux would send: same ident, seq_no and data, type 0.
-        let reply = Icmpv4Repr::EchoReply {
-            ident,
-            seq_no,
-            data,
-        };
+        let reply = Icmpv4Repr::EchoReply { ident, seq_no, data };
         let mut bytes = std::vec![0u8; reply.buffer_len()];
         reply.emit(&mut Icmpv4Packet::new_unchecked(&mut bytes[..]), true);
         assert_eq!(bytes[..8], [0, 0, 0x8b, 0x09, 0x1c, 0x46, 0, 1]);
@@ -588,19 +540,12 @@ mod tests {
 
     #[test]
     fn parse_captured_port_unreachable() {
-        let ip =
-            Ipv4Packet::new_checked(&ICMP_PORT_UNREACHABLE[crate::ethernet::HEADER_LEN..]).unwrap();
+        let ip = Ipv4Packet::new_checked(&ICMP_PORT_UNREACHABLE[crate::ethernet::HEADER_LEN..]).unwrap();
         assert_eq!(ip.dscp(), 0x30);
         let packet = Icmpv4Packet::new_checked(ip.payload()).unwrap();
         assert_eq!(packet.checksum(), 0x808f);
         let repr = Icmpv4Repr::parse(&packet, true).unwrap();
-        let Icmpv4Repr::DstUnreachable {
-            reason,
-            next_hop_mtu,
-            header,
-            data,
-        } = repr
-        else {
+        let Icmpv4Repr::DstUnreachable { reason, next_hop_mtu, header, data } = repr else {
             panic!("not a destination unreachable: {repr:?}");
         };
         assert_eq!(reason, Icmpv4DstUnreachable::PortUnreachable);
@@ -616,16 +561,8 @@ mod tests {
     fn round_trip_every_variant() {
         let payload = [0x12u8, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0];
         let reprs = [
-            Icmpv4Repr::EchoRequest {
-                ident: 1,
-                seq_no: 2,
-                data: b"hello",
-            },
-            Icmpv4Repr::EchoReply {
-                ident: 0xffff,
-                seq_no: 0,
-                data: &[],
-            },
+            Icmpv4Repr::EchoRequest { ident: 1, seq_no: 2, data: b"hello" },
+            Icmpv4Repr::EchoReply { ident: 0xffff, seq_no: 0, data: &[] },
             Icmpv4Repr::DstUnreachable {
                 reason: Icmpv4DstUnreachable::FragRequired,
                 next_hop_mtu: 1400,
@@ -638,11 +575,7 @@ mod tests {
                 header: quoted_udp(),
                 data: &payload,
             },
-            Icmpv4Repr::TimeExceeded {
-                reason: Icmpv4TimeExceeded::TtlExpired,
-                header: quoted_udp(),
-                data: &payload,
-            },
+            Icmpv4Repr::TimeExceeded { reason: Icmpv4TimeExceeded::TtlExpired, header: quoted_udp(), data: &payload },
         ];
         for repr in reprs {
             let mut bytes = std::vec![0xeeu8; repr.buffer_len()];
@@ -666,12 +599,7 @@ mod tests {
         assert_eq!(bytes[..2], [3, 4]);
         assert_eq!(bytes[4..8], [0, 0, 0x05, 0x00]);
         assert_eq!(bytes[8], 0x45);
-        assert_eq!(
-            Icmpv4Packet::new_checked(&bytes[..])
-                .unwrap()
-                .next_hop_mtu(),
-            1280
-        );
+        assert_eq!(Icmpv4Packet::new_checked(&bytes[..]).unwrap().next_hop_mtu(), 1280);
     }
 
     #[test]
@@ -680,10 +608,7 @@ mod tests {
         bytes[7] = 2; // sequence number 2
         let packet = Icmpv4Packet::new_checked(&bytes[..]).unwrap();
         assert_eq!(Icmpv4Repr::parse(&packet, true), Err(Error::Checksum));
-        assert!(matches!(
-            Icmpv4Repr::parse(&packet, false),
-            Ok(Icmpv4Repr::EchoRequest { seq_no: 2, .. })
-        ));
+        assert!(matches!(Icmpv4Repr::parse(&packet, false), Ok(Icmpv4Repr::EchoRequest { seq_no: 2, .. })));
     }
 
     #[test]
@@ -702,9 +627,7 @@ mod tests {
         let packet = Icmpv4Packet::new_checked(&bytes[..]).unwrap();
         assert_eq!(Icmpv4Repr::parse(&packet, true), Err(Error::Malformed));
         // A timestamp request.
-        let mut bytes = [
-            13u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-        ];
+        let mut bytes = [13u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
         let mut packet = Icmpv4Packet::new_unchecked(&mut bytes[..]);
         packet.fill_checksum();
         let packet = Icmpv4Packet::new_checked(&bytes[..]).unwrap();

@@ -244,9 +244,7 @@ impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
         }
         let min = match self.msg_type() {
             Icmpv6Message::RouterAdvert => field::RA_OPTIONS.start,
-            Icmpv6Message::NeighborSolicit | Icmpv6Message::NeighborAdvert => {
-                field::NEIGHBOR_OPTIONS.start
-            }
+            Icmpv6Message::NeighborSolicit | Icmpv6Message::NeighborAdvert => field::NEIGHBOR_OPTIONS.start,
             _ => HEADER_LEN,
         };
         if len < min {
@@ -355,9 +353,7 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Icmpv6Packet<&'a T> {
         let start = match self.msg_type() {
             Icmpv6Message::RouterSolicit => field::RS_OPTIONS.start,
             Icmpv6Message::RouterAdvert => field::RA_OPTIONS.start,
-            Icmpv6Message::NeighborSolicit | Icmpv6Message::NeighborAdvert => {
-                field::NEIGHBOR_OPTIONS.start
-            }
+            Icmpv6Message::NeighborSolicit | Icmpv6Message::NeighborAdvert => field::NEIGHBOR_OPTIONS.start,
             _ => data.len(),
         };
         data.get(start..).unwrap_or(&[])
@@ -533,9 +529,7 @@ impl<'a> NdiscOption<'a> {
     /// Length of the option on the wire (a multiple of 8).
     pub fn buffer_len(&self) -> usize {
         match self {
-            NdiscOption::SourceLinkLayerAddr(_)
-            | NdiscOption::TargetLinkLayerAddr(_)
-            | NdiscOption::Mtu(_) => 8,
+            NdiscOption::SourceLinkLayerAddr(_) | NdiscOption::TargetLinkLayerAddr(_) | NdiscOption::Mtu(_) => 8,
             NdiscOption::Unknown { data, .. } => (2 + data.len()).div_ceil(8) * 8,
         }
     }
@@ -673,9 +667,7 @@ impl<'a> NdiscRepr<'a> {
                 if src_addr.is_unspecified() && source_lladdr.is_some() {
                     return Err(Error::Malformed);
                 }
-                Ok(NdiscRepr::RouterSolicit {
-                    lladdr: source_lladdr,
-                })
+                Ok(NdiscRepr::RouterSolicit { lladdr: source_lladdr })
             }
             Icmpv6Message::RouterAdvert => Ok(NdiscRepr::RouterAdvert {
                 hop_limit: packet.current_hop_limit(),
@@ -687,15 +679,10 @@ impl<'a> NdiscRepr<'a> {
             }),
             Icmpv6Message::NeighborSolicit => {
                 let target_addr = packet.target_addr();
-                if target_addr.is_multicast()
-                    || (src_addr.is_unspecified() && source_lladdr.is_some())
-                {
+                if target_addr.is_multicast() || (src_addr.is_unspecified() && source_lladdr.is_some()) {
                     return Err(Error::Malformed);
                 }
-                Ok(NdiscRepr::NeighborSolicit {
-                    target_addr,
-                    lladdr: source_lladdr,
-                })
+                Ok(NdiscRepr::NeighborSolicit { target_addr, lladdr: source_lladdr })
             }
             Icmpv6Message::NeighborAdvert => {
                 let target_addr = packet.target_addr();
@@ -703,11 +690,7 @@ impl<'a> NdiscRepr<'a> {
                 if target_addr.is_multicast() || (dst_addr.is_multicast() && flags.solicited()) {
                     return Err(Error::Malformed);
                 }
-                Ok(NdiscRepr::NeighborAdvert {
-                    flags,
-                    target_addr,
-                    lladdr: target_lladdr,
-                })
+                Ok(NdiscRepr::NeighborAdvert { flags, target_addr, lladdr: target_lladdr })
             }
             _ => Err(Error::Unsupported),
         }
@@ -718,8 +701,7 @@ impl<'a> NdiscRepr<'a> {
         match self {
             NdiscRepr::RouterSolicit { lladdr } => field::RS_OPTIONS.start + lladdr_len(lladdr),
             NdiscRepr::RouterAdvert { options, .. } => field::RA_OPTIONS.start + options.len(),
-            NdiscRepr::NeighborSolicit { lladdr, .. }
-            | NdiscRepr::NeighborAdvert { lladdr, .. } => {
+            NdiscRepr::NeighborSolicit { lladdr, .. } | NdiscRepr::NeighborAdvert { lladdr, .. } => {
                 field::NEIGHBOR_OPTIONS.start + lladdr_len(lladdr)
             }
         }
@@ -736,14 +718,7 @@ impl<'a> NdiscRepr<'a> {
                     NdiscOption::SourceLinkLayerAddr(mac).emit(&mut buffer[field::RS_OPTIONS]);
                 }
             }
-            NdiscRepr::RouterAdvert {
-                hop_limit,
-                flags,
-                router_lifetime,
-                reachable_time,
-                retrans_time,
-                options,
-            } => {
+            NdiscRepr::RouterAdvert { hop_limit, flags, router_lifetime, reachable_time, retrans_time, options } => {
                 buffer[field::TYPE] = Icmpv6Message::RouterAdvert.into();
                 buffer[field::CUR_HOP_LIMIT] = hop_limit;
                 buffer[field::ROUTER_FLAGS] = flags.0;
@@ -753,10 +728,7 @@ impl<'a> NdiscRepr<'a> {
                 let start = field::RA_OPTIONS.start;
                 buffer[start..start + options.len()].copy_from_slice(options);
             }
-            NdiscRepr::NeighborSolicit {
-                target_addr,
-                lladdr,
-            } => {
+            NdiscRepr::NeighborSolicit { target_addr, lladdr } => {
                 buffer[field::TYPE] = Icmpv6Message::NeighborSolicit.into();
                 be::set_u32(buffer, field::MTU.start, 0);
                 buffer[field::TARGET_ADDRESS].copy_from_slice(target_addr.as_bytes());
@@ -765,11 +737,7 @@ impl<'a> NdiscRepr<'a> {
                     NdiscOption::SourceLinkLayerAddr(mac).emit(options);
                 }
             }
-            NdiscRepr::NeighborAdvert {
-                flags,
-                target_addr,
-                lladdr,
-            } => {
+            NdiscRepr::NeighborAdvert { flags, target_addr, lladdr } => {
                 buffer[field::TYPE] = Icmpv6Message::NeighborAdvert.into();
                 be::set_u32(buffer, field::MTU.start, u32::from(flags.0) << 24);
                 buffer[field::TARGET_ADDRESS].copy_from_slice(target_addr.as_bytes());
@@ -875,28 +843,16 @@ impl<'a> Icmpv6Repr<'a> {
             Icmpv6Message::DstUnreachable => {
                 let (header, data) = Ipv6Repr::parse_quoted(packet.data())?;
                 let reason = Icmpv6DstUnreachable::from(packet.msg_code());
-                Ok(Icmpv6Repr::DstUnreachable {
-                    reason,
-                    header,
-                    data,
-                })
+                Ok(Icmpv6Repr::DstUnreachable { reason, header, data })
             }
             Icmpv6Message::PktTooBig => {
                 let (header, data) = Ipv6Repr::parse_quoted(packet.data())?;
-                Ok(Icmpv6Repr::PktTooBig {
-                    mtu: packet.pkt_too_big_mtu(),
-                    header,
-                    data,
-                })
+                Ok(Icmpv6Repr::PktTooBig { mtu: packet.pkt_too_big_mtu(), header, data })
             }
             Icmpv6Message::TimeExceeded => {
                 let (header, data) = Ipv6Repr::parse_quoted(packet.data())?;
                 let reason = Icmpv6TimeExceeded::from(packet.msg_code());
-                Ok(Icmpv6Repr::TimeExceeded {
-                    reason,
-                    header,
-                    data,
-                })
+                Ok(Icmpv6Repr::TimeExceeded { reason, header, data })
             }
             Icmpv6Message::ParamProblem => {
                 let (header, data) = Ipv6Repr::parse_quoted(packet.data())?;
@@ -910,9 +866,7 @@ impl<'a> Icmpv6Repr<'a> {
             Icmpv6Message::RouterSolicit
             | Icmpv6Message::RouterAdvert
             | Icmpv6Message::NeighborSolicit
-            | Icmpv6Message::NeighborAdvert => {
-                NdiscRepr::parse(packet, src_addr, dst_addr).map(Icmpv6Repr::Ndisc)
-            }
+            | Icmpv6Message::NeighborAdvert => NdiscRepr::parse(packet, src_addr, dst_addr).map(Icmpv6Repr::Ndisc),
             _ => Err(Error::Unsupported),
         }
     }
@@ -920,9 +874,7 @@ impl<'a> Icmpv6Repr<'a> {
     /// Length of the message this emits.
     pub fn buffer_len(&self) -> usize {
         match self {
-            Icmpv6Repr::EchoRequest { data, .. } | Icmpv6Repr::EchoReply { data, .. } => {
-                HEADER_LEN + data.len()
-            }
+            Icmpv6Repr::EchoRequest { data, .. } | Icmpv6Repr::EchoReply { data, .. } => HEADER_LEN + data.len(),
             Icmpv6Repr::DstUnreachable { data, .. }
             | Icmpv6Repr::PktTooBig { data, .. }
             | Icmpv6Repr::TimeExceeded { data, .. }
@@ -946,68 +898,24 @@ impl<'a> Icmpv6Repr<'a> {
     ) {
         packet.set_checksum(0);
         match *self {
-            Icmpv6Repr::EchoRequest {
-                ident,
-                seq_no,
-                data,
-            } => emit_simple(
-                packet,
-                Icmpv6Message::EchoRequest,
-                0,
-                echo_word(ident, seq_no),
-                data,
-            ),
-            Icmpv6Repr::EchoReply {
-                ident,
-                seq_no,
-                data,
-            } => emit_simple(
-                packet,
-                Icmpv6Message::EchoReply,
-                0,
-                echo_word(ident, seq_no),
-                data,
-            ),
-            Icmpv6Repr::DstUnreachable {
-                reason,
-                header,
-                data,
-            } => emit_error(
-                packet,
-                Icmpv6Message::DstUnreachable,
-                reason.into(),
-                0,
-                &header,
-                data,
-            ),
+            Icmpv6Repr::EchoRequest { ident, seq_no, data } => {
+                emit_simple(packet, Icmpv6Message::EchoRequest, 0, echo_word(ident, seq_no), data)
+            }
+            Icmpv6Repr::EchoReply { ident, seq_no, data } => {
+                emit_simple(packet, Icmpv6Message::EchoReply, 0, echo_word(ident, seq_no), data)
+            }
+            Icmpv6Repr::DstUnreachable { reason, header, data } => {
+                emit_error(packet, Icmpv6Message::DstUnreachable, reason.into(), 0, &header, data)
+            }
             Icmpv6Repr::PktTooBig { mtu, header, data } => {
                 emit_error(packet, Icmpv6Message::PktTooBig, 0, mtu, &header, data)
             }
-            Icmpv6Repr::TimeExceeded {
-                reason,
-                header,
-                data,
-            } => emit_error(
-                packet,
-                Icmpv6Message::TimeExceeded,
-                reason.into(),
-                0,
-                &header,
-                data,
-            ),
-            Icmpv6Repr::ParamProblem {
-                reason,
-                pointer,
-                header,
-                data,
-            } => emit_error(
-                packet,
-                Icmpv6Message::ParamProblem,
-                reason.into(),
-                pointer,
-                &header,
-                data,
-            ),
+            Icmpv6Repr::TimeExceeded { reason, header, data } => {
+                emit_error(packet, Icmpv6Message::TimeExceeded, reason.into(), 0, &header, data)
+            }
+            Icmpv6Repr::ParamProblem { reason, pointer, header, data } => {
+                emit_error(packet, Icmpv6Message::ParamProblem, reason.into(), pointer, &header, data)
+            }
             Icmpv6Repr::Ndisc(ndisc) => ndisc.emit(packet),
         }
         if fill_checksum {
@@ -1045,9 +953,7 @@ fn emit_error<T: AsRef<[u8]> + AsMut<[u8]>>(
 ) {
     emit_simple(packet, msg_type, code, word, &[]);
     let quote = packet.data_mut();
-    header.emit(&mut ipv6::Ipv6Packet::new_unchecked(
-        &mut quote[..ipv6::HEADER_LEN],
-    ));
+    header.emit(&mut ipv6::Ipv6Packet::new_unchecked(&mut quote[..ipv6::HEADER_LEN]));
     quote[ipv6::HEADER_LEN..ipv6::HEADER_LEN + data.len()].copy_from_slice(data);
 }
 
@@ -1075,24 +981,15 @@ mod tests {
         assert_eq!(packet.checksum(), 0x7220);
         assert!(packet.verify_checksum(&src, &dst));
         assert_eq!(packet.target_addr(), addr("fe80::2"));
-        assert_eq!(
-            packet.ndisc_options(),
-            &[1, 1, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56]
-        );
+        assert_eq!(packet.ndisc_options(), &[1, 1, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56]);
         let repr = Icmpv6Repr::parse(&packet, &src, &dst, true).unwrap();
         assert_eq!(
             repr,
-            Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
-                target_addr: addr("fe80::2"),
-                lladdr: Some(MAC),
-            })
+            Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { target_addr: addr("fe80::2"), lladdr: Some(MAC) })
         );
         // The solicitation went to the target's solicited-node group.
         assert_eq!(addr("fe80::2").solicited_node(), dst);
-        assert_eq!(
-            dst.multicast_ethernet(),
-            EthernetAddress([0x33, 0x33, 0xff, 0, 0, 2])
-        );
+        assert_eq!(dst.multicast_ethernet(), EthernetAddress([0x33, 0x33, 0xff, 0, 0, 2]));
     }
 
     #[test]
@@ -1100,17 +997,11 @@ mod tests {
         let (src, dst) = ns_addrs();
         let packet = Icmpv6Packet::new_checked(&IPV6_NS[IP..]).unwrap();
         let other = addr("fe80::5054:ff:fe12:3457");
-        assert_eq!(
-            Icmpv6Repr::parse(&packet, &other, &dst, true),
-            Err(Error::Checksum)
-        );
+        assert_eq!(Icmpv6Repr::parse(&packet, &other, &dst, true), Err(Error::Checksum));
         let mut bytes = IPV6_NS[IP..].to_vec();
         bytes[31] ^= 0x01; // flip a bit of the link-layer address
         let packet = Icmpv6Packet::new_checked(&bytes[..]).unwrap();
-        assert_eq!(
-            Icmpv6Repr::parse(&packet, &src, &dst, true),
-            Err(Error::Checksum)
-        );
+        assert_eq!(Icmpv6Repr::parse(&packet, &src, &dst, true), Err(Error::Checksum));
         assert!(Icmpv6Repr::parse(&packet, &src, &dst, false).is_ok());
     }
 
@@ -1127,12 +1018,7 @@ mod tests {
         });
         assert_eq!(repr.buffer_len(), 32);
         let mut bytes = [0xffu8; 32];
-        repr.emit(
-            &mut Icmpv6Packet::new_unchecked(&mut bytes[..]),
-            &me,
-            &peer,
-            true,
-        );
+        repr.emit(&mut Icmpv6Packet::new_unchecked(&mut bytes[..]), &me, &peer, true);
         assert_eq!(bytes[..2], [136, 0]);
         assert_eq!(bytes[4..8], [0x60, 0, 0, 0]);
         assert_eq!(bytes[8..24], *me.as_bytes());
@@ -1145,58 +1031,25 @@ mod tests {
 
         // A solicited advertisement to a multicast address is invalid.
         let all_nodes = Ipv6Address::LINK_LOCAL_ALL_NODES;
-        repr.emit(
-            &mut Icmpv6Packet::new_unchecked(&mut bytes[..]),
-            &me,
-            &all_nodes,
-            true,
-        );
+        repr.emit(&mut Icmpv6Packet::new_unchecked(&mut bytes[..]), &me, &all_nodes, true);
         let packet = Icmpv6Packet::new_checked(&bytes[..]).unwrap();
-        assert_eq!(
-            Icmpv6Repr::parse(&packet, &me, &all_nodes, true),
-            Err(Error::Malformed)
-        );
+        assert_eq!(Icmpv6Repr::parse(&packet, &me, &all_nodes, true), Err(Error::Malformed));
     }
 
     #[test]
     fn round_trip_every_variant() {
         let src = addr("2001:db8::1");
         let dst = addr("2001:db8::2");
-        let quoted = Ipv6Repr {
-            src_addr: dst,
-            dst_addr: src,
-            next_header: IpProtocol::Udp,
-            payload_len: 1452,
-            hop_limit: 3,
-        };
+        let quoted =
+            Ipv6Repr { src_addr: dst, dst_addr: src, next_header: IpProtocol::Udp, payload_len: 1452, hop_limit: 3 };
         let ra_options = [1u8, 1, 2, 0, 0, 0, 0, 1, 5, 1, 0, 0, 0, 0, 0x05, 0xdc];
         let quote = [0xa0u8, 0x28, 0, 0x35, 0x05, 0xac, 0x12, 0x34];
         let reprs = [
-            Icmpv6Repr::EchoRequest {
-                ident: 7,
-                seq_no: 9,
-                data: b"ping",
-            },
-            Icmpv6Repr::EchoReply {
-                ident: 7,
-                seq_no: 9,
-                data: b"",
-            },
-            Icmpv6Repr::DstUnreachable {
-                reason: Icmpv6DstUnreachable::PortUnreachable,
-                header: quoted,
-                data: &quote,
-            },
-            Icmpv6Repr::PktTooBig {
-                mtu: 1280,
-                header: quoted,
-                data: &quote,
-            },
-            Icmpv6Repr::TimeExceeded {
-                reason: Icmpv6TimeExceeded::HopLimitExceeded,
-                header: quoted,
-                data: &quote,
-            },
+            Icmpv6Repr::EchoRequest { ident: 7, seq_no: 9, data: b"ping" },
+            Icmpv6Repr::EchoReply { ident: 7, seq_no: 9, data: b"" },
+            Icmpv6Repr::DstUnreachable { reason: Icmpv6DstUnreachable::PortUnreachable, header: quoted, data: &quote },
+            Icmpv6Repr::PktTooBig { mtu: 1280, header: quoted, data: &quote },
+            Icmpv6Repr::TimeExceeded { reason: Icmpv6TimeExceeded::HopLimitExceeded, header: quoted, data: &quote },
             Icmpv6Repr::ParamProblem {
                 reason: Icmpv6ParamProblem::UnrecognizedNxtHdr,
                 pointer: 6,
@@ -1213,10 +1066,7 @@ mod tests {
                 retrans_time: 1000,
                 options: &ra_options,
             }),
-            Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
-                target_addr: addr("2001:db8::2"),
-                lladdr: None,
-            }),
+            Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { target_addr: addr("2001:db8::2"), lladdr: None }),
             Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
                 flags: NdiscNeighborFlags(NdiscNeighborFlags::ROUTER),
                 target_addr: addr("2001:db8::1"),
@@ -1225,12 +1075,7 @@ mod tests {
         ];
         for repr in reprs {
             let mut bytes = std::vec![0xa5u8; repr.buffer_len()];
-            repr.emit(
-                &mut Icmpv6Packet::new_unchecked(&mut bytes[..]),
-                &src,
-                &dst,
-                true,
-            );
+            repr.emit(&mut Icmpv6Packet::new_unchecked(&mut bytes[..]), &src, &dst, true);
             let packet = Icmpv6Packet::new_checked(&bytes[..]).unwrap();
             assert!(packet.verify_checksum(&src, &dst), "{repr:?}");
             assert_eq!(Icmpv6Repr::parse(&packet, &src, &dst, true).unwrap(), repr);
@@ -1251,12 +1096,7 @@ mod tests {
             options: &options,
         });
         let mut bytes = [0u8; 32];
-        repr.emit(
-            &mut Icmpv6Packet::new_unchecked(&mut bytes[..]),
-            &src,
-            &dst,
-            true,
-        );
+        repr.emit(&mut Icmpv6Packet::new_unchecked(&mut bytes[..]), &src, &dst, true);
         assert_eq!(bytes[4..8], [64, 0x80, 0x07, 0x08]);
         let packet = Icmpv6Packet::new_checked(&bytes[..]).unwrap();
         assert_eq!(packet.current_hop_limit(), 64);
@@ -1265,12 +1105,7 @@ mod tests {
         let parsed: std::vec::Vec<_> = NdiscOptions::new(packet.ndisc_options()).collect();
         assert_eq!(
             parsed,
-            [
-                Ok(NdiscOption::SourceLinkLayerAddr(EthernetAddress([
-                    2, 0, 0, 0, 0, 1
-                ]))),
-                Ok(NdiscOption::Mtu(1500)),
-            ]
+            [Ok(NdiscOption::SourceLinkLayerAddr(EthernetAddress([2, 0, 0, 0, 0, 1]))), Ok(NdiscOption::Mtu(1500)),]
         );
     }
 
@@ -1302,10 +1137,7 @@ mod tests {
         assert_eq!(reparse(&mut bytes, &src), Err(Error::Malformed));
         // Duplicate address detection (unspecified source) must not carry a source lladdr...
         let mut bytes = good.clone();
-        assert_eq!(
-            reparse(&mut bytes, &Ipv6Address::UNSPECIFIED),
-            Err(Error::Malformed)
-        );
+        assert_eq!(reparse(&mut bytes, &Ipv6Address::UNSPECIFIED), Err(Error::Malformed));
         // ...and is fine without one.
         let mut bytes = good[..24].to_vec();
         assert_eq!(reparse(&mut bytes, &Ipv6Address::UNSPECIFIED), Ok(()));
@@ -1316,10 +1148,7 @@ mod tests {
         // A solicitation too short for its target address.
         for len in 0..24 {
             let packet = Icmpv6Packet::new_unchecked(&good[..len]);
-            assert_eq!(
-                Icmpv6Repr::parse(&packet, &src, &dst, false),
-                Err(Error::Truncated)
-            );
+            assert_eq!(Icmpv6Repr::parse(&packet, &src, &dst, false), Err(Error::Truncated));
         }
     }
 
@@ -1327,46 +1156,23 @@ mod tests {
     fn option_parse_edge_cases() {
         assert_eq!(NdiscOption::parse(&[]), Err(Error::Malformed));
         assert_eq!(NdiscOption::parse(&[1]), Err(Error::Malformed));
-        assert_eq!(
-            NdiscOption::parse(&[1, 0, 0, 0, 0, 0, 0, 0]),
-            Err(Error::Malformed)
-        );
+        assert_eq!(NdiscOption::parse(&[1, 0, 0, 0, 0, 0, 0, 0]), Err(Error::Malformed));
         // A link-layer address option of 16 bytes is not Ethernet.
-        assert_eq!(
-            NdiscOption::parse(&[1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
-            Err(Error::Malformed)
-        );
+        assert_eq!(NdiscOption::parse(&[1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]), Err(Error::Malformed));
         let (option, rest) = NdiscOption::parse(&[3, 1, 9, 9, 9, 9, 9, 9, 0xaa]).unwrap();
-        assert_eq!(
-            option,
-            NdiscOption::Unknown {
-                kind: 3,
-                data: &[9; 6]
-            }
-        );
+        assert_eq!(option, NdiscOption::Unknown { kind: 3, data: &[9; 6] });
         assert_eq!(rest, &[0xaa]);
         let mut it = NdiscOptions::new(&[2, 1, 1, 2, 3, 4, 5, 6, 7]);
-        assert_eq!(
-            it.next(),
-            Some(Ok(NdiscOption::TargetLinkLayerAddr(EthernetAddress([
-                1, 2, 3, 4, 5, 6
-            ]))))
-        );
+        assert_eq!(it.next(), Some(Ok(NdiscOption::TargetLinkLayerAddr(EthernetAddress([1, 2, 3, 4, 5, 6])))));
         assert_eq!(it.next(), Some(Err(Error::Malformed)));
         assert_eq!(it.next(), None);
         // Emit pads an unknown option to 8 bytes.
-        let option = NdiscOption::Unknown {
-            kind: 200,
-            data: &[1, 2, 3, 4, 5, 6, 7],
-        };
+        let option = NdiscOption::Unknown { kind: 200, data: &[1, 2, 3, 4, 5, 6, 7] };
         assert_eq!(option.buffer_len(), 16);
         let mut buf = [0xffu8; 17];
         let rest = option.emit(&mut buf);
         assert_eq!(rest.len(), 1);
-        assert_eq!(
-            buf[..16],
-            [200, 2, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0]
-        );
+        assert_eq!(buf[..16], [200, 2, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0]);
     }
 
     #[test]
@@ -1379,20 +1185,14 @@ mod tests {
         let mut packet = Icmpv6Packet::new_unchecked(&mut bytes[..]);
         packet.fill_checksum(&src, &dst);
         let packet = Icmpv6Packet::new_checked(&bytes[..]).unwrap();
-        assert_eq!(
-            Icmpv6Repr::parse(&packet, &src, &dst, true),
-            Err(Error::Truncated)
-        );
+        assert_eq!(Icmpv6Repr::parse(&packet, &src, &dst, true), Err(Error::Truncated));
         // An MLD query is not handled.
         let mut bytes = [0u8; 24];
         bytes[0] = 130;
         let mut packet = Icmpv6Packet::new_unchecked(&mut bytes[..]);
         packet.fill_checksum(&src, &dst);
         let packet = Icmpv6Packet::new_checked(&bytes[..]).unwrap();
-        assert_eq!(
-            Icmpv6Repr::parse(&packet, &src, &dst, true),
-            Err(Error::Unsupported)
-        );
+        assert_eq!(Icmpv6Repr::parse(&packet, &src, &dst, true), Err(Error::Unsupported));
     }
 
     #[test]
@@ -1403,9 +1203,6 @@ mod tests {
             assert_eq!(u8::from(Icmpv6TimeExceeded::from(code)), code);
             assert_eq!(u8::from(Icmpv6ParamProblem::from(code)), code);
         }
-        assert_eq!(
-            Icmpv6DstUnreachable::from(4),
-            Icmpv6DstUnreachable::PortUnreachable
-        );
+        assert_eq!(Icmpv6DstUnreachable::from(4), Icmpv6DstUnreachable::PortUnreachable);
     }
 }

@@ -308,11 +308,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     }
 
     fn set_flags_frag(&mut self, value: u16) {
-        be::set_u16(
-            self.buffer.as_mut(),
-            field::FLAGS_FRAGMENT_OFFSET.start,
-            value,
-        );
+        be::set_u16(self.buffer.as_mut(), field::FLAGS_FRAGMENT_OFFSET.start, value);
     }
 
     /// Clears the flags and the fragment offset.
@@ -397,10 +393,7 @@ impl Ipv4Repr {
     /// Reads a header: checks the lengths, version 4 and (if `verify_checksum`) the header
     /// checksum. A fragment is `Err(Unsupported)`: check [`Ipv4Packet::is_fragment`] first to
     /// count them apart.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(
-        packet: &Ipv4Packet<&T>,
-        verify_checksum: bool,
-    ) -> Result<Ipv4Repr> {
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Ipv4Packet<&T>, verify_checksum: bool) -> Result<Ipv4Repr> {
         packet.check_len()?;
         if packet.version() != 4 {
             return Err(Error::Malformed);
@@ -436,10 +429,7 @@ impl Ipv4Repr {
         if usize::from(header_len) > data.len() {
             return Err(Error::Truncated);
         }
-        let payload_len = packet
-            .total_len()
-            .checked_sub(u16::from(header_len))
-            .ok_or(Error::Malformed)?;
+        let payload_len = packet.total_len().checked_sub(u16::from(header_len)).ok_or(Error::Malformed)?;
         let repr = Ipv4Repr {
             src_addr: packet.src_addr(),
             dst_addr: packet.dst_addr(),
@@ -464,11 +454,7 @@ impl Ipv4Repr {
     /// Identification on an atomic datagram), the fields of `self`, and the checksum if
     /// `fill_checksum` (else zero, for the NIC to fill). The buffer must be at least
     /// [`HEADER_LEN`] bytes and `payload_len` at most 65515.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
-        &self,
-        packet: &mut Ipv4Packet<T>,
-        fill_checksum: bool,
-    ) {
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Ipv4Packet<T>, fill_checksum: bool) {
         debug_assert!(self.payload_len <= usize::from(u16::MAX) - HEADER_LEN);
         packet.set_version(4);
         packet.set_header_len(HEADER_LEN as u8);
@@ -577,26 +563,16 @@ mod tests {
         // The incremental update repairs it.
         let fixed = checksum::update_u16(packet.checksum(), 0x4001, 0x3f01);
         bytes[10..12].copy_from_slice(&fixed.to_be_bytes());
-        assert!(Ipv4Packet::new_checked(&bytes[..])
-            .unwrap()
-            .verify_checksum());
+        assert!(Ipv4Packet::new_checked(&bytes[..]).unwrap().verify_checksum());
     }
 
     #[test]
     fn bad_lengths_and_version() {
         let good = &ICMP_ECHO_REQUEST[ETH..];
         for len in 0..good.len() {
-            assert_eq!(
-                Ipv4Packet::new_checked(&good[..len]),
-                Err(Error::Truncated),
-                "len {len}"
-            );
+            assert_eq!(Ipv4Packet::new_checked(&good[..len]), Err(Error::Truncated), "len {len}");
             let packet = Ipv4Packet::new_unchecked(&good[..len]);
-            assert_eq!(
-                Ipv4Repr::parse(&packet, true),
-                Err(Error::Truncated),
-                "len {len}"
-            );
+            assert_eq!(Ipv4Repr::parse(&packet, true), Err(Error::Truncated), "len {len}");
         }
         let mut bytes = good.to_vec();
         bytes[0] = 0x44; // IHL 4
@@ -656,10 +632,7 @@ mod tests {
         assert!(packet.is_fragment() && !packet.more_frags());
         assert_eq!(packet.frag_offset(), 1480);
         assert_eq!(bytes[6..8], [0x40, 0xb9]); // DF | 185
-        assert_eq!(
-            Ipv4Repr::parse(&Ipv4Packet::new_unchecked(&bytes[..]), true),
-            Err(Error::Unsupported)
-        );
+        assert_eq!(Ipv4Repr::parse(&Ipv4Packet::new_unchecked(&bytes[..]), true), Err(Error::Unsupported));
     }
 
     #[test]
@@ -676,10 +649,7 @@ mod tests {
         let mut packet = Ipv4Packet::new_unchecked(&mut bytes[..]);
         repr.emit(&mut packet, true);
         // Same header as the captured SYN but for Identification 0x1f6b: checksum differs by it.
-        assert_eq!(
-            bytes[..12],
-            [0x45, 0, 0, 60, 0, 0, 0x40, 0, 64, 6, 0xb7, 0x60]
-        );
+        assert_eq!(bytes[..12], [0x45, 0, 0, 60, 0, 0, 0x40, 0, 64, 6, 0xb7, 0x60]);
         assert_eq!(checksum::update_u16(0x97f5, 0x1f6b, 0), 0xb760);
         let packet = Ipv4Packet::new_checked(&bytes[..]).unwrap();
         assert_eq!(Ipv4Repr::parse(&packet, true).unwrap(), repr);

@@ -105,24 +105,7 @@ impl Ipv6Address {
     /// universal/local bit flipped.
     pub const fn link_local_from_ethernet(mac: EthernetAddress) -> Ipv6Address {
         let m = mac.0;
-        Ipv6Address([
-            0xfe,
-            0x80,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            m[0] ^ 0x02,
-            m[1],
-            m[2],
-            0xff,
-            0xfe,
-            m[3],
-            m[4],
-            m[5],
-        ])
+        Ipv6Address([0xfe, 0x80, 0, 0, 0, 0, 0, 0, m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])
     }
 }
 
@@ -568,25 +551,13 @@ mod tests {
         assert_eq!(sn, addr("ff02::1:ff56:789a"));
         assert!(sn.is_solicited_node_multicast() && sn.is_multicast());
         assert!(!Ipv6Address::LINK_LOCAL_ALL_NODES.is_solicited_node_multicast());
-        assert_eq!(
-            sn.multicast_ethernet(),
-            EthernetAddress([0x33, 0x33, 0xff, 0x56, 0x78, 0x9a])
-        );
-        assert_eq!(
-            Ipv6Address::LINK_LOCAL_ALL_NODES.multicast_ethernet(),
-            EthernetAddress([0x33, 0x33, 0, 0, 0, 1])
-        );
+        assert_eq!(sn.multicast_ethernet(), EthernetAddress([0x33, 0x33, 0xff, 0x56, 0x78, 0x9a]));
+        assert_eq!(Ipv6Address::LINK_LOCAL_ALL_NODES.multicast_ethernet(), EthernetAddress([0x33, 0x33, 0, 0, 0, 1]));
 
         let mac = EthernetAddress([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]);
         assert_eq!(Ipv6Address::link_local_from_ethernet(mac), ll);
-        assert_eq!(
-            Ipv6Address::new(0xfe80, 0, 0, 0, 0x5054, 0xff, 0xfe12, 0x3456),
-            ll
-        );
-        assert_eq!(
-            ll.segments(),
-            [0xfe80, 0, 0, 0, 0x5054, 0xff, 0xfe12, 0x3456]
-        );
+        assert_eq!(Ipv6Address::new(0xfe80, 0, 0, 0, 0x5054, 0xff, 0xfe12, 0x3456), ll);
+        assert_eq!(ll.segments(), [0xfe80, 0, 0, 0, 0x5054, 0xff, 0xfe12, 0x3456]);
     }
 
     #[test]
@@ -611,10 +582,7 @@ mod tests {
             let ours = Ipv6Address(std_addr.octets());
             assert_eq!(ours.to_string(), std_addr.to_string(), "{case}");
         }
-        assert_eq!(
-            addr("2001:db8:0:0:1:0:0:1").to_string(),
-            "2001:db8::1:0:0:1"
-        );
+        assert_eq!(addr("2001:db8:0:0:1:0:0:1").to_string(), "2001:db8::1:0:0:1");
     }
 
     #[cfg(feature = "std")]
@@ -639,13 +607,7 @@ mod tests {
         assert_eq!(packet.dst_addr(), addr("ff02::1:ff00:2"));
         assert_eq!(packet.payload().len(), 32);
         assert_eq!(packet.payload()[0], 135);
-        assert_eq!(
-            packet.upper_layer(),
-            Ok(Ipv6UpperLayer::Protocol {
-                protocol: IpProtocol::Icmpv6,
-                offset: 0
-            })
-        );
+        assert_eq!(packet.upper_layer(), Ok(Ipv6UpperLayer::Protocol { protocol: IpProtocol::Icmpv6, offset: 0 }));
         let repr = Ipv6Repr::parse(&packet).unwrap();
         assert_eq!(
             repr,
@@ -663,11 +625,7 @@ mod tests {
     fn truncated_and_wrong_version() {
         let good = &IPV6_NS[ETH..];
         for len in 0..good.len() {
-            assert_eq!(
-                Ipv6Packet::new_checked(&good[..len]),
-                Err(Error::Truncated),
-                "len {len}"
-            );
+            assert_eq!(Ipv6Packet::new_checked(&good[..len]), Err(Error::Truncated), "len {len}");
             let packet = Ipv6Packet::new_unchecked(&good[..len]);
             assert_eq!(Ipv6Repr::parse(&packet), Err(Error::Truncated));
         }
@@ -720,44 +678,25 @@ mod tests {
         let p = chain(6);
         assert_eq!(
             upper_layer(IpProtocol::HopByHop, &p),
-            Ok(Ipv6UpperLayer::Protocol {
-                protocol: IpProtocol::Tcp,
-                offset: 32
-            })
+            Ok(Ipv6UpperLayer::Protocol { protocol: IpProtocol::Tcp, offset: 32 })
         );
         let p = chain(44);
-        assert_eq!(
-            upper_layer(IpProtocol::HopByHop, &p),
-            Ok(Ipv6UpperLayer::Fragment { offset: 32 })
-        );
+        assert_eq!(upper_layer(IpProtocol::HopByHop, &p), Ok(Ipv6UpperLayer::Fragment { offset: 32 }));
         // The fragment header itself is cut short.
-        assert_eq!(
-            upper_layer(IpProtocol::HopByHop, &p[..36]),
-            Err(Error::Truncated)
-        );
+        assert_eq!(upper_layer(IpProtocol::HopByHop, &p[..36]), Err(Error::Truncated));
         // No extension headers at all.
         assert_eq!(
             upper_layer(IpProtocol::Udp, &[]),
-            Ok(Ipv6UpperLayer::Protocol {
-                protocol: IpProtocol::Udp,
-                offset: 0
-            })
+            Ok(Ipv6UpperLayer::Protocol { protocol: IpProtocol::Udp, offset: 0 })
         );
         assert_eq!(
             upper_layer(IpProtocol::Ipv6NoNxt, &[]),
-            Ok(Ipv6UpperLayer::Protocol {
-                protocol: IpProtocol::Ipv6NoNxt,
-                offset: 0
-            })
+            Ok(Ipv6UpperLayer::Protocol { protocol: IpProtocol::Ipv6NoNxt, offset: 0 })
         );
 
         let p = chain(6);
         for len in 0..32 {
-            assert_eq!(
-                upper_layer(IpProtocol::HopByHop, &p[..len]),
-                Err(Error::Truncated),
-                "{len}"
-            );
+            assert_eq!(upper_layer(IpProtocol::HopByHop, &p[..len]), Err(Error::Truncated), "{len}");
         }
 
         // Hop-by-Hop after another header.
@@ -768,18 +707,12 @@ mod tests {
         // Segments left: this host would have to forward.
         let mut p = chain(6);
         p[27] = 1;
-        assert_eq!(
-            upper_layer(IpProtocol::HopByHop, &p),
-            Err(Error::Unsupported)
-        );
+        assert_eq!(upper_layer(IpProtocol::HopByHop, &p), Err(Error::Unsupported));
 
         // An unknown option of type "discard" (0x80 | 0x1e).
         let mut p = chain(6);
         p[8 + 2] = 0x9e;
-        assert_eq!(
-            upper_layer(IpProtocol::HopByHop, &p),
-            Err(Error::Unsupported)
-        );
+        assert_eq!(upper_layer(IpProtocol::HopByHop, &p), Err(Error::Unsupported));
 
         // An option that runs past its header.
         let mut p = chain(6);
@@ -787,18 +720,12 @@ mod tests {
         assert_eq!(upper_layer(IpProtocol::HopByHop, &p), Err(Error::Malformed));
         // An option type with no room for its length byte.
         let hbh = [59, 0, 0, 0, 0, 0, 0, 1];
-        assert_eq!(
-            upper_layer(IpProtocol::HopByHop, &hbh),
-            Err(Error::Malformed)
-        );
+        assert_eq!(upper_layer(IpProtocol::HopByHop, &hbh), Err(Error::Malformed));
         // Six Pad1 options are fine.
         let hbh = [59, 0, 0, 0, 0, 0, 0, 0];
         assert_eq!(
             upper_layer(IpProtocol::HopByHop, &hbh),
-            Ok(Ipv6UpperLayer::Protocol {
-                protocol: IpProtocol::Ipv6NoNxt,
-                offset: 8
-            })
+            Ok(Ipv6UpperLayer::Protocol { protocol: IpProtocol::Ipv6NoNxt, offset: 8 })
         );
     }
 
@@ -814,10 +741,7 @@ mod tests {
         p[n - 8..].copy_from_slice(&[17, 0, 1, 4, 0, 0, 0, 0]);
         assert_eq!(
             upper_layer(IpProtocol::Ipv6Opts, &p),
-            Ok(Ipv6UpperLayer::Protocol {
-                protocol: IpProtocol::Udp,
-                offset: 16000
-            })
+            Ok(Ipv6UpperLayer::Protocol { protocol: IpProtocol::Udp, offset: 16000 })
         );
     }
 }

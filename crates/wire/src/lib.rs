@@ -40,12 +40,10 @@ mod tests;
 
 pub use arp::{ArpHardware, ArpOperation, ArpPacket, ArpRepr};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
-pub use icmpv4::{
-    Icmpv4DstUnreachable, Icmpv4Message, Icmpv4Packet, Icmpv4Repr, Icmpv4TimeExceeded,
-};
+pub use icmpv4::{Icmpv4DstUnreachable, Icmpv4Message, Icmpv4Packet, Icmpv4Repr, Icmpv4TimeExceeded};
 pub use icmpv6::{
-    Icmpv6DstUnreachable, Icmpv6Message, Icmpv6Packet, Icmpv6ParamProblem, Icmpv6Repr,
-    Icmpv6TimeExceeded, NdiscNeighborFlags, NdiscOption, NdiscOptions, NdiscRepr, NdiscRouterFlags,
+    Icmpv6DstUnreachable, Icmpv6Message, Icmpv6Packet, Icmpv6ParamProblem, Icmpv6Repr, Icmpv6TimeExceeded,
+    NdiscNeighborFlags, NdiscOption, NdiscOptions, NdiscRepr, NdiscRouterFlags,
 };
 pub use ip::{checksum, IpAddress, IpProtocol};
 pub use ipv4::{Ipv4Address, Ipv4Packet, Ipv4Repr};

@@ -360,11 +360,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
 
     /// Sets the Acknowledgment Number.
     pub fn set_ack_number(&mut self, value: u32) {
-        be::set_u32(
-            self.buffer.as_mut(),
-            field::ACKNOWLEDGMENT_NUMBER.start,
-            value,
-        );
+        be::set_u32(self.buffer.as_mut(), field::ACKNOWLEDGMENT_NUMBER.start, value);
     }
 
     /// Sets the header length in bytes (a multiple of 4, 20 to 60) and clears the reserved bits.
@@ -473,10 +469,9 @@ impl<'a> TcpOption<'a> {
                 }
                 TcpOption::SackRange(blocks)
             }
-            (option_kind::TIMESTAMPS, 10) => TcpOption::Timestamps {
-                tsval: be::u32_at(body, 0),
-                tsecr: be::u32_at(body, 4),
-            },
+            (option_kind::TIMESTAMPS, 10) => {
+                TcpOption::Timestamps { tsval: be::u32_at(body, 0), tsecr: be::u32_at(body, 4) }
+            }
             (
                 option_kind::MAX_SEGMENT_SIZE
                 | option_kind::WINDOW_SCALE
@@ -569,11 +564,7 @@ impl<'a> Iterator for TcpOptions<'a> {
         }
         match TcpOption::parse(self.rest) {
             Ok((option, rest)) => {
-                self.rest = if option == TcpOption::EndOfList {
-                    &[]
-                } else {
-                    rest
-                };
+                self.rest = if option == TcpOption::EndOfList { &[] } else { rest };
                 Some(Ok(option))
             }
             Err(err) => {
@@ -636,11 +627,7 @@ impl TcpRepr {
             src_port: packet.src_port(),
             dst_port: packet.dst_port(),
             seq_number: packet.seq_number(),
-            ack_number: if packet.ack() {
-                Some(packet.ack_number())
-            } else {
-                None
-            },
+            ack_number: if packet.ack() { Some(packet.ack_number()) } else { None },
             flags: packet.flags(),
             window_len: packet.window_len(),
             window_scale: None,
@@ -790,11 +777,7 @@ impl TcpRepr {
         let blocks = self.sack_blocks();
         if blocks > 0 {
             let mut ranges = [None; 4];
-            for (slot, range) in ranges
-                .iter_mut()
-                .zip(self.sack_ranges.iter().flatten())
-                .take(blocks)
-            {
+            for (slot, range) in ranges.iter_mut().zip(self.sack_ranges.iter().flatten()).take(blocks) {
                 *slot = Some(*range);
             }
             options = TcpOption::SackRange(ranges).emit(nop.emit(nop.emit(options)));
@@ -807,12 +790,7 @@ impl TcpRepr {
             packet.set_checksum(!segment_sum(segment, src_addr, dst_addr));
         } else {
             let length = segment_len as u32;
-            packet.set_checksum(checksum::pseudo_header(
-                src_addr,
-                dst_addr,
-                IpProtocol::Tcp,
-                length,
-            ));
+            packet.set_checksum(checksum::pseudo_header(src_addr, dst_addr, IpProtocol::Tcp, length));
         }
     }
 }
@@ -827,10 +805,7 @@ mod tests {
     const IP: usize = crate::ethernet::HEADER_LEN + crate::ipv4::HEADER_LEN;
 
     fn v4_addrs() -> (IpAddress, IpAddress) {
-        (
-            IpAddress::V4(Ipv4Address::new(192, 168, 1, 10)),
-            IpAddress::V4(Ipv4Address::new(192, 168, 1, 1)),
-        )
+        (IpAddress::V4(Ipv4Address::new(192, 168, 1, 10)), IpAddress::V4(Ipv4Address::new(192, 168, 1, 1)))
     }
 
     fn syn_repr() -> TcpRepr {
@@ -872,10 +847,7 @@ mod tests {
             [
                 Ok(TcpOption::MaxSegmentSize(1460)),
                 Ok(TcpOption::SackPermitted),
-                Ok(TcpOption::Timestamps {
-                    tsval: 0x2a3b_4c5d,
-                    tsecr: 0
-                }),
+                Ok(TcpOption::Timestamps { tsval: 0x2a3b_4c5d, tsecr: 0 }),
                 Ok(TcpOption::NoOperation),
                 Ok(TcpOption::WindowScale(7)),
             ]
@@ -891,13 +863,7 @@ mod tests {
         let repr = syn_repr();
         assert_eq!(repr.header_len(), 40);
         let mut bytes = [0u8; 40];
-        repr.emit(
-            &mut TcpPacket::new_unchecked(&mut bytes[..]),
-            &src,
-            &dst,
-            &[],
-            true,
-        );
+        repr.emit(&mut TcpPacket::new_unchecked(&mut bytes[..]), &src, &dst, &[], true);
         assert_eq!(bytes, TCP_SYN[IP..]);
     }
 
@@ -907,23 +873,12 @@ mod tests {
         let mut bytes = TCP_SYN[IP..].to_vec();
         bytes[15] ^= 0x10; // window
         let packet = TcpPacket::new_checked(&bytes[..]).unwrap();
-        assert_eq!(
-            TcpRepr::parse(&packet, &src, &dst, true),
-            Err(Error::Checksum)
-        );
-        assert_eq!(
-            TcpRepr::parse(&packet, &src, &dst, false)
-                .unwrap()
-                .window_len,
-            64240 ^ 0x10
-        );
+        assert_eq!(TcpRepr::parse(&packet, &src, &dst, true), Err(Error::Checksum));
+        assert_eq!(TcpRepr::parse(&packet, &src, &dst, false).unwrap().window_len, 64240 ^ 0x10);
         // Right bytes, wrong addresses.
         let packet = TcpPacket::new_checked(&TCP_SYN[IP..]).unwrap();
         let other = IpAddress::V4(Ipv4Address::new(192, 168, 1, 2));
-        assert_eq!(
-            TcpRepr::parse(&packet, &src, &other, true),
-            Err(Error::Checksum)
-        );
+        assert_eq!(TcpRepr::parse(&packet, &src, &other, true), Err(Error::Checksum));
     }
 
     #[test]
@@ -932,11 +887,7 @@ mod tests {
         let good = &TCP_SYN[IP..];
         for len in 0..good.len() {
             let packet = TcpPacket::new_unchecked(&good[..len]);
-            assert_eq!(
-                TcpRepr::parse(&packet, &src, &dst, false),
-                Err(Error::Truncated),
-                "{len}"
-            );
+            assert_eq!(TcpRepr::parse(&packet, &src, &dst, false), Err(Error::Truncated), "{len}");
         }
         let mut bytes = good.to_vec();
         bytes[12] = 0x40; // data offset 4
@@ -946,10 +897,7 @@ mod tests {
         let mut bytes = good.to_vec();
         bytes[2..4].copy_from_slice(&[0, 0]); // destination port 0
         let packet = TcpPacket::new_checked(&bytes[..]).unwrap();
-        assert_eq!(
-            TcpRepr::parse(&packet, &src, &dst, false),
-            Err(Error::Malformed)
-        );
+        assert_eq!(TcpRepr::parse(&packet, &src, &dst, false), Err(Error::Malformed));
     }
 
     #[test]
@@ -958,12 +906,7 @@ mod tests {
             IpAddress::V6(Ipv6Address::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1)),
             IpAddress::V6(Ipv6Address::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2)),
         );
-        let sack = [
-            Some((1000, 2000)),
-            Some((3000, 4000)),
-            Some((5000, 6000)),
-            Some((7000, 8000)),
-        ];
+        let sack = [Some((1000, 2000)), Some((3000, 4000)), Some((5000, 6000)), Some((7000, 8000))];
         let base = TcpRepr {
             src_port: 80,
             dst_port: 40000,
@@ -980,42 +923,11 @@ mod tests {
         };
         let reprs = [
             (base, 20),
-            (
-                TcpRepr {
-                    timestamp: Some((1, 2)),
-                    ..base
-                },
-                32,
-            ),
-            (
-                TcpRepr {
-                    sack_ranges: sack,
-                    ..base
-                },
-                56,
-            ),
-            (
-                TcpRepr {
-                    sack_ranges: [sack[0], None, None, None],
-                    ..base
-                },
-                32,
-            ),
-            (
-                TcpRepr {
-                    sack_permitted: true,
-                    ..base
-                },
-                24,
-            ),
-            (
-                TcpRepr {
-                    window_scale: Some(0),
-                    flags: TcpFlags::SYN | TcpFlags::ACK,
-                    ..base
-                },
-                24,
-            ),
+            (TcpRepr { timestamp: Some((1, 2)), ..base }, 32),
+            (TcpRepr { sack_ranges: sack, ..base }, 56),
+            (TcpRepr { sack_ranges: [sack[0], None, None, None], ..base }, 32),
+            (TcpRepr { sack_permitted: true, ..base }, 24),
+            (TcpRepr { window_scale: Some(0), flags: TcpFlags::SYN | TcpFlags::ACK, ..base }, 24),
             (
                 TcpRepr {
                     flags: TcpFlags::SYN | TcpFlags::ACK | TcpFlags::ECE,
@@ -1027,33 +939,14 @@ mod tests {
                 },
                 40,
             ),
-            (
-                TcpRepr {
-                    flags: TcpFlags::FIN | TcpFlags::ACK | TcpFlags::CWR,
-                    ..base
-                },
-                20,
-            ),
-            (
-                TcpRepr {
-                    flags: TcpFlags::RST,
-                    ack_number: None,
-                    ..base
-                },
-                20,
-            ),
+            (TcpRepr { flags: TcpFlags::FIN | TcpFlags::ACK | TcpFlags::CWR, ..base }, 20),
+            (TcpRepr { flags: TcpFlags::RST, ack_number: None, ..base }, 20),
         ];
         for (src, dst) in [v4_addrs(), v6] {
             for (repr, header_len) in reprs {
                 assert_eq!(repr.header_len(), header_len, "{repr:?}");
                 let mut bytes = std::vec![0xa5u8; repr.buffer_len()];
-                repr.emit(
-                    &mut TcpPacket::new_unchecked(&mut bytes[..]),
-                    &src,
-                    &dst,
-                    b"hello",
-                    true,
-                );
+                repr.emit(&mut TcpPacket::new_unchecked(&mut bytes[..]), &src, &dst, b"hello", true);
                 let packet = TcpPacket::new_checked(&bytes[..]).unwrap();
                 assert_eq!(usize::from(packet.header_len()), header_len);
                 assert_eq!(packet.payload(), b"hello");
@@ -1083,13 +976,7 @@ mod tests {
         // 12 bytes of timestamps leave room for 3 blocks: 12 + 4 + 24 = 40.
         assert_eq!(repr.header_len(), 60);
         let mut bytes = [0u8; 60];
-        repr.emit(
-            &mut TcpPacket::new_unchecked(&mut bytes[..]),
-            &src,
-            &dst,
-            &[],
-            true,
-        );
+        repr.emit(&mut TcpPacket::new_unchecked(&mut bytes[..]), &src, &dst, &[], true);
         assert_eq!(bytes[20..24], [1, 1, 8, 10]);
         assert_eq!(bytes[32..36], [1, 1, 5, 26]);
         let packet = TcpPacket::new_checked(&bytes[..]).unwrap();
@@ -1097,12 +984,7 @@ mod tests {
         assert_eq!(parsed.sack_ranges, [sack[0], sack[1], sack[2], None]);
         assert_eq!(parsed.timestamp, Some((9, 10)));
         // With MSS and window scale too (a SYN would not carry SACK blocks): 2 fit.
-        let crowded = TcpRepr {
-            max_seg_size: Some(1),
-            window_scale: Some(1),
-            sack_permitted: true,
-            ..repr
-        };
+        let crowded = TcpRepr { max_seg_size: Some(1), window_scale: Some(1), sack_permitted: true, ..repr };
         assert_eq!(crowded.sack_blocks(), 2);
         assert_eq!(crowded.header_len(), 60);
     }
@@ -1110,26 +992,12 @@ mod tests {
     #[test]
     fn window_scale_is_clamped() {
         let (src, dst) = v4_addrs();
-        let repr = TcpRepr {
-            window_scale: Some(15),
-            ..syn_repr()
-        };
+        let repr = TcpRepr { window_scale: Some(15), ..syn_repr() };
         let mut bytes = [0u8; 40];
-        repr.emit(
-            &mut TcpPacket::new_unchecked(&mut bytes[..]),
-            &src,
-            &dst,
-            &[],
-            true,
-        );
+        repr.emit(&mut TcpPacket::new_unchecked(&mut bytes[..]), &src, &dst, &[], true);
         assert_eq!(bytes[39], 15);
         let packet = TcpPacket::new_checked(&bytes[..]).unwrap();
-        assert_eq!(
-            TcpRepr::parse(&packet, &src, &dst, true)
-                .unwrap()
-                .window_scale,
-            Some(14)
-        );
+        assert_eq!(TcpRepr::parse(&packet, &src, &dst, true).unwrap().window_scale, Some(14));
     }
 
     #[test]
@@ -1137,13 +1005,7 @@ mod tests {
         let (src, dst) = v4_addrs();
         let repr = syn_repr();
         let mut bytes = [0u8; 40];
-        repr.emit(
-            &mut TcpPacket::new_unchecked(&mut bytes[..]),
-            &src,
-            &dst,
-            &[],
-            false,
-        );
+        repr.emit(&mut TcpPacket::new_unchecked(&mut bytes[..]), &src, &dst, &[], false);
         // c0a8 + 010a + c0a8 + 0101 + 0006 + 0028 = 0x18389 -> 0x838a
         assert_eq!(bytes[16..18], [0x83, 0x8a]);
         // What the NIC does with it gives the checksum Linux sent.
@@ -1182,11 +1044,7 @@ mod tests {
             packet.options_mut()[..options.len()].copy_from_slice(options);
             packet.fill_checksum(&src, &dst);
             let packet = TcpPacket::new_checked(&bytes[..]).unwrap();
-            assert_eq!(
-                TcpRepr::parse(&packet, &src, &dst, true),
-                Err(Error::Malformed),
-                "{options:?}"
-            );
+            assert_eq!(TcpRepr::parse(&packet, &src, &dst, true), Err(Error::Malformed), "{options:?}");
         }
         // SACK of 5 blocks (42 bytes) is more than an option area holds.
         let mut five = [0u8; 42];
@@ -1199,28 +1057,12 @@ mod tests {
     fn lenient_option_cases() {
         // Anything after End of Option List is padding, garbage included.
         let parsed: std::vec::Vec<_> = TcpOptions::new(&[1, 0, 2, 0xff]).collect();
-        assert_eq!(
-            parsed,
-            [Ok(TcpOption::NoOperation), Ok(TcpOption::EndOfList)]
-        );
+        assert_eq!(parsed, [Ok(TcpOption::NoOperation), Ok(TcpOption::EndOfList)]);
         // Unknown kinds are carried and skipped.
         let parsed: std::vec::Vec<_> = TcpOptions::new(&[30, 4, 0xab, 0xcd, 1]).collect();
-        assert_eq!(
-            parsed,
-            [
-                Ok(TcpOption::Unknown {
-                    kind: 30,
-                    data: &[0xab, 0xcd]
-                }),
-                Ok(TcpOption::NoOperation)
-            ]
-        );
-        let (option, rest) =
-            TcpOption::parse(&[5, 18, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 9]).unwrap();
-        assert_eq!(
-            option,
-            TcpOption::SackRange([Some((1, 2)), Some((3, 4)), None, None])
-        );
+        assert_eq!(parsed, [Ok(TcpOption::Unknown { kind: 30, data: &[0xab, 0xcd] }), Ok(TcpOption::NoOperation)]);
+        let (option, rest) = TcpOption::parse(&[5, 18, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 9]).unwrap();
+        assert_eq!(option, TcpOption::SackRange([Some((1, 2)), Some((3, 4)), None, None]));
         assert_eq!(rest, &[9]);
     }
 
@@ -1234,10 +1076,7 @@ mod tests {
             TcpOption::SackPermitted,
             TcpOption::SackRange([Some((1, 2)), Some((3, 4)), Some((5, 6)), Some((7, 8))]),
             TcpOption::Timestamps { tsval: 1, tsecr: 2 },
-            TcpOption::Unknown {
-                kind: 254,
-                data: &[1, 2, 3],
-            },
+            TcpOption::Unknown { kind: 254, data: &[1, 2, 3] },
         ];
         for option in options {
             let mut buf = [0u8; 40];
@@ -1289,18 +1128,9 @@ mod tests {
         assert_eq!(flags.bits(), 0x11);
         flags.set(TcpFlags::ACK, false);
         assert_eq!(flags, TcpFlags::FIN);
-        assert_eq!(
-            (TcpFlags::FIN | TcpFlags::PSH) - TcpFlags::PSH,
-            TcpFlags::FIN
-        );
-        assert_eq!(
-            (TcpFlags::FIN | TcpFlags::PSH) & TcpFlags::PSH,
-            TcpFlags::PSH
-        );
+        assert_eq!((TcpFlags::FIN | TcpFlags::PSH) - TcpFlags::PSH, TcpFlags::FIN);
+        assert_eq!((TcpFlags::FIN | TcpFlags::PSH) & TcpFlags::PSH, TcpFlags::PSH);
         assert_eq!(std::format!("{:?}", TcpFlags::empty()), "(empty)");
-        assert_eq!(
-            std::format!("{:?}", TcpFlags::from_bits(0xff)),
-            "FIN|SYN|RST|PSH|ACK|URG|ECE|CWR"
-        );
+        assert_eq!(std::format!("{:?}", TcpFlags::from_bits(0xff)), "FIN|SYN|RST|PSH|ACK|URG|ECE|CWR");
     }
 }

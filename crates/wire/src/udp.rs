@@ -168,15 +168,10 @@ impl UdpRepr {
         match (packet.checksum(), src_addr) {
             (0, IpAddress::V4(_)) => {}
             (0, IpAddress::V6(_)) => return Err(Error::Checksum),
-            _ if verify_checksum && !packet.verify_checksum(src_addr, dst_addr) => {
-                return Err(Error::Checksum)
-            }
+            _ if verify_checksum && !packet.verify_checksum(src_addr, dst_addr) => return Err(Error::Checksum),
             _ => {}
         }
-        Ok(UdpRepr {
-            src_port: packet.src_port(),
-            dst_port: packet.dst_port(),
-        })
+        Ok(UdpRepr { src_port: packet.src_port(), dst_port: packet.dst_port() })
     }
 
     /// Length of the header.
@@ -246,10 +241,7 @@ mod tests {
     const IP: usize = crate::ethernet::HEADER_LEN + crate::ipv4::HEADER_LEN;
 
     fn v4_addrs() -> (IpAddress, IpAddress) {
-        (
-            IpAddress::V4(Ipv4Address::new(192, 168, 1, 10)),
-            IpAddress::V4(Ipv4Address::new(192, 168, 1, 1)),
-        )
+        (IpAddress::V4(Ipv4Address::new(192, 168, 1, 10)), IpAddress::V4(Ipv4Address::new(192, 168, 1, 1)))
     }
 
     fn v6_addrs() -> (IpAddress, IpAddress) {
@@ -271,40 +263,21 @@ mod tests {
         assert_eq!(packet.payload().len(), 29);
         assert_eq!(packet.payload()[..2], [0xab, 0xcd]);
         let repr = UdpRepr::parse(&packet, &src, &dst, true).unwrap();
-        assert_eq!(
-            repr,
-            UdpRepr {
-                src_port: 41000,
-                dst_port: 53
-            }
-        );
+        assert_eq!(repr, UdpRepr { src_port: 41000, dst_port: 53 });
     }
 
     #[test]
     fn round_trip_v4_and_v6() {
-        let repr = UdpRepr {
-            src_port: 5353,
-            dst_port: 9,
-        };
+        let repr = UdpRepr { src_port: 5353, dst_port: 9 };
         for (src, dst) in [v4_addrs(), v6_addrs()] {
             let mut bytes = [0u8; 13];
-            repr.emit(
-                &mut UdpPacket::new_unchecked(&mut bytes[..]),
-                &src,
-                &dst,
-                b"hello",
-                true,
-            );
+            repr.emit(&mut UdpPacket::new_unchecked(&mut bytes[..]), &src, &dst, b"hello", true);
             assert_eq!(bytes[..6], [0x14, 0xe9, 0, 9, 0, 13]);
             let packet = UdpPacket::new_checked(&bytes[..]).unwrap();
             assert_eq!(UdpRepr::parse(&packet, &src, &dst, true).unwrap(), repr);
             assert_eq!(packet.payload(), b"hello");
             // The other version's pseudo-header gives another sum.
-            let (other_src, other_dst) = if src == v4_addrs().0 {
-                v6_addrs()
-            } else {
-                v4_addrs()
-            };
+            let (other_src, other_dst) = if src == v4_addrs().0 { v6_addrs() } else { v4_addrs() };
             assert!(!packet.verify_checksum(&other_src, &other_dst));
         }
     }
@@ -317,43 +290,22 @@ mod tests {
         let packet = UdpPacket::new_checked(&bytes[..]).unwrap();
         assert!(UdpRepr::parse(&packet, &src, &dst, true).is_ok());
         let (src, dst) = v6_addrs();
-        assert_eq!(
-            UdpRepr::parse(&packet, &src, &dst, true),
-            Err(Error::Checksum)
-        );
-        assert_eq!(
-            UdpRepr::parse(&packet, &src, &dst, false),
-            Err(Error::Checksum)
-        );
+        assert_eq!(UdpRepr::parse(&packet, &src, &dst, true), Err(Error::Checksum));
+        assert_eq!(UdpRepr::parse(&packet, &src, &dst, false), Err(Error::Checksum));
     }
 
     #[test]
     fn computed_zero_is_sent_as_ffff() {
         // Choose a payload word that makes the sum 0xffff, i.e. the checksum 0.
         let (src, dst) = v4_addrs();
-        let repr = UdpRepr {
-            src_port: 1,
-            dst_port: 2,
-        };
+        let repr = UdpRepr { src_port: 1, dst_port: 2 };
         let mut bytes = [0u8; 10];
-        repr.emit(
-            &mut UdpPacket::new_unchecked(&mut bytes[..]),
-            &src,
-            &dst,
-            &[0, 0],
-            true,
-        );
+        repr.emit(&mut UdpPacket::new_unchecked(&mut bytes[..]), &src, &dst, &[0, 0], true);
         let value = UdpPacket::new_unchecked(&bytes[..]).checksum();
         // The checksum is the complement of the sum: adding it to the data makes the sum
         // 0xffff, so the new checksum computes to 0.
         let word = value;
-        repr.emit(
-            &mut UdpPacket::new_unchecked(&mut bytes[..]),
-            &src,
-            &dst,
-            &word.to_be_bytes(),
-            true,
-        );
+        repr.emit(&mut UdpPacket::new_unchecked(&mut bytes[..]), &src, &dst, &word.to_be_bytes(), true);
         let packet = UdpPacket::new_checked(&bytes[..]).unwrap();
         assert_eq!(packet.checksum(), 0xffff);
         assert!(packet.verify_checksum(&src, &dst));
@@ -363,19 +315,10 @@ mod tests {
     #[test]
     fn offloaded_emit_writes_pseudo_header_sum() {
         let (src, dst) = v4_addrs();
-        let repr = UdpRepr {
-            src_port: 41000,
-            dst_port: 53,
-        };
+        let repr = UdpRepr { src_port: 41000, dst_port: 53 };
         let payload = &UDP_DNS_QUERY[IP + 8..];
         let mut bytes = [0u8; 37];
-        repr.emit(
-            &mut UdpPacket::new_unchecked(&mut bytes[..]),
-            &src,
-            &dst,
-            payload,
-            false,
-        );
+        repr.emit(&mut UdpPacket::new_unchecked(&mut bytes[..]), &src, &dst, payload, false);
         // c0a8 + 010a + c0a8 + 0101 + 0011 + 0025 = 0x18391 -> 0x8392
         assert_eq!(bytes[6..8], [0x83, 0x92]);
         // What the NIC does: complement of the sum of the datagram with that seed.
@@ -389,20 +332,13 @@ mod tests {
         let mut bytes = UDP_DNS_QUERY[IP..].to_vec();
         bytes[20] ^= 0x20; // one letter of the query name
         let packet = UdpPacket::new_checked(&bytes[..]).unwrap();
-        assert_eq!(
-            UdpRepr::parse(&packet, &src, &dst, true),
-            Err(Error::Checksum)
-        );
+        assert_eq!(UdpRepr::parse(&packet, &src, &dst, true), Err(Error::Checksum));
         assert!(UdpRepr::parse(&packet, &src, &dst, false).is_ok());
 
         let good = &UDP_DNS_QUERY[IP..];
         for len in 0..good.len() {
             let packet = UdpPacket::new_unchecked(&good[..len]);
-            assert_eq!(
-                UdpRepr::parse(&packet, &src, &dst, true),
-                Err(Error::Truncated),
-                "{len}"
-            );
+            assert_eq!(UdpRepr::parse(&packet, &src, &dst, true), Err(Error::Truncated), "{len}");
         }
         let mut bytes = good.to_vec();
         bytes[4..6].copy_from_slice(&7u16.to_be_bytes());
@@ -410,10 +346,7 @@ mod tests {
         let mut bytes = good.to_vec();
         bytes[2..4].copy_from_slice(&[0, 0]);
         let packet = UdpPacket::new_checked(&bytes[..]).unwrap();
-        assert_eq!(
-            UdpRepr::parse(&packet, &src, &dst, false),
-            Err(Error::Malformed)
-        );
+        assert_eq!(UdpRepr::parse(&packet, &src, &dst, false), Err(Error::Malformed));
     }
 
     #[test]

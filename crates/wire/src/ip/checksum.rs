@@ -56,20 +56,12 @@ pub fn combine(sums: &[u16]) -> u16 {
 
 /// Sum of the words of an address.
 fn address_sum(bytes: &[u8]) -> u64 {
-    bytes
-        .chunks_exact(2)
-        .map(|w| u64::from(u16::from_be_bytes([w[0], w[1]])))
-        .sum()
+    bytes.chunks_exact(2).map(|w| u64::from(u16::from_be_bytes([w[0], w[1]]))).sum()
 }
 
 /// The sum of the IPv4 pseudo-header (RFC 793, RFC 768): source, destination, zero, protocol and
 /// the upper-layer length.
-pub fn pseudo_header_v4(
-    src_addr: &Ipv4Address,
-    dst_addr: &Ipv4Address,
-    protocol: IpProtocol,
-    length: u32,
-) -> u16 {
+pub fn pseudo_header_v4(src_addr: &Ipv4Address, dst_addr: &Ipv4Address, protocol: IpProtocol, length: u32) -> u16 {
     fold(
         address_sum(src_addr.as_bytes())
             + address_sum(dst_addr.as_bytes())
@@ -81,12 +73,7 @@ pub fn pseudo_header_v4(
 
 /// The sum of the IPv6 pseudo-header (RFC 8200 section 8.1): source, destination, the 32-bit
 /// upper-layer length, three zero bytes and the next header.
-pub fn pseudo_header_v6(
-    src_addr: &Ipv6Address,
-    dst_addr: &Ipv6Address,
-    next_header: IpProtocol,
-    length: u32,
-) -> u16 {
+pub fn pseudo_header_v6(src_addr: &Ipv6Address, dst_addr: &Ipv6Address, next_header: IpProtocol, length: u32) -> u16 {
     fold(
         address_sum(src_addr.as_bytes())
             + address_sum(dst_addr.as_bytes())
@@ -100,12 +87,7 @@ pub fn pseudo_header_v6(
 ///
 /// Both pseudo-headers sum to "the address words, the protocol and the length", so a mixed pair
 /// (a caller bug) gives a wrong sum, never a panic.
-pub fn pseudo_header(
-    src_addr: &IpAddress,
-    dst_addr: &IpAddress,
-    protocol: IpProtocol,
-    length: u32,
-) -> u16 {
+pub fn pseudo_header(src_addr: &IpAddress, dst_addr: &IpAddress, protocol: IpProtocol, length: u32) -> u16 {
     fold(
         address_sum(src_addr.as_bytes())
             + address_sum(dst_addr.as_bytes())
@@ -163,10 +145,7 @@ mod tests {
     #[test]
     fn rfc1071_example() {
         // RFC 1071 section 3: 00 01 f2 03 f4 f5 f6 f7 sums to ddf2.
-        assert_eq!(
-            data(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]),
-            0xddf2
-        );
+        assert_eq!(data(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]), 0xddf2);
     }
 
     #[test]
@@ -185,10 +164,7 @@ mod tests {
     fn combine_equals_whole() {
         let bytes = pseudo_random(11, 200);
         for split in (0..200).step_by(2) {
-            assert_eq!(
-                combine(&[data(&bytes[..split]), data(&bytes[split..])]),
-                data(&bytes)
-            );
+            assert_eq!(combine(&[data(&bytes[..split]), data(&bytes[split..])]), data(&bytes));
         }
         assert_eq!(combine(&[0xffff, 0x0001]), 0x0001);
         assert_eq!(combine(&[]), 0);
@@ -201,15 +177,7 @@ mod tests {
         let src = Ipv4Address([192, 168, 0, 1]);
         let dst = Ipv4Address([192, 168, 0, 199]);
         assert_eq!(pseudo_header_v4(&src, &dst, IpProtocol::Tcp, 20), 0x8233);
-        assert_eq!(
-            pseudo_header(
-                &IpAddress::V4(src),
-                &IpAddress::V4(dst),
-                IpProtocol::Tcp,
-                20
-            ),
-            0x8233
-        );
+        assert_eq!(pseudo_header(&IpAddress::V4(src), &IpAddress::V4(dst), IpProtocol::Tcp, 20), 0x8233);
         let mut src6 = [0u8; 16];
         src6[0] = 0xfe;
         src6[1] = 0x80;
@@ -220,19 +188,8 @@ mod tests {
         dst6[15] = 1;
         // fe80 + 0001 + ff02 + 0001 + 003a + 0001 + 0000 (length 0x10000) = 0x1fdbf -> 0xfdc0.
         let (s, d) = (Ipv6Address(src6), Ipv6Address(dst6));
-        assert_eq!(
-            pseudo_header_v6(&s, &d, IpProtocol::Icmpv6, 0x1_0000),
-            0xfdc0
-        );
-        assert_eq!(
-            pseudo_header(
-                &IpAddress::V6(s),
-                &IpAddress::V6(d),
-                IpProtocol::Icmpv6,
-                0x1_0000
-            ),
-            0xfdc0
-        );
+        assert_eq!(pseudo_header_v6(&s, &d, IpProtocol::Icmpv6, 0x1_0000), 0xfdc0);
+        assert_eq!(pseudo_header(&IpAddress::V6(s), &IpAddress::V6(d), IpProtocol::Icmpv6, 0x1_0000), 0xfdc0);
     }
 
     #[test]
@@ -245,22 +202,13 @@ mod tests {
             let old16 = u16::from_be_bytes([bytes[at], bytes[at + 1]]);
             let new16 = (round as u16).wrapping_mul(0x9e37);
             bytes[at..at + 2].copy_from_slice(&new16.to_be_bytes());
-            assert_eq!(
-                update_u16(before, old16, new16),
-                field(&bytes),
-                "u16 round {round}"
-            );
+            assert_eq!(update_u16(before, old16, new16), field(&bytes), "u16 round {round}");
 
             let before = field(&bytes);
-            let old32 =
-                u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+            let old32 = u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
             let new32 = (round as u32).wrapping_mul(0x9e37_79b9);
             bytes[at..at + 4].copy_from_slice(&new32.to_be_bytes());
-            assert_eq!(
-                update_u32(before, old32, new32),
-                field(&bytes),
-                "u32 round {round}"
-            );
+            assert_eq!(update_u32(before, old32, new32), field(&bytes), "u32 round {round}");
         }
     }
 }
