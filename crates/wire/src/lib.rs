@@ -27,6 +27,9 @@ use core::fmt;
 
 pub mod arp;
 pub mod ethernet;
+#[cfg(any(feature = "std", test))]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod icmpv4;
 pub mod icmpv6;
 pub mod ip;

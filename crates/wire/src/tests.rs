@@ -209,12 +209,29 @@ fn pseudo_random_frames_never_panic() {
         }
         bytes.truncate((next() as usize) % (template.len() + 8));
         let _ = parse_frame(&bytes);
+        crate::fuzzing::frame_both_ways(&bytes);
         for view in [&bytes[..], bytes.get(14..).unwrap_or(&[])] {
+            crate::fuzzing::tcp_options(&view[..view.len().min(60)]);
             let _ = TcpOptions::new(view).count();
             let _ = ipv6::upper_layer(IpProtocol::HopByHop, view);
             let _ = icmpv6::NdiscOptions::new(view).count();
         }
     }
+}
+
+#[test]
+fn fuzz_corpus_passes_the_fuzz_checks() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
+    let mut seen = 0;
+    for (target, check) in
+        [("frame", crate::fuzzing::frame_both_ways as fn(&[u8])), ("tcp_options", crate::fuzzing::tcp_options)]
+    {
+        for entry in std::fs::read_dir(root.join(target)).unwrap() {
+            check(&std::fs::read(entry.unwrap().path()).unwrap());
+            seen += 1;
+        }
+    }
+    assert!(seen >= 8, "corpus has only {seen} files");
 }
 
 /// Writes the captures as the seed corpus of the `frame` fuzz target, and the SYN's options as
