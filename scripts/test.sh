@@ -24,3 +24,6 @@ else
   echo "test: not root: the lab tests (DPDK over veth in network namespaces) are skipped; run as root to include them" >&2
 fi
 cargo test --workspace -- --test-threads=2
+
+# Every fuzz target briefly (nightly only; the corpus checks above run everywhere).
+bash scripts/fuzz-smoke.sh
