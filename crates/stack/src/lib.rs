@@ -6,3 +6,9 @@
 //! which is what `pronghorn echo` runs. It never reads a clock or sleeps: time comes in as `now`.
 
 pub mod iface;
+pub mod timer;
+pub mod table;
+pub mod syncookie;
+pub mod ports;
+pub mod route;
+pub mod neighbor;
