@@ -1,31 +1,16 @@
-//! The interface layer of a shard: frames in, frames out, addresses, and the control protocols
-//! that need no socket (ARP, IPv6 neighbor discovery, ICMP and ICMPv6 echo).
+//! The link-layer control protocols of a shard, the ones that need no socket: ARP, IPv6
+//! neighbor discovery, ICMP and ICMPv6 echo. Each frame is answered in the received buffer
+//! itself (no copy, no allocation): headers are rewritten in place, the frame is trimmed, and the
+//! same buffer goes out in the next tx burst. Neighbors seen on the way are reported to the
+//! shard's neighbor cache.
 //!
-//! It owns the NIC, the rx/tx burst vectors and the per-interface counters. Replies are built
-//! in the received buffer itself (no copy, no allocation): headers are rewritten in place, the
-//! frame is trimmed, and the same buffer goes out in the next tx burst.
-//!
-//! It must not know about connections: TCP and UDP demux sit above it (the stack issue).
+//! It must not know about connections: TCP and UDP are the shard's ([`crate::shard`]).
 
-use std::net::{Ipv4Addr, Ipv6Addr};
-
-use nic::{MacAddr, Nic, PacketBuf};
 use wire::{
     ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, Icmpv4Message, Icmpv4Packet,
-    Icmpv6Packet, Icmpv6Repr, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet, Ipv6Repr,
-    Ipv6UpperLayer, NdiscNeighborFlags, NdiscRepr,
+    Icmpv6Packet, Icmpv6Repr, IpAddress, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet,
+    Ipv6Repr, Ipv6UpperLayer, NdiscNeighborFlags, NdiscRepr,
 };
-
-/// The most frames taken from the NIC in one poll.
-pub const RX_BURST: usize = 32;
-
-/// Addresses of the interface.
-#[derive(Clone, Debug)]
-pub struct InterfaceConfig {
-    pub mac: MacAddr,
-    pub ipv4: Option<(Ipv4Addr, u8)>,
-    pub ipv6: Option<(Ipv6Addr, u8)>,
-}
 
 /// What happened to frames, for `pronghorn stat` and tests. Every frame received ends in exactly
 /// one of: answered, or one of the `drop_*` counters.
@@ -51,6 +36,16 @@ pub struct IfaceStats {
 }
 
 impl IfaceStats {
+    pub(crate) fn count_drop(&mut self, d: Drop) {
+        *match d {
+            Drop::NotForUs => &mut self.drop_not_for_us,
+            Drop::Malformed => &mut self.drop_malformed,
+            Drop::Checksum => &mut self.drop_checksum,
+            Drop::Fragment => &mut self.drop_fragment,
+            Drop::Unhandled => &mut self.drop_unhandled,
+        } += 1;
+    }
+
     pub fn dropped(&self) -> u64 {
         self.drop_not_for_us
             + self.drop_malformed
@@ -62,13 +57,13 @@ impl IfaceStats {
 }
 
 /// What to do with a received frame.
-enum Verdict {
+pub(crate) enum Verdict {
     /// It was rewritten in place into a reply of this length: send it.
     Reply(usize),
     Drop(Drop),
 }
 
-enum Drop {
+pub(crate) enum Drop {
     NotForUs,
     Malformed,
     Checksum,
@@ -88,90 +83,24 @@ impl From<wire::Error> for Drop {
 
 const TTL: u8 = 64;
 
-/// One interface of a shard, driving its NIC.
-pub struct Interface<N: Nic> {
-    nic: N,
-    mac: EthernetAddress,
-    ipv4: Option<Ipv4Address>,
-    ipv6: Option<Ipv6Address>,
-    /// fe80::/64 from the MAC (modified EUI-64), answered like the global address.
-    ipv6_link_local: Ipv6Address,
-    rx: Vec<N::Buf>,
-    tx: Vec<N::Buf>,
-    stats: IfaceStats,
+/// A neighbor's link-layer address seen in ARP or neighbor discovery.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Learned {
+    pub ip: IpAddress,
+    pub mac: EthernetAddress,
+    /// An answer to our own query (ARP reply, neighbor advertisement), not just a sighting.
+    pub answer: bool,
 }
 
-impl<N: Nic> Interface<N> {
-    pub fn new(nic: N, cfg: InterfaceConfig) -> Self {
-        let mac = EthernetAddress(cfg.mac.0);
-        Interface {
-            nic,
-            mac,
-            ipv4: cfg.ipv4.map(|(a, _)| a.into()),
-            ipv6: cfg.ipv6.map(|(a, _)| a.into()),
-            ipv6_link_local: Ipv6Address::link_local_from_ethernet(mac),
-            rx: Vec::with_capacity(RX_BURST),
-            tx: Vec::with_capacity(RX_BURST),
-            stats: IfaceStats::default(),
-        }
-    }
-
-    pub fn nic(&self) -> &N {
-        &self.nic
-    }
-
-    pub fn nic_mut(&mut self) -> &mut N {
-        &mut self.nic
-    }
-
-    pub fn stats(&self) -> &IfaceStats {
-        &self.stats
-    }
-
-    pub fn ipv6_link_local(&self) -> Ipv6Addr {
-        self.ipv6_link_local.into()
-    }
-
-    /// Receives one burst, answers what needs answering, transmits the replies. Returns the
-    /// number of frames received (0: the NIC was idle).
-    pub fn poll(&mut self, _now_ns: u64) -> usize {
-        let n = self.nic.rx_burst(&mut self.rx, RX_BURST);
-        self.stats.rx_frames += n as u64;
-        for mut buf in self.rx.drain(..) {
-            match handle_frame(self.mac, self.ipv4, self.ipv6, self.ipv6_link_local, &mut self.stats, buf.data_mut()) {
-                Verdict::Reply(len) => {
-                    buf.set_len(len);
-                    self.tx.push(buf);
-                }
-                Verdict::Drop(d) => {
-                    let c = &mut self.stats;
-                    *match d {
-                        Drop::NotForUs => &mut c.drop_not_for_us,
-                        Drop::Malformed => &mut c.drop_malformed,
-                        Drop::Checksum => &mut c.drop_checksum,
-                        Drop::Fragment => &mut c.drop_fragment,
-                        Drop::Unhandled => &mut c.drop_unhandled,
-                    } += 1;
-                }
-            }
-        }
-        if !self.tx.is_empty() {
-            let sent = self.nic.tx_burst(&mut self.tx);
-            self.stats.tx_frames += sent as u64;
-            self.stats.drop_tx_full += self.tx.len() as u64;
-            self.tx.clear();
-        }
-        n
-    }
-}
-
-fn handle_frame(
+/// Answers ARP, neighbor solicitations and echo requests in place; reports neighbors seen.
+pub(crate) fn handle_frame(
     mac: EthernetAddress,
     ipv4: Option<Ipv4Address>,
     ipv6: Option<Ipv6Address>,
     ll6: Ipv6Address,
     stats: &mut IfaceStats,
     frame: &mut [u8],
+    learned: &mut Option<Learned>,
 ) -> Verdict {
     let eth = match EthernetFrame::new_checked(&*frame) {
         Ok(e) => e,
@@ -185,12 +114,12 @@ fn handle_frame(
     }
     let r = match ethertype {
         EtherType::Arp => {
-            ipv4.map_or(Err(Drop::NotForUs), |ip| arp(mac, ip, frame).inspect(|_| stats.arp_replies += 1))
+            ipv4.map_or(Err(Drop::NotForUs), |ip| arp(mac, ip, frame, learned).inspect(|_| stats.arp_replies += 1))
         }
         EtherType::Ipv4 => {
             ipv4.map_or(Err(Drop::NotForUs), |ip| ipv4_in(mac, ip, frame).inspect(|_| stats.echo_replies += 1))
         }
-        EtherType::Ipv6 => ipv6.map_or(Err(Drop::NotForUs), |ip| ipv6_in(mac, ip, ll6, stats, frame)),
+        EtherType::Ipv6 => ipv6.map_or(Err(Drop::NotForUs), |ip| ipv6_in(mac, ip, ll6, stats, frame, learned)),
         _ => Err(Drop::Unhandled),
     };
     match r {
@@ -207,15 +136,22 @@ fn eth_reply(mac: EthernetAddress, frame: &mut [u8]) {
     eth.set_src_addr(mac);
 }
 
-fn arp(mac: EthernetAddress, ip: Ipv4Address, frame: &mut [u8]) -> Result<usize, Drop> {
+fn arp(mac: EthernetAddress, ip: Ipv4Address, frame: &mut [u8], learned: &mut Option<Learned>) -> Result<usize, Drop> {
     let payload = &frame[wire::ethernet::HEADER_LEN..];
     let req = ArpRepr::parse(&ArpPacket::new_checked(payload)?)?;
     let ArpRepr::EthernetIpv4 { operation, source_hardware_addr, source_protocol_addr, target_protocol_addr, .. } = req;
-    if operation != ArpOperation::Request {
-        return Err(Drop::Unhandled);
-    }
     if target_protocol_addr != ip {
         return Err(Drop::NotForUs);
+    }
+    if source_protocol_addr.is_unicast() && source_hardware_addr.is_unicast() {
+        *learned = Some(Learned {
+            ip: IpAddress::V4(source_protocol_addr),
+            mac: source_hardware_addr,
+            answer: operation == ArpOperation::Reply,
+        });
+    }
+    if operation != ArpOperation::Request {
+        return Err(Drop::Unhandled);
     }
     let reply = ArpRepr::EthernetIpv4 {
         operation: ArpOperation::Reply,
@@ -280,6 +216,7 @@ fn ipv6_in(
     ll6: Ipv6Address,
     stats: &mut IfaceStats,
     frame: &mut [u8],
+    learned: &mut Option<Learned>,
 ) -> Result<usize, Drop> {
     const ETH: usize = wire::ethernet::HEADER_LEN;
     let packet = Ipv6Packet::new_checked(&frame[ETH..])?;
@@ -330,7 +267,7 @@ fn ipv6_in(
         }
         wire::Icmpv6Message::NeighborSolicit => {
             let ns = Icmpv6Repr::parse(&icmp, &repr.src_addr, &repr.dst_addr, false)?;
-            let Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { target_addr: target, .. }) = ns else {
+            let Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { target_addr: target, lladdr }) = ns else {
                 return Err(Drop::Malformed);
             };
             // RFC 4861 7.1.1: only from the link itself.
@@ -339,6 +276,9 @@ fn ipv6_in(
             }
             if target != ip && target != ll6 {
                 return Err(Drop::NotForUs);
+            }
+            if let (Some(mac), false) = (lladdr, repr.src_addr.is_unspecified()) {
+                *learned = Some(Learned { ip: IpAddress::V6(repr.src_addr), mac, answer: false });
             }
             // RFC 4861 7.2.4: to the soliciting address, or to all nodes from the unspecified one.
             let solicited = !repr.src_addr.is_unspecified();
@@ -374,6 +314,16 @@ fn ipv6_in(
             eth.set_src_addr(mac);
             stats.nd_adverts += 1;
             Ok(start + len)
+        }
+        wire::Icmpv6Message::NeighborAdvert if ours || group => {
+            let na = Icmpv6Repr::parse(&icmp, &repr.src_addr, &repr.dst_addr, false)?;
+            if repr.hop_limit != 255 {
+                return Err(Drop::Malformed);
+            }
+            if let Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert { target_addr, lladdr: Some(mac), .. }) = na {
+                *learned = Some(Learned { ip: IpAddress::V6(target_addr), mac, answer: true });
+            }
+            Err(Drop::Unhandled)
         }
         _ => Err(Drop::Unhandled),
     }

@@ -2,13 +2,15 @@
 //! IP layer, TCP/UDP demux, timers and sockets above it. A shard is driven by `poll(now)` from
 //! one thread and shares nothing with other shards.
 //!
-//! Today it holds the interface layer ([`iface`]): ARP, IPv6 neighbor discovery and ICMP echo,
-//! which is what `pronghorn echo` runs. It never reads a clock or sleeps: time comes in as `now`.
+//! [`shard::Shard`] is the whole of it; the other modules are its parts. It never reads a clock or
+//! sleeps: time comes in as `now`.
 
+pub mod echo;
 pub mod iface;
-pub mod timer;
-pub mod table;
-pub mod syncookie;
+pub mod neighbor;
 pub mod ports;
 pub mod route;
-pub mod neighbor;
+pub mod shard;
+pub mod syncookie;
+pub mod table;
+pub mod timer;

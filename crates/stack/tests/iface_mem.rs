@@ -5,7 +5,8 @@ use nic::clock::ManualClock;
 use nic::fault::{FaultConfig, FaultyNic};
 use nic::mem::{pair, MemConfig, MemNic};
 use nic::{Nic, PacketBuf};
-use stack::iface::{IfaceStats, Interface, InterfaceConfig};
+use stack::iface::IfaceStats;
+use stack::shard::{Shard, ShardConfig};
 use wire::{
     ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Icmpv4Packet,
     Icmpv4Repr, Icmpv6Packet, Icmpv6Repr, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet,
@@ -23,7 +24,7 @@ fn peer_ip6() -> Ipv6Address {
 }
 
 struct Rig<N: Nic> {
-    iface: Interface<N>,
+    iface: Shard<N>,
     peer: MemNic,
     our_mac: EthernetAddress,
     peer_mac: EthernetAddress,
@@ -33,8 +34,8 @@ fn rig() -> Rig<MemNic> {
     let (a, b) = pair(MemConfig::default());
     let our_mac = EthernetAddress(a.mac().0);
     let peer_mac = EthernetAddress(b.mac().0);
-    let cfg = InterfaceConfig { mac: a.mac(), ipv4: Some((OUR_IP.into(), 24)), ipv6: Some((our_ip6().into(), 64)) };
-    Rig { iface: Interface::new(a, cfg), peer: b, our_mac, peer_mac }
+    let cfg = ShardConfig::new(a.mac(), Some((OUR_IP.into(), 24)), Some((our_ip6().into(), 64)), [7; 32]);
+    Rig { iface: Shard::new(a, cfg), peer: b, our_mac, peer_mac }
 }
 
 impl<N: Nic> Rig<N> {
@@ -58,7 +59,7 @@ impl<N: Nic> Rig<N> {
     }
 
     fn stats(&self) -> IfaceStats {
-        *self.iface.stats()
+        *self.iface.link_stats()
     }
 }
 
@@ -294,9 +295,9 @@ fn under_faults_every_answer_is_correct_and_every_frame_accounted_for() {
     let clock = ManualClock::new();
     let our_mac = EthernetAddress(a.mac().0);
     let peer_mac = EthernetAddress(b.mac().0);
-    let cfg = InterfaceConfig { mac: a.mac(), ipv4: Some((OUR_IP.into(), 24)), ipv6: None };
+    let cfg = ShardConfig::new(a.mac(), Some((OUR_IP.into(), 24)), None, [7; 32]);
     let faulty = FaultyNic::new(a, faults, clock.clone());
-    let mut r = Rig { iface: Interface::new(faulty, cfg), peer: b, our_mac, peer_mac };
+    let mut r = Rig { iface: Shard::new(faulty, cfg), peer: b, our_mac, peer_mac };
     const N: u16 = 2000;
     let requests: Vec<Vec<u8>> = (0..N).map(|seq| ping(&r, OUR_IP, seq, &seq.to_be_bytes().repeat(8))).collect();
     let mut replies = Vec::new();
@@ -324,7 +325,7 @@ fn under_faults_every_answer_is_correct_and_every_frame_accounted_for() {
         seen[seq as usize] += 1;
     }
     let answered = seen.iter().filter(|&&c| c > 0).count();
-    let s = *r.iface.stats();
+    let s = *r.iface.link_stats();
     let (rx_faults, tx_faults) = r.iface.nic().fault_stats();
     assert!(
         rx_faults.corrupted > 0 && rx_faults.dropped > 0 && tx_faults.duplicated > 0,

@@ -1,0 +1,1465 @@
+//! One shard: a NIC queue and everything above it — the link-layer control protocols
+//! ([`crate::iface`]), the neighbor cache, routing, IPv4/IPv6, TCP demux to sans-I/O
+//! connections, listeners with SYN and accept queues and SYN cookies, compact TIME-WAIT entries,
+//! UDP sockets, one timer wheel for all of it, and the socket API the POSIX shim sits on.
+//!
+//! The shard is driven by [`Shard::poll`] from one thread with the current time; it never reads a
+//! clock, sleeps or locks. Per packet and per timer the cost is O(1): a hash lookup, a timer-wheel
+//! operation, no scan over sockets. Sockets that need attention (data to send, events to report)
+//! go on a dirty list that `poll` drains; sockets whose readiness may have changed go on a
+//! changed list that the application drains with [`Shard::take_changed`].
+//!
+//! It must not know about file descriptors, threads or the application's event loop: that is the
+//! runtime's and the shim's.
+
+use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use nic::{MacAddr, Nic, PacketBuf};
+use tcp::{Connection, CookieOptions, Event as TcpEvent, State as TcpState, TimeWait, TimeWaitAction};
+use wire::{
+    ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Icmpv6Packet,
+    Icmpv6Repr, IpAddress, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet, Ipv6Repr,
+    Ipv6UpperLayer, NdiscRepr, TcpFlags, TcpPacket, TcpRepr, UdpPacket, UdpRepr,
+};
+
+use crate::iface::{self, IfaceStats, Learned, Verdict};
+use crate::neighbor::{multicast_mac, Lookup, NeighborCache, NeighborConfig};
+use crate::ports::EphemeralPorts;
+use crate::route::Routes;
+use crate::syncookie::{siphash24, SynCookies};
+use crate::table::{ConnTable, FourTuple, ListenTable};
+use crate::timer::{TimerHandle, TimerWheel};
+
+/// The most frames taken from the NIC in one poll.
+pub const RX_BURST: usize = 32;
+const ETH: usize = wire::ethernet::HEADER_LEN;
+const TTL: u8 = 64;
+/// Frames waiting for room in the NIC's tx queue before new ones are dropped.
+const TX_BACKLOG: usize = 8192;
+
+/// A Linux errno value, as the socket calls return them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Errno(pub i32);
+
+impl Errno {
+    pub const EBADF: Errno = Errno(9);
+    pub const EAGAIN: Errno = Errno(11);
+    pub const EINVAL: Errno = Errno(22);
+    pub const EPIPE: Errno = Errno(32);
+    pub const EMSGSIZE: Errno = Errno(90);
+    pub const EOPNOTSUPP: Errno = Errno(95);
+    pub const EAFNOSUPPORT: Errno = Errno(97);
+    pub const EADDRINUSE: Errno = Errno(98);
+    pub const EADDRNOTAVAIL: Errno = Errno(99);
+    pub const ENETUNREACH: Errno = Errno(101);
+    pub const ECONNRESET: Errno = Errno(104);
+    pub const EISCONN: Errno = Errno(106);
+    pub const ENOTCONN: Errno = Errno(107);
+    pub const ETIMEDOUT: Errno = Errno(110);
+    pub const ECONNREFUSED: Errno = Errno(111);
+}
+
+impl From<tcp::Error> for Errno {
+    fn from(e: tcp::Error) -> Errno {
+        Errno(e.errno())
+    }
+}
+
+impl std::fmt::Display for Errno {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", std::io::Error::from_raw_os_error(self.0))
+    }
+}
+
+/// A socket of this shard. Stale ids (of a freed socket) are rejected with EBADF.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SocketId {
+    index: u32,
+    gen: u32,
+}
+
+/// What a socket is ready for, in epoll's terms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Readiness {
+    /// EPOLLIN: data, a connection to accept, end of stream or an error.
+    pub readable: bool,
+    /// EPOLLOUT.
+    pub writable: bool,
+    /// EPOLLRDHUP: the peer closed its sending half.
+    pub read_closed: bool,
+    /// EPOLLHUP: both halves are done.
+    pub hangup: bool,
+    /// EPOLLERR: an error is pending (SO_ERROR).
+    pub error: bool,
+}
+
+/// The shard's settings.
+#[derive(Clone, Debug)]
+pub struct ShardConfig {
+    pub mac: MacAddr,
+    pub ipv4: Option<(Ipv4Addr, u8)>,
+    pub ipv6: Option<(Ipv6Addr, u8)>,
+    pub gateway4: Option<Ipv4Addr>,
+    pub gateway6: Option<Ipv6Addr>,
+    /// Settings of every TCP connection (the MSS follows the NIC's MTU).
+    pub tcp: tcp::Config,
+    /// Half-open connections per listener before SYN cookies take over.
+    pub syn_backlog: usize,
+    /// Bytes a UDP socket may hold unread before datagrams are dropped.
+    pub udp_rcvbuf: usize,
+    /// Connection-table capacity reserved up front (a resize at a million entries costs ~50 ms).
+    pub expected_connections: usize,
+    /// Keys for the ISS and timestamp hashes, the demux table, ephemeral ports and SYN cookies:
+    /// random bytes from the caller (this crate has no randomness).
+    pub secret: [u8; 32],
+}
+
+impl ShardConfig {
+    pub fn new(mac: MacAddr, ipv4: Option<(Ipv4Addr, u8)>, ipv6: Option<(Ipv6Addr, u8)>, secret: [u8; 32]) -> Self {
+        ShardConfig {
+            mac,
+            ipv4,
+            ipv6,
+            gateway4: None,
+            gateway6: None,
+            tcp: tcp::Config::default(),
+            syn_backlog: 4096,
+            udp_rcvbuf: 212_992,
+            expected_connections: 1024,
+            secret,
+        }
+    }
+}
+
+/// Counters of the TCP/UDP layers (the link layer's are in [`IfaceStats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShardStats {
+    pub tcp_rx_segments: u64,
+    pub tcp_tx_segments: u64,
+    pub tcp_bad_checksum: u64,
+    pub tcp_malformed: u64,
+    pub tcp_rst_sent: u64,
+    pub tcp_active_opens: u64,
+    pub tcp_passive_opens: u64,
+    pub tcp_syncookies_sent: u64,
+    pub tcp_syncookies_ok: u64,
+    pub tcp_syncookies_failed: u64,
+    /// SYNs dropped because the listener's accept queue was full.
+    pub tcp_listen_overflows: u64,
+    pub tcp_time_wait_entries: u64,
+    pub udp_rx_datagrams: u64,
+    pub udp_tx_datagrams: u64,
+    pub udp_bad_checksum: u64,
+    pub udp_no_port: u64,
+    pub udp_rcvbuf_errors: u64,
+    /// Frames not sent: no buffer in the pool.
+    pub tx_no_buffer: u64,
+    /// Frames not sent: the NIC's tx queue stayed full.
+    pub tx_queue_full: u64,
+    /// Frames not sent: no route to the destination.
+    pub tx_no_route: u64,
+    /// Frames dropped waiting for a neighbor that never answered (or a full queue).
+    pub tx_unresolved: u64,
+}
+
+struct TcpSocket {
+    conn: Connection,
+    tuple: FourTuple,
+    timer: Option<TimerHandle>,
+    /// The listener this passive connection came from, until it is accepted.
+    listener: Option<SocketId>,
+    /// Counted in the listener's half-open total (SYN-RECEIVED, not a cookie).
+    half_open: bool,
+    /// The application holds it (connected, or accepted).
+    owned: bool,
+    /// The application closed it: free it once the connection is over.
+    app_closed: bool,
+    /// Readiness when last reported, to report every change exactly once.
+    reported: Readiness,
+}
+
+struct Listener {
+    local: (IpAddress, u16),
+    backlog: usize,
+    half_open: usize,
+    accept_queue: VecDeque<SocketId>,
+}
+
+struct Datagram {
+    from: (IpAddress, u16),
+    data: Vec<u8>,
+}
+
+struct UdpSocket {
+    local: (IpAddress, u16),
+    rx: VecDeque<Datagram>,
+    rx_bytes: usize,
+}
+
+enum Socket {
+    Tcp(Box<TcpSocket>),
+    Listener(Listener),
+    Udp(UdpSocket),
+}
+
+struct Slot {
+    gen: u32,
+    socket: Option<Socket>,
+    dirty: bool,
+    changed: bool,
+}
+
+struct TimeWaitEntry {
+    tw: TimeWait,
+    tuple: FourTuple,
+    timer: TimerHandle,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum TimerKey {
+    Socket(SocketId),
+    TimeWait(u32),
+}
+
+/// One stack instance on one NIC queue.
+pub struct Shard<N: Nic> {
+    nic: N,
+    mac: EthernetAddress,
+    ipv4: Option<Ipv4Address>,
+    ipv6: Option<Ipv6Address>,
+    ipv6_link_local: Ipv6Address,
+    cfg: ShardConfig,
+    now: u64,
+    routes: Routes,
+    neighbors: NeighborCache<N::Buf>,
+    slots: Vec<Slot>,
+    free_slots: Vec<u32>,
+    conns: ConnTable<SocketId>,
+    listeners: ListenTable<SocketId>,
+    udp_binds: ListenTable<SocketId>,
+    time_wait: Vec<Option<TimeWaitEntry>>,
+    free_time_wait: Vec<u32>,
+    time_wait_table: ConnTable<u32>,
+    timers: TimerWheel<TimerKey>,
+    ports: EphemeralPorts,
+    cookies: SynCookies,
+    dirty: Vec<SocketId>,
+    changed: Vec<SocketId>,
+    rx: Vec<N::Buf>,
+    tx: Vec<N::Buf>,
+    fired: Vec<TimerKey>,
+    solicit: Vec<IpAddress>,
+    scratch: Vec<u8>,
+    free_datagrams: Vec<Vec<u8>>,
+    link_stats: IfaceStats,
+    stats: ShardStats,
+}
+
+fn to_ip(a: IpAddr) -> IpAddress {
+    match a {
+        IpAddr::V4(v4) => IpAddress::V4(v4.into()),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddress::V4(v4.into()),
+            None => IpAddress::V6(v6.into()),
+        },
+    }
+}
+
+fn to_std(a: IpAddress) -> IpAddr {
+    match a {
+        IpAddress::V4(v4) => IpAddr::V4(v4.into()),
+        IpAddress::V6(v6) => IpAddr::V6(v6.into()),
+    }
+}
+
+fn is_unspecified(a: IpAddress) -> bool {
+    match a {
+        IpAddress::V4(v4) => v4.is_unspecified(),
+        IpAddress::V6(v6) => v6.is_unspecified(),
+    }
+}
+
+impl<N: Nic> Shard<N> {
+    pub fn new(nic: N, cfg: ShardConfig) -> Self {
+        let mac = EthernetAddress(cfg.mac.0);
+        let mut routes = Routes::new();
+        if let Some((a, p)) = cfg.ipv4 {
+            routes.add_subnet(IpAddress::V4(a.into()), p).expect("valid IPv4 subnet");
+            if let Some(gw) = cfg.gateway4 {
+                routes.set_gateway(IpAddress::V4(gw.into())).expect("IPv4 gateway on link");
+            }
+        }
+        if let Some((a, p)) = cfg.ipv6 {
+            routes.add_subnet(IpAddress::V6(a.into()), p).expect("valid IPv6 subnet");
+            if let Some(gw) = cfg.gateway6 {
+                routes.set_gateway(IpAddress::V6(gw.into())).expect("IPv6 gateway on link");
+            }
+        }
+        let key = |i: usize| -> [u8; 16] { cfg.secret[i..i + 16].try_into().unwrap() };
+        let seed = u128::from_le_bytes(key(0)) ^ 0x5eed;
+        let mut tcp_cfg = cfg.tcp;
+        // MSS from the MTU (the IPv4 value; IPv6 connections announce 20 bytes less, below).
+        tcp_cfg.mss = tcp_cfg.mss.min(nic_mss(&nic));
+        let cfg = ShardConfig { tcp: tcp_cfg, ..cfg };
+        Shard {
+            mac,
+            ipv4: cfg.ipv4.map(|(a, _)| a.into()),
+            ipv6: cfg.ipv6.map(|(a, _)| a.into()),
+            ipv6_link_local: Ipv6Address::link_local_from_ethernet(mac),
+            now: 0,
+            routes,
+            neighbors: NeighborCache::new(NeighborConfig::default()),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            conns: ConnTable::with_capacity(cfg.expected_connections, seed),
+            listeners: ListenTable::new(seed ^ 1),
+            udp_binds: ListenTable::new(seed ^ 2),
+            time_wait: Vec::new(),
+            free_time_wait: Vec::new(),
+            time_wait_table: ConnTable::new(seed ^ 3),
+            timers: TimerWheel::new(0),
+            ports: EphemeralPorts::new(crate::ports::DEFAULT_RANGE, key(16)),
+            cookies: SynCookies::new(key(8)),
+            dirty: Vec::new(),
+            changed: Vec::new(),
+            rx: Vec::with_capacity(RX_BURST),
+            tx: Vec::with_capacity(RX_BURST),
+            fired: Vec::new(),
+            solicit: Vec::new(),
+            scratch: vec![0; 65536],
+            free_datagrams: Vec::new(),
+            link_stats: IfaceStats::default(),
+            stats: ShardStats::default(),
+            nic,
+            cfg,
+        }
+    }
+
+    pub fn nic(&self) -> &N {
+        &self.nic
+    }
+
+    pub fn nic_mut(&mut self) -> &mut N {
+        &mut self.nic
+    }
+
+    /// Link-layer counters (ARP, NDP, ICMP, drops).
+    pub fn link_stats(&self) -> &IfaceStats {
+        &self.link_stats
+    }
+
+    /// TCP and UDP counters.
+    pub fn stats(&self) -> &ShardStats {
+        &self.stats
+    }
+
+    pub fn ipv6_link_local(&self) -> Ipv6Addr {
+        self.ipv6_link_local.into()
+    }
+
+    /// Sockets open (connections, listeners, UDP), TIME-WAIT entries not included.
+    pub fn socket_count(&self) -> usize {
+        self.slots.len() - self.free_slots.len()
+    }
+
+    /// Compact TIME-WAIT entries.
+    pub fn time_wait_count(&self) -> usize {
+        self.time_wait.len() - self.free_time_wait.len()
+    }
+
+    /// Timers armed (connections, TIME-WAIT entries).
+    pub fn timer_count(&self) -> usize {
+        self.timers.len()
+    }
+
+    /// Frames held waiting for a neighbor's address.
+    pub fn pending_frames(&self) -> usize {
+        self.neighbors.pending() + self.tx.len()
+    }
+
+    /// The earliest time `poll` has timer work to do.
+    pub fn next_deadline(&self) -> Option<u64> {
+        [self.timers.next_deadline(), self.neighbors.next_deadline()].into_iter().flatten().min()
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // The driver
+    // ------------------------------------------------------------------------------------------
+
+    /// Fires due timers, receives one burst, sends what became due. Returns the work done
+    /// (frames received + timers fired); 0 means idle.
+    pub fn poll(&mut self, now: u64) -> usize {
+        self.now = self.now.max(now);
+        let mut work = self.fire_timers();
+        let mut rx = std::mem::take(&mut self.rx);
+        let n = self.nic.rx_burst(&mut rx, RX_BURST);
+        self.link_stats.rx_frames += n as u64;
+        for buf in rx.drain(..) {
+            self.handle_frame(buf);
+        }
+        self.rx = rx;
+        work += n;
+        self.flush_dirty();
+        self.expire_neighbors();
+        self.transmit();
+        work
+    }
+
+    fn fire_timers(&mut self) -> usize {
+        let mut fired = std::mem::take(&mut self.fired);
+        self.timers.advance(self.now, |k| fired.push(k));
+        let n = fired.len();
+        for key in fired.drain(..) {
+            match key {
+                TimerKey::Socket(id) => {
+                    let now = self.now;
+                    if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+                        s.timer = None;
+                        s.conn.handle_timeout(now);
+                        self.mark_dirty(id);
+                    }
+                }
+                TimerKey::TimeWait(i) => {
+                    if let Some(e) = self.time_wait[i as usize].take() {
+                        self.time_wait_table.remove(&e.tuple);
+                        self.free_time_wait.push(i);
+                    }
+                }
+            }
+        }
+        self.fired = fired;
+        n
+    }
+
+    fn expire_neighbors(&mut self) {
+        let mut solicit = std::mem::take(&mut self.solicit);
+        let before = self.neighbors.stats().drop_unresolved;
+        self.neighbors.expire(self.now, |ip| solicit.push(ip));
+        self.stats.tx_unresolved += self.neighbors.stats().drop_unresolved - before;
+        for ip in solicit.drain(..) {
+            self.send_solicitation(ip, None);
+        }
+        self.solicit = solicit;
+    }
+
+    fn transmit(&mut self) {
+        if self.tx.is_empty() {
+            return;
+        }
+        let sent = self.nic.tx_burst(&mut self.tx);
+        self.link_stats.tx_frames += sent as u64;
+        if self.tx.len() > TX_BACKLOG {
+            let excess = self.tx.len() - TX_BACKLOG;
+            self.stats.tx_queue_full += excess as u64;
+            self.tx.truncate(TX_BACKLOG);
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Receive
+    // ------------------------------------------------------------------------------------------
+
+    fn handle_frame(&mut self, mut buf: N::Buf) {
+        // TCP and UDP to one of our addresses go up the stack; everything else is the link
+        // layer's (ARP, NDP, ICMP) and answered in place.
+        if let Some((src, dst, proto, start, end)) = self.transport(buf.data()) {
+            let seg = &buf.data()[start..end];
+            match proto {
+                IpProtocol::Tcp => self.tcp_input(src, dst, seg),
+                _ => self.udp_input(src, dst, seg),
+            }
+            return;
+        }
+        let mut learned = None;
+        let verdict = iface::handle_frame(
+            self.mac,
+            self.ipv4,
+            self.ipv6,
+            self.ipv6_link_local,
+            &mut self.link_stats,
+            buf.data_mut(),
+            &mut learned,
+        );
+        if let Some(l) = learned {
+            self.learn(l);
+        }
+        match verdict {
+            Verdict::Reply(len) => {
+                buf.set_len(len);
+                self.tx.push(buf);
+            }
+            Verdict::Drop(d) => self.link_stats.count_drop(d),
+        }
+    }
+
+    /// For a TCP or UDP packet to us: (source, destination, protocol, start and end of the
+    /// transport segment in the frame).
+    fn transport(&self, frame: &[u8]) -> Option<(IpAddress, IpAddress, IpProtocol, usize, usize)> {
+        let eth = EthernetFrame::new_checked(frame).ok()?;
+        if eth.dst_addr() != self.mac && !eth.dst_addr().is_multicast() {
+            return None;
+        }
+        match eth.ethertype() {
+            EtherType::Ipv4 => {
+                let ours = self.ipv4?;
+                let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+                if ip.dst_addr() != ours || ip.is_fragment() {
+                    return None;
+                }
+                let proto = ip.next_header();
+                if proto != IpProtocol::Tcp && proto != IpProtocol::Udp {
+                    return None;
+                }
+                // The header checksum: a bad one goes to the link layer, which counts it.
+                Ipv4Repr::parse(&ip, true).ok()?;
+                let start = ETH + ip.header_len() as usize;
+                Some((IpAddress::V4(ip.src_addr()), IpAddress::V4(ours), proto, start, ETH + ip.total_len() as usize))
+            }
+            EtherType::Ipv6 => {
+                let ours = self.ipv6?;
+                let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
+                let dst = ip.dst_addr();
+                if dst != ours && dst != self.ipv6_link_local {
+                    return None;
+                }
+                let repr = Ipv6Repr::parse(&ip).ok()?;
+                let Ipv6UpperLayer::Protocol { protocol, offset } = ip.upper_layer().ok()? else { return None };
+                if protocol != IpProtocol::Tcp && protocol != IpProtocol::Udp {
+                    return None;
+                }
+                let start = ETH + wire::ipv6::HEADER_LEN + offset;
+                let end = ETH + wire::ipv6::HEADER_LEN + repr.payload_len;
+                (start <= end).then_some((IpAddress::V6(repr.src_addr), IpAddress::V6(dst), protocol, start, end))
+            }
+            _ => None,
+        }
+    }
+
+    fn learn(&mut self, l: Learned) {
+        let mut ready = Vec::new();
+        if l.answer {
+            ready.extend(self.neighbors.fill(l.ip, l.mac, self.now));
+        } else {
+            ready.extend(self.neighbors.learn(l.ip, l.mac, self.now));
+        }
+        for mut frame in ready {
+            EthernetFrame::new_unchecked(frame.data_mut()).set_dst_addr(l.mac);
+            self.tx.push(frame);
+        }
+    }
+
+    fn tcp_input(&mut self, src: IpAddress, dst: IpAddress, seg: &[u8]) {
+        let Ok(packet) = TcpPacket::new_checked(seg) else {
+            self.stats.tcp_malformed += 1;
+            return;
+        };
+        let repr = match TcpRepr::parse(&packet, &src, &dst, true) {
+            Ok(r) => r,
+            Err(wire::Error::Checksum) => {
+                self.stats.tcp_bad_checksum += 1;
+                return;
+            }
+            Err(_) => {
+                self.stats.tcp_malformed += 1;
+                return;
+            }
+        };
+        self.stats.tcp_rx_segments += 1;
+        let payload = &seg[packet.header_len() as usize..][..repr.payload_len];
+        let tuple = FourTuple::new((dst, repr.dst_port), (src, repr.src_port));
+
+        if let Some(&id) = self.conns.get(&tuple) {
+            let now = self.now;
+            if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+                s.conn.handle_segment(now, &repr, payload);
+                self.mark_dirty(id);
+            }
+            return;
+        }
+        let mut reopen_iss = None;
+        if let Some(&i) = self.time_wait_table.get(&tuple) {
+            let entry = self.time_wait[i as usize].as_mut().expect("TIME-WAIT table points at a live entry");
+            match entry.tw.handle_segment(self.now, &repr) {
+                TimeWaitAction::Ack(ack) => return self.send_tcp(&tuple, &ack, &[]),
+                TimeWaitAction::Ignore => return,
+                TimeWaitAction::Reopen => {
+                    reopen_iss = Some(entry.tw.next_iss());
+                    self.free_time_wait_entry(i);
+                }
+            }
+        }
+        let is_syn = repr.flags.contains(TcpFlags::SYN) && repr.ack_number.is_none();
+        let is_ack =
+            repr.ack_number.is_some() && !repr.flags.contains(TcpFlags::SYN) && !repr.flags.contains(TcpFlags::RST);
+        if let Some(&lid) = self.listeners.lookup((dst, repr.dst_port)) {
+            if is_syn {
+                return self.syn_to_listener(lid, tuple, &repr, reopen_iss);
+            }
+            if is_ack && self.cookie_ack(lid, tuple, &repr, payload) {
+                return;
+            }
+        }
+        if let Some(rst) = tcp::rst_for_unmatched(&repr, payload.len()) {
+            self.stats.tcp_rst_sent += 1;
+            self.send_tcp(&tuple, &rst, &[]);
+        }
+    }
+
+    fn syn_to_listener(&mut self, lid: SocketId, tuple: FourTuple, syn: &TcpRepr, iss: Option<u32>) {
+        let syn_backlog = self.cfg.syn_backlog;
+        let cfg = self.conn_config(&tuple);
+        let Some(Socket::Listener(l)) = self.socket_mut(lid) else { return };
+        if l.accept_queue.len() >= l.backlog {
+            self.stats.tcp_listen_overflows += 1;
+            return;
+        }
+        if l.half_open >= syn_backlog {
+            // SYN flood (or just a burst): answer statelessly. The cookie keeps the MSS; the
+            // other options are not offered, so the SYN-ACK promises nothing we cannot keep.
+            let (isn, mss) = self.cookies.encode(&tuple, syn.seq_number, syn.max_seg_size.unwrap_or(536), self.now);
+            let stripped =
+                TcpRepr { max_seg_size: Some(mss), window_scale: None, sack_permitted: false, timestamp: None, ..*syn };
+            let mut c = Connection::accept(&cfg, &stripped, isn, self.now);
+            if let Some(synack) = c.poll_transmit(self.now, &mut []) {
+                self.stats.tcp_syncookies_sent += 1;
+                self.send_tcp(&tuple, &synack, &[]);
+            }
+            return;
+        }
+        l.half_open += 1;
+        let iss = iss.unwrap_or_else(|| self.iss(&tuple));
+        let conn = Connection::accept(&cfg, syn, iss, self.now);
+        self.stats.tcp_passive_opens += 1;
+        let id = self.alloc(Socket::Tcp(Box::new(TcpSocket {
+            conn,
+            tuple,
+            timer: None,
+            listener: Some(lid),
+            half_open: true,
+            owned: false,
+            app_closed: false,
+            reported: Readiness::default(),
+        })));
+        self.conns.insert(tuple, id);
+        self.mark_dirty(id);
+    }
+
+    /// An ACK at a listener with no connection: the third step of a SYN-cookie handshake?
+    fn cookie_ack(&mut self, lid: SocketId, tuple: FourTuple, ack: &TcpRepr, payload: &[u8]) -> bool {
+        let Some(ack_number) = ack.ack_number else { return false };
+        let tsecr = ack.timestamp.map(|(_, ecr)| ecr);
+        let Some(info) =
+            self.cookies.check(&tuple, ack_number.wrapping_sub(1), ack.seq_number.wrapping_sub(1), tsecr, self.now)
+        else {
+            self.stats.tcp_syncookies_failed += 1;
+            return false;
+        };
+        match self.socket(lid) {
+            Some(Socket::Listener(l)) if l.accept_queue.len() < l.backlog => {}
+            _ => {
+                self.stats.tcp_listen_overflows += 1;
+                return true;
+            }
+        }
+        self.stats.tcp_syncookies_ok += 1;
+        self.stats.tcp_passive_opens += 1;
+        let cfg = self.conn_config(&tuple);
+        let opts = CookieOptions { mss: info.mss, window_scale: None, sack_permitted: false, timestamps: false };
+        let mut conn = Connection::from_cookie(&cfg, ack, opts, self.now);
+        if !payload.is_empty() || ack.flags.contains(TcpFlags::FIN) {
+            conn.handle_segment(self.now, ack, payload);
+        }
+        let id = self.alloc(Socket::Tcp(Box::new(TcpSocket {
+            conn,
+            tuple,
+            timer: None,
+            listener: Some(lid),
+            half_open: false,
+            owned: false,
+            app_closed: false,
+            reported: Readiness::default(),
+        })));
+        self.conns.insert(tuple, id);
+        self.mark_dirty(id);
+        true
+    }
+
+    fn udp_input(&mut self, src: IpAddress, dst: IpAddress, seg: &[u8]) {
+        let Ok(packet) = UdpPacket::new_checked(seg) else {
+            self.stats.udp_bad_checksum += 1;
+            return;
+        };
+        let Ok(repr) = UdpRepr::parse(&packet, &src, &dst, true) else {
+            self.stats.udp_bad_checksum += 1;
+            return;
+        };
+        self.stats.udp_rx_datagrams += 1;
+        let Some(&id) = self.udp_binds.lookup((dst, repr.dst_port)) else {
+            self.stats.udp_no_port += 1;
+            return;
+        };
+        let payload = packet.payload();
+        let limit = self.cfg.udp_rcvbuf;
+        let mut data = self.free_datagrams.pop().unwrap_or_default();
+        let Some(Socket::Udp(u)) = self.socket_mut(id) else { return };
+        if u.rx_bytes + payload.len() > limit {
+            self.stats.udp_rcvbuf_errors += 1;
+            self.free_datagrams.push(data);
+            return;
+        }
+        data.clear();
+        data.extend_from_slice(payload);
+        u.rx_bytes += payload.len();
+        u.rx.push_back(Datagram { from: (src, repr.src_port), data });
+        self.mark_changed(id);
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Connections: transmit, events, timers, freeing
+    // ------------------------------------------------------------------------------------------
+
+    fn flush_dirty(&mut self) {
+        // Handling one socket can dirty others (a listener), so loop until quiet.
+        while !self.dirty.is_empty() {
+            let mut dirty = std::mem::take(&mut self.dirty);
+            for id in dirty.drain(..) {
+                if let Some(slot) = self.slots.get_mut(id.index as usize) {
+                    if slot.gen == id.gen {
+                        slot.dirty = false;
+                    }
+                }
+                self.service(id);
+            }
+            if self.dirty.is_empty() {
+                self.dirty = dirty;
+            }
+        }
+    }
+
+    /// Sends what the connection has, handles its events, re-arms its timer, frees it when done.
+    fn service(&mut self, id: SocketId) {
+        let now = self.now;
+        let mut scratch = std::mem::take(&mut self.scratch);
+        loop {
+            let Some(Socket::Tcp(s)) = self.socket_mut(id) else { break };
+            let Some(repr) = s.conn.poll_transmit(now, &mut scratch) else { break };
+            let tuple = s.tuple;
+            self.send_tcp(&tuple, &repr, &scratch[..repr.payload_len]);
+        }
+        self.scratch = scratch;
+        while let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+            let Some(ev) = s.conn.poll_event() else { break };
+            self.tcp_event(id, ev);
+        }
+        // Events say what happened; readiness is what the application waits on. Report every
+        // change of it (an ACK that frees send space is not always an event of the connection).
+        let now_ready = self.readiness(id);
+        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+            let owned = s.owned;
+            if std::mem::replace(&mut s.reported, now_ready) != now_ready && owned {
+                self.mark_changed(id);
+            }
+        }
+        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+            let deadline = s.conn.poll_timeout();
+            let timer = s.timer;
+            let new = match (deadline, timer) {
+                (Some(d), Some(h)) if self.timers.reschedule(h, d) => Some(h),
+                (Some(d), _) => Some(self.timers.insert(d, TimerKey::Socket(id))),
+                (None, Some(h)) => {
+                    self.timers.cancel(h);
+                    None
+                }
+                (None, None) => None,
+            };
+            if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+                s.timer = new;
+            }
+        }
+    }
+
+    fn tcp_event(&mut self, id: SocketId, ev: TcpEvent) {
+        let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
+        match ev {
+            TcpEvent::Connected => {
+                if let Some(lid) = s.listener {
+                    let counted = std::mem::replace(&mut s.half_open, false);
+                    let queued = match self.socket_mut(lid) {
+                        Some(Socket::Listener(l)) => {
+                            if counted {
+                                l.half_open -= 1;
+                            }
+                            l.accept_queue.push_back(id);
+                            true
+                        }
+                        _ => false,
+                    };
+                    if queued {
+                        self.mark_changed(lid);
+                    } else {
+                        // The listener went away during the handshake.
+                        self.abort_and_free(id);
+                    }
+                } else {
+                    self.mark_changed(id);
+                }
+            }
+            TcpEvent::Readable | TcpEvent::Writable | TcpEvent::ReadClosed => self.mark_changed(id),
+            TcpEvent::Reset | TcpEvent::TimedOut | TcpEvent::Closed => {
+                if s.owned && !s.app_closed {
+                    self.mark_changed(id);
+                } else {
+                    self.free_tcp(id);
+                }
+            }
+            TcpEvent::TimeWait => {
+                if s.owned && !s.app_closed {
+                    self.mark_changed(id);
+                } else {
+                    self.enter_time_wait(id);
+                }
+            }
+        }
+    }
+
+    fn enter_time_wait(&mut self, id: SocketId) {
+        let Some(Socket::Tcp(s)) = self.socket(id) else { return };
+        if s.conn.state() != TcpState::TimeWait {
+            return;
+        }
+        let tw = TimeWait::from(&s.conn);
+        let tuple = s.tuple;
+        self.free_tcp(id);
+        let index = match self.free_time_wait.pop() {
+            Some(i) => i,
+            None => {
+                self.time_wait.push(None);
+                (self.time_wait.len() - 1) as u32
+            }
+        };
+        let timer = self.timers.insert(tw.deadline(), TimerKey::TimeWait(index));
+        self.time_wait[index as usize] = Some(TimeWaitEntry { tw, tuple, timer });
+        self.time_wait_table.insert(tuple, index);
+        self.stats.tcp_time_wait_entries += 1;
+    }
+
+    fn free_time_wait_entry(&mut self, i: u32) {
+        if let Some(e) = self.time_wait[i as usize].take() {
+            self.timers.cancel(e.timer);
+            self.time_wait_table.remove(&e.tuple);
+            self.free_time_wait.push(i);
+        }
+    }
+
+    fn abort_and_free(&mut self, id: SocketId) {
+        let now = self.now;
+        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+            s.conn.abort();
+            let tuple = s.tuple;
+            let mut scratch = std::mem::take(&mut self.scratch);
+            while let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+                let Some(r) = s.conn.poll_transmit(now, &mut scratch) else { break };
+                self.send_tcp(&tuple, &r, &scratch[..r.payload_len]);
+            }
+            self.scratch = scratch;
+        }
+        self.free_tcp(id);
+    }
+
+    /// Removes a TCP socket from the demux table, the timer wheel, its listener, and the slab.
+    fn free_tcp(&mut self, id: SocketId) {
+        let Some(Socket::Tcp(s)) = self.take_socket(id) else { return };
+        if self.conns.get(&s.tuple) == Some(&id) {
+            self.conns.remove(&s.tuple);
+        }
+        if let Some(h) = s.timer {
+            self.timers.cancel(h);
+        }
+        if let Some(lid) = s.listener {
+            if let Some(Socket::Listener(l)) = self.socket_mut(lid) {
+                if s.half_open {
+                    l.half_open -= 1;
+                }
+                l.accept_queue.retain(|&c| c != id);
+            }
+        }
+    }
+
+    fn iss(&self, tuple: &FourTuple) -> u32 {
+        // RFC 6528: a keyed hash of the 4-tuple plus a 4 µs clock.
+        let key: [u8; 16] = self.cfg.secret[16..32].try_into().unwrap();
+        (siphash24(&key, &tuple_bytes(tuple)) as u32).wrapping_add((self.now / 4_000) as u32)
+    }
+
+    /// The per-connection TCP settings: the MSS of the family, a timestamp offset hashed from
+    /// the addresses (so values between two hosts keep growing across connections).
+    fn conn_config(&self, tuple: &FourTuple) -> tcp::Config {
+        let mut cfg = self.cfg.tcp;
+        if !tuple.is_ipv4() {
+            cfg.mss = cfg.mss.saturating_sub(20);
+        }
+        let key: [u8; 16] = self.cfg.secret[0..16].try_into().unwrap();
+        let mut addrs = [0u8; 32];
+        addrs[..16].copy_from_slice(tuple.local_addr_bytes());
+        addrs[16..].copy_from_slice(tuple.remote_addr_bytes());
+        cfg.ts_offset = siphash24(&key, &addrs) as u32;
+        cfg
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Transmit
+    // ------------------------------------------------------------------------------------------
+
+    fn send_tcp(&mut self, tuple: &FourTuple, repr: &TcpRepr, payload: &[u8]) {
+        let (src, _) = tuple.local();
+        let (dst, _) = tuple.remote();
+        let len = repr.buffer_len();
+        let Some((mut buf, l4)) = self.ip_frame(src, dst, IpProtocol::Tcp, len) else { return };
+        repr.emit(&mut TcpPacket::new_unchecked(&mut buf.data_mut()[l4..]), &src, &dst, payload, true);
+        self.stats.tcp_tx_segments += 1;
+        self.route_out(buf, dst);
+    }
+
+    /// A frame with Ethernet and IP headers for `l4_len` bytes of transport, and the offset of
+    /// the transport header. The Ethernet destination is filled by `route_out`.
+    fn ip_frame(
+        &mut self,
+        src: IpAddress,
+        dst: IpAddress,
+        proto: IpProtocol,
+        l4_len: usize,
+    ) -> Option<(N::Buf, usize)> {
+        let Some(mut buf) = self.nic.alloc() else {
+            self.stats.tx_no_buffer += 1;
+            return None;
+        };
+        let (ethertype, ip_len) = match dst {
+            IpAddress::V4(_) => (EtherType::Ipv4, wire::ipv4::HEADER_LEN),
+            IpAddress::V6(_) => (EtherType::Ipv6, wire::ipv6::HEADER_LEN),
+        };
+        let total = ETH + ip_len + l4_len;
+        if total > buf.capacity() {
+            self.stats.tx_no_buffer += 1;
+            return None;
+        }
+        buf.set_len(total);
+        let data = buf.data_mut();
+        EthernetRepr { src_addr: self.mac, dst_addr: EthernetAddress([0; 6]), ethertype }
+            .emit(&mut EthernetFrame::new_unchecked(&mut data[..]));
+        match (src, dst) {
+            (IpAddress::V4(s), IpAddress::V4(d)) => {
+                let ip = Ipv4Repr { src_addr: s, dst_addr: d, next_header: proto, payload_len: l4_len, hop_limit: TTL };
+                ip.emit(&mut Ipv4Packet::new_unchecked(&mut data[ETH..ETH + ip_len]), true);
+            }
+            (IpAddress::V6(s), IpAddress::V6(d)) => {
+                let ip = Ipv6Repr { src_addr: s, dst_addr: d, next_header: proto, payload_len: l4_len, hop_limit: TTL };
+                ip.emit(&mut Ipv6Packet::new_unchecked(&mut data[ETH..ETH + ip_len]));
+            }
+            _ => unreachable!("a 4-tuple never mixes families"),
+        }
+        Some((buf, ETH + ip_len))
+    }
+
+    /// Fills the Ethernet destination from the neighbor cache and queues the frame, or parks it
+    /// until the neighbor answers.
+    fn route_out(&mut self, mut buf: N::Buf, dst: IpAddress) {
+        let Some(hop) = self.routes.next_hop(dst) else {
+            self.stats.tx_no_route += 1;
+            return;
+        };
+        if let Some(mac) = multicast_mac(hop) {
+            EthernetFrame::new_unchecked(buf.data_mut()).set_dst_addr(mac);
+            self.tx.push(buf);
+            return;
+        }
+        match self.neighbors.lookup(hop, self.now) {
+            Lookup::Hit { mac, send_request } => {
+                EthernetFrame::new_unchecked(buf.data_mut()).set_dst_addr(mac);
+                self.tx.push(buf);
+                if send_request {
+                    self.send_solicitation(hop, Some(mac));
+                }
+            }
+            Lookup::Miss { send_request } => {
+                if self.neighbors.enqueue(hop, buf).is_err() {
+                    self.stats.tx_unresolved += 1;
+                }
+                if send_request {
+                    self.send_solicitation(hop, None);
+                }
+            }
+        }
+    }
+
+    /// An ARP request or an IPv6 neighbor solicitation for `ip`; unicast to `known` when
+    /// re-confirming a stale entry.
+    fn send_solicitation(&mut self, ip: IpAddress, known: Option<EthernetAddress>) {
+        let Some(mut buf) = self.nic.alloc() else {
+            self.stats.tx_no_buffer += 1;
+            return;
+        };
+        match ip {
+            IpAddress::V4(target) => {
+                let Some(ours) = self.ipv4 else { return };
+                let arp = ArpRepr::EthernetIpv4 {
+                    operation: ArpOperation::Request,
+                    source_hardware_addr: self.mac,
+                    source_protocol_addr: ours,
+                    target_hardware_addr: EthernetAddress([0; 6]),
+                    target_protocol_addr: target,
+                };
+                buf.set_len(ETH + arp.buffer_len());
+                let data = buf.data_mut();
+                EthernetRepr {
+                    src_addr: self.mac,
+                    dst_addr: known.unwrap_or(EthernetAddress::BROADCAST),
+                    ethertype: EtherType::Arp,
+                }
+                .emit(&mut EthernetFrame::new_unchecked(&mut data[..]));
+                arp.emit(&mut ArpPacket::new_unchecked(&mut data[ETH..]));
+            }
+            IpAddress::V6(target) => {
+                let src = if target.is_link_local() {
+                    self.ipv6_link_local
+                } else {
+                    self.ipv6.unwrap_or(self.ipv6_link_local)
+                };
+                let dst = if known.is_some() { target } else { target.solicited_node() };
+                let ns = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { target_addr: target, lladdr: Some(self.mac) });
+                let len = ns.buffer_len();
+                buf.set_len(ETH + wire::ipv6::HEADER_LEN + len);
+                let data = buf.data_mut();
+                EthernetRepr {
+                    src_addr: self.mac,
+                    dst_addr: known.unwrap_or_else(|| dst.multicast_ethernet()),
+                    ethertype: EtherType::Ipv6,
+                }
+                .emit(&mut EthernetFrame::new_unchecked(&mut data[..]));
+                let ip = Ipv6Repr {
+                    src_addr: src,
+                    dst_addr: dst,
+                    next_header: IpProtocol::Icmpv6,
+                    payload_len: len,
+                    hop_limit: 255,
+                };
+                ip.emit(&mut Ipv6Packet::new_unchecked(&mut data[ETH..ETH + wire::ipv6::HEADER_LEN]));
+                ns.emit(&mut Icmpv6Packet::new_unchecked(&mut data[ETH + wire::ipv6::HEADER_LEN..]), &src, &dst, true);
+            }
+        }
+        self.tx.push(buf);
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Socket slab
+    // ------------------------------------------------------------------------------------------
+
+    fn alloc(&mut self, socket: Socket) -> SocketId {
+        match self.free_slots.pop() {
+            Some(index) => {
+                let slot = &mut self.slots[index as usize];
+                slot.socket = Some(socket);
+                SocketId { index, gen: slot.gen }
+            }
+            None => {
+                self.slots.push(Slot { gen: 0, socket: Some(socket), dirty: false, changed: false });
+                SocketId { index: (self.slots.len() - 1) as u32, gen: 0 }
+            }
+        }
+    }
+
+    fn take_socket(&mut self, id: SocketId) -> Option<Socket> {
+        let slot = self.slots.get_mut(id.index as usize)?;
+        if slot.gen != id.gen || slot.socket.is_none() {
+            return None;
+        }
+        slot.gen = slot.gen.wrapping_add(1);
+        slot.dirty = false;
+        slot.changed = false;
+        self.free_slots.push(id.index);
+        slot.socket.take()
+    }
+
+    fn socket(&self, id: SocketId) -> Option<&Socket> {
+        self.slots.get(id.index as usize).filter(|s| s.gen == id.gen).and_then(|s| s.socket.as_ref())
+    }
+
+    fn socket_mut(&mut self, id: SocketId) -> Option<&mut Socket> {
+        self.slots.get_mut(id.index as usize).filter(|s| s.gen == id.gen).and_then(|s| s.socket.as_mut())
+    }
+
+    fn mark_dirty(&mut self, id: SocketId) {
+        if let Some(slot) = self.slots.get_mut(id.index as usize) {
+            if slot.gen == id.gen && !slot.dirty {
+                slot.dirty = true;
+                self.dirty.push(id);
+            }
+        }
+    }
+
+    fn mark_changed(&mut self, id: SocketId) {
+        if let Some(slot) = self.slots.get_mut(id.index as usize) {
+            if slot.gen == id.gen && !slot.changed {
+                slot.changed = true;
+                self.changed.push(id);
+            }
+        }
+    }
+
+    fn tcp(&mut self, id: SocketId) -> Result<&mut TcpSocket, Errno> {
+        match self.socket_mut(id) {
+            Some(Socket::Tcp(s)) => Ok(s),
+            Some(_) => Err(Errno::EOPNOTSUPP),
+            None => Err(Errno::EBADF),
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // The socket API
+    // ------------------------------------------------------------------------------------------
+
+    /// Sockets whose readiness may have changed since the last call (each once).
+    pub fn take_changed(&mut self, out: &mut Vec<SocketId>) {
+        for id in self.changed.drain(..) {
+            if let Some(slot) = self.slots.get_mut(id.index as usize) {
+                if slot.gen == id.gen {
+                    slot.changed = false;
+                    out.push(id);
+                }
+            }
+        }
+    }
+
+    fn local_address(&self, family_v6: bool) -> Result<IpAddress, Errno> {
+        if family_v6 {
+            self.ipv6.map(IpAddress::V6).ok_or(Errno::EADDRNOTAVAIL)
+        } else {
+            self.ipv4.map(IpAddress::V4).ok_or(Errno::EADDRNOTAVAIL)
+        }
+    }
+
+    fn check_local(&self, addr: IpAddress) -> Result<(), Errno> {
+        let ours = match addr {
+            IpAddress::V4(a) => Some(a) == self.ipv4,
+            IpAddress::V6(a) => Some(a) == self.ipv6 || a == self.ipv6_link_local,
+        };
+        if ours || is_unspecified(addr) {
+            Ok(())
+        } else {
+            Err(Errno::EADDRNOTAVAIL)
+        }
+    }
+
+    /// A TCP listener on `local` (the unspecified address listens on every address of its
+    /// family; `[::]` also takes IPv4). Port 0 picks an ephemeral port.
+    pub fn tcp_listen(&mut self, local: SocketAddr, backlog: usize) -> Result<SocketId, Errno> {
+        let addr = to_ip(local.ip());
+        self.check_local(addr)?;
+        let v6only = false;
+        let port = if local.port() == 0 {
+            let listeners = &self.listeners;
+            self.ports
+                .allocate(addr, (addr, 0), |p| listeners.get((addr, p)).is_none())
+                .map_err(|_| Errno::EADDRINUSE)?
+        } else {
+            local.port()
+        };
+        if self.listeners.get((addr, port)).is_some() {
+            return Err(Errno::EADDRINUSE);
+        }
+        let id = self.alloc(Socket::Listener(Listener {
+            local: (addr, port),
+            backlog: backlog.max(1),
+            half_open: 0,
+            accept_queue: VecDeque::new(),
+        }));
+        if self.listeners.insert((addr, port), v6only, id).is_err() {
+            self.take_socket(id);
+            return Err(Errno::EADDRINUSE);
+        }
+        Ok(id)
+    }
+
+    /// The local address a listener or connection is bound to.
+    pub fn local_addr(&self, id: SocketId) -> Result<SocketAddr, Errno> {
+        match self.socket(id) {
+            Some(Socket::Listener(l)) => Ok(SocketAddr::new(to_std(l.local.0), l.local.1)),
+            Some(Socket::Tcp(s)) => {
+                let (a, p) = s.tuple.local();
+                Ok(SocketAddr::new(to_std(a), p))
+            }
+            Some(Socket::Udp(u)) => Ok(SocketAddr::new(to_std(u.local.0), u.local.1)),
+            None => Err(Errno::EBADF),
+        }
+    }
+
+    /// The peer of a connection.
+    pub fn peer_addr(&self, id: SocketId) -> Result<SocketAddr, Errno> {
+        match self.socket(id) {
+            Some(Socket::Tcp(s)) => {
+                let (a, p) = s.tuple.remote();
+                Ok(SocketAddr::new(to_std(a), p))
+            }
+            Some(_) => Err(Errno::ENOTCONN),
+            None => Err(Errno::EBADF),
+        }
+    }
+
+    /// The next established connection of a listener (EAGAIN when none).
+    pub fn tcp_accept(&mut self, listener: SocketId) -> Result<(SocketId, SocketAddr), Errno> {
+        let id = match self.socket_mut(listener) {
+            Some(Socket::Listener(l)) => l.accept_queue.pop_front().ok_or(Errno::EAGAIN)?,
+            Some(_) => return Err(Errno::EINVAL),
+            None => return Err(Errno::EBADF),
+        };
+        let s = self.tcp(id)?;
+        s.listener = None;
+        s.owned = true;
+        let (a, p) = s.tuple.remote();
+        // Data or a FIN may have arrived before the accept: report it.
+        if s.conn.is_readable() || s.conn.error().is_some() {
+            self.mark_changed(id);
+        }
+        Ok((id, SocketAddr::new(to_std(a), p)))
+    }
+
+    /// Starts an active open to `remote` from an ephemeral port (non-blocking: the socket
+    /// becomes writable when connected, or reports the error).
+    pub fn tcp_connect(&mut self, remote: SocketAddr) -> Result<SocketId, Errno> {
+        let dst = to_ip(remote.ip());
+        let src = self.local_address(matches!(dst, IpAddress::V6(_)))?;
+        if self.routes.next_hop(dst).is_none() {
+            return Err(Errno::ENETUNREACH);
+        }
+        let conns = &self.conns;
+        let time_wait = &self.time_wait_table;
+        let port = self
+            .ports
+            .allocate(src, (dst, remote.port()), |p| {
+                let t = FourTuple::new((src, p), (dst, remote.port()));
+                !conns.contains_key(&t) && !time_wait.contains_key(&t)
+            })
+            .map_err(|_| Errno::EADDRNOTAVAIL)?;
+        let tuple = FourTuple::new((src, port), (dst, remote.port()));
+        let cfg = self.conn_config(&tuple);
+        let iss = self.iss(&tuple);
+        let conn = Connection::connect(&cfg, port, remote.port(), iss, self.now);
+        self.stats.tcp_active_opens += 1;
+        let id = self.alloc(Socket::Tcp(Box::new(TcpSocket {
+            conn,
+            tuple,
+            timer: None,
+            listener: None,
+            half_open: false,
+            owned: true,
+            app_closed: false,
+            reported: Readiness::default(),
+        })));
+        self.conns.insert(tuple, id);
+        self.mark_dirty(id);
+        Ok(id)
+    }
+
+    pub fn tcp_send(&mut self, id: SocketId, data: &[u8]) -> Result<usize, Errno> {
+        let s = self.tcp(id)?;
+        let n = s.conn.send(data)?;
+        self.mark_dirty(id);
+        Ok(n)
+    }
+
+    /// Reads in-order data; `Ok(0)` is the end of the stream.
+    pub fn tcp_recv(&mut self, id: SocketId, buf: &mut [u8]) -> Result<usize, Errno> {
+        let s = self.tcp(id)?;
+        let n = s.conn.recv(buf)?;
+        // Reading may open the window: let the connection send an update.
+        self.mark_dirty(id);
+        Ok(n)
+    }
+
+    /// Bytes that `tcp_send` would take now.
+    pub fn tcp_send_space(&mut self, id: SocketId) -> Result<usize, Errno> {
+        Ok(self.tcp(id)?.conn.send_space())
+    }
+
+    /// Bytes waiting to be read (FIONREAD).
+    pub fn tcp_recv_available(&mut self, id: SocketId) -> Result<usize, Errno> {
+        Ok(self.tcp(id)?.conn.recv_available())
+    }
+
+    pub fn tcp_shutdown_write(&mut self, id: SocketId) -> Result<(), Errno> {
+        self.tcp(id)?.conn.shutdown_write()?;
+        self.mark_dirty(id);
+        Ok(())
+    }
+
+    pub fn tcp_set_nodelay(&mut self, id: SocketId, nodelay: bool) -> Result<(), Errno> {
+        self.tcp(id)?.conn.set_nodelay(nodelay);
+        self.mark_dirty(id);
+        Ok(())
+    }
+
+    pub fn tcp_info(&mut self, id: SocketId) -> Result<tcp::Info, Errno> {
+        Ok(self.tcp(id)?.conn.info())
+    }
+
+    pub fn tcp_state(&self, id: SocketId) -> Result<TcpState, Errno> {
+        match self.socket(id) {
+            Some(Socket::Tcp(s)) => Ok(s.conn.state()),
+            Some(_) => Err(Errno::EOPNOTSUPP),
+            None => Err(Errno::EBADF),
+        }
+    }
+
+    /// SO_ERROR: the pending error, consumed.
+    pub fn take_error(&mut self, id: SocketId) -> Result<Option<Errno>, Errno> {
+        Ok(self.tcp(id)?.conn.take_error().map(Errno::from))
+    }
+
+    /// Closes a socket: a connection finishes gracefully (its data is still delivered, then a
+    /// FIN) and is freed when done; a listener resets the connections nobody accepted.
+    pub fn close(&mut self, id: SocketId) -> Result<(), Errno> {
+        let now = self.now;
+        match self.socket_mut(id) {
+            None => Err(Errno::EBADF),
+            Some(Socket::Tcp(s)) => {
+                s.app_closed = true;
+                s.conn.close(now);
+                self.mark_dirty(id);
+                Ok(())
+            }
+            Some(Socket::Listener(l)) => {
+                let local = l.local;
+                let pending: Vec<SocketId> = l.accept_queue.drain(..).collect();
+                self.listeners.remove(local);
+                for c in pending {
+                    self.abort_and_free(c);
+                }
+                // Half-open children die with their listener (their ACK would find no one).
+                self.take_socket(id);
+                Ok(())
+            }
+            Some(Socket::Udp(u)) => {
+                let local = u.local;
+                self.udp_binds.remove(local);
+                if let Some(Socket::Udp(u)) = self.take_socket(id) {
+                    self.free_datagrams.extend(u.rx.into_iter().map(|d| d.data));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Resets a connection at once (SO_LINGER with a zero timeout).
+    pub fn abort(&mut self, id: SocketId) -> Result<(), Errno> {
+        self.tcp(id)?;
+        self.abort_and_free(id);
+        Ok(())
+    }
+
+    /// What `id` is ready for now.
+    pub fn readiness(&self, id: SocketId) -> Readiness {
+        match self.socket(id) {
+            None => Readiness { error: true, hangup: true, ..Readiness::default() },
+            Some(Socket::Listener(l)) => Readiness { readable: !l.accept_queue.is_empty(), ..Readiness::default() },
+            Some(Socket::Udp(u)) => Readiness { readable: !u.rx.is_empty(), writable: true, ..Readiness::default() },
+            Some(Socket::Tcp(s)) => {
+                let state = s.conn.state();
+                let read_closed = matches!(
+                    state,
+                    TcpState::CloseWait | TcpState::LastAck | TcpState::Closing | TcpState::TimeWait | TcpState::Closed
+                );
+                Readiness {
+                    readable: s.conn.is_readable(),
+                    writable: s.conn.is_writable() && state != TcpState::SynSent && state != TcpState::SynReceived,
+                    read_closed,
+                    hangup: state == TcpState::Closed || state == TcpState::TimeWait,
+                    error: s.conn.error().is_some(),
+                }
+            }
+        }
+    }
+
+    /// A UDP socket bound to `local` (port 0: an ephemeral port).
+    pub fn udp_bind(&mut self, local: SocketAddr) -> Result<SocketId, Errno> {
+        let addr = to_ip(local.ip());
+        self.check_local(addr)?;
+        let port = if local.port() == 0 {
+            let binds = &self.udp_binds;
+            self.ports.allocate(addr, (addr, 0), |p| binds.get((addr, p)).is_none()).map_err(|_| Errno::EADDRINUSE)?
+        } else {
+            local.port()
+        };
+        let id = self.alloc(Socket::Udp(UdpSocket { local: (addr, port), rx: VecDeque::new(), rx_bytes: 0 }));
+        if self.udp_binds.insert((addr, port), false, id).is_err() {
+            self.take_socket(id);
+            return Err(Errno::EADDRINUSE);
+        }
+        Ok(id)
+    }
+
+    /// One datagram and its sender; EAGAIN when none. A datagram longer than `buf` is cut
+    /// (MSG_TRUNC semantics: the full length is returned).
+    pub fn udp_recv_from(&mut self, id: SocketId, buf: &mut [u8]) -> Result<(usize, SocketAddr), Errno> {
+        let d = match self.socket_mut(id) {
+            Some(Socket::Udp(u)) => {
+                let d = u.rx.pop_front().ok_or(Errno::EAGAIN)?;
+                u.rx_bytes -= d.data.len();
+                d
+            }
+            Some(_) => return Err(Errno::EOPNOTSUPP),
+            None => return Err(Errno::EBADF),
+        };
+        let n = d.data.len().min(buf.len());
+        buf[..n].copy_from_slice(&d.data[..n]);
+        let from = SocketAddr::new(to_std(d.from.0), d.from.1);
+        let len = d.data.len();
+        self.free_datagrams.push(d.data);
+        Ok((len, from))
+    }
+
+    pub fn udp_send_to(&mut self, id: SocketId, data: &[u8], to: SocketAddr) -> Result<usize, Errno> {
+        let (local_addr, local_port) = match self.socket(id) {
+            Some(Socket::Udp(u)) => u.local,
+            Some(_) => return Err(Errno::EOPNOTSUPP),
+            None => return Err(Errno::EBADF),
+        };
+        let dst = to_ip(to.ip());
+        let src = if is_unspecified(local_addr) || std::mem::discriminant(&local_addr) != std::mem::discriminant(&dst) {
+            self.local_address(matches!(dst, IpAddress::V6(_)))?
+        } else {
+            local_addr
+        };
+        let ip_len = if matches!(dst, IpAddress::V4(_)) { wire::ipv4::HEADER_LEN } else { wire::ipv6::HEADER_LEN };
+        if ip_len + wire::udp::HEADER_LEN + data.len() > self.nic.mtu() as usize {
+            return Err(Errno::EMSGSIZE);
+        }
+        if self.routes.next_hop(dst).is_none() {
+            return Err(Errno::ENETUNREACH);
+        }
+        let len = wire::udp::HEADER_LEN + data.len();
+        let Some((mut buf, l4)) = self.ip_frame(src, dst, IpProtocol::Udp, len) else { return Err(Errno::EAGAIN) };
+        UdpRepr { src_port: local_port, dst_port: to.port() }.emit(
+            &mut UdpPacket::new_unchecked(&mut buf.data_mut()[l4..]),
+            &src,
+            &dst,
+            data,
+            true,
+        );
+        self.stats.udp_tx_datagrams += 1;
+        self.route_out(buf, dst);
+        Ok(data.len())
+    }
+}
+
+fn nic_mss<N: Nic>(nic: &N) -> u16 {
+    nic.mtu().saturating_sub((wire::ipv4::HEADER_LEN + wire::tcp::HEADER_LEN) as u16)
+}
+
+fn tuple_bytes(t: &FourTuple) -> [u8; 36] {
+    let mut b = [0u8; 36];
+    b[..16].copy_from_slice(t.local_addr_bytes());
+    b[16..32].copy_from_slice(t.remote_addr_bytes());
+    b[32..34].copy_from_slice(&t.local_port().to_be_bytes());
+    b[34..36].copy_from_slice(&t.remote_port().to_be_bytes());
+    b
+}

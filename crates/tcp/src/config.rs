@@ -1,0 +1,97 @@
+//! What a connection is configured with. A `Config` is copied into each connection at creation
+//! (in a compact form); the stack keeps one per listener or per socket.
+
+use crate::{Duration, MILLISECOND, SECOND};
+
+/// Keepalive (RFC 1122 section 4.2.3.6), the meaning of Linux's `TCP_KEEPIDLE`,
+/// `TCP_KEEPINTVL` and `TCP_KEEPCNT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Time without receiving anything before the first probe (Linux: 7200 s).
+    pub idle: Duration,
+    /// Time between unanswered probes (Linux: 75 s).
+    pub interval: Duration,
+    /// Unanswered probes after which the connection times out (Linux: 9).
+    pub count: u8,
+}
+
+impl Default for Keepalive {
+    fn default() -> Self {
+        Keepalive { idle: 7200 * SECOND, interval: 75 * SECOND, count: 9 }
+    }
+}
+
+/// Connection parameters. `Default` gives Linux's defaults where Linux has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// The MSS we announce: the largest payload we can receive, from our MTU (MTU - 40 for IPv4,
+    /// MTU - 60 for IPv6). Also caps what we send.
+    pub mss: u16,
+    /// Receive buffer in bytes: the most we advertise (65535 without window scaling).
+    pub rcv_buf: u32,
+    /// Send buffer in bytes.
+    pub snd_buf: u32,
+    /// `TCP_NODELAY`: no Nagle.
+    pub nodelay: bool,
+    /// Offer window scaling (RFC 7323).
+    pub window_scale: bool,
+    /// Offer timestamps (RFC 7323).
+    pub timestamps: bool,
+    /// Offer SACK (RFC 2018).
+    pub sack: bool,
+    /// Delayed-ACK timeout (Linux's minimum ATO: 40 ms).
+    pub delayed_ack: Duration,
+    /// Lower bound of the RTO (Linux: 200 ms).
+    pub rto_min: Duration,
+    /// Upper bound of the RTO (Linux: 120 s).
+    pub rto_max: Duration,
+    /// RTO before the first RTT sample (RFC 6298: 1 s).
+    pub rto_initial: Duration,
+    /// SYN retransmissions before an active open fails (Linux `tcp_syn_retries`: 6).
+    pub syn_retries: u8,
+    /// SYN-ACK retransmissions before a passive open is dropped (Linux `tcp_synack_retries`: 5).
+    pub synack_retries: u8,
+    /// Consecutive RTOs (or unanswered zero-window probes) before an established connection
+    /// fails with `TimedOut` (Linux `tcp_retries2`: 15, which Linux turns into a time; here it
+    /// is a count).
+    pub retries2: u8,
+    /// Keepalive, off by default (`SO_KEEPALIVE`).
+    pub keepalive: Option<Keepalive>,
+    /// TIME-WAIT duration, 2*MSL (Linux: 60 s).
+    pub time_wait: Duration,
+    /// How long a connection closed by the application waits in FIN-WAIT-2 for the peer's FIN
+    /// (Linux `tcp_fin_timeout`: 60 s).
+    pub fin_wait2_timeout: Duration,
+    /// Initial congestion window in segments (RFC 6928: 10).
+    pub initial_cwnd: u32,
+    /// Added to our timestamp clock (ms since the caller's time origin). Linux uses a keyed hash
+    /// of the addresses so that values are not guessable yet grow across connections between the
+    /// same hosts; the stack chooses it per connection (this crate has no randomness).
+    pub ts_offset: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            mss: 1460,
+            rcv_buf: 128 * 1024,
+            snd_buf: 128 * 1024,
+            nodelay: false,
+            window_scale: true,
+            timestamps: true,
+            sack: true,
+            delayed_ack: 40 * MILLISECOND,
+            rto_min: 200 * MILLISECOND,
+            rto_max: 120 * SECOND,
+            rto_initial: SECOND,
+            syn_retries: 6,
+            synack_retries: 5,
+            retries2: 15,
+            keepalive: None,
+            time_wait: 60 * SECOND,
+            fin_wait2_timeout: 60 * SECOND,
+            initial_cwnd: 10,
+            ts_offset: 0,
+        }
+    }
+}

@@ -1,0 +1,1989 @@
+//! One TCP connection as a sans-I/O state machine: RFC 9293 with RFC 6298 (RTO), 7323 (window
+//! scale, timestamps, PAWS), 5681/6582 (congestion control, NewReno), 2018/6675 (SACK and
+//! SACK-based recovery), 5961 (blind in-window attacks) and 1122 (delayed ACK, keepalive).
+//!
+//! The caller drives it: [`Connection::handle_segment`] and [`Connection::handle_timeout`] for
+//! input, then [`Connection::poll_transmit`] until it returns `None`, [`Connection::poll_event`]
+//! until it returns `None`, and [`Connection::poll_timeout`] for the next deadline. The same after
+//! each application call ([`Connection::send`], [`Connection::recv`], [`Connection::close`]...).
+
+use wire::{TcpFlags, TcpRepr};
+
+use crate::config::{Config, Keepalive};
+use crate::congestion::{Congestion, CongestionControl};
+use crate::ranges::{OooRanges, Scoreboard};
+use crate::ring::Ring;
+use crate::seq;
+use crate::{Duration, Instant, MILLISECOND, SECOND};
+
+/// A timer that is not armed.
+const NEVER: Instant = Instant::MAX;
+/// RFC 9293 section 3.7.1: the send MSS when the peer announces none (IPv4's 576 - 40).
+const DEFAULT_MSS: u16 = 536;
+/// RFC 7323 section 5.5: a TS.Recent idle for longer than this is too old for PAWS.
+const PAWS_IDLE: Duration = 24 * 24 * 3600 * SECOND;
+/// RFC 6298's G, the clock granularity term of the RTO, in microseconds.
+const CLOCK_GRANULARITY_US: u64 = 1000;
+/// RFC 6298 section 5.7: the RTO once data flows if the SYN had to be retransmitted.
+const RTO_AFTER_SYN_LOSS_US: u32 = 3_000_000;
+/// Duplicate ACKs that mean a loss (RFC 5681 section 3.2, RFC 6675 DupThresh).
+const DUPTHRESH: u8 = 3;
+/// Length of a TCP header without options.
+const HEADER_LEN: usize = wire::tcp::HEADER_LEN;
+
+/// The RFC 9293 states. LISTEN belongs to the stack (a listener is not a connection); CLOSED
+/// means the connection is over and can be freed once `poll_transmit` has nothing more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum State {
+    /// Our SYN is sent, waiting for the peer's.
+    SynSent,
+    /// SYN received and SYN-ACK sent, waiting for the ACK.
+    SynReceived,
+    /// Data flows both ways.
+    Established,
+    /// We closed (FIN queued or sent); the peer has not acknowledged our FIN.
+    FinWait1,
+    /// Our FIN is acknowledged; waiting for the peer's.
+    FinWait2,
+    /// The peer closed; we may still send.
+    CloseWait,
+    /// Both closed at once; waiting for the ACK of our FIN.
+    Closing,
+    /// The peer closed, then we did; waiting for the ACK of our FIN.
+    LastAck,
+    /// Both directions done; waiting 2*MSL (see [`crate::TimeWait`] for the compact form).
+    TimeWait,
+    /// Done.
+    Closed,
+}
+
+/// What happened, for the stack and the application (see [`Connection::poll_event`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Event {
+    /// The handshake completed (ESTABLISHED).
+    Connected,
+    /// New in-order data can be read.
+    Readable,
+    /// Send-buffer space was freed after a `send` found it full (or on connect).
+    Writable,
+    /// The peer's FIN arrived: once the data is read, `recv` returns `Ok(0)` (EPOLLRDHUP).
+    ReadClosed,
+    /// The peer reset the connection (or refused it); the error is in [`Connection::take_error`].
+    Reset,
+    /// Retransmissions, SYN retries, zero-window probes or keepalive went unanswered
+    /// (ETIMEDOUT).
+    TimedOut,
+    /// The connection entered TIME-WAIT: once the application has closed it, the stack may
+    /// replace it with a [`crate::TimeWait`] entry.
+    TimeWait,
+    /// The connection is over (CLOSED): free it once `poll_transmit` returns `None`.
+    Closed,
+}
+
+/// Errors of the application calls, named after the Linux errno they map to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Error {
+    /// EAGAIN: no data to read, no room to write, or the handshake is not done yet (Linux's
+    /// non-blocking `send`/`recv` in SYN-SENT also say EAGAIN).
+    WouldBlock,
+    /// ENOTCONN: `shutdown` of a connection that is closed.
+    NotConnected,
+    /// EPIPE: sending after `shutdown_write`/`close`, after the connection ended, or after the
+    /// peer reset a half-closed (CLOSE-WAIT) connection.
+    BrokenPipe,
+    /// ECONNRESET: the peer reset the connection.
+    ConnectionReset,
+    /// ECONNREFUSED: the peer answered our SYN with a RST.
+    ConnectionRefused,
+    /// ETIMEDOUT: the peer stopped answering.
+    TimedOut,
+}
+
+impl Error {
+    /// The Linux errno value.
+    pub const fn errno(self) -> i32 {
+        match self {
+            Error::WouldBlock => 11,
+            Error::NotConnected => 107,
+            Error::BrokenPipe => 32,
+            Error::ConnectionReset => 104,
+            Error::ConnectionRefused => 111,
+            Error::TimedOut => 110,
+        }
+    }
+}
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Error::WouldBlock => "operation would block",
+            Error::NotConnected => "not connected",
+            Error::BrokenPipe => "broken pipe",
+            Error::ConnectionReset => "connection reset by peer",
+            Error::ConnectionRefused => "connection refused",
+            Error::TimedOut => "connection timed out",
+        })
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// What a SYN cookie remembers of the peer's SYN (see [`Connection::from_cookie`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CookieOptions {
+    /// The peer's MSS (the cookie's MSS class).
+    pub mss: u16,
+    /// The peer's window-scale shift, if it offered window scaling.
+    pub window_scale: Option<u8>,
+    /// The peer offered SACK.
+    pub sack_permitted: bool,
+    /// The peer offered timestamps.
+    pub timestamps: bool,
+}
+
+/// A snapshot for `TCP_INFO`, `ss` and the stats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Info {
+    /// The state.
+    pub state: State,
+    /// Smoothed RTT (0 before the first sample).
+    pub rtt: Duration,
+    /// RTT variation.
+    pub rttvar: Duration,
+    /// The current RTO, backoff included.
+    pub rto: Duration,
+    /// Consecutive timeouts (RTO backoff exponent; Linux `tcpi_backoff`/`tcpi_retransmits`).
+    pub backoff: u8,
+    /// Segments retransmitted over the connection's life (`tcpi_total_retrans`).
+    pub total_retransmits: u32,
+    /// Largest payload we send (options not counted).
+    pub snd_mss: u32,
+    /// Largest payload seen from the peer.
+    pub rcv_mss: u32,
+    /// Congestion window, bytes.
+    pub cwnd: u32,
+    /// Slow-start threshold, bytes (`u32::MAX` before the first loss).
+    pub ssthresh: u32,
+    /// The peer's receive window, bytes.
+    pub snd_wnd: u32,
+    /// The window we advertise, bytes.
+    pub rcv_wnd: u32,
+    /// The peer's window-scale shift, if negotiated.
+    pub snd_wscale: Option<u8>,
+    /// Our window-scale shift, if negotiated.
+    pub rcv_wscale: Option<u8>,
+    /// Timestamps negotiated.
+    pub timestamps: bool,
+    /// SACK negotiated.
+    pub sack: bool,
+    /// In fast recovery.
+    pub in_recovery: bool,
+    /// Bytes sent and not acknowledged (`tcpi_unacked` in bytes).
+    pub bytes_in_flight: u32,
+    /// Bytes in the send buffer (unsent and unacknowledged).
+    pub send_queue: u32,
+    /// Bytes readable by the application.
+    pub recv_queue: u32,
+    /// Challenge ACKs generated (RFC 5961), for the stack's rate limit and stats.
+    pub challenge_acks: u32,
+}
+
+/// The configuration kept by a connection, compact: durations in µs or ms.
+#[derive(Debug, Clone, Copy)]
+struct Params {
+    rcv_buf: u32,
+    snd_buf: u32,
+    initial_cwnd: u32,
+    delayed_ack_us: u32,
+    rto_min_us: u32,
+    rto_max_us: u32,
+    time_wait_ms: u32,
+    fin_wait2_ms: u32,
+    ka_idle_ms: u32,
+    ka_interval_ms: u32,
+    mss: u16,
+    ka_count: u8,
+    syn_retries: u8,
+    synack_retries: u8,
+    retries2: u8,
+    keepalive: bool,
+    nodelay: bool,
+    offer_ws: bool,
+    offer_sack: bool,
+    offer_ts: bool,
+}
+
+fn to_us(d: Duration) -> u32 {
+    (d / 1000).min(u64::from(u32::MAX)) as u32
+}
+
+fn to_ms(d: Duration) -> u32 {
+    (d / MILLISECOND).min(u64::from(u32::MAX)) as u32
+}
+
+fn ms(v: u32) -> Duration {
+    u64::from(v) * MILLISECOND
+}
+
+fn us(v: u32) -> Duration {
+    u64::from(v) * 1000
+}
+
+impl Params {
+    fn new(cfg: &Config) -> Self {
+        let ka = cfg.keepalive.unwrap_or_default();
+        Params {
+            rcv_buf: cfg.rcv_buf.max(1),
+            snd_buf: cfg.snd_buf.max(1),
+            initial_cwnd: cfg.initial_cwnd.max(1),
+            delayed_ack_us: to_us(cfg.delayed_ack),
+            rto_min_us: to_us(cfg.rto_min).max(1),
+            rto_max_us: to_us(cfg.rto_max).max(to_us(cfg.rto_min)).max(1),
+            time_wait_ms: to_ms(cfg.time_wait),
+            fin_wait2_ms: to_ms(cfg.fin_wait2_timeout),
+            ka_idle_ms: to_ms(ka.idle),
+            ka_interval_ms: to_ms(ka.interval),
+            // Below 88 bytes the options of a SYN do not leave room for data (Linux clamps too).
+            mss: cfg.mss.max(88),
+            ka_count: ka.count,
+            syn_retries: cfg.syn_retries,
+            synack_retries: cfg.synack_retries,
+            retries2: cfg.retries2,
+            keepalive: cfg.keepalive.is_some(),
+            nodelay: cfg.nodelay,
+            offer_ws: cfg.window_scale,
+            offer_sack: cfg.sack,
+            offer_ts: cfg.timestamps,
+        }
+    }
+
+    fn set_keepalive(&mut self, keepalive: Option<Keepalive>) {
+        let ka = keepalive.unwrap_or_default();
+        self.keepalive = keepalive.is_some();
+        self.ka_idle_ms = to_ms(ka.idle);
+        self.ka_interval_ms = to_ms(ka.interval);
+        self.ka_count = ka.count;
+    }
+}
+
+/// The smallest shift that lets a 16-bit window field cover `buf` (RFC 7323: at most 14).
+fn window_shift_for(buf: u32) -> u8 {
+    let mut shift = 0;
+    while shift < 14 && (buf >> shift) > 0xffff {
+        shift += 1;
+    }
+    shift
+}
+
+/// Fast-recovery mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Recovery {
+    None,
+    /// RFC 6582: retransmit on partial ACKs, window inflated by duplicate ACKs.
+    NewReno,
+    /// RFC 6675: the scoreboard and the pipe decide.
+    Sack,
+}
+
+/// A RST to send.
+#[derive(Debug, Clone, Copy)]
+struct Rst {
+    seq: u32,
+    ack: Option<u32>,
+}
+
+const EV_CONNECTED: u8 = 1 << 0;
+const EV_READABLE: u8 = 1 << 1;
+const EV_READ_CLOSED: u8 = 1 << 2;
+const EV_WRITABLE: u8 = 1 << 3;
+const EV_RESET: u8 = 1 << 4;
+const EV_TIMED_OUT: u8 = 1 << 5;
+const EV_TIME_WAIT: u8 = 1 << 6;
+const EV_CLOSED: u8 = 1 << 7;
+
+/// One TCP connection. See the module documentation for how to drive it.
+///
+/// Memory: the struct itself is a few hundred bytes; the send and receive buffers are
+/// allocated on first use (`snd_buf` and `rcv_buf` bytes) and can be given back with
+/// [`Connection::release_buffers`] when empty.
+#[derive(Debug)]
+pub struct Connection {
+    p: Params,
+    cc: Congestion,
+
+    // Send sequence space (RFC 9293 section 3.3.1). `snd_max` is the highest sequence number
+    // sent plus one; `snd_nxt` is below it while going back after an RTO.
+    iss: u32,
+    snd_una: u32,
+    snd_nxt: u32,
+    snd_max: u32,
+    snd_wnd: u32,
+    max_snd_wnd: u32,
+    snd_wl1: u32,
+    snd_wl2: u32,
+    /// Sequence number of the first byte in `tx`.
+    tx_seq: u32,
+    tx: Ring,
+    /// RFC 6582 `recover` (exclusive: the highest sequence number sent plus one at loss).
+    recover: u32,
+    /// RFC 6675 HighRxt (exclusive).
+    high_rxt: u32,
+    /// NewReno's window inflation during fast recovery.
+    inflate: u32,
+    sacked: Scoreboard,
+
+    // Receive sequence space.
+    irs: u32,
+    rcv_nxt: u32,
+    /// The right edge of the window we advertised (it never moves left).
+    rcv_adv: u32,
+    /// Where an out-of-order FIN sits (`rcv_fin_set`).
+    rcv_fin: u32,
+    /// Bytes received since we last sent an ACK.
+    rcv_unacked: u32,
+    rx: Ring,
+    ooo: OooRanges,
+
+    // Timers (NEVER when not armed).
+    /// RTO, SYN retransmission or zero-window probe (persist).
+    t_rtx: Instant,
+    t_delack: Instant,
+    /// Keepalive, FIN-WAIT-2 timeout or TIME-WAIT end.
+    t_idle: Instant,
+
+    // RTT (RFC 6298), in µs.
+    rtt_start: Instant,
+    rtt_seq: u32,
+    srtt_us: u32,
+    rttvar_us: u32,
+    rto_us: u32,
+
+    // Timestamps (RFC 7323).
+    ts_recent_time: Instant,
+    ts_recent: u32,
+    ts_offset: u32,
+    last_ack_sent: u32,
+
+    retrans_total: u32,
+    challenge_acks: u32,
+    rst: Option<Rst>,
+
+    local_port: u16,
+    remote_port: u16,
+    peer_mss: u16,
+    /// Largest segment seen from the peer (for the delayed-ACK rule).
+    rcv_mss: u16,
+    state: State,
+    recovery: Recovery,
+    error: Option<Error>,
+    events: u8,
+    snd_wscale: u8,
+    rcv_wscale: u8,
+    /// RTO backoff exponent: consecutive timeouts.
+    backoff: u8,
+    persist_backoff: u8,
+    /// Zero-window probes without an answer.
+    probes: u8,
+    ka_probes: u8,
+    dupacks: u8,
+
+    ws_ok: bool,
+    sack_ok: bool,
+    ts_ok: bool,
+    have_rtt: bool,
+    rtt_timing: bool,
+    passive: bool,
+    syn_retransmitted: bool,
+    /// The application shut down writing: a FIN follows the data.
+    fin_queued: bool,
+    /// The application closed: it will read no more (new data is answered with a RST).
+    rcv_closed: bool,
+    fin_received: bool,
+    rcv_fin_set: bool,
+    ack_now: bool,
+    challenge: bool,
+    /// Retransmit the segment at SND.UNA next (fast retransmit, NewReno partial ACK).
+    rtx_first: bool,
+    /// Send a probe (zero window or keepalive): an ACK with SEG.SEQ = SND.UNA - 1.
+    probe: bool,
+    /// The persist timer fired with a small window open: send what fits, SWS or not.
+    force_send: bool,
+    write_blocked: bool,
+}
+
+impl Connection {
+    fn new(cfg: &Config, local_port: u16, remote_port: u16, iss: u32, now: Instant) -> Self {
+        let p = Params::new(cfg);
+        let rcv_wscale = if p.offer_ws { window_shift_for(p.rcv_buf) } else { 0 };
+        let _ = now;
+        Connection {
+            p,
+            cc: Congestion::default(),
+            iss,
+            snd_una: iss,
+            snd_nxt: iss,
+            snd_max: iss,
+            snd_wnd: 0,
+            max_snd_wnd: 0,
+            snd_wl1: 0,
+            snd_wl2: iss,
+            tx_seq: iss.wrapping_add(1),
+            tx: Ring::default(),
+            recover: iss,
+            high_rxt: iss,
+            inflate: 0,
+            sacked: Scoreboard::default(),
+            irs: 0,
+            rcv_nxt: 0,
+            rcv_adv: 0,
+            rcv_fin: 0,
+            rcv_unacked: 0,
+            rx: Ring::default(),
+            ooo: OooRanges::default(),
+            t_rtx: NEVER,
+            t_delack: NEVER,
+            t_idle: NEVER,
+            rtt_start: 0,
+            rtt_seq: 0,
+            srtt_us: 0,
+            rttvar_us: 0,
+            rto_us: to_us(cfg.rto_initial).clamp(p.rto_min_us, p.rto_max_us),
+            ts_recent_time: 0,
+            ts_recent: 0,
+            ts_offset: cfg.ts_offset,
+            last_ack_sent: 0,
+            retrans_total: 0,
+            challenge_acks: 0,
+            rst: None,
+            local_port,
+            remote_port,
+            peer_mss: DEFAULT_MSS,
+            rcv_mss: p.mss.min(DEFAULT_MSS),
+            state: State::Closed,
+            recovery: Recovery::None,
+            error: None,
+            events: 0,
+            snd_wscale: 0,
+            rcv_wscale,
+            backoff: 0,
+            persist_backoff: 0,
+            probes: 0,
+            ka_probes: 0,
+            dupacks: 0,
+            ws_ok: false,
+            sack_ok: false,
+            ts_ok: false,
+            have_rtt: false,
+            rtt_timing: false,
+            passive: false,
+            syn_retransmitted: false,
+            fin_queued: false,
+            rcv_closed: false,
+            fin_received: false,
+            rcv_fin_set: false,
+            ack_now: false,
+            challenge: false,
+            rtx_first: false,
+            probe: false,
+            force_send: false,
+            write_blocked: false,
+        }
+    }
+
+    /// Active open: SYN-SENT with a SYN to send. `iss` is chosen by the caller (RFC 6528).
+    pub fn connect(cfg: &Config, local_port: u16, remote_port: u16, iss: u32, now: Instant) -> Connection {
+        let mut conn = Connection::new(cfg, local_port, remote_port, iss, now);
+        conn.state = State::SynSent;
+        conn
+    }
+
+    /// Passive open from a listener that received `syn`: SYN-RECEIVED with a SYN-ACK to send.
+    /// Data on the SYN is not kept (there is no TCP Fast Open); the peer sends it again.
+    pub fn accept(cfg: &Config, syn: &TcpRepr, iss: u32, now: Instant) -> Connection {
+        let mut conn = Connection::new(cfg, syn.dst_port, syn.src_port, iss, now);
+        conn.state = State::SynReceived;
+        conn.passive = true;
+        conn.irs = syn.seq_number;
+        conn.rcv_nxt = syn.seq_number.wrapping_add(1);
+        conn.last_ack_sent = conn.rcv_nxt;
+        conn.rcv_adv = conn.rcv_nxt;
+        conn.negotiate(now, syn);
+        conn.snd_wnd = u32::from(syn.window_len);
+        conn.max_snd_wnd = conn.snd_wnd;
+        conn.snd_wl1 = syn.seq_number;
+        conn.snd_wl2 = iss;
+        conn
+    }
+
+    /// Passive open completed by a SYN cookie: ESTABLISHED straight from the peer's `ack` and
+    /// what the cookie remembers of its SYN. Our own side of the options follows `cfg`, which
+    /// must be the configuration the SYN-ACK was made with; the stack can make that SYN-ACK
+    /// with `Connection::accept(cfg, syn, iss, now).poll_transmit(now, &mut [])` and then drop
+    /// that connection (it allocates nothing). If `ack` carries data or a FIN, pass it to
+    /// [`Connection::handle_segment`] afterwards.
+    pub fn from_cookie(cfg: &Config, ack: &TcpRepr, cookie: CookieOptions, now: Instant) -> Connection {
+        let ack_number = ack.ack_number.unwrap_or(0);
+        let iss = ack_number.wrapping_sub(1);
+        let mut conn = Connection::new(cfg, ack.dst_port, ack.src_port, iss, now);
+        conn.passive = true;
+        conn.irs = ack.seq_number.wrapping_sub(1);
+        conn.rcv_nxt = ack.seq_number;
+        conn.last_ack_sent = conn.rcv_nxt;
+        conn.peer_mss = if cookie.mss == 0 { DEFAULT_MSS } else { cookie.mss };
+        conn.ws_ok = conn.p.offer_ws && cookie.window_scale.is_some();
+        if conn.ws_ok {
+            conn.snd_wscale = cookie.window_scale.unwrap_or(0).min(14);
+        } else {
+            conn.rcv_wscale = 0;
+        }
+        conn.sack_ok = conn.p.offer_sack && cookie.sack_permitted;
+        if let (true, true, Some((tsval, _))) = (conn.p.offer_ts, cookie.timestamps, ack.timestamp) {
+            conn.ts_ok = true;
+            conn.ts_recent = tsval;
+            conn.ts_recent_time = now;
+        }
+        conn.snd_una = ack_number;
+        conn.snd_nxt = ack_number;
+        conn.snd_max = ack_number;
+        conn.tx_seq = ack_number;
+        conn.rcv_adv = conn.rcv_nxt.wrapping_add(conn.syn_window());
+        conn.snd_wnd = u32::from(ack.window_len) << conn.snd_wscale;
+        conn.max_snd_wnd = conn.snd_wnd;
+        conn.snd_wl1 = ack.seq_number;
+        conn.snd_wl2 = ack_number;
+        conn.establish(now);
+        conn
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Application side
+    // ---------------------------------------------------------------------------------------
+
+    /// The state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// Our port.
+    pub fn local_port(&self) -> u16 {
+        self.local_port
+    }
+
+    /// The peer's port.
+    pub fn remote_port(&self) -> u16 {
+        self.remote_port
+    }
+
+    /// Copies data into the send buffer; returns how much fitted. `Err(WouldBlock)` when the
+    /// buffer is full or the handshake is not done; `Err(BrokenPipe)` after `shutdown_write`,
+    /// `close` or the end of the connection; a pending error (reset, timeout) is returned once
+    /// first, as Linux does.
+    pub fn send(&mut self, data: &[u8]) -> Result<usize, Error> {
+        if let Some(err) = self.error.take() {
+            return Err(err);
+        }
+        match self.state {
+            State::SynSent | State::SynReceived if !self.fin_queued => return Err(Error::WouldBlock),
+            State::Established | State::CloseWait if !self.fin_queued => {}
+            _ => return Err(Error::BrokenPipe),
+        }
+        if data.is_empty() {
+            return Ok(0);
+        }
+        self.tx.ensure(self.p.snd_buf as usize);
+        let n = self.tx.push(data);
+        if n < data.len() {
+            self.write_blocked = true;
+        }
+        if n == 0 {
+            return Err(Error::WouldBlock);
+        }
+        Ok(n)
+    }
+
+    /// Reads in-order data. `Ok(0)` is end of stream (the peer's FIN, or the connection ended
+    /// after its error was reported); `Err(WouldBlock)` when nothing is there yet. A pending
+    /// error (reset, timeout) is returned once, after the data that arrived before it.
+    pub fn recv(&mut self, buf: &mut [u8]) -> Result<usize, Error> {
+        let n = buf.len().min(self.rx.len());
+        if n > 0 {
+            self.rx.read_at(0, &mut buf[..n]);
+            self.rx.pop(n);
+            self.window_update_after_read();
+            return Ok(n);
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if let Some(err) = self.error.take() {
+            return Err(err);
+        }
+        if self.fin_received || self.state == State::Closed {
+            return Ok(0);
+        }
+        Err(Error::WouldBlock)
+    }
+
+    /// Bytes `recv` can return now (FIONREAD).
+    pub fn recv_available(&self) -> usize {
+        self.rx.len()
+    }
+
+    /// Bytes `send` accepts now.
+    pub fn send_space(&self) -> usize {
+        match self.state {
+            State::Established | State::CloseWait if !self.fin_queued => self.p.snd_buf as usize - self.tx.len(),
+            _ => 0,
+        }
+    }
+
+    /// Bytes in the send buffer, sent or not (SIOCOUTQ).
+    pub fn send_queued(&self) -> usize {
+        self.tx.len()
+    }
+
+    /// EPOLLIN: data, end of stream, or an error to report.
+    pub fn is_readable(&self) -> bool {
+        self.rx.len() > 0 || self.fin_received || self.error.is_some() || self.state == State::Closed
+    }
+
+    /// EPOLLOUT: room in the send buffer (at least a third of it free, like Linux's
+    /// `sk_stream_is_writeable`), or an error to report.
+    pub fn is_writable(&self) -> bool {
+        (self.send_space() > 0 && self.tx_writable()) || self.error.is_some() || self.state == State::Closed
+    }
+
+    /// The pending error, consumed (SO_ERROR).
+    pub fn take_error(&mut self) -> Option<Error> {
+        self.error.take()
+    }
+
+    /// The pending error, left in place.
+    pub fn error(&self) -> Option<Error> {
+        self.error
+    }
+
+    /// `shutdown(SHUT_WR)`: a FIN follows the queued data. In SYN-SENT it abandons the connect
+    /// (Linux disconnects); on a closed connection it is `Err(NotConnected)`.
+    pub fn shutdown_write(&mut self) -> Result<(), Error> {
+        match self.state {
+            State::Closed => return Err(Error::NotConnected),
+            State::SynSent => self.to_closed(),
+            State::SynReceived => self.fin_queued = true,
+            State::Established => {
+                self.fin_queued = true;
+                self.state = State::FinWait1;
+            }
+            State::CloseWait => {
+                self.fin_queued = true;
+                self.state = State::LastAck;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// `close()`: like Linux, a RST instead of a FIN if received data was left unread;
+    /// otherwise a FIN after the queued data, and any data the peer sends from now on is
+    /// answered with a RST. The connection lives on (orphaned) until `Closed` or `TimeWait`.
+    pub fn close(&mut self, now: Instant) {
+        match self.state {
+            State::Closed => {}
+            State::SynSent => self.to_closed(),
+            State::TimeWait => {
+                self.rcv_closed = true;
+                self.rx.clear();
+            }
+            _ if self.rx.len() > 0 => self.abort(),
+            _ => {
+                self.rcv_closed = true;
+                let _ = self.shutdown_write();
+                if self.state == State::FinWait2 {
+                    self.t_idle = now + ms(self.p.fin_wait2_ms);
+                }
+            }
+        }
+    }
+
+    /// Abortive close (`SO_LINGER` 0, or the stack giving up): a RST to the peer if it knows
+    /// the connection, then CLOSED.
+    pub fn abort(&mut self) {
+        match self.state {
+            State::Closed => {}
+            State::SynSent | State::TimeWait => self.to_closed(),
+            _ => {
+                self.rst = Some(Rst { seq: self.snd_max, ack: Some(self.rcv_nxt) });
+                self.to_closed();
+            }
+        }
+        self.rx.clear();
+    }
+
+    /// `TCP_NODELAY`.
+    pub fn set_nodelay(&mut self, nodelay: bool) {
+        self.p.nodelay = nodelay;
+    }
+
+    /// `SO_KEEPALIVE` with its parameters; `None` turns it off.
+    pub fn set_keepalive(&mut self, keepalive: Option<Keepalive>, now: Instant) {
+        self.p.set_keepalive(keepalive);
+        if matches!(self.state, State::Established | State::CloseWait) {
+            self.ka_probes = 0;
+            self.t_idle = if self.p.keepalive { now + ms(self.p.ka_idle_ms) } else { NEVER };
+        }
+    }
+
+    /// Frees the send and receive buffers if they are empty (they are allocated again on
+    /// use). For idle connections under memory pressure.
+    pub fn release_buffers(&mut self) {
+        self.tx.release();
+        if self.ooo.is_empty() {
+            self.rx.release();
+        }
+    }
+
+    /// Whether the buffers are allocated (send, receive).
+    pub fn buffers_allocated(&self) -> (bool, bool) {
+        (self.tx.is_allocated(), self.rx.is_allocated())
+    }
+
+    /// A challenge ACK (RFC 5961) is waiting to be sent. Challenge ACKs are rate limited per
+    /// stack (Linux: `tcp_challenge_ack_limit`), so after `handle_segment` the stack checks this
+    /// and calls [`Connection::cancel_challenge_ack`] when over its budget.
+    pub fn challenge_ack_pending(&self) -> bool {
+        self.challenge
+    }
+
+    /// Drops the pending challenge ACK (an ACK that is due anyway is still sent).
+    pub fn cancel_challenge_ack(&mut self) {
+        self.challenge = false;
+    }
+
+    /// For `TCP_INFO`.
+    pub fn info(&self) -> Info {
+        Info {
+            state: self.state,
+            rtt: us(self.srtt_us),
+            rttvar: us(self.rttvar_us),
+            rto: self.rto(),
+            backoff: self.backoff,
+            total_retransmits: self.retrans_total,
+            snd_mss: self.eff_mss(),
+            rcv_mss: u32::from(self.rcv_mss),
+            cwnd: self.cc.cwnd(),
+            ssthresh: self.cc.ssthresh(),
+            snd_wnd: self.snd_wnd,
+            rcv_wnd: self.rcv_wnd(),
+            snd_wscale: self.ws_ok.then_some(self.snd_wscale),
+            rcv_wscale: self.ws_ok.then_some(self.rcv_wscale),
+            timestamps: self.ts_ok,
+            sack: self.sack_ok,
+            in_recovery: self.recovery != Recovery::None,
+            bytes_in_flight: self.snd_max.wrapping_sub(self.snd_una),
+            send_queue: self.tx.len() as u32,
+            recv_queue: self.rx.len() as u32,
+            challenge_acks: self.challenge_acks,
+        }
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        if self.events == 0 {
+            return None;
+        }
+        let bit = self.events & self.events.wrapping_neg();
+        self.events &= !bit;
+        Some(match bit {
+            EV_CONNECTED => Event::Connected,
+            EV_READABLE => Event::Readable,
+            EV_READ_CLOSED => Event::ReadClosed,
+            EV_WRITABLE => Event::Writable,
+            EV_RESET => Event::Reset,
+            EV_TIMED_OUT => Event::TimedOut,
+            EV_TIME_WAIT => Event::TimeWait,
+            _ => Event::Closed,
+        })
+    }
+
+    /// The earliest deadline: RTO, SYN retransmission, zero-window probe, delayed ACK,
+    /// keepalive, FIN-WAIT-2 or TIME-WAIT end. Call [`Connection::handle_timeout`] then.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let t = self.t_rtx.min(self.t_delack).min(self.t_idle);
+        (t != NEVER).then_some(t)
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Derived quantities
+    // ---------------------------------------------------------------------------------------
+
+    /// Our timestamp clock: milliseconds.
+    fn ts_now(&self, now: Instant) -> u32 {
+        ((now / MILLISECOND) as u32).wrapping_add(self.ts_offset)
+    }
+
+    /// The largest payload of a segment without SACK blocks (RFC 9293 3.7.1 Eff.snd.MSS: the
+    /// timestamp option takes 12 bytes of it).
+    fn eff_mss(&self) -> u32 {
+        let base = u32::from(self.peer_mss.min(self.p.mss));
+        let opts = if self.ts_ok { 12 } else { 0 };
+        base.saturating_sub(opts).max(1)
+    }
+
+    /// The RTO with backoff.
+    fn rto(&self) -> Duration {
+        let rto = u64::from(self.rto_us) << self.backoff.min(32);
+        us(rto.min(u64::from(self.p.rto_max_us)) as u32)
+    }
+
+    /// The zero-window probe interval.
+    fn persist_interval(&self) -> Duration {
+        let rto = u64::from(self.rto_us) << self.persist_backoff.min(32);
+        us(rto.min(u64::from(self.p.rto_max_us)) as u32)
+    }
+
+    /// Window in our SYN or SYN-ACK (never scaled).
+    fn syn_window(&self) -> u32 {
+        self.p.rcv_buf.min(0xffff)
+    }
+
+    /// The most we advertise: the buffer, capped by what the field can say.
+    fn rcv_buf_adv(&self) -> u32 {
+        self.p.rcv_buf.min(0xffff << self.rcv_wscale)
+    }
+
+    /// The receive ring's capacity: a little more than we advertise. With window scaling the
+    /// window field cannot say every value: when the buffer fills, keeping the right edge
+    /// where it was means rounding up, by less than one scale unit per ACK; the slack absorbs
+    /// that (see `select_window`).
+    fn rx_cap(&self) -> usize {
+        let adv = self.rcv_buf_adv() as usize;
+        let slack = if self.rcv_wscale > 0 { (adv / 32).max(1 << self.rcv_wscale) } else { 0 };
+        adv + slack
+    }
+
+    /// RCV.WND: what is left of the window we advertised.
+    fn rcv_wnd(&self) -> u32 {
+        if seq::gt(self.rcv_adv, self.rcv_nxt) {
+            self.rcv_adv.wrapping_sub(self.rcv_nxt)
+        } else {
+            0
+        }
+    }
+
+    fn data_end(&self) -> u32 {
+        self.tx_seq.wrapping_add(self.tx.len() as u32)
+    }
+
+    /// Data in the buffer not sent yet.
+    fn has_unsent_data(&self) -> bool {
+        seq::lt(self.snd_nxt, self.data_end())
+    }
+
+    fn fin_acked(&self) -> bool {
+        self.fin_queued && self.snd_una == self.data_end().wrapping_add(1)
+    }
+
+    fn tx_writable(&self) -> bool {
+        let free = self.p.snd_buf as usize - self.tx.len();
+        free > 0 && free >= self.tx.len() / 2
+    }
+
+    fn can_send_data(&self) -> bool {
+        matches!(self.state, State::Established | State::CloseWait | State::FinWait1 | State::Closing | State::LastAck)
+    }
+
+    /// Room in the peer's window at SND.NXT.
+    fn snd_wnd_room(&self) -> u32 {
+        let end = self.snd_una.wrapping_add(self.snd_wnd);
+        if seq::gt(end, self.snd_nxt) {
+            end.wrapping_sub(self.snd_nxt)
+        } else {
+            0
+        }
+    }
+
+    /// RFC 6675 SetPipe: un-SACKed bytes in flight, not counting those deemed lost, plus the
+    /// retransmitted ones.
+    fn pipe(&self) -> u32 {
+        let lost_end = seq::min(self.sacked.lost_end(self.snd_una, self.eff_mss()), self.snd_max);
+        let unsacked = |a: u32, b: u32| -> u32 {
+            if seq::lt(a, b) {
+                b.wrapping_sub(a) - self.sacked.sacked_in(a, b)
+            } else {
+                0
+            }
+        };
+        let lost_start = seq::max(lost_end, self.snd_una);
+        unsacked(lost_start, self.snd_max) + unsacked(self.snd_una, seq::min(self.high_rxt, self.snd_max))
+    }
+
+    /// Room in the congestion window for one more segment at SND.NXT.
+    fn cwnd_room(&self) -> u32 {
+        let cwnd = self.cc.cwnd();
+        match self.recovery {
+            Recovery::Sack => cwnd.saturating_sub(self.pipe()),
+            Recovery::NewReno => {
+                cwnd.saturating_add(self.inflate).saturating_sub(self.snd_nxt.wrapping_sub(self.snd_una))
+            }
+            Recovery::None => cwnd.saturating_sub(self.snd_nxt.wrapping_sub(self.snd_una)),
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Input
+    // ---------------------------------------------------------------------------------------
+
+    /// Processes a segment addressed to this connection (the stack has checked the checksum
+    /// and matched the 4-tuple). `payload` is the segment's data.
+    pub fn handle_segment(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8]) {
+        match self.state {
+            State::Closed => {
+                // RFC 9293 3.10.7.1: as if there were no connection.
+                if let Some(rst) = crate::time_wait::rst_for_unmatched(seg, payload.len()) {
+                    self.rst = Some(Rst { seq: rst.seq_number, ack: rst.ack_number });
+                }
+            }
+            State::SynSent => self.handle_syn_sent(now, seg, payload),
+            _ => self.handle_synchronized(now, seg, payload),
+        }
+        self.arm_persist(now);
+    }
+
+    /// RFC 9293 3.10.7.3.
+    fn handle_syn_sent(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8]) {
+        let rst = seg.flags.contains(TcpFlags::RST);
+        if let Some(ack) = seg.ack_number {
+            if seq::le(ack, self.iss) || seq::gt(ack, self.snd_max) {
+                if !rst {
+                    self.rst = Some(Rst { seq: ack, ack: None });
+                }
+                return;
+            }
+        }
+        if rst {
+            // Only with an acceptable ACK (RFC 5961 section 3: no blind reset of a connect).
+            if seg.ack_number.is_some() {
+                self.fail(Error::ConnectionRefused, EV_RESET);
+            }
+            return;
+        }
+        if !seg.flags.contains(TcpFlags::SYN) {
+            return;
+        }
+        self.irs = seg.seq_number;
+        self.rcv_nxt = seg.seq_number.wrapping_add(1);
+        self.last_ack_sent = self.rcv_nxt;
+        self.rcv_adv = self.rcv_nxt.wrapping_add(self.syn_window());
+        self.negotiate(now, seg);
+        match seg.ack_number {
+            Some(ack) => {
+                // The window of a SYN is never scaled (RFC 7323 section 2.2).
+                self.establish_from_ack(now, seg, ack, u32::from(seg.window_len));
+                self.ack_now = true;
+                if !payload.is_empty() || seg.flags.contains(TcpFlags::FIN) {
+                    let fin = seg.flags.contains(TcpFlags::FIN);
+                    self.process_text(now, self.rcv_nxt, payload, fin);
+                }
+            }
+            None => {
+                // Simultaneous open: SYN-RECEIVED, our SYN again, now with an ACK.
+                self.state = State::SynReceived;
+                self.snd_nxt = self.iss;
+                self.snd_wnd = u32::from(seg.window_len);
+                self.max_snd_wnd = self.snd_wnd;
+                self.snd_wl1 = seg.seq_number;
+            }
+        }
+    }
+
+    /// Takes the options of the peer's SYN.
+    fn negotiate(&mut self, now: Instant, syn: &TcpRepr) {
+        self.peer_mss = match syn.max_seg_size {
+            Some(mss) if mss > 0 => mss,
+            _ => DEFAULT_MSS,
+        };
+        self.ws_ok = self.p.offer_ws && syn.window_scale.is_some();
+        if self.ws_ok {
+            self.snd_wscale = syn.window_scale.unwrap_or(0).min(14);
+        } else {
+            self.snd_wscale = 0;
+            self.rcv_wscale = 0;
+        }
+        self.sack_ok = self.p.offer_sack && syn.sack_permitted;
+        match (self.p.offer_ts, syn.timestamp) {
+            (true, Some((tsval, _))) => {
+                self.ts_ok = true;
+                self.ts_recent = tsval;
+                self.ts_recent_time = now;
+            }
+            _ => self.ts_ok = false,
+        }
+    }
+
+    /// Our SYN is acknowledged: ESTABLISHED.
+    fn establish_from_ack(&mut self, now: Instant, seg: &TcpRepr, ack: u32, wnd: u32) {
+        self.snd_una = ack;
+        if seq::lt(self.snd_nxt, ack) {
+            self.snd_nxt = ack;
+        }
+        self.snd_wnd = wnd;
+        self.max_snd_wnd = self.max_snd_wnd.max(wnd);
+        self.snd_wl1 = seg.seq_number;
+        self.snd_wl2 = ack;
+        self.rtt_on_ack(now, seg, ack);
+        self.establish(now);
+    }
+
+    fn establish(&mut self, now: Instant) {
+        self.state = if self.fin_queued { State::FinWait1 } else { State::Established };
+        let mss = self.eff_mss();
+        // RFC 5681 section 3.1: one segment if the SYN or SYN-ACK was lost.
+        let iw = if self.syn_retransmitted { mss } else { self.p.initial_cwnd.saturating_mul(mss) };
+        self.cc.init(iw);
+        if self.syn_retransmitted && !self.have_rtt {
+            self.rto_us = self.rto_us.max(RTO_AFTER_SYN_LOSS_US).min(self.p.rto_max_us);
+        }
+        self.backoff = 0;
+        self.recover = self.snd_una;
+        self.high_rxt = self.snd_una;
+        self.t_rtx = if self.snd_una == self.snd_max { NEVER } else { now + self.rto() };
+        if self.p.keepalive {
+            self.t_idle = now + ms(self.p.ka_idle_ms);
+        }
+        self.events |= EV_CONNECTED | EV_WRITABLE;
+    }
+
+    /// RFC 9293 3.10.7.4, for every state after SYN-SENT.
+    fn handle_synchronized(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8]) {
+        let rst = seg.flags.contains(TcpFlags::RST);
+        let mut syn = seg.flags.contains(TcpFlags::SYN);
+        let fin = seg.flags.contains(TcpFlags::FIN);
+        let mut seq = seg.seq_number;
+
+        if self.state == State::SynReceived && syn && !rst && seq == self.irs {
+            match seg.ack_number {
+                // Simultaneous open: the peer's SYN-ACK, whose SYN we already have.
+                Some(ack) if ack == self.snd_max => {
+                    syn = false;
+                    seq = seq.wrapping_add(1);
+                }
+                // Our SYN-ACK was lost: the peer sent its SYN again.
+                None => {
+                    self.snd_nxt = self.iss;
+                    return;
+                }
+                _ => {}
+            }
+        }
+        if self.state == State::TimeWait {
+            if rst {
+                return; // RFC 1337: no TIME-WAIT assassination.
+            }
+            if fin && !syn && seq.wrapping_add(payload.len() as u32 + 1) == self.rcv_nxt {
+                // The peer's FIN again: our ACK was lost. ACK and restart 2*MSL.
+                self.ack_now = true;
+                self.t_idle = now + ms(self.p.time_wait_ms);
+                return;
+            }
+        }
+
+        let seg_len = payload.len() as u32 + u32::from(syn) + u32::from(fin);
+
+        // RFC 7323 section 5.3 R1: PAWS.
+        if self.ts_ok && !rst {
+            if let Some((tsval, _)) = seg.timestamp {
+                if seq::lt(tsval, self.ts_recent) && now.saturating_sub(self.ts_recent_time) <= PAWS_IDLE {
+                    self.ack_now = true;
+                    return;
+                }
+            }
+        }
+
+        // First: the sequence number.
+        if !self.acceptable(seq, seg_len) {
+            if !rst {
+                self.ack_now = true;
+            }
+            return;
+        }
+
+        // Second: RST (RFC 5961 section 3.2: only an exact match resets).
+        if rst {
+            if seq == self.rcv_nxt {
+                self.on_reset();
+            } else {
+                self.challenge_ack();
+            }
+            return;
+        }
+
+        // Fourth: SYN in a synchronized state (RFC 5961 section 4.2).
+        if syn {
+            self.challenge_ack();
+            return;
+        }
+
+        // Fifth: ACK.
+        let Some(ack) = seg.ack_number else {
+            return;
+        };
+        if self.state == State::SynReceived {
+            if seq::gt(ack, self.snd_una) && seq::le(ack, self.snd_max) {
+                let wnd = u32::from(seg.window_len) << self.snd_wscale;
+                self.establish_from_ack(now, seg, ack, wnd);
+            } else {
+                self.rst = Some(Rst { seq: ack, ack: None });
+                return;
+            }
+        }
+
+        // RFC 7323 section 4.3: remember the timestamp to echo.
+        if self.ts_ok {
+            if let Some((tsval, _)) = seg.timestamp {
+                if seq::ge(tsval, self.ts_recent) && seq::le(seq, self.last_ack_sent) {
+                    self.ts_recent = tsval;
+                    self.ts_recent_time = now;
+                }
+            }
+        }
+
+        if !self.process_ack(now, seg, seq, ack, payload.len()) || self.state == State::Closed {
+            return;
+        }
+
+        if self.p.keepalive && matches!(self.state, State::Established | State::CloseWait) {
+            self.ka_probes = 0;
+            self.t_idle = now + ms(self.p.ka_idle_ms);
+        }
+
+        // Seventh and eighth: text and FIN.
+        self.process_text(now, seq, payload, fin);
+    }
+
+    /// The four cases of RFC 9293 3.10.7.4. With a zero window a segment at RCV.NXT is let
+    /// through so that its ACK, and a bare FIN, are processed ("special allowance"); its data
+    /// is trimmed off later.
+    fn acceptable(&self, seq: u32, len: u32) -> bool {
+        let wnd = self.rcv_wnd();
+        let nxt = self.rcv_nxt;
+        match (len, wnd) {
+            (0, 0) => seq == nxt,
+            (0, _) => seq::in_window(seq, nxt, wnd),
+            (_, 0) => seq == nxt,
+            _ => seq::in_window(seq, nxt, wnd) || seq::in_window(seq.wrapping_add(len - 1), nxt, wnd),
+        }
+    }
+
+    fn challenge_ack(&mut self) {
+        self.challenge = true;
+        self.challenge_acks = self.challenge_acks.wrapping_add(1);
+    }
+
+    /// An acceptable RST.
+    fn on_reset(&mut self) {
+        let err = match self.state {
+            State::SynReceived if self.passive => Some(Error::ConnectionReset),
+            State::SynReceived => Some(Error::ConnectionRefused),
+            State::Established | State::FinWait1 | State::FinWait2 => Some(Error::ConnectionReset),
+            State::CloseWait => Some(Error::BrokenPipe),
+            _ => None,
+        };
+        if let Some(err) = err {
+            self.error = Some(err);
+            self.events |= EV_RESET;
+        }
+        self.to_closed();
+    }
+
+    fn fail(&mut self, err: Error, event: u8) {
+        self.error = Some(err);
+        self.events |= event;
+        self.to_closed();
+    }
+
+    fn to_closed(&mut self) {
+        self.state = State::Closed;
+        self.t_rtx = NEVER;
+        self.t_delack = NEVER;
+        self.t_idle = NEVER;
+        self.tx.clear();
+        self.ooo.clear();
+        self.sacked.clear();
+        self.recovery = Recovery::None;
+        self.ack_now = false;
+        self.challenge = false;
+        self.probe = false;
+        self.rtx_first = false;
+        self.force_send = false;
+        self.events |= EV_CLOSED;
+    }
+
+    fn enter_time_wait(&mut self, now: Instant) {
+        self.state = State::TimeWait;
+        self.t_rtx = NEVER;
+        self.t_idle = now + ms(self.p.time_wait_ms);
+        self.sacked.clear();
+        self.tx.clear();
+        self.events |= EV_TIME_WAIT;
+    }
+
+    /// The ACK field (RFC 9293 3.10.7.4 fifth, RFC 5961 section 5). `false`: drop the segment.
+    fn process_ack(&mut self, now: Instant, seg: &TcpRepr, seq: u32, ack: u32, payload_len: usize) -> bool {
+        if seq::gt(ack, self.snd_max) || seq::lt(ack, self.snd_una.wrapping_sub(self.max_snd_wnd)) {
+            // RFC 5961 section 5.2: outside [SND.UNA - MAX.SND.WND, SND.NXT].
+            self.challenge_ack();
+            return false;
+        }
+        let seg_wnd = u32::from(seg.window_len) << self.snd_wscale;
+        let is_dup = ack == self.snd_una
+            && payload_len == 0
+            && !seg.flags.intersects(TcpFlags::SYN | TcpFlags::FIN)
+            && seg_wnd == self.snd_wnd
+            && self.snd_max != self.snd_una;
+
+        if self.sack_ok {
+            for &(left, right) in seg.sack_ranges.iter().flatten() {
+                if seq::lt(left, right) && seq::gt(right, ack) && seq::le(right, self.snd_max) {
+                    self.sacked.add(seq::max(left, ack), right);
+                }
+            }
+        }
+
+        if seq::le(self.snd_una, ack)
+            && (seq::lt(self.snd_wl1, seq) || (self.snd_wl1 == seq && seq::le(self.snd_wl2, ack)))
+        {
+            let opened = self.snd_wnd == 0 && seg_wnd > 0;
+            self.snd_wnd = seg_wnd;
+            self.snd_wl1 = seq;
+            self.snd_wl2 = ack;
+            self.max_snd_wnd = self.max_snd_wnd.max(seg_wnd);
+            if opened {
+                self.persist_backoff = 0;
+                if self.snd_una == self.snd_max {
+                    self.t_rtx = NEVER;
+                }
+            }
+        }
+        self.probes = 0;
+
+        if seq::gt(ack, self.snd_una) {
+            self.on_new_ack(now, seg, ack);
+        } else if is_dup {
+            self.dupacks = self.dupacks.saturating_add(1);
+            if self.recovery == Recovery::NewReno {
+                // RFC 6582 section 3.2 step 4: inflate for each further duplicate.
+                self.inflate = self.inflate.saturating_add(self.eff_mss());
+            }
+        }
+
+        // Loss detection: three duplicate ACKs (RFC 5681 section 3.2) or, with SACK, the
+        // first un-SACKed segment deemed lost (RFC 6675 section 5). Not again for losses
+        // before `recover` (RFC 6582 section 3.2 step 2).
+        if self.recovery == Recovery::None
+            && self.snd_una != self.snd_max
+            && seq::ge(self.snd_una, self.recover)
+            && self.state != State::Closed
+        {
+            let sack_lost = self.sack_ok && !self.sacked.is_empty() && {
+                let lost_end = self.sacked.lost_end(self.snd_una, self.eff_mss());
+                seq::gt(lost_end, self.snd_una)
+            };
+            if self.dupacks >= DUPTHRESH || sack_lost {
+                self.enter_recovery(now);
+            }
+        }
+        true
+    }
+
+    fn enter_recovery(&mut self, now: Instant) {
+        let mss = self.eff_mss();
+        let flight = self.snd_max.wrapping_sub(self.snd_una);
+        self.cc.on_congestion_event(now, flight, mss);
+        self.recover = self.snd_max;
+        self.high_rxt = self.snd_una;
+        self.rtx_first = true;
+        self.rtt_timing = false;
+        if self.sack_ok {
+            self.recovery = Recovery::Sack;
+            self.inflate = 0;
+        } else {
+            self.recovery = Recovery::NewReno;
+            self.inflate = DUPTHRESH as u32 * mss;
+        }
+    }
+
+    fn on_new_ack(&mut self, now: Instant, seg: &TcpRepr, ack: u32) {
+        let acked = ack.wrapping_sub(self.snd_una);
+        let flight_before = self.snd_max.wrapping_sub(self.snd_una);
+        let data_end = self.data_end();
+        let upto = seq::min(ack, data_end);
+        let mut freed = false;
+        if seq::gt(upto, self.tx_seq) {
+            let n = upto.wrapping_sub(self.tx_seq);
+            self.tx.pop(n as usize);
+            self.tx_seq = upto;
+            freed = true;
+        }
+        self.snd_una = ack;
+        if seq::lt(self.snd_nxt, ack) {
+            self.snd_nxt = ack;
+        }
+        if seq::lt(self.high_rxt, ack) {
+            self.high_rxt = ack;
+        }
+        self.sacked.trim(ack);
+        self.rtt_on_ack(now, seg, ack);
+        self.backoff = 0;
+
+        let mss = self.eff_mss();
+        let flight = self.snd_max.wrapping_sub(self.snd_una);
+        match self.recovery {
+            Recovery::None => {
+                self.dupacks = 0;
+                // RFC 7661: grow only a window that is in use (at least half of it in flight).
+                if flight_before.saturating_mul(2) >= self.cc.cwnd() {
+                    self.cc.on_ack(now, acked, mss);
+                }
+            }
+            Recovery::NewReno | Recovery::Sack if seq::ge(ack, self.recover) => {
+                // Full ACK: recovery is over.
+                self.recovery = Recovery::None;
+                self.inflate = 0;
+                self.dupacks = 0;
+                self.cc.on_recovery_exit(now, flight, mss);
+            }
+            Recovery::NewReno => {
+                // Partial ACK (RFC 6582 section 3.2 step 5): retransmit the next hole,
+                // deflate by what was acknowledged, give back one SMSS if it was that much.
+                self.rtx_first = true;
+                let back = if acked >= mss { mss } else { 0 };
+                self.inflate = (self.inflate + back).saturating_sub(acked);
+            }
+            Recovery::Sack => {}
+        }
+
+        // RFC 6298 section 5.2 and 5.3.
+        self.t_rtx = if self.snd_una == self.snd_max { NEVER } else { now + self.rto() };
+
+        if freed
+            && self.write_blocked
+            && matches!(self.state, State::Established | State::CloseWait)
+            && !self.fin_queued
+            && self.tx_writable()
+        {
+            self.write_blocked = false;
+            self.events |= EV_WRITABLE;
+        }
+
+        if self.fin_acked() {
+            match self.state {
+                State::FinWait1 => {
+                    self.state = State::FinWait2;
+                    self.t_rtx = NEVER;
+                    if self.rcv_closed {
+                        self.t_idle = now + ms(self.p.fin_wait2_ms);
+                    }
+                }
+                State::Closing => self.enter_time_wait(now),
+                State::LastAck => self.to_closed(),
+                _ => {}
+            }
+        }
+    }
+
+    /// An RTT sample from this ACK: from the echoed timestamp if timestamps are on (RFC 7323
+    /// section 4: valid for retransmitted segments too), else from the one timed segment if
+    /// it was not retransmitted (Karn's rule).
+    fn rtt_on_ack(&mut self, now: Instant, seg: &TcpRepr, ack: u32) {
+        let sample = if self.ts_ok {
+            match seg.timestamp {
+                Some((_, tsecr)) if tsecr != 0 => {
+                    let d = self.ts_now(now).wrapping_sub(tsecr);
+                    ((d as i32) >= 0).then(|| u64::from(d) * MILLISECOND)
+                }
+                _ => None,
+            }
+        } else if self.rtt_timing && seq::ge(ack, self.rtt_seq) {
+            self.rtt_timing = false;
+            Some(now.saturating_sub(self.rtt_start))
+        } else {
+            None
+        };
+        if let Some(r) = sample {
+            self.rtt_sample(r);
+        }
+    }
+
+    /// RFC 6298 section 2.
+    fn rtt_sample(&mut self, r: Duration) {
+        let r = (r / 1000).min(u64::from(u32::MAX)) as u32;
+        if self.have_rtt {
+            let delta = self.srtt_us.abs_diff(r);
+            self.rttvar_us = ((3 * u64::from(self.rttvar_us) + u64::from(delta)) / 4) as u32;
+            self.srtt_us = ((7 * u64::from(self.srtt_us) + u64::from(r)) / 8) as u32;
+        } else {
+            self.srtt_us = r;
+            self.rttvar_us = r / 2;
+            self.have_rtt = true;
+        }
+        let rto = u64::from(self.srtt_us) + CLOCK_GRANULARITY_US.max(4 * u64::from(self.rttvar_us));
+        self.rto_us = rto.clamp(u64::from(self.p.rto_min_us), u64::from(self.p.rto_max_us)) as u32;
+    }
+
+    /// Data and FIN of an acceptable segment starting at `seq`.
+    fn process_text(&mut self, now: Instant, mut seq: u32, payload: &[u8], mut fin: bool) {
+        let mut data = payload;
+        // Trim what we already have.
+        if seq::lt(seq, self.rcv_nxt) {
+            let skip = self.rcv_nxt.wrapping_sub(seq) as usize;
+            if skip >= data.len() {
+                fin = fin && skip == data.len();
+                data = &[];
+            } else {
+                data = &data[skip..];
+            }
+            seq = self.rcv_nxt;
+        }
+        // Trim what is beyond the window (a bare FIN at the edge is kept, like Linux).
+        let room = if seq::gt(self.rcv_adv, seq) { self.rcv_adv.wrapping_sub(seq) as usize } else { 0 };
+        if data.len() > room {
+            data = &data[..room];
+            fin = false;
+            self.ack_now = true;
+        }
+        if data.is_empty() && !fin {
+            return;
+        }
+        if !matches!(self.state, State::Established | State::FinWait1 | State::FinWait2) {
+            return;
+        }
+        if self.rcv_closed && !data.is_empty() {
+            // Linux: data for a closed socket resets the connection.
+            self.rst = Some(Rst { seq: self.snd_max, ack: Some(self.rcv_nxt) });
+            self.to_closed();
+            return;
+        }
+        if !data.is_empty() {
+            self.rx.ensure(self.rx_cap());
+            let off = seq.wrapping_sub(self.rcv_nxt) as usize;
+            let len = data.len() as u32;
+            self.rcv_mss = self.rcv_mss.max(data.len().min(usize::from(self.p.mss)) as u16);
+            if off == 0 {
+                let had_ooo = !self.ooo.is_empty();
+                let at = self.rx.len();
+                self.rx.write_at(at, data);
+                self.rx.extend(data.len());
+                let nxt = self.ooo.advance(self.rcv_nxt.wrapping_add(len));
+                self.rx.extend(nxt.wrapping_sub(self.rcv_nxt.wrapping_add(len)) as usize);
+                self.rcv_nxt = nxt;
+                self.rcv_unacked = self.rcv_unacked.saturating_add(len);
+                self.events |= EV_READABLE;
+                if had_ooo || self.rcv_unacked >= 2 * u32::from(self.rcv_mss) {
+                    // A filled hole, or the second full-sized segment (RFC 5681 4.2).
+                    self.ack_now = true;
+                } else if self.t_delack == NEVER {
+                    self.t_delack = now + us(self.p.delayed_ack_us);
+                }
+            } else {
+                if self.ooo.add(seq, seq.wrapping_add(len)) {
+                    let at = self.rx.len() + off;
+                    self.rx.write_at(at, data);
+                }
+                // Out of order: a duplicate ACK (with SACK blocks) at once (RFC 5681 4.2).
+                self.ack_now = true;
+            }
+        }
+        if fin {
+            let fin_seq = seq.wrapping_add(data.len() as u32);
+            if seq::gt(fin_seq, self.rcv_nxt) {
+                self.rcv_fin = fin_seq;
+                self.rcv_fin_set = true;
+                self.ack_now = true;
+            } else if fin_seq == self.rcv_nxt {
+                self.receive_fin(now);
+            }
+        }
+        if self.rcv_fin_set && self.rcv_fin == self.rcv_nxt {
+            self.receive_fin(now);
+        }
+    }
+
+    fn receive_fin(&mut self, now: Instant) {
+        self.rcv_fin_set = false;
+        self.fin_received = true;
+        self.rcv_nxt = self.rcv_nxt.wrapping_add(1);
+        self.ooo.clear();
+        self.ack_now = true;
+        self.events |= EV_READ_CLOSED;
+        match self.state {
+            State::Established => self.state = State::CloseWait,
+            State::FinWait1 => self.state = State::Closing,
+            State::FinWait2 => self.enter_time_wait(now),
+            _ => {}
+        }
+    }
+
+    /// After the application read: announce a window that opened enough (receiver-side SWS
+    /// avoidance, RFC 9293 3.8.6.2.2; Linux's `tcp_cleanup_rbuf` rule: the current window is
+    /// at most half the buffer and the new one at least doubles it).
+    fn window_update_after_read(&mut self) {
+        if !matches!(self.state, State::Established | State::FinWait1 | State::FinWait2) || self.fin_received {
+            return;
+        }
+        let cur = self.rcv_wnd();
+        let adv = self.rcv_buf_adv();
+        let g = 1u32 << self.rcv_wscale;
+        let cand = adv.saturating_sub(self.rx.len() as u32) & !(g - 1);
+        let thresh = (adv / 2).min(u32::from(self.p.mss)).max(1);
+        if cur <= adv / 2 && cand >= cur.saturating_mul(2) && cand >= cur + thresh {
+            self.ack_now = true;
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Timers
+    // ---------------------------------------------------------------------------------------
+
+    /// Runs the timers due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.t_delack <= now {
+            self.t_delack = NEVER;
+            self.ack_now = true;
+        }
+        if self.t_rtx <= now {
+            self.t_rtx = NEVER;
+            self.on_rtx_timer(now);
+        }
+        if self.t_idle <= now {
+            self.t_idle = NEVER;
+            self.on_idle_timer(now);
+        }
+    }
+
+    fn on_rtx_timer(&mut self, now: Instant) {
+        match self.state {
+            State::SynSent | State::SynReceived => {
+                let limit = if self.state == State::SynSent { self.p.syn_retries } else { self.p.synack_retries };
+                if self.backoff >= limit {
+                    self.fail(Error::TimedOut, EV_TIMED_OUT);
+                    return;
+                }
+                self.backoff += 1;
+                self.retrans_total = self.retrans_total.wrapping_add(1);
+                self.syn_retransmitted = true;
+                self.rtt_timing = false;
+                self.snd_nxt = self.iss;
+                self.t_rtx = now + self.rto();
+            }
+            State::Established | State::FinWait1 | State::CloseWait | State::Closing | State::LastAck => {
+                if self.snd_una != self.snd_max {
+                    self.on_rto(now);
+                } else if self.has_unsent_data() {
+                    self.on_persist(now);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// RFC 6298 section 5.4 to 5.7 with RFC 5681's loss window: go back to SND.UNA.
+    fn on_rto(&mut self, now: Instant) {
+        if self.backoff >= self.p.retries2 {
+            self.fail(Error::TimedOut, EV_TIMED_OUT);
+            return;
+        }
+        let mss = self.eff_mss();
+        let flight = self.snd_max.wrapping_sub(self.snd_una);
+        self.cc.on_retransmission_timeout(now, flight, mss, self.backoff == 0);
+        if self.backoff >= 1 {
+            // A second timeout in a row: maybe the receiver reneged on what it SACKed (RFC
+            // 2018 section 8); send everything again.
+            self.sacked.clear();
+        }
+        self.recovery = Recovery::None;
+        self.inflate = 0;
+        self.dupacks = 0;
+        self.recover = self.snd_max;
+        self.high_rxt = self.snd_una;
+        self.rtx_first = false;
+        self.rtt_timing = false;
+        self.backoff = self.backoff.saturating_add(1);
+        self.snd_nxt = self.snd_una;
+        self.t_rtx = now + self.rto();
+    }
+
+    /// The persist timer (RFC 9293 3.8.6.1): probe a zero window, or send into a small one
+    /// that sender-side SWS avoidance held back.
+    fn on_persist(&mut self, now: Instant) {
+        if self.probes >= self.p.retries2 {
+            self.fail(Error::TimedOut, EV_TIMED_OUT);
+            return;
+        }
+        if self.snd_wnd_room() > 0 {
+            self.force_send = true;
+        } else {
+            self.probe = true;
+            self.probes = self.probes.saturating_add(1);
+        }
+        self.persist_backoff = self.persist_backoff.saturating_add(1);
+        self.t_rtx = now + self.persist_interval();
+    }
+
+    fn on_idle_timer(&mut self, now: Instant) {
+        match self.state {
+            State::TimeWait | State::FinWait2 => self.to_closed(),
+            State::Established | State::CloseWait if self.p.keepalive => {
+                // RFC 1122 4.2.3.6, Linux's rules: only when nothing is outstanding.
+                if self.snd_una != self.snd_max || self.has_unsent_data() {
+                    self.t_idle = now + ms(self.p.ka_idle_ms);
+                    return;
+                }
+                if self.ka_probes >= self.p.ka_count {
+                    self.fail(Error::TimedOut, EV_TIMED_OUT);
+                    return;
+                }
+                self.probe = true;
+                self.ka_probes += 1;
+                self.t_idle = now + ms(self.p.ka_interval_ms);
+            }
+            _ => {}
+        }
+    }
+
+    /// Arms the persist timer when data waits, nothing is in flight and no timer runs.
+    fn arm_persist(&mut self, now: Instant) {
+        if self.can_send_data()
+            && self.snd_una == self.snd_max
+            && self.t_rtx == NEVER
+            && self.has_unsent_data()
+            && self.snd_wnd_room() < self.eff_mss()
+        {
+            self.t_rtx = now + self.persist_interval();
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Output
+    // ---------------------------------------------------------------------------------------
+
+    /// The next segment to send, if any: its header, with its payload copied into `payload`
+    /// (`payload_len` bytes; pass a buffer of at least the MSS). Call until `None`.
+    pub fn poll_transmit(&mut self, now: Instant, payload: &mut [u8]) -> Option<TcpRepr> {
+        if let Some(rst) = self.rst.take() {
+            return Some(self.make_rst(rst));
+        }
+        match self.state {
+            State::Closed => return None,
+            State::SynSent => {
+                return (self.snd_nxt == self.iss).then(|| self.send_syn(now));
+            }
+            State::SynReceived if self.snd_nxt == self.iss => return Some(self.send_syn(now)),
+            _ => {}
+        }
+        if self.can_send_data() {
+            if let Some(repr) = self.transmit_data(now, payload) {
+                return Some(repr);
+            }
+        }
+        if self.probe {
+            self.probe = false;
+            let seq = self.snd_una.wrapping_sub(1);
+            return Some(self.emit(now, seq, 0, false, payload));
+        }
+        if self.ack_now || self.challenge {
+            let seq = self.snd_max;
+            return Some(self.emit(now, seq, 0, false, payload));
+        }
+        self.arm_persist(now);
+        None
+    }
+
+    fn make_rst(&self, rst: Rst) -> TcpRepr {
+        TcpRepr {
+            src_port: self.local_port,
+            dst_port: self.remote_port,
+            seq_number: rst.seq,
+            ack_number: rst.ack,
+            flags: if rst.ack.is_some() { TcpFlags::RST | TcpFlags::ACK } else { TcpFlags::RST },
+            window_len: 0,
+            window_scale: None,
+            max_seg_size: None,
+            sack_permitted: false,
+            sack_ranges: [None; 4],
+            timestamp: None,
+            payload_len: 0,
+        }
+    }
+
+    /// Our SYN (SYN-SENT) or SYN-ACK (SYN-RECEIVED), first or again.
+    fn send_syn(&mut self, now: Instant) -> TcpRepr {
+        let synack = self.state == State::SynReceived;
+        let (ws, sack, ts) = if synack {
+            (self.ws_ok, self.sack_ok, self.ts_ok)
+        } else {
+            (self.p.offer_ws, self.p.offer_sack, self.p.offer_ts)
+        };
+        let wnd = self.syn_window();
+        let repr = TcpRepr {
+            src_port: self.local_port,
+            dst_port: self.remote_port,
+            seq_number: self.iss,
+            ack_number: synack.then_some(self.rcv_nxt),
+            flags: if synack { TcpFlags::SYN | TcpFlags::ACK } else { TcpFlags::SYN },
+            window_len: wnd as u16,
+            window_scale: ws.then_some(self.rcv_wscale),
+            max_seg_size: Some(self.p.mss),
+            sack_permitted: sack,
+            sack_ranges: [None; 4],
+            timestamp: ts.then(|| (self.ts_now(now), if synack { self.ts_recent } else { 0 })),
+            payload_len: 0,
+        };
+        self.snd_nxt = self.iss.wrapping_add(1);
+        self.snd_max = self.snd_nxt;
+        if self.backoff == 0 {
+            self.rtt_timing = true;
+            self.rtt_seq = self.snd_nxt;
+            self.rtt_start = now;
+        }
+        self.t_rtx = now + self.rto();
+        if synack {
+            self.rcv_adv = seq::max(self.rcv_adv, self.rcv_nxt.wrapping_add(wnd));
+            self.ack_sent();
+        }
+        repr
+    }
+
+    /// Retransmissions and new data, in RFC 6675 NextSeg order when in SACK recovery.
+    fn transmit_data(&mut self, now: Instant, buf: &mut [u8]) -> Option<TcpRepr> {
+        if self.rtx_first {
+            self.rtx_first = false;
+            if seq::lt(self.snd_una, self.snd_max) {
+                let seq = self.snd_una;
+                let limit = self.sacked.next_start_after(seq).map_or(usize::MAX, |s| s.wrapping_sub(seq) as usize);
+                return Some(self.retransmit(now, seq, limit, buf));
+            }
+        }
+        if self.recovery == Recovery::Sack {
+            let mss = self.eff_mss();
+            if self.cc.cwnd().saturating_sub(self.pipe()) < mss {
+                return None;
+            }
+            // Rule 1: the first un-SACKed, not yet retransmitted, lost segment.
+            let lost_end = seq::min(self.sacked.lost_end(self.snd_una, mss), self.snd_max);
+            let s = self.sacked.first_unsacked(seq::max(self.high_rxt, self.snd_una));
+            if seq::lt(s, lost_end) {
+                let limit = self.sacked.next_start_after(s).map_or(usize::MAX, |e| e.wrapping_sub(s) as usize);
+                return Some(self.retransmit(now, s, limit, buf));
+            }
+            // Rule 2: new data.
+            if let Some(repr) = self.transmit_new(now, buf) {
+                return Some(repr);
+            }
+            // Rule 3: an un-SACKed segment below the highest SACKed one.
+            if let Some(high) = self.sacked.highest() {
+                if seq::lt(s, high) && seq::lt(s, self.snd_max) {
+                    let limit = self.sacked.next_start_after(s).map_or(usize::MAX, |e| e.wrapping_sub(s) as usize);
+                    return Some(self.retransmit(now, s, limit, buf));
+                }
+            }
+            return None;
+        }
+        self.transmit_new(now, buf)
+    }
+
+    /// Sends again the segment at `seq` (at most `limit` bytes) without moving SND.NXT.
+    fn retransmit(&mut self, now: Instant, seq: u32, limit: usize, buf: &mut [u8]) -> TcpRepr {
+        let fin_sent = self.fin_queued && seq::gt(self.snd_max, self.data_end());
+        let repr = self.emit(now, seq, limit, fin_sent, buf);
+        let end = seq.wrapping_add(repr.segment_len() as u32);
+        self.high_rxt = seq::max(self.high_rxt, end);
+        self.retrans_total = self.retrans_total.wrapping_add(1);
+        self.rtt_timing = false;
+        repr
+    }
+
+    /// The segment at SND.NXT: new data, or going back after an RTO (skipping what the peer
+    /// SACKed). Applies the peer's window, the congestion window, sender SWS avoidance and
+    /// Nagle.
+    fn transmit_new(&mut self, now: Instant, buf: &mut [u8]) -> Option<TcpRepr> {
+        if seq::lt(self.snd_nxt, self.snd_max) {
+            while let Some(end) = self.sacked.covering(self.snd_nxt) {
+                self.snd_nxt = seq::min(end, self.snd_max);
+                if self.snd_nxt == self.snd_max {
+                    break;
+                }
+            }
+        }
+        let data_end = self.data_end();
+        let avail = if seq::lt(self.snd_nxt, data_end) { data_end.wrapping_sub(self.snd_nxt) as usize } else { 0 };
+        let fin_unsent = self.fin_queued && seq::le(self.snd_nxt, data_end);
+        if avail == 0 && !fin_unsent {
+            return None;
+        }
+        let is_rtx = seq::lt(self.snd_nxt, self.snd_max);
+        let mss = self.data_room(buf) as usize;
+        let mut cwnd_room = self.cwnd_room();
+        if self.recovery == Recovery::None && !is_rtx {
+            // Limited Transmit (RFC 3042): one new segment for each of the first two duplicate
+            // ACKs, so that small windows still produce three of them.
+            cwnd_room = cwnd_room.saturating_add(u32::from(self.dupacks.min(2)) * self.eff_mss());
+        }
+        let mut len = avail.min(mss).min(self.snd_wnd_room() as usize).min(cwnd_room as usize);
+        if is_rtx {
+            if let Some(next) = self.sacked.next_start_after(self.snd_nxt) {
+                len = len.min(next.wrapping_sub(self.snd_nxt) as usize);
+            }
+        }
+        let force = core::mem::take(&mut self.force_send);
+        if len == 0 {
+            // A FIN alone needs no window (Linux accepts a bare FIN into a zero window).
+            if avail > 0 {
+                return None;
+            }
+        } else if len < avail {
+            // Sender SWS avoidance (RFC 9293 3.8.6.2.1): no small segment unless it is half
+            // the largest window the peer offered.
+            let wnd_limited = len == self.snd_wnd_room() as usize;
+            if len < mss && !force && !(wnd_limited && len >= self.max_snd_wnd as usize / 2) {
+                return None;
+            }
+        } else if len < mss && !is_rtx && !force && !self.p.nodelay && !fin_unsent && self.snd_max != self.snd_una {
+            // Nagle (RFC 896, RFC 1122 4.2.3.4): one small segment in flight at a time.
+            return None;
+        }
+        let seq = self.snd_nxt;
+        let was_idle = self.snd_una == self.snd_max;
+        let repr = self.emit(now, seq, len, fin_unsent, buf);
+        let sent = repr.segment_len() as u32;
+        self.snd_nxt = seq.wrapping_add(sent);
+        if seq::gt(self.snd_nxt, self.snd_max) {
+            self.snd_max = self.snd_nxt;
+        }
+        if is_rtx {
+            self.retrans_total = self.retrans_total.wrapping_add(1);
+            self.rtt_timing = false;
+        } else if !self.rtt_timing && !self.ts_ok && sent > 0 {
+            self.rtt_timing = true;
+            self.rtt_seq = self.snd_nxt;
+            self.rtt_start = now;
+        }
+        if was_idle || self.t_rtx == NEVER {
+            self.t_rtx = now + self.rto();
+        }
+        Some(repr)
+    }
+
+    /// Payload room of a data segment sent now: the MSS less the options it will carry.
+    fn data_room(&self, buf: &[u8]) -> u32 {
+        let header = self.header(0, 0).header_len();
+        let base = usize::from(self.peer_mss.min(self.p.mss)) + HEADER_LEN;
+        (base.saturating_sub(header).max(1).min(buf.len())) as u32
+    }
+
+    /// A header with ACK, our options for a synchronized state, and no window yet.
+    fn header(&self, now: Instant, seq: u32) -> TcpRepr {
+        TcpRepr {
+            src_port: self.local_port,
+            dst_port: self.remote_port,
+            seq_number: seq,
+            ack_number: Some(self.rcv_nxt),
+            flags: TcpFlags::ACK,
+            window_len: 0,
+            window_scale: None,
+            max_seg_size: None,
+            sack_permitted: false,
+            sack_ranges: self.sack_blocks(),
+            timestamp: self.ts_ok.then(|| (self.ts_now(now), self.ts_recent)),
+            payload_len: 0,
+        }
+    }
+
+    /// SACK blocks for our out-of-order data, most recent first (RFC 2018 section 4): 4 fit in
+    /// the options, 3 next to timestamps.
+    fn sack_blocks(&self) -> [Option<(u32, u32)>; 4] {
+        let mut blocks = if self.sack_ok { self.ooo.blocks() } else { [None; 4] };
+        if self.ts_ok {
+            blocks[3] = None;
+        }
+        blocks
+    }
+
+    /// A segment at `seq` with up to `max_len` bytes from the send buffer, and the FIN if
+    /// `fin_ok` and the data reaches it.
+    fn emit(&mut self, now: Instant, seq: u32, max_len: usize, fin_ok: bool, buf: &mut [u8]) -> TcpRepr {
+        let mut repr = self.header(now, seq);
+        let room = (usize::from(self.peer_mss.min(self.p.mss)) + HEADER_LEN).saturating_sub(repr.header_len()).max(1);
+        let data_end = self.data_end();
+        let avail =
+            if seq::ge(seq, self.tx_seq) && seq::lt(seq, data_end) { data_end.wrapping_sub(seq) as usize } else { 0 };
+        let len = avail.min(max_len).min(room).min(buf.len());
+        if len > 0 {
+            self.tx.read_at(seq.wrapping_sub(self.tx_seq) as usize, &mut buf[..len]);
+            repr.payload_len = len;
+        }
+        let end = seq.wrapping_add(len as u32);
+        if len > 0 && end == data_end {
+            repr.flags |= TcpFlags::PSH;
+        }
+        if fin_ok && self.fin_queued && end == data_end && seq::ge(seq, self.tx_seq) {
+            repr.flags |= TcpFlags::FIN;
+        }
+        repr.window_len = self.select_window();
+        self.ack_sent();
+        repr
+    }
+
+    /// The window field to send, in units of our scale. The right edge never moves left: when
+    /// the buffer has less room than we promised, the promise stands, rounded up to the scale
+    /// unit, which the ring's slack absorbs. Only a peer that keeps sending segments smaller
+    /// than the scale unit into a full buffer can exhaust the slack; then the edge is rounded
+    /// down (a retraction of less than one unit, which RFC 7323 appendix F allows for). The
+    /// edge moves right only by at least min(buffer / 2, MSS) (receiver SWS avoidance, RFC
+    /// 9293 3.8.6.2.2).
+    fn select_window(&mut self) -> u16 {
+        let shift = u32::from(self.rcv_wscale);
+        let g = 1u32 << shift;
+        let adv = self.rcv_buf_adv();
+        let used = self.rx.len() as u32;
+        let cand = adv.saturating_sub(used) & !(g - 1);
+        let cur = self.rcv_wnd();
+        let thresh = (adv / 2).min(u32::from(self.p.mss)).max(1);
+        let wnd = if cand > cur && (cand - cur >= thresh || cand == (adv & !(g - 1))) { cand } else { cur };
+        let phys = (self.rx_cap() as u32).saturating_sub(used);
+        let mut field = ((u64::from(wnd) + u64::from(g) - 1) >> shift).min(0xffff) as u32;
+        if field << shift > phys {
+            // Rounding up would promise more than the ring holds: round down instead.
+            field = wnd >> shift;
+        }
+        let edge = self.rcv_nxt.wrapping_add(field << shift);
+        if seq::gt(edge, self.rcv_adv) {
+            self.rcv_adv = edge;
+        }
+        field as u16
+    }
+
+    /// Bookkeeping for a segment that carries our ACK.
+    fn ack_sent(&mut self) {
+        self.last_ack_sent = self.rcv_nxt;
+        self.ack_now = false;
+        self.challenge = false;
+        self.t_delack = NEVER;
+        self.rcv_unacked = 0;
+    }
+}
+
+impl Connection {
+    /// What a [`crate::TimeWait`] entry keeps.
+    pub(crate) fn time_wait_parts(&self) -> crate::time_wait::TimeWaitParts {
+        let field = (self.rcv_wnd() >> self.rcv_wscale).min(0xffff) as u16;
+        crate::time_wait::TimeWaitParts {
+            time_wait: ms(self.p.time_wait_ms),
+            snd_nxt: self.snd_max,
+            rcv_nxt: self.rcv_nxt,
+            ts_recent: self.ts_recent,
+            ts_offset: self.ts_offset,
+            window: field,
+            ts_ok: self.ts_ok,
+        }
+    }
+}

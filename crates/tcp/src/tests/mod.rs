@@ -1,0 +1,23 @@
+//! Scripted tests, named after the rule they check. `harness` has the helpers.
+
+mod ack_policy;
+mod bulk;
+mod harness;
+mod probe2_tmp;
+mod probe_tmp;
+mod rfc5681;
+mod rfc6298;
+mod rfc7323;
+mod rfc9293;
+mod sack;
+
+#[test]
+fn connection_is_small() {
+    let size = core::mem::size_of::<crate::Connection>();
+    std::println!(
+        "size_of::<Connection>() = {size}, size_of::<TimeWait>() = {}",
+        core::mem::size_of::<crate::TimeWait>()
+    );
+    assert!(size <= 400, "{size}");
+    assert!(core::mem::size_of::<crate::TimeWait>() <= 48);
+}

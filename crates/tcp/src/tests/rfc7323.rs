@@ -1,0 +1,235 @@
+//! Group 4: window scaling, timestamps, PAWS (RFC 7323) and the MSS option.
+
+use wire::{TcpFlags, TcpRepr};
+
+use super::harness::*;
+use crate::{Config, Connection, State};
+
+fn ts(repr: TcpRepr, tsval: u32, tsecr: u32) -> TcpRepr {
+    TcpRepr { timestamp: Some((tsval, tsecr)), ..repr }
+}
+
+#[test]
+fn rfc7323_window_scale_negotiated_when_both_offer() {
+    let cfg = Config::default(); // 128 KiB: shift 2
+    let mut c = Connection::connect(&cfg, LP, RP, ISS, T0);
+    let syn = poll_one(&mut c, T0);
+    assert_eq!(syn.repr.window_scale, Some(2));
+    assert_eq!(syn.repr.window_len, 65535); // never scaled in a SYN
+    let synack = TcpRepr { window_scale: Some(7), ..seg(PISS, Some(ISS + 1), TcpFlags::SYN, 1000) };
+    c.handle_segment(T0, &synack, &[]);
+    let info = c.info();
+    assert_eq!((info.snd_wscale, info.rcv_wscale), (Some(7), Some(2)));
+    assert_eq!(info.snd_wnd, 1000); // the SYN-ACK's window is not scaled
+    let a = poll_one(&mut c, T0);
+    assert_eq!(a.repr.window_len, 32768); // 131072 >> 2
+    assert_eq!(a.repr.window_scale, None);
+    feed(&mut c, T0, ack(PISS + 1, ISS + 1, 100));
+    assert_eq!(c.info().snd_wnd, 100 << 7);
+}
+
+#[test]
+fn rfc7323_window_scale_not_used_unless_both_offer() {
+    let cfg = Config::default();
+    // The peer does not offer it: no scaling either way, and at most 65535 advertised.
+    let mut c = Connection::connect(&cfg, LP, RP, ISS, T0);
+    poll_one(&mut c, T0);
+    c.handle_segment(T0, &seg(PISS, Some(ISS + 1), TcpFlags::SYN, 1000), &[]);
+    let a = poll_one(&mut c, T0);
+    assert_eq!(a.repr.window_len, 65535);
+    feed(&mut c, T0, ack(PISS + 1, ISS + 1, 100));
+    let info = c.info();
+    assert_eq!((info.snd_wscale, info.rcv_wscale, info.snd_wnd), (None, None, 100));
+    // Passive side: a SYN without the option gets a SYN-ACK without it.
+    let syn = TcpRepr { window_scale: None, ..peer_syn(&cfg) };
+    let mut c = Connection::accept(&cfg, &syn, ISS, T0);
+    assert_eq!(poll_one(&mut c, T0).repr.window_scale, None);
+    // We do not offer it: a peer's offer is ignored.
+    let cfg = Config { window_scale: false, ..Config::default() };
+    let mut c = Connection::accept(&cfg, &peer_syn(&Config::default()), ISS, T0);
+    assert_eq!(poll_one(&mut c, T0).repr.window_scale, None);
+    feed(&mut c, T0, TcpRepr { timestamp: Some((800, 1000)), ..ack(PISS + 1, ISS + 1, 100) });
+    assert_eq!(c.info().snd_wnd, 100);
+}
+
+#[test]
+fn rfc7323_timestamps_negotiated_and_echoed() {
+    let cfg = Config { window_scale: false, sack: false, ..Config::default() };
+    let mut c = Connection::connect(&cfg, LP, RP, ISS, T0);
+    let syn = poll_one(&mut c, T0);
+    assert_eq!(syn.repr.timestamp, Some((1000, 0))); // ms clock: T0 = 1 s
+    let synack = ts(seg(PISS, Some(ISS + 1), TcpFlags::SYN, 65535), 777, 1000);
+    c.handle_segment(T0 + 5 * MS, &synack, &[]);
+    assert!(c.info().timestamps);
+    let a = poll_one(&mut c, T0 + 5 * MS);
+    assert_eq!(a.repr.timestamp, Some((1005, 777)));
+    // Every segment carries it, TSecr = the peer's latest in-order TSval.
+    let now = T0 + 20 * MS;
+    feed(&mut c, now, ts(data(PISS + 1, ISS + 1, 100), 800, 1005));
+    c.send(b"x").unwrap();
+    let d = poll_one(&mut c, now);
+    assert_eq!(d.repr.timestamp, Some((1020, 800)));
+}
+
+#[test]
+fn rfc7323_tsecr_echoes_the_earliest_unacknowledged_segment() {
+    let cfg = Config { window_scale: false, sack: false, ..Config::default() };
+    let (mut c, now) = established(&cfg);
+    // Two segments before our (delayed) ACK: TS.Recent is updated only for SEG.SEQ <=
+    // Last.ACK.sent, so the ACK echoes the first (RFC 7323 section 4.3).
+    feed(&mut c, now, ts(data(PISS + 1, ISS + 1, 1448), 800, 1000));
+    feed(&mut c, now, ts(data(PISS + 1449, ISS + 1, 1448), 801, 1000));
+    let a = poll_one(&mut c, now);
+    assert_eq!(a.ack(), Some(PISS + 2897));
+    assert_eq!(a.repr.timestamp.unwrap().1, 800);
+    // The next in-order segment updates it.
+    feed(&mut c, now, ts(data(PISS + 2897, ISS + 1, 1448), 802, 1000));
+    c.handle_timeout(c.poll_timeout().unwrap());
+    assert_eq!(poll_one(&mut c, now).repr.timestamp.unwrap().1, 802);
+}
+
+#[test]
+fn rfc7323_rtt_measured_from_timestamps() {
+    let cfg = Config { window_scale: false, sack: false, ..Config::default() };
+    let mut c = Connection::connect(&cfg, LP, RP, ISS, T0);
+    poll_one(&mut c, T0);
+    // The SYN-ACK echoes the SYN's TSval 150 ms later: the first sample.
+    let now = T0 + 150 * MS;
+    c.handle_segment(now, &ts(seg(PISS, Some(ISS + 1), TcpFlags::SYN, 65535), 777, 1000), &[]);
+    poll_one(&mut c, now);
+    assert_eq!(c.info().rtt, 150 * MS);
+    c.send(&[1; 100]).unwrap();
+    let d = poll_one(&mut c, now);
+    let tsval = d.repr.timestamp.unwrap().0;
+    // The ACK echoes our TSval 150 ms later.
+    feed(&mut c, now + 150 * MS, ts(ack(PISS + 1, ISS + 101, 65535), 900, tsval));
+    assert_eq!(c.info().rtt, 150 * MS);
+    // A retransmitted segment still gives a sample (its own TSval is echoed).
+    c.send(&[1; 100]).unwrap();
+    let t = now + 200 * MS;
+    poll_one(&mut c, t);
+    let rto = c.poll_timeout().unwrap();
+    c.handle_timeout(rto);
+    let rtx = poll_one(&mut c, rto);
+    let tsval = rtx.repr.timestamp.unwrap().0;
+    feed(&mut c, rto + 100 * MS, ts(ack(PISS + 1, ISS + 201, 65535), 950, tsval));
+    // SRTT = 7/8 * 150 + 1/8 * 100.
+    assert_eq!(c.info().rtt, 143_750_000);
+}
+
+#[test]
+fn rfc7323_paws_drops_old_segments_with_an_ack() {
+    let cfg = Config { window_scale: false, sack: false, ..Config::default() };
+    let (mut c, now) = established(&cfg);
+    feed(&mut c, now, ts(data(PISS + 1, ISS + 1, 100), 5000, 1000));
+    c.handle_timeout(now + 40 * MS);
+    poll_one(&mut c, now + 40 * MS);
+    assert_eq!(read_all(&mut c).len(), 100);
+    // An old duplicate from a previous wrap of the sequence space: in window, old TSval.
+    let now = now + 50 * MS;
+    feed(&mut c, now, ts(data(PISS + 101, ISS + 1, 100), 4000, 1000));
+    let a = poll_one(&mut c, now);
+    assert_eq!(a.ack(), Some(PISS + 101));
+    assert_eq!(c.recv_available(), 0);
+    // PAWS does not apply to a RST (RFC 7323 section 5.3 R1).
+    feed(&mut c, now, ts(seg(PISS + 101, None, TcpFlags::RST, 0), 1, 0));
+    assert_eq!(c.state(), State::Closed);
+}
+
+#[test]
+fn rfc7323_timestamps_not_used_unless_both_offer() {
+    let cfg = Config::default();
+    let syn = TcpRepr { timestamp: None, ..peer_syn(&cfg) };
+    let mut c = Connection::accept(&cfg, &syn, ISS, T0);
+    let synack = poll_one(&mut c, T0);
+    assert_eq!(synack.repr.timestamp, None);
+    feed(&mut c, T0, ack(PISS + 1, ISS + 1, 1000));
+    c.send(b"x").unwrap();
+    assert_eq!(poll_one(&mut c, T0).repr.timestamp, None);
+    assert!(!c.info().timestamps);
+}
+
+#[test]
+fn rfc9293_mss_option_and_effective_mss() {
+    // The peer's MSS caps our segments; timestamps take 12 bytes of it.
+    let cfg = Config { window_scale: false, sack: false, nodelay: true, ..Config::default() };
+    let mut c = Connection::connect(&cfg, LP, RP, ISS, T0);
+    let syn = poll_one(&mut c, T0);
+    assert_eq!(syn.repr.max_seg_size, Some(1460));
+    let synack = TcpRepr { max_seg_size: Some(1000), ..ts(seg(PISS, Some(ISS + 1), TcpFlags::SYN, 65535), 777, 1000) };
+    c.handle_segment(T0, &synack, &[]);
+    poll_one(&mut c, T0);
+    c.send(&[1; 3000]).unwrap();
+    let segs = poll_all(&mut c, T0);
+    assert_eq!(segs.iter().map(|s| s.len()).collect::<Vec<_>>(), [988, 988, 988, 36]);
+    assert!(segs.iter().all(|s| s.repr.header_len() == 32));
+    assert_eq!(c.info().snd_mss, 988);
+    // No MSS option: 536 (RFC 9293 3.7.1).
+    let cfg = Config { nodelay: true, ..plain() };
+    let mut c = Connection::connect(&cfg, LP, RP, ISS, T0);
+    poll_one(&mut c, T0);
+    c.handle_segment(T0, &seg(PISS, Some(ISS + 1), TcpFlags::SYN, 65535), &[]);
+    poll_one(&mut c, T0);
+    c.send(&[1; 1000]).unwrap();
+    let segs = poll_all(&mut c, T0);
+    assert_eq!(segs.iter().map(|s| s.len()).collect::<Vec<_>>(), [536, 464]);
+    // Our own MSS (from our MTU) caps too.
+    let cfg = Config { mss: 500, nodelay: true, ..plain() };
+    let (mut c, now) = established(&cfg);
+    c.send(&[1; 600]).unwrap();
+    assert_eq!(poll_all(&mut c, now).iter().map(|s| s.len()).collect::<Vec<_>>(), [500, 100]);
+}
+
+#[test]
+fn rfc7323_scaled_window_never_shrinks_below_what_was_advertised() {
+    // A small buffer with scaling: the right edge we advertise never moves left while the
+    // peer fills the window and the application does not read.
+    let cfg = Config { rcv_buf: 200_000, ..Config::default() }; // shift 2
+    let (mut c, now) = established(&cfg);
+    let mut edge = 0u32;
+    let mut seq = PISS + 1;
+    let mut tsval = 800;
+    for i in 0..200 {
+        let len = 1000 + (i * 37) % 448;
+        if seq.wrapping_add(len as u32).wrapping_sub(PISS + 1) > 200_000 {
+            break;
+        }
+        feed(&mut c, now, ts(data(seq, ISS + 1, len), tsval, 1000));
+        seq = seq.wrapping_add(len as u32);
+        tsval += 1;
+        c.handle_timeout(now + 40 * MS);
+        for s in poll_all(&mut c, now) {
+            let right = s.ack().unwrap().wrapping_add(u32::from(s.repr.window_len) << 2);
+            assert!(right.wrapping_sub(edge) as i32 >= 0 || edge == 0, "shrank: {edge} -> {right}");
+            edge = right;
+        }
+    }
+    assert!(c.recv_available() > 190_000);
+}
+
+#[test]
+fn rfc7323_tiny_segments_cannot_grow_a_full_scaled_window() {
+    // A peer sending 1-byte segments into a full buffer: rounding up the window each time must
+    // not promise more than the buffer (and its slack) holds.
+    let cfg = Config { rcv_buf: 4096 * 40, ..Config::default() }; // shift 2
+    let (mut c, now) = established(&cfg);
+    let mut seq = PISS + 1;
+    let mut tsval = 800;
+    for _ in 0..100_000 {
+        let wnd = c.info().rcv_wnd;
+        let len = if wnd > 1448 { 1448 } else { 1 };
+        feed(&mut c, now, ts(data(seq, ISS + 1, len), tsval, 1000));
+        tsval += 1;
+        let segs = poll_all(&mut c, now);
+        if c.info().rcv_wnd == 0 && segs.last().is_some_and(|s| s.repr.window_len == 0) {
+            break;
+        }
+        seq = seq.wrapping_add(len as u32);
+        if c.recv_available() > 4096 * 42 {
+            break;
+        }
+    }
+    let got = c.recv_available();
+    assert!(got >= 4096 * 40 && got <= 4096 * 40 + 4096 * 40 / 32, "{got}");
+    assert_eq!(c.info().rcv_wnd, 0);
+}

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""The kernel side of the lab interop tests: a Linux TCP/UDP peer for pronghorn.
+
+Every mode prints one JSON line on stdout with what it saw (bytes, sha256 of what was sent and
+what came back), so the Rust test that drives it compares hashes instead of trusting a status.
+
+  peer.py tcp-echo-client HOST PORT BYTES [--seed S] [--conns N]
+      sends BYTES pseudo-random bytes (seeded) on each of N connections, reads the echo back
+      concurrently, shuts down its write half, waits for EOF; reports both hashes per connection
+  peer.py tcp-echo-server PORT [--once]
+      a kernel echo server (IPv4 and IPv6); prints "ready" when listening
+  peer.py udp-echo-client HOST PORT COUNT [--size N]
+      COUNT datagrams, each answered (1 s timeout each); reports how many came back identical
+"""
+import argparse
+import hashlib
+import json
+import random
+import socket
+import sys
+import threading
+
+BLOCK = 1 << 20
+
+
+def family(host):
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def tcp_echo_client(host, port, total, seed):
+    s = socket.create_connection((host, port), timeout=120)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sent_hash = hashlib.sha256()
+    recv_hash = hashlib.sha256()
+    received = [0]
+    error = []
+
+    def reader():
+        buf = bytearray(BLOCK)
+        view = memoryview(buf)
+        try:
+            while True:
+                n = s.recv_into(view)
+                if n == 0:
+                    break
+                recv_hash.update(view[:n])
+                received[0] += n
+        except Exception as e:  # reported, not swallowed
+            error.append(repr(e))
+
+    t = threading.Thread(target=reader)
+    t.start()
+    rng = random.Random(seed)
+    left = total
+    try:
+        while left > 0:
+            chunk = rng.randbytes(min(BLOCK, left))
+            sent_hash.update(chunk)
+            s.sendall(chunk)
+            left -= len(chunk)
+        s.shutdown(socket.SHUT_WR)
+    except Exception as e:
+        error.append(repr(e))
+    t.join()
+    s.close()
+    return {"sent": total - left, "received": received[0], "sent_sha256": sent_hash.hexdigest(),
+            "received_sha256": recv_hash.hexdigest(), "error": error}
+
+
+def tcp_echo_server(port, once):
+    srv = socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=128)
+    print("ready", flush=True)
+
+    def serve(c):
+        buf = bytearray(BLOCK)
+        view = memoryview(buf)
+        with c:
+            while True:
+                n = c.recv_into(view)
+                if n == 0:
+                    break
+                c.sendall(view[:n])
+
+    while True:
+        c, _ = srv.accept()
+        if once:
+            serve(c)
+            return
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+
+def udp_echo_client(host, port, count, size):
+    s = socket.socket(family(host), socket.SOCK_DGRAM)
+    s.settimeout(1.0)
+    ok = 0
+    rng = random.Random(1)
+    for i in range(count):
+        msg = rng.randbytes(size)
+        s.sendto(msg, (host, port))
+        try:
+            data, _ = s.recvfrom(65536)
+            ok += data == msg
+        except socket.timeout:
+            pass
+    return {"sent": count, "echoed_identical": ok}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="mode", required=True)
+    c = sub.add_parser("tcp-echo-client")
+    c.add_argument("host")
+    c.add_argument("port", type=int)
+    c.add_argument("bytes", type=int)
+    c.add_argument("--seed", type=int, default=1)
+    c.add_argument("--conns", type=int, default=1)
+    s = sub.add_parser("tcp-echo-server")
+    s.add_argument("port", type=int)
+    s.add_argument("--once", action="store_true")
+    u = sub.add_parser("udp-echo-client")
+    u.add_argument("host")
+    u.add_argument("port", type=int)
+    u.add_argument("count", type=int)
+    u.add_argument("--size", type=int, default=512)
+    a = p.parse_args()
+    if a.mode == "tcp-echo-client":
+        results = [None] * a.conns
+        def run(i):
+            results[i] = tcp_echo_client(a.host, a.port, a.bytes, a.seed + i)
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(a.conns)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(json.dumps({"connections": results}))
+    elif a.mode == "tcp-echo-server":
+        tcp_echo_server(a.port, a.once)
+    else:
+        print(json.dumps(udp_echo_client(a.host, a.port, a.count, a.size)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
