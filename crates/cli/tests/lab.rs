@@ -299,3 +299,104 @@ fn not_root_is_one_clear_line() {
     assert!(!netns_exists("tst-nonroot-a"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn peer_py() -> String {
+    format!("{}/../../tests/lab/peer.py", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The kernel in side b as a client of `pronghorn echo`: `bytes` each way per connection, every
+/// connection's sent and received sha256 identical.
+fn kernel_client(lab: &Lab, host: &str, bytes: u64, conns: usize) {
+    let o = lab
+        .exec("b", &["python3", &peer_py(), "tcp-echo-client", host, "7", &bytes.to_string(), "--conns", &conns.to_string()])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(o.status.success(), "kernel client to {host} failed: {out}");
+    let json = String::from_utf8_lossy(&o.stdout);
+    let conns_seen = json.matches("\"sent\": ").count();
+    assert_eq!(conns_seen, conns, "{json}");
+    assert_eq!(json.matches(&format!("\"sent\": {bytes}, \"received\": {bytes},")).count(), conns, "{json}");
+    for c in json.split("}, {") {
+        let hash = |key: &str| c.split(key).nth(1).map(|r| r[4..68].to_string());
+        assert_eq!(hash("\"sent_sha256\""), hash("\"received_sha256\""), "echo differs over {host}: {c}");
+        assert!(c.contains("\"error\": []"), "{c}");
+    }
+}
+
+/// `pronghorn echo --connect` in side a against a kernel echo server in side b.
+fn pronghorn_client(lab: &Lab, server: &str, bytes: u64, conns: usize, fault: Option<&str>) {
+    let mut args = vec![bin(), "echo", "--connect", server];
+    let (b, c) = (bytes.to_string(), conns.to_string());
+    args.extend_from_slice(&["--bytes", &b, "--conns", &c]);
+    if let Some(f) = fault {
+        args.extend_from_slice(&["--fault", f]);
+    }
+    let o = lab.exec("a", &args).output().unwrap();
+    let out = text(&o);
+    assert!(o.status.success(), "pronghorn client to {server} failed: {out}");
+    assert_eq!(out.matches(&format!("{bytes} bytes echoed back identical")).count(), conns, "{out}");
+}
+
+/// A kernel echo server in side b, killed when dropped.
+struct KernelServer(Child);
+
+impl KernelServer {
+    fn start(lab: &Lab, port: u16) -> KernelServer {
+        let mut child = lab
+            .exec("b", &["python3", &peer_py(), "tcp-echo-server", &port.to_string()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready");
+        KernelServer(child)
+    }
+}
+
+impl Drop for KernelServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn tcp_interop(pmd: &str, prefix: &str, big: u64, small: u64) {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::up(prefix, &["--pmd", pmd]);
+    // pronghorn as the server.
+    let echo = Echo::start(&lab, &[]);
+    kernel_client(&lab, "10.99.0.1", big, 1);
+    kernel_client(&lab, "fd99::1", big, 1);
+    kernel_client(&lab, "10.99.0.1", small, 4);
+    let o = lab.exec("b", &["python3", &peer_py(), "udp-echo-client", "10.99.0.1", "7", "50"]).output().unwrap();
+    assert!(text(&o).contains("\"echoed_identical\": 50"), "udp: {}", text(&o));
+    let stats = echo.stop();
+    assert!(stats.contains("accepted"), "{stats}");
+    // pronghorn with faults on its rx and tx, as the server.
+    let echo = Echo::start(&lab, &["--fault", "loss=0.02,reorder=0.02,dup=0.01,corrupt=0.001"]);
+    kernel_client(&lab, "10.99.0.1", small, 1);
+    kernel_client(&lab, "fd99::1", small, 1);
+    echo.stop();
+    // pronghorn as the client, without and with faults.
+    let _server = KernelServer::start(&lab, 7007);
+    pronghorn_client(&lab, "10.99.0.2:7007", big, 1, None);
+    pronghorn_client(&lab, "[fd99::2]:7007", big, 1, None);
+    pronghorn_client(&lab, "10.99.0.2:7007", small, 1, Some("loss=0.02,reorder=0.02,dup=0.01,corrupt=0.001"));
+    pronghorn_client(&lab, "[fd99::2]:7007", small, 1, Some("loss=0.02,reorder=0.02,dup=0.01,corrupt=0.001"));
+}
+
+#[test]
+fn tcp_and_udp_interop_with_the_kernel_over_af_xdp() {
+    if enabled("tcp_and_udp_interop_with_the_kernel_over_af_xdp") {
+        tcp_interop("af_xdp", "tst-tcpx", 256 << 20, 16 << 20);
+    }
+}
+
+#[test]
+fn tcp_and_udp_interop_with_the_kernel_over_af_packet() {
+    if enabled("tcp_and_udp_interop_with_the_kernel_over_af_packet") {
+        tcp_interop("af_packet", "tst-tcpp", 32 << 20, 4 << 20);
+    }
+}
