@@ -362,6 +362,8 @@ pub struct Connection {
     ts_recent_time: Instant,
     ts_recent: u32,
     ts_offset: u32,
+    /// Our TSval when we last retransmitted (see `ts_rtx_pending`).
+    ts_rtx: u32,
     last_ack_sent: u32,
 
     retrans_total: u32,
@@ -392,6 +394,8 @@ pub struct Connection {
     ts_ok: bool,
     have_rtt: bool,
     rtt_timing: bool,
+    /// A retransmission happened: echoes older than `ts_rtx` are no RTT samples.
+    ts_rtx_pending: bool,
     passive: bool,
     syn_retransmitted: bool,
     /// The application shut down writing: a FIN follows the data.
@@ -412,10 +416,9 @@ pub struct Connection {
 }
 
 impl Connection {
-    fn new(cfg: &Config, local_port: u16, remote_port: u16, iss: u32, now: Instant) -> Self {
+    fn new(cfg: &Config, local_port: u16, remote_port: u16, iss: u32) -> Self {
         let p = Params::new(cfg);
         let rcv_wscale = if p.offer_ws { window_shift_for(p.rcv_buf) } else { 0 };
-        let _ = now;
         Connection {
             p,
             cc: Congestion::default(),
@@ -451,6 +454,7 @@ impl Connection {
             ts_recent_time: 0,
             ts_recent: 0,
             ts_offset: cfg.ts_offset,
+            ts_rtx: 0,
             last_ack_sent: 0,
             retrans_total: 0,
             challenge_acks: 0,
@@ -475,6 +479,7 @@ impl Connection {
             ts_ok: false,
             have_rtt: false,
             rtt_timing: false,
+            ts_rtx_pending: false,
             passive: false,
             syn_retransmitted: false,
             fin_queued: false,
@@ -492,7 +497,9 @@ impl Connection {
 
     /// Active open: SYN-SENT with a SYN to send. `iss` is chosen by the caller (RFC 6528).
     pub fn connect(cfg: &Config, local_port: u16, remote_port: u16, iss: u32, now: Instant) -> Connection {
-        let mut conn = Connection::new(cfg, local_port, remote_port, iss, now);
+        // Nothing is timed yet: the SYN and its timer start when `poll_transmit` sends it.
+        let _ = now;
+        let mut conn = Connection::new(cfg, local_port, remote_port, iss);
         conn.state = State::SynSent;
         conn
     }
@@ -500,7 +507,7 @@ impl Connection {
     /// Passive open from a listener that received `syn`: SYN-RECEIVED with a SYN-ACK to send.
     /// Data on the SYN is not kept (there is no TCP Fast Open); the peer sends it again.
     pub fn accept(cfg: &Config, syn: &TcpRepr, iss: u32, now: Instant) -> Connection {
-        let mut conn = Connection::new(cfg, syn.dst_port, syn.src_port, iss, now);
+        let mut conn = Connection::new(cfg, syn.dst_port, syn.src_port, iss);
         conn.state = State::SynReceived;
         conn.passive = true;
         conn.irs = syn.seq_number;
@@ -524,7 +531,7 @@ impl Connection {
     pub fn from_cookie(cfg: &Config, ack: &TcpRepr, cookie: CookieOptions, now: Instant) -> Connection {
         let ack_number = ack.ack_number.unwrap_or(0);
         let iss = ack_number.wrapping_sub(1);
-        let mut conn = Connection::new(cfg, ack.dst_port, ack.src_port, iss, now);
+        let mut conn = Connection::new(cfg, ack.dst_port, ack.src_port, iss);
         conn.passive = true;
         conn.irs = ack.seq_number.wrapping_sub(1);
         conn.rcv_nxt = ack.seq_number;
@@ -668,15 +675,17 @@ impl Connection {
     pub fn shutdown_write(&mut self) -> Result<(), Error> {
         match self.state {
             State::Closed => return Err(Error::NotConnected),
-            State::SynSent => self.to_closed(),
+            State::SynSent => self.enter_closed(),
             State::SynReceived => self.fin_queued = true,
             State::Established => {
                 self.fin_queued = true;
                 self.state = State::FinWait1;
+                self.t_idle = NEVER; // keepalive is for ESTABLISHED and CLOSE-WAIT
             }
             State::CloseWait => {
                 self.fin_queued = true;
                 self.state = State::LastAck;
+                self.t_idle = NEVER;
             }
             _ => {}
         }
@@ -689,7 +698,7 @@ impl Connection {
     pub fn close(&mut self, now: Instant) {
         match self.state {
             State::Closed => {}
-            State::SynSent => self.to_closed(),
+            State::SynSent => self.enter_closed(),
             State::TimeWait => {
                 self.rcv_closed = true;
                 self.rx.clear();
@@ -697,7 +706,7 @@ impl Connection {
             _ if self.rx.len() > 0 => self.abort(),
             _ => {
                 self.rcv_closed = true;
-                let _ = self.shutdown_write();
+                let _ = self.shutdown_write(); // cannot fail: not CLOSED
                 if self.state == State::FinWait2 {
                     self.t_idle = now + ms(self.p.fin_wait2_ms);
                 }
@@ -710,10 +719,10 @@ impl Connection {
     pub fn abort(&mut self) {
         match self.state {
             State::Closed => {}
-            State::SynSent | State::TimeWait => self.to_closed(),
+            State::SynSent | State::TimeWait => self.enter_closed(),
             _ => {
                 self.rst = Some(Rst { seq: self.snd_max, ack: Some(self.rcv_nxt) });
-                self.to_closed();
+                self.enter_closed();
             }
         }
         self.rx.clear();
@@ -1047,7 +1056,7 @@ impl Connection {
         self.recover = self.snd_una;
         self.high_rxt = self.snd_una;
         self.t_rtx = if self.snd_una == self.snd_max { NEVER } else { now + self.rto() };
-        if self.p.keepalive {
+        if self.p.keepalive && self.state == State::Established {
             self.t_idle = now + ms(self.p.ka_idle_ms);
         }
         self.events |= EV_CONNECTED | EV_WRITABLE;
@@ -1100,7 +1109,7 @@ impl Connection {
         }
 
         // First: the sequence number.
-        if !self.acceptable(seq, seg_len) {
+        if !self.acceptable(seq, seg_len, rst) {
             if !rst {
                 self.ack_now = true;
             }
@@ -1163,9 +1172,17 @@ impl Connection {
     /// The four cases of RFC 9293 3.10.7.4. With a zero window a segment at RCV.NXT is let
     /// through so that its ACK, and a bare FIN, are processed ("special allowance"); its data
     /// is trimmed off later.
-    fn acceptable(&self, seq: u32, len: u32) -> bool {
+    ///
+    /// One leniency, Linux's (`tcp_sequence` starts the window at `rcv_wup`): a zero-length
+    /// segment (not a RST) may start anywhere from the RCV.NXT we last acknowledged. A pure ACK
+    /// reordered behind data is then used rather than answered with an ACK, which in a
+    /// two-way transfer the peer would count as a duplicate.
+    fn acceptable(&self, seq: u32, len: u32, rst: bool) -> bool {
         let wnd = self.rcv_wnd();
         let nxt = self.rcv_nxt;
+        if len == 0 && !rst && seq::le(self.last_ack_sent, seq) && seq::lt(seq, nxt) {
+            return true;
+        }
         match (len, wnd) {
             (0, 0) => seq == nxt,
             (0, _) => seq::in_window(seq, nxt, wnd),
@@ -1192,16 +1209,16 @@ impl Connection {
             self.error = Some(err);
             self.events |= EV_RESET;
         }
-        self.to_closed();
+        self.enter_closed();
     }
 
     fn fail(&mut self, err: Error, event: u8) {
         self.error = Some(err);
         self.events |= event;
-        self.to_closed();
+        self.enter_closed();
     }
 
-    fn to_closed(&mut self) {
+    fn enter_closed(&mut self) {
         self.state = State::Closed;
         self.t_rtx = NEVER;
         self.t_delack = NEVER;
@@ -1385,19 +1402,26 @@ impl Connection {
                     }
                 }
                 State::Closing => self.enter_time_wait(now),
-                State::LastAck => self.to_closed(),
+                State::LastAck => self.enter_closed(),
                 _ => {}
             }
         }
     }
 
     /// An RTT sample from this ACK: from the echoed timestamp if timestamps are on (RFC 7323
-    /// section 4: valid for retransmitted segments too), else from the one timed segment if
-    /// it was not retransmitted (Karn's rule).
+    /// section 4), else from the one timed segment if it was not retransmitted (Karn's rule).
+    ///
+    /// Karn's rule applies to timestamps too, in one case: when the original of a
+    /// retransmitted segment had arrived and only its ACK was lost, the peer answers the
+    /// retransmission (a duplicate to it) echoing the original's TSval, and the sample would
+    /// measure the RTO wait. So after a retransmission, echoes older than it are ignored until
+    /// a newer one comes.
     fn rtt_on_ack(&mut self, now: Instant, seg: &TcpRepr, ack: u32) {
         let sample = if self.ts_ok {
             match seg.timestamp {
+                Some((_, tsecr)) if self.ts_rtx_pending && seq::lt(tsecr, self.ts_rtx) => None,
                 Some((_, tsecr)) if tsecr != 0 => {
+                    self.ts_rtx_pending = false;
                     let d = self.ts_now(now).wrapping_sub(tsecr);
                     ((d as i32) >= 0).then(|| u64::from(d) * MILLISECOND)
                 }
@@ -1460,7 +1484,7 @@ impl Connection {
         if self.rcv_closed && !data.is_empty() {
             // Linux: data for a closed socket resets the connection.
             self.rst = Some(Rst { seq: self.snd_max, ack: Some(self.rcv_nxt) });
-            self.to_closed();
+            self.enter_closed();
             return;
         }
         if !data.is_empty() {
@@ -1631,7 +1655,8 @@ impl Connection {
 
     fn on_idle_timer(&mut self, now: Instant) {
         match self.state {
-            State::TimeWait | State::FinWait2 => self.to_closed(),
+            State::TimeWait => self.enter_closed(),
+            State::FinWait2 if self.rcv_closed => self.enter_closed(),
             State::Established | State::CloseWait if self.p.keepalive => {
                 // RFC 1122 4.2.3.6, Linux's rules: only when nothing is outstanding.
                 if self.snd_una != self.snd_max || self.has_unsent_data() {
@@ -1744,6 +1769,8 @@ impl Connection {
             self.rtt_timing = true;
             self.rtt_seq = self.snd_nxt;
             self.rtt_start = now;
+        } else {
+            self.retransmitted(now);
         }
         self.t_rtx = now + self.rto();
         if synack {
@@ -1755,6 +1782,11 @@ impl Connection {
 
     /// Retransmissions and new data, in RFC 6675 NextSeg order when in SACK recovery.
     fn transmit_data(&mut self, now: Instant, buf: &mut [u8]) -> Option<TcpRepr> {
+        if buf.is_empty() {
+            // No room for data (the caller should pass at least the MSS): only control
+            // segments, so that a caller polling until `None` always gets there.
+            return None;
+        }
         if self.rtx_first {
             self.rtx_first = false;
             if seq::lt(self.snd_una, self.snd_max) {
@@ -1798,8 +1830,15 @@ impl Connection {
         let end = seq.wrapping_add(repr.segment_len() as u32);
         self.high_rxt = seq::max(self.high_rxt, end);
         self.retrans_total = self.retrans_total.wrapping_add(1);
-        self.rtt_timing = false;
+        self.retransmitted(now);
         repr
+    }
+
+    /// Karn's rule: no RTT sample from what this retransmission makes ambiguous.
+    fn retransmitted(&mut self, now: Instant) {
+        self.rtt_timing = false;
+        self.ts_rtx = self.ts_now(now);
+        self.ts_rtx_pending = true;
     }
 
     /// The segment at SND.NXT: new data, or going back after an RTO (skipping what the peer
@@ -1828,8 +1867,15 @@ impl Connection {
             // ACKs, so that small windows still produce three of them.
             cwnd_room = cwnd_room.saturating_add(u32::from(self.dupacks.min(2)) * self.eff_mss());
         }
-        let mut len = avail.min(mss).min(self.snd_wnd_room() as usize).min(cwnd_room as usize);
+        let mut wnd_room = self.snd_wnd_room() as usize;
+        if is_rtx && self.snd_nxt == self.snd_una {
+            // The first segment after an RTO goes even if the peer shrank its window to zero:
+            // the retransmission doubles as a window probe (RFC 9293 3.8.6.1; Linux too).
+            wnd_room = wnd_room.max(mss);
+        }
+        let mut len = avail.min(mss).min(wnd_room).min(cwnd_room as usize);
         if is_rtx {
+            // Going back after an RTO: stop before what the peer SACKed.
             if let Some(next) = self.sacked.next_start_after(self.snd_nxt) {
                 len = len.min(next.wrapping_sub(self.snd_nxt) as usize);
             }
@@ -1840,16 +1886,18 @@ impl Connection {
             if avail > 0 {
                 return None;
             }
-        } else if len < avail {
-            // Sender SWS avoidance (RFC 9293 3.8.6.2.1): no small segment unless it is half
-            // the largest window the peer offered.
-            let wnd_limited = len == self.snd_wnd_room() as usize;
-            if len < mss && !force && !(wnd_limited && len >= self.max_snd_wnd as usize / 2) {
+        } else if !is_rtx && !force && len < mss {
+            if len < avail {
+                // Sender SWS avoidance (RFC 9293 3.8.6.2.1): no small segment unless it is
+                // half the largest window the peer offered.
+                let wnd_limited = len == wnd_room;
+                if !(wnd_limited && len >= self.max_snd_wnd as usize / 2) {
+                    return None;
+                }
+            } else if !self.p.nodelay && !fin_unsent && self.snd_max != self.snd_una {
+                // Nagle (RFC 896, RFC 1122 4.2.3.4): one small segment in flight at a time.
                 return None;
             }
-        } else if len < mss && !is_rtx && !force && !self.p.nodelay && !fin_unsent && self.snd_max != self.snd_una {
-            // Nagle (RFC 896, RFC 1122 4.2.3.4): one small segment in flight at a time.
-            return None;
         }
         let seq = self.snd_nxt;
         let was_idle = self.snd_una == self.snd_max;
@@ -1861,7 +1909,7 @@ impl Connection {
         }
         if is_rtx {
             self.retrans_total = self.retrans_total.wrapping_add(1);
-            self.rtt_timing = false;
+            self.retransmitted(now);
         } else if !self.rtt_timing && !self.ts_ok && sent > 0 {
             self.rtt_timing = true;
             self.rtt_seq = self.snd_nxt;
@@ -1977,6 +2025,7 @@ impl Connection {
     pub(crate) fn time_wait_parts(&self) -> crate::time_wait::TimeWaitParts {
         let field = (self.rcv_wnd() >> self.rcv_wscale).min(0xffff) as u16;
         crate::time_wait::TimeWaitParts {
+            deadline: self.t_idle,
             time_wait: ms(self.p.time_wait_ms),
             snd_nxt: self.snd_max,
             rcv_nxt: self.rcv_nxt,

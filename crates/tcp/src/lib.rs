@@ -18,6 +18,43 @@
 //! give output; [`Connection::send`], [`Connection::recv`], [`Connection::shutdown_write`],
 //! [`Connection::close`] and [`Connection::abort`] are the application's calls, with Linux's
 //! errno meanings ([`Error`]).
+//!
+//! After every input or application call, the caller drains `poll_transmit` until `None`,
+//! drains `poll_event`, and re-arms its timer from `poll_timeout`:
+//!
+//! ```
+//! use tcp::{Config, Connection, Event, State, MILLISECOND};
+//!
+//! let cfg = Config::default();
+//! let mut now = 0;
+//! let mut client = Connection::connect(&cfg, 40000, 80, 1000, now);
+//! let mut buf = [0u8; 1500];
+//! let syn = client.poll_transmit(now, &mut buf).unwrap();
+//! // The listener (in the stack) makes the server side from the SYN.
+//! let mut server = Connection::accept(&cfg, &syn, 5000, now);
+//! now += MILLISECOND;
+//! let synack = server.poll_transmit(now, &mut buf).unwrap();
+//! client.handle_segment(now, &synack, &[]);
+//! assert_eq!(client.poll_event(), Some(Event::Connected));
+//! let ack = client.poll_transmit(now, &mut buf).unwrap();
+//! server.handle_segment(now, &ack, &[]);
+//! assert_eq!(server.state(), State::Established);
+//!
+//! client.send(b"hello").unwrap();
+//! let seg = client.poll_transmit(now, &mut buf).unwrap();
+//! server.handle_segment(now, &seg, &buf[..seg.payload_len]);
+//! assert_eq!(server.poll_event(), Some(Event::Connected));
+//! assert_eq!(server.poll_event(), Some(Event::Readable));
+//! // The server owes an ACK; it is delayed, so a timer is armed.
+//! assert!(server.poll_transmit(now, &mut buf).is_none());
+//! let deadline = server.poll_timeout().unwrap();
+//! server.handle_timeout(deadline);
+//! let ack = server.poll_transmit(deadline, &mut buf).unwrap();
+//! assert_eq!(ack.ack_number, Some(seg.seq_number + 5));
+//! let mut got = [0u8; 16];
+//! assert_eq!(server.recv(&mut got), Ok(5));
+//! assert_eq!(&got[..5], b"hello");
+//! ```
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

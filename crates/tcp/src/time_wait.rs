@@ -42,7 +42,7 @@ impl From<&Connection> for TimeWait {
         debug_assert_eq!(conn.state(), State::TimeWait);
         let t = conn.time_wait_parts();
         TimeWait {
-            deadline: conn.poll_timeout().unwrap_or(0),
+            deadline: t.deadline,
             time_wait: t.time_wait,
             snd_nxt: t.snd_nxt,
             rcv_nxt: t.rcv_nxt,
@@ -58,6 +58,7 @@ impl From<&Connection> for TimeWait {
 
 /// What a connection hands to its `TimeWait` entry.
 pub(crate) struct TimeWaitParts {
+    pub(crate) deadline: Instant,
     pub(crate) time_wait: Duration,
     pub(crate) snd_nxt: u32,
     pub(crate) rcv_nxt: u32,

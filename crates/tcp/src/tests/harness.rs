@@ -46,9 +46,6 @@ impl Seg {
     pub fn len(&self) -> usize {
         self.payload.len()
     }
-    pub fn is_pure_ack(&self) -> bool {
-        self.payload.is_empty() && self.repr.flags == TcpFlags::ACK
-    }
 }
 
 /// Everything the connection wants to send now.
@@ -56,7 +53,7 @@ pub fn poll_all(c: &mut Connection, now: Instant) -> Vec<Seg> {
     let mut out = Vec::new();
     let mut buf = [0u8; 4096]; // at least the MSS
     while let Some(repr) = c.poll_transmit(now, &mut buf) {
-        assert_eq!(repr.payload_len <= buf.len(), true);
+        assert!(repr.payload_len <= buf.len());
         out.push(Seg { repr, payload: buf[..repr.payload_len].to_vec() });
         assert!(out.len() < 100_000, "poll_transmit does not stop");
     }
@@ -181,7 +178,12 @@ pub enum Fate {
     Drop,
     /// Delivered this much later than the normal delay.
     Delay(Duration),
+    /// Delivered twice, the copy this much later.
+    Duplicate(Duration),
 }
+
+/// Decides a segment's fate from its direction and index.
+pub type FateFn = Box<dyn FnMut(Dir, u64, &Seg) -> Fate>;
 
 struct InFlight {
     at: Instant,
@@ -207,7 +209,7 @@ pub struct Pair {
     /// Segments sent so far per direction (the index the fate sees).
     pub count: [u64; 2],
     /// Decides each segment's fate from its direction and index.
-    pub fate: Box<dyn FnMut(Dir, u64, &Seg) -> Fate>,
+    pub fate: FateFn,
     /// Everything sent (time, direction, header, payload length), if `logging`.
     pub log: Vec<(Instant, Dir, TcpRepr)>,
     pub logging: bool,
@@ -217,8 +219,13 @@ pub struct Pair {
 
 impl Pair {
     pub fn new(cfg_a: &Config, cfg_b: &Config) -> Pair {
+        Pair::with_iss(cfg_a, cfg_b, ISS)
+    }
+
+    /// With A's ISS chosen (to make its sequence numbers wrap).
+    pub fn with_iss(cfg_a: &Config, cfg_b: &Config, iss_a: u32) -> Pair {
         Pair {
-            a: Connection::connect(cfg_a, LP, RP, ISS, T0),
+            a: Connection::connect(cfg_a, LP, RP, iss_a, T0),
             b: None,
             cfg_b: *cfg_b,
             now: T0,
@@ -286,22 +293,28 @@ impl Pair {
                     continue;
                 }
                 let mut sent_at = now;
-                if self.rate > 0 {
-                    let bits = (seg.repr.header_len() + seg.payload.len() + 20) as u64 * 8;
-                    let start = self.busy[dir as usize].max(now);
-                    sent_at = start + bits * 1_000_000_000 / self.rate;
+                let bits = (seg.repr.header_len() + seg.payload.len() + 20) as u64 * 8;
+                if let Some(ns) = (bits * 1_000_000_000).checked_div(self.rate) {
+                    sent_at = self.busy[dir as usize].max(now) + ns;
                     self.busy[dir as usize] = sent_at;
                 }
                 let at = match fate {
                     Fate::Delay(extra) => sent_at + self.delay + extra,
                     _ => sent_at + self.delay,
                 };
-                self.order += 1;
-                let item = InFlight { at, order: self.order, dir, seg };
-                let pos = self.queue.partition_point(|x| (x.at, x.order) <= (item.at, item.order));
-                self.queue.insert(pos, item);
+                if let Fate::Duplicate(extra) = fate {
+                    self.enqueue(at + extra, dir, seg.clone());
+                }
+                self.enqueue(at, dir, seg);
             }
         }
+    }
+
+    fn enqueue(&mut self, at: Instant, dir: Dir, seg: Seg) {
+        self.order += 1;
+        let item = InFlight { at, order: self.order, dir, seg };
+        let pos = self.queue.partition_point(|x| (x.at, x.order) <= (item.at, item.order));
+        self.queue.insert(pos, item);
     }
 
     /// The next thing that happens: a delivery or a timer. `false` when nothing is pending.
@@ -413,9 +426,5 @@ impl Rng {
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    /// True with probability `percent`/100.
-    pub fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
     }
 }

@@ -3,13 +3,15 @@
 mod ack_policy;
 mod bulk;
 mod harness;
-mod probe2_tmp;
-mod probe_tmp;
+mod keepalive;
 mod rfc5681;
+mod rfc5961;
 mod rfc6298;
 mod rfc7323;
 mod rfc9293;
 mod sack;
+mod time_wait;
+mod zero_window;
 
 #[test]
 fn connection_is_small() {

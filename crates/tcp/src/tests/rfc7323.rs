@@ -188,15 +188,13 @@ fn rfc7323_scaled_window_never_shrinks_below_what_was_advertised() {
     let (mut c, now) = established(&cfg);
     let mut edge = 0u32;
     let mut seq = PISS + 1;
-    let mut tsval = 800;
-    for i in 0..200 {
+    for (tsval, i) in (800..).zip(0..200) {
         let len = 1000 + (i * 37) % 448;
         if seq.wrapping_add(len as u32).wrapping_sub(PISS + 1) > 200_000 {
             break;
         }
         feed(&mut c, now, ts(data(seq, ISS + 1, len), tsval, 1000));
         seq = seq.wrapping_add(len as u32);
-        tsval += 1;
         c.handle_timeout(now + 40 * MS);
         for s in poll_all(&mut c, now) {
             let right = s.ack().unwrap().wrapping_add(u32::from(s.repr.window_len) << 2);
@@ -214,12 +212,10 @@ fn rfc7323_tiny_segments_cannot_grow_a_full_scaled_window() {
     let cfg = Config { rcv_buf: 4096 * 40, ..Config::default() }; // shift 2
     let (mut c, now) = established(&cfg);
     let mut seq = PISS + 1;
-    let mut tsval = 800;
-    for _ in 0..100_000 {
+    for tsval in 800..100_800 {
         let wnd = c.info().rcv_wnd;
         let len = if wnd > 1448 { 1448 } else { 1 };
         feed(&mut c, now, ts(data(seq, ISS + 1, len), tsval, 1000));
-        tsval += 1;
         let segs = poll_all(&mut c, now);
         if c.info().rcv_wnd == 0 && segs.last().is_some_and(|s| s.repr.window_len == 0) {
             break;
@@ -230,6 +226,32 @@ fn rfc7323_tiny_segments_cannot_grow_a_full_scaled_window() {
         }
     }
     let got = c.recv_available();
-    assert!(got >= 4096 * 40 && got <= 4096 * 40 + 4096 * 40 / 32, "{got}");
+    assert!((4096 * 40..=4096 * 40 + 4096 * 40 / 32).contains(&got), "{got}");
     assert_eq!(c.info().rcv_wnd, 0);
+}
+
+#[test]
+fn rfc7323_no_rtt_sample_from_an_echo_older_than_the_retransmission() {
+    // The original arrived, its ACK was lost; the peer answers the retransmission with the
+    // original's TSval (its TS.Recent). That echo measures the RTO wait, not the path: Karn's
+    // rule applies to timestamps too.
+    let cfg = Config { window_scale: false, sack: false, ..Config::default() };
+    let mut c = Connection::connect(&cfg, LP, RP, ISS, T0);
+    poll_one(&mut c, T0);
+    let now = T0 + 10 * MS;
+    c.handle_segment(now, &ts(seg(PISS, Some(ISS + 1), TcpFlags::SYN, 65535), 777, 1000), &[]);
+    poll_one(&mut c, now);
+    assert_eq!(c.info().rtt, 10 * MS);
+    c.send(&[1; 100]).unwrap();
+    let original = poll_one(&mut c, now);
+    let t = c.poll_timeout().unwrap();
+    c.handle_timeout(t);
+    poll_one(&mut c, t);
+    feed(&mut c, t + 10 * MS, ts(ack(PISS + 1, ISS + 101, 65535), 800, original.repr.timestamp.unwrap().0));
+    assert_eq!(c.info().rtt, 10 * MS);
+    // A fresh echo is a sample again.
+    c.send(&[1; 100]).unwrap();
+    let d = poll_one(&mut c, t + 10 * MS);
+    feed(&mut c, t + 30 * MS, ts(ack(PISS + 1, ISS + 201, 65535), 801, d.repr.timestamp.unwrap().0));
+    assert_eq!(c.info().rtt, 10 * MS + (20 * MS - 10 * MS) / 8);
 }

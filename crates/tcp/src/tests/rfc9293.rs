@@ -528,3 +528,69 @@ fn rfc9293_send_buffer_full_would_block_then_writable() {
     assert!(c.is_writable());
     assert_eq!(c.send(&buf), Ok(2000));
 }
+
+#[test]
+fn syn_cookie_connection_is_built_from_the_ack() {
+    let cfg = Config::default();
+    let syn = peer_syn(&cfg);
+    // The stack answers the SYN statelessly: the SYN-ACK comes from a throw-away connection.
+    let iss = 0x1234_5678;
+    let synack = Connection::accept(&cfg, &syn, iss, T0).poll_transmit(T0, &mut []).unwrap();
+    assert_eq!(synack.flags, TcpFlags::SYN | TcpFlags::ACK);
+    let (tsval, _) = synack.timestamp.unwrap();
+    // The peer's ACK, with data, validates the cookie; the connection starts ESTABLISHED.
+    let ack_seg = TcpRepr { timestamp: Some((778, tsval)), ..data(PISS + 1, iss + 1, 5) };
+    let cookie = crate::CookieOptions { mss: 1460, window_scale: Some(7), sack_permitted: true, timestamps: true };
+    let now = T0 + 10 * MS;
+    let mut c = Connection::from_cookie(&cfg, &ack_seg, cookie, now);
+    assert_eq!(c.state(), State::Established);
+    let info = c.info();
+    assert_eq!((info.snd_wscale, info.rcv_wscale, info.sack, info.timestamps), (Some(7), Some(2), true, true));
+    assert_eq!((info.snd_mss, info.snd_wnd), (1448, 65535 << 7));
+    assert_eq!(events(&mut c), [Event::Connected, Event::Writable]);
+    feed(&mut c, now, ack_seg);
+    assert_eq!(read_all(&mut c).len(), 5);
+    c.send(b"hi").unwrap();
+    let d = poll_one(&mut c, now);
+    assert_eq!((d.seq(), d.ack(), d.repr.timestamp.map(|t| t.1)), (iss + 1, Some(PISS + 6), Some(778)));
+}
+
+#[test]
+fn buffers_are_allocated_on_first_use_and_can_be_released() {
+    let (mut c, now) = established(&plain());
+    assert_eq!(c.buffers_allocated(), (false, false));
+    c.send(b"abc").unwrap();
+    poll_one(&mut c, now);
+    feed(&mut c, now, data(PISS + 1, ISS + 4, 3));
+    assert_eq!(c.buffers_allocated(), (true, true));
+    c.release_buffers(); // not empty: nothing freed
+    assert_eq!(read_all(&mut c).len(), 3);
+    c.release_buffers();
+    assert_eq!(c.buffers_allocated(), (false, false));
+    // And they come back when needed.
+    c.send(b"more").unwrap();
+    assert_eq!(poll_one(&mut c, now).payload, b"more");
+}
+
+#[test]
+fn rfc9293_pure_ack_reordered_behind_data_is_used_not_answered() {
+    // Linux's window start (rcv_wup): a zero-length segment from the RCV.NXT we last
+    // acknowledged is acceptable even if data beyond it has arrived since.
+    let (mut c, now) = established(&plain());
+    c.send(b"0123456789").unwrap();
+    poll_one(&mut c, now);
+    // The peer sent 100 bytes, then an ACK of our data; the ACK arrives second.
+    feed(&mut c, now, data(PISS + 1, ISS + 1, 100));
+    feed(&mut c, now, ack(PISS + 1, ISS + 11, 65535));
+    assert_eq!(c.info().bytes_in_flight, 0);
+    poll_none(&mut c, now); // only the delayed ACK is pending, no duplicate answer
+                            // Older than what we acknowledged: the RFC's rule, an ACK.
+    c.handle_timeout(now + 40 * MS);
+    poll_one(&mut c, now + 40 * MS);
+    feed(&mut c, now, ack(PISS, ISS + 11, 65535));
+    assert_eq!(poll_one(&mut c, now).ack(), Some(PISS + 101));
+    // A RST gets no such leniency.
+    feed(&mut c, now, data(PISS + 101, ISS + 11, 50));
+    feed(&mut c, now, seg(PISS + 101, None, TcpFlags::RST, 0));
+    assert_eq!(c.state(), State::Established);
+}

@@ -18,7 +18,7 @@ fn rfc2018_sack_blocks_for_out_of_order_data_most_recent_first() {
     let (mut c, now) = established(&Config::default()); // timestamps: 3 blocks fit
     assert!(c.info().sack);
     let n = PISS + 1;
-    let mut blocks_after = |c: &mut Connection, off: u32, len: usize| {
+    let blocks_after = |c: &mut Connection, off: u32, len: usize| {
         feed(c, now, with_ts(data(n + off, ISS + 1, len)));
         let a = poll_one(c, now);
         a.repr.sack_ranges.iter().flatten().map(|&(l, r)| (l - n, r - n)).collect::<Vec<_>>()
@@ -245,4 +245,35 @@ fn rfc6675_recovery_over_a_lossy_pair() {
     let seqs: Vec<u32> = p.sent(Dir::AtoB).iter().filter(|r| r.payload_len > 0).map(|r| r.seq_number).collect();
     let unique: BTreeSet<u32> = seqs.iter().copied().collect();
     assert_eq!(seqs.len() - unique.len(), 3);
+}
+
+#[test]
+fn rfc6675_rto_resends_a_short_hole_in_front_of_sacked_data() {
+    let (mut c, now) = est_sack();
+    c.set_nodelay(true);
+    c.send(&[1; 300]).unwrap();
+    let small = poll_one(&mut c, now);
+    let s = send_segments(&mut c, now, 3);
+    // Only the segment after the small one arrived: not enough to call anything lost.
+    sack(&mut c, now, small.seq(), &[(s[0], s[1])]);
+    poll_none(&mut c, now);
+    let t = c.poll_timeout().unwrap();
+    c.handle_timeout(t);
+    // The 300-byte hole goes again, even though it is shorter than an MSS.
+    let rtx = poll_one(&mut c, t);
+    assert_eq!((rtx.seq(), rtx.len()), (small.seq(), 300));
+}
+
+#[test]
+fn poll_transmit_with_no_payload_room_still_ends() {
+    let (mut c, now) = est_sack();
+    let s = send_segments(&mut c, now, 10);
+    sack(&mut c, now, s[0], &[(s[1], s[5])]); // recovery: retransmissions are due
+    let mut n = 0;
+    while c.poll_transmit(now, &mut []).is_some() {
+        n += 1;
+        assert!(n < 10);
+    }
+    // With a buffer, the retransmission goes.
+    assert_eq!(poll_all(&mut c, now)[0].seq(), s[0]);
 }
