@@ -1262,7 +1262,13 @@ impl<N: Nic> Shard<N> {
 
     pub fn tcp_send(&mut self, id: SocketId, data: &[u8]) -> Result<usize, Errno> {
         let s = self.tcp(id)?;
-        let n = s.conn.send(data)?;
+        let r = s.conn.send(data);
+        // The application saw a full buffer: the next time it has room is a change to report
+        // (as EPOLLET re-arms on EAGAIN).
+        if !matches!(r, Ok(n) if n == data.len()) {
+            s.reported.writable = false;
+        }
+        let n = r?;
         self.mark_dirty(id);
         Ok(n)
     }
@@ -1270,15 +1276,24 @@ impl<N: Nic> Shard<N> {
     /// Reads in-order data; `Ok(0)` is the end of the stream.
     pub fn tcp_recv(&mut self, id: SocketId, buf: &mut [u8]) -> Result<usize, Errno> {
         let s = self.tcp(id)?;
-        let n = s.conn.recv(buf)?;
+        let r = s.conn.recv(buf);
+        if r == Err(tcp::Error::WouldBlock) {
+            s.reported.readable = false;
+        }
+        let n = r?;
         // Reading may open the window: let the connection send an update.
         self.mark_dirty(id);
         Ok(n)
     }
 
-    /// Bytes that `tcp_send` would take now.
+    /// Bytes that `tcp_send` would take now (0 counts as a full buffer seen, like EAGAIN).
     pub fn tcp_send_space(&mut self, id: SocketId) -> Result<usize, Errno> {
-        Ok(self.tcp(id)?.conn.send_space())
+        let s = self.tcp(id)?;
+        let space = s.conn.send_space();
+        if space == 0 {
+            s.reported.writable = false;
+        }
+        Ok(space)
     }
 
     /// Bytes waiting to be read (FIONREAD).
@@ -1354,6 +1369,20 @@ impl<N: Nic> Shard<N> {
         self.tcp(id)?;
         self.abort_and_free(id);
         Ok(())
+    }
+
+    /// Every TCP connection with its addresses and state, for the connection table
+    /// (`pronghorn conns`) and diagnostics. It walks all sockets: never call it per packet.
+    pub fn connections(&self) -> impl Iterator<Item = (SocketId, SocketAddr, SocketAddr, tcp::Info)> + '_ {
+        self.slots.iter().enumerate().filter_map(|(i, slot)| match &slot.socket {
+            Some(Socket::Tcp(s)) => {
+                let (la, lp) = s.tuple.local();
+                let (ra, rp) = s.tuple.remote();
+                let id = SocketId { index: i as u32, gen: slot.gen };
+                Some((id, SocketAddr::new(to_std(la), lp), SocketAddr::new(to_std(ra), rp), s.conn.info()))
+            }
+            _ => None,
+        })
     }
 
     /// What `id` is ready for now.
