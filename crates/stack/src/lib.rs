@@ -6,6 +6,8 @@
 //! sleeps: time comes in as `now`.
 
 pub mod echo;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod iface;
 pub mod neighbor;
 pub mod ports;

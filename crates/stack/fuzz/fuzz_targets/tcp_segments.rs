@@ -1,0 +1,12 @@
+//! TCP segment processing: an established connection fed segments decoded from the input (flags,
+//! sequence and acknowledgment numbers near the live ones, windows, options, payload; valid
+//! checksums), mixed with application calls and time steps. The checks live in
+//! `stack::fuzzing::tcp_segments`.
+//!
+//! Run from `crates/stack`: `cargo +nightly fuzz run tcp_segments`.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| stack::fuzzing::tcp_segments(data));

@@ -1,0 +1,263 @@
+//! The checks behind the stack's fuzz targets (`fuzz/`), here so that `cargo test` runs them on
+//! stable too and the fuzzers call the same code.
+//!
+//! - [`shard_frames`]: arbitrary frames into a shard that has a listener, an established
+//!   connection and a UDP socket; nothing may panic and every frame must be accounted for.
+//! - [`tcp_segments`]: a connection is established, then the input is decoded into TCP segments
+//!   for it (flags, sequence and acknowledgment numbers near the live ones, windows, options,
+//!   payload) with valid checksums, so the fuzzer explores the TCP state machine rather than the
+//!   checksum check; application calls (read, write, shutdown, close) and time steps are mixed
+//!   in. Nothing may panic, and the connection must stay within its buffers.
+
+use std::net::{Ipv4Addr, SocketAddr};
+
+use nic::mem::{pair, MemConfig, MemNic};
+use nic::{Nic, PacketBuf};
+use wire::{
+    ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpAddress, IpProtocol, Ipv4Address, Ipv4Packet,
+    Ipv4Repr, TcpFlags, TcpPacket, TcpRepr,
+};
+
+use crate::shard::{Shard, ShardConfig, SocketId};
+
+const SERVER: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
+const PEER: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
+const PORT: u16 = 80;
+const PEER_PORT: u16 = 40000;
+
+struct Rig {
+    shard: Shard<MemNic>,
+    peer: MemNic,
+    listener: SocketId,
+    now: u64,
+}
+
+fn rig() -> Rig {
+    let (a, b) = pair(MemConfig { pool_size: 512, queue_len: 256, ..MemConfig::default() });
+    let cfg = ShardConfig::new(a.mac(), Some((Ipv4Addr::new(10, 0, 0, 1), 24)), None, [9; 32]);
+    let mut shard = Shard::new(a, cfg);
+    let listener = shard.tcp_listen(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), PORT), 8).unwrap();
+    shard.udp_bind(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 53)).unwrap();
+    let mut r = Rig { shard, peer: b, listener, now: 1_000_000_000 };
+    // Introduce the peer (an ARP request for the server), so replies need no resolution.
+    let arp = ArpRepr::EthernetIpv4 {
+        operation: ArpOperation::Request,
+        source_hardware_addr: EthernetAddress(r.peer.mac().0),
+        source_protocol_addr: PEER,
+        target_hardware_addr: EthernetAddress([0; 6]),
+        target_protocol_addr: SERVER,
+    };
+    let mut f = vec![0u8; 14 + arp.buffer_len()];
+    EthernetRepr { src_addr: EthernetAddress(r.peer.mac().0), dst_addr: EthernetAddress::BROADCAST, ethertype: EtherType::Arp }
+        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+    arp.emit(&mut ArpPacket::new_unchecked(&mut f[14..]));
+    r.inject(&f);
+    r.replies();
+    r
+}
+
+impl Rig {
+    fn inject(&mut self, frame: &[u8]) {
+        if frame.len() > 1514 {
+            return;
+        }
+        let Some(mut b) = self.peer.alloc() else { return };
+        b.set_len(frame.len());
+        b.data_mut().copy_from_slice(frame);
+        let mut v = vec![b];
+        self.peer.tx_burst(&mut v);
+        self.shard.poll(self.now);
+    }
+
+    /// Frames the shard sent, parsed as TCP from the server port; others are dropped.
+    fn replies(&mut self) -> Vec<TcpRepr> {
+        let mut rx = Vec::new();
+        self.peer.rx_burst(&mut rx, 256);
+        let mut out = Vec::new();
+        for b in &rx {
+            let Ok(eth) = EthernetFrame::new_checked(b.data()) else { continue };
+            let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else { continue };
+            if ip.next_header() != IpProtocol::Tcp {
+                continue;
+            }
+            let (s, d) = (IpAddress::V4(ip.src_addr()), IpAddress::V4(ip.dst_addr()));
+            if let Ok(tcp) = TcpPacket::new_checked(ip.payload()) {
+                if let Ok(r) = TcpRepr::parse(&tcp, &s, &d, true) {
+                    out.push(r);
+                }
+            }
+        }
+        out
+    }
+
+    fn segment(&mut self, repr: &TcpRepr, payload: &[u8]) {
+        let tcp_len = repr.header_len() + payload.len();
+        let mut f = vec![0u8; 14 + 20 + tcp_len];
+        EthernetRepr { src_addr: EthernetAddress(self.peer.mac().0), dst_addr: EthernetAddress(self.shard.nic().mac().0), ethertype: EtherType::Ipv4 }
+            .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+        let ip = Ipv4Repr { src_addr: PEER, dst_addr: SERVER, next_header: IpProtocol::Tcp, payload_len: tcp_len, hop_limit: 64 };
+        ip.emit(&mut Ipv4Packet::new_unchecked(&mut f[14..34]), true);
+        let r = TcpRepr { payload_len: payload.len(), ..*repr };
+        r.emit(&mut TcpPacket::new_unchecked(&mut f[34..]), &IpAddress::V4(PEER), &IpAddress::V4(SERVER), payload, true);
+        self.inject(&f);
+    }
+}
+
+fn base(seq: u32, ack: Option<u32>, flags: TcpFlags) -> TcpRepr {
+    TcpRepr {
+        src_port: PEER_PORT,
+        dst_port: PORT,
+        seq_number: seq,
+        ack_number: ack,
+        flags,
+        window_len: 65535,
+        window_scale: None,
+        max_seg_size: None,
+        sack_permitted: false,
+        sack_ranges: [None; 4],
+        timestamp: None,
+        payload_len: 0,
+    }
+}
+
+/// Arbitrary frames (each prefixed by a length byte pair) into a shard.
+pub fn shard_frames(data: &[u8]) {
+    let mut r = rig();
+    let mut rest = data;
+    while rest.len() >= 2 {
+        let len = usize::from(u16::from_be_bytes([rest[0], rest[1]])) % 1515;
+        rest = &rest[2..];
+        let (frame, tail) = rest.split_at(len.min(rest.len()));
+        rest = tail;
+        r.inject(frame);
+        r.replies();
+        r.now += 1_000_000;
+    }
+    let s = *r.shard.link_stats();
+    assert!(s.rx_frames >= s.dropped(), "{s:?}");
+}
+
+/// A connection, then segments decoded from `data` (see the module doc).
+pub fn tcp_segments(data: &[u8]) {
+    let mut r = rig();
+    let first = data.first().copied().unwrap_or(0);
+    let peer_iss: u32 = 0x1000_0000u32.wrapping_mul(u32::from(first) + 1);
+    let mut syn = base(peer_iss, None, TcpFlags::SYN);
+    syn.max_seg_size = Some(536 + u16::from(first & 0x3f) * 16);
+    syn.window_scale = (first & 0x40 != 0).then_some(first & 0x0f);
+    syn.sack_permitted = first & 0x80 != 0;
+    syn.timestamp = (first & 0x20 != 0).then_some((1, 0));
+    r.segment(&syn, &[]);
+    let Some(synack) = r.replies().into_iter().find(|s| s.flags.contains(TcpFlags::SYN)) else {
+        panic!("no SYN-ACK to a valid SYN");
+    };
+    let mut peer_nxt = peer_iss.wrapping_add(1);
+    let mut server_nxt = synack.seq_number.wrapping_add(1);
+    let mut ack = base(peer_nxt, Some(server_nxt), TcpFlags::empty());
+    ack.timestamp = synack.timestamp.map(|(tsval, _)| (2, tsval));
+    r.segment(&ack, &[]);
+    let Ok((conn, _)) = r.shard.tcp_accept(r.listener) else {
+        panic!("handshake did not complete");
+    };
+    let mut tsval = 3u32;
+    let mut buf = [0u8; 2048];
+    let payload = [0x5au8; 255];
+    for chunk in data[1.min(data.len())..].chunks(8) {
+        if chunk.len() < 8 {
+            break;
+        }
+        let op = chunk[0];
+        match op & 0x07 {
+            0 => {
+                let _ = r.shard.tcp_recv(conn, &mut buf);
+            }
+            1 => {
+                let _ = r.shard.tcp_send(conn, &buf[..usize::from(chunk[1]) * 8]);
+            }
+            2 if op & 0x80 != 0 => {
+                let _ = r.shard.tcp_shutdown_write(conn);
+            }
+            3 if op & 0xc0 == 0xc0 => {
+                let _ = r.shard.close(conn);
+            }
+            4 => {
+                r.now += u64::from(chunk[1]) * 10_000_000;
+                r.shard.poll(r.now);
+            }
+            _ => {
+                let mut flags = TcpFlags::empty();
+                if chunk[1] & 0x01 != 0 {
+                    flags.insert(TcpFlags::FIN);
+                }
+                if chunk[1] & 0x02 != 0 {
+                    flags.insert(TcpFlags::SYN);
+                }
+                if chunk[1] & 0x04 != 0 {
+                    flags.insert(TcpFlags::RST);
+                }
+                if chunk[1] & 0x08 != 0 {
+                    flags.insert(TcpFlags::PSH);
+                }
+                let seq = peer_nxt.wrapping_add(i16::from_be_bytes([chunk[2], chunk[3]]) as i32 as u32);
+                let ack_no = (chunk[1] & 0x10 == 0).then(|| server_nxt.wrapping_add((i32::from(i8::from_be_bytes([chunk[4]])) * 64) as u32));
+                let mut seg = base(seq, ack_no, flags);
+                seg.window_len = u16::from(chunk[5]) << 8;
+                if chunk[1] & 0x20 != 0 {
+                    tsval = tsval.wrapping_add(u32::from(chunk[6]));
+                    seg.timestamp = Some((tsval, 0));
+                }
+                if chunk[1] & 0x40 != 0 {
+                    let left = server_nxt.wrapping_sub(u32::from(chunk[6]) * 16);
+                    seg.sack_ranges[0] = Some((left, left.wrapping_add(u32::from(chunk[7]) * 8)));
+                }
+                let len = usize::from(chunk[7]) % payload.len();
+                r.segment(&seg, &payload[..len]);
+                if chunk[1] & 0x80 != 0 {
+                    peer_nxt = seq.wrapping_add(len as u32);
+                }
+            }
+        }
+        for reply in r.replies() {
+            let end = reply.seq_number.wrapping_add(reply.segment_len() as u32);
+            if (end.wrapping_sub(server_nxt) as i32) > 0 {
+                server_nxt = end;
+            }
+        }
+        if let Ok(info) = r.shard.tcp_info(conn) {
+            assert!(info.recv_queue <= 1 << 20 && info.send_queue <= 1 << 20, "{info:?}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs(seed: u64, n: usize, len: usize) -> impl Iterator<Item = Vec<u8>> {
+        let mut x = seed;
+        (0..n).map(move |_| {
+            (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect()
+        })
+    }
+
+    #[test]
+    fn pseudo_random_segments_never_panic() {
+        for data in inputs(0x9e37_79b9_7f4a_7c15, 300, 400) {
+            tcp_segments(&data);
+        }
+    }
+
+    #[test]
+    fn pseudo_random_frames_never_panic() {
+        for data in inputs(0x2545_f491_4f6c_dd1d, 200, 600) {
+            shard_frames(&data);
+        }
+    }
+}
