@@ -1266,8 +1266,17 @@ impl Connection {
             }
         }
 
+        // The window update (RFC 9293 3.10.7.4, SND.WL1/SND.WL2), and also from any segment
+        // that acknowledges new data, as Linux does (`tcp_may_update_window`): the peer's ACKs
+        // only grow, so such a segment was made after every one we used, even if its SEG.SEQ
+        // is older (a retransmission that fills a hole behind data we have seen). SND.WND is
+        // counted from SND.UNA: moving SND.UNA while keeping the old SND.WND would move the
+        // right edge beyond anything the peer offered, and we would send into a window it
+        // never had.
         if seq::le(self.snd_una, ack)
-            && (seq::lt(self.snd_wl1, seq) || (self.snd_wl1 == seq && seq::le(self.snd_wl2, ack)))
+            && (seq::lt(self.snd_una, ack)
+                || seq::lt(self.snd_wl1, seq)
+                || (self.snd_wl1 == seq && seq::le(self.snd_wl2, ack)))
         {
             let opened = self.snd_wnd == 0 && seg_wnd > 0;
             self.snd_wnd = seg_wnd;
@@ -1710,13 +1719,20 @@ impl Connection {
                 return Some(repr);
             }
         }
+        // An ACK that is owed goes before a probe, in a segment of its own. A probe is made to
+        // be unacceptable (SEG.SEQ = SND.UNA - 1, left of the peer's window): the peer answers
+        // it but does not look at its ACK field (RFC 9293 3.10.7.4; Linux drops it too). An
+        // ACK, or a window update, that rode only on the probe would be lost: if the persist
+        // timer keeps firing just as the peer's retransmissions arrive (both back off from the
+        // same RTO), the peer never learns that its data arrived, and both sides wait forever
+        // on each other's zero window. A delayed ACK counts: the probe would cancel its timer.
+        if self.ack_now || self.challenge || (self.probe && self.t_delack != NEVER) {
+            let seq = self.snd_max;
+            return Some(self.emit(now, seq, 0, false, payload));
+        }
         if self.probe {
             self.probe = false;
             let seq = self.snd_una.wrapping_sub(1);
-            return Some(self.emit(now, seq, 0, false, payload));
-        }
-        if self.ack_now || self.challenge {
-            let seq = self.snd_max;
             return Some(self.emit(now, seq, 0, false, payload));
         }
         self.arm_persist(now);
@@ -1870,8 +1886,10 @@ impl Connection {
         let mut wnd_room = self.snd_wnd_room() as usize;
         if is_rtx && self.snd_nxt == self.snd_una {
             // The first segment after an RTO goes even if the peer shrank its window to zero:
-            // the retransmission doubles as a window probe (RFC 9293 3.8.6.1; Linux too).
-            wnd_room = wnd_room.max(mss);
+            // the retransmission doubles as a window probe (RFC 9293 3.8.6.1; Linux too). Only
+            // what was sent before goes beyond the window, not new data after it.
+            let sent = self.snd_max.wrapping_sub(self.snd_nxt) as usize;
+            wnd_room = wnd_room.max(mss.min(sent));
         }
         let mut len = avail.min(mss).min(wnd_room).min(cwnd_room as usize);
         if is_rtx {
