@@ -21,6 +21,9 @@ trap cleanup EXIT
 # The lab tests say "skipped" here: they run below, in release, where 256 MiB transfers are quick.
 cargo test --workspace -- --test-threads=2
 
+# The stack issue's full-size runs over the in-memory pair with faults (1 GiB; 10,000 connections).
+cargo test --release -p stack --test pair -- --ignored
+
 # Lab tests: DPDK af_xdp and af_packet on a veth pair, the Linux kernel on the other end.
 if [ "$(id -u)" -eq 0 ]; then
   PRONGHORN_LAB_TESTS=1 cargo test --release -p cli --test lab

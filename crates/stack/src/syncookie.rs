@@ -169,21 +169,25 @@ impl SynCookies {
     }
 
     #[inline]
-    fn hash(&self, tuple: &FourTuple, count: u32, which: u8) -> u32 {
-        let mut m = [0u8; 41];
+    fn hash(&self, tuple: &FourTuple, count: u32, which: u8, peer_iss: u32) -> u32 {
+        let mut m = [0u8; 45];
         m[..16].copy_from_slice(tuple.local_addr_bytes());
         m[16..32].copy_from_slice(tuple.remote_addr_bytes());
         m[32..34].copy_from_slice(&tuple.local_port().to_be_bytes());
         m[34..36].copy_from_slice(&tuple.remote_port().to_be_bytes());
         m[36..40].copy_from_slice(&count.to_le_bytes());
         m[40] = which;
+        m[41..45].copy_from_slice(&peer_iss.to_le_bytes());
         siphash::<2, 4>(self.k0, self.k1, &m) as u32
     }
 
-    /// The 24 low bits of a cookie: a 22-bit MAC of (tuple, counter, index) and the index.
+    /// The 24 low bits of a cookie: a 22-bit MAC of (tuple, counter, index, peer ISS) and the
+    /// index. The peer's ISS is in the MAC, not only subtracted out: otherwise any later ACK of
+    /// the same connection (both numbers moved on by the same amount, as in an echo) would check
+    /// out as a cookie once the connection is gone.
     #[inline]
-    fn low_bits(&self, tuple: &FourTuple, count: u32, index: u32) -> u32 {
-        let mac = self.hash(tuple, count, 1 + index as u8) & (COOKIE_MASK >> MSS_INDEX_BITS);
+    fn low_bits(&self, tuple: &FourTuple, count: u32, index: u32, peer_iss: u32) -> u32 {
+        let mac = self.hash(tuple, count, 1 + index as u8, peer_iss) & (COOKIE_MASK >> MSS_INDEX_BITS);
         mac << MSS_INDEX_BITS | index
     }
 
@@ -195,10 +199,10 @@ impl SynCookies {
         let index = (1..table.len()).rev().find(|&i| peer_mss >= table[i]).unwrap_or(0);
         let t = counter(now_ns);
         let isn = self
-            .hash(tuple, 0, 0)
+            .hash(tuple, 0, 0, 0)
             .wrapping_add(peer_iss)
             .wrapping_add(t << COOKIE_BITS)
-            .wrapping_add(self.low_bits(tuple, t, index as u32));
+            .wrapping_add(self.low_bits(tuple, t, index as u32, peer_iss));
         (isn, table[index])
     }
 
@@ -215,13 +219,13 @@ impl SynCookies {
         now_ns: u64,
     ) -> Option<CookieInfo> {
         let t = counter(now_ns);
-        let c = cookie.wrapping_sub(self.hash(tuple, 0, 0)).wrapping_sub(peer_iss);
+        let c = cookie.wrapping_sub(self.hash(tuple, 0, 0, 0)).wrapping_sub(peer_iss);
         let age = t.wrapping_sub(c >> COOKIE_BITS) & (u32::MAX >> COOKIE_BITS);
         if age >= MAX_AGE {
             return None;
         }
         let index = c & MSS_INDEX_MASK;
-        if c & COOKIE_MASK != self.low_bits(tuple, t.wrapping_sub(age), index) {
+        if c & COOKIE_MASK != self.low_bits(tuple, t.wrapping_sub(age), index, peer_iss) {
             return None;
         }
         let mss = mss_table(tuple)[index as usize];
@@ -435,6 +439,19 @@ mod tests {
             assert_eq!(c.check(&t, isn, 1000u32.wrapping_add(delta), None, now), None, "peer ISS off by {delta}");
         }
         assert_eq!(SynCookies::new([9; 16]).check(&t, isn, 1000, None, now), None, "other secret");
+    }
+
+    #[test]
+    fn a_later_ack_of_the_same_connection_is_not_a_cookie() {
+        // An echo moves both sequence numbers on by the same amount: a stray final ACK after the
+        // connection is gone must not build a new one (found by the 10,000-connection pair test).
+        let c = cookies();
+        let now = 5_000 * SEC;
+        let t = tuple4();
+        let (isn, _) = c.encode(&t, 1000, 1460, now);
+        for moved in [1u32, 4097, 1 << 20] {
+            assert_eq!(c.check(&t, isn.wrapping_add(moved), 1000u32.wrapping_add(moved), None, now), None, "moved {moved}");
+        }
     }
 
     #[test]
