@@ -14,8 +14,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use nic::mem::{pair, MemConfig, MemNic};
 use nic::{Nic, PacketBuf};
 use wire::{
-    ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpAddress, IpProtocol, Ipv4Address, Ipv4Packet,
-    Ipv4Repr, TcpFlags, TcpPacket, TcpRepr,
+    ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpAddress, IpProtocol,
+    Ipv4Address, Ipv4Packet, Ipv4Repr, TcpFlags, TcpPacket, TcpRepr,
 };
 
 use crate::shard::{Shard, ShardConfig, SocketId};
@@ -48,8 +48,12 @@ fn rig() -> Rig {
         target_protocol_addr: SERVER,
     };
     let mut f = vec![0u8; 14 + arp.buffer_len()];
-    EthernetRepr { src_addr: EthernetAddress(r.peer.mac().0), dst_addr: EthernetAddress::BROADCAST, ethertype: EtherType::Arp }
-        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+    EthernetRepr {
+        src_addr: EthernetAddress(r.peer.mac().0),
+        dst_addr: EthernetAddress::BROADCAST,
+        ethertype: EtherType::Arp,
+    }
+    .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
     arp.emit(&mut ArpPacket::new_unchecked(&mut f[14..]));
     r.inject(&f);
     r.replies();
@@ -93,12 +97,28 @@ impl Rig {
     fn segment(&mut self, repr: &TcpRepr, payload: &[u8]) {
         let tcp_len = repr.header_len() + payload.len();
         let mut f = vec![0u8; 14 + 20 + tcp_len];
-        EthernetRepr { src_addr: EthernetAddress(self.peer.mac().0), dst_addr: EthernetAddress(self.shard.nic().mac().0), ethertype: EtherType::Ipv4 }
-            .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
-        let ip = Ipv4Repr { src_addr: PEER, dst_addr: SERVER, next_header: IpProtocol::Tcp, payload_len: tcp_len, hop_limit: 64 };
+        EthernetRepr {
+            src_addr: EthernetAddress(self.peer.mac().0),
+            dst_addr: EthernetAddress(self.shard.nic().mac().0),
+            ethertype: EtherType::Ipv4,
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+        let ip = Ipv4Repr {
+            src_addr: PEER,
+            dst_addr: SERVER,
+            next_header: IpProtocol::Tcp,
+            payload_len: tcp_len,
+            hop_limit: 64,
+        };
         ip.emit(&mut Ipv4Packet::new_unchecked(&mut f[14..34]), true);
         let r = TcpRepr { payload_len: payload.len(), ..*repr };
-        r.emit(&mut TcpPacket::new_unchecked(&mut f[34..]), &IpAddress::V4(PEER), &IpAddress::V4(SERVER), payload, true);
+        r.emit(
+            &mut TcpPacket::new_unchecked(&mut f[34..]),
+            &IpAddress::V4(PEER),
+            &IpAddress::V4(SERVER),
+            payload,
+            true,
+        );
         self.inject(&f);
     }
 }
@@ -199,7 +219,8 @@ pub fn tcp_segments(data: &[u8]) {
                     flags.insert(TcpFlags::PSH);
                 }
                 let seq = peer_nxt.wrapping_add(i16::from_be_bytes([chunk[2], chunk[3]]) as i32 as u32);
-                let ack_no = (chunk[1] & 0x10 == 0).then(|| server_nxt.wrapping_add((i32::from(i8::from_be_bytes([chunk[4]])) * 64) as u32));
+                let ack_no = (chunk[1] & 0x10 == 0)
+                    .then(|| server_nxt.wrapping_add((i32::from(i8::from_be_bytes([chunk[4]])) * 64) as u32));
                 let mut seg = base(seq, ack_no, flags);
                 seg.window_len = u16::from(chunk[5]) << 8;
                 if chunk[1] & 0x20 != 0 {

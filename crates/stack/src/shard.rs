@@ -18,9 +18,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use nic::{MacAddr, Nic, PacketBuf};
 use tcp::{Connection, CookieOptions, Event as TcpEvent, State as TcpState, TimeWait, TimeWaitAction};
 use wire::{
-    ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Icmpv6Packet,
-    Icmpv6Repr, IpAddress, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet, Ipv6Repr,
-    Ipv6UpperLayer, NdiscRepr, TcpFlags, TcpPacket, TcpRepr, UdpPacket, UdpRepr,
+    ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Icmpv4DstUnreachable,
+    Icmpv4Packet, Icmpv4Repr, Icmpv6Packet, Icmpv6Repr, IpAddress, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr,
+    Ipv6Address, Ipv6Packet, Ipv6Repr, Ipv6UpperLayer, NdiscRepr, TcpFlags, TcpPacket, TcpRepr, UdpPacket, UdpRepr,
 };
 
 use crate::iface::{self, IfaceStats, Learned, Verdict};
@@ -153,6 +153,10 @@ pub struct ShardStats {
     pub udp_bad_checksum: u64,
     pub udp_no_port: u64,
     pub udp_rcvbuf_errors: u64,
+    /// ICMP "fragmentation needed" / "packet too big" that lowered a connection's segment size.
+    pub pmtu_reductions: u64,
+    /// Such messages not believed: no such connection, or the quoted segment is not in flight.
+    pub icmp_too_big_ignored: u64,
     /// Frames not sent: no buffer in the pool.
     pub tx_no_buffer: u64,
     /// Frames not sent: the NIC's tx queue stayed full.
@@ -471,6 +475,10 @@ impl<N: Nic> Shard<N> {
             }
             return;
         }
+        if let Some((tuple, mss, seq)) = self.icmp_too_big(buf.data()) {
+            self.path_mtu(tuple, mss, seq);
+            return;
+        }
         let mut learned = None;
         let verdict = iface::handle_frame(
             self.mac,
@@ -533,6 +541,87 @@ impl<N: Nic> Shard<N> {
                 (start <= end).then_some((IpAddress::V6(repr.src_addr), IpAddress::V6(dst), protocol, start, end))
             }
             _ => None,
+        }
+    }
+
+    /// An ICMP "fragmentation needed" (IPv4) or "packet too big" (IPv6) to one of our addresses,
+    /// quoting a TCP segment we sent: (its 4-tuple, the TCP payload the path carries, the quoted
+    /// sequence number).
+    fn icmp_too_big(&self, frame: &[u8]) -> Option<(FourTuple, u16, u32)> {
+        let eth = EthernetFrame::new_checked(frame).ok()?;
+        let (quoted_src, quoted_dst, l4, mtu, ip_len) = match eth.ethertype() {
+            EtherType::Ipv4 => {
+                let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+                if Some(ip.dst_addr()) != self.ipv4 || ip.next_header() != IpProtocol::Icmp || ip.is_fragment() {
+                    return None;
+                }
+                Ipv4Repr::parse(&ip, true).ok()?;
+                let icmp = Icmpv4Packet::new_checked(ip.payload()).ok()?;
+                match Icmpv4Repr::parse(&icmp, true).ok()? {
+                    Icmpv4Repr::DstUnreachable {
+                        reason: Icmpv4DstUnreachable::FragRequired,
+                        next_hop_mtu,
+                        header,
+                        data,
+                    } if header.next_header == IpProtocol::Tcp => {
+                        // RFC 1191: a router that does not say is treated as the IPv4 minimum.
+                        let mtu = if next_hop_mtu == 0 { 576 } else { next_hop_mtu };
+                        (
+                            IpAddress::V4(header.src_addr),
+                            IpAddress::V4(header.dst_addr),
+                            data,
+                            u32::from(mtu),
+                            wire::ipv4::HEADER_LEN,
+                        )
+                    }
+                    _ => return None,
+                }
+            }
+            EtherType::Ipv6 => {
+                let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
+                let repr = Ipv6Repr::parse(&ip).ok()?;
+                if Some(repr.dst_addr) != self.ipv6 && repr.dst_addr != self.ipv6_link_local {
+                    return None;
+                }
+                let Ipv6UpperLayer::Protocol { protocol: IpProtocol::Icmpv6, offset } = ip.upper_layer().ok()? else {
+                    return None;
+                };
+                let icmp = Icmpv6Packet::new_checked(ip.payload().get(offset..)?).ok()?;
+                match Icmpv6Repr::parse(&icmp, &repr.src_addr, &repr.dst_addr, true).ok()? {
+                    Icmpv6Repr::PktTooBig { mtu, header, data } if header.next_header == IpProtocol::Tcp => (
+                        IpAddress::V6(header.src_addr),
+                        IpAddress::V6(header.dst_addr),
+                        data,
+                        mtu,
+                        wire::ipv6::HEADER_LEN,
+                    ),
+                    _ => return None,
+                }
+            }
+            _ => return None,
+        };
+        if l4.len() < 8 {
+            return None;
+        }
+        let sport = u16::from_be_bytes([l4[0], l4[1]]);
+        let dport = u16::from_be_bytes([l4[2], l4[3]]);
+        let seq = u32::from_be_bytes([l4[4], l4[5], l4[6], l4[7]]);
+        let mss = mtu.saturating_sub((ip_len + wire::tcp::HEADER_LEN) as u32).min(u32::from(u16::MAX)) as u16;
+        Some((FourTuple::new((quoted_src, sport), (quoted_dst, dport)), mss, seq))
+    }
+
+    fn path_mtu(&mut self, tuple: FourTuple, mss: u16, seq: u32) {
+        let Some(&id) = self.conns.get(&tuple) else {
+            self.stats.icmp_too_big_ignored += 1;
+            return;
+        };
+        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+            if s.conn.path_mtu_reduced(mss, seq) {
+                self.stats.pmtu_reductions += 1;
+                self.mark_dirty(id);
+            } else {
+                self.stats.icmp_too_big_ignored += 1;
+            }
         }
     }
 
@@ -741,8 +830,7 @@ impl<N: Nic> Shard<N> {
     fn service(&mut self, id: SocketId) {
         let now = self.now;
         let mut scratch = std::mem::take(&mut self.scratch);
-        loop {
-            let Some(Socket::Tcp(s)) = self.socket_mut(id) else { break };
+        while let Some(Socket::Tcp(s)) = self.socket_mut(id) {
             let Some(repr) = s.conn.poll_transmit(now, &mut scratch) else { break };
             let tuple = s.tuple;
             self.send_tcp(&tuple, &repr, &scratch[..repr.payload_len]);

@@ -450,7 +450,11 @@ mod tests {
         let t = tuple4();
         let (isn, _) = c.encode(&t, 1000, 1460, now);
         for moved in [1u32, 4097, 1 << 20] {
-            assert_eq!(c.check(&t, isn.wrapping_add(moved), 1000u32.wrapping_add(moved), None, now), None, "moved {moved}");
+            assert_eq!(
+                c.check(&t, isn.wrapping_add(moved), 1000u32.wrapping_add(moved), None, now),
+                None,
+                "moved {moved}"
+            );
         }
     }
 

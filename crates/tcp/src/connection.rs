@@ -28,6 +28,8 @@ const CLOCK_GRANULARITY_US: u64 = 1000;
 const RTO_AFTER_SYN_LOSS_US: u32 = 3_000_000;
 /// Duplicate ACKs that mean a loss (RFC 5681 section 3.2, RFC 6675 DupThresh).
 const DUPTHRESH: u8 = 3;
+/// The smallest segment size an ICMP message can bring us down to.
+const MIN_PATH_MSS: u16 = 536;
 /// Length of a TCP header without options.
 const HEADER_LEN: usize = wire::tcp::HEADER_LEN;
 
@@ -373,6 +375,9 @@ pub struct Connection {
     local_port: u16,
     remote_port: u16,
     peer_mss: u16,
+    /// The payload a segment may carry on this path, from ICMP "fragmentation needed" / "packet
+    /// too big" (RFC 1191, 8201); `u16::MAX` until the path says otherwise.
+    path_mss: u16,
     /// Largest segment seen from the peer (for the delayed-ACK rule).
     rcv_mss: u16,
     state: State,
@@ -462,6 +467,7 @@ impl Connection {
             local_port,
             remote_port,
             peer_mss: DEFAULT_MSS,
+            path_mss: u16::MAX,
             rcv_mss: p.mss.min(DEFAULT_MSS),
             state: State::Closed,
             recovery: Recovery::None,
@@ -768,6 +774,23 @@ impl Connection {
         self.challenge = false;
     }
 
+    /// Path MTU discovery (RFC 1191 for IPv4, RFC 8201 for IPv6): an ICMP "fragmentation
+    /// needed" or "packet too big" quoting our segment at `quoted_seq` says the path carries at
+    /// most `mss` bytes of TCP payload (its MTU less the IP and TCP headers). The message is
+    /// believed only if the quoted segment is in flight (RFC 5927 section 4.1), and the size
+    /// never drops below 536 (Linux's floor: an ICMP cannot make us send tiny segments). The
+    /// lost segment goes again, smaller, at the next retransmission. Returns whether the
+    /// segment size went down.
+    pub fn path_mtu_reduced(&mut self, mss: u16, quoted_seq: u32) -> bool {
+        let in_flight = seq::ge(quoted_seq, self.snd_una) && seq::lt(quoted_seq, self.snd_max);
+        let mss = mss.max(MIN_PATH_MSS);
+        if !in_flight || mss >= self.mss_cap() {
+            return false;
+        }
+        self.path_mss = mss;
+        true
+    }
+
     /// For `TCP_INFO`.
     pub fn info(&self) -> Info {
         Info {
@@ -832,8 +855,13 @@ impl Connection {
 
     /// The largest payload of a segment without SACK blocks (RFC 9293 3.7.1 Eff.snd.MSS: the
     /// timestamp option takes 12 bytes of it).
+    /// The largest payload without options: the peer's MSS, ours, and the path's.
+    fn mss_cap(&self) -> u16 {
+        self.peer_mss.min(self.p.mss).min(self.path_mss)
+    }
+
     fn eff_mss(&self) -> u32 {
-        let base = u32::from(self.peer_mss.min(self.p.mss));
+        let base = u32::from(self.mss_cap());
         let opts = if self.ts_ok { 12 } else { 0 };
         base.saturating_sub(opts).max(1)
     }
@@ -1942,7 +1970,7 @@ impl Connection {
     /// Payload room of a data segment sent now: the MSS less the options it will carry.
     fn data_room(&self, buf: &[u8]) -> u32 {
         let header = self.header(0, 0).header_len();
-        let base = usize::from(self.peer_mss.min(self.p.mss)) + HEADER_LEN;
+        let base = usize::from(self.mss_cap()) + HEADER_LEN;
         (base.saturating_sub(header).max(1).min(buf.len())) as u32
     }
 
@@ -1978,7 +2006,7 @@ impl Connection {
     /// `fin_ok` and the data reaches it.
     fn emit(&mut self, now: Instant, seq: u32, max_len: usize, fin_ok: bool, buf: &mut [u8]) -> TcpRepr {
         let mut repr = self.header(now, seq);
-        let room = (usize::from(self.peer_mss.min(self.p.mss)) + HEADER_LEN).saturating_sub(repr.header_len()).max(1);
+        let room = (usize::from(self.mss_cap()) + HEADER_LEN).saturating_sub(repr.header_len()).max(1);
         let data_end = self.data_end();
         let avail =
             if seq::ge(seq, self.tx_seq) && seq::lt(seq, data_end) { data_end.wrapping_sub(seq) as usize } else { 0 };

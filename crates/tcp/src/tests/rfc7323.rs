@@ -255,3 +255,32 @@ fn rfc7323_no_rtt_sample_from_an_echo_older_than_the_retransmission() {
     feed(&mut c, t + 30 * MS, ts(ack(PISS + 1, ISS + 201, 65535), 801, d.repr.timestamp.unwrap().0));
     assert_eq!(c.info().rtt, 10 * MS + (20 * MS - 10 * MS) / 8);
 }
+
+#[test]
+fn rfc1191_path_mtu_lowers_the_segment_size_for_data_in_flight() {
+    let cfg = Config { nodelay: true, ..plain() };
+    let (mut c, now) = established(&cfg);
+    c.send(&[1; 3000]).unwrap();
+    let first = poll_all(&mut c, now);
+    assert_eq!(first.iter().map(|s| s.len()).collect::<Vec<_>>(), [1460, 1460, 80]);
+    // An ICMP quoting data that is not in flight (RFC 5927) is not believed.
+    assert!(!c.path_mtu_reduced(1000, ISS + 1 + 5000));
+    assert!(!c.path_mtu_reduced(1000, ISS));
+    // One that quotes the first segment is: the path carries 1000 bytes of payload.
+    assert!(c.path_mtu_reduced(1000, ISS + 1));
+    assert_eq!(c.info().snd_mss, 1000);
+    // A larger size later does not raise it again; a tiny one stops at 536.
+    assert!(!c.path_mtu_reduced(1400, ISS + 1));
+    assert!(c.path_mtu_reduced(100, ISS + 1));
+    assert_eq!(c.info().snd_mss, 536);
+    // The lost segments go again at the new size when the retransmission timer fires.
+    let rto = c.poll_timeout().unwrap();
+    c.handle_timeout(rto);
+    let again = poll_all(&mut c, rto);
+    assert!(
+        !again.is_empty() && again.iter().all(|s| s.len() <= 536),
+        "{:?}",
+        again.iter().map(|s| s.len()).collect::<Vec<_>>()
+    );
+    assert_eq!(again[0].repr.seq_number, ISS + 1);
+}

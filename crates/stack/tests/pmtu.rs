@@ -1,0 +1,262 @@
+//! Path MTU: an ICMP "fragmentation needed" (IPv4) or "packet too big" (IPv6) quoting a segment
+//! of a connection lowers that connection's segment size; one that quotes nothing in flight is
+//! ignored and counted. The test plays the peer (and the router) with hand-built frames.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use nic::mem::{pair, MemConfig, MemNic};
+use nic::{Nic, PacketBuf};
+use stack::shard::{Shard, ShardConfig, SocketId};
+use wire::{
+    EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Icmpv4DstUnreachable, Icmpv4Packet, Icmpv4Repr,
+    Icmpv6Packet, Icmpv6Repr, IpAddress, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, NdiscRepr, TcpFlags,
+    TcpPacket, TcpRepr,
+};
+
+const S4: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const P4: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+fn s6() -> Ipv6Addr {
+    "fd00::1".parse().unwrap()
+}
+fn p6() -> Ipv6Addr {
+    "fd00::2".parse().unwrap()
+}
+
+struct Peer {
+    shard: Shard<MemNic>,
+    nic: MemNic,
+    local: IpAddress,
+    remote: IpAddress,
+    now: u64,
+}
+
+/// A frame from the peer: Ethernet, IP (v4 or v6 by `remote`), then `l4` with protocol `proto`.
+fn frame(p: &Peer, proto: IpProtocol, l4_len: usize, write: impl FnOnce(&mut [u8])) -> Vec<u8> {
+    let (ethertype, ip_len) = match p.remote {
+        IpAddress::V4(_) => (EtherType::Ipv4, 20),
+        IpAddress::V6(_) => (EtherType::Ipv6, 40),
+    };
+    let mut f = vec![0u8; 14 + ip_len + l4_len];
+    EthernetRepr {
+        src_addr: EthernetAddress(p.nic.mac().0),
+        dst_addr: EthernetAddress(p.shard.nic().mac().0),
+        ethertype,
+    }
+    .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+    match (p.local, p.remote) {
+        (IpAddress::V4(src), IpAddress::V4(dst)) => {
+            Ipv4Repr { src_addr: src, dst_addr: dst, next_header: proto, payload_len: l4_len, hop_limit: 64 }
+                .emit(&mut Ipv4Packet::new_unchecked(&mut f[14..34]), true)
+        }
+        (IpAddress::V6(src), IpAddress::V6(dst)) => {
+            Ipv6Repr { src_addr: src, dst_addr: dst, next_header: proto, payload_len: l4_len, hop_limit: 255 }
+                .emit(&mut Ipv6Packet::new_unchecked(&mut f[14..54]))
+        }
+        _ => unreachable!(),
+    }
+    write(&mut f[14 + ip_len..]);
+    f
+}
+
+impl Peer {
+    fn new(v6: bool) -> Peer {
+        let (a, b) = pair(MemConfig::default());
+        let cfg = ShardConfig::new(a.mac(), Some((S4, 24)), Some((s6(), 64)), [5; 32]);
+        let (local, remote) = if v6 {
+            (IpAddress::V6(p6().into()), IpAddress::V6(s6().into()))
+        } else {
+            (IpAddress::V4(P4.into()), IpAddress::V4(S4.into()))
+        };
+        Peer { shard: Shard::new(a, cfg), nic: b, local, remote, now: 1_000_000_000 }
+    }
+
+    fn send(&mut self, f: Vec<u8>) {
+        let mut b = self.nic.alloc().unwrap();
+        b.set_len(f.len());
+        b.data_mut().copy_from_slice(&f);
+        self.nic.tx_burst(&mut vec![b]);
+        self.shard.poll(self.now);
+    }
+
+    /// Everything the shard sent, as raw frames.
+    fn take(&mut self) -> Vec<Vec<u8>> {
+        self.shard.poll(self.now);
+        let mut rx = Vec::new();
+        self.nic.rx_burst(&mut rx, 1024);
+        rx.iter().map(|b| b.data().to_vec()).collect()
+    }
+
+    /// The IP payload of a frame, when it is TCP.
+    fn tcp_of(&self, f: &[u8]) -> Option<(TcpRepr, usize, Vec<u8>)> {
+        let eth = EthernetFrame::new_checked(f).ok()?;
+        let (ip_hdr, l4): (Vec<u8>, &[u8]) = match eth.ethertype() {
+            EtherType::Ipv4 => {
+                let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+                (eth.payload()[..20].to_vec(), ip.payload())
+            }
+            EtherType::Ipv6 => {
+                let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
+                if ip.next_header() != IpProtocol::Tcp {
+                    return None;
+                }
+                (eth.payload()[..40].to_vec(), ip.payload())
+            }
+            _ => return None,
+        };
+        let tcp = TcpPacket::new_checked(l4).ok()?;
+        let repr = TcpRepr::parse(&tcp, &self.remote, &self.local, true).ok()?;
+        let mut quote = ip_hdr;
+        quote.extend_from_slice(&l4[..8]);
+        Some((repr, repr.payload_len, quote))
+    }
+
+    fn tcp(&mut self, seq: u32, ack: Option<u32>, flags: TcpFlags, mss: Option<u16>) {
+        let repr = TcpRepr {
+            src_port: 40000,
+            dst_port: 80,
+            seq_number: seq,
+            ack_number: ack,
+            flags,
+            window_len: 65535,
+            window_scale: None,
+            max_seg_size: mss,
+            sack_permitted: false,
+            sack_ranges: [None; 4],
+            timestamp: None,
+            payload_len: 0,
+        };
+        let (l, r) = (self.local, self.remote);
+        let f = frame(self, IpProtocol::Tcp, repr.header_len(), |b| {
+            repr.emit(&mut TcpPacket::new_unchecked(b), &l, &r, &[], true)
+        });
+        self.send(f);
+    }
+
+    /// A connection from the peer to the shard's port 80, accepted; the shard then sends 4000
+    /// bytes. Returns the socket and the data segments seen (header, payload length, quote).
+    fn connect_and_receive(&mut self) -> (SocketId, Vec<(TcpRepr, usize, Vec<u8>)>) {
+        let any: IpAddr = if matches!(self.remote, IpAddress::V4(_)) {
+            Ipv4Addr::UNSPECIFIED.into()
+        } else {
+            Ipv6Addr::UNSPECIFIED.into()
+        };
+        let l = self.shard.tcp_listen(SocketAddr::new(any, 80), 8).unwrap();
+        if let IpAddress::V6(target) = self.remote {
+            // Introduce ourselves (the shard would otherwise solicit us first).
+            let ns = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+                target_addr: target,
+                lladdr: Some(EthernetAddress(self.nic.mac().0)),
+            });
+            let (src, dst) = (self.local, self.remote);
+            let f = frame(self, IpProtocol::Icmpv6, ns.buffer_len(), |b| {
+                let (IpAddress::V6(s), IpAddress::V6(d)) = (src, dst) else { unreachable!() };
+                ns.emit(&mut Icmpv6Packet::new_unchecked(b), &s, &d, true)
+            });
+            self.send(f);
+        } else {
+            let arp = wire::ArpRepr::EthernetIpv4 {
+                operation: wire::ArpOperation::Request,
+                source_hardware_addr: EthernetAddress(self.nic.mac().0),
+                source_protocol_addr: P4.into(),
+                target_hardware_addr: EthernetAddress([0; 6]),
+                target_protocol_addr: S4.into(),
+            };
+            let mut f = vec![0u8; 42];
+            EthernetRepr {
+                src_addr: EthernetAddress(self.nic.mac().0),
+                dst_addr: EthernetAddress::BROADCAST,
+                ethertype: EtherType::Arp,
+            }
+            .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+            arp.emit(&mut wire::ArpPacket::new_unchecked(&mut f[14..]));
+            self.send(f);
+        }
+        self.take();
+        self.tcp(1000, None, TcpFlags::SYN, Some(1460));
+        let synack = self.take().iter().find_map(|f| self.tcp_of(f)).expect("SYN-ACK").0;
+        let iss = synack.seq_number;
+        self.tcp(1001, Some(iss + 1), TcpFlags::empty(), None);
+        let (c, _) = self.shard.tcp_accept(l).unwrap();
+        self.shard.tcp_set_nodelay(c, true).unwrap();
+        assert_eq!(self.shard.tcp_send(c, &[7; 4000]), Ok(4000));
+        let segs: Vec<_> = self.take().iter().filter_map(|f| self.tcp_of(f)).filter(|s| s.1 > 0).collect();
+        (c, segs)
+    }
+
+    /// The router's ICMP error quoting `quote`, announcing `mtu`.
+    fn too_big(&mut self, quote: &[u8], mtu: u16) {
+        let (src, dst) = (self.local, self.remote);
+        match (src, dst) {
+            (IpAddress::V4(_), IpAddress::V4(_)) => {
+                let q = Ipv4Packet::new_unchecked(&quote[..20]);
+                let inner = Ipv4Repr {
+                    src_addr: q.src_addr(),
+                    dst_addr: q.dst_addr(),
+                    next_header: q.next_header(),
+                    payload_len: usize::from(q.total_len()) - 20,
+                    hop_limit: q.hop_limit(),
+                };
+                let icmp = Icmpv4Repr::DstUnreachable {
+                    reason: Icmpv4DstUnreachable::FragRequired,
+                    next_hop_mtu: mtu,
+                    header: inner,
+                    data: &quote[20..],
+                };
+                let f = frame(self, IpProtocol::Icmp, icmp.buffer_len(), |b| {
+                    icmp.emit(&mut Icmpv4Packet::new_unchecked(b), true)
+                });
+                self.send(f);
+            }
+            (IpAddress::V6(s), IpAddress::V6(d)) => {
+                let q = Ipv6Packet::new_unchecked(&quote[..40]);
+                let inner = Ipv6Repr {
+                    src_addr: q.src_addr(),
+                    dst_addr: q.dst_addr(),
+                    next_header: q.next_header(),
+                    payload_len: usize::from(q.payload_len()),
+                    hop_limit: q.hop_limit(),
+                };
+                let icmp = Icmpv6Repr::PktTooBig { mtu: u32::from(mtu), header: inner, data: &quote[40..] };
+                let f = frame(self, IpProtocol::Icmpv6, icmp.buffer_len(), |b| {
+                    icmp.emit(&mut Icmpv6Packet::new_unchecked(b), &s, &d, true)
+                });
+                self.send(f);
+            }
+            _ => unreachable!(),
+        }
+    }
+}
+
+fn lowers_the_segment_size(v6: bool, mtu: u16, expect_mss: usize) {
+    let mut p = Peer::new(v6);
+    let (c, segs) = p.connect_and_receive();
+    let full = if v6 { 1440 } else { 1460 };
+    assert_eq!(segs.iter().map(|s| s.1).max(), Some(full));
+    // A quote of something not in flight (the sequence number moved far away) is ignored.
+    let mut bogus = segs[0].2.clone();
+    let at = bogus.len() - 4;
+    bogus[at..].copy_from_slice(&(segs[0].0.seq_number.wrapping_add(1 << 30)).to_be_bytes());
+    p.too_big(&bogus, mtu);
+    assert_eq!(p.shard.stats().icmp_too_big_ignored, 1);
+    assert_eq!(p.shard.tcp_info(c).unwrap().snd_mss as usize, full);
+    // The real one lowers it, and what is resent fits the path.
+    let quote = segs[0].2.clone();
+    p.too_big(&quote, mtu);
+    assert_eq!(p.shard.stats().pmtu_reductions, 1);
+    assert_eq!(p.shard.tcp_info(c).unwrap().snd_mss as usize, expect_mss);
+    p.now += 2_000_000_000; // past the RTO
+    let again: Vec<_> = p.take().iter().filter_map(|f| p.tcp_of(f)).filter(|s| s.1 > 0).collect();
+    assert!(!again.is_empty(), "nothing retransmitted");
+    assert!(again.iter().all(|s| s.1 <= expect_mss), "{:?}", again.iter().map(|s| s.1).collect::<Vec<_>>());
+    assert_eq!(again[0].0.seq_number, segs[0].0.seq_number);
+}
+
+#[test]
+fn rfc1191_fragmentation_needed_lowers_the_segment_size() {
+    lowers_the_segment_size(false, 1200, 1200 - 40);
+}
+
+#[test]
+fn rfc8201_packet_too_big_lowers_the_segment_size() {
+    lowers_the_segment_size(true, 1280, 1280 - 60);
+}
