@@ -53,8 +53,9 @@ impl Rig {
         let mut c = ShardConfig::new(b.mac(), Some((CLIENT, 24)), None, [4; 32]);
         c.expected_connections = max + 16;
         let mut server = Shard::new(a, s);
-        let listeners =
-            (0..PORTS).map(|i| server.tcp_listen(SocketAddr::new(SERVER.into(), BASE_PORT + i), 65535).unwrap()).collect();
+        let listeners = (0..PORTS)
+            .map(|i| server.tcp_listen(SocketAddr::new(SERVER.into(), BASE_PORT + i), 65535).unwrap())
+            .collect();
         Rig {
             clock: MonotonicClock::new(),
             server,
@@ -85,7 +86,15 @@ impl Rig {
             let batch = (target - self.idle_client.len()).min(2000);
             for i in 0..batch {
                 let port = BASE_PORT + ((self.idle_client.len() + i) % PORTS as usize) as u16;
-                let id = self.client.tcp_connect(SocketAddr::new(SERVER.into(), port)).unwrap_or_else(|e| panic!("connect #{} to port {port}: {e}; client sockets {} tw {} stats {:?}", self.idle_client.len() + i, self.client.socket_count(), self.client.time_wait_count(), self.client.stats()));
+                let id = self.client.tcp_connect(SocketAddr::new(SERVER.into(), port)).unwrap_or_else(|e| {
+                    panic!(
+                        "connect #{} to port {port}: {e}; client sockets {} tw {} stats {:?}",
+                        self.idle_client.len() + i,
+                        self.client.socket_count(),
+                        self.client.time_wait_count(),
+                        self.client.stats()
+                    )
+                });
                 self.idle_client.push(id);
             }
             let goal = self.idle_client.len();

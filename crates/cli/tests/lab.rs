@@ -308,7 +308,10 @@ fn peer_py() -> String {
 /// connection's sent and received sha256 identical.
 fn kernel_client(lab: &Lab, host: &str, bytes: u64, conns: usize) {
     let o = lab
-        .exec("b", &["python3", &peer_py(), "tcp-echo-client", host, "7", &bytes.to_string(), "--conns", &conns.to_string()])
+        .exec(
+            "b",
+            &["python3", &peer_py(), "tcp-echo-client", host, "7", &bytes.to_string(), "--conns", &conns.to_string()],
+        )
         .output()
         .unwrap();
     let out = text(&o);
