@@ -3,6 +3,7 @@
 
 mod echo;
 mod lab;
+mod run;
 
 use clap::{Parser, Subcommand};
 
@@ -19,6 +20,8 @@ enum Command {
     Lab(lab::LabArgs),
     /// A standalone stack on the configured interface that answers ARP, NDP and ping (a NIC-path check).
     Echo(echo::EchoArgs),
+    /// Run a program with its sockets on pronghorn (LD_PRELOAD of libpronghorn.so).
+    Run(run::RunArgs),
 }
 
 fn main() {
@@ -26,6 +29,7 @@ fn main() {
     let result = match cli.command {
         Command::Lab(args) => lab::run(args),
         Command::Echo(args) => echo::run(args),
+        Command::Run(args) => run::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),

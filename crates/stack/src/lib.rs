@@ -16,3 +16,4 @@ pub mod shard;
 pub mod syncookie;
 pub mod table;
 pub mod timer;
+pub use tcp::State as TcpState;

@@ -1,0 +1,932 @@
+//! The runtime of an accelerated process: its shard, the fd table that maps file descriptors to
+//! shard sockets, and the socket, epoll and poll calls that `preload` forwards here.
+//!
+//! Every accelerated socket is backed by a real kernel fd (an eventfd placeholder) so that fd
+//! numbers never collide with the kernel's and `close`/`dup2`/`select` bookkeeping keeps
+//! working. A TCP socket starts as a kernel socket ("pending"); `bind` to the configured address or
+//! `connect` to the configured subnet moves it onto the shard (the kernel socket is replaced by the
+//! placeholder at the same fd number); anything else stays with the kernel, and every decision is
+//! counted ([`RoutingStats`]).
+//!
+//! The shard runs *inline*: the thread that waits (in `epoll_wait`, `poll`, a blocking `read`,
+//! `accept` or `connect`) polls it, and when nothing is ready sleeps in the kernel on the NIC's rx
+//! fd together with the kernel fds, so an idle process does not spin. One mutex guards the
+//! runtime; it is never held while sleeping.
+//!
+//! It must not be reached through libc symbols: inside the preloaded library those are our own
+//! hooks, so every real call goes through [`real`].
+
+pub mod real;
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use config::{Config, PmdName};
+use nic::clock::{Clock, MonotonicClock};
+use nic::dpdk::{DpdkNic, DpdkOptions, Pmd};
+use nic::Nic;
+pub use stack::shard::Errno;
+use stack::shard::{Readiness, Shard, ShardConfig, SocketId};
+
+/// The variable `pronghorn run` sets to the pid it execs into: only that process is accelerated.
+pub const ENV_PID: &str = "PRONGHORN_ACCEL_PID";
+
+const MAX_FDS: usize = 1 << 16;
+
+/// Per fd: 0 = not ours, 1 = tracked (a pending TCP socket, an accelerated socket, an epoll set).
+static TRACKED: [AtomicU8; MAX_FDS] = [const { AtomicU8::new(0) }; MAX_FDS];
+/// Set in a forked child: the parent's shard must not be touched.
+static FORKED: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// Set while this thread is inside the runtime: calls it makes (DPDK's own sockets, epoll
+    /// fds, files) go straight to the kernel.
+    static INSIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the runtime should look at `fd` at all: one atomic load on the kernel fast path.
+#[inline]
+pub fn tracked(fd: i32) -> bool {
+    !INSIDE.with(|i| i.get()) && (fd as usize) < MAX_FDS && fd >= 0 && TRACKED[fd as usize].load(Ordering::Relaxed) != 0
+}
+
+/// The answer to a call: the kernel should handle it, or here is the result.
+pub enum Call<T> {
+    Kernel,
+    Done(Result<T, Errno>),
+}
+
+/// Counters of the per-socket routing decisions (principle 4: fallback is visible).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RoutingStats {
+    pub accelerated_listen: u64,
+    pub accelerated_connect: u64,
+    pub accepted: u64,
+    pub kernel_bind: u64,
+    pub kernel_connect: u64,
+    pub init_failed: u64,
+}
+
+enum Fd {
+    /// A kernel TCP socket that may still move to the shard.
+    Pending { nonblock: bool, nodelay: bool },
+    /// On the shard, bound, not yet listening.
+    Bound { local: SocketAddr, nonblock: bool },
+    Listener { id: SocketId, nonblock: bool },
+    Conn { id: SocketId, nonblock: bool },
+    /// A kernel epoll fd with shadow entries for accelerated members.
+    Epoll(EpollSet),
+}
+
+#[derive(Default)]
+struct EpollSet {
+    members: HashMap<i32, Member>,
+    rx_added: bool,
+}
+
+#[derive(Clone, Copy)]
+struct Member {
+    events: u32,
+    data: u64,
+    /// For EPOLLET: the mask last reported.
+    last: u32,
+    disabled: bool,
+}
+
+/// The marker of the NIC's rx fd inside an application's epoll set.
+const RX_MARK: u64 = u64::MAX - 0x5048;
+
+struct Runtime {
+    cfg: Config,
+    shard: Option<Shard<DpdkNic>>,
+    init_error: Option<String>,
+    clock: MonotonicClock,
+    fds: HashMap<i32, Fd>,
+    rx_fd: Option<i32>,
+    routing: RoutingStats,
+}
+
+// SAFETY: the shard (DPDK port, mbufs, `Rc`s inside) is only ever touched with the runtime's
+// mutex held, so no two threads use it at once; DPDK's queue functions need serialisation, not a
+// particular thread (non-EAL threads use the mempool without a per-lcore cache).
+unsafe impl Send for Runtime {}
+
+static RUNTIME: OnceLock<Option<Mutex<Runtime>>> = OnceLock::new();
+
+/// The runtime when this process is the one `pronghorn run` accelerates.
+fn runtime() -> Option<&'static Mutex<Runtime>> {
+    RUNTIME
+        .get_or_init(|| {
+            let pid = std::env::var(ENV_PID).ok()?.parse::<u32>().ok()?;
+            if pid != std::process::id() {
+                return None;
+            }
+            let path = Config::locate(None).ok()?;
+            let cfg = match Config::load(&path) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("pronghorn: {e}; sockets stay on the kernel");
+                    return None;
+                }
+            };
+            Some(Mutex::new(Runtime {
+                cfg,
+                shard: None,
+                init_error: None,
+                clock: MonotonicClock::new(),
+                fds: HashMap::new(),
+                rx_fd: None,
+                routing: RoutingStats::default(),
+            }))
+        })
+        .as_ref()
+}
+
+/// Runs `f` on the runtime with the lock held and `INSIDE` set; `None` when not accelerated.
+fn with<T>(f: impl FnOnce(&mut Runtime) -> T) -> Option<T> {
+    if FORKED.load(Ordering::Relaxed) {
+        return None;
+    }
+    let m = runtime()?;
+    let mut guard: MutexGuard<'_, Runtime> = m.lock().unwrap_or_else(|e| e.into_inner());
+    INSIDE.with(|i| i.set(true));
+    let r = f(&mut guard);
+    INSIDE.with(|i| i.set(false));
+    Some(r)
+}
+
+fn set_tracked(fd: i32, on: bool) {
+    if (fd as usize) < MAX_FDS && fd >= 0 {
+        TRACKED[fd as usize].store(on as u8, Ordering::Relaxed);
+    }
+}
+
+fn errno_of(rc: i32) -> Errno {
+    let _ = rc;
+    Errno(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
+}
+
+impl Runtime {
+    fn now(&self) -> u64 {
+        self.clock.now_ns()
+    }
+
+    /// The shard, started on first use.
+    fn shard(&mut self) -> Result<&mut Shard<DpdkNic>, Errno> {
+        if self.shard.is_none() {
+            if self.init_error.is_some() {
+                return Err(Errno(libc::ENETDOWN));
+            }
+            match self.start_shard() {
+                Ok(s) => {
+                    self.rx_fd = s.nic().rx_interrupt_fd();
+                    self.shard = Some(s);
+                    unsafe { libc::atexit(close_port_at_exit) };
+                }
+                Err(e) => {
+                    eprintln!("pronghorn: {e}; this process's sockets stay on the kernel");
+                    self.init_error = Some(e);
+                    self.routing.init_failed += 1;
+                    return Err(Errno(libc::ENETDOWN));
+                }
+            }
+        }
+        Ok(self.shard.as_mut().unwrap())
+    }
+
+    fn start_shard(&self) -> Result<Shard<DpdkNic>, String> {
+        let pmd = match self.cfg.nic.pmd {
+            PmdName::AfXdp => Pmd::AfXdp,
+            PmdName::AfPacket => Pmd::AfPacket,
+        };
+        let mut opts = DpdkOptions::new(pmd, self.cfg.nic.iface.clone());
+        opts.eal_args = self.cfg.nic.eal_args.clone();
+        opts.pool_size = self.cfg.nic.mbufs;
+        let nic = DpdkNic::open(&opts).map_err(|e| e.to_string())?;
+        let mut secret = [0u8; 32];
+        unsafe { libc::getrandom(secret.as_mut_ptr().cast(), 32, 0) };
+        let mut cfg = ShardConfig::new(
+            nic.mac(),
+            self.cfg.ipv4.as_ref().map(|c| (c.address.addr, c.address.prefix_len)),
+            self.cfg.ipv6.as_ref().map(|c| (c.address.addr, c.address.prefix_len)),
+            secret,
+        );
+        cfg.gateway4 = self.cfg.ipv4.as_ref().and_then(|c| c.gateway);
+        cfg.gateway6 = self.cfg.ipv6.as_ref().and_then(|c| c.gateway);
+        Ok(Shard::new(nic, cfg))
+    }
+
+    /// Whether `ip` is one of the accelerated addresses.
+    fn is_ours(&self, ip: IpAddr) -> bool {
+        match ip {
+            IpAddr::V4(a) => self.cfg.ipv4.as_ref().is_some_and(|c| c.address.addr == a),
+            IpAddr::V6(a) => {
+                a.to_ipv4_mapped().is_some_and(|v4| self.is_ours(v4.into()))
+                    || self.cfg.ipv6.as_ref().is_some_and(|c| c.address.addr == a)
+            }
+        }
+    }
+
+    /// Whether `ip` is reached through the accelerated interface.
+    fn routes_here(&self, ip: IpAddr) -> bool {
+        match ip {
+            IpAddr::V4(a) => {
+                !a.is_loopback()
+                    && self.cfg.ipv4.as_ref().is_some_and(|c| c.address.contains(a) || c.gateway.is_some())
+            }
+            IpAddr::V6(a) => match a.to_ipv4_mapped() {
+                Some(v4) => self.routes_here(v4.into()),
+                None => {
+                    !a.is_loopback()
+                        && self.cfg.ipv6.as_ref().is_some_and(|c| c.address.contains(a) || c.gateway.is_some())
+                }
+            },
+        }
+    }
+
+    fn poll_shard(&mut self) {
+        let now = self.now();
+        if let Some(s) = self.shard.as_mut() {
+            // Drain what is there: a few bursts, not forever.
+            for _ in 0..8 {
+                if s.poll(now) == 0 {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Replaces the kernel socket at `fd` by an eventfd placeholder (same number). The
+    /// placeholder carries the socket's O_NONBLOCK: programs read it back with F_GETFL (Redis
+    /// skips F_SETFL when the flag already shows) and the runtime must agree with them.
+    fn placeholder(&mut self, fd: i32, nonblock: bool) -> Result<(), Errno> {
+        unsafe {
+            let cloexec = real::fcntl(fd, libc::F_GETFD, 0);
+            let efd = real::eventfd(0, if nonblock { libc::EFD_NONBLOCK } else { 0 });
+            if efd < 0 {
+                return Err(errno_of(efd));
+            }
+            if real::dup2(efd, fd) < 0 {
+                let e = errno_of(-1);
+                real::close(efd);
+                return Err(e);
+            }
+            real::close(efd);
+            if cloexec >= 0 {
+                real::fcntl(fd, libc::F_SETFD, cloexec as libc::c_ulong);
+            }
+        }
+        Ok(())
+    }
+
+    fn readiness(&self, fd: i32) -> Option<Readiness> {
+        let shard = self.shard.as_ref()?;
+        match self.fds.get(&fd)? {
+            Fd::Listener { id, .. } | Fd::Conn { id, .. } => Some(shard.readiness(*id)),
+            Fd::Bound { .. } => Some(Readiness { writable: true, ..Readiness::default() }),
+            _ => None,
+        }
+    }
+}
+
+extern "C" fn close_port_at_exit() {
+    // Closing the port detaches the XDP program; nothing else needs to run at exit.
+    if FORKED.load(Ordering::Relaxed) {
+        return;
+    }
+    if let Some(m) = RUNTIME.get().and_then(|o| o.as_ref()) {
+        if let Ok(mut rt) = m.try_lock() {
+            INSIDE.with(|i| i.set(true));
+            drop(rt.shard.take());
+        }
+    }
+}
+
+/// `pthread_atfork` child handler: the child never touches the parent's queues. Its accelerated
+/// sockets fail with EOPNOTSUPP; closing them only closes the placeholder.
+pub fn after_fork_in_child() {
+    FORKED.store(true, Ordering::Relaxed);
+}
+
+/// In a forked child, a tracked fd is a placeholder of the parent's socket.
+pub fn forked() -> bool {
+    FORKED.load(Ordering::Relaxed)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The calls
+// ---------------------------------------------------------------------------------------------
+
+/// After the kernel created `fd` with `socket(domain, ty, _)`: track TCP/IP sockets.
+pub fn socket_created(fd: i32, domain: i32, ty: i32) {
+    if fd < 0 || INSIDE.with(|i| i.get()) || (domain != libc::AF_INET && domain != libc::AF_INET6) {
+        return;
+    }
+    if ty & 0xf != libc::SOCK_STREAM {
+        return;
+    }
+    let tracked = with(|rt| {
+        rt.fds.insert(fd, Fd::Pending { nonblock: ty & libc::SOCK_NONBLOCK != 0, nodelay: false });
+    });
+    if tracked.is_some() {
+        set_tracked(fd, true);
+    }
+}
+
+/// After the kernel created an epoll fd.
+pub fn epoll_created(epfd: i32) {
+    if epfd < 0 || INSIDE.with(|i| i.get()) {
+        return;
+    }
+    if with(|rt| rt.fds.insert(epfd, Fd::Epoll(EpollSet::default()))).is_some() {
+        set_tracked(epfd, true);
+    }
+}
+
+pub fn bind(fd: i32, addr: SocketAddr) -> Call<()> {
+    with(|rt| match rt.fds.get(&fd) {
+        Some(Fd::Pending { nonblock, .. }) => {
+            let nonblock = *nonblock;
+            if !rt.is_ours(addr.ip()) {
+                rt.routing.kernel_bind += 1;
+                rt.fds.remove(&fd);
+                set_tracked(fd, false);
+                return Call::Kernel;
+            }
+            if let Err(e) = rt.shard() {
+                return Call::Done(Err(e));
+            }
+            match rt.placeholder(fd, nonblock) {
+                Ok(()) => {
+                    rt.fds.insert(fd, Fd::Bound { local: addr, nonblock });
+                    Call::Done(Ok(()))
+                }
+                Err(e) => Call::Done(Err(e)),
+            }
+        }
+        Some(Fd::Bound { .. } | Fd::Listener { .. } | Fd::Conn { .. }) => Call::Done(Err(Errno::EINVAL)),
+        _ => Call::Kernel,
+    })
+    .unwrap_or(Call::Kernel)
+}
+
+pub fn listen(fd: i32, backlog: i32) -> Call<()> {
+    with(|rt| match rt.fds.get(&fd) {
+        Some(Fd::Bound { local, nonblock }) => {
+            let (local, nonblock) = (*local, *nonblock);
+            let backlog = if backlog <= 0 { 128 } else { backlog as usize };
+            match rt.shard().and_then(|s| s.tcp_listen(local, backlog)) {
+                Ok(id) => {
+                    rt.routing.accelerated_listen += 1;
+                    rt.fds.insert(fd, Fd::Listener { id, nonblock });
+                    Call::Done(Ok(()))
+                }
+                Err(e) => Call::Done(Err(e)),
+            }
+        }
+        Some(Fd::Listener { .. }) => Call::Done(Ok(())),
+        Some(Fd::Conn { .. }) => Call::Done(Err(Errno::EINVAL)),
+        _ => Call::Kernel,
+    })
+    .unwrap_or(Call::Kernel)
+}
+
+/// Blocks (when the socket is blocking) until `attempt` gives something other than EAGAIN.
+fn blocking<T>(fd: i32, mut attempt: impl FnMut(&mut Runtime) -> Call<T>) -> Call<T> {
+    loop {
+        let (r, nonblock, rx_fd, timeout_ms) = match with(|rt| {
+            rt.poll_shard();
+            let r = attempt(rt);
+            let nonblock = match rt.fds.get(&fd) {
+                Some(Fd::Listener { nonblock, .. } | Fd::Conn { nonblock, .. } | Fd::Bound { nonblock, .. }) => *nonblock,
+                _ => true,
+            };
+            // A send or close leaves frames queued: push them out now.
+            rt.poll_shard();
+            (r, nonblock, rt.rx_fd, next_wait_ms(rt))
+        }) {
+            Some(x) => x,
+            None => return Call::Kernel,
+        };
+        match r {
+            Call::Done(Err(Errno::EAGAIN)) if !nonblock => sleep_on_rx(rx_fd, timeout_ms),
+            other => return other,
+        }
+    }
+}
+
+/// How long a waiting thread may sleep before the shard has timer work (ms, capped).
+fn next_wait_ms(rt: &Runtime) -> i32 {
+    let Some(s) = rt.shard.as_ref() else { return 100 };
+    match s.next_deadline() {
+        Some(d) => (d.saturating_sub(rt.now()).div_ceil(1_000_000)).min(100) as i32,
+        None => 100,
+    }
+}
+
+fn sleep_on_rx(rx_fd: Option<i32>, timeout_ms: i32) {
+    match rx_fd {
+        Some(fd) => {
+            let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+            unsafe { real::poll(&mut p, 1, timeout_ms) };
+        }
+        None => std::thread::yield_now(),
+    }
+}
+
+pub fn accept(fd: i32, flags: i32) -> Call<(i32, SocketAddr)> {
+    blocking(fd, |rt| {
+        let id = match rt.fds.get(&fd) {
+            Some(Fd::Listener { id, .. }) => *id,
+            Some(Fd::Pending { .. } | Fd::Epoll(_)) | None => return Call::Kernel,
+            Some(_) => return Call::Done(Err(Errno::EINVAL)),
+        };
+        let shard = rt.shard.as_mut().expect("a listener has a shard");
+        match shard.tcp_accept(id) {
+            Ok((conn, peer)) => {
+                let efd = unsafe {
+                    let nb = if flags & libc::SOCK_NONBLOCK != 0 { libc::EFD_NONBLOCK } else { 0 };
+                    real::eventfd(0, nb | if flags & libc::SOCK_CLOEXEC != 0 { libc::EFD_CLOEXEC } else { 0 })
+                };
+                if efd < 0 {
+                    let e = errno_of(efd);
+                    let _ = shard.abort(conn);
+                    return Call::Done(Err(e));
+                }
+                rt.routing.accepted += 1;
+                rt.fds.insert(efd, Fd::Conn { id: conn, nonblock: flags & libc::SOCK_NONBLOCK != 0 });
+                set_tracked(efd, true);
+                Call::Done(Ok((efd, peer)))
+            }
+            Err(e) => Call::Done(Err(e)),
+        }
+    })
+}
+
+pub fn connect(fd: i32, addr: SocketAddr) -> Call<()> {
+    let started = with(|rt| match rt.fds.get(&fd) {
+        Some(Fd::Pending { nonblock, nodelay }) => {
+            let (nonblock, nodelay) = (*nonblock, *nodelay);
+            if !rt.routes_here(addr.ip()) {
+                rt.routing.kernel_connect += 1;
+                rt.fds.remove(&fd);
+                set_tracked(fd, false);
+                return Call::Kernel;
+            }
+            let id = match rt.shard().and_then(|s| s.tcp_connect(addr)) {
+                Ok(id) => id,
+                Err(e) => return Call::Done(Err(e)),
+            };
+            if let Err(e) = rt.placeholder(fd, nonblock) {
+                return Call::Done(Err(e));
+            }
+            if nodelay {
+                let _ = rt.shard.as_mut().unwrap().tcp_set_nodelay(id, true);
+            }
+            rt.routing.accelerated_connect += 1;
+            rt.fds.insert(fd, Fd::Conn { id, nonblock });
+            rt.poll_shard();
+            Call::Done(Err(if nonblock { Errno(libc::EINPROGRESS) } else { Errno::EAGAIN }))
+        }
+        Some(Fd::Conn { .. }) => Call::Done(Err(Errno::EISCONN)),
+        Some(Fd::Listener { .. } | Fd::Bound { .. }) => Call::Done(Err(Errno::EINVAL)),
+        _ => Call::Kernel,
+    })
+    .unwrap_or(Call::Kernel);
+    match started {
+        Call::Done(Err(Errno::EAGAIN)) => blocking(fd, |rt| {
+            let Some(Fd::Conn { id, .. }) = rt.fds.get(&fd) else { return Call::Done(Err(Errno::EBADF)) };
+            let id = *id;
+            let shard = rt.shard.as_mut().unwrap();
+            if let Ok(Some(e)) = shard.take_error(id) {
+                return Call::Done(Err(e));
+            }
+            match shard.tcp_state(id) {
+                Ok(stack::TcpState::SynSent | stack::TcpState::SynReceived) => Call::Done(Err(Errno::EAGAIN)),
+                Ok(_) => Call::Done(Ok(())),
+                Err(e) => Call::Done(Err(e)),
+            }
+        }),
+        other => other,
+    }
+}
+
+fn conn_id(rt: &Runtime, fd: i32) -> Result<SocketId, Call<()>> {
+    match rt.fds.get(&fd) {
+        Some(Fd::Conn { id, .. }) => Ok(*id),
+        Some(Fd::Listener { .. } | Fd::Bound { .. }) => Err(Call::Done(Err(Errno::ENOTCONN))),
+        _ => Err(Call::Kernel),
+    }
+}
+
+/// `recv`/`read`: `peek` is MSG_PEEK (not supported on accelerated sockets yet: EOPNOTSUPP).
+pub fn recv(fd: i32, buf: &mut [u8], dontwait: bool) -> Call<usize> {
+    blocking(fd, |rt| {
+        let id = match conn_id(rt, fd) {
+            Ok(id) => id,
+            Err(Call::Kernel) => return Call::Kernel,
+            Err(Call::Done(Err(e))) => return Call::Done(Err(e)),
+            Err(_) => unreachable!(),
+        };
+        let r = rt.shard.as_mut().unwrap().tcp_recv(id, buf);
+        match r {
+            Err(Errno::EAGAIN) if dontwait => Call::Done(Err(Errno::EAGAIN)),
+            other => Call::Done(other),
+        }
+    })
+}
+
+/// `send`/`write`: a blocking socket sends everything (waiting for room); EPIPE is returned and
+/// the caller raises SIGPIPE unless MSG_NOSIGNAL.
+pub fn send(fd: i32, data: &[u8], dontwait: bool) -> Call<usize> {
+    let mut sent = 0usize;
+    let r = blocking(fd, |rt| {
+        let id = match conn_id(rt, fd) {
+            Ok(id) => id,
+            Err(Call::Kernel) => return Call::Kernel,
+            Err(Call::Done(Err(e))) => return Call::Done(Err(e)),
+            Err(_) => unreachable!(),
+        };
+        let nonblock = dontwait || matches!(rt.fds.get(&fd), Some(Fd::Conn { nonblock: true, .. }));
+        let shard = rt.shard.as_mut().unwrap();
+        match shard.tcp_send(id, &data[sent..]) {
+            Ok(n) => {
+                sent += n;
+                if sent == data.len() || nonblock {
+                    Call::Done(Ok(sent))
+                } else {
+                    Call::Done(Err(Errno::EAGAIN))
+                }
+            }
+            Err(Errno::EAGAIN) if sent > 0 && nonblock => Call::Done(Ok(sent)),
+            Err(Errno::EAGAIN) if dontwait => Call::Done(Err(Errno::EAGAIN)),
+            Err(e) if sent > 0 && e != Errno::EAGAIN => Call::Done(Ok(sent)),
+            Err(e) => Call::Done(Err(e)),
+        }
+    });
+    r
+}
+
+pub fn close(fd: i32) -> Call<()> {
+    if FORKED.load(Ordering::Relaxed) {
+        set_tracked(fd, false);
+        return Call::Kernel;
+    }
+    let r = with(|rt| match rt.fds.remove(&fd) {
+        Some(Fd::Listener { id, .. } | Fd::Conn { id, .. }) => {
+            if let Some(s) = rt.shard.as_mut() {
+                let _ = s.close(id);
+            }
+            for f in rt.fds.values_mut() {
+                if let Fd::Epoll(set) = f {
+                    set.members.remove(&fd);
+                }
+            }
+            rt.poll_shard();
+            Call::Kernel // the placeholder is closed by the kernel
+        }
+        _ => Call::Kernel,
+    })
+    .unwrap_or(Call::Kernel);
+    set_tracked(fd, false);
+    r
+}
+
+pub fn shutdown(fd: i32, how: i32) -> Call<()> {
+    with(|rt| {
+        let id = match conn_id(rt, fd) {
+            Ok(id) => id,
+            Err(c) => return c,
+        };
+        let shard = rt.shard.as_mut().unwrap();
+        let r = match how {
+            libc::SHUT_WR | libc::SHUT_RDWR => shard.tcp_shutdown_write(id),
+            libc::SHUT_RD => Ok(()),
+            _ => Err(Errno::EINVAL),
+        };
+        rt.poll_shard();
+        Call::Done(r)
+    })
+    .unwrap_or(Call::Kernel)
+}
+
+pub fn sockname(fd: i32, peer: bool) -> Call<SocketAddr> {
+    with(|rt| match rt.fds.get(&fd) {
+        Some(Fd::Bound { local, .. }) if !peer => Call::Done(Ok(*local)),
+        Some(Fd::Bound { .. }) => Call::Done(Err(Errno::ENOTCONN)),
+        Some(Fd::Listener { id, .. } | Fd::Conn { id, .. }) => {
+            let s = rt.shard.as_ref().unwrap();
+            Call::Done(if peer { s.peer_addr(*id) } else { s.local_addr(*id) })
+        }
+        _ => Call::Kernel,
+    })
+    .unwrap_or(Call::Kernel)
+}
+
+/// setsockopt on a tracked socket: (level, name, the option value as an int when it is one).
+pub fn setsockopt(fd: i32, level: i32, name: i32, value: Option<i32>) -> Call<()> {
+    with(|rt| {
+        let nodelay = level == libc::IPPROTO_TCP && name == libc::TCP_NODELAY;
+        match rt.fds.get_mut(&fd) {
+            Some(Fd::Pending { nodelay: nd, .. }) => {
+                if nodelay {
+                    *nd = value.unwrap_or(0) != 0;
+                }
+                Call::Kernel
+            }
+            Some(Fd::Conn { id, .. }) if nodelay => {
+                let id = *id;
+                Call::Done(rt.shard.as_mut().unwrap().tcp_set_nodelay(id, value.unwrap_or(0) != 0))
+            }
+            // Accepted and counted as harmless for now: buffer sizes, keepalive knobs, reuse.
+            Some(Fd::Conn { .. } | Fd::Listener { .. } | Fd::Bound { .. }) => Call::Done(Ok(())),
+            _ => Call::Kernel,
+        }
+    })
+    .unwrap_or(Call::Kernel)
+}
+
+/// getsockopt for the options whose value comes from the shard; others answer a plausible default.
+pub fn getsockopt_int(fd: i32, level: i32, name: i32) -> Call<i32> {
+    with(|rt| {
+        let id = match rt.fds.get(&fd) {
+            Some(Fd::Conn { id, .. } | Fd::Listener { id, .. }) => *id,
+            Some(Fd::Bound { .. }) => return Call::Done(Ok(0)),
+            _ => return Call::Kernel,
+        };
+        let shard = rt.shard.as_mut().unwrap();
+        Call::Done(match (level, name) {
+            (libc::SOL_SOCKET, libc::SO_ERROR) => Ok(shard.take_error(id).ok().flatten().map_or(0, |e| e.0)),
+            (libc::SOL_SOCKET, libc::SO_TYPE) => Ok(libc::SOCK_STREAM),
+            (libc::SOL_SOCKET, libc::SO_SNDBUF | libc::SO_RCVBUF) => Ok(131072),
+            (libc::IPPROTO_TCP, libc::TCP_NODELAY) => Ok(0),
+            _ => Ok(0),
+        })
+    })
+    .unwrap_or(Call::Kernel)
+}
+
+/// O_NONBLOCK through fcntl(F_SETFL) or ioctl(FIONBIO).
+pub fn set_nonblock(fd: i32, on: bool) {
+    with(|rt| match rt.fds.get_mut(&fd) {
+        Some(Fd::Pending { nonblock, .. } | Fd::Bound { nonblock, .. } | Fd::Listener { nonblock, .. } | Fd::Conn { nonblock, .. }) => {
+            *nonblock = on
+        }
+        _ => {}
+    });
+}
+
+/// FIONREAD.
+pub fn readable_bytes(fd: i32) -> Call<i32> {
+    with(|rt| match rt.fds.get(&fd) {
+        Some(Fd::Conn { id, .. }) => {
+            let id = *id;
+            Call::Done(rt.shard.as_mut().unwrap().tcp_recv_available(id).map(|n| n as i32))
+        }
+        _ => Call::Kernel,
+    })
+    .unwrap_or(Call::Kernel)
+}
+
+/// epoll_ctl: accelerated members live in the shadow set; kernel ones go to the kernel.
+pub fn epoll_ctl(epfd: i32, op: i32, fd: i32, events: u32, data: u64) -> Call<()> {
+    with(|rt| {
+        let accelerated = matches!(rt.fds.get(&fd), Some(Fd::Conn { .. } | Fd::Listener { .. } | Fd::Bound { .. }));
+        let rx_fd = rt.rx_fd;
+        let Some(Fd::Epoll(set)) = rt.fds.get_mut(&epfd) else { return Call::Kernel };
+        if !accelerated {
+            return Call::Kernel;
+        }
+        let r = match op {
+            libc::EPOLL_CTL_ADD if set.members.contains_key(&fd) => Err(Errno(libc::EEXIST)),
+            libc::EPOLL_CTL_ADD => {
+                set.members.insert(fd, Member { events, data, last: 0, disabled: false });
+                Ok(())
+            }
+            libc::EPOLL_CTL_MOD => match set.members.get_mut(&fd) {
+                Some(m) => {
+                    *m = Member { events, data, last: 0, disabled: false };
+                    Ok(())
+                }
+                None => Err(Errno(libc::ENOENT)),
+            },
+            libc::EPOLL_CTL_DEL => set.members.remove(&fd).map(|_| ()).ok_or(Errno(libc::ENOENT)),
+            _ => Err(Errno::EINVAL),
+        };
+        // The NIC's rx fd joins the set so that a kernel wait wakes up for packets too.
+        if r.is_ok() && !set.rx_added {
+            if let Some(rx) = rx_fd {
+                let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: RX_MARK };
+                if unsafe { real::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, rx, &mut ev) } == 0 {
+                    set.rx_added = true;
+                }
+            }
+        }
+        Call::Done(r)
+    })
+    .unwrap_or(Call::Kernel)
+}
+
+fn epoll_mask(r: Readiness, wanted: u32) -> u32 {
+    let mut m = 0u32;
+    if r.readable {
+        m |= libc::EPOLLIN as u32;
+    }
+    if r.writable {
+        m |= libc::EPOLLOUT as u32;
+    }
+    if r.read_closed {
+        m |= libc::EPOLLRDHUP as u32;
+    }
+    let always = libc::EPOLLERR as u32 | libc::EPOLLHUP as u32;
+    if r.hangup {
+        m |= libc::EPOLLHUP as u32;
+    }
+    if r.error {
+        m |= libc::EPOLLERR as u32;
+    }
+    m & (wanted | always)
+}
+
+/// The ready accelerated members of `epfd`, written to `out`; returns how many.
+fn collect_epoll(rt: &mut Runtime, epfd: i32, out: &mut [libc::epoll_event]) -> usize {
+    let mut ready: Vec<(i32, u32)> = Vec::new();
+    if let Some(Fd::Epoll(set)) = rt.fds.get(&epfd) {
+        for (&fd, m) in &set.members {
+            if m.disabled {
+                continue;
+            }
+            if let Some(r) = rt.readiness(fd) {
+                ready.push((fd, epoll_mask(r, m.events)));
+            }
+        }
+    }
+    let Some(Fd::Epoll(set)) = rt.fds.get_mut(&epfd) else { return 0 };
+    let mut n = 0;
+    for (fd, mask) in ready {
+        if n == out.len() {
+            break;
+        }
+        let m = set.members.get_mut(&fd).unwrap();
+        let edge = m.events & libc::EPOLLET as u32 != 0;
+        let report = if edge { mask & !m.last } else { mask };
+        m.last = mask;
+        if report == 0 {
+            continue;
+        }
+        out[n] = libc::epoll_event { events: report, u64: m.data };
+        n += 1;
+        if m.events & libc::EPOLLONESHOT as u32 != 0 {
+            m.disabled = true;
+        }
+    }
+    n
+}
+
+/// epoll_wait over a set with accelerated members (and kernel ones): see the module doc.
+pub fn epoll_wait(epfd: i32, out: &mut [libc::epoll_event], timeout_ms: i32) -> Call<usize> {
+    if !tracked(epfd) {
+        return Call::Kernel;
+    }
+    let deadline = (timeout_ms >= 0).then(|| std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms as u64));
+    loop {
+        let Some((n, wait_ms, has_members)) = with(|rt| {
+            rt.poll_shard();
+            let n = collect_epoll(rt, epfd, out);
+            let has = matches!(rt.fds.get(&epfd), Some(Fd::Epoll(s)) if !s.members.is_empty());
+            (n, next_wait_ms(rt), has)
+        }) else {
+            return Call::Kernel;
+        };
+        if !has_members && n == 0 {
+            return Call::Kernel;
+        }
+        let remaining = match deadline {
+            None => i32::MAX,
+            Some(d) => d.saturating_duration_since(std::time::Instant::now()).as_millis() as i32,
+        };
+        let kernel_timeout = if n > 0 { 0 } else { remaining.min(wait_ms).max(0) };
+        let k = unsafe { real::epoll_wait(epfd, out[n..].as_mut_ptr(), (out.len() - n) as i32, kernel_timeout) };
+        if k < 0 {
+            let e = errno_of(k);
+            if n > 0 {
+                return Call::Done(Ok(n));
+            }
+            return Call::Done(Err(e));
+        }
+        // Drop the rx marker from what the kernel reported.
+        let mut total = n;
+        for i in n..n + k as usize {
+            if out[i].u64 != RX_MARK {
+                out[total] = out[i];
+                total += 1;
+            }
+        }
+        if total > 0 {
+            if total == k as usize + n && n == 0 {
+                // Kernel events only: also look at the shard once more (packets may have come).
+                if let Some(extra) = with(|rt| {
+                    rt.poll_shard();
+                    collect_epoll(rt, epfd, &mut out[total..])
+                }) {
+                    total += extra;
+                }
+            }
+            return Call::Done(Ok(total));
+        }
+        if remaining <= 0 && deadline.is_some() {
+            return Call::Done(Ok(0));
+        }
+    }
+}
+
+fn poll_mask(r: Readiness, wanted: i16) -> i16 {
+    let mut m = 0i16;
+    if r.readable {
+        m |= libc::POLLIN;
+    }
+    if r.writable {
+        m |= libc::POLLOUT;
+    }
+    if r.read_closed {
+        m |= libc::POLLRDHUP;
+    }
+    let always = libc::POLLERR | libc::POLLHUP;
+    if r.hangup {
+        m |= libc::POLLHUP;
+    }
+    if r.error {
+        m |= libc::POLLERR;
+    }
+    m & (wanted | always)
+}
+
+/// poll over any mix of fds: accelerated ones answered from the shard, kernel ones by the kernel,
+/// with the NIC's rx fd added while waiting.
+pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> Call<usize> {
+    if !fds.iter().any(|p| tracked(p.fd)) {
+        return Call::Kernel;
+    }
+    let deadline = (timeout_ms >= 0).then(|| std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms as u64));
+    let mut kernel: Vec<libc::pollfd> = Vec::with_capacity(fds.len() + 1);
+    loop {
+        let Some((n, rx, wait_ms)) = with(|rt| {
+            rt.poll_shard();
+            let mut n = 0;
+            for p in fds.iter_mut() {
+                if let Some(r) = rt.readiness(p.fd) {
+                    p.revents = poll_mask(r, p.events);
+                    n += (p.revents != 0) as usize;
+                }
+            }
+            (n, rt.rx_fd, next_wait_ms(rt))
+        }) else {
+            return Call::Kernel;
+        };
+        // The kernel fds (accelerated slots get fd -1: ignored by the kernel).
+        kernel.clear();
+        let mut accelerated = vec![false; fds.len()];
+        for (i, p) in fds.iter().enumerate() {
+            let ours = with(|rt| rt.readiness(p.fd).is_some()).unwrap_or(false);
+            accelerated[i] = ours;
+            kernel.push(libc::pollfd { fd: if ours { -1 } else { p.fd }, events: p.events, revents: 0 });
+        }
+        if let Some(rx) = rx {
+            kernel.push(libc::pollfd { fd: rx, events: libc::POLLIN, revents: 0 });
+        }
+        let remaining = match deadline {
+            None => i32::MAX,
+            Some(d) => d.saturating_duration_since(std::time::Instant::now()).as_millis() as i32,
+        };
+        let t = if n > 0 { 0 } else { remaining.min(wait_ms).max(0) };
+        let k = unsafe { real::poll(kernel.as_mut_ptr(), kernel.len() as libc::nfds_t, t) };
+        if k < 0 {
+            return Call::Done(Err(errno_of(k)));
+        }
+        let mut total = n;
+        for (i, p) in fds.iter_mut().enumerate() {
+            if !accelerated[i] {
+                p.revents = kernel[i].revents;
+                total += (p.revents != 0) as usize;
+            }
+        }
+        if total > 0 || (deadline.is_some() && remaining <= 0) {
+            return Call::Done(Ok(total));
+        }
+    }
+}
+
+/// The routing counters, for `pronghorn stat` (later) and tests.
+pub fn routing_stats() -> Option<RoutingStats> {
+    with(|rt| rt.routing)
+}
+
+/// Whether an accelerated connection has bytes waiting (`None`: not one of ours).
+pub fn readable_bytes_nonzero(fd: i32) -> Option<bool> {
+    match readable_bytes(fd) {
+        Call::Done(Ok(n)) => Some(n > 0),
+        _ => None,
+    }
+}

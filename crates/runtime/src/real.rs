@@ -1,0 +1,67 @@
+//! The real libc functions, found once with `dlsym(RTLD_NEXT)`. Inside the preloaded library a
+//! plain `libc::close` would resolve to our own `close`: everything here must call these.
+
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+macro_rules! real_fns {
+    ($($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
+        $(
+            #[allow(clippy::missing_safety_doc)]
+            pub unsafe fn $name($($arg: $ty),*) -> $ret {
+                static PTR: AtomicUsize = AtomicUsize::new(0);
+                let mut p = PTR.load(Ordering::Relaxed);
+                if p == 0 {
+                    let sym = concat!(stringify!($name), "\0");
+                    p = libc::dlsym(libc::RTLD_NEXT, CStr::from_bytes_with_nul_unchecked(sym.as_bytes()).as_ptr()) as usize;
+                    if p == 0 {
+                        // Not preloaded (tests, the CLI): the default lookup is libc's.
+                        p = libc::dlsym(libc::RTLD_DEFAULT, CStr::from_bytes_with_nul_unchecked(sym.as_bytes()).as_ptr()) as usize;
+                    }
+                    assert!(p != 0, "pronghorn: libc has no {}", stringify!($name));
+                    PTR.store(p, Ordering::Relaxed);
+                }
+                let f: unsafe extern "C" fn($($ty),*) -> $ret = std::mem::transmute(p);
+                f($($arg),*)
+            }
+        )*
+    };
+}
+
+use libc::{c_int, c_uint, c_ulong, c_void, epoll_event, iovec, msghdr, nfds_t, pollfd, size_t, sockaddr, socklen_t, ssize_t};
+
+real_fns! {
+    socket(domain: c_int, ty: c_int, protocol: c_int) -> c_int;
+    bind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int;
+    listen(fd: c_int, backlog: c_int) -> c_int;
+    accept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int;
+    accept4(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -> c_int;
+    connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int;
+    getsockname(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int;
+    getpeername(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int;
+    setsockopt(fd: c_int, level: c_int, name: c_int, val: *const c_void, len: socklen_t) -> c_int;
+    getsockopt(fd: c_int, level: c_int, name: c_int, val: *mut c_void, len: *mut socklen_t) -> c_int;
+    read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t;
+    write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t;
+    readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t;
+    writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t;
+    recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t;
+    send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t;
+    recvfrom(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> ssize_t;
+    sendto(fd: c_int, buf: *const c_void, n: size_t, flags: c_int, addr: *const sockaddr, len: socklen_t) -> ssize_t;
+    recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t;
+    sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t;
+    close(fd: c_int) -> c_int;
+    shutdown(fd: c_int, how: c_int) -> c_int;
+    fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int;
+    ioctl(fd: c_int, req: c_ulong, arg: c_ulong) -> c_int;
+    dup(fd: c_int) -> c_int;
+    dup2(fd: c_int, fd2: c_int) -> c_int;
+    dup3(fd: c_int, fd2: c_int, flags: c_int) -> c_int;
+    epoll_create1(flags: c_int) -> c_int;
+    epoll_ctl(epfd: c_int, op: c_int, fd: c_int, ev: *mut epoll_event) -> c_int;
+    epoll_wait(epfd: c_int, evs: *mut epoll_event, max: c_int, timeout: c_int) -> c_int;
+    poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int;
+    eventfd(initval: c_uint, flags: c_int) -> c_int;
+    fork() -> libc::pid_t;
+}
