@@ -26,6 +26,7 @@ cargo test --release -p stack --test pair -- --ignored
 
 # Lab tests: DPDK af_xdp and af_packet on a veth pair, the Linux kernel on the other end.
 if [ "$(id -u)" -eq 0 ]; then
+  cargo build --release --workspace   # libpronghorn.so next to the pronghorn binary, for `pronghorn run`
   PRONGHORN_LAB_TESTS=1 cargo test --release -p cli --test lab
 else
   echo "test: not root: the lab tests (DPDK over veth in network namespaces) are skipped; run as root to include them" >&2

@@ -105,6 +105,46 @@ def udp_echo_client(host, port, count, size):
     return {"sent": count, "echoed_identical": ok}
 
 
+def resp_command(*args):
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return out
+
+
+def resp_read(f):
+    line = f.readline()
+    kind, rest = line[:1], line[1:-2]
+    if kind in (b"+", b"-", b":"):
+        return kind + rest
+    if kind == b"$":
+        n = int(rest)
+        if n < 0:
+            return None
+        data = f.read(n + 2)
+        return data[:-2]
+    raise ValueError("unexpected reply %r" % line[:40])
+
+
+def redis_check(host, port):
+    """SET and GET of pseudo-random binary values of 1 B, 64 KiB and 4 MiB: byte-identical?"""
+    s = socket.create_connection((host, port), timeout=30)
+    f = s.makefile("rb")
+    rng = random.Random(7)
+    results = {}
+    for size in (1, 64 * 1024, 4 * 1024 * 1024):
+        value = rng.randbytes(size)
+        key = "pronghorn-check-%d" % size
+        s.sendall(resp_command("SET", key, value))
+        ok = resp_read(f)
+        s.sendall(resp_command("GET", key))
+        got = resp_read(f)
+        results[str(size)] = {"set": ok.decode(), "identical": got == value}
+    s.close()
+    return results
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="mode", required=True)
@@ -117,6 +157,9 @@ def main():
     s = sub.add_parser("tcp-echo-server")
     s.add_argument("port", type=int)
     s.add_argument("--once", action="store_true")
+    r = sub.add_parser("redis-check")
+    r.add_argument("host")
+    r.add_argument("port", type=int)
     u = sub.add_parser("udp-echo-client")
     u.add_argument("host")
     u.add_argument("port", type=int)
@@ -133,6 +176,8 @@ def main():
         for t in threads:
             t.join()
         print(json.dumps({"connections": results}))
+    elif a.mode == "redis-check":
+        print(json.dumps(redis_check(a.host, a.port)))
     elif a.mode == "tcp-echo-server":
         tcp_echo_server(a.port, a.once)
     else:

@@ -403,3 +403,130 @@ fn tcp_and_udp_interop_with_the_kernel_over_af_packet() {
         tcp_interop("af_packet", "tst-tcpp", 32 << 20, 4 << 20);
     }
 }
+
+/// `pronghorn run -- redis-server` in side a, killed when dropped.
+struct Redis {
+    child: Child,
+}
+
+impl Redis {
+    fn start(lab: &Lab, dir: &Path) -> Redis {
+        let mut child = lab
+            .exec(
+                "a",
+                &[
+                    bin(),
+                    "run",
+                    "--",
+                    "redis-server",
+                    "--bind",
+                    "10.99.0.1",
+                    "--port",
+                    "6379",
+                    "--save",
+                    "",
+                    "--protected-mode",
+                    "no",
+                    "--daemonize",
+                    "no",
+                    "--dir",
+                    dir.to_str().unwrap(),
+                ],
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn redis-server");
+        let mut reader = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = reader.read_line(&mut line).unwrap();
+            assert!(n > 0, "redis-server ended before it was ready");
+            if line.contains("Ready to accept connections") {
+                break;
+            }
+        }
+        // Keep draining its log so that it never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            while reader.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
+                sink.clear();
+            }
+        });
+        Redis { child }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn redis_cli(lab: &Lab, args: &[&str]) -> String {
+    let mut full = vec!["redis-cli", "-h", "10.99.0.1"];
+    full.extend_from_slice(args);
+    let o = lab.exec("b", &full).output().unwrap();
+    assert!(o.status.success(), "redis-cli {args:?}: {}", text(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn redis_benchmark(lab: &Lab, args: &[&str], tests: &[&str]) {
+    let mut full = vec!["redis-benchmark", "-h", "10.99.0.1", "-q", "-d", "3"];
+    full.extend_from_slice(args);
+    let o = lab.exec("b", &full).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).replace('\r', "\n");
+    assert!(o.status.success(), "redis-benchmark {args:?} failed: {}", text(&o));
+    for t in tests {
+        assert!(
+            out.lines().any(|l| l.starts_with(&format!("{t}: ")) && l.contains("requests per second")),
+            "redis-benchmark {args:?}: no result for {t}: {out}"
+        );
+    }
+    assert!(!out.to_lowercase().contains("error"), "{out}");
+}
+
+#[test]
+fn redis_server_runs_unmodified_under_pronghorn_run() {
+    if !enabled("redis_server_runs_unmodified_under_pronghorn_run") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::up("tst-redis", &[]);
+    let dir = std::env::temp_dir().join(format!("pronghorn-redis-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut redis = Redis::start(&lab, &dir);
+    assert_eq!(redis_cli(&lab, &["ping"]).trim(), "PONG");
+    // Values of 1 B, 64 KiB and 4 MiB round-trip byte-identical.
+    let o = lab.exec("b", &["python3", &peer_py(), "redis-check", "10.99.0.1", "6379"]).output().unwrap();
+    let out = text(&o);
+    assert!(o.status.success() && out.matches("\"identical\": true").count() == 3, "{out}");
+    redis_benchmark(
+        &lab,
+        &["-c", "50", "-n", "20000", "-t", "set,get,incr,lpush,lrange"],
+        &["SET", "GET", "INCR", "LPUSH", "LRANGE_100 (first 100 elements)"],
+    );
+    redis_benchmark(&lab, &["-c", "1000", "-n", "20000", "-t", "set,get"], &["SET", "GET"]);
+    redis_benchmark(&lab, &["-c", "20", "-n", "1000", "-t", "get", "-k", "0"], &["GET"]);
+    // BGSAVE forks: the child must not disturb the server or its clients.
+    redis_cli(&lab, &["set", "survivor", "yes"]);
+    assert!(redis_cli(&lab, &["bgsave"]).contains("Background saving started"));
+    let mut saved = false;
+    for _ in 0..1000 {
+        let info = redis_cli(&lab, &["info", "persistence"]);
+        if info.contains("rdb_bgsave_in_progress:0") && info.contains("rdb_last_bgsave_status:ok") {
+            saved = true;
+            break;
+        }
+    }
+    assert!(saved, "BGSAVE did not finish");
+    assert!(dir.join("dump.rdb").exists());
+    assert_eq!(redis_cli(&lab, &["get", "survivor"]).trim(), "yes");
+    // SIGTERM: redis shuts down cleanly (and pronghorn closes its port on exit).
+    unsafe { libc::kill(redis.child.id() as i32, libc::SIGTERM) };
+    let status = redis.child.wait().unwrap();
+    assert!(status.success(), "redis-server exited with {status:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
