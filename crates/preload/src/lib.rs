@@ -30,7 +30,10 @@ unsafe fn to_addr(addr: *const sockaddr, len: socklen_t) -> Option<SocketAddr> {
     match (*addr).sa_family as c_int {
         libc::AF_INET if len as usize >= std::mem::size_of::<libc::sockaddr_in>() => {
             let a = &*(addr as *const libc::sockaddr_in);
-            Some(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)), u16::from_be(a.sin_port))))
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
+                u16::from_be(a.sin_port),
+            )))
         }
         libc::AF_INET6 if len as usize >= std::mem::size_of::<libc::sockaddr_in6>() => {
             let a = &*(addr as *const libc::sockaddr_in6);
@@ -191,9 +194,28 @@ pub unsafe extern "C" fn setsockopt(fd: c_int, level: c_int, opt: c_int, val: *c
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn getsockopt(fd: c_int, level: c_int, opt: c_int, val: *mut c_void, len: *mut socklen_t) -> c_int {
+pub unsafe extern "C" fn getsockopt(
+    fd: c_int,
+    level: c_int,
+    opt: c_int,
+    val: *mut c_void,
+    len: *mut socklen_t,
+) -> c_int {
     if !tracked(fd) {
         return real::getsockopt(fd, level, opt, val, len);
+    }
+    if level == libc::IPPROTO_TCP && opt == libc::TCP_INFO && !val.is_null() && !len.is_null() {
+        return match runtime::tcp_info(fd) {
+            Call::Kernel => real::getsockopt(fd, level, opt, val, len),
+            Call::Done(Ok(info)) => {
+                let t = linux_tcp_info(&info);
+                let n = (*len as usize).min(std::mem::size_of::<libc::tcp_info>());
+                std::ptr::copy_nonoverlapping(&t as *const _ as *const u8, val as *mut u8, n);
+                *len = n as socklen_t;
+                0
+            }
+            Call::Done(Err(e)) => fail(e),
+        };
     }
     match runtime::getsockopt_int(fd, level, opt) {
         Call::Kernel => real::getsockopt(fd, level, opt, val, len),
@@ -207,6 +229,37 @@ pub unsafe extern "C" fn getsockopt(fd: c_int, level: c_int, opt: c_int, val: *m
         }
         Call::Done(Err(e)) => fail(e),
     }
+}
+
+/// Linux's `struct tcp_info` from the connection's snapshot (times in microseconds).
+fn linux_tcp_info(i: &runtime::TcpInfoSnapshot) -> libc::tcp_info {
+    let mut t: libc::tcp_info = unsafe { std::mem::zeroed() };
+    t.tcpi_state = match i.state {
+        stack::TcpState::Established => 1,
+        stack::TcpState::SynSent => 2,
+        stack::TcpState::SynReceived => 3,
+        stack::TcpState::FinWait1 => 4,
+        stack::TcpState::FinWait2 => 5,
+        stack::TcpState::TimeWait => 6,
+        stack::TcpState::Closed => 7,
+        stack::TcpState::CloseWait => 8,
+        stack::TcpState::LastAck => 9,
+        stack::TcpState::Closing => 11,
+    };
+    t.tcpi_backoff = i.backoff;
+    t.tcpi_retransmits = i.backoff;
+    t.tcpi_options = (i.timestamps as u8) | ((i.sack as u8) << 1) | (((i.snd_wscale.is_some()) as u8) << 2);
+    t.tcpi_snd_rcv_wscale = i.snd_wscale.unwrap_or(0) | (i.rcv_wscale.unwrap_or(0) << 4);
+    t.tcpi_rto = (i.rto / 1000) as u32;
+    t.tcpi_snd_mss = i.snd_mss;
+    t.tcpi_rcv_mss = i.rcv_mss;
+    t.tcpi_rtt = (i.rtt / 1000) as u32;
+    t.tcpi_rttvar = (i.rttvar / 1000) as u32;
+    t.tcpi_snd_ssthresh = i.ssthresh / i.snd_mss.max(1);
+    t.tcpi_snd_cwnd = i.cwnd / i.snd_mss.max(1);
+    t.tcpi_total_retrans = i.total_retransmits;
+    t.tcpi_unacked = i.bytes_in_flight / i.snd_mss.max(1);
+    t
 }
 
 #[no_mangle]
@@ -349,8 +402,12 @@ pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
 
 unsafe fn fcntl_impl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
     let r = real::fcntl(fd, cmd, arg);
-    if r >= 0 && cmd == libc::F_SETFL && tracked(fd) {
-        runtime::set_nonblock(fd, arg as c_int & libc::O_NONBLOCK != 0);
+    if r >= 0 && tracked(fd) {
+        match cmd {
+            libc::F_SETFL => runtime::set_nonblock(fd, arg as c_int & libc::O_NONBLOCK != 0),
+            libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => runtime::duplicated(fd, r),
+            _ => {}
+        }
     }
     r
 }
@@ -452,6 +509,284 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
         Call::Done(Ok(k)) => k as c_int,
         Call::Done(Err(e)) => fail(e),
     }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
+    let new = real::dup(fd);
+    if new >= 0 && tracked(fd) {
+        runtime::duplicated(fd, new);
+    }
+    new
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup2(fd: c_int, fd2: c_int) -> c_int {
+    let new = real::dup2(fd, fd2);
+    if new >= 0 && (tracked(fd) || tracked(fd2)) {
+        runtime::duplicated(fd, new);
+    }
+    new
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup3(fd: c_int, fd2: c_int, flags: c_int) -> c_int {
+    let new = real::dup3(fd, fd2, flags);
+    if new >= 0 && (tracked(fd) || tracked(fd2)) {
+        runtime::duplicated(fd, new);
+    }
+    new
+}
+
+/// The fd_set bits as poll entries, and back (select and pselect are poll underneath).
+unsafe fn select_via_poll(
+    nfds: c_int,
+    r: *mut libc::fd_set,
+    w: *mut libc::fd_set,
+    e: *mut libc::fd_set,
+    timeout_ms: c_int,
+) -> Option<c_int> {
+    let mut fds: Vec<pollfd> = Vec::new();
+    let mut any_ours = false;
+    for fd in 0..nfds.max(0) {
+        let mut events = 0;
+        if !r.is_null() && libc::FD_ISSET(fd, r) {
+            events |= libc::POLLIN;
+        }
+        if !w.is_null() && libc::FD_ISSET(fd, w) {
+            events |= libc::POLLOUT;
+        }
+        if !e.is_null() && libc::FD_ISSET(fd, e) {
+            events |= libc::POLLPRI;
+        }
+        if events != 0 {
+            any_ours |= tracked(fd);
+            fds.push(pollfd { fd, events, revents: 0 });
+        }
+    }
+    if !any_ours {
+        return None;
+    }
+    let n = match runtime::poll(&mut fds, timeout_ms) {
+        Call::Kernel => real::poll(fds.as_mut_ptr(), fds.len() as nfds_t, timeout_ms),
+        Call::Done(Ok(n)) => n as c_int,
+        Call::Done(Err(err)) => return Some(fail(err)),
+    };
+    if n < 0 {
+        return Some(n);
+    }
+    for set in [r, w, e] {
+        if !set.is_null() {
+            libc::FD_ZERO(set);
+        }
+    }
+    let mut count = 0;
+    for p in &fds {
+        let bad = p.revents & libc::POLLNVAL != 0;
+        if bad {
+            return Some(fail(Errno::EBADF));
+        }
+        if !r.is_null()
+            && p.events & libc::POLLIN != 0
+            && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
+        {
+            libc::FD_SET(p.fd, r);
+            count += 1;
+        }
+        if !w.is_null() && p.events & libc::POLLOUT != 0 && p.revents & (libc::POLLOUT | libc::POLLERR) != 0 {
+            libc::FD_SET(p.fd, w);
+            count += 1;
+        }
+        if !e.is_null() && p.events & libc::POLLPRI != 0 && p.revents & libc::POLLPRI != 0 {
+            libc::FD_SET(p.fd, e);
+            count += 1;
+        }
+    }
+    Some(count)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn select(
+    nfds: c_int,
+    r: *mut libc::fd_set,
+    w: *mut libc::fd_set,
+    e: *mut libc::fd_set,
+    tv: *mut libc::timeval,
+) -> c_int {
+    let timeout_ms = if tv.is_null() { -1 } else { ((*tv).tv_sec * 1000 + (*tv).tv_usec / 1000) as c_int };
+    match select_via_poll(nfds, r, w, e, timeout_ms) {
+        Some(n) => n,
+        None => {
+            type Select = unsafe extern "C" fn(
+                c_int,
+                *mut libc::fd_set,
+                *mut libc::fd_set,
+                *mut libc::fd_set,
+                *mut libc::timeval,
+            ) -> c_int;
+            let f: Select = std::mem::transmute(libc::dlsym(libc::RTLD_NEXT, c"select".as_ptr()));
+            f(nfds, r, w, e, tv)
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn pselect(
+    nfds: c_int,
+    r: *mut libc::fd_set,
+    w: *mut libc::fd_set,
+    e: *mut libc::fd_set,
+    ts: *const libc::timespec,
+    mask: *const libc::sigset_t,
+) -> c_int {
+    let timeout_ms = if ts.is_null() { -1 } else { ((*ts).tv_sec * 1000 + (*ts).tv_nsec / 1_000_000) as c_int };
+    let mut old: libc::sigset_t = std::mem::zeroed();
+    if !mask.is_null() {
+        libc::pthread_sigmask(libc::SIG_SETMASK, mask, &mut old);
+    }
+    let r = match select_via_poll(nfds, r, w, e, timeout_ms) {
+        Some(n) => n,
+        None => {
+            type PSelect = unsafe extern "C" fn(
+                c_int,
+                *mut libc::fd_set,
+                *mut libc::fd_set,
+                *mut libc::fd_set,
+                *const libc::timespec,
+                *const libc::sigset_t,
+            ) -> c_int;
+            let f: PSelect = std::mem::transmute(libc::dlsym(libc::RTLD_NEXT, c"pselect".as_ptr()));
+            f(nfds, r, w, e, ts, std::ptr::null())
+        }
+    };
+    if !mask.is_null() {
+        let saved = *libc::__errno_location();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        *libc::__errno_location() = saved;
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ppoll(
+    fds: *mut pollfd,
+    n: nfds_t,
+    ts: *const libc::timespec,
+    mask: *const libc::sigset_t,
+) -> c_int {
+    let slice = if fds.is_null() { &mut [][..] } else { std::slice::from_raw_parts_mut(fds, n as usize) };
+    if !slice.iter().any(|p| tracked(p.fd)) {
+        return real::ppoll(fds, n, ts, mask);
+    }
+    let timeout_ms = if ts.is_null() { -1 } else { ((*ts).tv_sec * 1000 + (*ts).tv_nsec / 1_000_000) as c_int };
+    let mut old: libc::sigset_t = std::mem::zeroed();
+    if !mask.is_null() {
+        libc::pthread_sigmask(libc::SIG_SETMASK, mask, &mut old);
+    }
+    let r = poll(fds, n, timeout_ms);
+    if !mask.is_null() {
+        let saved = *libc::__errno_location();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        *libc::__errno_location() = saved;
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __poll_chk(fds: *mut pollfd, n: nfds_t, timeout: c_int, _fdslen: size_t) -> c_int {
+    poll(fds, n, timeout)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __read_chk(fd: c_int, buf: *mut c_void, n: size_t, _buflen: size_t) -> ssize_t {
+    read(fd, buf, n)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __recv_chk(fd: c_int, buf: *mut c_void, n: size_t, _buflen: size_t, flags: c_int) -> ssize_t {
+    recv(fd, buf, n, flags)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __recvfrom_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    _buflen: size_t,
+    flags: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+) -> ssize_t {
+    recvfrom(fd, buf, n, flags, addr, len)
+}
+
+/// sendfile from a file to an accelerated socket: read a chunk, send it.
+#[no_mangle]
+pub unsafe extern "C" fn sendfile(out: c_int, input: c_int, off: *mut libc::off_t, count: size_t) -> ssize_t {
+    if !tracked(out) {
+        return real::sendfile(out, input, off, count);
+    }
+    let mut buf = vec![0u8; count.min(256 * 1024)];
+    let n = if off.is_null() {
+        real::read(input, buf.as_mut_ptr().cast(), buf.len())
+    } else {
+        real::pread(input, buf.as_mut_ptr().cast(), buf.len(), *off)
+    };
+    if n <= 0 {
+        return n;
+    }
+    let sent = send_flags(out, buf.as_ptr().cast(), n as size_t, libc::MSG_NOSIGNAL);
+    if sent > 0 {
+        if off.is_null() {
+            // Give back what was read but not sent.
+            libc::lseek(input, sent as libc::off_t - n as libc::off_t, libc::SEEK_CUR);
+        } else {
+            *off += sent as libc::off_t;
+        }
+    } else if sent < 0 && off.is_null() {
+        libc::lseek(input, -(n as libc::off_t), libc::SEEK_CUR);
+    }
+    if sent < 0 && *libc::__errno_location() == libc::EPIPE {
+        libc::raise(libc::SIGPIPE);
+    }
+    sent
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sendfile64(out: c_int, input: c_int, off: *mut libc::off_t, count: size_t) -> ssize_t {
+    sendfile(out, input, off, count)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> ssize_t {
+    if !tracked(fd) {
+        return real::recvmsg(fd, msg, flags);
+    }
+    let m = &mut *msg;
+    m.msg_controllen = 0;
+    m.msg_flags = 0;
+    if !m.msg_name.is_null() {
+        let mut len = m.msg_namelen;
+        if let Call::Done(Ok(peer)) = runtime::sockname(fd, true) {
+            write_addr(peer, m.msg_name.cast(), &mut len);
+        }
+        m.msg_namelen = len;
+    }
+    readv(fd, m.msg_iov, m.msg_iovlen as c_int)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_int) -> ssize_t {
+    if !tracked(fd) {
+        return real::sendmsg(fd, msg, flags);
+    }
+    let m = &*msg;
+    let iovs = std::slice::from_raw_parts(m.msg_iov, m.msg_iovlen);
+    let mut data = Vec::with_capacity(iovs.iter().map(|v| v.iov_len).sum());
+    for v in iovs {
+        data.extend_from_slice(std::slice::from_raw_parts(v.iov_base as *const u8, v.iov_len));
+    }
+    send_flags(fd, data.as_ptr().cast(), data.len(), flags)
 }
 
 #[no_mangle]

@@ -71,11 +71,23 @@ pub struct RoutingStats {
 
 enum Fd {
     /// A kernel TCP socket that may still move to the shard.
-    Pending { nonblock: bool, nodelay: bool },
+    Pending {
+        nonblock: bool,
+        nodelay: bool,
+    },
     /// On the shard, bound, not yet listening.
-    Bound { local: SocketAddr, nonblock: bool },
-    Listener { id: SocketId, nonblock: bool },
-    Conn { id: SocketId, nonblock: bool },
+    Bound {
+        local: SocketAddr,
+        nonblock: bool,
+    },
+    Listener {
+        id: SocketId,
+        nonblock: bool,
+    },
+    Conn {
+        id: SocketId,
+        nonblock: bool,
+    },
     /// A kernel epoll fd with shadow entries for accelerated members.
     Epoll(EpollSet),
 }
@@ -104,6 +116,10 @@ struct Runtime {
     init_error: Option<String>,
     clock: MonotonicClock,
     fds: HashMap<i32, Fd>,
+    /// How many fds refer to each shard socket (dup): it is closed with the last one.
+    refs: HashMap<SocketId, u32>,
+    /// The epoll sets each accelerated fd is in, so that close need not look at every set.
+    member_of: HashMap<i32, Vec<i32>>,
     rx_fd: Option<i32>,
     routing: RoutingStats,
 }
@@ -137,6 +153,8 @@ fn runtime() -> Option<&'static Mutex<Runtime>> {
                 init_error: None,
                 clock: MonotonicClock::new(),
                 fds: HashMap::new(),
+                refs: HashMap::new(),
+                member_of: HashMap::new(),
                 rx_fd: None,
                 routing: RoutingStats::default(),
             }))
@@ -233,8 +251,7 @@ impl Runtime {
     fn routes_here(&self, ip: IpAddr) -> bool {
         match ip {
             IpAddr::V4(a) => {
-                !a.is_loopback()
-                    && self.cfg.ipv4.as_ref().is_some_and(|c| c.address.contains(a) || c.gateway.is_some())
+                !a.is_loopback() && self.cfg.ipv4.as_ref().is_some_and(|c| c.address.contains(a) || c.gateway.is_some())
             }
             IpAddr::V6(a) => match a.to_ipv4_mapped() {
                 Some(v4) => self.routes_here(v4.into()),
@@ -380,6 +397,7 @@ pub fn listen(fd: i32, backlog: i32) -> Call<()> {
             match rt.shard().and_then(|s| s.tcp_listen(local, backlog)) {
                 Ok(id) => {
                     rt.routing.accelerated_listen += 1;
+                    rt.refs.insert(id, 1);
                     rt.fds.insert(fd, Fd::Listener { id, nonblock });
                     Call::Done(Ok(()))
                 }
@@ -400,7 +418,9 @@ fn blocking<T>(fd: i32, mut attempt: impl FnMut(&mut Runtime) -> Call<T>) -> Cal
             rt.poll_shard();
             let r = attempt(rt);
             let nonblock = match rt.fds.get(&fd) {
-                Some(Fd::Listener { nonblock, .. } | Fd::Conn { nonblock, .. } | Fd::Bound { nonblock, .. }) => *nonblock,
+                Some(Fd::Listener { nonblock, .. } | Fd::Conn { nonblock, .. } | Fd::Bound { nonblock, .. }) => {
+                    *nonblock
+                }
                 _ => true,
             };
             // A send or close leaves frames queued: push them out now.
@@ -456,11 +476,17 @@ pub fn accept(fd: i32, flags: i32) -> Call<(i32, SocketAddr)> {
                     return Call::Done(Err(e));
                 }
                 rt.routing.accepted += 1;
+                rt.refs.insert(conn, 1);
                 rt.fds.insert(efd, Fd::Conn { id: conn, nonblock: flags & libc::SOCK_NONBLOCK != 0 });
                 set_tracked(efd, true);
                 Call::Done(Ok((efd, peer)))
             }
-            Err(e) => Call::Done(Err(e)),
+            Err(e) => {
+                if e == Errno::EAGAIN {
+                    rt.rearm(fd, libc::EPOLLIN as u32);
+                }
+                Call::Done(Err(e))
+            }
         }
     })
 }
@@ -486,6 +512,7 @@ pub fn connect(fd: i32, addr: SocketAddr) -> Call<()> {
                 let _ = rt.shard.as_mut().unwrap().tcp_set_nodelay(id, true);
             }
             rt.routing.accelerated_connect += 1;
+            rt.refs.insert(id, 1);
             rt.fds.insert(fd, Fd::Conn { id, nonblock });
             rt.poll_shard();
             Call::Done(Err(if nonblock { Errno(libc::EINPROGRESS) } else { Errno::EAGAIN }))
@@ -531,6 +558,9 @@ pub fn recv(fd: i32, buf: &mut [u8], dontwait: bool) -> Call<usize> {
             Err(_) => unreachable!(),
         };
         let r = rt.shard.as_mut().unwrap().tcp_recv(id, buf);
+        if r == Err(Errno::EAGAIN) {
+            rt.rearm(fd, libc::EPOLLIN as u32);
+        }
         match r {
             Err(Errno::EAGAIN) if dontwait => Call::Done(Err(Errno::EAGAIN)),
             other => Call::Done(other),
@@ -551,7 +581,11 @@ pub fn send(fd: i32, data: &[u8], dontwait: bool) -> Call<usize> {
         };
         let nonblock = dontwait || matches!(rt.fds.get(&fd), Some(Fd::Conn { nonblock: true, .. }));
         let shard = rt.shard.as_mut().unwrap();
-        match shard.tcp_send(id, &data[sent..]) {
+        let r = shard.tcp_send(id, &data[sent..]);
+        if !matches!(r, Ok(n) if n == data.len() - sent) {
+            rt.rearm(fd, libc::EPOLLOUT as u32);
+        }
+        match r {
             Ok(n) => {
                 sent += n;
                 if sent == data.len() || nonblock {
@@ -574,24 +608,88 @@ pub fn close(fd: i32) -> Call<()> {
         set_tracked(fd, false);
         return Call::Kernel;
     }
-    let r = with(|rt| match rt.fds.remove(&fd) {
-        Some(Fd::Listener { id, .. } | Fd::Conn { id, .. }) => {
-            if let Some(s) = rt.shard.as_mut() {
-                let _ = s.close(id);
+    with(|rt| rt.release(fd));
+    set_tracked(fd, false);
+    // The kernel closes the placeholder (or the kernel socket, or the epoll fd).
+    Call::Kernel
+}
+
+/// After a successful `dup`/`dup2`/`dup3`/F_DUPFD of `old` to `new`: `new` refers to the same
+/// socket (and is released first if it was one of ours: dup2 closes it).
+pub fn duplicated(old: i32, new: i32) {
+    if old == new || FORKED.load(Ordering::Relaxed) {
+        return;
+    }
+    let shared = with(|rt| {
+        rt.release(new);
+        let copy = match rt.fds.get(&old) {
+            Some(Fd::Listener { id, nonblock }) => Some((Fd::Listener { id: *id, nonblock: *nonblock }, *id)),
+            Some(Fd::Conn { id, nonblock }) => Some((Fd::Conn { id: *id, nonblock: *nonblock }, *id)),
+            _ => None,
+        };
+        match copy {
+            Some((entry, id)) => {
+                *rt.refs.entry(id).or_insert(0) += 1;
+                rt.fds.insert(new, entry);
+                true
             }
-            for f in rt.fds.values_mut() {
-                if let Fd::Epoll(set) = f {
-                    set.members.remove(&fd);
+            None => false,
+        }
+    });
+    set_tracked(new, shared == Some(true));
+}
+
+impl Runtime {
+    /// The application saw EAGAIN on `fd` for `bits` (EPOLLIN on a read or accept, EPOLLOUT on
+    /// a write): in every edge-triggered set the next readiness is a new edge (as in Linux,
+    /// where EPOLLET re-arms when the queue is drained).
+    fn rearm(&mut self, fd: i32, bits: u32) {
+        let Some(sets) = self.member_of.get(&fd) else { return };
+        for epfd in sets.clone() {
+            if let Some(Fd::Epoll(set)) = self.fds.get_mut(&epfd) {
+                if let Some(m) = set.members.get_mut(&fd) {
+                    m.last &= !bits;
                 }
             }
-            rt.poll_shard();
-            Call::Kernel // the placeholder is closed by the kernel
         }
-        _ => Call::Kernel,
-    })
-    .unwrap_or(Call::Kernel);
-    set_tracked(fd, false);
-    r
+    }
+
+    /// Forgets `fd`; closes its shard socket when no other fd refers to it.
+    fn release(&mut self, fd: i32) {
+        let id = match self.fds.remove(&fd) {
+            Some(Fd::Listener { id, .. } | Fd::Conn { id, .. }) => id,
+            Some(Fd::Epoll(set)) => {
+                for member in set.members.keys() {
+                    if let Some(v) = self.member_of.get_mut(member) {
+                        v.retain(|&e| e != fd);
+                    }
+                }
+                return;
+            }
+            _ => return,
+        };
+        for epfd in self.member_of.remove(&fd).unwrap_or_default() {
+            if let Some(Fd::Epoll(set)) = self.fds.get_mut(&epfd) {
+                set.members.remove(&fd);
+            }
+        }
+        let last = match self.refs.get_mut(&id) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            _ => {
+                self.refs.remove(&id);
+                true
+            }
+        };
+        if last {
+            if let Some(s) = self.shard.as_mut() {
+                let _ = s.close(id);
+            }
+            self.poll_shard();
+        }
+    }
 }
 
 pub fn shutdown(fd: i32, how: i32) -> Call<()> {
@@ -670,11 +768,16 @@ pub fn getsockopt_int(fd: i32, level: i32, name: i32) -> Call<i32> {
 
 /// O_NONBLOCK through fcntl(F_SETFL) or ioctl(FIONBIO).
 pub fn set_nonblock(fd: i32, on: bool) {
-    with(|rt| match rt.fds.get_mut(&fd) {
-        Some(Fd::Pending { nonblock, .. } | Fd::Bound { nonblock, .. } | Fd::Listener { nonblock, .. } | Fd::Conn { nonblock, .. }) => {
-            *nonblock = on
+    with(|rt| {
+        if let Some(
+            Fd::Pending { nonblock, .. }
+            | Fd::Bound { nonblock, .. }
+            | Fd::Listener { nonblock, .. }
+            | Fd::Conn { nonblock, .. },
+        ) = rt.fds.get_mut(&fd)
+        {
+            *nonblock = on;
         }
-        _ => {}
     });
 }
 
@@ -703,6 +806,7 @@ pub fn epoll_ctl(epfd: i32, op: i32, fd: i32, events: u32, data: u64) -> Call<()
             libc::EPOLL_CTL_ADD if set.members.contains_key(&fd) => Err(Errno(libc::EEXIST)),
             libc::EPOLL_CTL_ADD => {
                 set.members.insert(fd, Member { events, data, last: 0, disabled: false });
+                rt.member_of.entry(fd).or_default().push(epfd);
                 Ok(())
             }
             libc::EPOLL_CTL_MOD => match set.members.get_mut(&fd) {
@@ -712,7 +816,13 @@ pub fn epoll_ctl(epfd: i32, op: i32, fd: i32, events: u32, data: u64) -> Call<()
                 }
                 None => Err(Errno(libc::ENOENT)),
             },
-            libc::EPOLL_CTL_DEL => set.members.remove(&fd).map(|_| ()).ok_or(Errno(libc::ENOENT)),
+            libc::EPOLL_CTL_DEL => {
+                let r = set.members.remove(&fd).map(|_| ()).ok_or(Errno(libc::ENOENT));
+                if let Some(v) = rt.member_of.get_mut(&fd) {
+                    v.retain(|&e| e != epfd);
+                }
+                r
+            }
             _ => Err(Errno::EINVAL),
         };
         // The NIC's rx fd joins the set so that a kernel wait wakes up for packets too.
@@ -790,7 +900,8 @@ pub fn epoll_wait(epfd: i32, out: &mut [libc::epoll_event], timeout_ms: i32) -> 
     if !tracked(epfd) {
         return Call::Kernel;
     }
-    let deadline = (timeout_ms >= 0).then(|| std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms as u64));
+    let deadline =
+        (timeout_ms >= 0).then(|| std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms as u64));
     loop {
         let Some((n, wait_ms, has_members)) = with(|rt| {
             rt.poll_shard();
@@ -869,7 +980,8 @@ pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> Call<usize> {
     if !fds.iter().any(|p| tracked(p.fd)) {
         return Call::Kernel;
     }
-    let deadline = (timeout_ms >= 0).then(|| std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms as u64));
+    let deadline =
+        (timeout_ms >= 0).then(|| std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms as u64));
     let mut kernel: Vec<libc::pollfd> = Vec::with_capacity(fds.len() + 1);
     loop {
         let Some((n, rx, wait_ms)) = with(|rt| {
@@ -929,4 +1041,19 @@ pub fn readable_bytes_nonzero(fd: i32) -> Option<bool> {
         Call::Done(Ok(n)) => Some(n > 0),
         _ => None,
     }
+}
+
+/// TCP_INFO of an accelerated connection.
+pub type TcpInfoSnapshot = stack::TcpInfo;
+
+pub fn tcp_info(fd: i32) -> Call<stack::TcpInfo> {
+    with(|rt| match rt.fds.get(&fd) {
+        Some(Fd::Conn { id, .. }) => {
+            let id = *id;
+            Call::Done(rt.shard.as_mut().unwrap().tcp_info(id))
+        }
+        Some(Fd::Listener { .. } | Fd::Bound { .. }) => Call::Done(Err(Errno::ENOTCONN)),
+        _ => Call::Kernel,
+    })
+    .unwrap_or(Call::Kernel)
 }

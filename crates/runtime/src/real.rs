@@ -28,7 +28,9 @@ macro_rules! real_fns {
     };
 }
 
-use libc::{c_int, c_uint, c_ulong, c_void, epoll_event, iovec, msghdr, nfds_t, pollfd, size_t, sockaddr, socklen_t, ssize_t};
+use libc::{
+    c_int, c_uint, c_ulong, c_void, epoll_event, iovec, msghdr, nfds_t, pollfd, size_t, sockaddr, socklen_t, ssize_t,
+};
 
 real_fns! {
     socket(domain: c_int, ty: c_int, protocol: c_int) -> c_int;
@@ -64,4 +66,7 @@ real_fns! {
     poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int;
     eventfd(initval: c_uint, flags: c_int) -> c_int;
     fork() -> libc::pid_t;
+    pread(fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t) -> ssize_t;
+    sendfile(out: c_int, input: c_int, off: *mut libc::off_t, n: size_t) -> ssize_t;
+    ppoll(fds: *mut pollfd, n: nfds_t, ts: *const libc::timespec, mask: *const libc::sigset_t) -> c_int;
 }

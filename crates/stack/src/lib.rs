@@ -16,4 +16,5 @@ pub mod shard;
 pub mod syncookie;
 pub mod table;
 pub mod timer;
+pub use tcp::Info as TcpInfo;
 pub use tcp::State as TcpState;
