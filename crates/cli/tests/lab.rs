@@ -228,6 +228,12 @@ fn config_file(name: &str, iface: &str, eal_args: &[&str]) -> PathBuf {
 
 /// One line on stderr, non-zero exit, and no DPDK runtime files.
 fn assert_one_clear_line(o: &Output, expect: &str) {
+    for entry in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("pronghorn-test-") && name.ends_with(&format!("-{}.toml", std::process::id())) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "expected failure, got success: {}", text(o));
     assert_eq!(err.trim_end().lines().count(), 1, "more than one line: {err}");
@@ -528,5 +534,92 @@ fn redis_server_runs_unmodified_under_pronghorn_run() {
     unsafe { libc::kill(redis.child.id() as i32, libc::SIGTERM) };
     let status = redis.child.wait().unwrap();
     assert!(status.success(), "redis-server exited with {status:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A program under `pronghorn run` in side a, killed when dropped.
+struct Accelerated(Child);
+
+impl Drop for Accelerated {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits (bounded) until `lab exec b -- cmd` succeeds: the server is up.
+fn until_ok(lab: &Lab, cmd: &[&str]) -> Output {
+    for _ in 0..500 {
+        let o = lab.exec("b", cmd).output().unwrap();
+        if o.status.success() {
+            return o;
+        }
+    }
+    panic!("{cmd:?} never succeeded");
+}
+
+#[test]
+fn iperf3_and_nginx_run_unmodified_under_pronghorn_run() {
+    if !enabled("iperf3_and_nginx_run_unmodified_under_pronghorn_run") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::up("tst-apps", &[]);
+
+    // iperf3 -s: both directions, 1 and 4 streams.
+    let mut iperf = lab
+        .exec("a", &[bin(), "run", "--", "iperf3", "-s", "-B", "10.99.0.1", "-p", "5201", "--forceflush"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(iperf.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(line.starts_with("---"), "{line}");
+    // iperf3 reports every second: keep its pipe drained.
+    std::thread::spawn(move || while out.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {});
+    let iperf = Accelerated(iperf);
+    for extra in [&[][..], &["-R"][..], &["-P", "4"][..]] {
+        let mut cmd = vec!["iperf3", "-c", "10.99.0.1", "-p", "5201", "-t", "2", "-J"];
+        cmd.extend_from_slice(extra);
+        let o = lab.exec("b", &cmd).output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success() && !out.contains("\"error\""), "iperf3 {extra:?}: {}", text(&o));
+        assert!(out.contains("\"sum_received\""), "{out}");
+    }
+    drop(iperf);
+
+    // nginx without a master process: small pages and a 10 MiB file through sendfile.
+    let dir = std::env::temp_dir().join(format!("pronghorn-nginx-{}", std::process::id()));
+    let www = dir.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    let mut big = vec![0u8; 10 << 20];
+    stack::echo::Stream::new(42).fill(&mut big);
+    std::fs::write(www.join("big.bin"), &big).unwrap();
+    std::fs::write(www.join("index.html"), "hello from pronghorn\n").unwrap();
+    let d = dir.display();
+    std::fs::write(
+        dir.join("nginx.conf"),
+        format!(
+            "daemon off; master_process off; worker_processes 1; user root;\n\
+             error_log {d}/error.log; pid {d}/nginx.pid;\n\
+             events {{ worker_connections 1024; }}\n\
+             http {{ access_log off; sendfile on; client_body_temp_path {d}; proxy_temp_path {d};\n\
+             fastcgi_temp_path {d}; uwsgi_temp_path {d}; scgi_temp_path {d};\n\
+             server {{ listen 10.99.0.1:8080; root {d}/www; }} }}\n"
+        ),
+    )
+    .unwrap();
+    let conf = dir.join("nginx.conf");
+    let nginx =
+        Accelerated(lab.exec("a", &[bin(), "run", "--", "nginx", "-c", conf.to_str().unwrap()]).spawn().unwrap());
+    let o = until_ok(&lab, &["curl", "-sf", "http://10.99.0.1:8080/index.html"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "hello from pronghorn\n");
+    let got = dir.join("big.got");
+    let o =
+        lab.exec("b", &["curl", "-sf", "http://10.99.0.1:8080/big.bin", "-o", got.to_str().unwrap()]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(std::fs::read(&got).unwrap() == big, "10 MiB file differs");
+    drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
 }
