@@ -102,8 +102,9 @@ struct EpollSet {
 struct Member {
     events: u32,
     data: u64,
-    /// For EPOLLET: the mask last reported.
+    /// For EPOLLET: the mask last reported, and the arrival count then.
     last: u32,
+    arrivals: u32,
     disabled: bool,
 }
 
@@ -296,6 +297,13 @@ impl Runtime {
             }
         }
         Ok(())
+    }
+
+    fn arrivals(&self, fd: i32) -> u32 {
+        match (self.shard.as_ref(), self.fds.get(&fd)) {
+            (Some(s), Some(Fd::Listener { id, .. } | Fd::Conn { id, .. })) => s.arrivals(*id),
+            _ => 0,
+        }
     }
 
     fn readiness(&self, fd: i32) -> Option<Readiness> {
@@ -738,6 +746,13 @@ pub fn setsockopt(fd: i32, level: i32, name: i32, value: Option<i32>) -> Call<()
                 let id = *id;
                 Call::Done(rt.shard.as_mut().unwrap().tcp_set_nodelay(id, value.unwrap_or(0) != 0))
             }
+            // TCP_CORK: corking is left to Nagle; uncorking pushes the held tail out at once.
+            Some(Fd::Conn { id, .. }) if level == libc::IPPROTO_TCP && name == libc::TCP_CORK => {
+                let id = *id;
+                let r = if value.unwrap_or(0) == 0 { rt.shard.as_mut().unwrap().tcp_push(id) } else { Ok(()) };
+                rt.poll_shard();
+                Call::Done(r)
+            }
             // Accepted and counted as harmless for now: buffer sizes, keepalive knobs, reuse.
             Some(Fd::Conn { .. } | Fd::Listener { .. } | Fd::Bound { .. }) => Call::Done(Ok(())),
             _ => Call::Kernel,
@@ -805,13 +820,13 @@ pub fn epoll_ctl(epfd: i32, op: i32, fd: i32, events: u32, data: u64) -> Call<()
         let r = match op {
             libc::EPOLL_CTL_ADD if set.members.contains_key(&fd) => Err(Errno(libc::EEXIST)),
             libc::EPOLL_CTL_ADD => {
-                set.members.insert(fd, Member { events, data, last: 0, disabled: false });
+                set.members.insert(fd, Member { events, data, last: 0, arrivals: 0, disabled: false });
                 rt.member_of.entry(fd).or_default().push(epfd);
                 Ok(())
             }
             libc::EPOLL_CTL_MOD => match set.members.get_mut(&fd) {
                 Some(m) => {
-                    *m = Member { events, data, last: 0, disabled: false };
+                    *m = Member { events, data, last: 0, arrivals: 0, disabled: false };
                     Ok(())
                 }
                 None => Err(Errno(libc::ENOENT)),
@@ -862,27 +877,37 @@ fn epoll_mask(r: Readiness, wanted: u32) -> u32 {
 
 /// The ready accelerated members of `epfd`, written to `out`; returns how many.
 fn collect_epoll(rt: &mut Runtime, epfd: i32, out: &mut [libc::epoll_event]) -> usize {
-    let mut ready: Vec<(i32, u32)> = Vec::new();
+    let mut ready: Vec<(i32, u32, u32)> = Vec::new();
     if let Some(Fd::Epoll(set)) = rt.fds.get(&epfd) {
         for (&fd, m) in &set.members {
             if m.disabled {
                 continue;
             }
             if let Some(r) = rt.readiness(fd) {
-                ready.push((fd, epoll_mask(r, m.events)));
+                ready.push((fd, epoll_mask(r, m.events), rt.arrivals(fd)));
             }
         }
     }
     let Some(Fd::Epoll(set)) = rt.fds.get_mut(&epfd) else { return 0 };
     let mut n = 0;
-    for (fd, mask) in ready {
+    for (fd, mask, arrivals) in ready {
         if n == out.len() {
             break;
         }
         let m = set.members.get_mut(&fd).unwrap();
         let edge = m.events & libc::EPOLLET as u32 != 0;
-        let report = if edge { mask & !m.last } else { mask };
+        let report = if edge {
+            // New bits, and EPOLLIN again for every new arrival (Linux wakes ET waiters on each).
+            let mut r = mask & !m.last;
+            if arrivals != m.arrivals {
+                r |= mask & libc::EPOLLIN as u32;
+            }
+            r
+        } else {
+            mask
+        };
         m.last = mask;
+        m.arrivals = arrivals;
         if report == 0 {
             continue;
         }

@@ -181,6 +181,10 @@ struct TcpSocket {
     app_closed: bool,
     /// Readiness when last reported, to report every change exactly once.
     reported: Readiness,
+    /// Data (or the end of stream) arrivals so far (see [`Shard::arrivals`]).
+    arrivals: u32,
+    /// TCP_NODELAY as the application set it.
+    nodelay: bool,
 }
 
 struct Listener {
@@ -188,6 +192,8 @@ struct Listener {
     backlog: usize,
     half_open: usize,
     accept_queue: VecDeque<SocketId>,
+    /// Connections queued so far (see [`Shard::arrivals`]).
+    arrivals: u32,
 }
 
 struct Datagram {
@@ -729,6 +735,8 @@ impl<N: Nic> Shard<N> {
             owned: false,
             app_closed: false,
             reported: Readiness::default(),
+            arrivals: 0,
+            nodelay: false,
         })));
         self.conns.insert(tuple, id);
         self.mark_dirty(id);
@@ -768,6 +776,8 @@ impl<N: Nic> Shard<N> {
             owned: false,
             app_closed: false,
             reported: Readiness::default(),
+            arrivals: 0,
+            nodelay: false,
         })));
         self.conns.insert(tuple, id);
         self.mark_dirty(id);
@@ -879,6 +889,7 @@ impl<N: Nic> Shard<N> {
                                 l.half_open -= 1;
                             }
                             l.accept_queue.push_back(id);
+                            l.arrivals = l.arrivals.wrapping_add(1);
                             true
                         }
                         _ => false,
@@ -893,7 +904,11 @@ impl<N: Nic> Shard<N> {
                     self.mark_changed(id);
                 }
             }
-            TcpEvent::Readable | TcpEvent::Writable | TcpEvent::ReadClosed => self.mark_changed(id),
+            TcpEvent::Readable | TcpEvent::ReadClosed => {
+                s.arrivals = s.arrivals.wrapping_add(1);
+                self.mark_changed(id);
+            }
+            TcpEvent::Writable => self.mark_changed(id),
             TcpEvent::Reset | TcpEvent::TimedOut | TcpEvent::Closed => {
                 if s.owned && !s.app_closed {
                     self.mark_changed(id);
@@ -1260,6 +1275,7 @@ impl<N: Nic> Shard<N> {
             backlog: backlog.max(1),
             half_open: 0,
             accept_queue: VecDeque::new(),
+            arrivals: 0,
         }));
         if self.listeners.insert((addr, port), v6only, id).is_err() {
             self.take_socket(id);
@@ -1342,6 +1358,8 @@ impl<N: Nic> Shard<N> {
             owned: true,
             app_closed: false,
             reported: Readiness::default(),
+            arrivals: 0,
+            nodelay: false,
         })));
         self.conns.insert(tuple, id);
         self.mark_dirty(id);
@@ -1396,8 +1414,22 @@ impl<N: Nic> Shard<N> {
     }
 
     pub fn tcp_set_nodelay(&mut self, id: SocketId, nodelay: bool) -> Result<(), Errno> {
-        self.tcp(id)?.conn.set_nodelay(nodelay);
+        let s = self.tcp(id)?;
+        s.conn.set_nodelay(nodelay);
+        s.nodelay = nodelay;
         self.mark_dirty(id);
+        Ok(())
+    }
+
+    /// Sends what is queued now, small tail segment included (what clearing TCP_CORK does):
+    /// Nagle is lifted for this one flush.
+    pub fn tcp_push(&mut self, id: SocketId) -> Result<(), Errno> {
+        self.tcp(id)?.conn.set_nodelay(true);
+        self.service(id);
+        if let Ok(s) = self.tcp(id) {
+            let nodelay = s.nodelay;
+            s.conn.set_nodelay(nodelay);
+        }
         Ok(())
     }
 
@@ -1471,6 +1503,17 @@ impl<N: Nic> Shard<N> {
             }
             _ => None,
         })
+    }
+
+    /// How many times new data (or the end of stream) arrived on a connection, or a connection
+    /// was queued on a listener. Edge-triggered waiters report EPOLLIN again when it moves, as
+    /// Linux wakes them on every arrival even if the application did not drain the socket.
+    pub fn arrivals(&self, id: SocketId) -> u32 {
+        match self.socket(id) {
+            Some(Socket::Tcp(s)) => s.arrivals,
+            Some(Socket::Listener(l)) => l.arrivals,
+            _ => 0,
+        }
     }
 
     /// What `id` is ready for now.
