@@ -283,6 +283,10 @@ fn build(a: &UpArgs, n: &Names) -> Result<()> {
     sh(v, "ip", &["-n", &n.ns_b, "addr", "add", &a.ipv4_b.to_string(), "dev", &n.veth_b])?;
     sh(v, "ip", &["-n", &n.ns_b, "addr", "add", &a.ipv6_b.to_string(), "dev", &n.veth_b, "nodad"])?;
     sh(v, "ip", &["netns", "exec", &n.ns_b, "ethtool", "-K", &n.veth_b, "tx", "off"])?;
+    // Side b is the load generator: connection-per-request clients (redis-benchmark -k 0, wrk
+    // with Connection: close) must not run out of ports to TIME-WAIT.
+    sh(v, "ip", &["netns", "exec", &n.ns_b, "sysctl", "-qw", "net.ipv4.tcp_tw_reuse=1"])?;
+    sh(v, "ip", &["netns", "exec", &n.ns_b, "sysctl", "-qw", "net.ipv4.ip_local_port_range=10000 65000"])?;
     sh(v, "ip", &["-n", &n.ns_b, "link", "set", &n.veth_b, "up"])?;
 
     if nic::dpdk::free_hugepages() == 0 && a.hugepages > 0 {

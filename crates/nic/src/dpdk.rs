@@ -93,10 +93,14 @@ impl DpdkOptions {
         Self { pmd, iface: iface.into(), eal_args: Vec::new(), pool_size: 8191, rx_desc: 1024, tx_desc: 1024 }
     }
 
-    /// The `--vdev` argument for this port.
+    /// The `--vdev` argument for this port. af_xdp gets `busy_budget=0`: with the PMD's default
+    /// preferred busy polling the kernel defers the veth's NAPI work to the poller, and a
+    /// process that sleeps on the socket between bursts (inline mode) saw every new connection
+    /// wait ~2 ms (redis-benchmark -k 0: 1.7k rps; 21.9k with busy polling off; bulk and
+    /// request/response throughput unchanged).
     fn vdev(&self) -> String {
         match self.pmd {
-            Pmd::AfXdp => format!("{}0,iface={},start_queue=0,queue_count=1", self.pmd.driver(), self.iface),
+            Pmd::AfXdp => format!("{}0,iface={},start_queue=0,queue_count=1,busy_budget=0", self.pmd.driver(), self.iface),
             Pmd::AfPacket => format!("{}0,iface={},qpairs=1", self.pmd.driver(), self.iface),
         }
     }
@@ -588,7 +592,7 @@ mod tests {
     #[test]
     fn vdev_strings_name_the_interface() {
         let o = DpdkOptions::new(Pmd::AfXdp, "ph-a0");
-        assert_eq!(o.vdev(), "net_af_xdp0,iface=ph-a0,start_queue=0,queue_count=1");
+        assert_eq!(o.vdev(), "net_af_xdp0,iface=ph-a0,start_queue=0,queue_count=1,busy_budget=0");
         assert_eq!(o.port_name(), "net_af_xdp0");
         let o = DpdkOptions::new(Pmd::AfPacket, "x");
         assert_eq!(o.vdev(), "net_af_packet0,iface=x,qpairs=1");
