@@ -623,3 +623,85 @@ fn iperf3_and_nginx_run_unmodified_under_pronghorn_run() {
     drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Two namespaces joined by a plain veth pair, both ends on the kernel with the lab's addresses:
+/// the baseline the compatibility suite compares pronghorn with.
+struct KernelPair {
+    a: String,
+    b: String,
+}
+
+impl KernelPair {
+    fn up(prefix: &str) -> KernelPair {
+        let (a, b) = (format!("{prefix}-a"), format!("{prefix}-b"));
+        let (va, vb) = (format!("{prefix}-a0"), format!("{prefix}-b0"));
+        let pair = KernelPair { a: a.clone(), b: b.clone() };
+        let run = |args: &[&str]| {
+            let o = Command::new("ip").args(args).output().unwrap();
+            assert!(o.status.success(), "ip {args:?}: {}", text(&o));
+        };
+        run(&["netns", "add", &a]);
+        run(&["netns", "add", &b]);
+        run(&["link", "add", &va, "type", "veth", "peer", "name", &vb]);
+        run(&["link", "set", &va, "netns", &a]);
+        run(&["link", "set", &vb, "netns", &b]);
+        for (ns, dev, v4, v6) in [(&a, &va, "10.99.0.1/24", "fd99::1/64"), (&b, &vb, "10.99.0.2/24", "fd99::2/64")] {
+            run(&["-n", ns, "addr", "add", v4, "dev", dev]);
+            run(&["-n", ns, "addr", "add", v6, "dev", dev, "nodad"]);
+            run(&["-n", ns, "link", "set", dev, "up"]);
+            run(&["-n", ns, "link", "set", "lo", "up"]);
+        }
+        pair
+    }
+
+    fn exec(&self, side: &str, cmd: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", if side == "a" { &self.a } else { &self.b }]).args(cmd);
+        c
+    }
+}
+
+impl Drop for KernelPair {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+fn compat_py() -> String {
+    format!("{}/../../tests/lab/compat.py", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Starts the compat peer from `cmd` and waits for its ready line.
+fn compat_peer(mut cmd: Command) -> Accelerated {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    Accelerated(child)
+}
+
+#[test]
+fn compatibility_suite_matches_the_kernel() {
+    if !enabled("compatibility_suite_matches_the_kernel") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let kernel = KernelPair::up("tst-ck");
+    let lab = Lab::up("tst-compat", &[]);
+    let _kp = compat_peer(kernel.exec("b", &["python3", &compat_py(), "peer", "7100"]));
+    let _lp = compat_peer(lab.exec("b", &["python3", &compat_py(), "peer", "7100"]));
+    for (peer, local) in [("10.99.0.2", "10.99.0.1"), ("fd99::2", "fd99::1")] {
+        let app = ["python3", &compat_py(), "app", peer, "7100", local];
+        let k = kernel.exec("a", &app).output().unwrap();
+        assert!(k.status.success(), "kernel run: {}", text(&k));
+        let mut under = vec![bin(), "run", "--"];
+        under.extend_from_slice(&app);
+        let p = lab.exec("a", &under).output().unwrap();
+        assert!(p.status.success(), "pronghorn run: {}", text(&p));
+        let (k, p) = (String::from_utf8_lossy(&k.stdout), String::from_utf8_lossy(&p.stdout));
+        assert!(k.contains("\"connect_refused\""), "{k}");
+        assert_eq!(p, k, "socket semantics differ from the kernel over {peer}");
+    }
+}

@@ -100,7 +100,9 @@ impl DpdkOptions {
     /// request/response throughput unchanged).
     fn vdev(&self) -> String {
         match self.pmd {
-            Pmd::AfXdp => format!("{}0,iface={},start_queue=0,queue_count=1,busy_budget=0", self.pmd.driver(), self.iface),
+            Pmd::AfXdp => {
+                format!("{}0,iface={},start_queue=0,queue_count=1,busy_budget=0", self.pmd.driver(), self.iface)
+            }
             Pmd::AfPacket => format!("{}0,iface={},qpairs=1", self.pmd.driver(), self.iface),
         }
     }

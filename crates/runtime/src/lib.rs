@@ -121,6 +121,8 @@ struct Runtime {
     refs: HashMap<SocketId, u32>,
     /// The epoll sets each accelerated fd is in, so that close need not look at every set.
     member_of: HashMap<i32, Vec<i32>>,
+    /// Addresses held by accelerated bound or listening sockets (bind: EADDRINUSE).
+    bound: std::collections::HashSet<SocketAddr>,
     rx_fd: Option<i32>,
     routing: RoutingStats,
 }
@@ -156,6 +158,7 @@ fn runtime() -> Option<&'static Mutex<Runtime>> {
                 fds: HashMap::new(),
                 refs: HashMap::new(),
                 member_of: HashMap::new(),
+                bound: std::collections::HashSet::new(),
                 rx_fd: None,
                 routing: RoutingStats::default(),
             }))
@@ -383,8 +386,12 @@ pub fn bind(fd: i32, addr: SocketAddr) -> Call<()> {
             if let Err(e) = rt.shard() {
                 return Call::Done(Err(e));
             }
+            if addr.port() != 0 && rt.bound.contains(&addr) {
+                return Call::Done(Err(Errno::EADDRINUSE));
+            }
             match rt.placeholder(fd, nonblock) {
                 Ok(()) => {
+                    rt.bound.insert(addr);
                     rt.fds.insert(fd, Fd::Bound { local: addr, nonblock });
                     Call::Done(Ok(()))
                 }
@@ -665,7 +672,19 @@ impl Runtime {
     /// Forgets `fd`; closes its shard socket when no other fd refers to it.
     fn release(&mut self, fd: i32) {
         let id = match self.fds.remove(&fd) {
-            Some(Fd::Listener { id, .. } | Fd::Conn { id, .. }) => id,
+            Some(Fd::Bound { local, .. }) => {
+                self.bound.remove(&local);
+                return;
+            }
+            Some(Fd::Listener { id, .. }) => {
+                if self.refs.get(&id).copied().unwrap_or(1) <= 1 {
+                    if let Some(local) = self.shard.as_ref().and_then(|s| s.local_addr(id).ok()) {
+                        self.bound.remove(&local);
+                    }
+                }
+                id
+            }
+            Some(Fd::Conn { id, .. }) => id,
             Some(Fd::Epoll(set)) => {
                 for member in set.members.keys() {
                     if let Some(v) = self.member_of.get_mut(member) {
@@ -774,7 +793,7 @@ pub fn getsockopt_int(fd: i32, level: i32, name: i32) -> Call<i32> {
             (libc::SOL_SOCKET, libc::SO_ERROR) => Ok(shard.take_error(id).ok().flatten().map_or(0, |e| e.0)),
             (libc::SOL_SOCKET, libc::SO_TYPE) => Ok(libc::SOCK_STREAM),
             (libc::SOL_SOCKET, libc::SO_SNDBUF | libc::SO_RCVBUF) => Ok(131072),
-            (libc::IPPROTO_TCP, libc::TCP_NODELAY) => Ok(0),
+            (libc::IPPROTO_TCP, libc::TCP_NODELAY) => shard.tcp_nodelay(id).map(i32::from),
             _ => Ok(0),
         })
     })

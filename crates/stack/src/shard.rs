@@ -1421,6 +1421,11 @@ impl<N: Nic> Shard<N> {
         Ok(())
     }
 
+    /// TCP_NODELAY as set.
+    pub fn tcp_nodelay(&mut self, id: SocketId) -> Result<bool, Errno> {
+        Ok(self.tcp(id)?.nodelay)
+    }
+
     /// Sends what is queued now, small tail segment included (what clearing TCP_CORK does):
     /// Nagle is lifted for this one flush.
     pub fn tcp_push(&mut self, id: SocketId) -> Result<(), Errno> {
