@@ -705,3 +705,33 @@ fn compatibility_suite_matches_the_kernel() {
         assert_eq!(p, k, "socket semantics differ from the kernel over {peer}");
     }
 }
+
+#[test]
+fn sockperf_server_runs_unmodified_under_pronghorn_run() {
+    if !enabled("sockperf_server_runs_unmodified_under_pronghorn_run") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::up("tst-sockperf", &[]);
+    let mut server = lab
+        .exec("a", &[bin(), "run", "--", "sockperf", "server", "--tcp", "-i", "10.99.0.1", "-p", "11111"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(server.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("10.99.0.1") {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "sockperf server ended");
+    }
+    std::thread::spawn(move || while out.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {});
+    let _server = Accelerated(server);
+    for (mode, expect) in [("ping-pong", "Summary: Latency is"), ("throughput", "Summary: Message Rate is")] {
+        let o = lab
+            .exec("b", &["sockperf", mode, "--tcp", "-i", "10.99.0.1", "-p", "11111", "-t", "2", "-m", "64"])
+            .output()
+            .unwrap();
+        let t = text(&o);
+        assert!(o.status.success() && t.contains(expect) && !t.contains("ERROR"), "sockperf {mode}: {t}");
+    }
+}
