@@ -161,6 +161,23 @@ def scenarios(host, port, local):
         s.close()
     out["epoll"] = obs
 
+    # epoll_ctl from another thread while one waits: the waiter gets the new member's event.
+    s1, s2 = connected(host, port), connected(host, port)
+    cmd(s2, "send 5")
+    poll_mask(s2, select.POLLIN)
+    ep = select.epoll()
+    ep.register(s1.fileno(), select.EPOLLIN)
+    got = []
+    t = threading.Thread(target=lambda: got.append(ep.poll(WAIT_MS / 1000)))
+    t.start()
+    ep.register(s2.fileno(), select.EPOLLIN)
+    t.join()
+    out["epoll_ctl_from_another_thread"] = [[fd == s2.fileno() for fd, _ in got[0]]]
+    ep.close()
+    for s in (s1, s2):
+        cmd(s, "close")
+        s.close()
+
     # A large non-blocking send: short writes, then EAGAIN; the peer drains it all.
     s = connected(host, port)
     cmd(s, "drain")

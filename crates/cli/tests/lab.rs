@@ -621,6 +621,7 @@ fn iperf3_and_nginx_run_unmodified_under_pronghorn_run() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(std::fs::read(&got).unwrap() == big, "10 MiB file differs");
     drop(nginx);
+
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -108,6 +108,9 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
     if !tracked(fd) {
         return real::bind(fd, addr, len);
     }
+    if let Some(e) = runtime::forked_child_socket(fd) {
+        return fail(e);
+    }
     match to_addr(addr, len) {
         Some(sa) => int(runtime::bind(fd, sa), || real::bind(fd, addr, len)),
         None => real::bind(fd, addr, len),
@@ -119,6 +122,9 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
     if !tracked(fd) {
         return real::listen(fd, backlog);
     }
+    if let Some(e) = runtime::forked_child_socket(fd) {
+        return fail(e);
+    }
     int(runtime::listen(fd, backlog), || real::listen(fd, backlog))
 }
 
@@ -126,6 +132,9 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
 pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -> c_int {
     if !tracked(fd) {
         return real::accept4(fd, addr, len, flags);
+    }
+    if let Some(e) = runtime::forked_child_socket(fd) {
+        return fail(e);
     }
     match runtime::accept(fd, flags) {
         Call::Kernel => real::accept4(fd, addr, len, flags),
@@ -150,6 +159,9 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
     if !tracked(fd) {
         return real::connect(fd, addr, len);
     }
+    if let Some(e) = runtime::forked_child_socket(fd) {
+        return fail(e);
+    }
     match to_addr(addr, len) {
         Some(sa) => int(runtime::connect(fd, sa), || real::connect(fd, addr, len)),
         None => real::connect(fd, addr, len),
@@ -173,6 +185,9 @@ pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut s
     if !tracked(fd) {
         return real::getsockname(fd, addr, len);
     }
+    if let Some(e) = runtime::forked_child_socket(fd) {
+        return fail(e);
+    }
     name(fd, addr, len, false)
 }
 
@@ -181,6 +196,9 @@ pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut s
     if !tracked(fd) {
         return real::getpeername(fd, addr, len);
     }
+    if let Some(e) = runtime::forked_child_socket(fd) {
+        return fail(e);
+    }
     name(fd, addr, len, true)
 }
 
@@ -188,6 +206,9 @@ pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut s
 pub unsafe extern "C" fn setsockopt(fd: c_int, level: c_int, opt: c_int, val: *const c_void, len: socklen_t) -> c_int {
     if !tracked(fd) {
         return real::setsockopt(fd, level, opt, val, len);
+    }
+    if let Some(e) = runtime::forked_child_socket(fd) {
+        return fail(e);
     }
     let v = (len as usize >= 4 && !val.is_null()).then(|| *(val as *const c_int));
     int(runtime::setsockopt(fd, level, opt, v), || real::setsockopt(fd, level, opt, val, len))
@@ -203,6 +224,9 @@ pub unsafe extern "C" fn getsockopt(
 ) -> c_int {
     if !tracked(fd) {
         return real::getsockopt(fd, level, opt, val, len);
+    }
+    if let Some(e) = runtime::forked_child_socket(fd) {
+        return fail(e);
     }
     if level == libc::IPPROTO_TCP && opt == libc::TCP_INFO && !val.is_null() && !len.is_null() {
         return match runtime::tcp_info(fd) {
@@ -267,6 +291,9 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
     if !tracked(fd) {
         return real::read(fd, buf, n);
     }
+    if let Some(e) = runtime::forked_child_socket(fd) {
+        return fail(e);
+    }
     let b = std::slice::from_raw_parts_mut(buf as *mut u8, n);
     size(runtime::recv(fd, b, false), || real::read(fd, buf, n))
 }
@@ -275,6 +302,9 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
 pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
     if !tracked(fd) {
         return real::recv(fd, buf, n, flags);
+    }
+    if let Some(e) = runtime::forked_child_socket(fd) {
+        return fail(e);
     }
     if flags & libc::MSG_PEEK != 0 {
         return fail(Errno::EOPNOTSUPP);
@@ -295,6 +325,9 @@ pub unsafe extern "C" fn recvfrom(
     if !tracked(fd) {
         return real::recvfrom(fd, buf, n, flags, addr, len);
     }
+    if let Some(e) = runtime::forked_child_socket(fd) {
+        return fail(e);
+    }
     let r = recv(fd, buf, n, flags);
     if r >= 0 && !addr.is_null() {
         if let Call::Done(Ok(peer)) = runtime::sockname(fd, true) {
@@ -308,6 +341,9 @@ pub unsafe extern "C" fn recvfrom(
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     if !tracked(fd) {
         return real::write(fd, buf, n);
+    }
+    if let Some(e) = runtime::forked_child_socket(fd) {
+        return fail(e);
     }
     let b = std::slice::from_raw_parts(buf as *const u8, n);
     size(runtime::send(fd, b, false), || real::write(fd, buf, n))
@@ -326,6 +362,9 @@ pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c
     if !tracked(fd) {
         return real::send(fd, buf, n, flags);
     }
+    if let Some(e) = runtime::forked_child_socket(fd) {
+        return fail(e);
+    }
     send_flags(fd, buf, n, flags)
 }
 
@@ -341,6 +380,9 @@ pub unsafe extern "C" fn sendto(
     if !tracked(fd) {
         return real::sendto(fd, buf, n, flags, addr, len);
     }
+    if let Some(e) = runtime::forked_child_socket(fd) {
+        return fail(e);
+    }
     send_flags(fd, buf, n, flags)
 }
 
@@ -348,6 +390,9 @@ pub unsafe extern "C" fn sendto(
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
     if !tracked(fd) {
         return real::readv(fd, iov, cnt);
+    }
+    if let Some(e) = runtime::forked_child_socket(fd) {
+        return fail(e);
     }
     let iovs = std::slice::from_raw_parts(iov, cnt.max(0) as usize);
     let mut total: ssize_t = 0;
@@ -376,6 +421,9 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssi
     if !tracked(fd) {
         return real::writev(fd, iov, cnt);
     }
+    if let Some(e) = runtime::forked_child_socket(fd) {
+        return fail(e);
+    }
     let iovs = std::slice::from_raw_parts(iov, cnt.max(0) as usize);
     let mut data = Vec::with_capacity(iovs.iter().map(|v| v.iov_len).sum());
     for v in iovs {
@@ -396,6 +444,9 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
     if !tracked(fd) {
         return real::shutdown(fd, how);
+    }
+    if let Some(e) = runtime::forked_child_socket(fd) {
+        return fail(e);
     }
     int(runtime::shutdown(fd, how), || real::shutdown(fd, how))
 }
@@ -458,6 +509,9 @@ pub unsafe extern "C" fn epoll_create(size: c_int) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn epoll_ctl(epfd: c_int, op: c_int, fd: c_int, ev: *mut libc::epoll_event) -> c_int {
+    if let Some(e) = runtime::forked_child_socket(fd) {
+        return fail(e);
+    }
     if !tracked(epfd) || !tracked(fd) {
         return real::epoll_ctl(epfd, op, fd, ev);
     }
@@ -726,6 +780,9 @@ pub unsafe extern "C" fn sendfile(out: c_int, input: c_int, off: *mut libc::off_
     if !tracked(out) {
         return real::sendfile(out, input, off, count);
     }
+    if let Some(e) = runtime::forked_child_socket(out) {
+        return fail(e);
+    }
     let mut buf = vec![0u8; count.min(256 * 1024)];
     let n = if off.is_null() {
         real::read(input, buf.as_mut_ptr().cast(), buf.len())
@@ -762,6 +819,9 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int
     if !tracked(fd) {
         return real::recvmsg(fd, msg, flags);
     }
+    if let Some(e) = runtime::forked_child_socket(fd) {
+        return fail(e);
+    }
     let m = &mut *msg;
     m.msg_controllen = 0;
     m.msg_flags = 0;
@@ -779,6 +839,9 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_int) -> ssize_t {
     if !tracked(fd) {
         return real::sendmsg(fd, msg, flags);
+    }
+    if let Some(e) = runtime::forked_child_socket(fd) {
+        return fail(e);
     }
     let m = &*msg;
     let iovs = std::slice::from_raw_parts(m.msg_iov, m.msg_iovlen);

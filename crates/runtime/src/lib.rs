@@ -92,10 +92,19 @@ enum Fd {
     Epoll(EpollSet),
 }
 
-#[derive(Default)]
 struct EpollSet {
     members: HashMap<i32, Member>,
     rx_added: bool,
+    /// An eventfd in the kernel set: an epoll_ctl from another thread wakes a waiter with it.
+    kick: i32,
+    /// Threads inside the kernel wait on this set right now.
+    waiting: u32,
+}
+
+impl Default for EpollSet {
+    fn default() -> Self {
+        EpollSet { members: HashMap::new(), rx_added: false, kick: -1, waiting: 0 }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -110,6 +119,8 @@ struct Member {
 
 /// The marker of the NIC's rx fd inside an application's epoll set.
 const RX_MARK: u64 = u64::MAX - 0x5048;
+/// The marker of the set's kick eventfd.
+const KICK_MARK: u64 = u64::MAX - 0x4b49;
 
 struct Runtime {
     cfg: Config,
@@ -338,9 +349,28 @@ pub fn after_fork_in_child() {
     FORKED.store(true, Ordering::Relaxed);
 }
 
-/// In a forked child, a tracked fd is a placeholder of the parent's socket.
-pub fn forked() -> bool {
-    FORKED.load(Ordering::Relaxed)
+/// In a forked child, a tracked fd is a placeholder of the parent's socket: socket calls on it
+/// fail with EOPNOTSUPP (said once on stderr) instead of silently reaching an eventfd. A child
+/// of its own is served by the kernel; accelerated sockets shared with a child need a shard per
+/// process (the multi-shard work).
+pub fn forked_child_socket(fd: i32) -> Option<Errno> {
+    if !FORKED.load(Ordering::Relaxed)
+        || fd < 0
+        || fd as usize >= MAX_FDS
+        || TRACKED[fd as usize].load(Ordering::Relaxed) != 1
+    {
+        return None;
+    }
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        let msg = format!(
+            "pronghorn: pid {} uses accelerated socket fd {fd} inherited through fork: not supported yet (one shard per process); \
+             run the server without worker processes (e.g. nginx master_process off) or without pronghorn\n",
+            std::process::id()
+        );
+        unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
+    }
+    Some(Errno::EOPNOTSUPP)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -369,7 +399,9 @@ pub fn epoll_created(epfd: i32) {
         return;
     }
     if with(|rt| rt.fds.insert(epfd, Fd::Epoll(EpollSet::default()))).is_some() {
-        set_tracked(epfd, true);
+        if (epfd as usize) < MAX_FDS {
+            TRACKED[epfd as usize].store(2, Ordering::Relaxed);
+        }
     }
 }
 
@@ -686,6 +718,9 @@ impl Runtime {
             }
             Some(Fd::Conn { id, .. }) => id,
             Some(Fd::Epoll(set)) => {
+                if set.kick >= 0 {
+                    unsafe { real::close(set.kick) };
+                }
                 for member in set.members.keys() {
                     if let Some(v) = self.member_of.get_mut(member) {
                         v.retain(|&e| e != fd);
@@ -859,7 +894,8 @@ pub fn epoll_ctl(epfd: i32, op: i32, fd: i32, events: u32, data: u64) -> Call<()
             }
             _ => Err(Errno::EINVAL),
         };
-        // The NIC's rx fd joins the set so that a kernel wait wakes up for packets too.
+        // The NIC's rx fd joins the set so that a kernel wait wakes up for packets too, and a
+        // kick eventfd so that a change made here wakes a thread already waiting.
         if r.is_ok() && !set.rx_added {
             if let Some(rx) = rx_fd {
                 let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: RX_MARK };
@@ -867,6 +903,17 @@ pub fn epoll_ctl(epfd: i32, op: i32, fd: i32, events: u32, data: u64) -> Call<()
                     set.rx_added = true;
                 }
             }
+            let kick = unsafe { real::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+            let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: KICK_MARK };
+            if kick >= 0 && unsafe { real::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, kick, &mut ev) } == 0 {
+                set.kick = kick;
+            } else if kick >= 0 {
+                unsafe { real::close(kick) };
+            }
+        }
+        if r.is_ok() && set.kick >= 0 && set.waiting > 0 {
+            let one = 1u64;
+            unsafe { real::write(set.kick, (&one as *const u64).cast(), 8) };
         }
         Call::Done(r)
     })
@@ -963,7 +1010,20 @@ pub fn epoll_wait(epfd: i32, out: &mut [libc::epoll_event], timeout_ms: i32) -> 
             Some(d) => d.saturating_duration_since(std::time::Instant::now()).as_millis() as i32,
         };
         let kernel_timeout = if n > 0 { 0 } else { remaining.min(wait_ms).max(0) };
+        let waiting = |delta: i32| {
+            with(|rt| {
+                if let Some(Fd::Epoll(set)) = rt.fds.get_mut(&epfd) {
+                    set.waiting = set.waiting.saturating_add_signed(delta);
+                }
+            })
+        };
+        if kernel_timeout > 0 {
+            waiting(1);
+        }
         let k = unsafe { real::epoll_wait(epfd, out[n..].as_mut_ptr(), (out.len() - n) as i32, kernel_timeout) };
+        if kernel_timeout > 0 {
+            waiting(-1);
+        }
         if k < 0 {
             let e = errno_of(k);
             if n > 0 {
@@ -971,12 +1031,16 @@ pub fn epoll_wait(epfd: i32, out: &mut [libc::epoll_event], timeout_ms: i32) -> 
             }
             return Call::Done(Err(e));
         }
-        // Drop the rx marker from what the kernel reported.
+        // Drop the rx and kick markers from what the kernel reported.
         let mut total = n;
         for i in n..n + k as usize {
-            if out[i].u64 != RX_MARK {
-                out[total] = out[i];
-                total += 1;
+            match out[i].u64 {
+                RX_MARK => {}
+                KICK_MARK => drain_kick(epfd),
+                _ => {
+                    out[total] = out[i];
+                    total += 1;
+                }
             }
         }
         if total > 0 {
@@ -994,6 +1058,18 @@ pub fn epoll_wait(epfd: i32, out: &mut [libc::epoll_event], timeout_ms: i32) -> 
         if remaining <= 0 && deadline.is_some() {
             return Call::Done(Ok(0));
         }
+    }
+}
+
+fn drain_kick(epfd: i32) {
+    let kick = with(|rt| match rt.fds.get(&epfd) {
+        Some(Fd::Epoll(set)) => set.kick,
+        _ => -1,
+    })
+    .unwrap_or(-1);
+    if kick >= 0 {
+        let mut v = 0u64;
+        unsafe { real::read(kick, (&mut v as *mut u64).cast(), 8) };
     }
 }
 
