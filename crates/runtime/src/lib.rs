@@ -398,10 +398,8 @@ pub fn epoll_created(epfd: i32) {
     if epfd < 0 || INSIDE.with(|i| i.get()) {
         return;
     }
-    if with(|rt| rt.fds.insert(epfd, Fd::Epoll(EpollSet::default()))).is_some() {
-        if (epfd as usize) < MAX_FDS {
-            TRACKED[epfd as usize].store(2, Ordering::Relaxed);
-        }
+    if with(|rt| rt.fds.insert(epfd, Fd::Epoll(EpollSet::default()))).is_some() && (epfd as usize) < MAX_FDS {
+        TRACKED[epfd as usize].store(2, Ordering::Relaxed);
     }
 }
 
