@@ -514,7 +514,11 @@ fn redis_server_runs_unmodified_under_pronghorn_run() {
         &["-c", "50", "-n", "20000", "-t", "set,get,incr,lpush,lrange"],
         &["SET", "GET", "INCR", "LPUSH", "LRANGE_100 (first 100 elements)"],
     );
-    redis_benchmark(&lab, &["-c", "1000", "-n", "20000", "-t", "set,get"], &["SET", "GET"]);
+    redis_benchmark(
+        &lab,
+        &["-c", "1000", "-n", "20000", "-t", "set,get,incr,lpush,lrange"],
+        &["SET", "GET", "INCR", "LPUSH", "LRANGE_100 (first 100 elements)"],
+    );
     redis_benchmark(&lab, &["-c", "20", "-n", "1000", "-t", "get", "-k", "0"], &["GET"]);
     // BGSAVE forks: the child must not disturb the server or its clients.
     redis_cli(&lab, &["set", "survivor", "yes"]);
@@ -579,7 +583,7 @@ fn iperf3_and_nginx_run_unmodified_under_pronghorn_run() {
     // iperf3 reports every second: keep its pipe drained.
     std::thread::spawn(move || while out.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {});
     let iperf = Accelerated(iperf);
-    for extra in [&[][..], &["-R"][..], &["-P", "4"][..]] {
+    for extra in [&[][..], &["-R"][..], &["-P", "4"][..], &["-P", "4", "-R"][..]] {
         let mut cmd = vec!["iperf3", "-c", "10.99.0.1", "-p", "5201", "-t", "2", "-J"];
         cmd.extend_from_slice(extra);
         let o = lab.exec("b", &cmd).output().unwrap();
@@ -620,6 +624,15 @@ fn iperf3_and_nginx_run_unmodified_under_pronghorn_run() {
         lab.exec("b", &["curl", "-sf", "http://10.99.0.1:8080/big.bin", "-o", got.to_str().unwrap()]).output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
     assert!(std::fs::read(&got).unwrap() == big, "10 MiB file differs");
+    // wrk, keep-alive and not: every response a 200.
+    for extra in [&[][..], &["-H", "Connection: close"][..]] {
+        let mut cmd = vec!["wrk", "-t1", "-c20", "-d1s"];
+        cmd.extend_from_slice(extra);
+        cmd.push("http://10.99.0.1:8080/index.html");
+        let o = lab.exec("b", &cmd).output().unwrap();
+        let t = text(&o);
+        assert!(o.status.success() && t.contains("Requests/sec") && !t.contains("Non-2xx"), "wrk {extra:?}: {t}");
+    }
     drop(nginx);
 
     let _ = std::fs::remove_dir_all(&dir);
