@@ -200,8 +200,25 @@ def scenarios(host, port, local):
     # Options: TCP_NODELAY reads back, SO_ERROR is 0 on a healthy connection.
     s = connected(host, port)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    out["options"] = [s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0,
-                      s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)]
+    obs = [s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0,
+           s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR),
+           s.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE)]
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 30)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 5)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 4)
+    obs += [s.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) != 0,
+            s.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+            s.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL),
+            s.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT),
+            attempt(s.setsockopt, socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 0)]
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    obs.append(list(struct.unpack("ii", s.getsockopt(socket.SOL_SOCKET, socket.SO_LINGER, 8))))
+    # SO_RCVTIMEO: a blocking read with nothing to read gives up with EAGAIN.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 200000))
+    obs.append(list(struct.unpack("ll", s.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, 16))))
+    obs.append(attempt(s.recv, 10))
+    out["options"] = obs
     cmd(s, "close")
     s.close()
     return out

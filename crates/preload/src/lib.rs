@@ -210,8 +210,8 @@ pub unsafe extern "C" fn setsockopt(fd: c_int, level: c_int, opt: c_int, val: *c
     if let Some(e) = runtime::forked_child_socket(fd) {
         return fail(e);
     }
-    let v = (len as usize >= 4 && !val.is_null()).then(|| *(val as *const c_int));
-    int(runtime::setsockopt(fd, level, opt, v), || real::setsockopt(fd, level, opt, val, len))
+    let bytes = if val.is_null() { &[][..] } else { std::slice::from_raw_parts(val as *const u8, len as usize) };
+    int(runtime::setsockopt(fd, level, opt, bytes), || real::setsockopt(fd, level, opt, val, len))
 }
 
 #[no_mangle]
@@ -241,14 +241,17 @@ pub unsafe extern "C" fn getsockopt(
             Call::Done(Err(e)) => fail(e),
         };
     }
-    match runtime::getsockopt_int(fd, level, opt) {
+    if val.is_null() || len.is_null() {
+        return match runtime::getsockopt(fd, level, opt, &mut []) {
+            Call::Kernel => real::getsockopt(fd, level, opt, val, len),
+            _ => fail(Errno(libc::EFAULT)),
+        };
+    }
+    let out = std::slice::from_raw_parts_mut(val as *mut u8, *len as usize);
+    match runtime::getsockopt(fd, level, opt, out) {
         Call::Kernel => real::getsockopt(fd, level, opt, val, len),
-        Call::Done(Ok(v)) => {
-            if val.is_null() || len.is_null() || (*len as usize) < 4 {
-                return fail(Errno::EINVAL);
-            }
-            *(val as *mut c_int) = v;
-            *len = 4;
+        Call::Done(Ok(n)) => {
+            *len = n as socklen_t;
             0
         }
         Call::Done(Err(e)) => fail(e),

@@ -117,6 +117,50 @@ struct Member {
     disabled: bool,
 }
 
+/// Socket options the shim keeps for an accelerated (or still pending) socket. Accepted sockets
+/// inherit their listener's, as on Linux.
+#[derive(Clone, Copy, Debug)]
+struct SockOpts {
+    nodelay: bool,
+    keepalive: bool,
+    keepidle_s: u32,
+    keepintvl_s: u32,
+    keepcnt: u32,
+    /// SO_LINGER: `Some(0)` resets on close.
+    linger_s: Option<u32>,
+    rcvtimeo_us: u64,
+    sndtimeo_us: u64,
+    v6only: bool,
+    reuseaddr: bool,
+}
+
+impl Default for SockOpts {
+    fn default() -> Self {
+        SockOpts {
+            nodelay: false,
+            keepalive: false,
+            keepidle_s: 7200,
+            keepintvl_s: 75,
+            keepcnt: 9,
+            linger_s: None,
+            rcvtimeo_us: 0,
+            sndtimeo_us: 0,
+            v6only: false,
+            reuseaddr: false,
+        }
+    }
+}
+
+impl SockOpts {
+    fn keepalive(&self) -> Option<stack::Keepalive> {
+        self.keepalive.then(|| stack::Keepalive {
+            idle: u64::from(self.keepidle_s) * 1_000_000_000,
+            interval: u64::from(self.keepintvl_s) * 1_000_000_000,
+            count: self.keepcnt.min(255) as u8,
+        })
+    }
+}
+
 /// The marker of the NIC's rx fd inside an application's epoll set.
 const RX_MARK: u64 = u64::MAX - 0x5048;
 /// The marker of the set's kick eventfd.
@@ -134,6 +178,7 @@ struct Runtime {
     member_of: HashMap<i32, Vec<i32>>,
     /// Addresses held by accelerated bound or listening sockets (bind: EADDRINUSE).
     bound: std::collections::HashSet<SocketAddr>,
+    opts: HashMap<i32, SockOpts>,
     rx_fd: Option<i32>,
     routing: RoutingStats,
 }
@@ -170,6 +215,7 @@ fn runtime() -> Option<&'static Mutex<Runtime>> {
                 refs: HashMap::new(),
                 member_of: HashMap::new(),
                 bound: std::collections::HashSet::new(),
+                opts: HashMap::new(),
                 rx_fd: None,
                 routing: RoutingStats::default(),
             }))
@@ -387,6 +433,7 @@ pub fn socket_created(fd: i32, domain: i32, ty: i32) {
     }
     let tracked = with(|rt| {
         rt.fds.insert(fd, Fd::Pending { nonblock: ty & libc::SOCK_NONBLOCK != 0, nodelay: false });
+        rt.opts.insert(fd, SockOpts::default());
     });
     if tracked.is_some() {
         set_tracked(fd, true);
@@ -410,6 +457,7 @@ pub fn bind(fd: i32, addr: SocketAddr) -> Call<()> {
             if !rt.is_ours(addr.ip()) {
                 rt.routing.kernel_bind += 1;
                 rt.fds.remove(&fd);
+                rt.opts.remove(&fd);
                 set_tracked(fd, false);
                 return Call::Kernel;
             }
@@ -439,7 +487,8 @@ pub fn listen(fd: i32, backlog: i32) -> Call<()> {
         Some(Fd::Bound { local, nonblock }) => {
             let (local, nonblock) = (*local, *nonblock);
             let backlog = if backlog <= 0 { 128 } else { backlog as usize };
-            match rt.shard().and_then(|s| s.tcp_listen(local, backlog)) {
+            let v6only = rt.opts.get(&fd).is_some_and(|o| o.v6only);
+            match rt.shard().and_then(|s| s.tcp_listen_with(local, backlog, v6only)) {
                 Ok(id) => {
                     rt.routing.accelerated_listen += 1;
                     rt.refs.insert(id, 1);
@@ -457,9 +506,17 @@ pub fn listen(fd: i32, backlog: i32) -> Call<()> {
 }
 
 /// Blocks (when the socket is blocking) until `attempt` gives something other than EAGAIN.
-fn blocking<T>(fd: i32, mut attempt: impl FnMut(&mut Runtime) -> Call<T>) -> Call<T> {
+/// Which way a blocking call waits: SO_RCVTIMEO or SO_SNDTIMEO bounds it.
+#[derive(Clone, Copy)]
+enum Dir {
+    Recv,
+    Send,
+}
+
+fn blocking<T>(fd: i32, dir: Dir, mut attempt: impl FnMut(&mut Runtime) -> Call<T>) -> Call<T> {
+    let mut deadline: Option<Option<std::time::Instant>> = None;
     loop {
-        let (r, nonblock, rx_fd, timeout_ms) = match with(|rt| {
+        let (r, nonblock, rx_fd, timeout_ms, timeo_us) = match with(|rt| {
             rt.poll_shard();
             let r = attempt(rt);
             let nonblock = match rt.fds.get(&fd) {
@@ -470,13 +527,31 @@ fn blocking<T>(fd: i32, mut attempt: impl FnMut(&mut Runtime) -> Call<T>) -> Cal
             };
             // A send or close leaves frames queued: push them out now.
             rt.poll_shard();
-            (r, nonblock, rt.rx_fd, next_wait_ms(rt))
+            let o = rt.opts.get(&fd).copied().unwrap_or_default();
+            let timeo = match dir {
+                Dir::Recv => o.rcvtimeo_us,
+                Dir::Send => o.sndtimeo_us,
+            };
+            (r, nonblock, rt.rx_fd, next_wait_ms(rt), timeo)
         }) {
             Some(x) => x,
             None => return Call::Kernel,
         };
         match r {
-            Call::Done(Err(Errno::EAGAIN)) if !nonblock => sleep_on_rx(rx_fd, timeout_ms),
+            Call::Done(Err(Errno::EAGAIN)) if !nonblock => {
+                let limit = *deadline.get_or_insert_with(|| {
+                    (timeo_us > 0).then(|| std::time::Instant::now() + std::time::Duration::from_micros(timeo_us))
+                });
+                let mut wait = timeout_ms;
+                if let Some(d) = limit {
+                    let left = d.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        return Call::Done(Err(Errno::EAGAIN));
+                    }
+                    wait = wait.min(left.as_millis().max(1) as i32);
+                }
+                sleep_on_rx(rx_fd, wait)
+            }
             other => return other,
         }
     }
@@ -502,7 +577,7 @@ fn sleep_on_rx(rx_fd: Option<i32>, timeout_ms: i32) {
 }
 
 pub fn accept(fd: i32, flags: i32) -> Call<(i32, SocketAddr)> {
-    blocking(fd, |rt| {
+    blocking(fd, Dir::Recv, |rt| {
         let id = match rt.fds.get(&fd) {
             Some(Fd::Listener { id, .. }) => *id,
             Some(Fd::Pending { .. } | Fd::Epoll(_)) | None => return Call::Kernel,
@@ -522,6 +597,15 @@ pub fn accept(fd: i32, flags: i32) -> Call<(i32, SocketAddr)> {
                 }
                 rt.routing.accepted += 1;
                 rt.refs.insert(conn, 1);
+                let opts = rt.opts.get(&fd).copied().unwrap_or_default();
+                let shard = rt.shard.as_mut().unwrap();
+                if opts.nodelay {
+                    let _ = shard.tcp_set_nodelay(conn, true);
+                }
+                if opts.keepalive {
+                    let _ = shard.tcp_set_keepalive(conn, opts.keepalive());
+                }
+                rt.opts.insert(efd, opts);
                 rt.fds.insert(efd, Fd::Conn { id: conn, nonblock: flags & libc::SOCK_NONBLOCK != 0 });
                 set_tracked(efd, true);
                 Call::Done(Ok((efd, peer)))
@@ -543,6 +627,7 @@ pub fn connect(fd: i32, addr: SocketAddr) -> Call<()> {
             if !rt.routes_here(addr.ip()) {
                 rt.routing.kernel_connect += 1;
                 rt.fds.remove(&fd);
+                rt.opts.remove(&fd);
                 set_tracked(fd, false);
                 return Call::Kernel;
             }
@@ -553,8 +638,11 @@ pub fn connect(fd: i32, addr: SocketAddr) -> Call<()> {
             if let Err(e) = rt.placeholder(fd, nonblock) {
                 return Call::Done(Err(e));
             }
-            if nodelay {
+            if nodelay || rt.opts.get(&fd).is_some_and(|o| o.nodelay) {
                 let _ = rt.shard.as_mut().unwrap().tcp_set_nodelay(id, true);
+            }
+            if let Some(ka) = rt.opts.get(&fd).and_then(|o| o.keepalive()) {
+                let _ = rt.shard.as_mut().unwrap().tcp_set_keepalive(id, Some(ka));
             }
             rt.routing.accelerated_connect += 1;
             rt.refs.insert(id, 1);
@@ -568,7 +656,7 @@ pub fn connect(fd: i32, addr: SocketAddr) -> Call<()> {
     })
     .unwrap_or(Call::Kernel);
     match started {
-        Call::Done(Err(Errno::EAGAIN)) => blocking(fd, |rt| {
+        Call::Done(Err(Errno::EAGAIN)) => blocking(fd, Dir::Send, |rt| {
             let Some(Fd::Conn { id, .. }) = rt.fds.get(&fd) else { return Call::Done(Err(Errno::EBADF)) };
             let id = *id;
             let shard = rt.shard.as_mut().unwrap();
@@ -595,7 +683,7 @@ fn conn_id(rt: &Runtime, fd: i32) -> Result<SocketId, Call<()>> {
 
 /// `recv`/`read`: `peek` is MSG_PEEK (not supported on accelerated sockets yet: EOPNOTSUPP).
 pub fn recv(fd: i32, buf: &mut [u8], dontwait: bool) -> Call<usize> {
-    blocking(fd, |rt| {
+    blocking(fd, Dir::Recv, |rt| {
         let id = match conn_id(rt, fd) {
             Ok(id) => id,
             Err(Call::Kernel) => return Call::Kernel,
@@ -617,7 +705,7 @@ pub fn recv(fd: i32, buf: &mut [u8], dontwait: bool) -> Call<usize> {
 /// the caller raises SIGPIPE unless MSG_NOSIGNAL.
 pub fn send(fd: i32, data: &[u8], dontwait: bool) -> Call<usize> {
     let mut sent = 0usize;
-    let r = blocking(fd, |rt| {
+    let r = blocking(fd, Dir::Send, |rt| {
         let id = match conn_id(rt, fd) {
             Ok(id) => id,
             Err(Call::Kernel) => return Call::Kernel,
@@ -676,6 +764,9 @@ pub fn duplicated(old: i32, new: i32) {
             Some((entry, id)) => {
                 *rt.refs.entry(id).or_insert(0) += 1;
                 rt.fds.insert(new, entry);
+                if let Some(o) = rt.opts.get(&old).copied() {
+                    rt.opts.insert(new, o);
+                }
                 true
             }
             None => false,
@@ -743,9 +834,11 @@ impl Runtime {
                 true
             }
         };
+        let opts = self.opts.remove(&fd).unwrap_or_default();
         if last {
             if let Some(s) = self.shard.as_mut() {
-                let _ = s.close(id);
+                // SO_LINGER with a zero timeout resets instead of closing gracefully.
+                let _ = if opts.linger_s == Some(0) { s.abort(id) } else { s.close(id) };
             }
             self.poll_shard();
         }
@@ -783,52 +876,151 @@ pub fn sockname(fd: i32, peer: bool) -> Call<SocketAddr> {
     .unwrap_or(Call::Kernel)
 }
 
-/// setsockopt on a tracked socket: (level, name, the option value as an int when it is one).
-pub fn setsockopt(fd: i32, level: i32, name: i32, value: Option<i32>) -> Call<()> {
+fn int_of(v: &[u8]) -> Option<i32> {
+    v.get(..4).map(|b| i32::from_ne_bytes(b.try_into().unwrap()))
+}
+
+fn timeval_us(v: &[u8]) -> Option<u64> {
+    if v.len() < 16 {
+        return None;
+    }
+    let sec = i64::from_ne_bytes(v[..8].try_into().unwrap());
+    let usec = i64::from_ne_bytes(v[8..16].try_into().unwrap());
+    (sec >= 0 && (0..1_000_000).contains(&usec)).then(|| sec as u64 * 1_000_000 + usec as u64)
+}
+
+/// setsockopt on a tracked socket. Options are kept (and applied to the shard socket where it
+/// has them); on a still-pending socket they also go to its kernel socket.
+pub fn setsockopt(fd: i32, level: i32, name: i32, value: &[u8]) -> Call<()> {
     with(|rt| {
-        let nodelay = level == libc::IPPROTO_TCP && name == libc::TCP_NODELAY;
-        match rt.fds.get_mut(&fd) {
-            Some(Fd::Pending { nodelay: nd, .. }) => {
-                if nodelay {
-                    *nd = value.unwrap_or(0) != 0;
+        let pending = matches!(rt.fds.get(&fd), Some(Fd::Pending { .. }));
+        let id = match rt.fds.get(&fd) {
+            Some(Fd::Conn { id, .. }) => Some(*id),
+            Some(Fd::Pending { .. } | Fd::Bound { .. } | Fd::Listener { .. }) => None,
+            _ => return Call::Kernel,
+        };
+        let Some(o) = rt.opts.get_mut(&fd) else { return Call::Kernel };
+        let int = int_of(value);
+        let need_int = |v: Option<i32>| v.ok_or(Errno::EINVAL);
+        let r: Result<(), Errno> = (|| {
+            match (level, name) {
+                (libc::IPPROTO_TCP, libc::TCP_NODELAY) => o.nodelay = need_int(int)? != 0,
+                (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => o.keepalive = need_int(int)? != 0,
+                (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => o.keepidle_s = positive(need_int(int)?, 32767)?,
+                (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) => o.keepintvl_s = positive(need_int(int)?, 32767)?,
+                (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) => o.keepcnt = positive(need_int(int)?, 127)?,
+                (libc::SOL_SOCKET, libc::SO_LINGER) => {
+                    if value.len() < 8 {
+                        return Err(Errno::EINVAL);
+                    }
+                    let on = int_of(&value[..4]).unwrap() != 0;
+                    let secs = int_of(&value[4..8]).unwrap().max(0) as u32;
+                    o.linger_s = on.then_some(secs);
                 }
-                Call::Kernel
+                (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => o.rcvtimeo_us = timeval_us(value).ok_or(Errno(libc::EDOM))?,
+                (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => o.sndtimeo_us = timeval_us(value).ok_or(Errno(libc::EDOM))?,
+                (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) => o.v6only = need_int(int)? != 0,
+                (libc::SOL_SOCKET, libc::SO_REUSEADDR) => o.reuseaddr = need_int(int)? != 0,
+                _ => {}
             }
-            Some(Fd::Conn { id, .. }) if nodelay => {
-                let id = *id;
-                Call::Done(rt.shard.as_mut().unwrap().tcp_set_nodelay(id, value.unwrap_or(0) != 0))
-            }
-            // TCP_CORK: corking is left to Nagle; uncorking pushes the held tail out at once.
-            Some(Fd::Conn { id, .. }) if level == libc::IPPROTO_TCP && name == libc::TCP_CORK => {
-                let id = *id;
-                let r = if value.unwrap_or(0) == 0 { rt.shard.as_mut().unwrap().tcp_push(id) } else { Ok(()) };
-                rt.poll_shard();
-                Call::Done(r)
-            }
-            // Accepted and counted as harmless for now: buffer sizes, keepalive knobs, reuse.
-            Some(Fd::Conn { .. } | Fd::Listener { .. } | Fd::Bound { .. }) => Call::Done(Ok(())),
-            _ => Call::Kernel,
+            Ok(())
+        })();
+        let o = *o;
+        if let Err(e) = r {
+            return Call::Done(Err(e));
         }
+        if pending {
+            return Call::Kernel;
+        }
+        if let Some(id) = id {
+            let shard = rt.shard.as_mut().unwrap();
+            match (level, name) {
+                (libc::IPPROTO_TCP, libc::TCP_NODELAY) => {
+                    let _ = shard.tcp_set_nodelay(id, o.nodelay);
+                }
+                (libc::SOL_SOCKET, libc::SO_KEEPALIVE)
+                | (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE | libc::TCP_KEEPINTVL | libc::TCP_KEEPCNT) => {
+                    let _ = shard.tcp_set_keepalive(id, o.keepalive());
+                }
+                // Clearing TCP_CORK pushes the held tail out at once (corking is left to Nagle).
+                (libc::IPPROTO_TCP, libc::TCP_CORK) if int == Some(0) => {
+                    let _ = shard.tcp_push(id);
+                    rt.poll_shard();
+                }
+                _ => {}
+            }
+        }
+        Call::Done(Ok(()))
     })
     .unwrap_or(Call::Kernel)
 }
 
-/// getsockopt for the options whose value comes from the shard; others answer a plausible default.
-pub fn getsockopt_int(fd: i32, level: i32, name: i32) -> Call<i32> {
+fn positive(v: i32, max: i32) -> Result<u32, Errno> {
+    if (1..=max).contains(&v) {
+        Ok(v as u32)
+    } else {
+        Err(Errno::EINVAL)
+    }
+}
+
+/// getsockopt on an accelerated socket: the value written to `out`, its length.
+pub fn getsockopt(fd: i32, level: i32, name: i32, out: &mut [u8]) -> Call<usize> {
     with(|rt| {
         let id = match rt.fds.get(&fd) {
-            Some(Fd::Conn { id, .. } | Fd::Listener { id, .. }) => *id,
-            Some(Fd::Bound { .. }) => return Call::Done(Ok(0)),
+            Some(Fd::Conn { id, .. } | Fd::Listener { id, .. }) => Some(*id),
+            Some(Fd::Bound { .. }) => None,
             _ => return Call::Kernel,
         };
-        let shard = rt.shard.as_mut().unwrap();
-        Call::Done(match (level, name) {
-            (libc::SOL_SOCKET, libc::SO_ERROR) => Ok(shard.take_error(id).ok().flatten().map_or(0, |e| e.0)),
-            (libc::SOL_SOCKET, libc::SO_TYPE) => Ok(libc::SOCK_STREAM),
-            (libc::SOL_SOCKET, libc::SO_SNDBUF | libc::SO_RCVBUF) => Ok(131072),
-            (libc::IPPROTO_TCP, libc::TCP_NODELAY) => shard.tcp_nodelay(id).map(i32::from),
-            _ => Ok(0),
-        })
+        let o = rt.opts.get(&fd).copied().unwrap_or_default();
+        let put_int = |out: &mut [u8], v: i32| -> Result<usize, Errno> {
+            let n = out.len().min(4);
+            if n == 0 {
+                return Err(Errno::EINVAL);
+            }
+            out[..n].copy_from_slice(&v.to_ne_bytes()[..n]);
+            Ok(n)
+        };
+        let put_tv = |out: &mut [u8], us: u64| -> Result<usize, Errno> {
+            let mut b = [0u8; 16];
+            b[..8].copy_from_slice(&((us / 1_000_000) as i64).to_ne_bytes());
+            b[8..].copy_from_slice(&((us % 1_000_000) as i64).to_ne_bytes());
+            let n = out.len().min(16);
+            out[..n].copy_from_slice(&b[..n]);
+            Ok(n)
+        };
+        let r = match (level, name) {
+            (libc::SOL_SOCKET, libc::SO_ERROR) => {
+                let e = match (id, rt.shard.as_mut()) {
+                    (Some(id), Some(s)) => s.take_error(id).ok().flatten().map_or(0, |e| e.0),
+                    _ => 0,
+                };
+                put_int(out, e)
+            }
+            (libc::SOL_SOCKET, libc::SO_TYPE) => put_int(out, libc::SOCK_STREAM),
+            (libc::SOL_SOCKET, libc::SO_SNDBUF | libc::SO_RCVBUF) => put_int(out, 131_072),
+            (libc::SOL_SOCKET, libc::SO_ACCEPTCONN) => {
+                put_int(out, matches!(rt.fds.get(&fd), Some(Fd::Listener { .. })) as i32)
+            }
+            (libc::IPPROTO_TCP, libc::TCP_NODELAY) => put_int(out, o.nodelay as i32),
+            (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => put_int(out, o.keepalive as i32),
+            (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => put_int(out, o.keepidle_s as i32),
+            (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) => put_int(out, o.keepintvl_s as i32),
+            (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) => put_int(out, o.keepcnt as i32),
+            (libc::SOL_SOCKET, libc::SO_REUSEADDR) => put_int(out, o.reuseaddr as i32),
+            (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) => put_int(out, o.v6only as i32),
+            (libc::SOL_SOCKET, libc::SO_LINGER) => {
+                let mut b = [0u8; 8];
+                b[..4].copy_from_slice(&(o.linger_s.is_some() as i32).to_ne_bytes());
+                b[4..].copy_from_slice(&(o.linger_s.unwrap_or(0) as i32).to_ne_bytes());
+                let n = out.len().min(8);
+                out[..n].copy_from_slice(&b[..n]);
+                Ok(n)
+            }
+            (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => put_tv(out, o.rcvtimeo_us),
+            (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => put_tv(out, o.sndtimeo_us),
+            _ => Err(Errno(libc::ENOPROTOOPT)),
+        };
+        Call::Done(r)
     })
     .unwrap_or(Call::Kernel)
 }

@@ -17,4 +17,5 @@ pub mod syncookie;
 pub mod table;
 pub mod timer;
 pub use tcp::Info as TcpInfo;
+pub use tcp::Keepalive;
 pub use tcp::State as TcpState;

@@ -1256,9 +1256,13 @@ impl<N: Nic> Shard<N> {
     /// A TCP listener on `local` (the unspecified address listens on every address of its
     /// family; `[::]` also takes IPv4). Port 0 picks an ephemeral port.
     pub fn tcp_listen(&mut self, local: SocketAddr, backlog: usize) -> Result<SocketId, Errno> {
+        self.tcp_listen_with(local, backlog, false)
+    }
+
+    /// [`Shard::tcp_listen`] with IPV6_V6ONLY: a `[::]` listener that takes no IPv4.
+    pub fn tcp_listen_with(&mut self, local: SocketAddr, backlog: usize, v6only: bool) -> Result<SocketId, Errno> {
         let addr = to_ip(local.ip());
         self.check_local(addr)?;
-        let v6only = false;
         let port = if local.port() == 0 {
             let listeners = &self.listeners;
             self.ports
@@ -1417,6 +1421,14 @@ impl<N: Nic> Shard<N> {
         let s = self.tcp(id)?;
         s.conn.set_nodelay(nodelay);
         s.nodelay = nodelay;
+        self.mark_dirty(id);
+        Ok(())
+    }
+
+    /// SO_KEEPALIVE with its TCP_KEEPIDLE/INTVL/CNT (`None`: off).
+    pub fn tcp_set_keepalive(&mut self, id: SocketId, keepalive: Option<tcp::Keepalive>) -> Result<(), Errno> {
+        let now = self.now;
+        self.tcp(id)?.conn.set_keepalive(keepalive, now);
         self.mark_dirty(id);
         Ok(())
     }
