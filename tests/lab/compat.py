@@ -94,6 +94,7 @@ def scenarios(host, port, local):
     obs.append(poll_mask(s, select.POLLIN))
     import fcntl, termios
     obs.append(struct.unpack("i", fcntl.ioctl(s, termios.FIONREAD, b"\0\0\0\0"))[0])
+    obs.append(attempt(s.recv, 3, socket.MSG_PEEK))
     obs.append(attempt(s.recv, 4))
     obs.append(attempt(s.recv, 100))
     obs.append(attempt(s.recv, 100))

@@ -309,11 +309,9 @@ pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_i
     if let Some(e) = runtime::forked_child_socket(fd) {
         return fail(e);
     }
-    if flags & libc::MSG_PEEK != 0 {
-        return fail(Errno::EOPNOTSUPP);
-    }
     let b = std::slice::from_raw_parts_mut(buf as *mut u8, n);
-    size(runtime::recv(fd, b, flags & libc::MSG_DONTWAIT != 0), || real::recv(fd, buf, n, flags))
+    let r = runtime::recv_flags(fd, b, flags & libc::MSG_DONTWAIT != 0, flags & libc::MSG_PEEK != 0);
+    size(r, || real::recv(fd, buf, n, flags))
 }
 
 #[no_mangle]
@@ -853,6 +851,88 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_i
         data.extend_from_slice(std::slice::from_raw_parts(v.iov_base as *const u8, v.iov_len));
     }
     send_flags(fd, data.as_ptr().cast(), data.len(), flags)
+}
+
+/// recvmmsg on a stream socket: messages filled one after another while data is there (the
+/// first may block; later ones stop at EAGAIN).
+#[no_mangle]
+pub unsafe extern "C" fn recvmmsg(
+    fd: c_int,
+    msgs: *mut libc::mmsghdr,
+    vlen: libc::c_uint,
+    flags: c_int,
+    timeout: *mut libc::timespec,
+) -> c_int {
+    if !tracked(fd) {
+        type F = unsafe extern "C" fn(c_int, *mut libc::mmsghdr, libc::c_uint, c_int, *mut libc::timespec) -> c_int;
+        let f: F = std::mem::transmute(libc::dlsym(libc::RTLD_NEXT, c"recvmmsg".as_ptr()));
+        return f(fd, msgs, vlen, flags, timeout);
+    }
+    let mut done = 0;
+    for i in 0..vlen as usize {
+        let m = &mut *msgs.add(i);
+        let f = if i == 0 { flags & !libc::MSG_WAITFORONE } else { flags | libc::MSG_DONTWAIT };
+        let n = recvmsg(fd, &mut m.msg_hdr, f);
+        if n < 0 {
+            if done > 0 {
+                break;
+            }
+            return -1;
+        }
+        m.msg_len = n as libc::c_uint;
+        done += 1;
+        if n == 0 {
+            break;
+        }
+    }
+    done
+}
+
+/// sendmmsg on a stream socket: each message sent in turn; stops at the first short send.
+#[no_mangle]
+pub unsafe extern "C" fn sendmmsg(fd: c_int, msgs: *mut libc::mmsghdr, vlen: libc::c_uint, flags: c_int) -> c_int {
+    if !tracked(fd) {
+        type F = unsafe extern "C" fn(c_int, *mut libc::mmsghdr, libc::c_uint, c_int) -> c_int;
+        let f: F = std::mem::transmute(libc::dlsym(libc::RTLD_NEXT, c"sendmmsg".as_ptr()));
+        return f(fd, msgs, vlen, flags);
+    }
+    let mut done = 0;
+    for i in 0..vlen as usize {
+        let m = &mut *msgs.add(i);
+        let want: usize =
+            std::slice::from_raw_parts(m.msg_hdr.msg_iov, m.msg_hdr.msg_iovlen).iter().map(|v| v.iov_len).sum();
+        let n = sendmsg(fd, &m.msg_hdr, flags);
+        if n < 0 {
+            if done > 0 {
+                break;
+            }
+            return -1;
+        }
+        m.msg_len = n as libc::c_uint;
+        done += 1;
+        if (n as usize) < want {
+            break;
+        }
+    }
+    done
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn epoll_pwait2(
+    epfd: c_int,
+    evs: *mut libc::epoll_event,
+    max: c_int,
+    timeout: *const libc::timespec,
+    sigmask: *const libc::sigset_t,
+) -> c_int {
+    let ms = if timeout.is_null() {
+        -1
+    } else {
+        // Round up: a wait must never end before the time asked for.
+        let ns = (*timeout).tv_sec as i64 * 1_000_000_000 + (*timeout).tv_nsec as i64;
+        ((ns + 999_999) / 1_000_000).min(i32::MAX as i64) as c_int
+    };
+    epoll_pwait(epfd, evs, max, ms, sigmask)
 }
 
 #[no_mangle]

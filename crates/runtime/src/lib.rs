@@ -681,8 +681,12 @@ fn conn_id(rt: &Runtime, fd: i32) -> Result<SocketId, Call<()>> {
     }
 }
 
-/// `recv`/`read`: `peek` is MSG_PEEK (not supported on accelerated sockets yet: EOPNOTSUPP).
+/// `recv`/`read`; `peek` is MSG_PEEK (the data stays).
 pub fn recv(fd: i32, buf: &mut [u8], dontwait: bool) -> Call<usize> {
+    recv_flags(fd, buf, dontwait, false)
+}
+
+pub fn recv_flags(fd: i32, buf: &mut [u8], dontwait: bool, peek: bool) -> Call<usize> {
     blocking(fd, Dir::Recv, |rt| {
         let id = match conn_id(rt, fd) {
             Ok(id) => id,
@@ -690,7 +694,8 @@ pub fn recv(fd: i32, buf: &mut [u8], dontwait: bool) -> Call<usize> {
             Err(Call::Done(Err(e))) => return Call::Done(Err(e)),
             Err(_) => unreachable!(),
         };
-        let r = rt.shard.as_mut().unwrap().tcp_recv(id, buf);
+        let shard = rt.shard.as_mut().unwrap();
+        let r = if peek { shard.tcp_peek(id, buf) } else { shard.tcp_recv(id, buf) };
         if r == Err(Errno::EAGAIN) {
             rt.rearm(fd, libc::EPOLLIN as u32);
         }

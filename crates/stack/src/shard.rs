@@ -1396,6 +1396,11 @@ impl<N: Nic> Shard<N> {
         Ok(n)
     }
 
+    /// Reads without consuming (MSG_PEEK).
+    pub fn tcp_peek(&mut self, id: SocketId, buf: &mut [u8]) -> Result<usize, Errno> {
+        Ok(self.tcp(id)?.conn.peek(buf)?)
+    }
+
     /// Bytes that `tcp_send` would take now (0 counts as a full buffer seen, like EAGAIN).
     pub fn tcp_send_space(&mut self, id: SocketId) -> Result<usize, Errno> {
         let s = self.tcp(id)?;

@@ -637,6 +637,26 @@ impl Connection {
         Err(Error::WouldBlock)
     }
 
+    /// Like [`Connection::recv`] but leaves the data in place (MSG_PEEK): the same answer, the
+    /// same errors (an error is reported, not consumed).
+    pub fn peek(&self, buf: &mut [u8]) -> Result<usize, Error> {
+        let n = buf.len().min(self.rx.len());
+        if n > 0 {
+            self.rx.read_at(0, &mut buf[..n]);
+            return Ok(n);
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if let Some(err) = self.error {
+            return Err(err);
+        }
+        if self.fin_received || self.state == State::Closed {
+            return Ok(0);
+        }
+        Err(Error::WouldBlock)
+    }
+
     /// Bytes `recv` can return now (FIONREAD).
     pub fn recv_available(&self) -> usize {
         self.rx.len()

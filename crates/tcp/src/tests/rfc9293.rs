@@ -594,3 +594,17 @@ fn rfc9293_pure_ack_reordered_behind_data_is_used_not_answered() {
     feed(&mut c, now, seg(PISS + 101, None, TcpFlags::RST, 0));
     assert_eq!(c.state(), State::Established);
 }
+
+#[test]
+fn msg_peek_reads_without_consuming() {
+    let cfg = crate::Config::default();
+    let (mut c, now) = established(&cfg);
+    let mut buf = [0u8; 8];
+    assert_eq!(c.peek(&mut buf), Err(crate::Error::WouldBlock));
+    feed(&mut c, now, data(PISS + 1, ISS + 1, 5));
+    assert_eq!(c.peek(&mut buf), Ok(5));
+    assert_eq!(c.peek(&mut buf[..2]), Ok(2));
+    assert_eq!(c.recv_available(), 5);
+    assert_eq!(c.recv(&mut buf), Ok(5));
+    assert_eq!(c.peek(&mut buf), Err(crate::Error::WouldBlock));
+}
