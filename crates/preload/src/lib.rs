@@ -929,7 +929,7 @@ pub unsafe extern "C" fn epoll_pwait2(
         -1
     } else {
         // Round up: a wait must never end before the time asked for.
-        let ns = (*timeout).tv_sec as i64 * 1_000_000_000 + (*timeout).tv_nsec as i64;
+        let ns = (*timeout).tv_sec * 1_000_000_000 + (*timeout).tv_nsec;
         ((ns + 999_999) / 1_000_000).min(i32::MAX as i64) as c_int
     };
     epoll_pwait(epfd, evs, max, ms, sigmask)
