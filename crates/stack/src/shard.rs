@@ -187,6 +187,23 @@ struct TcpSocket {
     nodelay: bool,
 }
 
+impl TcpSocket {
+    fn new(conn: Connection, tuple: FourTuple, listener: Option<SocketId>, half_open: bool, owned: bool) -> TcpSocket {
+        TcpSocket {
+            conn,
+            tuple,
+            timer: None,
+            listener,
+            half_open,
+            owned,
+            app_closed: false,
+            reported: Readiness::default(),
+            arrivals: 0,
+            nodelay: false,
+        }
+    }
+}
+
 struct Listener {
     local: (IpAddress, u16),
     backlog: usize,
@@ -726,20 +743,7 @@ impl<N: Nic> Shard<N> {
         let iss = iss.unwrap_or_else(|| self.iss(&tuple));
         let conn = Connection::accept(&cfg, syn, iss, self.now);
         self.stats.tcp_passive_opens += 1;
-        let id = self.alloc(Socket::Tcp(Box::new(TcpSocket {
-            conn,
-            tuple,
-            timer: None,
-            listener: Some(lid),
-            half_open: true,
-            owned: false,
-            app_closed: false,
-            reported: Readiness::default(),
-            arrivals: 0,
-            nodelay: false,
-        })));
-        self.conns.insert(tuple, id);
-        self.mark_dirty(id);
+        self.add_connection(TcpSocket::new(conn, tuple, Some(lid), true, false));
     }
 
     /// An ACK at a listener with no connection: the third step of a SYN-cookie handshake?
@@ -767,20 +771,7 @@ impl<N: Nic> Shard<N> {
         if !payload.is_empty() || ack.flags.contains(TcpFlags::FIN) {
             conn.handle_segment(self.now, ack, payload);
         }
-        let id = self.alloc(Socket::Tcp(Box::new(TcpSocket {
-            conn,
-            tuple,
-            timer: None,
-            listener: Some(lid),
-            half_open: false,
-            owned: false,
-            app_closed: false,
-            reported: Readiness::default(),
-            arrivals: 0,
-            nodelay: false,
-        })));
-        self.conns.insert(tuple, id);
-        self.mark_dirty(id);
+        self.add_connection(TcpSocket::new(conn, tuple, Some(lid), false, false));
         true
     }
 
@@ -1171,6 +1162,15 @@ impl<N: Nic> Shard<N> {
         }
     }
 
+    /// A new connection in the slab and the demux table, due for a first transmit.
+    fn add_connection(&mut self, sock: TcpSocket) -> SocketId {
+        let tuple = sock.tuple;
+        let id = self.alloc(Socket::Tcp(Box::new(sock)));
+        self.conns.insert(tuple, id);
+        self.mark_dirty(id);
+        id
+    }
+
     fn take_socket(&mut self, id: SocketId) -> Option<Socket> {
         let slot = self.slots.get_mut(id.index as usize)?;
         if slot.gen != id.gen || slot.socket.is_none() {
@@ -1353,20 +1353,7 @@ impl<N: Nic> Shard<N> {
         let iss = self.iss(&tuple);
         let conn = Connection::connect(&cfg, port, remote.port(), iss, self.now);
         self.stats.tcp_active_opens += 1;
-        let id = self.alloc(Socket::Tcp(Box::new(TcpSocket {
-            conn,
-            tuple,
-            timer: None,
-            listener: None,
-            half_open: false,
-            owned: true,
-            app_closed: false,
-            reported: Readiness::default(),
-            arrivals: 0,
-            nodelay: false,
-        })));
-        self.conns.insert(tuple, id);
-        self.mark_dirty(id);
+        let id = self.add_connection(TcpSocket::new(conn, tuple, None, false, true));
         Ok(id)
     }
 
