@@ -14,6 +14,19 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use libc::{c_int, c_ulong, c_void, iovec, nfds_t, pollfd, size_t, sockaddr, socklen_t, ssize_t};
 use runtime::{real, tracked, Call, Errno};
 
+/// The prologue of every socket hook: a kernel fd goes straight to the real function (one atomic
+/// load); an accelerated fd inherited through fork fails (see `runtime::forked_child_socket`).
+macro_rules! gate {
+    ($fd:expr, $real:expr) => {
+        if !tracked($fd) {
+            return $real;
+        }
+        if let Some(e) = runtime::forked_child_socket($fd) {
+            return fail(e);
+        }
+    };
+}
+
 fn set_errno(e: Errno) {
     unsafe { *libc::__errno_location() = e.0 };
 }
@@ -105,12 +118,7 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_
 
 #[no_mangle]
 pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
-    if !tracked(fd) {
-        return real::bind(fd, addr, len);
-    }
-    if let Some(e) = runtime::forked_child_socket(fd) {
-        return fail(e);
-    }
+    gate!(fd, real::bind(fd, addr, len));
     match to_addr(addr, len) {
         Some(sa) => int(runtime::bind(fd, sa), || real::bind(fd, addr, len)),
         None => real::bind(fd, addr, len),
@@ -119,23 +127,13 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
 
 #[no_mangle]
 pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
-    if !tracked(fd) {
-        return real::listen(fd, backlog);
-    }
-    if let Some(e) = runtime::forked_child_socket(fd) {
-        return fail(e);
-    }
+    gate!(fd, real::listen(fd, backlog));
     int(runtime::listen(fd, backlog), || real::listen(fd, backlog))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -> c_int {
-    if !tracked(fd) {
-        return real::accept4(fd, addr, len, flags);
-    }
-    if let Some(e) = runtime::forked_child_socket(fd) {
-        return fail(e);
-    }
+    gate!(fd, real::accept4(fd, addr, len, flags));
     match runtime::accept(fd, flags) {
         Call::Kernel => real::accept4(fd, addr, len, flags),
         Call::Done(Ok((newfd, peer))) => {
@@ -156,12 +154,7 @@ pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut sockle
 
 #[no_mangle]
 pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
-    if !tracked(fd) {
-        return real::connect(fd, addr, len);
-    }
-    if let Some(e) = runtime::forked_child_socket(fd) {
-        return fail(e);
-    }
+    gate!(fd, real::connect(fd, addr, len));
     match to_addr(addr, len) {
         Some(sa) => int(runtime::connect(fd, sa), || real::connect(fd, addr, len)),
         None => real::connect(fd, addr, len),
@@ -182,34 +175,19 @@ unsafe fn name(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, peer: bool) 
 
 #[no_mangle]
 pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
-    if !tracked(fd) {
-        return real::getsockname(fd, addr, len);
-    }
-    if let Some(e) = runtime::forked_child_socket(fd) {
-        return fail(e);
-    }
+    gate!(fd, real::getsockname(fd, addr, len));
     name(fd, addr, len, false)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
-    if !tracked(fd) {
-        return real::getpeername(fd, addr, len);
-    }
-    if let Some(e) = runtime::forked_child_socket(fd) {
-        return fail(e);
-    }
+    gate!(fd, real::getpeername(fd, addr, len));
     name(fd, addr, len, true)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn setsockopt(fd: c_int, level: c_int, opt: c_int, val: *const c_void, len: socklen_t) -> c_int {
-    if !tracked(fd) {
-        return real::setsockopt(fd, level, opt, val, len);
-    }
-    if let Some(e) = runtime::forked_child_socket(fd) {
-        return fail(e);
-    }
+    gate!(fd, real::setsockopt(fd, level, opt, val, len));
     let bytes = if val.is_null() { &[][..] } else { std::slice::from_raw_parts(val as *const u8, len as usize) };
     int(runtime::setsockopt(fd, level, opt, bytes), || real::setsockopt(fd, level, opt, val, len))
 }
@@ -222,12 +200,7 @@ pub unsafe extern "C" fn getsockopt(
     val: *mut c_void,
     len: *mut socklen_t,
 ) -> c_int {
-    if !tracked(fd) {
-        return real::getsockopt(fd, level, opt, val, len);
-    }
-    if let Some(e) = runtime::forked_child_socket(fd) {
-        return fail(e);
-    }
+    gate!(fd, real::getsockopt(fd, level, opt, val, len));
     if level == libc::IPPROTO_TCP && opt == libc::TCP_INFO && !val.is_null() && !len.is_null() {
         return match runtime::tcp_info(fd) {
             Call::Kernel => real::getsockopt(fd, level, opt, val, len),
@@ -291,24 +264,14 @@ fn linux_tcp_info(i: &runtime::TcpInfoSnapshot) -> libc::tcp_info {
 
 #[no_mangle]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
-    if !tracked(fd) {
-        return real::read(fd, buf, n);
-    }
-    if let Some(e) = runtime::forked_child_socket(fd) {
-        return fail(e);
-    }
+    gate!(fd, real::read(fd, buf, n));
     let b = std::slice::from_raw_parts_mut(buf as *mut u8, n);
     size(runtime::recv(fd, b, false), || real::read(fd, buf, n))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
-    if !tracked(fd) {
-        return real::recv(fd, buf, n, flags);
-    }
-    if let Some(e) = runtime::forked_child_socket(fd) {
-        return fail(e);
-    }
+    gate!(fd, real::recv(fd, buf, n, flags));
     let b = std::slice::from_raw_parts_mut(buf as *mut u8, n);
     let r = runtime::recv_flags(fd, b, flags & libc::MSG_DONTWAIT != 0, flags & libc::MSG_PEEK != 0);
     size(r, || real::recv(fd, buf, n, flags))
@@ -323,12 +286,7 @@ pub unsafe extern "C" fn recvfrom(
     addr: *mut sockaddr,
     len: *mut socklen_t,
 ) -> ssize_t {
-    if !tracked(fd) {
-        return real::recvfrom(fd, buf, n, flags, addr, len);
-    }
-    if let Some(e) = runtime::forked_child_socket(fd) {
-        return fail(e);
-    }
+    gate!(fd, real::recvfrom(fd, buf, n, flags, addr, len));
     let r = recv(fd, buf, n, flags);
     if r >= 0 && !addr.is_null() {
         if let Call::Done(Ok(peer)) = runtime::sockname(fd, true) {
@@ -340,12 +298,7 @@ pub unsafe extern "C" fn recvfrom(
 
 #[no_mangle]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
-    if !tracked(fd) {
-        return real::write(fd, buf, n);
-    }
-    if let Some(e) = runtime::forked_child_socket(fd) {
-        return fail(e);
-    }
+    gate!(fd, real::write(fd, buf, n));
     let b = std::slice::from_raw_parts(buf as *const u8, n);
     size(runtime::send(fd, b, false), || real::write(fd, buf, n))
 }
@@ -360,12 +313,7 @@ unsafe fn send_flags(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> 
 
 #[no_mangle]
 pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
-    if !tracked(fd) {
-        return real::send(fd, buf, n, flags);
-    }
-    if let Some(e) = runtime::forked_child_socket(fd) {
-        return fail(e);
-    }
+    gate!(fd, real::send(fd, buf, n, flags));
     send_flags(fd, buf, n, flags)
 }
 
@@ -378,23 +326,13 @@ pub unsafe extern "C" fn sendto(
     addr: *const sockaddr,
     len: socklen_t,
 ) -> ssize_t {
-    if !tracked(fd) {
-        return real::sendto(fd, buf, n, flags, addr, len);
-    }
-    if let Some(e) = runtime::forked_child_socket(fd) {
-        return fail(e);
-    }
+    gate!(fd, real::sendto(fd, buf, n, flags, addr, len));
     send_flags(fd, buf, n, flags)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    if !tracked(fd) {
-        return real::readv(fd, iov, cnt);
-    }
-    if let Some(e) = runtime::forked_child_socket(fd) {
-        return fail(e);
-    }
+    gate!(fd, real::readv(fd, iov, cnt));
     let iovs = std::slice::from_raw_parts(iov, cnt.max(0) as usize);
     let mut total: ssize_t = 0;
     for v in iovs {
@@ -419,12 +357,7 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssiz
 
 #[no_mangle]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    if !tracked(fd) {
-        return real::writev(fd, iov, cnt);
-    }
-    if let Some(e) = runtime::forked_child_socket(fd) {
-        return fail(e);
-    }
+    gate!(fd, real::writev(fd, iov, cnt));
     let iovs = std::slice::from_raw_parts(iov, cnt.max(0) as usize);
     let mut data = Vec::with_capacity(iovs.iter().map(|v| v.iov_len).sum());
     for v in iovs {
@@ -443,12 +376,7 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
-    if !tracked(fd) {
-        return real::shutdown(fd, how);
-    }
-    if let Some(e) = runtime::forked_child_socket(fd) {
-        return fail(e);
-    }
+    gate!(fd, real::shutdown(fd, how));
     int(runtime::shutdown(fd, how), || real::shutdown(fd, how))
 }
 
@@ -778,12 +706,7 @@ pub unsafe extern "C" fn __recvfrom_chk(
 /// sendfile from a file to an accelerated socket: read a chunk, send it.
 #[no_mangle]
 pub unsafe extern "C" fn sendfile(out: c_int, input: c_int, off: *mut libc::off_t, count: size_t) -> ssize_t {
-    if !tracked(out) {
-        return real::sendfile(out, input, off, count);
-    }
-    if let Some(e) = runtime::forked_child_socket(out) {
-        return fail(e);
-    }
+    gate!(out, real::sendfile(out, input, off, count));
     let mut buf = vec![0u8; count.min(256 * 1024)];
     let n = if off.is_null() {
         real::read(input, buf.as_mut_ptr().cast(), buf.len())
@@ -817,12 +740,7 @@ pub unsafe extern "C" fn sendfile64(out: c_int, input: c_int, off: *mut libc::of
 
 #[no_mangle]
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> ssize_t {
-    if !tracked(fd) {
-        return real::recvmsg(fd, msg, flags);
-    }
-    if let Some(e) = runtime::forked_child_socket(fd) {
-        return fail(e);
-    }
+    gate!(fd, real::recvmsg(fd, msg, flags));
     let m = &mut *msg;
     m.msg_controllen = 0;
     m.msg_flags = 0;
@@ -838,12 +756,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int
 
 #[no_mangle]
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_int) -> ssize_t {
-    if !tracked(fd) {
-        return real::sendmsg(fd, msg, flags);
-    }
-    if let Some(e) = runtime::forked_child_socket(fd) {
-        return fail(e);
-    }
+    gate!(fd, real::sendmsg(fd, msg, flags));
     let m = &*msg;
     let iovs = std::slice::from_raw_parts(m.msg_iov, m.msg_iovlen);
     let mut data = Vec::with_capacity(iovs.iter().map(|v| v.iov_len).sum());
