@@ -8,7 +8,7 @@ packages=(
   dpdk dpdk-dev libdpdk-dev
   iproute2 iputils-ping ethtool procps util-linux
   python3
-  redis-server redis-tools iperf3 nginx-light curl sockperf wrk
+  redis-server redis-tools iperf3 nginx-light curl sockperf wrk python3-matplotlib
 )
 
 missing=()

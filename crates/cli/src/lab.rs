@@ -11,6 +11,11 @@
 //! by a lock file so that concurrent `up`/`down` of different labs keep the hugepage accounting
 //! right. This module shells out to iproute2 and ethtool: they are the interface people already
 //! read, and every command it runs is printed with `--verbose`.
+//!
+//! A second veth pair, `<prefix>-k0` (side a) to `<prefix>-k1` (side b), is the kernel path: both
+//! ends have kernel addresses (10.98.0.1 / 10.98.0.2 by default), so a server in side a bound to
+//! the kernel path's address is served by the Linux stack over the same kind of link, to the same
+//! client namespace, as pronghorn. `pronghorn bench` compares the two.
 
 use std::fs;
 use std::os::unix::process::CommandExt;
@@ -90,6 +95,18 @@ struct UpArgs {
     /// The kernel peer's IPv6 address on side b.
     #[arg(long, default_value = "fd99::2/64")]
     ipv6_b: Ipv6Cidr,
+    /// The kernel path's IPv4 address on side a (a kernel address for comparisons).
+    #[arg(long, default_value = "10.98.0.1/24")]
+    kernel_ipv4_a: Ipv4Cidr,
+    /// The kernel path's IPv4 address on side b.
+    #[arg(long, default_value = "10.98.0.2/24")]
+    kernel_ipv4_b: Ipv4Cidr,
+    /// The kernel path's IPv6 address on side a.
+    #[arg(long, default_value = "fd98::1/64")]
+    kernel_ipv6_a: Ipv6Cidr,
+    /// The kernel path's IPv6 address on side b.
+    #[arg(long, default_value = "fd98::2/64")]
+    kernel_ipv6_b: Ipv6Cidr,
     /// 2 MiB hugepages to reserve when none are free.
     #[arg(long, default_value_t = 256)]
     hugepages: u64,
@@ -123,6 +140,9 @@ struct Names {
     ns_b: String,
     veth_a: String,
     veth_b: String,
+    /// The kernel path's veth ends in side a and side b.
+    kveth_a: String,
+    kveth_b: String,
     dir: PathBuf,
 }
 
@@ -134,6 +154,8 @@ impl Names {
             ns_b: format!("{prefix}-b"),
             veth_a: format!("{prefix}-a0"),
             veth_b: format!("{prefix}-b0"),
+            kveth_a: format!("{prefix}-k0"),
+            kveth_b: format!("{prefix}-k1"),
             dir: Path::new(STATE_ROOT).join(prefix),
         }
     }
@@ -288,6 +310,20 @@ fn build(a: &UpArgs, n: &Names) -> Result<()> {
     sh(v, "ip", &["netns", "exec", &n.ns_b, "sysctl", "-qw", "net.ipv4.tcp_tw_reuse=1"])?;
     sh(v, "ip", &["netns", "exec", &n.ns_b, "sysctl", "-qw", "net.ipv4.ip_local_port_range=10000 65000"])?;
     sh(v, "ip", &["-n", &n.ns_b, "link", "set", &n.veth_b, "up"])?;
+    // The kernel path: kernel addresses on both ends. Side b's end has tx checksum offload off
+    // like b0, so that the client sends the same frames (no TSO) on both paths.
+    sh(v, "ip", &["link", "add", &n.kveth_a, "type", "veth", "peer", "name", &n.kveth_b])?;
+    sh(v, "ip", &["link", "set", &n.kveth_a, "netns", &n.ns_a])?;
+    sh(v, "ip", &["link", "set", &n.kveth_b, "netns", &n.ns_b])?;
+    for (ns, dev, v4, v6) in [
+        (&n.ns_a, &n.kveth_a, a.kernel_ipv4_a, a.kernel_ipv6_a),
+        (&n.ns_b, &n.kveth_b, a.kernel_ipv4_b, a.kernel_ipv6_b),
+    ] {
+        sh(v, "ip", &["-n", ns, "addr", "add", &v4.to_string(), "dev", dev])?;
+        sh(v, "ip", &["-n", ns, "addr", "add", &v6.to_string(), "dev", dev, "nodad"])?;
+        sh(v, "ip", &["-n", ns, "link", "set", dev, "up"])?;
+    }
+    sh(v, "ip", &["netns", "exec", &n.ns_b, "ethtool", "-K", &n.kveth_b, "tx", "off"])?;
 
     if nic::dpdk::free_hugepages() == 0 && a.hugepages > 0 {
         let before = read_u64(HUGEPAGES_2M)?;
@@ -313,6 +349,10 @@ fn build(a: &UpArgs, n: &Names) -> Result<()> {
         "lab {} up: {} ({} on {}, pmd {}) <-> {} ({}, {} on {}); {} hugepages reserved",
         n.prefix, n.ns_a, a.ipv4_a, n.veth_a, a.pmd, n.ns_b, a.ipv4_b, a.ipv6_b, n.veth_b, state.hugepages_reserved
     );
+    println!(
+        "kernel path: {} ({}, {} on {}) <-> {} ({}, {} on {})",
+        n.ns_a, a.kernel_ipv4_a, a.kernel_ipv6_a, n.kveth_a, n.ns_b, a.kernel_ipv4_b, a.kernel_ipv6_b, n.kveth_b
+    );
     println!("config for side a: {}", n.config_a().display());
     Ok(())
 }
@@ -334,7 +374,7 @@ fn down(n: &Names, quiet: bool) -> Result<()> {
             removed.push(format!("namespace {ns}"));
         }
     }
-    for link in [&n.veth_a, &n.veth_b] {
+    for link in [&n.veth_a, &n.veth_b, &n.kveth_a, &n.kveth_b] {
         if link_exists_in_root(link) {
             sh(false, "ip", &["link", "del", link])?;
             removed.push(format!("veth {link}"));
@@ -408,7 +448,9 @@ fn status(n: &Names) -> Result<i32> {
     }
     let st = State::parse(&fs::read_to_string(n.state_file()).unwrap_or_default());
     println!("lab {}: up, pmd {}, {} hugepages reserved by it", n.prefix, st.pmd, st.hugepages_reserved);
-    for (side, ns, dev) in [("a", &n.ns_a, &n.veth_a), ("b", &n.ns_b, &n.veth_b)] {
+    for (side, ns, dev) in
+        [("a", &n.ns_a, &n.veth_a), ("b", &n.ns_b, &n.veth_b), ("a", &n.ns_a, &n.kveth_a), ("b", &n.ns_b, &n.kveth_b)]
+    {
         let out = Command::new("ip").args(["-n", ns, "-br", "addr", "show", "dev", dev]).output()?;
         println!("  side {side}: namespace {ns}: {}", String::from_utf8_lossy(&out.stdout).trim());
     }
@@ -447,6 +489,7 @@ mod tests {
     fn names_fit_in_an_interface_name() {
         let n = Names::new("abcdefghijkl");
         assert!(n.veth_a.len() <= 15 && n.veth_b.len() <= 15);
+        assert!(n.kveth_a.len() <= 15 && n.kveth_b.len() <= 15);
         assert_eq!(n.ns_a, "abcdefghijkl-a");
     }
 

@@ -1,6 +1,7 @@
 //! The `pronghorn` command. Each subcommand lives in its own module; this file only parses the
 //! command line and turns errors into one line on stderr and a non-zero exit.
 
+mod bench;
 mod echo;
 mod lab;
 mod run;
@@ -22,6 +23,8 @@ enum Command {
     Echo(echo::EchoArgs),
     /// Run a program with its sockets on pronghorn (LD_PRELOAD of libpronghorn.so).
     Run(run::RunArgs),
+    /// Measure a workload on the kernel and on pronghorn side by side (in the lab).
+    Bench(bench::BenchArgs),
 }
 
 fn main() {
@@ -30,6 +33,7 @@ fn main() {
         Command::Lab(args) => lab::run(args),
         Command::Echo(args) => echo::run(args),
         Command::Run(args) => run::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -1,0 +1,420 @@
+//! `pronghorn bench WORKLOAD`: the kernel and pronghorn side by side, in one invocation.
+//!
+//! It brings up (or reuses) a lab whose side a has two paths to the client namespace b: the
+//! DPDK-driven veth (pronghorn, 10.99.0.1) and a plain kernel veth (the kernel, 10.98.0.1). Each
+//! round starts the same server binary with the same flags on each path in turn (kernel first,
+//! then pronghorn under `pronghorn run`), pinned to the same core, runs the same real clients from
+//! side b pinned to another core, checks their output, and stops the server. Per-path medians and
+//! the median (min, max) of the per-round ratios go to stdout, and JSON + markdown (+ a PNG through
+//! bench/chart.py) under the results directory. CPU time per core is sampled around every client
+//! run, so that what saturates (the client's core, the server's) is measured, not guessed.
+//!
+//! Owns: process orchestration and reporting. Must not: know a workload's details (workloads.rs).
+
+mod report;
+mod workloads;
+
+use std::fs::File;
+use std::io::Read;
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+pub use workloads::Name;
+use workloads::{Plan, Sample};
+
+/// The lab addresses of the two paths (the lab's defaults).
+const KERNEL_ADDR: &str = "10.98.0.1";
+const PRONGHORN_ADDR: &str = "10.99.0.1";
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// What to measure.
+    #[arg(value_enum)]
+    workload: Name,
+    /// A smoke run: small counts and the short cases only (about a minute).
+    #[arg(long)]
+    quick: bool,
+    /// Rounds per path (each round runs the kernel path, then pronghorn's).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=50))]
+    rounds: u32,
+    /// The DPDK driver under pronghorn: af_xdp or af_packet.
+    #[arg(long, default_value = "af_xdp", value_parser = ["af_xdp", "af_packet"])]
+    pmd: String,
+    /// The lab to use (brought up if it is not, and then taken down again).
+    #[arg(long, default_value = "bench")]
+    prefix: String,
+    /// Where the JSON, markdown and PNG go.
+    #[arg(long, default_value = "bench/results")]
+    out: PathBuf,
+    /// The core the server runs on (both paths).
+    #[arg(long, default_value_t = 1)]
+    server_cpu: usize,
+    /// The core the client runs on (both paths).
+    #[arg(long, default_value_t = 0)]
+    client_cpu: usize,
+}
+
+/// The stack under the server.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum StackPath {
+    Kernel,
+    Pronghorn,
+}
+
+impl StackPath {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StackPath::Kernel => "kernel",
+            StackPath::Pronghorn => "pronghorn",
+        }
+    }
+    fn addr(self) -> &'static str {
+        match self {
+            StackPath::Kernel => KERNEL_ADDR,
+            StackPath::Pronghorn => PRONGHORN_ADDR,
+        }
+    }
+}
+
+/// CPU time of one core over an interval, as fractions of the interval.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct CoreUse {
+    pub busy: f64,
+    pub user: f64,
+    pub system: f64,
+    pub softirq: f64,
+}
+
+/// One client run of one round on one path.
+#[derive(Debug, serde::Serialize)]
+pub struct Run {
+    pub round: u32,
+    pub path: &'static str,
+    pub client: String,
+    pub samples: Vec<Sample>,
+    pub server_core: CoreUse,
+    pub client_core: CoreUse,
+    pub seconds: f64,
+}
+
+pub fn run(args: BenchArgs) -> Result<i32> {
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("pronghorn bench needs root (it runs servers in the lab's network namespaces): run it as root");
+    }
+    let ncpu = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    for (what, cpu) in [("--server-cpu", args.server_cpu), ("--client-cpu", args.client_cpu)] {
+        if cpu >= ncpu {
+            bail!("{what} {cpu}: this machine has cores 0-{}", ncpu - 1);
+        }
+    }
+    if args.server_cpu == args.client_cpu {
+        eprintln!("note: server and client share core {}: the figures measure both together", args.server_cpu);
+    }
+    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    let exe = std::env::current_exe().context("cannot find the pronghorn binary's own path")?;
+    if args.workload == Name::Scale {
+        return scale(&args, &exe);
+    }
+    if !exe.with_file_name("libpronghorn.so").exists() {
+        bail!("libpronghorn.so is not next to {}: build with `cargo build --release --workspace`", exe.display());
+    }
+    let lab = Lab::up(&exe, &args.prefix, &args.pmd)?;
+    let result = measure(&args, &exe, &lab);
+    lab.down();
+    let runs = result?;
+    let facts = report::facts(&args.pmd, args.server_cpu, args.client_cpu, args.workload);
+    let name = format!("{}{}", args.workload.as_str(), if args.quick { "-quick" } else { "" });
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let about = plan_for(&args, StackPath::Kernel)?.about;
+    report::write(&args.out, &name, &command, about, &facts, &runs)?;
+    Ok(0)
+}
+
+fn plan_for(args: &BenchArgs, path: StackPath) -> Result<Plan> {
+    let dir = std::env::temp_dir().join(format!("pronghorn-bench-{}-{}", std::process::id(), path.as_str()));
+    std::fs::create_dir_all(&dir)?;
+    workloads::plan(args.workload, path.addr(), args.quick, &dir)
+}
+
+fn measure(args: &BenchArgs, exe: &Path, lab: &Lab) -> Result<Vec<Run>> {
+    let mut runs = Vec::new();
+    for round in 0..args.rounds {
+        for path in [StackPath::Kernel, StackPath::Pronghorn] {
+            let plan = plan_for(args, path)?;
+            eprintln!("round {}/{} {}: {}", round + 1, args.rounds, path.as_str(), plan.server.argv.join(" "));
+            let mut server = lab.start_server(exe, path, &plan, args.server_cpu)?;
+            let r = run_clients(args, lab, path, round, &plan, &mut server);
+            let stopped = server.stop();
+            runs.extend(r?);
+            stopped?;
+        }
+    }
+    Ok(runs)
+}
+
+fn run_clients(
+    args: &BenchArgs,
+    lab: &Lab,
+    path: StackPath,
+    round: u32,
+    plan: &Plan,
+    server: &mut Server,
+) -> Result<Vec<Run>> {
+    server.wait_listening(&lab.ns_b, path.addr(), plan.server.port)?;
+    let mut runs = Vec::new();
+    for client in &plan.clients {
+        let before = (cpu_times(args.server_cpu)?, cpu_times(args.client_cpu)?);
+        let t0 = Instant::now();
+        let out = lab.client(args.client_cpu, &client.argv).output().context("cannot start the client")?;
+        let seconds = t0.elapsed().as_secs_f64();
+        let after = (cpu_times(args.server_cpu)?, cpu_times(args.client_cpu)?);
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        server.check_alive()?;
+        if !out.status.success() {
+            bail!("{} path: `{}` failed ({}): {}", path.as_str(), client.argv.join(" "), out.status, tail(&text, 6));
+        }
+        let samples = client.parse(&text).with_context(|| format!("{} path", path.as_str()))?;
+        eprintln!(
+            "  {:<22} {}",
+            client.label,
+            samples.iter().map(|s| format!("{} {} {:.3}", s.case, s.metric, s.value)).collect::<Vec<_>>().join(", ")
+        );
+        runs.push(Run {
+            round,
+            path: path.as_str(),
+            client: client.label.clone(),
+            samples,
+            server_core: core_use(before.0, after.0),
+            client_core: core_use(before.1, after.1),
+            seconds,
+        });
+    }
+    if let Some(after) = &plan.after {
+        let out = lab.client(args.client_cpu, &after.argv).output()?;
+        (after.check)(&String::from_utf8_lossy(&out.stdout))
+            .with_context(|| format!("{} path, after the run", path.as_str()))?;
+    }
+    Ok(runs)
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let v: Vec<&str> = text.lines().collect();
+    v[v.len().saturating_sub(lines)..].join(" | ")
+}
+
+/// `scale` has no kernel path: it is the stack-level benchmark, bench/stack_scale.sh.
+fn scale(args: &BenchArgs, exe: &Path) -> Result<i32> {
+    let script = ["bench/stack_scale.sh".into(), exe.with_file_name("../../bench/stack_scale.sh")]
+        .into_iter()
+        .find(|p: &PathBuf| p.exists())
+        .context("bench/stack_scale.sh not found: run from the repository root")?;
+    eprintln!("scale is stack-level (in-memory NIC, no kernel path): running {}", script.display());
+    let mut c = Command::new("bash");
+    c.arg(script);
+    if args.quick {
+        c.arg("--quick");
+    }
+    let status = c.status()?;
+    Ok(status.code().unwrap_or(1))
+}
+
+/// The lab the benchmark runs in; taken down at the end only if this run brought it up.
+struct Lab {
+    exe: PathBuf,
+    prefix: String,
+    ns_a: String,
+    ns_b: String,
+    config: PathBuf,
+    ours: bool,
+}
+
+impl Lab {
+    fn up(exe: &Path, prefix: &str, pmd: &str) -> Result<Lab> {
+        let ns_a = format!("{prefix}-a");
+        let ours = !Path::new("/run/netns").join(&ns_a).exists();
+        let out = Command::new(exe).args(["lab", "up", "--prefix", prefix, "--pmd", pmd]).output()?;
+        if !out.status.success() {
+            bail!("lab up failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+        }
+        let state = std::fs::read_to_string(format!("/run/pronghorn/lab/{prefix}/state.toml")).unwrap_or_default();
+        if !state.contains(&format!("pmd = \"{pmd}\"")) {
+            bail!("lab {prefix} is up with another pmd: take it down (`pronghorn lab down --prefix {prefix}`) or pass --pmd to match");
+        }
+        if !Path::new("/run/netns").join(&ns_a).exists() || !kernel_path_present(&ns_a, prefix) {
+            bail!("lab {prefix} has no kernel path ({prefix}-k0): it predates it; take it down and run again");
+        }
+        Ok(Lab {
+            exe: exe.to_path_buf(),
+            prefix: prefix.to_string(),
+            ns_a,
+            ns_b: format!("{prefix}-b"),
+            config: PathBuf::from(format!("/run/pronghorn/lab/{prefix}/a.toml")),
+            ours,
+        })
+    }
+
+    fn down(&self) {
+        if self.ours {
+            let _ =
+                Command::new(&self.exe).args(["lab", "down", "--prefix", &self.prefix]).stdout(Stdio::null()).status();
+        }
+    }
+
+    fn client(&self, cpu: usize, argv: &[String]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.ns_b, "taskset", "-c", &cpu.to_string()]).args(argv).stdin(Stdio::null());
+        c
+    }
+
+    fn start_server(&self, exe: &Path, path: StackPath, plan: &Plan, cpu: usize) -> Result<Server> {
+        let log = tempfile_path(&format!("server-{}", path.as_str()));
+        let f = File::create(&log)?;
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.ns_a, "taskset", "-c", &cpu.to_string()]);
+        if path == StackPath::Pronghorn {
+            c.arg(exe).arg("run").arg("--config").arg(&self.config).arg("--");
+        }
+        c.args(&plan.server.argv).stdin(Stdio::null()).stdout(f.try_clone()?).stderr(f);
+        let child = c.spawn().with_context(|| format!("cannot start {}", plan.server.argv[0]))?;
+        Ok(Server { child, log, path })
+    }
+}
+
+fn kernel_path_present(ns_a: &str, prefix: &str) -> bool {
+    Command::new("ip")
+        .args(["-n", ns_a, "link", "show", &format!("{prefix}-k0")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn tempfile_path(what: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("pronghorn-bench-{}-{what}.log", std::process::id()))
+}
+
+/// A server process on one path (the `ip netns exec` child execs into it, so its pid is the server's).
+struct Server {
+    child: Child,
+    log: PathBuf,
+    path: StackPath,
+}
+
+impl Server {
+    fn log_tail(&self) -> String {
+        let mut s = String::new();
+        let _ = File::open(&self.log).and_then(|mut f| f.read_to_string(&mut s));
+        tail(&s, 8)
+    }
+
+    fn check_alive(&mut self) -> Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            bail!("the {} server exited ({status}): {}", self.path.as_str(), self.log_tail());
+        }
+        Ok(())
+    }
+
+    /// Waits until a TCP connection from namespace `ns` to addr:port succeeds (30 s at most).
+    fn wait_listening(&mut self, ns: &str, addr: &str, port: u16) -> Result<()> {
+        let target: SocketAddr = format!("{addr}:{port}").parse()?;
+        let done = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let netns = File::open(format!("/run/netns/{ns}")).with_context(|| format!("namespace {ns} is gone"))?;
+        let (d, s) = (done.clone(), stop.clone());
+        let prober = std::thread::spawn(move || {
+            // This thread alone moves into the client's namespace.
+            if unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                return;
+            }
+            while !s.load(Ordering::Relaxed) {
+                if TcpStream::connect_timeout(&target, Duration::from_millis(200)).is_ok() {
+                    d.store(true, Ordering::Relaxed);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let result = loop {
+            if done.load(Ordering::Relaxed) {
+                break Ok(());
+            }
+            if let Err(e) = self.check_alive() {
+                break Err(e);
+            }
+            if Instant::now() > deadline {
+                break Err(anyhow::anyhow!(
+                    "the {} server did not accept connections on {target} within 30 s: {}",
+                    self.path.as_str(),
+                    self.log_tail()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        stop.store(true, Ordering::Relaxed);
+        let _ = prober.join();
+        result
+    }
+
+    /// SIGTERM, then SIGKILL after 10 s; an exit by any signal other than ours is an error.
+    fn stop(mut self) -> Result<()> {
+        let pid = self.child.id() as libc::pid_t;
+        if self.child.try_wait()?.is_some() {
+            self.check_alive()?;
+        }
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.child.try_wait()?.is_none() {
+            if Instant::now() > deadline {
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                self.child.wait()?;
+                let _ = std::fs::remove_file(&self.log);
+                bail!("the {} server did not exit within 10 s of SIGTERM (killed)", self.path.as_str());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = std::fs::remove_file(&self.log);
+        Ok(())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGKILL) };
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// (busy, user, system, softirq, total) jiffies of one core from /proc/stat.
+type Jiffies = [u64; 5];
+
+fn cpu_times(cpu: usize) -> Result<Jiffies> {
+    let stat = std::fs::read_to_string("/proc/stat")?;
+    let key = format!("cpu{cpu} ");
+    let line = stat.lines().find(|l| l.starts_with(&key)).with_context(|| format!("no {key}line in /proc/stat"))?;
+    let f: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    // user nice system idle iowait irq softirq steal
+    let total: u64 = f.iter().take(8).sum();
+    let idle = f[3] + f.get(4).copied().unwrap_or(0);
+    Ok([total - idle, f[0] + f[1], f[2], f.get(6).copied().unwrap_or(0), total])
+}
+
+fn core_use(a: Jiffies, b: Jiffies) -> CoreUse {
+    let total = (b[4] - a[4]).max(1) as f64;
+    CoreUse {
+        busy: (b[0] - a[0]) as f64 / total,
+        user: (b[1] - a[1]) as f64 / total,
+        system: (b[2] - a[2]) as f64 / total,
+        softirq: (b[3] - a[3]) as f64 / total,
+    }
+}
