@@ -377,13 +377,15 @@ impl Runtime {
 }
 
 extern "C" fn close_port_at_exit() {
-    // Closing the port detaches the XDP program; nothing else needs to run at exit.
+    // Closing the port detaches the XDP program.
     if FORKED.load(Ordering::Relaxed) {
         return;
     }
     if let Some(m) = RUNTIME.get().and_then(|o| o.as_ref()) {
         if let Ok(mut rt) = m.try_lock() {
             INSIDE.with(|i| i.set(true));
+            // Frames still queued (replies written just before exit) go out first.
+            rt.poll_shard();
             drop(rt.shard.take());
         }
     }
@@ -517,16 +519,27 @@ fn blocking<T>(fd: i32, dir: Dir, mut attempt: impl FnMut(&mut Runtime) -> Call<
     let mut deadline: Option<Option<std::time::Instant>> = None;
     loop {
         let (r, nonblock, rx_fd, timeout_ms, timeo_us) = match with(|rt| {
-            rt.poll_shard();
-            let r = attempt(rt);
+            // Try what the shard already holds first; receive (and send) only when that is not
+            // enough: a read that finds its data costs no NIC work.
+            let mut r = attempt(rt);
+            if matches!(r, Call::Done(Err(Errno::EAGAIN))) {
+                rt.poll_shard();
+                r = attempt(rt);
+            }
             let nonblock = match rt.fds.get(&fd) {
                 Some(Fd::Listener { nonblock, .. } | Fd::Conn { nonblock, .. } | Fd::Bound { nonblock, .. }) => {
                     *nonblock
                 }
                 _ => true,
             };
-            // A send or close leaves frames queued: push them out now.
-            rt.poll_shard();
+            // Frames a call queued go out on the shard's next poll. A non-blocking socket's
+            // program is an event loop that comes back through epoll_wait/poll/select (which
+            // poll first), so all the replies of one loop iteration leave in one burst, with one
+            // wakeup of the NIC. A blocking socket's program may wait somewhere we do not see:
+            // push its frames out now.
+            if !nonblock {
+                rt.poll_shard();
+            }
             let o = rt.opts.get(&fd).copied().unwrap_or_default();
             let timeo = match dir {
                 Dir::Recv => o.rcvtimeo_us,
