@@ -1,4 +1,56 @@
 //! A byte ring allocated on first use. An unallocated ring is an empty boxed slice (no heap).
+//!
+//! Freed ring memory goes to a per-thread spare list (at most [`SPARE_BYTES`]) and the next ring
+//! of the same size takes it from there: a stack serving short connections (one request per
+//! connection) then costs no malloc, free, zeroing or page faults per connection. Reused memory
+//! holds an old connection's bytes; a ring only ever reads bytes it wrote (head, len and the
+//! connection's out-of-order ranges say which), so they are never seen.
+
+use std::cell::RefCell;
+
+/// Bytes of freed ring memory kept per thread for reuse.
+pub const SPARE_BYTES: usize = 32 << 20;
+
+thread_local! {
+    static SPARE: RefCell<Spare> = const { RefCell::new(Spare { bufs: Vec::new(), bytes: 0 }) };
+}
+
+struct Spare {
+    bufs: Vec<Box<[u8]>>,
+    bytes: usize,
+}
+
+fn take_spare(cap: usize) -> Option<Box<[u8]>> {
+    SPARE
+        .try_with(|s| {
+            let mut s = s.borrow_mut();
+            let i = s.bufs.iter().rposition(|b| b.len() == cap)?;
+            s.bytes -= cap;
+            Some(s.bufs.swap_remove(i))
+        })
+        .ok()
+        .flatten()
+}
+
+fn give_spare(buf: Box<[u8]>) {
+    if buf.is_empty() {
+        return;
+    }
+    // During thread exit the list may be gone: then the memory is simply freed.
+    let _ = SPARE.try_with(|s| {
+        let mut s = s.borrow_mut();
+        if s.bytes + buf.len() <= SPARE_BYTES {
+            s.bytes += buf.len();
+            s.bufs.push(buf);
+        }
+    });
+}
+
+/// Ring memory held in this thread's spare list.
+#[cfg(test)]
+fn spare_bytes() -> usize {
+    SPARE.try_with(|s| s.borrow().bytes).unwrap_or(0)
+}
 
 /// Bytes `[head, head + len)` modulo the capacity are in use. Writes may also land beyond `len`
 /// (out-of-order data) and be taken in later with [`Ring::extend`].
@@ -13,7 +65,7 @@ impl Ring {
     /// Allocates `cap` bytes if not allocated yet.
     pub(crate) fn ensure(&mut self, cap: usize) {
         if self.buf.is_empty() && cap > 0 {
-            self.buf = vec![0u8; cap].into_boxed_slice();
+            self.buf = take_spare(cap).unwrap_or_else(|| vec![0u8; cap].into_boxed_slice());
             self.head = 0;
         }
     }
@@ -21,7 +73,7 @@ impl Ring {
     /// Frees the memory if the ring holds nothing.
     pub(crate) fn release(&mut self) {
         if self.len == 0 {
-            self.buf = Box::default();
+            give_spare(std::mem::take(&mut self.buf));
             self.head = 0;
         }
     }
@@ -90,6 +142,12 @@ impl Ring {
     }
 }
 
+impl Drop for Ring {
+    fn drop(&mut self) {
+        give_spare(std::mem::take(&mut self.buf));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,5 +174,40 @@ mod tests {
         ring.pop(6);
         ring.release();
         assert!(!ring.is_allocated());
+    }
+
+    #[test]
+    fn freed_memory_is_reused_by_the_next_ring_of_its_size() {
+        let spare = spare_bytes();
+        let mut a = Ring::default();
+        a.ensure(4096);
+        let addr = a.buf.as_ptr();
+        a.push(b"old bytes");
+        a.pop(9);
+        a.release();
+        assert_eq!(spare_bytes(), spare + 4096);
+        let mut other_size = Ring::default();
+        other_size.ensure(2048);
+        assert_eq!(spare_bytes(), spare + 4096, "a ring of another size does not take it");
+        let mut b = Ring::default();
+        b.ensure(4096);
+        assert_eq!(b.buf.as_ptr(), addr);
+        assert_eq!(spare_bytes(), spare);
+        drop(b);
+        drop(other_size);
+        assert_eq!(spare_bytes(), spare + 4096 + 2048, "dropped rings give their memory back");
+    }
+
+    #[test]
+    fn the_spare_list_is_bounded() {
+        let rings: Vec<Ring> = (0..(SPARE_BYTES / (1 << 20)) + 4)
+            .map(|_| {
+                let mut r = Ring::default();
+                r.ensure(1 << 20);
+                r
+            })
+            .collect();
+        drop(rings);
+        assert!(spare_bytes() <= SPARE_BYTES);
     }
 }
