@@ -749,3 +749,39 @@ fn sockperf_server_runs_unmodified_under_pronghorn_run() {
         assert!(o.status.success() && t.contains(expect) && !t.contains("ERROR"), "sockperf {mode}: {t}");
     }
 }
+
+/// The benchmark harness end to end, tiny: one round of each path of redis-cps --quick, its
+/// JSON carrying both paths' figures and a ratio, and the lab it brought up gone afterwards.
+#[test]
+fn bench_runs_kernel_and_pronghorn_side_by_side() {
+    if !enabled("bench_runs_kernel_and_pronghorn_side_by_side") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let out = std::env::temp_dir().join(format!("pronghorn-bench-test-{}", std::process::id()));
+    let o = pronghorn(&[
+        "bench",
+        "redis-cps",
+        "--quick",
+        "--rounds",
+        "1",
+        "--prefix",
+        "tst-bench",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("GET -k 0 -c 50") && t.contains("pronghorn/kernel"), "{t}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("redis-cps-quick.json")).unwrap()).unwrap();
+    let rps = json["summary"].as_array().unwrap().iter().find(|s| s["metric"] == "rps").unwrap();
+    let (k, p) = (rps["kernel_median"].as_f64().unwrap(), rps["pronghorn_median"].as_f64().unwrap());
+    assert!(k > 0.0 && p > 0.0, "{rps}");
+    assert!((rps["ratio_median"].as_f64().unwrap() - p / k).abs() < 1e-9, "one round: the ratio is p/k");
+    let paths: Vec<&str> = json["runs"].as_array().unwrap().iter().map(|r| r["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["kernel", "pronghorn"]);
+    assert!(out.join("redis-cps-quick.md").exists());
+    assert!(!std::path::Path::new("/run/netns/tst-bench-a").exists(), "the lab it brought up is down");
+    let _ = std::fs::remove_dir_all(&out);
+}
