@@ -107,7 +107,7 @@ struct UpArgs {
     /// The kernel path's IPv6 address on side b.
     #[arg(long, default_value = "fd98::2/64")]
     kernel_ipv6_b: Ipv6Cidr,
-    /// 2 MiB hugepages to reserve when none are free.
+    /// Free 2 MiB hugepages the lab needs; `up` reserves what is missing (and `down` gives it back).
     #[arg(long, default_value_t = 256)]
     hugepages: u64,
     /// Print every command run.
@@ -325,9 +325,12 @@ fn build(a: &UpArgs, n: &Names) -> Result<()> {
     }
     sh(v, "ip", &["netns", "exec", &n.ns_b, "ethtool", "-K", &n.kveth_b, "tx", "off"])?;
 
-    if nic::dpdk::free_hugepages() == 0 && a.hugepages > 0 {
+    // Reserve the shortfall: pages still held by a process that is exiting (or another user's
+    // few free pages) must not make a lab that cannot start pronghorn.
+    let free = nic::dpdk::free_hugepages();
+    if free < a.hugepages {
         let before = read_u64(HUGEPAGES_2M)?;
-        fs::write(HUGEPAGES_2M, (before + a.hugepages).to_string())
+        fs::write(HUGEPAGES_2M, (before + a.hugepages - free).to_string())
             .with_context(|| format!("cannot write {HUGEPAGES_2M}"))?;
         let after = read_u64(HUGEPAGES_2M)?;
         state.hugepages_reserved = after.saturating_sub(before);
