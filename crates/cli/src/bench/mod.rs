@@ -121,7 +121,7 @@ pub fn run(args: BenchArgs) -> Result<i32> {
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     let exe = std::env::current_exe().context("cannot find the pronghorn binary's own path")?;
     if args.workload == Name::Scale {
-        return scale(&args, &exe);
+        return scale(&args);
     }
     if !exe.with_file_name("libpronghorn.so").exists() {
         bail!("libpronghorn.so is not next to {}: build with `cargo build --release --workspace`", exe.display());
@@ -129,19 +129,34 @@ pub fn run(args: BenchArgs) -> Result<i32> {
     let lab = Lab::up(&exe, &args.prefix, &args.pmd)?;
     let result = measure(&args, &exe, &lab);
     lab.down();
-    let runs = result?;
+    let about = plan_for(&args, StackPath::Kernel).map(|p| p.about);
+    for path in [StackPath::Kernel, StackPath::Pronghorn] {
+        let _ = std::fs::remove_dir_all(scratch_dir(path));
+    }
+    let (runs, about) = (result?, about?);
     let facts = report::facts(&args.pmd, args.server_cpu, args.client_cpu, args.workload);
     let name = format!("{}{}", args.workload.as_str(), if args.quick { "-quick" } else { "" });
     let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let about = plan_for(&args, StackPath::Kernel)?.about;
     report::write(&args.out, &name, &command, about, &facts, &runs)?;
     Ok(0)
 }
 
+/// Scratch files of a path's server (nginx's config and page); removed when the run ends.
+fn scratch_dir(path: StackPath) -> PathBuf {
+    std::env::temp_dir().join(format!("pronghorn-bench-{}-{}", std::process::id(), path.as_str()))
+}
+
 fn plan_for(args: &BenchArgs, path: StackPath) -> Result<Plan> {
-    let dir = std::env::temp_dir().join(format!("pronghorn-bench-{}-{}", std::process::id(), path.as_str()));
+    let dir = scratch_dir(path);
     std::fs::create_dir_all(&dir)?;
     workloads::plan(args.workload, path.addr(), args.quick, &dir)
+}
+
+/// A file of the repository: under the current directory, or two levels above the binary
+/// (target/release/pronghorn).
+pub fn repo_file(rel: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    [PathBuf::from(rel), exe.with_file_name("../..").join(rel)].into_iter().find(|p| p.exists())
 }
 
 fn measure(args: &BenchArgs, exe: &Path, lab: &Lab) -> Result<Vec<Run>> {
@@ -211,11 +226,9 @@ fn tail(text: &str, lines: usize) -> String {
 }
 
 /// `scale` has no kernel path: it is the stack-level benchmark, bench/stack_scale.sh.
-fn scale(args: &BenchArgs, exe: &Path) -> Result<i32> {
-    let script = ["bench/stack_scale.sh".into(), exe.with_file_name("../../bench/stack_scale.sh")]
-        .into_iter()
-        .find(|p: &PathBuf| p.exists())
-        .context("bench/stack_scale.sh not found: run from the repository root")?;
+fn scale(args: &BenchArgs) -> Result<i32> {
+    let script =
+        repo_file("bench/stack_scale.sh").context("bench/stack_scale.sh not found: run from the repository root")?;
     eprintln!("scale is stack-level (in-memory NIC, no kernel path): running {}", script.display());
     let mut c = Command::new("bash");
     c.arg(script);
@@ -376,12 +389,10 @@ impl Server {
             if Instant::now() > deadline {
                 unsafe { libc::kill(pid, libc::SIGKILL) };
                 self.child.wait()?;
-                let _ = std::fs::remove_file(&self.log);
                 bail!("the {} server did not exit within 10 s of SIGTERM (killed)", self.path.as_str());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = std::fs::remove_file(&self.log);
         Ok(())
     }
 }
@@ -392,6 +403,7 @@ impl Drop for Server {
             unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGKILL) };
             let _ = self.child.wait();
         }
+        let _ = std::fs::remove_file(&self.log);
     }
 }
 

@@ -147,8 +147,8 @@ pub fn facts(pmd: &str, server_cpu: usize, client_cpu: usize, workload: Name) ->
     f.insert("dpdk", run("pkg-config", &["--modversion", "libdpdk"]));
     f.insert("pmd", format!("net_{pmd} on a veth (native XDP for af_xdp)"));
     f.insert("pinning", format!("server on core {server_cpu}, client on core {client_cpu} (taskset)"));
-    let dirty = !run("git", &["status", "--porcelain", "--untracked-files=no"]).is_empty()
-        && run("git", &["status", "--porcelain", "--untracked-files=no"]) != "?";
+    let status = run("git", &["status", "--porcelain", "--untracked-files=no"]);
+    let dirty = !status.is_empty() && status != "?";
     f.insert(
         "git",
         format!("{}{}", run("git", &["rev-parse", "--short", "HEAD"]), if dirty { " (modified)" } else { "" }),
@@ -310,11 +310,7 @@ pub fn write(
 
 /// Draws the PNG with bench/chart.py (matplotlib); returns whether it did.
 fn chart(base: &Path) -> Result<bool> {
-    let exe = std::env::current_exe()?;
-    let Some(script) = [Path::new("bench/chart.py").to_path_buf(), exe.with_file_name("../../bench/chart.py")]
-        .into_iter()
-        .find(|p| p.exists())
-    else {
+    let Some(script) = super::repo_file("bench/chart.py") else {
         eprintln!("note: bench/chart.py not found (run from the repository root): no PNG");
         return Ok(false);
     };
