@@ -344,6 +344,7 @@ fn build(a: &UpArgs, n: &Names) -> Result<()> {
         nic: NicConfig { pmd: a.pmd, iface: n.veth_a.clone(), eal_args: Vec::new(), mbufs: 8191 },
         ipv4: Some(Ipv4Config { address: a.ipv4_a, gateway: None }),
         ipv6: Some(Ipv6Config { address: a.ipv6_a, gateway: None }),
+        runtime: Default::default(),
     };
     let header = format!("# pronghorn config for side a of lab {}, written by `pronghorn lab up`\n", n.prefix);
     fs::write(n.config_a(), header + &cfg.to_toml())?;

@@ -18,6 +18,12 @@
 //!
 //! [ipv6]                  # optional
 //! address = "fd99::1/64"
+//!
+//! [runtime]               # optional; these are the defaults
+//! drive = "auto"          # "inline", "dedicated" or "auto" (see RuntimeConfig)
+//! spin_us = 50            # dedicated: how long the stack thread polls an idle NIC before it sleeps
+//! busy_poll_us = 0        # inline: how long a waiting thread polls before it sleeps
+//! stack_cpu = 3           # optional; dedicated: the CPU the stack thread is pinned to
 //! ```
 
 use std::fmt;
@@ -36,6 +42,60 @@ pub struct Config {
     pub nic: NicConfig,
     pub ipv4: Option<Ipv4Config>,
     pub ipv6: Option<Ipv6Config>,
+    #[serde(default)]
+    pub runtime: RuntimeConfig,
+}
+
+/// How the process's shard is driven (the runtime crate's module doc has the design).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeConfig {
+    #[serde(default)]
+    pub drive: Drive,
+    /// Dedicated mode: microseconds the stack thread keeps polling an idle NIC before it sleeps
+    /// on the rx fd (run-to-wakeup). Costs CPU while traffic pauses; saves a wakeup per burst.
+    #[serde(default = "default_spin_us")]
+    pub spin_us: u32,
+    /// Inline mode: microseconds a waiting application thread keeps polling the NIC before it
+    /// sleeps (busy polling: lower latency for a core's worth of CPU while waiting).
+    #[serde(default)]
+    pub busy_poll_us: u32,
+    /// Dedicated mode: pin the stack thread to this CPU (default: the process's own affinity).
+    #[serde(default)]
+    pub stack_cpu: Option<u32>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig { drive: Drive::Auto, spin_us: default_spin_us(), busy_poll_us: 0, stack_cpu: None }
+    }
+}
+
+fn default_spin_us() -> u32 {
+    50
+}
+
+/// Who polls the NIC.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Drive {
+    /// The application threads that wait poll it themselves, one at a time (event loops).
+    Inline,
+    /// A stack thread polls it and wakes the application threads (thread per connection).
+    Dedicated,
+    /// Inline until two application threads are blocked at once, then dedicated.
+    #[default]
+    Auto,
+}
+
+impl fmt::Display for Drive {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Drive::Inline => "inline",
+            Drive::Dedicated => "dedicated",
+            Drive::Auto => "auto",
+        })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -245,6 +305,18 @@ impl Config {
                 }
             }
         }
+        let r = &self.runtime;
+        if r.spin_us > 1_000_000 || r.busy_poll_us > 1_000_000 {
+            return Err(format!(
+                "runtime.spin_us and runtime.busy_poll_us must be 0 to 1000000 (microseconds), got {} and {}",
+                r.spin_us, r.busy_poll_us
+            ));
+        }
+        if let Some(cpu) = r.stack_cpu {
+            if cpu >= 1024 {
+                return Err(format!("runtime.stack_cpu {cpu} is not a CPU number (0 to 1023)"));
+            }
+        }
         if let Some(v6) = &self.ipv6 {
             if v6.address.prefix_len == 0 || v6.address.addr.is_unspecified() || v6.address.addr.is_multicast() {
                 return Err(format!(
@@ -297,6 +369,21 @@ address = "fd99::1/64"
         assert_eq!(v4.address.addr, Ipv4Addr::new(10, 99, 0, 1));
         assert_eq!(v4.address.prefix_len, 24);
         assert_eq!(c.ipv6.unwrap().address.to_string(), "fd99::1/64");
+        assert_eq!(c.runtime, RuntimeConfig::default());
+        assert_eq!(c.runtime.drive, Drive::Auto);
+    }
+
+    #[test]
+    fn runtime_section_is_checked() {
+        let c = parse(&format!("{GOOD}\n[runtime]\ndrive = \"dedicated\"\nspin_us = 0\nstack_cpu = 1\n")).unwrap();
+        assert_eq!(c.runtime.drive, Drive::Dedicated);
+        assert_eq!((c.runtime.spin_us, c.runtime.stack_cpu), (0, Some(1)));
+        let e = err(&format!("{GOOD}\n[runtime]\ndrive = \"threads\"\n"));
+        assert!(e.contains("threads") && e.contains("inline") && e.contains("dedicated"), "{e}");
+        let e = err(&format!("{GOOD}\n[runtime]\nbusy_poll_us = 5000000\n"));
+        assert!(e.contains("runtime.busy_poll_us"), "{e}");
+        let e = err(&format!("{GOOD}\n[runtime]\nspin = 5\n"));
+        assert!(e.contains("unknown field `spin`"), "{e}");
     }
 
     #[test]
