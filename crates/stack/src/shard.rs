@@ -79,6 +79,14 @@ pub struct SocketId {
     gen: u32,
 }
 
+impl SocketId {
+    /// The socket's slot: small and dense (freed slots are reused), so callers can keep
+    /// per-socket state in a vector indexed by it and check the whole id on lookup.
+    pub fn index(self) -> usize {
+        self.index as usize
+    }
+}
+
 /// What a socket is ready for, in epoll's terms.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Readiness {
@@ -431,6 +439,15 @@ impl<N: Nic> Shard<N> {
         self.expire_neighbors();
         self.transmit();
         work
+    }
+
+    /// Sends what application calls queued (segments of written data, ACKs of read data)
+    /// without receiving or firing timers: the cheap half of `poll` for a thread that only
+    /// wrote.
+    pub fn flush(&mut self, now: u64) {
+        self.now = self.now.max(now);
+        self.flush_dirty();
+        self.transmit();
     }
 
     fn fire_timers(&mut self) -> usize {
