@@ -441,7 +441,8 @@ pub unsafe extern "C" fn epoll_ctl(epfd: c_int, op: c_int, fd: c_int, ev: *mut l
     if let Some(e) = runtime::forked_child_socket(fd) {
         return fail(e);
     }
-    if !tracked(epfd) || !tracked(fd) {
+    // A set the runtime keeps sees every epoll_ctl (it counts its kernel members).
+    if !tracked(epfd) {
         return real::epoll_ctl(epfd, op, fd, ev);
     }
     let (events, data) = if ev.is_null() { (0, 0) } else { ((*ev).events, (*ev).u64) };
@@ -855,4 +856,31 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
         runtime::after_fork_in_child();
     }
     pid
+}
+
+// Credential changes: a server that drops root before its first socket (mariadbd --user=mysql,
+// nginx's `user`) would no longer be allowed to open the NIC. The runtime opens it first.
+macro_rules! credential_hooks {
+    ($($name:ident($($arg:ident: $ty:ty),*);)*) => {
+        $(
+            #[no_mangle]
+            pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+                runtime::before_credentials_change();
+                real::$name($($arg),*)
+            }
+        )*
+    };
+}
+
+credential_hooks! {
+    setuid(uid: libc::uid_t);
+    setgid(gid: libc::gid_t);
+    seteuid(uid: libc::uid_t);
+    setegid(gid: libc::gid_t);
+    setreuid(r: libc::uid_t, e: libc::uid_t);
+    setregid(r: libc::gid_t, e: libc::gid_t);
+    setresuid(r: libc::uid_t, e: libc::uid_t, s: libc::uid_t);
+    setresgid(r: libc::gid_t, e: libc::gid_t, s: libc::gid_t);
+    setgroups(n: size_t, groups: *const libc::gid_t);
+    initgroups(user: *const libc::c_char, group: libc::gid_t);
 }

@@ -69,4 +69,14 @@ real_fns! {
     pread(fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t) -> ssize_t;
     sendfile(out: c_int, input: c_int, off: *mut libc::off_t, n: size_t) -> ssize_t;
     ppoll(fds: *mut pollfd, n: nfds_t, ts: *const libc::timespec, mask: *const libc::sigset_t) -> c_int;
+    setuid(uid: libc::uid_t) -> c_int;
+    setgid(gid: libc::gid_t) -> c_int;
+    seteuid(uid: libc::uid_t) -> c_int;
+    setegid(gid: libc::gid_t) -> c_int;
+    setreuid(r: libc::uid_t, e: libc::uid_t) -> c_int;
+    setregid(r: libc::gid_t, e: libc::gid_t) -> c_int;
+    setresuid(r: libc::uid_t, e: libc::uid_t, s: libc::uid_t) -> c_int;
+    setresgid(r: libc::gid_t, e: libc::gid_t, s: libc::gid_t) -> c_int;
+    setgroups(n: size_t, groups: *const libc::gid_t) -> c_int;
+    initgroups(user: *const libc::c_char, group: libc::gid_t) -> c_int;
 }

@@ -1,0 +1,326 @@
+//! One accelerated process's runtime state and its lock: the shard (started on first use, or
+//! before the process gives up root), the fd and socket tables, routing, and the stack pass that
+//! turns the shard's readiness changes into wakeups.
+//!
+//! Everything here is generic over the NIC so that the in-memory pair can exercise the threading
+//! and readiness rules in unit tests; the process-wide instance uses DPDK.
+
+use std::collections::HashSet;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Mutex, MutexGuard};
+
+use config::Config;
+use nic::clock::{Clock, MonotonicClock};
+use nic::Nic;
+use stack::shard::{Readiness, Shard, ShardConfig, SocketId};
+
+use crate::fdtable::{Fd, FdTable, SockTable};
+use crate::wait::{self, WaitState};
+use crate::{real, Errno, RoutingStats, FORKED, INSIDE};
+
+/// Opens the NIC when the shard starts.
+pub(crate) type Opener<N> = Box<dyn FnOnce(&Config) -> Result<N, String>>;
+
+/// The runtime of one process (or of one test): its state behind one lock.
+pub struct Accel<N: Nic + 'static> {
+    state: Mutex<Runtime<N>>,
+}
+
+pub(crate) struct Runtime<N: Nic + 'static> {
+    pub cfg: Config,
+    pub shard: Option<Shard<N>>,
+    open: Option<Opener<N>>,
+    pub init_error: Option<String>,
+    clock: MonotonicClock,
+    pub fds: FdTable,
+    pub socks: SockTable,
+    /// Addresses held by accelerated bound or listening sockets (bind: EADDRINUSE).
+    pub bound: HashSet<SocketAddr>,
+    pub rx_fd: Option<i32>,
+    pub routing: RoutingStats,
+    pub wait: WaitState,
+    /// This runtime, for the stack thread it may start.
+    pub me: Option<&'static Accel<N>>,
+    changed: Vec<SocketId>,
+}
+
+// SAFETY: the shard (DPDK port, mbufs, `Rc`s inside) is only ever touched with the runtime's
+// mutex held, so no two threads use it at once; DPDK's queue functions need serialisation, not a
+// particular thread (non-EAL threads use the mempool without a per-lcore cache).
+unsafe impl<N: Nic + 'static> Send for Runtime<N> {}
+
+impl<N: Nic + 'static> Accel<N> {
+    /// A runtime that opens its NIC with `open` when the first accelerated socket needs it.
+    pub(crate) fn new(cfg: Config, open: Opener<N>) -> Accel<N> {
+        let wait = WaitState::new(&cfg.runtime);
+        Accel {
+            state: Mutex::new(Runtime {
+                cfg,
+                shard: None,
+                open: Some(open),
+                init_error: None,
+                clock: MonotonicClock::new(),
+                fds: FdTable::default(),
+                socks: SockTable::default(),
+                bound: HashSet::new(),
+                rx_fd: None,
+                routing: RoutingStats::default(),
+                wait,
+                me: None,
+                changed: Vec::new(),
+            }),
+        }
+    }
+
+    /// Makes the runtime `'static` (the process-wide one, or a test's, leaked).
+    pub(crate) fn leak(self) -> &'static Accel<N> {
+        let me: &'static Accel<N> = Box::leak(Box::new(self));
+        me.lock().me = Some(me);
+        me
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Runtime<N>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `f` with the lock held and `INSIDE` set (our own calls go to the kernel). Wakeups for
+    /// whatever `f` changed are sent before the lock is released. `None` in a forked child.
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut Runtime<N>) -> T) -> Option<T> {
+        if FORKED.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        let mut rt = self.lock();
+        let outer = INSIDE.with(|i| i.replace(true));
+        let r = f(&mut rt);
+        rt.dispatch();
+        rt.check_sleeper_deadline();
+        INSIDE.with(|i| i.set(outer));
+        Some(r)
+    }
+
+    /// Like `with`, but waits for the lock a bounded time (exit handlers: a thread stopped
+    /// while holding it must not hang the exit).
+    pub(crate) fn try_with<T>(&self, f: impl FnOnce(&mut Runtime<N>) -> T) -> Option<T> {
+        let mut tries = 0;
+        let mut rt = loop {
+            match self.state.try_lock() {
+                Ok(g) => break g,
+                Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) if tries < 500 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                Err(_) => return None,
+            }
+        };
+        let outer = INSIDE.with(|i| i.replace(true));
+        let r = f(&mut rt);
+        INSIDE.with(|i| i.set(outer));
+        Some(r)
+    }
+
+    /// The waiting counters (tests, `pronghorn stat` later).
+    pub fn wait_stats(&self) -> wait::WaitStats {
+        self.lock().wait.stats
+    }
+
+    /// Application threads asleep in the runtime right now.
+    pub fn parked(&self) -> u32 {
+        self.lock().wait.parked
+    }
+
+    pub fn routing_stats(&self) -> RoutingStats {
+        self.lock().routing
+    }
+}
+
+impl<N: Nic + 'static> Runtime<N> {
+    pub(crate) fn now(&self) -> u64 {
+        self.clock.now_ns()
+    }
+
+    /// The shard, started on first use.
+    pub(crate) fn shard(&mut self) -> Result<&mut Shard<N>, Errno> {
+        if self.shard.is_none() {
+            if self.init_error.is_some() {
+                return Err(Errno(libc::ENETDOWN));
+            }
+            let opened = match self.open.take() {
+                Some(open) => open(&self.cfg),
+                None => Err("the NIC was already opened once".into()),
+            };
+            match opened {
+                Ok(nic) => {
+                    self.rx_fd = nic.rx_interrupt_fd();
+                    self.shard = Some(self.make_shard(nic));
+                }
+                Err(e) => {
+                    let msg = format!("pronghorn: {e}; this process's sockets stay on the kernel\n");
+                    unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
+                    self.init_error = Some(e);
+                    self.routing.init_failed += 1;
+                    return Err(Errno(libc::ENETDOWN));
+                }
+            }
+        }
+        Ok(self.shard.as_mut().unwrap())
+    }
+
+    fn make_shard(&self, nic: N) -> Shard<N> {
+        let mut secret = [0u8; 32];
+        unsafe { libc::getrandom(secret.as_mut_ptr().cast(), 32, 0) };
+        let mut cfg = ShardConfig::new(
+            nic.mac(),
+            self.cfg.ipv4.as_ref().map(|c| (c.address.addr, c.address.prefix_len)),
+            self.cfg.ipv6.as_ref().map(|c| (c.address.addr, c.address.prefix_len)),
+            secret,
+        );
+        cfg.gateway4 = self.cfg.ipv4.as_ref().and_then(|c| c.gateway);
+        cfg.gateway6 = self.cfg.ipv6.as_ref().and_then(|c| c.gateway);
+        Shard::new(nic, cfg)
+    }
+
+    /// Whether `ip` is one of the accelerated addresses.
+    pub(crate) fn is_ours(&self, ip: IpAddr) -> bool {
+        match ip {
+            IpAddr::V4(a) => self.cfg.ipv4.as_ref().is_some_and(|c| c.address.addr == a),
+            IpAddr::V6(a) => {
+                a.to_ipv4_mapped().is_some_and(|v4| self.is_ours(v4.into()))
+                    || self.cfg.ipv6.as_ref().is_some_and(|c| c.address.addr == a)
+            }
+        }
+    }
+
+    /// Whether `ip` is reached through the accelerated interface.
+    pub(crate) fn routes_here(&self, ip: IpAddr) -> bool {
+        match ip {
+            IpAddr::V4(a) => {
+                !a.is_loopback() && self.cfg.ipv4.as_ref().is_some_and(|c| c.address.contains(a) || c.gateway.is_some())
+            }
+            IpAddr::V6(a) => match a.to_ipv4_mapped() {
+                Some(v4) => self.routes_here(v4.into()),
+                None => {
+                    !a.is_loopback()
+                        && self.cfg.ipv6.as_ref().is_some_and(|c| c.address.contains(a) || c.gateway.is_some())
+                }
+            },
+        }
+    }
+
+    /// One stack pass: timers, received frames (a few bursts, not forever), transmission, and
+    /// the wakeups for what changed. Returns the work done (0: idle).
+    pub(crate) fn poll_shard(&mut self) -> usize {
+        let now = self.now();
+        let mut work = 0;
+        if let Some(s) = self.shard.as_mut() {
+            for _ in 0..8 {
+                let n = s.poll(now);
+                work += n;
+                if n == 0 {
+                    break;
+                }
+            }
+            if self.wait.inline() {
+                self.wait.stats.inline_polls += 1;
+            }
+        }
+        self.dispatch();
+        work
+    }
+
+    /// Sends what calls queued, without receiving.
+    pub(crate) fn flush_shard(&mut self) {
+        let now = self.now();
+        if let Some(s) = self.shard.as_mut() {
+            s.flush(now);
+        }
+    }
+
+    /// Turns the shard's readiness changes into wakeups: threads blocked on a changed socket,
+    /// and the epoll sets it is in (queued on their ready lists, their waiters woken).
+    pub(crate) fn dispatch(&mut self) {
+        let Some(s) = self.shard.as_mut() else { return };
+        s.take_changed(&mut self.changed);
+        if self.changed.is_empty() {
+            return;
+        }
+        let mut changed = std::mem::take(&mut self.changed);
+        for id in changed.drain(..) {
+            self.notify(id);
+        }
+        self.changed = changed;
+    }
+
+    /// `id` may have changed: wake whoever waits on it.
+    pub(crate) fn notify(&mut self, id: SocketId) {
+        let Some(st) = self.socks.get(id) else { return };
+        for p in &st.waiters {
+            self.wait.stats.wakeups += 1;
+            wait::wake(p);
+        }
+        for i in 0..st.fds.len() {
+            let fd = self.socks.get(id).unwrap().fds[i];
+            let Some(entry) = self.fds.get(fd) else { continue };
+            for j in 0..entry.epolls.len() {
+                let epfd = self.fds.get(fd).unwrap().epolls[j];
+                if let Some(set) = self.fds.epoll_mut(epfd) {
+                    let woke = set.mark_ready(fd);
+                    self.wait.stats.wakeups += woke as u64;
+                }
+            }
+        }
+    }
+
+    /// Replaces the kernel socket at `fd` by an eventfd placeholder (same number). The
+    /// placeholder carries the socket's O_NONBLOCK: programs read it back with F_GETFL (Redis
+    /// skips F_SETFL when the flag already shows) and the runtime must agree with them.
+    pub(crate) fn placeholder(&mut self, fd: i32, nonblock: bool) -> Result<(), Errno> {
+        unsafe {
+            let cloexec = real::fcntl(fd, libc::F_GETFD, 0);
+            let efd = real::eventfd(0, if nonblock { libc::EFD_NONBLOCK } else { 0 });
+            if efd < 0 {
+                return Err(crate::last_errno());
+            }
+            if real::dup2(efd, fd) < 0 {
+                let e = crate::last_errno();
+                real::close(efd);
+                return Err(e);
+            }
+            real::close(efd);
+            if cloexec >= 0 {
+                real::fcntl(fd, libc::F_SETFD, cloexec as libc::c_ulong);
+            }
+        }
+        Ok(())
+    }
+
+    /// What the accelerated fd `fd` is ready for (`None`: not an accelerated fd).
+    pub(crate) fn readiness(&self, fd: i32) -> Option<Readiness> {
+        match &self.fds.get(fd)?.fd {
+            Fd::Listener { id, .. } | Fd::Conn { id, .. } => Some(self.shard.as_ref()?.readiness(*id)),
+            Fd::Bound { .. } => Some(Readiness { writable: true, ..Readiness::default() }),
+            _ => None,
+        }
+    }
+
+    /// When a NIC sleeper that sleeps `timeout_ms` from now must be woken early: its wake-up
+    /// time, or the shard's next timer if that is sooner (a call that arms an earlier one wakes
+    /// it: `check_sleeper_deadline`).
+    pub(crate) fn sleeper_until(&self, timeout_ms: i32) -> u64 {
+        let until = self.now() + timeout_ms.max(0) as u64 * 1_000_000;
+        match self.shard.as_ref().and_then(|s| s.next_deadline()) {
+            Some(d) => d.min(until),
+            None => until,
+        }
+    }
+
+    /// How long a driver may sleep before the shard has timer work (ms, capped).
+    pub(crate) fn next_wait_ms(&self) -> i32 {
+        const CAP: i32 = 100;
+        let Some(s) = self.shard.as_ref() else { return CAP };
+        match s.next_deadline() {
+            Some(d) => (d.saturating_sub(self.now()).div_ceil(1_000_000)).min(CAP as u64) as i32,
+            None => CAP,
+        }
+    }
+}

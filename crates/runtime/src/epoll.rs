@@ -1,0 +1,362 @@
+//! epoll over accelerated sockets, mixed with kernel fds in the same set.
+//!
+//! An application's epoll fd is a real kernel epoll set: kernel fds are added to it as usual.
+//! Accelerated members live here, in a shadow set with a *ready list*: the stack pass queues a
+//! member when its socket's readiness changes (`mark_ready`), and epoll_wait looks only at the
+//! queued members, as Linux's ep_poll_callback/rdllist do. The cost of a wait is O(ready), not
+//! O(members). Level-triggered members that are still ready go back on the list after they are
+//! reported (Linux does the same); edge-triggered ones wait for the next change; EPOLLONESHOT
+//! members are disabled until EPOLL_CTL_MOD.
+//!
+//! A thread with nothing to report sleeps on its parker plus the kernel epoll fd itself (an epoll
+//! fd is pollable: readable while kernel members are ready), and in inline mode possibly on the
+//! NIC's rx fd as the driver (see `wait`).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nic::Nic;
+use stack::shard::{Readiness, Shard, SocketId};
+
+use crate::accel::Accel;
+use crate::fdtable::{Entry, Fd};
+use crate::wait::{self, Parker};
+use crate::{real, Call, Errno};
+
+/// What an accelerated member is.
+#[derive(Clone, Copy)]
+pub(crate) enum Target {
+    Sock(SocketId),
+    /// Bound, not listening: always writable, nothing else.
+    Bound,
+}
+
+#[derive(Clone, Copy)]
+struct Member {
+    events: u32,
+    data: u64,
+    target: Target,
+    /// For EPOLLET: the mask last reported, and the arrival count then.
+    last: u32,
+    arrivals: u32,
+    disabled: bool,
+    queued: bool,
+}
+
+/// The accelerated half of an epoll set.
+#[derive(Default)]
+pub(crate) struct EpollSet {
+    /// Indexed by fd.
+    members: Vec<Option<Member>>,
+    count: usize,
+    ready: VecDeque<i32>,
+    /// Threads sleeping in epoll_wait on this set.
+    waiters: Vec<Arc<Parker>>,
+    /// Kernel fds added through epoll_ctl (an upper bound: the kernel drops closed ones itself).
+    /// While it is 0 a wait with accelerated events to report needs no system call.
+    kernel_members: u32,
+}
+
+impl EpollSet {
+    fn member_mut(&mut self, fd: i32) -> Option<&mut Member> {
+        self.members.get_mut(fd as usize)?.as_mut()
+    }
+
+    /// `fd`'s socket changed: queue it and wake the set's waiters. Returns how many were woken.
+    pub(crate) fn mark_ready(&mut self, fd: i32) -> usize {
+        let Some(Some(m)) = self.members.get_mut(fd as usize) else { return 0 };
+        if m.disabled {
+            return 0;
+        }
+        if !m.queued {
+            m.queued = true;
+            self.ready.push_back(fd);
+        }
+        let exclusive = m.events & libc::EPOLLEXCLUSIVE as u32 != 0;
+        let n = if exclusive { self.waiters.len().min(1) } else { self.waiters.len() };
+        for p in &self.waiters[..n] {
+            wait::wake(p);
+        }
+        n
+    }
+
+    /// Updates `fd`'s target (a bound socket that started listening).
+    pub(crate) fn retarget(&mut self, fd: i32, target: Target) {
+        if let Some(m) = self.member_mut(fd) {
+            m.target = target;
+        }
+        self.mark_ready(fd);
+    }
+
+    /// The accelerated members' fds.
+    pub(crate) fn member_fds(&self) -> impl Iterator<Item = i32> + '_ {
+        self.members.iter().enumerate().filter(|(_, m)| m.is_some()).map(|(fd, _)| fd as i32)
+    }
+
+    /// The set is going away: its waiters look again (and find it gone).
+    pub(crate) fn wake_all(&self) {
+        for p in &self.waiters {
+            wait::wake(p);
+        }
+    }
+
+    pub(crate) fn remove(&mut self, fd: i32) -> bool {
+        match self.members.get_mut(fd as usize).and_then(|m| m.take()) {
+            Some(_) => {
+                self.count -= 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The application saw EAGAIN on `fd` for `bits` (EPOLLIN on a read or accept, EPOLLOUT on a
+    /// write): for EPOLLET the next readiness is a new edge, as in Linux.
+    pub(crate) fn rearm(&mut self, fd: i32, bits: u32) {
+        if let Some(m) = self.member_mut(fd) {
+            m.last &= !bits;
+        }
+    }
+
+    /// Reports queued members into `out`; returns how many.
+    fn collect<N: Nic>(&mut self, shard: Option<&Shard<N>>, out: &mut [libc::epoll_event]) -> usize {
+        let mut n = 0;
+        let mut todo = self.ready.len();
+        while n < out.len() && todo > 0 {
+            todo -= 1;
+            let Some(fd) = self.ready.pop_front() else { break };
+            let Some(Some(m)) = self.members.get_mut(fd as usize) else { continue };
+            m.queued = false;
+            if m.disabled {
+                continue;
+            }
+            let (r, arrivals) = match (m.target, shard) {
+                (Target::Sock(id), Some(s)) => (s.readiness(id), s.arrivals(id)),
+                (Target::Sock(_), None) => continue,
+                (Target::Bound, _) => (Readiness { writable: true, ..Readiness::default() }, 0),
+            };
+            let mask = epoll_mask(r, m.events);
+            let edge = m.events & libc::EPOLLET as u32 != 0;
+            let report = if edge {
+                // New bits, and EPOLLIN again for every new arrival (Linux wakes ET waiters on each).
+                let mut r = mask & !m.last;
+                if arrivals != m.arrivals {
+                    r |= mask & libc::EPOLLIN as u32;
+                }
+                r
+            } else {
+                mask
+            };
+            m.last = mask;
+            m.arrivals = arrivals;
+            if report == 0 {
+                continue;
+            }
+            out[n] = libc::epoll_event { events: report, u64: m.data };
+            n += 1;
+            if m.events & libc::EPOLLONESHOT as u32 != 0 {
+                m.disabled = true;
+            } else if !edge {
+                // Level-triggered and still ready: it stays on the list.
+                m.queued = true;
+                self.ready.push_back(fd);
+            }
+        }
+        n
+    }
+}
+
+pub(crate) fn epoll_mask(r: Readiness, wanted: u32) -> u32 {
+    let mut m = 0u32;
+    if r.readable {
+        m |= libc::EPOLLIN as u32;
+    }
+    if r.writable {
+        m |= libc::EPOLLOUT as u32;
+    }
+    if r.read_closed {
+        m |= libc::EPOLLRDHUP as u32;
+    }
+    let always = libc::EPOLLERR as u32 | libc::EPOLLHUP as u32;
+    if r.hangup {
+        m |= libc::EPOLLHUP as u32;
+    }
+    if r.error {
+        m |= libc::EPOLLERR as u32;
+    }
+    m & (wanted | always)
+}
+
+impl<N: Nic + 'static> Accel<N> {
+    /// After the kernel created an epoll fd.
+    pub fn epoll_created(&self, epfd: i32) -> bool {
+        self.with(|rt| rt.fds.insert(epfd, Entry::new(Fd::Epoll(Box::default())))).is_some()
+    }
+
+    /// epoll_ctl: accelerated members go to the shadow set; kernel ones to the kernel set.
+    pub fn epoll_ctl(&self, epfd: i32, op: i32, fd: i32, events: u32, data: u64) -> Call<()> {
+        self.with(|rt| {
+            if rt.fds.epoll(epfd).is_none() {
+                return Call::Kernel;
+            }
+            let target = match rt.fds.kind(fd) {
+                Some(Fd::Conn { id, .. } | Fd::Listener { id, .. }) => Target::Sock(*id),
+                Some(Fd::Bound { .. }) => Target::Bound,
+                _ => {
+                    // A kernel fd: into the kernel set, counted.
+                    let mut ev = libc::epoll_event { events, u64: data };
+                    if unsafe { real::epoll_ctl(epfd, op, fd, &mut ev) } < 0 {
+                        return Call::Done(Err(crate::last_errno()));
+                    }
+                    let set = rt.fds.epoll_mut(epfd).unwrap();
+                    match op {
+                        libc::EPOLL_CTL_ADD => set.kernel_members += 1,
+                        libc::EPOLL_CTL_DEL => set.kernel_members = set.kernel_members.saturating_sub(1),
+                        _ => {}
+                    }
+                    return Call::Done(Ok(()));
+                }
+            };
+            if epfd == fd {
+                return Call::Done(Err(Errno::EINVAL));
+            }
+            let fresh = Member { events, data, target, last: 0, arrivals: 0, disabled: false, queued: false };
+            let set = rt.fds.epoll_mut(epfd).unwrap();
+            let slot = fd as usize;
+            if slot >= set.members.len() {
+                set.members.resize_with(slot + 1, || None);
+            }
+            let r = match op {
+                libc::EPOLL_CTL_ADD if set.members[slot].is_some() => Err(Errno(libc::EEXIST)),
+                libc::EPOLL_CTL_ADD => {
+                    set.members[slot] = Some(fresh);
+                    set.count += 1;
+                    Ok(true)
+                }
+                libc::EPOLL_CTL_MOD => match set.members[slot].as_mut() {
+                    Some(m) => {
+                        // Keep its place on the ready list; a new mask may be ready at once.
+                        *m = Member { queued: m.queued, ..fresh };
+                        Ok(false)
+                    }
+                    None => Err(Errno(libc::ENOENT)),
+                },
+                libc::EPOLL_CTL_DEL => {
+                    if set.remove(fd) {
+                        Ok(false)
+                    } else {
+                        Err(Errno(libc::ENOENT))
+                    }
+                }
+                _ => Err(Errno::EINVAL),
+            };
+            match r {
+                Err(e) => Call::Done(Err(e)),
+                Ok(added) => {
+                    if op != libc::EPOLL_CTL_DEL {
+                        // Current readiness is reported by the next wait (and wakes a waiter).
+                        set.mark_ready(fd);
+                    }
+                    let entry = rt.fds.get_mut(fd).unwrap();
+                    if added {
+                        entry.epolls.push(epfd);
+                    } else if op == libc::EPOLL_CTL_DEL {
+                        entry.epolls.retain(|&e| e != epfd);
+                    }
+                    Call::Done(Ok(()))
+                }
+            }
+        })
+        .unwrap_or(Call::Kernel)
+    }
+
+    /// epoll_wait over a set with accelerated members (and kernel ones).
+    pub fn epoll_wait(&self, epfd: i32, out: &mut [libc::epoll_event], timeout_ms: i32) -> Call<usize> {
+        enum Step {
+            Kernel,
+            Done(usize, bool),
+            Sleep(wait::Sleep),
+        }
+        let deadline = (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
+        let mut waited = false;
+        let mut waiting_since = None;
+        let mut kernel = Vec::with_capacity(3);
+        loop {
+            let step = self.with(|rt| {
+                let parker = rt.start_looking();
+                let shard = rt.shard.as_ref();
+                let Some(set) = rt.fds.epoll_mut(epfd) else { return Step::Kernel };
+                if set.count == 0 && !waited {
+                    return Step::Kernel;
+                }
+                let n = set.collect(shard, out);
+                let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                if n > 0 || left.is_some_and(|l| l.is_zero()) || parker.is_none() {
+                    let kernel_too = set.kernel_members > 0;
+                    if waited {
+                        rt.hand_off();
+                    }
+                    return Step::Done(n, kernel_too);
+                }
+                let parker = parker.unwrap();
+                set.waiters.push(parker.clone());
+                let limit_ms = left.map_or(-1, |l| l.as_millis().clamp(1, i32::MAX as u128) as i32);
+                let since = *waiting_since.get_or_insert_with(Instant::now);
+                Step::Sleep(rt.prepare_sleep(parker, limit_ms, since))
+            });
+            let plan = match step {
+                None | Some(Step::Kernel) => return Call::Kernel,
+                Some(Step::Done(n, kernel_too)) => {
+                    let mut n = n;
+                    if kernel_too && n < out.len() {
+                        let k = unsafe { real::epoll_wait(epfd, out[n..].as_mut_ptr(), (out.len() - n) as i32, 0) };
+                        n += k.max(0) as usize;
+                    }
+                    return Call::Done(Ok(n));
+                }
+                Some(Step::Sleep(plan)) => plan,
+            };
+            kernel.clear();
+            kernel.push(libc::pollfd { fd: epfd, events: libc::POLLIN, revents: 0 });
+            let slept = wait::sleep(&plan, &mut kernel);
+            waited = true;
+            let kernel_ready = kernel[0].revents != 0;
+            let got = self.with(|rt| {
+                rt.after_sleep(&plan);
+                if let Some(set) = rt.fds.epoll_mut(epfd) {
+                    if let Some(i) = set.waiters.iter().position(|p| Arc::ptr_eq(p, &plan.parker)) {
+                        set.waiters.swap_remove(i);
+                    }
+                }
+                if plan.drives {
+                    rt.poll_shard();
+                }
+                if slept < 0 || kernel_ready {
+                    rt.hand_off();
+                }
+            });
+            if got.is_none() {
+                return Call::Kernel;
+            }
+            if slept == -libc::EINTR {
+                return Call::Done(Err(Errno(libc::EINTR)));
+            }
+            if kernel_ready {
+                let k = unsafe { real::epoll_wait(epfd, out.as_mut_ptr(), out.len() as i32, 0) };
+                let mut n = k.max(0) as usize;
+                if n < out.len() {
+                    n += self
+                        .with(|rt| {
+                            let shard = rt.shard.as_ref();
+                            rt.fds.epoll_mut(epfd).map_or(0, |set| set.collect(shard, &mut out[n..]))
+                        })
+                        .unwrap_or(0);
+                }
+                if n > 0 {
+                    return Call::Done(Ok(n));
+                }
+            }
+        }
+    }
+}

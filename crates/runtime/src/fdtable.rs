@@ -1,0 +1,212 @@
+//! The fd table: what each file descriptor the runtime tracks is (a kernel TCP socket that may
+//! still move to the shard, an accelerated socket, an epoll set), its socket options, and the
+//! per-shard-socket record of which fds refer to it and which threads wait on it.
+//!
+//! Both maps are vectors indexed by a small dense number (the fd, the socket's slot): a lookup
+//! is an index, not a hash. Nothing here knows about the shard's internals or about waiting.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use stack::shard::SocketId;
+
+use crate::epoll::EpollSet;
+use crate::wait::Parker;
+
+/// What a tracked fd is.
+pub(crate) enum Fd {
+    /// A kernel TCP socket that may still move to the shard.
+    Pending {
+        nonblock: bool,
+    },
+    /// On the shard, bound, not yet listening.
+    Bound {
+        local: SocketAddr,
+        nonblock: bool,
+    },
+    Listener {
+        id: SocketId,
+        nonblock: bool,
+    },
+    Conn {
+        id: SocketId,
+        nonblock: bool,
+    },
+    /// A kernel epoll fd whose accelerated members the runtime keeps (see `epoll`).
+    Epoll(Box<EpollSet>),
+}
+
+impl Fd {
+    /// The shard socket behind an accelerated fd.
+    pub(crate) fn socket(&self) -> Option<SocketId> {
+        match self {
+            Fd::Listener { id, .. } | Fd::Conn { id, .. } => Some(*id),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn nonblock(&self) -> bool {
+        match self {
+            Fd::Pending { nonblock }
+            | Fd::Bound { nonblock, .. }
+            | Fd::Listener { nonblock, .. }
+            | Fd::Conn { nonblock, .. } => *nonblock,
+            Fd::Epoll(_) => true,
+        }
+    }
+}
+
+/// One tracked fd.
+pub(crate) struct Entry {
+    pub fd: Fd,
+    pub opts: SockOpts,
+    /// The epoll sets this fd is a member of (so close and wakeups need not look at every set).
+    pub epolls: Vec<i32>,
+}
+
+impl Entry {
+    pub(crate) fn new(fd: Fd) -> Entry {
+        Entry { fd, opts: SockOpts::default(), epolls: Vec::new() }
+    }
+}
+
+/// Tracked fds, indexed by fd number.
+#[derive(Default)]
+pub(crate) struct FdTable {
+    slots: Vec<Option<Entry>>,
+}
+
+impl FdTable {
+    pub(crate) fn get(&self, fd: i32) -> Option<&Entry> {
+        self.slots.get(usize::try_from(fd).ok()?)?.as_ref()
+    }
+
+    pub(crate) fn get_mut(&mut self, fd: i32) -> Option<&mut Entry> {
+        self.slots.get_mut(usize::try_from(fd).ok()?)?.as_mut()
+    }
+
+    pub(crate) fn kind(&self, fd: i32) -> Option<&Fd> {
+        self.get(fd).map(|e| &e.fd)
+    }
+
+    pub(crate) fn insert(&mut self, fd: i32, entry: Entry) {
+        let i = fd as usize;
+        if i >= self.slots.len() {
+            self.slots.resize_with(i + 1, || None);
+        }
+        self.slots[i] = Some(entry);
+    }
+
+    pub(crate) fn remove(&mut self, fd: i32) -> Option<Entry> {
+        self.slots.get_mut(usize::try_from(fd).ok()?)?.take()
+    }
+
+    /// The epoll set at `epfd`.
+    pub(crate) fn epoll_mut(&mut self, epfd: i32) -> Option<&mut EpollSet> {
+        match self.get_mut(epfd) {
+            Some(Entry { fd: Fd::Epoll(set), .. }) => Some(set),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn epoll(&self, epfd: i32) -> Option<&EpollSet> {
+        match self.get(epfd) {
+            Some(Entry { fd: Fd::Epoll(set), .. }) => Some(set),
+            _ => None,
+        }
+    }
+}
+
+/// Per shard socket: the fds that refer to it (dup) and the threads blocked on it.
+#[derive(Default)]
+pub(crate) struct SockState {
+    pub fds: Vec<i32>,
+    /// Threads in a blocking call, poll or select that wait for this socket to change.
+    pub waiters: Vec<Arc<Parker>>,
+}
+
+/// Per-socket state, indexed by the socket's slot and checked against its whole id.
+#[derive(Default)]
+pub(crate) struct SockTable {
+    slots: Vec<Option<(SocketId, SockState)>>,
+}
+
+impl SockTable {
+    pub(crate) fn get_mut(&mut self, id: SocketId) -> Option<&mut SockState> {
+        match self.slots.get_mut(id.index()) {
+            Some(Some((sid, st))) if *sid == id => Some(st),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn get(&self, id: SocketId) -> Option<&SockState> {
+        match self.slots.get(id.index()) {
+            Some(Some((sid, st))) if *sid == id => Some(st),
+            _ => None,
+        }
+    }
+
+    /// The record of `id`, made on first use.
+    pub(crate) fn entry(&mut self, id: SocketId) -> &mut SockState {
+        let i = id.index();
+        if i >= self.slots.len() {
+            self.slots.resize_with(i + 1, || None);
+        }
+        let slot = &mut self.slots[i];
+        if !matches!(slot, Some((sid, _)) if *sid == id) {
+            *slot = Some((id, SockState::default()));
+        }
+        &mut slot.as_mut().unwrap().1
+    }
+
+    pub(crate) fn remove(&mut self, id: SocketId) -> Option<SockState> {
+        match self.slots.get_mut(id.index()) {
+            Some(slot @ Some(_)) if slot.as_ref().unwrap().0 == id => slot.take().map(|(_, st)| st),
+            _ => None,
+        }
+    }
+}
+
+/// Socket options the shim keeps for an accelerated (or still pending) socket. Accepted sockets
+/// inherit their listener's, as on Linux.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SockOpts {
+    pub nodelay: bool,
+    pub keepalive: bool,
+    pub keepidle_s: u32,
+    pub keepintvl_s: u32,
+    pub keepcnt: u32,
+    /// SO_LINGER: `Some(0)` resets on close.
+    pub linger_s: Option<u32>,
+    pub rcvtimeo_us: u64,
+    pub sndtimeo_us: u64,
+    pub v6only: bool,
+    pub reuseaddr: bool,
+}
+
+impl Default for SockOpts {
+    fn default() -> Self {
+        SockOpts {
+            nodelay: false,
+            keepalive: false,
+            keepidle_s: 7200,
+            keepintvl_s: 75,
+            keepcnt: 9,
+            linger_s: None,
+            rcvtimeo_us: 0,
+            sndtimeo_us: 0,
+            v6only: false,
+            reuseaddr: false,
+        }
+    }
+}
+
+impl SockOpts {
+    pub(crate) fn keepalive(&self) -> Option<stack::Keepalive> {
+        self.keepalive.then(|| stack::Keepalive {
+            idle: u64::from(self.keepidle_s) * 1_000_000_000,
+            interval: u64::from(self.keepintvl_s) * 1_000_000_000,
+            count: self.keepcnt.min(255) as u8,
+        })
+    }
+}

@@ -1,0 +1,162 @@
+//! poll (and select, which the shim turns into poll) over any mix of fds: accelerated ones are
+//! answered from the shard, kernel ones by the kernel. A caller with nothing ready registers its
+//! parker on each accelerated socket and sleeps in the kernel on the kernel fds plus the parker
+//! (plus the rx fd when it drives the NIC): woken by a change of any of them, never by another
+//! socket's traffic. Like Linux's poll, a call costs O(fds given).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nic::Nic;
+use stack::shard::{Readiness, SocketId};
+
+use crate::accel::{Accel, Runtime};
+use crate::wait;
+use crate::{real, Call, Errno};
+
+fn poll_mask(r: Readiness, wanted: i16) -> i16 {
+    let mut m = 0i16;
+    if r.readable {
+        m |= libc::POLLIN;
+    }
+    if r.writable {
+        m |= libc::POLLOUT;
+    }
+    if r.read_closed {
+        m |= libc::POLLRDHUP;
+    }
+    let always = libc::POLLERR | libc::POLLHUP;
+    if r.hangup {
+        m |= libc::POLLHUP;
+    }
+    if r.error {
+        m |= libc::POLLERR;
+    }
+    m & (wanted | always)
+}
+
+impl<N: Nic + 'static> Runtime<N> {
+    /// Fills in the revents of the accelerated entries of `fds`, marking them in `ours`; returns
+    /// how many are ready.
+    fn poll_accelerated(&self, fds: &mut [libc::pollfd], ours: &mut [bool]) -> usize {
+        let mut n = 0;
+        for (p, mine) in fds.iter_mut().zip(ours.iter_mut()) {
+            if let Some(r) = self.readiness(p.fd) {
+                *mine = true;
+                p.revents = poll_mask(r, p.events);
+                n += (p.revents != 0) as usize;
+            }
+        }
+        n
+    }
+}
+
+impl<N: Nic + 'static> Accel<N> {
+    pub fn poll(&self, fds: &mut [libc::pollfd], timeout_ms: i32) -> Call<usize> {
+        enum Step {
+            Kernel,
+            Done(usize),
+            Sleep(wait::Sleep, Vec<SocketId>),
+        }
+        let deadline = (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
+        let mut ours = vec![false; fds.len()];
+        let mut kernel: Vec<libc::pollfd> = Vec::with_capacity(fds.len() + 2);
+        let mut waited = false;
+        let mut waiting_since = None;
+        loop {
+            let step = self.with(|rt| {
+                let parker = rt.start_looking();
+                ours.fill(false);
+                let n = rt.poll_accelerated(fds, &mut ours);
+                if !ours.iter().any(|&o| o) {
+                    if waited {
+                        rt.hand_off();
+                    }
+                    return Step::Kernel;
+                }
+                let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                let Some(parker) = parker.filter(|_| n == 0 && !left.is_some_and(|l| l.is_zero())) else {
+                    if waited {
+                        rt.hand_off();
+                    }
+                    return Step::Done(n);
+                };
+                let mut ids = Vec::new();
+                for (p, &mine) in fds.iter().zip(&ours) {
+                    if let Some(id) = mine.then(|| rt.fds.get(p.fd).and_then(|e| e.fd.socket())).flatten() {
+                        rt.socks.entry(id).waiters.push(parker.clone());
+                        ids.push(id);
+                    }
+                }
+                let limit_ms = left.map_or(-1, |l| l.as_millis().clamp(1, i32::MAX as u128) as i32);
+                let since = *waiting_since.get_or_insert_with(Instant::now);
+                Step::Sleep(rt.prepare_sleep(parker, limit_ms, since), ids)
+            });
+            // The kernel fds (accelerated slots get fd -1: the kernel ignores them).
+            kernel.clear();
+            for (p, &mine) in fds.iter().zip(&ours) {
+                kernel.push(libc::pollfd { fd: if mine { -1 } else { p.fd }, events: p.events, revents: 0 });
+            }
+            let (plan, ids) = match step {
+                None => return Call::Kernel,
+                Some(Step::Kernel) => {
+                    // None of them is accelerated (any more): the kernel alone, as asked.
+                    return Call::Kernel;
+                }
+                Some(Step::Done(n)) => {
+                    let k = if kernel.iter().any(|p| p.fd >= 0) {
+                        unsafe { real::poll(kernel.as_mut_ptr(), kernel.len() as libc::nfds_t, 0) }
+                    } else {
+                        0
+                    };
+                    if k < 0 {
+                        return Call::Done(Err(crate::last_errno()));
+                    }
+                    return Call::Done(Ok(n + self.take_kernel(fds, &ours, &kernel)));
+                }
+                Some(Step::Sleep(plan, ids)) => (plan, ids),
+            };
+            let slept = wait::sleep(&plan, &mut kernel);
+            waited = true;
+            self.with(|rt| {
+                rt.after_sleep(&plan);
+                for id in &ids {
+                    if let Some(st) = rt.socks.get_mut(*id) {
+                        if let Some(i) = st.waiters.iter().position(|p| Arc::ptr_eq(p, &plan.parker)) {
+                            st.waiters.swap_remove(i);
+                        }
+                    }
+                }
+                if plan.drives {
+                    rt.poll_shard();
+                }
+            });
+            if slept == -libc::EINTR {
+                self.with(|rt| rt.hand_off());
+                return Call::Done(Err(Errno(libc::EINTR)));
+            }
+            let k = self.take_kernel(fds, &ours, &kernel);
+            if k > 0 {
+                let n = self
+                    .with(|rt| {
+                        rt.hand_off();
+                        rt.poll_accelerated(fds, &mut ours)
+                    })
+                    .unwrap_or(0);
+                return Call::Done(Ok(n + k));
+            }
+        }
+    }
+
+    /// Copies the kernel's answers for the kernel fds back into `fds`; returns how many are ready.
+    fn take_kernel(&self, fds: &mut [libc::pollfd], ours: &[bool], kernel: &[libc::pollfd]) -> usize {
+        let mut n = 0;
+        for (i, p) in fds.iter_mut().enumerate() {
+            if !ours[i] {
+                p.revents = kernel[i].revents;
+                n += (p.revents != 0) as usize;
+            }
+        }
+        n
+    }
+}

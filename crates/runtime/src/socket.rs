@@ -1,0 +1,435 @@
+//! The socket calls on tracked fds: creation, the routing decision at bind/connect (shard or
+//! kernel, counted), accept, data transfer, shutdown, close and dup. Waiting is `wait`'s; option
+//! handling is `sockopt`'s.
+
+use std::net::SocketAddr;
+
+use nic::Nic;
+use stack::shard::SocketId;
+
+use crate::accel::{Accel, Runtime};
+use crate::epoll::Target;
+use crate::fdtable::{Entry, Fd};
+use crate::wait::Dir;
+use crate::{real, set_tracked, Call, Errno};
+
+impl<N: Nic + 'static> Runtime<N> {
+    /// Registers `fd` as a new reference to shard socket `id`.
+    fn adopt(&mut self, fd: i32, entry: Entry, id: SocketId) {
+        self.fds.insert(fd, entry);
+        self.socks.entry(id).fds.push(fd);
+        set_tracked(fd, true);
+    }
+
+    /// The application saw EAGAIN on `fd` for `bits`: re-arm its edge-triggered epoll members.
+    pub(crate) fn rearm(&mut self, fd: i32, bits: u32) {
+        let Some(entry) = self.fds.get(fd) else { return };
+        if entry.epolls.is_empty() {
+            return;
+        }
+        for epfd in entry.epolls.clone() {
+            if let Some(set) = self.fds.epoll_mut(epfd) {
+                set.rearm(fd, bits);
+            }
+        }
+    }
+
+    fn conn_id(&self, fd: i32) -> Result<SocketId, Call<()>> {
+        match self.fds.kind(fd) {
+            Some(Fd::Conn { id, .. }) => Ok(*id),
+            Some(Fd::Listener { .. } | Fd::Bound { .. }) => Err(Call::Done(Err(Errno::ENOTCONN))),
+            _ => Err(Call::Kernel),
+        }
+    }
+
+    /// Forgets `fd`; closes its shard socket when no other fd refers to it.
+    pub(crate) fn release(&mut self, fd: i32) {
+        let Some(entry) = self.fds.remove(fd) else { return };
+        let id = match entry.fd {
+            Fd::Bound { local, .. } => {
+                self.bound.remove(&local);
+                None
+            }
+            Fd::Listener { id, .. } | Fd::Conn { id, .. } => Some(id),
+            Fd::Epoll(set) => {
+                // Its members forget it; threads waiting on it are woken (and find it gone).
+                for member in set.member_fds() {
+                    if let Some(e) = self.fds.get_mut(member) {
+                        e.epolls.retain(|&x| x != fd);
+                    }
+                }
+                set.wake_all();
+                return;
+            }
+            Fd::Pending { .. } => None,
+        };
+        for epfd in &entry.epolls {
+            if let Some(set) = self.fds.epoll_mut(*epfd) {
+                set.remove(fd);
+            }
+        }
+        let Some(id) = id else { return };
+        let last = match self.socks.get_mut(id) {
+            Some(st) => {
+                st.fds.retain(|&x| x != fd);
+                st.fds.is_empty()
+            }
+            None => true,
+        };
+        if !last {
+            return;
+        }
+        if let Some(st) = self.socks.remove(id) {
+            // Threads still blocked on it (another thread closed it): they retry and get EBADF.
+            for p in &st.waiters {
+                crate::wait::wake(p);
+            }
+        }
+        let now = self.now();
+        if let Some(s) = self.shard.as_mut() {
+            if matches!(entry.fd, Fd::Listener { .. }) {
+                if let Ok(local) = s.local_addr(id) {
+                    self.bound.remove(&local);
+                }
+            }
+            // SO_LINGER with a zero timeout resets instead of closing gracefully.
+            let _ = if entry.opts.linger_s == Some(0) { s.abort(id) } else { s.close(id) };
+            // What was written before close leaves now (and the FIN or RST after it).
+            s.flush(now);
+        }
+    }
+}
+
+impl<N: Nic + 'static> Accel<N> {
+    /// After the kernel created `fd` with `socket(domain, ty, _)`: track TCP/IP sockets.
+    pub fn socket_created(&self, fd: i32, domain: i32, ty: i32) {
+        if fd < 0 || (domain != libc::AF_INET && domain != libc::AF_INET6) || ty & 0xf != libc::SOCK_STREAM {
+            return;
+        }
+        let tracked = self.with(|rt| {
+            rt.release(fd);
+            rt.fds.insert(fd, Entry::new(Fd::Pending { nonblock: ty & libc::SOCK_NONBLOCK != 0 }));
+        });
+        if tracked.is_some() {
+            set_tracked(fd, true);
+        }
+    }
+
+    pub fn bind(&self, fd: i32, addr: SocketAddr) -> Call<()> {
+        self.with(|rt| match rt.fds.kind(fd) {
+            Some(Fd::Pending { nonblock }) => {
+                let nonblock = *nonblock;
+                if !rt.is_ours(addr.ip()) {
+                    rt.routing.kernel_bind += 1;
+                    rt.fds.remove(fd);
+                    set_tracked(fd, false);
+                    return Call::Kernel;
+                }
+                if let Err(e) = rt.shard() {
+                    return Call::Done(Err(e));
+                }
+                if addr.port() != 0 && rt.bound.contains(&addr) {
+                    return Call::Done(Err(Errno::EADDRINUSE));
+                }
+                match rt.placeholder(fd, nonblock) {
+                    Ok(()) => {
+                        rt.bound.insert(addr);
+                        rt.fds.get_mut(fd).unwrap().fd = Fd::Bound { local: addr, nonblock };
+                        Call::Done(Ok(()))
+                    }
+                    Err(e) => Call::Done(Err(e)),
+                }
+            }
+            Some(Fd::Bound { .. } | Fd::Listener { .. } | Fd::Conn { .. }) => Call::Done(Err(Errno::EINVAL)),
+            _ => Call::Kernel,
+        })
+        .unwrap_or(Call::Kernel)
+    }
+
+    pub fn listen(&self, fd: i32, backlog: i32) -> Call<()> {
+        self.with(|rt| match rt.fds.kind(fd) {
+            Some(Fd::Bound { local, nonblock }) => {
+                let (local, nonblock) = (*local, *nonblock);
+                let backlog = if backlog <= 0 { 128 } else { backlog as usize };
+                let v6only = rt.fds.get(fd).is_some_and(|e| e.opts.v6only);
+                match rt.shard().and_then(|s| s.tcp_listen_with(local, backlog, v6only)) {
+                    Ok(id) => {
+                        rt.routing.accelerated_listen += 1;
+                        let entry = rt.fds.get_mut(fd).unwrap();
+                        entry.fd = Fd::Listener { id, nonblock };
+                        let epolls = entry.epolls.clone();
+                        rt.socks.entry(id).fds.push(fd);
+                        for epfd in epolls {
+                            if let Some(set) = rt.fds.epoll_mut(epfd) {
+                                set.retarget(fd, Target::Sock(id));
+                            }
+                        }
+                        Call::Done(Ok(()))
+                    }
+                    Err(e) => Call::Done(Err(e)),
+                }
+            }
+            Some(Fd::Listener { .. }) => Call::Done(Ok(())),
+            Some(Fd::Conn { .. }) => Call::Done(Err(Errno::EINVAL)),
+            _ => Call::Kernel,
+        })
+        .unwrap_or(Call::Kernel)
+    }
+
+    pub fn accept(&self, fd: i32, flags: i32) -> Call<(i32, SocketAddr)> {
+        self.blocking(fd, Dir::Recv, false, |rt| {
+            let id = match rt.fds.kind(fd) {
+                Some(Fd::Listener { id, .. }) => *id,
+                Some(Fd::Pending { .. } | Fd::Epoll(_)) | None => return Call::Kernel,
+                Some(_) => return Call::Done(Err(Errno::EINVAL)),
+            };
+            let shard = rt.shard.as_mut().expect("a listener has a shard");
+            match shard.tcp_accept(id) {
+                Ok((conn, peer)) => {
+                    let efd = unsafe {
+                        let nb = if flags & libc::SOCK_NONBLOCK != 0 { libc::EFD_NONBLOCK } else { 0 };
+                        real::eventfd(0, nb | if flags & libc::SOCK_CLOEXEC != 0 { libc::EFD_CLOEXEC } else { 0 })
+                    };
+                    if efd < 0 {
+                        let e = crate::last_errno();
+                        let _ = shard.abort(conn);
+                        return Call::Done(Err(e));
+                    }
+                    let opts = rt.fds.get(fd).map(|e| e.opts).unwrap_or_default();
+                    if opts.nodelay {
+                        let _ = shard.tcp_set_nodelay(conn, true);
+                    }
+                    if opts.keepalive {
+                        let _ = shard.tcp_set_keepalive(conn, opts.keepalive());
+                    }
+                    rt.routing.accepted += 1;
+                    let mut entry = Entry::new(Fd::Conn { id: conn, nonblock: flags & libc::SOCK_NONBLOCK != 0 });
+                    entry.opts = opts;
+                    // An fd number the kernel just handed out: nothing of ours can be left on it,
+                    // but a stale record would be wrong, so forget it first.
+                    rt.release(efd);
+                    rt.adopt(efd, entry, conn);
+                    Call::Done(Ok((efd, peer)))
+                }
+                Err(e) => {
+                    if e == Errno::EAGAIN {
+                        rt.rearm(fd, libc::EPOLLIN as u32);
+                    }
+                    Call::Done(Err(e))
+                }
+            }
+        })
+    }
+
+    pub fn connect(&self, fd: i32, addr: SocketAddr) -> Call<()> {
+        let started = self
+            .with(|rt| match rt.fds.kind(fd) {
+                Some(Fd::Pending { nonblock }) => {
+                    let nonblock = *nonblock;
+                    if !rt.routes_here(addr.ip()) {
+                        rt.routing.kernel_connect += 1;
+                        rt.fds.remove(fd);
+                        set_tracked(fd, false);
+                        return Call::Kernel;
+                    }
+                    let id = match rt.shard().and_then(|s| s.tcp_connect(addr)) {
+                        Ok(id) => id,
+                        Err(e) => return Call::Done(Err(e)),
+                    };
+                    if let Err(e) = rt.placeholder(fd, nonblock) {
+                        let _ = rt.shard.as_mut().unwrap().abort(id);
+                        return Call::Done(Err(e));
+                    }
+                    let entry = rt.fds.remove(fd).unwrap();
+                    let shard = rt.shard.as_mut().unwrap();
+                    if entry.opts.nodelay {
+                        let _ = shard.tcp_set_nodelay(id, true);
+                    }
+                    if let Some(ka) = entry.opts.keepalive() {
+                        let _ = shard.tcp_set_keepalive(id, Some(ka));
+                    }
+                    rt.routing.accelerated_connect += 1;
+                    rt.adopt(fd, Entry { fd: Fd::Conn { id, nonblock }, ..entry }, id);
+                    rt.flush_shard();
+                    Call::Done(Err(if nonblock { Errno(libc::EINPROGRESS) } else { Errno::EAGAIN }))
+                }
+                Some(Fd::Conn { .. }) => Call::Done(Err(Errno::EISCONN)),
+                Some(Fd::Listener { .. } | Fd::Bound { .. }) => Call::Done(Err(Errno::EINVAL)),
+                _ => Call::Kernel,
+            })
+            .unwrap_or(Call::Kernel);
+        match started {
+            Call::Done(Err(Errno::EAGAIN)) => self.blocking(fd, Dir::Send, false, |rt| {
+                let Some(Fd::Conn { id, .. }) = rt.fds.kind(fd) else { return Call::Done(Err(Errno::EBADF)) };
+                let id = *id;
+                let shard = rt.shard.as_mut().unwrap();
+                if let Ok(Some(e)) = shard.take_error(id) {
+                    return Call::Done(Err(e));
+                }
+                match shard.tcp_state(id) {
+                    Ok(stack::TcpState::SynSent | stack::TcpState::SynReceived) => Call::Done(Err(Errno::EAGAIN)),
+                    Ok(_) => Call::Done(Ok(())),
+                    Err(e) => Call::Done(Err(e)),
+                }
+            }),
+            other => other,
+        }
+    }
+
+    /// `recv`/`read`; `peek` is MSG_PEEK (the data stays).
+    pub fn recv(&self, fd: i32, buf: &mut [u8], dontwait: bool, peek: bool) -> Call<usize> {
+        self.blocking(fd, Dir::Recv, dontwait, |rt| {
+            let id = match rt.conn_id(fd) {
+                Ok(id) => id,
+                Err(Call::Done(Err(e))) => return Call::Done(Err(e)),
+                Err(_) => return Call::Kernel,
+            };
+            let shard = rt.shard.as_mut().unwrap();
+            let r = if peek { shard.tcp_peek(id, buf) } else { shard.tcp_recv(id, buf) };
+            if r == Err(Errno::EAGAIN) {
+                rt.rearm(fd, libc::EPOLLIN as u32);
+            }
+            Call::Done(r)
+        })
+    }
+
+    /// `send`/`write`: a blocking socket sends everything (waiting for room); EPIPE is returned and
+    /// the caller raises SIGPIPE unless MSG_NOSIGNAL.
+    pub fn send(&self, fd: i32, data: &[u8], dontwait: bool) -> Call<usize> {
+        let mut sent = 0usize;
+        self.blocking(fd, Dir::Send, dontwait, |rt| {
+            let id = match rt.conn_id(fd) {
+                Ok(id) => id,
+                Err(Call::Done(Err(e))) => return Call::Done(Err(e)),
+                Err(_) => return Call::Kernel,
+            };
+            let nonblock = dontwait || rt.fds.kind(fd).is_some_and(|f| f.nonblock());
+            let shard = rt.shard.as_mut().unwrap();
+            let r = shard.tcp_send(id, &data[sent..]);
+            if !matches!(r, Ok(n) if n == data.len() - sent) {
+                rt.rearm(fd, libc::EPOLLOUT as u32);
+            }
+            match r {
+                Ok(n) => {
+                    sent += n;
+                    if sent == data.len() || nonblock {
+                        Call::Done(Ok(sent))
+                    } else {
+                        Call::Done(Err(Errno::EAGAIN))
+                    }
+                }
+                Err(Errno::EAGAIN) if sent > 0 && nonblock => Call::Done(Ok(sent)),
+                Err(e) if sent > 0 && e != Errno::EAGAIN => Call::Done(Ok(sent)),
+                Err(e) => Call::Done(Err(e)),
+            }
+        })
+    }
+
+    /// close: the runtime forgets `fd` (closing the shard socket with its last fd); the caller
+    /// then closes the placeholder (or kernel socket, or epoll fd) in the kernel.
+    pub fn close(&self, fd: i32) {
+        self.with(|rt| rt.release(fd));
+        set_tracked(fd, false);
+    }
+
+    /// After a successful `dup`/`dup2`/`dup3`/F_DUPFD of `old` to `new`: `new` refers to the same
+    /// socket (and is released first if it was one of ours: dup2 closes it).
+    pub fn duplicated(&self, old: i32, new: i32) {
+        if old == new {
+            return;
+        }
+        let shared = self.with(|rt| {
+            rt.release(new);
+            let copy = match rt.fds.get(old) {
+                Some(Entry { fd: Fd::Listener { id, nonblock }, opts, .. }) => {
+                    Some((Fd::Listener { id: *id, nonblock: *nonblock }, *opts, *id))
+                }
+                Some(Entry { fd: Fd::Conn { id, nonblock }, opts, .. }) => {
+                    Some((Fd::Conn { id: *id, nonblock: *nonblock }, *opts, *id))
+                }
+                _ => None,
+            };
+            match copy {
+                Some((fd, opts, id)) => {
+                    rt.adopt(new, Entry { fd, opts, epolls: Vec::new() }, id);
+                    true
+                }
+                None => false,
+            }
+        });
+        set_tracked(new, shared == Some(true));
+    }
+
+    pub fn shutdown(&self, fd: i32, how: i32) -> Call<()> {
+        self.with(|rt| {
+            let id = match rt.conn_id(fd) {
+                Ok(id) => id,
+                Err(c) => return c,
+            };
+            let shard = rt.shard.as_mut().unwrap();
+            let r = match how {
+                libc::SHUT_WR | libc::SHUT_RDWR => shard.tcp_shutdown_write(id),
+                libc::SHUT_RD => Ok(()),
+                _ => Err(Errno::EINVAL),
+            };
+            rt.flush_shard();
+            // Its readiness changed (EPOLLOUT/EPOLLHUP): waiters look again.
+            rt.notify(id);
+            Call::Done(r)
+        })
+        .unwrap_or(Call::Kernel)
+    }
+
+    pub fn sockname(&self, fd: i32, peer: bool) -> Call<SocketAddr> {
+        self.with(|rt| match rt.fds.kind(fd) {
+            Some(Fd::Bound { local, .. }) if !peer => Call::Done(Ok(*local)),
+            Some(Fd::Bound { .. }) => Call::Done(Err(Errno::ENOTCONN)),
+            Some(Fd::Listener { id, .. } | Fd::Conn { id, .. }) => {
+                let s = rt.shard.as_ref().unwrap();
+                Call::Done(if peer { s.peer_addr(*id) } else { s.local_addr(*id) })
+            }
+            _ => Call::Kernel,
+        })
+        .unwrap_or(Call::Kernel)
+    }
+
+    /// O_NONBLOCK through fcntl(F_SETFL) or ioctl(FIONBIO).
+    pub fn set_nonblock(&self, fd: i32, on: bool) {
+        self.with(|rt| {
+            if let Some(e) = rt.fds.get_mut(fd) {
+                match &mut e.fd {
+                    Fd::Pending { nonblock }
+                    | Fd::Bound { nonblock, .. }
+                    | Fd::Listener { nonblock, .. }
+                    | Fd::Conn { nonblock, .. } => *nonblock = on,
+                    Fd::Epoll(_) => {}
+                }
+            }
+        });
+    }
+
+    /// FIONREAD.
+    pub fn readable_bytes(&self, fd: i32) -> Call<i32> {
+        self.with(|rt| match rt.fds.kind(fd) {
+            Some(Fd::Conn { id, .. }) => {
+                let id = *id;
+                Call::Done(rt.shard.as_mut().unwrap().tcp_recv_available(id).map(|n| n as i32))
+            }
+            _ => Call::Kernel,
+        })
+        .unwrap_or(Call::Kernel)
+    }
+
+    /// TCP_INFO of an accelerated connection.
+    pub fn tcp_info(&self, fd: i32) -> Call<stack::TcpInfo> {
+        self.with(|rt| match rt.fds.kind(fd) {
+            Some(Fd::Conn { id, .. }) => {
+                let id = *id;
+                Call::Done(rt.shard.as_mut().unwrap().tcp_info(id))
+            }
+            Some(Fd::Listener { .. } | Fd::Bound { .. }) => Call::Done(Err(Errno::ENOTCONN)),
+            _ => Call::Kernel,
+        })
+        .unwrap_or(Call::Kernel)
+    }
+}

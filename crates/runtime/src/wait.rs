@@ -1,0 +1,481 @@
+//! Waiting and wakeups: how a thread that cannot go on sleeps, who drives the NIC meanwhile, and
+//! how it is woken exactly when what it waits for changes.
+//!
+//! - Every waiting thread has a [`Parker`]: an eventfd of its own. Before it sleeps it registers
+//!   the parker (with the runtime lock held) on what it waits for: the shard sockets of a blocking
+//!   call or a poll/select, or the epoll set of an epoll_wait. After each stack pass the runtime
+//!   takes the shard's list of sockets whose readiness changed and wakes the parkers registered
+//!   on them (one eventfd write each, none for a parker already woken or for the thread doing
+//!   the pass). Registration and the readiness check happen under one lock hold and wakeups are
+//!   sent under the lock, so a change can never fall between a check and the sleep: no lost
+//!   wakeups.
+//! - At most one thread sleeps on the NIC's rx fd (the *NIC sleeper*): in inline mode the first
+//!   waiting thread that finds no driver becomes it (the others sleep on their parkers only, and
+//!   the driver hands the role on when it leaves); in dedicated mode the stack thread is. A call
+//!   that arms an earlier timer than the NIC sleeper's timeout wakes it.
+//! - Dedicated mode: a stack thread polls the NIC, spins up to `spin_us` while idle, then sleeps
+//!   on the rx fd and its parker (run-to-wakeup). Application threads never poll the NIC there;
+//!   they flush what they wrote at once.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use config::Drive;
+use nic::Nic;
+
+use crate::accel::{Accel, Runtime};
+use crate::real;
+use crate::{Call, Errno};
+
+/// A thread's way to be woken: an eventfd that only it sleeps on.
+pub(crate) struct Parker {
+    efd: i32,
+    /// Set by the first wake since the thread last looked; later wakes cost nothing.
+    notified: AtomicBool,
+}
+
+impl Parker {
+    fn new() -> Option<Parker> {
+        let efd = unsafe { real::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        (efd >= 0).then(|| Parker { efd, notified: AtomicBool::new(false) })
+    }
+
+    pub(crate) fn fd(&self) -> i32 {
+        self.efd
+    }
+
+    /// Wakes the thread (if it has not been woken since it last looked).
+    pub(crate) fn wake(&self) {
+        if !self.notified.swap(true, Ordering::AcqRel) {
+            let one = 1u64;
+            unsafe { real::write(self.efd, (&one as *const u64).cast(), 8) };
+        }
+    }
+
+    /// Forgets past wakes: called with the runtime lock held, before the thread looks at what it
+    /// waits for (every wake is sent with the lock held, so none is lost in between).
+    pub(crate) fn reset(&self) {
+        if self.notified.swap(false, Ordering::AcqRel) {
+            let mut v = 0u64;
+            unsafe { real::read(self.efd, (&mut v as *mut u64).cast(), 8) };
+        }
+    }
+}
+
+impl Drop for Parker {
+    fn drop(&mut self) {
+        unsafe { real::close(self.efd) };
+    }
+}
+
+thread_local! {
+    static PARKER: std::cell::OnceCell<Option<Arc<Parker>>> = const { std::cell::OnceCell::new() };
+}
+
+/// This thread's parker (made on first use; `None` only if the process is out of fds).
+pub(crate) fn my_parker() -> Option<Arc<Parker>> {
+    PARKER.try_with(|p| p.get_or_init(|| Parker::new().map(Arc::new)).clone()).ok().flatten()
+}
+
+fn is_mine(p: &Arc<Parker>) -> bool {
+    PARKER.try_with(|mine| mine.get().and_then(|m| m.as_ref()).is_some_and(|m| Arc::ptr_eq(m, p))).unwrap_or(false)
+}
+
+/// Wakes `p` unless it is the calling thread's own (it is awake and looks again anyway).
+pub(crate) fn wake(p: &Arc<Parker>) {
+    if !is_mine(p) {
+        p.wake();
+    }
+}
+
+/// Who drives the NIC, and who sleeps.
+pub(crate) struct WaitState {
+    pub mode: Mode,
+    /// `drive = "auto"`: switch to dedicated when two application threads wait at once.
+    pub auto: bool,
+    /// The thread sleeping on the rx fd and until when (ns on the runtime's clock).
+    pub nic_sleeper: Option<(Arc<Parker>, u64)>,
+    /// Inline mode: whether an application thread holds the driver role.
+    pub driver: bool,
+    /// Inline mode: parked threads that may take the driver role when it is handed on.
+    pub standby: Vec<Arc<Parker>>,
+    /// Application threads parked right now.
+    pub parked: u32,
+    pub spin_us: u32,
+    pub busy_poll_us: u32,
+    pub stack_cpu: Option<u32>,
+    pub stack_thread: bool,
+    pub stats: WaitStats,
+}
+
+/// Counters of the waiting machinery (for `pronghorn stat` and tests).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WaitStats {
+    /// Threads put to sleep on a parker or the NIC.
+    pub sleeps: u64,
+    /// Parker wakeups sent (eventfd writes).
+    pub wakeups: u64,
+    /// Stack passes (NIC polls) done by the stack thread / by application threads.
+    pub stack_thread_polls: u64,
+    pub inline_polls: u64,
+    /// Whether the runtime runs a stack thread (dedicated mode).
+    pub dedicated: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Mode {
+    Inline,
+    Dedicated,
+}
+
+impl WaitState {
+    pub(crate) fn new(cfg: &config::RuntimeConfig) -> WaitState {
+        WaitState {
+            mode: if cfg.drive == Drive::Dedicated { Mode::Dedicated } else { Mode::Inline },
+            auto: cfg.drive == Drive::Auto,
+            nic_sleeper: None,
+            driver: false,
+            standby: Vec::new(),
+            parked: 0,
+            spin_us: cfg.spin_us,
+            busy_poll_us: cfg.busy_poll_us,
+            stack_cpu: cfg.stack_cpu,
+            stack_thread: false,
+            stats: WaitStats::default(),
+        }
+    }
+
+    pub(crate) fn inline(&self) -> bool {
+        self.mode == Mode::Inline
+    }
+}
+
+/// Without an rx fd (the in-memory NIC) a driver cannot sleep on packets: it looks this often.
+const NO_RX_FD_SLEEP_MS: i32 = 1;
+
+/// What a thread about to sleep decided under the lock.
+pub(crate) struct Sleep {
+    pub parker: Arc<Parker>,
+    /// This thread drives the NIC while it sleeps (it also waits on the rx fd).
+    pub drives: bool,
+    /// Busy polling: look again soon without sleeping in the kernel (`busy_poll_us`).
+    pub spin: bool,
+    pub rx_fd: Option<i32>,
+    /// How long it may sleep, ms (-1: until woken).
+    pub timeout_ms: i32,
+}
+
+impl<N: Nic + 'static> Runtime<N> {
+    /// The start of a look at readiness (epoll_wait, poll): forget past wakes, then bring the
+    /// shard up to date (inline: a stack pass; dedicated: the stack thread does that, only send
+    /// what was written). Returns the caller's parker.
+    pub(crate) fn start_looking(&mut self) -> Option<Arc<Parker>> {
+        let parker = my_parker();
+        if let Some(p) = &parker {
+            p.reset();
+        }
+        if self.wait.inline() {
+            self.poll_shard();
+        } else {
+            self.flush_shard();
+        }
+        parker
+    }
+
+    /// Called with the lock held by a thread that found nothing to do and registered `parker`
+    /// on what it waits for: decides whether it drives the NIC and for how long it sleeps.
+    /// `limit_ms` is the caller's own bound (-1: none).
+    /// `waiting_since` is when the caller first found nothing: a driver busy-polls until
+    /// `busy_poll_us` after it.
+    pub(crate) fn prepare_sleep(&mut self, parker: Arc<Parker>, limit_ms: i32, waiting_since: Instant) -> Sleep {
+        self.wait.parked += 1;
+        self.wait.stats.sleeps += 1;
+        if self.wait.auto && self.wait.mode == Mode::Inline && self.wait.parked >= 2 {
+            // Two application threads blocked at once: a thread-per-connection program. From
+            // now on a stack thread drives the NIC and wakes them.
+            self.wait.mode = Mode::Dedicated;
+        }
+        if self.wait.mode == Mode::Dedicated {
+            self.ensure_stack_thread();
+        }
+        let drives = self.wait.inline() && !self.wait.driver && self.shard.is_some();
+        let mut timeout_ms = limit_ms;
+        let busy = Duration::from_micros(u64::from(self.wait.busy_poll_us));
+        if drives && waiting_since.elapsed() < busy {
+            self.wait.driver = true;
+            return Sleep { parker, drives, spin: true, rx_fd: None, timeout_ms: 0 };
+        }
+        if drives {
+            self.wait.driver = true;
+            let cap = if self.rx_fd.is_some() { self.next_wait_ms() } else { NO_RX_FD_SLEEP_MS };
+            timeout_ms = if timeout_ms < 0 { cap } else { timeout_ms.min(cap) };
+            let until = self.sleeper_until(timeout_ms);
+            self.wait.nic_sleeper = Some((parker.clone(), until));
+        } else if self.wait.inline() {
+            self.wait.standby.push(parker.clone());
+        }
+        Sleep { parker, drives, spin: false, rx_fd: if drives { self.rx_fd } else { None }, timeout_ms }
+    }
+
+    /// Called with the lock held when the thread is up again: gives up the driver role (the
+    /// caller polls the shard after this when it drove) and its place in the standby list.
+    pub(crate) fn after_sleep(&mut self, s: &Sleep) {
+        self.wait.parked = self.wait.parked.saturating_sub(1);
+        if s.drives {
+            self.wait.driver = false;
+            self.wait.nic_sleeper = None;
+        } else if let Some(i) = self.wait.standby.iter().position(|p| Arc::ptr_eq(p, &s.parker)) {
+            self.wait.standby.swap_remove(i);
+        }
+    }
+
+    /// Called with the lock held by a thread leaving the runtime after it waited: in inline
+    /// mode, if nobody drives the NIC but threads are parked, one of them takes over.
+    pub(crate) fn hand_off(&mut self) {
+        if self.wait.inline() && !self.wait.driver {
+            if let Some(p) = self.wait.standby.first() {
+                self.wait.stats.wakeups += 1;
+                wake(p);
+            }
+        }
+    }
+
+    /// A call may have armed a timer earlier than the NIC sleeper expects: wake it so that it
+    /// sleeps again with the right timeout.
+    pub(crate) fn check_sleeper_deadline(&mut self) {
+        let Some((p, until)) = self.wait.nic_sleeper.as_ref() else { return };
+        if let Some(d) = self.shard.as_ref().and_then(|s| s.next_deadline()) {
+            if d < *until {
+                self.wait.stats.wakeups += 1;
+                wake(p);
+            }
+        }
+    }
+
+    fn ensure_stack_thread(&mut self) {
+        if self.wait.stack_thread || self.shard.is_none() {
+            return;
+        }
+        let Some(me) = self.me else { return };
+        self.wait.stack_thread = true;
+        self.wait.stats.dedicated = true;
+        let cpu = self.wait.stack_cpu;
+        let spawned = std::thread::Builder::new().name("pronghorn-stack".into()).spawn(move || {
+            if let Some(cpu) = cpu {
+                pin_to(cpu);
+            }
+            me.stack_thread();
+        });
+        if spawned.is_err() {
+            // No thread: stay inline (every waiter drives in turn), which still works.
+            self.wait.stack_thread = false;
+            self.wait.mode = Mode::Inline;
+            self.wait.auto = false;
+        }
+    }
+}
+
+fn pin_to(cpu: u32) {
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu as usize, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            let msg =
+                format!("pronghorn: cannot pin the stack thread to CPU {cpu} (runtime.stack_cpu): it runs unpinned\n");
+            real::write(2, msg.as_ptr().cast(), msg.len());
+        }
+    }
+}
+
+/// Sleeps on the parker (and the rx fd when driving) plus `extra` kernel fds; returns the
+/// kernel's poll result for `extra` (their revents are filled in).
+pub(crate) fn sleep(s: &Sleep, extra: &mut Vec<libc::pollfd>) -> i32 {
+    if s.spin {
+        if extra.is_empty() {
+            for _ in 0..256 {
+                if s.parker.notified.load(Ordering::Acquire) {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+            return 0;
+        }
+        let r = unsafe { real::poll(extra.as_mut_ptr(), extra.len() as libc::nfds_t, 0) };
+        return if r < 0 { -crate::last_errno().0 } else { r };
+    }
+    let base = extra.len();
+    extra.push(libc::pollfd { fd: s.parker.fd(), events: libc::POLLIN, revents: 0 });
+    if let Some(rx) = s.rx_fd {
+        extra.push(libc::pollfd { fd: rx, events: libc::POLLIN, revents: 0 });
+    }
+    let r = unsafe { real::poll(extra.as_mut_ptr(), extra.len() as libc::nfds_t, s.timeout_ms) };
+    let errno = if r < 0 { crate::last_errno() } else { Errno(0) };
+    extra.truncate(base);
+    if r < 0 {
+        -errno.0
+    } else {
+        extra.iter().filter(|p| p.revents != 0).count() as i32
+    }
+}
+
+/// Which way a blocking call waits: SO_RCVTIMEO or SO_SNDTIMEO bounds it.
+#[derive(Clone, Copy)]
+pub(crate) enum Dir {
+    Recv,
+    Send,
+}
+
+impl<N: Nic + 'static> Accel<N> {
+    /// Runs `attempt` until it gives something other than EAGAIN on a blocking socket, sleeping
+    /// in between until the socket changes (or SO_RCVTIMEO/SO_SNDTIMEO runs out). `dontwait`
+    /// (MSG_DONTWAIT) makes this one call non-blocking.
+    pub(crate) fn blocking<T>(
+        &self,
+        fd: i32,
+        dir: Dir,
+        dontwait: bool,
+        mut attempt: impl FnMut(&mut Runtime<N>) -> Call<T>,
+    ) -> Call<T> {
+        let mut deadline: Option<Option<Instant>> = None;
+        let mut waited = false;
+        let mut waiting_since: Option<Instant> = None;
+        loop {
+            let step = self.with(|rt| {
+                let parker = my_parker();
+                if let Some(p) = &parker {
+                    p.reset();
+                }
+                // What the shard already holds first; the NIC only when that is not enough
+                // (and, in dedicated mode, never: the stack thread does that).
+                let mut r = attempt(rt);
+                if matches!(r, Call::Done(Err(Errno::EAGAIN))) && rt.wait.inline() {
+                    rt.poll_shard();
+                    r = attempt(rt);
+                }
+                let entry = rt.fds.get(fd);
+                let nonblock = entry.is_none_or(|e| e.fd.nonblock());
+                let timeo = entry.map_or(0, |e| match dir {
+                    Dir::Recv => e.opts.rcvtimeo_us,
+                    Dir::Send => e.opts.sndtimeo_us,
+                });
+                // What a call queued goes out now for a blocking socket (its program may wait
+                // where we cannot see it) and always in dedicated mode. A non-blocking socket's
+                // event loop comes back through epoll_wait/poll/select, which send first: the
+                // replies of one loop iteration leave in one burst.
+                if !nonblock || !rt.wait.inline() {
+                    rt.flush_shard();
+                }
+                if waited && matches!(r, Call::Kernel) {
+                    // Another thread closed the fd while this one slept.
+                    rt.hand_off();
+                    return Err(Call::Done(Err(Errno::EBADF)));
+                }
+                let again = matches!(r, Call::Done(Err(Errno::EAGAIN))) && !nonblock && !dontwait;
+                if !again {
+                    if waited {
+                        rt.hand_off();
+                    }
+                    return Err(r);
+                }
+                let limit =
+                    *deadline.get_or_insert_with(|| (timeo > 0).then(|| Instant::now() + Duration::from_micros(timeo)));
+                let mut limit_ms = -1;
+                if let Some(d) = limit {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        if waited {
+                            rt.hand_off();
+                        }
+                        return Err(Call::Done(Err(Errno::EAGAIN)));
+                    }
+                    limit_ms = left.as_millis().max(1).min(i32::MAX as u128) as i32;
+                }
+                let Some(parker) = parker else {
+                    // Out of fds for a parker: poll, as the old runtime did.
+                    return Ok(None);
+                };
+                let id = rt.fds.get(fd).and_then(|e| e.fd.socket());
+                if let Some(id) = id {
+                    rt.socks.entry(id).waiters.push(parker.clone());
+                }
+                let since = *waiting_since.get_or_insert_with(Instant::now);
+                Ok(Some((rt.prepare_sleep(parker, limit_ms, since), id)))
+            });
+            let (sleep_plan, id) = match step {
+                None => return Call::Kernel,
+                Some(Err(r)) => return r,
+                Some(Ok(None)) => {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
+                Some(Ok(Some(x))) => x,
+            };
+            let mut none = Vec::new();
+            sleep(&sleep_plan, &mut none);
+            waited = true;
+            self.with(|rt| {
+                rt.after_sleep(&sleep_plan);
+                if let Some(st) = id.and_then(|id| rt.socks.get_mut(id)) {
+                    if let Some(i) = st.waiters.iter().position(|p| Arc::ptr_eq(p, &sleep_plan.parker)) {
+                        st.waiters.swap_remove(i);
+                    }
+                }
+                if sleep_plan.drives {
+                    rt.poll_shard();
+                }
+            });
+        }
+    }
+
+    /// The stack thread of dedicated mode: polls the NIC and wakes waiters; spins `spin_us` while
+    /// idle, then sleeps on the rx fd and its parker until a frame comes, a timer is due, or a
+    /// call wakes it.
+    pub(crate) fn stack_thread(&'static self) {
+        enum Plan {
+            Stop,
+            Busy,
+            Spin,
+            Sleep(Sleep),
+        }
+        let Some(parker) = my_parker() else { return };
+        let mut idle_since = Instant::now();
+        loop {
+            let plan = self.with(|rt| {
+                parker.reset();
+                if rt.shard.is_none() {
+                    return Plan::Stop;
+                }
+                let work = rt.poll_shard();
+                rt.wait.stats.stack_thread_polls += 1;
+                if work > 0 {
+                    return Plan::Busy;
+                }
+                if idle_since.elapsed() < Duration::from_micros(u64::from(rt.wait.spin_us)) {
+                    return Plan::Spin;
+                }
+                let cap = if rt.rx_fd.is_some() { rt.next_wait_ms() } else { NO_RX_FD_SLEEP_MS };
+                let until = rt.sleeper_until(cap);
+                rt.wait.nic_sleeper = Some((parker.clone(), until));
+                rt.wait.stats.sleeps += 1;
+                Plan::Sleep(Sleep {
+                    parker: parker.clone(),
+                    drives: true,
+                    spin: false,
+                    rx_fd: rt.rx_fd,
+                    timeout_ms: cap,
+                })
+            });
+            match plan {
+                None | Some(Plan::Stop) => return,
+                Some(Plan::Busy) => idle_since = Instant::now(),
+                Some(Plan::Spin) => std::hint::spin_loop(),
+                Some(Plan::Sleep(s)) => {
+                    sleep(&s, &mut Vec::new());
+                    self.with(|rt| rt.wait.nic_sleeper = None);
+                    idle_since = Instant::now();
+                }
+            }
+        }
+    }
+}
