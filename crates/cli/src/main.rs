@@ -4,6 +4,7 @@
 mod bench;
 mod echo;
 mod lab;
+mod reap;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -25,6 +26,9 @@ enum Command {
     Run(run::RunArgs),
     /// Measure a workload on the kernel and on pronghorn side by side (in the lab).
     Bench(bench::BenchArgs),
+    /// Cleans up after an accelerated process that gave up root (started by the runtime).
+    #[command(hide = true)]
+    Reap(reap::ReapArgs),
 }
 
 fn main() {
@@ -34,6 +38,7 @@ fn main() {
         Command::Echo(args) => echo::run(args),
         Command::Run(args) => run::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Reap(args) => reap::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -4,6 +4,7 @@
 //! execs CMD with `libpronghorn.so` (found next to this binary) preloaded, `PRONGHORN_CONFIG`
 //! pointing at the config and `PRONGHORN_ACCEL_PID` naming the process to accelerate: the exec
 //! keeps this pid, so CMD is accelerated and the children it forks or execs are not.
+//! `PRONGHORN_EXE` names this binary: a CMD that drops root starts `pronghorn reap` with it.
 
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -45,6 +46,7 @@ pub fn run(args: RunArgs) -> Result<i32> {
         .env("LD_PRELOAD", preload)
         .env(config::ENV_VAR, &path)
         .env("PRONGHORN_ACCEL_PID", std::process::id().to_string())
+        .env("PRONGHORN_EXE", &exe)
         .exec();
     bail!("cannot run {}: {err}", args.command[0])
 }

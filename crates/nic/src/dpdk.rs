@@ -373,6 +373,7 @@ enum Failure {
 
 fn open_inner(opts: &DpdkOptions) -> Result<DpdkNic, Failure> {
     let prefix = format!("pronghorn-{}", std::process::id());
+    debug_assert_eq!(runtime_dir_of(std::process::id()), format!("/var/run/dpdk/{prefix}"));
     let saved_affinity = current_affinity();
     let first_cpu =
         (0..libc::CPU_SETSIZE as usize).find(|&c| unsafe { libc::CPU_ISSET(c, &saved_affinity) }).unwrap_or(0);
@@ -401,7 +402,7 @@ fn open_inner(opts: &DpdkOptions) -> Result<DpdkNic, Failure> {
     if rc < 0 {
         return Err(Failure::EalInit { errno: unsafe { sys::ph_errno() } });
     }
-    let runtime_dir = format!("/var/run/dpdk/{prefix}");
+    let runtime_dir = runtime_dir_of(std::process::id());
     let eal = Rc::new(Eal { runtime_dir, keep_memory: std::cell::Cell::new(false) });
 
     let name = CString::new(opts.port_name()).unwrap();
@@ -624,4 +625,10 @@ mod tests {
         });
         assert_eq!(text, "to stderr\n");
     }
+}
+
+/// The directory the EAL of process `pid` keeps (even with `--in-memory`): removed when the port
+/// closes, or by whoever cleans up after the process.
+pub fn runtime_dir_of(pid: u32) -> String {
+    format!("/var/run/dpdk/pronghorn-{pid}")
 }

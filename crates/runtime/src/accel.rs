@@ -41,6 +41,8 @@ pub(crate) struct Runtime<N: Nic + 'static> {
     pub wait: WaitState,
     /// This runtime, for the stack thread it may start.
     pub me: Option<&'static Accel<N>>,
+    /// Whether the root cleanup helper runs (see `process`).
+    pub reaper_spawned: bool,
     changed: Vec<SocketId>,
 }
 
@@ -67,6 +69,7 @@ impl<N: Nic + 'static> Accel<N> {
                 routing: RoutingStats::default(),
                 wait,
                 me: None,
+                reaper_spawned: false,
                 changed: Vec::new(),
             }),
         }

@@ -44,7 +44,7 @@ use nic::Nic;
 pub use stack::shard::Errno;
 
 pub use accel::Accel;
-pub use process::{after_fork_in_child, forked_child_socket};
+pub use process::{after_fork_in_child, forked_child_socket, ENV_EXE};
 pub use wait::WaitStats;
 
 /// The variable `pronghorn run` sets to the pid it execs into: only that process is accelerated.

@@ -13,9 +13,23 @@ impl<N: Nic + 'static> Accel<N> {
     /// The process is about to change its credentials (setuid, setgid, setgroups, ...): a
     /// server that drops root (mariadbd --user=mysql, nginx's `user`) would lose the rights to
     /// open the NIC (AF_XDP, hugepages) before its first socket. Open it now.
+    ///
+    /// A process that is no longer root cannot detach the XDP program or remove the EAL's
+    /// directory when it exits: a root helper (`pronghorn reap`, spawned once here while we are
+    /// still root) waits for this process to end and does both.
     pub fn before_credentials_change(&self) {
         self.with(|rt| {
-            let _ = rt.shard();
+            if rt.shard().is_ok() && !rt.reaper_spawned && unsafe { libc::geteuid() } == 0 {
+                rt.reaper_spawned = true;
+                if let Err(e) = spawn_reaper(&rt.cfg.nic.iface) {
+                    let msg = format!(
+                        "pronghorn: cannot start the cleanup helper ({e}): when this process exits without root, \
+                         `ip link set dev {} xdp off` detaches the XDP program it leaves\n",
+                        rt.cfg.nic.iface
+                    );
+                    unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
+                }
+            }
         });
     }
 
@@ -28,6 +42,52 @@ impl<N: Nic + 'static> Accel<N> {
             drop(rt.shard.take());
         });
     }
+}
+
+/// The variable `pronghorn run` sets to its own binary, for the cleanup helper.
+pub const ENV_EXE: &str = "PRONGHORN_EXE";
+
+/// Starts `pronghorn reap --pid <us> --iface <iface>` in a session of its own (no terminal
+/// signals reach it), its stdin and stdout on /dev/null. posix_spawn: no atfork handlers of the
+/// application run, and the helper closes every fd it inherited beyond stderr at once.
+fn spawn_reaper(iface: &str) -> Result<(), String> {
+    use std::ffi::CString;
+    let exe =
+        std::env::var(ENV_EXE).map_err(|_| format!("{ENV_EXE} is not set (start the program with `pronghorn run`)"))?;
+    let args = [
+        exe.clone(),
+        "reap".into(),
+        "--pid".into(),
+        std::process::id().to_string(),
+        "--iface".into(),
+        iface.to_string(),
+    ];
+    let cargs: Vec<CString> =
+        args.iter().map(|a| CString::new(a.as_str()).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
+    let mut argv: Vec<*mut libc::c_char> = cargs.iter().map(|a| a.as_ptr() as *mut libc::c_char).collect();
+    argv.push(std::ptr::null_mut());
+    let env = [CString::new("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin").unwrap()];
+    let mut envp: Vec<*mut libc::c_char> = env.iter().map(|a| a.as_ptr() as *mut libc::c_char).collect();
+    envp.push(std::ptr::null_mut());
+    let devnull = CString::new("/dev/null").unwrap();
+    unsafe {
+        let mut actions: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        libc::posix_spawn_file_actions_init(&mut actions);
+        libc::posix_spawn_file_actions_addopen(&mut actions, 0, devnull.as_ptr(), libc::O_RDONLY, 0);
+        libc::posix_spawn_file_actions_addopen(&mut actions, 1, devnull.as_ptr(), libc::O_WRONLY, 0);
+        libc::posix_spawnattr_init(&mut attr);
+        libc::posix_spawnattr_setflags(&mut attr, libc::POSIX_SPAWN_SETSID as libc::c_short);
+        let mut pid: libc::pid_t = 0;
+        let path = CString::new(exe).unwrap();
+        let rc = libc::posix_spawn(&mut pid, path.as_ptr(), &actions, &attr, argv.as_ptr(), envp.as_ptr());
+        libc::posix_spawn_file_actions_destroy(&mut actions);
+        libc::posix_spawnattr_destroy(&mut attr);
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc).to_string());
+        }
+    }
+    Ok(())
 }
 
 /// `pthread_atfork` child handler: the child never touches the parent's queues. Its accelerated

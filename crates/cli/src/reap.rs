@@ -1,0 +1,66 @@
+//! `pronghorn reap --pid P --iface I` (hidden; started by the runtime, not by people): cleans up
+//! after an accelerated process that gave up root (mariadbd --user=mysql) and so cannot detach
+//! its XDP program or remove the EAL's directory itself. Waits for P to exit (a pidfd), then
+//! detaches whatever XDP program is left on I (`ip link set dev I xdp off`, in the namespace it
+//! was started in) and removes P's EAL directory. Both are no-ops when P cleaned up itself.
+
+use std::os::fd::FromRawFd;
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+#[derive(Args)]
+pub struct ReapArgs {
+    /// The accelerated process to wait for.
+    #[arg(long)]
+    pid: u32,
+    /// The interface its DPDK port drove.
+    #[arg(long)]
+    iface: String,
+}
+
+pub fn run(args: ReapArgs) -> Result<i32> {
+    // Every fd beyond stderr was inherited from the accelerated process: holding a copy would
+    // keep its sockets and files open. Terminal signals cannot reach us (own session); others
+    // sent to the group must not stop the cleanup either.
+    unsafe {
+        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE, libc::SIGQUIT] {
+            libc::signal(sig, libc::SIG_IGN);
+        }
+    }
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, args.pid as libc::pid_t, 0) } as i32;
+    if pidfd < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::ESRCH) {
+            bail!("reap: cannot watch pid {}: {e}", args.pid);
+        }
+    } else {
+        let _owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(pidfd) };
+        loop {
+            let mut p = libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 };
+            let r = unsafe { libc::poll(&mut p, 1, -1) };
+            if r > 0 {
+                break;
+            }
+            if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                bail!("reap: waiting for pid {}: {}", args.pid, std::io::Error::last_os_error());
+            }
+        }
+    }
+    let out = Command::new("ip")
+        .args(["link", "set", "dev", &args.iface, "xdp", "off"])
+        .output()
+        .context("reap: cannot run `ip` (iproute2) to detach the XDP program")?;
+    if !out.status.success() {
+        bail!("reap: `ip link set dev {} xdp off` failed: {}", args.iface, String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let dir = nic::dpdk::runtime_dir_of(args.pid);
+    match std::fs::remove_dir_all(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => bail!("reap: cannot remove {dir}: {e}"),
+    }
+    Ok(0)
+}
