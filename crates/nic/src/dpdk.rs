@@ -588,6 +588,12 @@ fn capture_stdio<R>(f: impl FnOnce() -> R) -> (R, String) {
     }
 }
 
+/// The directory the EAL of process `pid` keeps (even with `--in-memory`): removed when the port
+/// closes, or by whoever cleans up after the process.
+pub fn runtime_dir_of(pid: u32) -> String {
+    format!("/var/run/dpdk/pronghorn-{pid}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -625,10 +631,4 @@ mod tests {
         });
         assert_eq!(text, "to stderr\n");
     }
-}
-
-/// The directory the EAL of process `pid` keeps (even with `--in-memory`): removed when the port
-/// closes, or by whoever cleans up after the process.
-pub fn runtime_dir_of(pid: u32) -> String {
-    format!("/var/run/dpdk/pronghorn-{pid}")
 }
