@@ -7,7 +7,7 @@
 use std::os::fd::FromRawFd;
 use std::process::Command;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 
 #[derive(Args)]
@@ -49,18 +49,29 @@ pub fn run(args: ReapArgs) -> Result<i32> {
             }
         }
     }
-    let out = Command::new("ip")
-        .args(["link", "set", "dev", &args.iface, "xdp", "off"])
-        .output()
-        .context("reap: cannot run `ip` (iproute2) to detach the XDP program")?;
-    if !out.status.success() {
-        bail!("reap: `ip link set dev {} xdp off` failed: {}", args.iface, String::from_utf8_lossy(&out.stderr).trim());
-    }
+    // The directory first: it must go even when the interface is gone already (a lab taken
+    // down right after the process), which makes the detach below fail.
     let dir = nic::dpdk::runtime_dir_of(args.pid);
-    match std::fs::remove_dir_all(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => bail!("reap: cannot remove {dir}: {e}"),
+    let removed = match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!("cannot remove {dir}: {e}")),
+        _ => Ok(()),
+    };
+    let detached = match Command::new("ip").args(["link", "set", "dev", &args.iface, "xdp", "off"]).output() {
+        Err(e) => Err(format!("cannot run `ip` (iproute2) to detach the XDP program: {e}")),
+        Ok(out)
+            if !out.status.success() && std::path::Path::new(&format!("/sys/class/net/{}", args.iface)).exists() =>
+        {
+            Err(format!(
+                "`ip link set dev {} xdp off` failed: {}",
+                args.iface,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+        // Gone with its interface: nothing to detach.
+        Ok(_) => Ok(()),
+    };
+    if let Err(e) = removed.and(detached) {
+        bail!("reap: {e}");
     }
     Ok(0)
 }

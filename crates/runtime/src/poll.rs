@@ -118,7 +118,8 @@ impl<N: Nic + 'static> Accel<N> {
                 Some(Step::Sleep(plan, ids)) => (plan, ids),
             };
             let has_kernel_fds = ours.iter().any(|&o| !o);
-            let slept = if has_kernel_fds { wait::sleep(&plan, &mut kernel) } else { wait::sleep(&plan, &mut Vec::new()) };
+            let slept =
+                if has_kernel_fds { wait::sleep(&plan, &mut kernel) } else { wait::sleep(&plan, &mut Vec::new()) };
             waited = true;
             self.with(|rt| {
                 rt.after_sleep(&plan);

@@ -73,7 +73,9 @@ impl Parker {
             let one = 1u64;
             unsafe { real::write(self.efd, (&one as *const u64).cast(), 8) };
         } else if before == ASLEEP {
-            unsafe { libc::syscall(libc::SYS_futex, self.word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1) };
+            unsafe {
+                libc::syscall(libc::SYS_futex, self.word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1)
+            };
         }
     }
 
@@ -101,7 +103,9 @@ impl Parker {
             tv_nsec: ((timeout_ms.max(0) % 1000) as libc::c_long) * 1_000_000,
         };
         let tsp = if timeout_ms < 0 { std::ptr::null() } else { &ts as *const libc::timespec };
-        unsafe { libc::syscall(libc::SYS_futex, self.word.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, ASLEEP, tsp) };
+        unsafe {
+            libc::syscall(libc::SYS_futex, self.word.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, ASLEEP, tsp)
+        };
         // Back to IDLE unless a wake came (reset, under the lock, clears WOKEN).
         let _ = self.word.compare_exchange(ASLEEP, IDLE, Ordering::AcqRel, Ordering::Acquire);
     }
