@@ -647,11 +647,22 @@ impl Mariadb {
         t
     }
 
-    /// SIGTERM: mariadbd shuts down cleanly.
+    /// SIGTERM: mariadbd shuts down cleanly, and nothing is left behind: having dropped root it
+    /// cannot remove its DPDK directory itself, `pronghorn reap` does (waited for, bounded).
     fn stop(mut self) {
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let pid = self.child.id();
+        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
         let status = self.child.wait().unwrap();
         assert!(status.success(), "mariadbd on {} exited with {status:?}", self.addr);
+        let dir = format!("pronghorn-{pid}");
+        let gone = (0..500).any(|_| {
+            let gone = !dpdk_runtime_dirs().contains(&dir);
+            if !gone {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            gone
+        });
+        assert!(gone, "/var/run/dpdk/{dir} is left after mariadbd exited");
     }
 }
 

@@ -418,7 +418,10 @@ impl Server {
         result
     }
 
-    /// SIGTERM, then SIGKILL after 10 s; an exit by any signal other than ours is an error.
+    /// SIGTERM, then SIGKILL after 10 s; an exit by any signal other than ours is an error. On
+    /// pronghorn's path it then waits (10 s at most) for the process's DPDK directory to go: a
+    /// server that dropped root (mariadbd --user=mysql) leaves it and its XDP program to a
+    /// helper (`pronghorn reap`), which must be done before the next server or `lab down`.
     fn stop(mut self) -> Result<()> {
         let pid = self.child.id() as libc::pid_t;
         if self.child.try_wait()?.is_some() {
@@ -433,6 +436,16 @@ impl Server {
                 bail!("the {} server did not exit within 10 s of SIGTERM (killed)", self.path.as_str());
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+        if self.path == StackPath::Pronghorn {
+            let dir = nic::dpdk::runtime_dir_of(pid as u32);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Path::new(&dir).exists() {
+                if Instant::now() > deadline {
+                    bail!("{dir} is still there 10 s after the pronghorn server exited: nothing cleaned up after it");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
         Ok(())
     }
