@@ -96,7 +96,6 @@ impl<N: Nic + 'static> Accel<N> {
         let outer = INSIDE.with(|i| i.replace(true));
         let r = f(&mut rt);
         rt.dispatch();
-        rt.check_sleeper_deadline();
         INSIDE.with(|i| i.set(outer));
         Some(r)
     }
@@ -306,18 +305,13 @@ impl<N: Nic + 'static> Runtime<N> {
         }
     }
 
-    /// When a NIC sleeper that sleeps `timeout_ms` from now must be woken early: its wake-up
-    /// time, or the shard's next timer if that is sooner (a call that arms an earlier one wakes
-    /// it: `check_sleeper_deadline`).
-    pub(crate) fn sleeper_until(&self, timeout_ms: i32) -> u64 {
-        let until = self.now() + timeout_ms.max(0) as u64 * 1_000_000;
-        match self.shard.as_ref().and_then(|s| s.next_deadline()) {
-            Some(d) => d.min(until),
-            None => until,
-        }
-    }
-
-    /// How long a driver may sleep before the shard has timer work (ms, capped).
+    /// How long the NIC sleeper may sleep before the shard has timer work (ms, capped at 100).
+    ///
+    /// A timer that a call arms while the sleeper sleeps is not allowed to wake it: it fires at
+    /// the sleeper's next pass, at most 100 ms later. Every TCP timer but one is at least 200 ms
+    /// (RTO, persist, keepalive, TIME-WAIT), so this only delays a delayed ACK (40 ms) by up to
+    /// 60 ms, within RFC 1122's 500 ms. Waking the sleeper for it instead cost a context switch
+    /// per request (each received request arms one).
     pub(crate) fn next_wait_ms(&self) -> i32 {
         const CAP: i32 = 100;
         let Some(s) = self.shard.as_ref() else { return CAP };

@@ -276,7 +276,7 @@ impl<N: Nic + 'static> Accel<N> {
         enum Step {
             Kernel,
             Done(usize, bool),
-            Sleep(wait::Sleep),
+            Sleep(wait::Sleep, bool),
         }
         let deadline = (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
         let mut waited = false;
@@ -303,7 +303,8 @@ impl<N: Nic + 'static> Accel<N> {
                 set.waiters.push(parker.clone());
                 let limit_ms = left.map_or(-1, |l| l.as_millis().clamp(1, i32::MAX as u128) as i32);
                 let since = *waiting_since.get_or_insert_with(Instant::now);
-                Step::Sleep(rt.prepare_sleep(parker, limit_ms, since))
+                let kernel_fds = set.kernel_members > 0;
+                Step::Sleep(rt.prepare_sleep(parker, limit_ms, since, kernel_fds), kernel_fds)
             });
             let plan = match step {
                 None | Some(Step::Kernel) => return Call::Kernel,
@@ -315,13 +316,17 @@ impl<N: Nic + 'static> Accel<N> {
                     }
                     return Call::Done(Ok(n));
                 }
-                Some(Step::Sleep(plan)) => plan,
+                Some(Step::Sleep(plan, kernel_fds)) => (plan, kernel_fds),
             };
+            let (plan, kernel_fds) = plan;
             kernel.clear();
-            kernel.push(libc::pollfd { fd: epfd, events: libc::POLLIN, revents: 0 });
+            if kernel_fds {
+                // The kernel set is readable while kernel members are ready.
+                kernel.push(libc::pollfd { fd: epfd, events: libc::POLLIN, revents: 0 });
+            }
             let slept = wait::sleep(&plan, &mut kernel);
             waited = true;
-            let kernel_ready = kernel[0].revents != 0;
+            let kernel_ready = kernel.first().is_some_and(|p| p.revents != 0);
             let got = self.with(|rt| {
                 rt.after_sleep(&plan);
                 if let Some(set) = rt.fds.epoll_mut(epfd) {

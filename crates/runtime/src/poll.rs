@@ -90,7 +90,8 @@ impl<N: Nic + 'static> Accel<N> {
                 }
                 let limit_ms = left.map_or(-1, |l| l.as_millis().clamp(1, i32::MAX as u128) as i32);
                 let since = *waiting_since.get_or_insert_with(Instant::now);
-                Step::Sleep(rt.prepare_sleep(parker, limit_ms, since), ids)
+                let kernel_fds = ours.iter().any(|&o| !o);
+                Step::Sleep(rt.prepare_sleep(parker, limit_ms, since, kernel_fds), ids)
             });
             // The kernel fds (accelerated slots get fd -1: the kernel ignores them).
             kernel.clear();
@@ -116,7 +117,8 @@ impl<N: Nic + 'static> Accel<N> {
                 }
                 Some(Step::Sleep(plan, ids)) => (plan, ids),
             };
-            let slept = wait::sleep(&plan, &mut kernel);
+            let has_kernel_fds = ours.iter().any(|&o| !o);
+            let slept = if has_kernel_fds { wait::sleep(&plan, &mut kernel) } else { wait::sleep(&plan, &mut Vec::new()) };
             waited = true;
             self.with(|rt| {
                 rt.after_sleep(&plan);
@@ -135,7 +137,7 @@ impl<N: Nic + 'static> Accel<N> {
                 self.with(|rt| rt.hand_off());
                 return Call::Done(Err(Errno(libc::EINTR)));
             }
-            let k = self.take_kernel(fds, &ours, &kernel);
+            let k = if has_kernel_fds { self.take_kernel(fds, &ours, &kernel) } else { 0 };
             if k > 0 {
                 let n = self
                     .with(|rt| {

@@ -39,10 +39,27 @@ impl<N: Nic + 'static> Accel<N> {
     pub fn at_exit(&self) {
         self.try_with(|rt| {
             rt.poll_shard();
+            if std::env::var_os(ENV_EXIT_STATS).is_some() {
+                if let Some(s) = rt.shard.as_ref() {
+                    let msg = format!(
+                        "pronghorn: pid {} at exit: {:?}\n{:?}\n{:?}\n{:?}\n{:?}\n",
+                        std::process::id(),
+                        s.stats(),
+                        s.link_stats(),
+                        s.nic().stats(),
+                        rt.wait.stats,
+                        rt.routing
+                    );
+                    unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
+                }
+            }
             drop(rt.shard.take());
         });
     }
 }
+
+/// Set (to anything): the counters are written to stderr at exit (until `pronghorn stat` exists).
+pub const ENV_EXIT_STATS: &str = "PRONGHORN_EXIT_STATS";
 
 /// The variable `pronghorn run` sets to its own binary, for the cleanup helper.
 pub const ENV_EXE: &str = "PRONGHORN_EXE";

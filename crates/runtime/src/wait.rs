@@ -11,13 +11,13 @@
 //!   wakeups.
 //! - At most one thread sleeps on the NIC's rx fd (the *NIC sleeper*): in inline mode the first
 //!   waiting thread that finds no driver becomes it (the others sleep on their parkers only, and
-//!   the driver hands the role on when it leaves); in dedicated mode the stack thread is. A call
-//!   that arms an earlier timer than the NIC sleeper's timeout wakes it.
+//!   the driver hands the role on when it leaves); in dedicated mode the stack thread is. It
+//!   sleeps until the shard's next timer, at most 100 ms (`Runtime::next_wait_ms`).
 //! - Dedicated mode: a stack thread polls the NIC, spins up to `spin_us` while idle, then sleeps
 //!   on the rx fd and its parker (run-to-wakeup). Application threads never poll the NIC there;
 //!   they flush what they wrote at once.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,17 +28,34 @@ use crate::accel::{Accel, Runtime};
 use crate::real;
 use crate::{Call, Errno};
 
-/// A thread's way to be woken: an eventfd that only it sleeps on.
+/// A thread's way to be woken. A thread that sleeps on nothing else waits on a futex (a wake
+/// costs one system call, none if the thread has not gone to sleep yet); one that must also
+/// watch kernel fds (the rx fd, the fds of a poll, a kernel epoll set) sleeps in poll(2) with
+/// its eventfd among them.
 pub(crate) struct Parker {
+    /// 0: nothing happened; 1: woken; 2: asleep on the futex.
+    word: AtomicU32,
     efd: i32,
-    /// Set by the first wake since the thread last looked; later wakes cost nothing.
-    notified: AtomicBool,
+    /// The thread sleeps in poll(2) on `efd` this time (set with the lock held, before it
+    /// registers, so every waker sees it).
+    via_fd: AtomicBool,
+    /// A wake wrote `efd`: the next reset reads it back.
+    fd_written: AtomicBool,
 }
+
+const IDLE: u32 = 0;
+const WOKEN: u32 = 1;
+const ASLEEP: u32 = 2;
 
 impl Parker {
     fn new() -> Option<Parker> {
         let efd = unsafe { real::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        (efd >= 0).then(|| Parker { efd, notified: AtomicBool::new(false) })
+        (efd >= 0).then(|| Parker {
+            word: AtomicU32::new(IDLE),
+            efd,
+            via_fd: AtomicBool::new(false),
+            fd_written: AtomicBool::new(false),
+        })
     }
 
     pub(crate) fn fd(&self) -> i32 {
@@ -47,19 +64,46 @@ impl Parker {
 
     /// Wakes the thread (if it has not been woken since it last looked).
     pub(crate) fn wake(&self) {
-        if !self.notified.swap(true, Ordering::AcqRel) {
+        let before = self.word.swap(WOKEN, Ordering::AcqRel);
+        if before == WOKEN {
+            return;
+        }
+        if self.via_fd.load(Ordering::Acquire) {
+            self.fd_written.store(true, Ordering::Release);
             let one = 1u64;
             unsafe { real::write(self.efd, (&one as *const u64).cast(), 8) };
+        } else if before == ASLEEP {
+            unsafe { libc::syscall(libc::SYS_futex, self.word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1) };
         }
+    }
+
+    fn woken(&self) -> bool {
+        self.word.load(Ordering::Acquire) == WOKEN
     }
 
     /// Forgets past wakes: called with the runtime lock held, before the thread looks at what it
     /// waits for (every wake is sent with the lock held, so none is lost in between).
     pub(crate) fn reset(&self) {
-        if self.notified.swap(false, Ordering::AcqRel) {
+        self.word.store(IDLE, Ordering::Release);
+        if self.fd_written.swap(false, Ordering::AcqRel) {
             let mut v = 0u64;
             unsafe { real::read(self.efd, (&mut v as *mut u64).cast(), 8) };
         }
+    }
+
+    /// Sleeps on the futex until woken or `timeout_ms` (-1: none) passes.
+    fn sleep_futex(&self, timeout_ms: i32) {
+        if self.word.compare_exchange(IDLE, ASLEEP, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return; // woken already
+        }
+        let ts = libc::timespec {
+            tv_sec: (timeout_ms.max(0) / 1000) as libc::time_t,
+            tv_nsec: ((timeout_ms.max(0) % 1000) as libc::c_long) * 1_000_000,
+        };
+        let tsp = if timeout_ms < 0 { std::ptr::null() } else { &ts as *const libc::timespec };
+        unsafe { libc::syscall(libc::SYS_futex, self.word.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, ASLEEP, tsp) };
+        // Back to IDLE unless a wake came (reset, under the lock, clears WOKEN).
+        let _ = self.word.compare_exchange(ASLEEP, IDLE, Ordering::AcqRel, Ordering::Acquire);
     }
 }
 
@@ -94,8 +138,6 @@ pub(crate) struct WaitState {
     pub mode: Mode,
     /// `drive = "auto"`: switch to dedicated when two application threads wait at once.
     pub auto: bool,
-    /// The thread sleeping on the rx fd and until when (ns on the runtime's clock).
-    pub nic_sleeper: Option<(Arc<Parker>, u64)>,
     /// Inline mode: whether an application thread holds the driver role.
     pub driver: bool,
     /// Inline mode: parked threads that may take the driver role when it is handed on.
@@ -134,7 +176,6 @@ impl WaitState {
         WaitState {
             mode: if cfg.drive == Drive::Dedicated { Mode::Dedicated } else { Mode::Inline },
             auto: cfg.drive == Drive::Auto,
-            nic_sleeper: None,
             driver: false,
             standby: Vec::new(),
             parked: 0,
@@ -188,7 +229,14 @@ impl<N: Nic + 'static> Runtime<N> {
     /// `limit_ms` is the caller's own bound (-1: none).
     /// `waiting_since` is when the caller first found nothing: a driver busy-polls until
     /// `busy_poll_us` after it.
-    pub(crate) fn prepare_sleep(&mut self, parker: Arc<Parker>, limit_ms: i32, waiting_since: Instant) -> Sleep {
+    /// `kernel_fds`: the caller also sleeps on kernel fds (then the parker uses its eventfd).
+    pub(crate) fn prepare_sleep(
+        &mut self,
+        parker: Arc<Parker>,
+        limit_ms: i32,
+        waiting_since: Instant,
+        kernel_fds: bool,
+    ) -> Sleep {
         self.wait.parked += 1;
         self.wait.stats.sleeps += 1;
         if self.wait.auto && self.wait.mode == Mode::Inline && self.wait.parked >= 2 {
@@ -200,6 +248,7 @@ impl<N: Nic + 'static> Runtime<N> {
             self.ensure_stack_thread();
         }
         let drives = self.wait.inline() && !self.wait.driver && self.shard.is_some();
+        parker.via_fd.store(kernel_fds || (drives && self.rx_fd.is_some()), Ordering::Release);
         let mut timeout_ms = limit_ms;
         let busy = Duration::from_micros(u64::from(self.wait.busy_poll_us));
         if drives && waiting_since.elapsed() < busy {
@@ -210,8 +259,6 @@ impl<N: Nic + 'static> Runtime<N> {
             self.wait.driver = true;
             let cap = if self.rx_fd.is_some() { self.next_wait_ms() } else { NO_RX_FD_SLEEP_MS };
             timeout_ms = if timeout_ms < 0 { cap } else { timeout_ms.min(cap) };
-            let until = self.sleeper_until(timeout_ms);
-            self.wait.nic_sleeper = Some((parker.clone(), until));
         } else if self.wait.inline() {
             self.wait.standby.push(parker.clone());
         }
@@ -224,7 +271,6 @@ impl<N: Nic + 'static> Runtime<N> {
         self.wait.parked = self.wait.parked.saturating_sub(1);
         if s.drives {
             self.wait.driver = false;
-            self.wait.nic_sleeper = None;
         } else if let Some(i) = self.wait.standby.iter().position(|p| Arc::ptr_eq(p, &s.parker)) {
             self.wait.standby.swap_remove(i);
         }
@@ -235,18 +281,6 @@ impl<N: Nic + 'static> Runtime<N> {
     pub(crate) fn hand_off(&mut self) {
         if self.wait.inline() && !self.wait.driver {
             if let Some(p) = self.wait.standby.first() {
-                self.wait.stats.wakeups += 1;
-                wake(p);
-            }
-        }
-    }
-
-    /// A call may have armed a timer earlier than the NIC sleeper expects: wake it so that it
-    /// sleeps again with the right timeout.
-    pub(crate) fn check_sleeper_deadline(&mut self) {
-        let Some((p, until)) = self.wait.nic_sleeper.as_ref() else { return };
-        if let Some(d) = self.shard.as_ref().and_then(|s| s.next_deadline()) {
-            if d < *until {
                 self.wait.stats.wakeups += 1;
                 wake(p);
             }
@@ -289,12 +323,12 @@ fn pin_to(cpu: u32) {
 }
 
 /// Sleeps on the parker (and the rx fd when driving) plus `extra` kernel fds; returns the
-/// kernel's poll result for `extra` (their revents are filled in).
+/// kernel's poll result for `extra` (their revents are filled in), or minus the errno.
 pub(crate) fn sleep(s: &Sleep, extra: &mut Vec<libc::pollfd>) -> i32 {
     if s.spin {
         if extra.is_empty() {
             for _ in 0..256 {
-                if s.parker.notified.load(Ordering::Acquire) {
+                if s.parker.woken() {
                     break;
                 }
                 std::hint::spin_loop();
@@ -303,6 +337,11 @@ pub(crate) fn sleep(s: &Sleep, extra: &mut Vec<libc::pollfd>) -> i32 {
         }
         let r = unsafe { real::poll(extra.as_mut_ptr(), extra.len() as libc::nfds_t, 0) };
         return if r < 0 { -crate::last_errno().0 } else { r };
+    }
+    if !s.parker.via_fd.load(Ordering::Acquire) {
+        debug_assert!(extra.is_empty() && s.rx_fd.is_none());
+        s.parker.sleep_futex(s.timeout_ms);
+        return 0;
     }
     let base = extra.len();
     extra.push(libc::pollfd { fd: s.parker.fd(), events: libc::POLLIN, revents: 0 });
@@ -400,7 +439,7 @@ impl<N: Nic + 'static> Accel<N> {
                     rt.socks.entry(id).waiters.push(parker.clone());
                 }
                 let since = *waiting_since.get_or_insert_with(Instant::now);
-                Ok(Some((rt.prepare_sleep(parker, limit_ms, since), id)))
+                Ok(Some((rt.prepare_sleep(parker, limit_ms, since, false), id)))
             });
             let (sleep_plan, id) = match step {
                 None => return Call::Kernel,
@@ -455,9 +494,8 @@ impl<N: Nic + 'static> Accel<N> {
                     return Plan::Spin;
                 }
                 let cap = if rt.rx_fd.is_some() { rt.next_wait_ms() } else { NO_RX_FD_SLEEP_MS };
-                let until = rt.sleeper_until(cap);
-                rt.wait.nic_sleeper = Some((parker.clone(), until));
                 rt.wait.stats.sleeps += 1;
+                parker.via_fd.store(rt.rx_fd.is_some(), Ordering::Release);
                 Plan::Sleep(Sleep {
                     parker: parker.clone(),
                     drives: true,
@@ -472,7 +510,6 @@ impl<N: Nic + 'static> Accel<N> {
                 Some(Plan::Spin) => std::hint::spin_loop(),
                 Some(Plan::Sleep(s)) => {
                     sleep(&s, &mut Vec::new());
-                    self.with(|rt| rt.wait.nic_sleeper = None);
                     idle_since = Instant::now();
                 }
             }
