@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what pronghorn needs on Debian 12, idempotently: DPDK 22.11 (headers, pkg-config file,
-# the af_xdp/af_packet PMDs), libclang for bindgen, and the lab's tools. Builds nothing.
+# the af_xdp/af_packet PMDs), libclang for bindgen, and the lab's tools. Builds nothing (go-tpc, the
+# TPC-C client of `pronghorn bench tpcc`, is built on demand by bench/go-tpc.sh).
 set -euo pipefail
 
 packages=(
@@ -9,6 +10,7 @@ packages=(
   iproute2 iputils-ping ethtool procps util-linux
   python3
   redis-server redis-tools iperf3 nginx-light curl sockperf wrk python3-matplotlib
+  mariadb-server mariadb-client sysbench
 )
 
 missing=()

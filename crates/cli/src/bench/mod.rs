@@ -4,10 +4,12 @@
 //! DPDK-driven veth (pronghorn, 10.99.0.1) and a plain kernel veth (the kernel, 10.98.0.1). Each
 //! round starts the same server binary with the same flags on each path in turn (kernel first,
 //! then pronghorn under `pronghorn run`), pinned to the same core, runs the same real clients from
-//! side b pinned to another core, checks their output, and stops the server. Per-path medians and
-//! the median (min, max) of the per-round ratios go to stdout, and JSON + markdown (+ a PNG through
-//! bench/chart.py) under the results directory. CPU time per core is sampled around every client
-//! run, so that what saturates (the client's core, the server's) is measured, not guessed.
+//! side b pinned to another core, checks their output, and stops the server (a workload with a
+//! setup, such as a database to fill, gets it once per path before the first round, untimed).
+//! Per-path medians and the median (min, max) of the per-round ratios go to stdout, and JSON +
+//! markdown (+ a PNG through bench/chart.py) under the results directory. CPU time per core is
+//! sampled around every client run, so that what saturates (the client's core, the server's) is
+//! measured, not guessed.
 //!
 //! Owns: process orchestration and reporting. Must not: know a workload's details (workloads.rs).
 
@@ -28,7 +30,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 pub use workloads::Name;
-use workloads::{Plan, Sample};
+use workloads::{Plan, Sample, Setup};
 
 /// The lab addresses of the two paths (the lab's defaults).
 const KERNEL_ADDR: &str = "10.98.0.1";
@@ -126,14 +128,17 @@ pub fn run(args: BenchArgs) -> Result<i32> {
     if !exe.with_file_name("libpronghorn.so").exists() {
         bail!("libpronghorn.so is not next to {}: build with `cargo build --release --workspace`", exe.display());
     }
-    let lab = Lab::up(&exe, &args.prefix, &args.pmd)?;
-    let result = measure(&args, &exe, &lab);
-    lab.down();
-    let about = plan_for(&args, StackPath::Kernel).map(|p| p.about);
+    // A plan that cannot be made (a client not installed) fails here, before the lab comes up.
+    let result = plan_for(&args, StackPath::Kernel).map(|p| p.about).and_then(|about| {
+        let lab = Lab::up(&exe, &args.prefix, &args.pmd)?;
+        let runs = measure(&args, &exe, &lab);
+        lab.down();
+        Ok((runs?, about))
+    });
     for path in [StackPath::Kernel, StackPath::Pronghorn] {
         let _ = std::fs::remove_dir_all(scratch_dir(path));
     }
-    let (runs, about) = (result?, about?);
+    let (runs, about) = result?;
     let facts = report::facts(&args.pmd, args.server_cpu, args.client_cpu, args.workload);
     let name = format!("{}{}", args.workload.as_str(), if args.quick { "-quick" } else { "" });
     let command = std::env::args().collect::<Vec<_>>().join(" ");
@@ -141,7 +146,8 @@ pub fn run(args: BenchArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Scratch files of a path's server (nginx's config and page); removed when the run ends.
+/// Scratch files of a path's server (nginx's config and page, mariadb's datadir); removed when
+/// the run ends.
 fn scratch_dir(path: StackPath) -> PathBuf {
     std::env::temp_dir().join(format!("pronghorn-bench-{}-{}", std::process::id(), path.as_str()))
 }
@@ -160,6 +166,12 @@ pub fn repo_file(rel: &str) -> Option<PathBuf> {
 }
 
 fn measure(args: &BenchArgs, exe: &Path, lab: &Lab) -> Result<Vec<Run>> {
+    for path in [StackPath::Kernel, StackPath::Pronghorn] {
+        let plan = plan_for(args, path)?;
+        if let Some(setup) = &plan.setup {
+            prepare(args, exe, lab, path, &plan, setup)?;
+        }
+    }
     let mut runs = Vec::new();
     for round in 0..args.rounds {
         for path in [StackPath::Kernel, StackPath::Pronghorn] {
@@ -173,6 +185,29 @@ fn measure(args: &BenchArgs, exe: &Path, lab: &Lab) -> Result<Vec<Run>> {
         }
     }
     Ok(runs)
+}
+
+/// A plan's setup on one path, untimed: its local commands, then its prepare clients against
+/// the server (started and stopped as in a round).
+fn prepare(args: &BenchArgs, exe: &Path, lab: &Lab, path: StackPath, plan: &Plan, setup: &Setup) -> Result<()> {
+    for argv in &setup.local {
+        let out = Command::new(&argv[0]).args(&argv[1..]).stdin(Stdio::null()).output();
+        succeeded(path, argv, &out.with_context(|| format!("cannot run {}", argv[0]))?)?;
+    }
+    let mut server = lab.start_server(exe, path, plan, args.server_cpu)?;
+    let prepared = (|| -> Result<()> {
+        server.wait_listening(&lab.ns_b, path.addr(), plan.server.port)?;
+        for argv in &setup.prepare {
+            eprintln!("prepare {} (untimed): {}", path.as_str(), argv.join(" "));
+            let out = lab.client(args.client_cpu, argv).output().context("cannot start the prepare client")?;
+            server.check_alive()?;
+            succeeded(path, argv, &out)?;
+        }
+        Ok(())
+    })();
+    let stopped = server.stop();
+    prepared?;
+    stopped
 }
 
 fn run_clients(
@@ -191,11 +226,8 @@ fn run_clients(
         let out = lab.client(args.client_cpu, &client.argv).output().context("cannot start the client")?;
         let seconds = t0.elapsed().as_secs_f64();
         let after = (cpu_times(args.server_cpu)?, cpu_times(args.client_cpu)?);
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         server.check_alive()?;
-        if !out.status.success() {
-            bail!("{} path: `{}` failed ({}): {}", path.as_str(), client.argv.join(" "), out.status, tail(&text, 6));
-        }
+        let text = succeeded(path, &client.argv, &out)?;
         let samples = client.parse(&text).with_context(|| format!("{} path", path.as_str()))?;
         eprintln!(
             "  {:<22} {}",
@@ -218,6 +250,15 @@ fn run_clients(
             .with_context(|| format!("{} path, after the run", path.as_str()))?;
     }
     Ok(runs)
+}
+
+/// A finished command's stdout and stderr as text, or an error naming it if it failed.
+fn succeeded(path: StackPath, argv: &[String], out: &std::process::Output) -> Result<String> {
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    if !out.status.success() {
+        bail!("{} path: `{}` failed ({}): {}", path.as_str(), argv.join(" "), out.status, tail(&text, 6));
+    }
+    Ok(text)
 }
 
 fn tail(text: &str, lines: usize) -> String {
@@ -377,7 +418,10 @@ impl Server {
         result
     }
 
-    /// SIGTERM, then SIGKILL after 10 s; an exit by any signal other than ours is an error.
+    /// SIGTERM, then SIGKILL after 10 s; an exit by any signal other than ours is an error. On
+    /// pronghorn's path it then waits (10 s at most) for the process's DPDK directory to go: a
+    /// server that dropped root (mariadbd --user=mysql) leaves it and its XDP program to a
+    /// helper (`pronghorn reap`), which must be done before the next server or `lab down`.
     fn stop(mut self) -> Result<()> {
         let pid = self.child.id() as libc::pid_t;
         if self.child.try_wait()?.is_some() {
@@ -392,6 +436,16 @@ impl Server {
                 bail!("the {} server did not exit within 10 s of SIGTERM (killed)", self.path.as_str());
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+        if self.path == StackPath::Pronghorn {
+            let dir = nic::dpdk::runtime_dir_of(pid as u32);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Path::new(&dir).exists() {
+                if Instant::now() > deadline {
+                    bail!("{dir} is still there 10 s after the pronghorn server exited: nothing cleaned up after it");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
         Ok(())
     }

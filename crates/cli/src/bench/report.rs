@@ -159,10 +159,19 @@ pub fn facts(pmd: &str, server_cpu: usize, client_cpu: usize, workload: Name) ->
         Name::Latency => [run("sockperf", &["--version"]), String::new()],
         Name::Bulk => [run("iperf3", &["--version"]), String::new()],
         Name::Http => [run("nginx", &["-v"]), run("wrk", &["-v"])],
+        Name::Mariadb => [run("mariadbd", &["--version"]), run("sysbench", &["--version"])],
+        Name::Tpcc => [run("mariadbd", &["--version"]), go_tpc_version()],
         Name::Scale => [String::new(), String::new()],
     };
     f.insert("software", versions.iter().filter(|s| !s.is_empty()).cloned().collect::<Vec<_>>().join("; "));
     f
+}
+
+/// go-tpc built by bench/go-tpc.sh knows no version of its own; the script records it.
+fn go_tpc_version() -> String {
+    let Ok(bin) = super::workloads::go_tpc() else { return "go-tpc ?".into() };
+    let version = std::fs::read_to_string(bin.with_file_name("VERSION")).unwrap_or_else(|_| "?".into());
+    format!("go-tpc {} ({})", version.trim(), bin.display())
 }
 
 fn fmt_value(v: f64, unit: &str) -> String {
@@ -170,7 +179,7 @@ fn fmt_value(v: f64, unit: &str) -> String {
         return "-".into();
     }
     match unit {
-        "requests/s" => {
+        "requests/s" | "transactions/s" | "queries/s" | "new orders/min" => {
             let digits = (v.round() as u64).to_string();
             let mut groups: Vec<&str> = Vec::new();
             let mut end = digits.len();

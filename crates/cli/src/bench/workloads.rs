@@ -22,6 +22,10 @@ pub enum Name {
     Bulk,
     /// wrk against nginx, keep-alive and Connection: close.
     Http,
+    /// sysbench OLTP (point select, read-only, read/write) against mariadbd, 16 and 128 threads.
+    Mariadb,
+    /// go-tpc TPC-C, 2 warehouses, 16 threads, against mariadbd.
+    Tpcc,
     /// Stack-level: N idle + 1 active connection over the in-memory NIC (no kernel path).
     Scale,
 }
@@ -34,6 +38,8 @@ impl Name {
             Name::Latency => "latency",
             Name::Bulk => "bulk",
             Name::Http => "http",
+            Name::Mariadb => "mariadb",
+            Name::Tpcc => "tpcc",
             Name::Scale => "scale",
         }
     }
@@ -51,8 +57,12 @@ pub struct Sample {
 pub fn metric_info(metric: &str) -> (&'static str, bool) {
     match metric {
         "rps" => ("requests/s", true),
+        "tps" => ("transactions/s", true),
+        "qps" => ("queries/s", true),
+        "tpmC" => ("new orders/min", true),
         "gbps" => ("Gbit/s", true),
-        "p50_ms" | "p99_ms" => ("ms", false),
+        "p50_ms" | "p95_ms" | "p99_ms" => ("ms", false),
+        "deadlocks" => ("retried", false),
         "p50_us" | "p99_us" | "p999_us" => ("us", false),
         _ => ("", true),
     }
@@ -84,9 +94,18 @@ pub struct AfterCheck {
     pub check: fn(&str) -> Result<()>,
 }
 
+/// Work done once per path before its first round, not timed: `local` commands on this machine
+/// (a fresh datadir), then, with the server started, `prepare` clients from the client side.
+pub struct Setup {
+    pub local: Vec<Vec<String>>,
+    pub prepare: Vec<Vec<String>>,
+}
+
 /// What a workload runs, for one path.
 pub struct Plan {
     pub server: Server,
+    /// Once per path, before the rounds (a database to fill).
+    pub setup: Option<Setup>,
     pub clients: Vec<Client>,
     /// A check run from the client side after the clients.
     pub after: Option<AfterCheck>,
@@ -125,6 +144,7 @@ pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path) -> Result<Plan> {
             }
             Plan {
                 server: redis_server(addr),
+                setup: None,
                 clients,
                 after: Some(AfterCheck {
                     argv: argv(&["redis-cli", "-h", addr, "-p", "6379", "GET", "key:__rand_int__"]),
@@ -149,6 +169,7 @@ pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path) -> Result<Plan> {
                 .collect();
             Plan {
                 server: redis_server(addr),
+                setup: None,
                 clients,
                 after: None,
                 about: "redis-benchmark with keep-alive off (-k 0): every GET opens a TCP connection, sends one \
@@ -161,6 +182,7 @@ pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path) -> Result<Plan> {
             let a = argv(&["sockperf", "ping-pong", "-i", addr, "-p", "11111", "--tcp", "-m", "64", "-t", secs]);
             Plan {
                 server: Server { argv: argv(&["sockperf", "server", "-i", addr, "-p", "11111", "--tcp"]), port: 11111 },
+                setup: None,
                 clients: vec![Client { label: "ping-pong 64 B".into(), argv: a, parse: parse_sockperf }],
                 after: None,
                 about: "sockperf ping-pong over TCP, 64-byte messages, one outstanding at a time. Figures are \
@@ -183,6 +205,7 @@ pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path) -> Result<Plan> {
             }
             Plan {
                 server: Server { argv: argv(&["iperf3", "-s", "-B", addr, "-p", "5201"]), port: 5201 },
+                setup: None,
                 clients,
                 after: None,
                 about: "iperf3 TCP, 1 and 4 parallel streams, client to server and server to client (-R); the \
@@ -222,6 +245,7 @@ pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path) -> Result<Plan> {
             ];
             Plan {
                 server: Server { argv: vec!["nginx".into(), "-c".into(), conf.display().to_string()], port: 8080 },
+                setup: None,
                 clients,
                 after: Some(AfterCheck { argv: argv(&["curl", "-sf", &url]), check: check_page }),
                 about: "wrk (one thread, 50 connections) fetches a 1 KiB static page from nginx (one process: \
@@ -230,8 +254,282 @@ pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path) -> Result<Plan> {
                         byte-identical.",
             }
         }
+        Name::Mariadb => {
+            let (server, local) = mariadb(addr, dir, "sbtest")?;
+            require("sysbench", "sysbench")?;
+            let sysbench = |words: &[&str]| {
+                let mut a = argv(&["sysbench", "--db-driver=mysql", "--mysql-port=3306", "--mysql-user=bench"]);
+                a.extend([format!("--mysql-host={addr}"), "--mysql-db=sbtest".into()]);
+                a.extend([format!("--tables={SB_TABLES}"), format!("--table-size={SB_TABLE_SIZE}")]);
+                // A deadlock is retried (and counted); any other error ends sysbench with a failure.
+                a.push("--mysql-ignore-errors=1213".into());
+                a.extend(argv(words));
+                a
+            };
+            let secs = if quick { "--time=5" } else { "--time=20" };
+            let mut clients = Vec::new();
+            for test in ["point_select", "read_only", "read_write"] {
+                for threads in [16, 128] {
+                    if quick && threads > 16 {
+                        continue;
+                    }
+                    let t = format!("--threads={threads}");
+                    clients.push(Client {
+                        label: format!("{test} {threads} thr"),
+                        argv: sysbench(&[&t, secs, &format!("oltp_{test}"), "run"]),
+                        parse: parse_sysbench,
+                    });
+                }
+            }
+            let counts: Vec<String> = (1..=SB_TABLES)
+                .map(|t| format!("SELECT COUNT(*), COUNT(DISTINCT id), MIN(id), MAX(id) FROM sbtest.sbtest{t}"))
+                .collect();
+            Plan {
+                server,
+                setup: Some(Setup {
+                    local,
+                    prepare: vec![sysbench(&["oltp_read_write", "prepare"]), analyze(addr, "sbtest")],
+                }),
+                clients,
+                after: Some(AfterCheck {
+                    argv: mariadb_query(addr, &counts.join(" UNION ALL ")),
+                    check: check_sbtest_rows,
+                }),
+                about: "sysbench 1.0 OLTP against mariadbd (started as Debian starts it: as root with --user=mysql), \
+                        4 tables of 100,000 rows prepared once per path before the rounds: oltp_point_select \
+                        (one primary-key SELECT per transaction), oltp_read_only (14 SELECTs) and oltp_read_write \
+                        (those plus 2 UPDATEs, a DELETE and an INSERT), at 16 and 128 client threads. tps and qps \
+                        are sysbench's transactions and queries per second, p95 its 95th-percentile transaction \
+                        latency. Any error but a deadlock, or any reconnect, rejects the run; deadlocks (InnoDB \
+                        picks a victim, sysbench retries it) are counted. After the runs every table must still \
+                        hold ids 1 to 100,000 exactly once.",
+            }
+        }
+        Name::Tpcc => {
+            let go_tpc = go_tpc()?.display().to_string();
+            let (server, local) = mariadb(addr, dir, "tpcc")?;
+            let tpcc = |words: &[&str]| {
+                let mut a = argv(&[&go_tpc, "tpcc", "--warehouses", "2", "-H", addr, "-P", "3306", "-U", "bench"]);
+                a.extend(argv(&["-D", "tpcc"]));
+                a.extend(argv(words));
+                a
+            };
+            let secs = if quick { "10s" } else { "30s" };
+            Plan {
+                server,
+                setup: Some(Setup {
+                    local,
+                    prepare: vec![tpcc(&["prepare", "-T", "4", "--no-check"]), analyze(addr, "tpcc")],
+                }),
+                clients: vec![Client {
+                    label: "2 warehouses -T 16".into(),
+                    argv: tpcc(&["run", "-T", "16", "--time", secs, "--interval", "1h"]),
+                    parse: parse_go_tpc,
+                }],
+                after: Some(AfterCheck { argv: mariadb_query(addr, TPCC_CONSISTENCY), check: check_zero }),
+                about: "go-tpc TPC-C (the mix of NEW_ORDER, PAYMENT, ORDER_STATUS, DELIVERY and STOCK_LEVEL, no \
+                        keying or think time) with 2 warehouses, prepared once per path before the rounds, and 16 \
+                        client threads, against mariadbd (started as Debian starts it: as root with --user=mysql). \
+                        tpmC is NEW_ORDER transactions per minute; NEW_ORDER p99 is go-tpc's 99th-percentile \
+                        latency of that transaction. Any failed transaction rejects the run. Afterwards TPC-C's \
+                        consistency conditions 1-3 (warehouse and district year-to-date totals, order ids, new-order \
+                        ids) must hold.",
+            }
+        }
         Name::Scale => bail!("scale has no server: it runs bench/stack_scale.sh"),
     })
+}
+
+/// The sysbench tables (prepared once per path; the same for --quick and full runs).
+const SB_TABLES: u32 = 4;
+const SB_TABLE_SIZE: u32 = 100_000;
+
+/// TPC-C consistency conditions 1-3 (clause 3.3.2), as the number of warehouses and districts
+/// that break one.
+const TPCC_CONSISTENCY: &str = "SELECT \
+    (SELECT COUNT(*) FROM tpcc.warehouse w WHERE w.w_ytd <> \
+        (SELECT SUM(d.d_ytd) FROM tpcc.district d WHERE d.d_w_id = w.w_id)) + \
+    (SELECT COUNT(*) FROM tpcc.district d WHERE d.d_next_o_id - 1 <> \
+        (SELECT MAX(o.o_id) FROM tpcc.orders o WHERE o.o_w_id = d.d_w_id AND o.o_d_id = d.d_id)) + \
+    (SELECT COUNT(*) FROM tpcc.district d WHERE d.d_next_o_id - 1 <> \
+        (SELECT MAX(n.no_o_id) FROM tpcc.new_order n WHERE n.no_w_id = d.d_w_id AND n.no_d_id = d.d_id)) + \
+    (SELECT COUNT(*) FROM tpcc.district d WHERE \
+        (SELECT MAX(n.no_o_id) - MIN(n.no_o_id) + 1 - COUNT(*) FROM tpcc.new_order n \
+         WHERE n.no_w_id = d.d_w_id AND n.no_d_id = d.d_id) <> 0)";
+
+/// Fails unless `tool` is on PATH, naming the Debian package that has it.
+fn require(tool: &str, package: &str) -> Result<()> {
+    if find_on_path(tool).is_none() {
+        bail!("{tool} is not installed: install the Debian package {package} (bash scripts/setup.sh does)");
+    }
+    Ok(())
+}
+
+fn find_on_path(tool: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(tool)).find(|p| p.is_file())
+}
+
+/// go-tpc: on PATH, or where bench/go-tpc.sh builds it.
+pub fn go_tpc() -> Result<std::path::PathBuf> {
+    find_on_path("go-tpc").or_else(|| super::repo_file("target/go-tpc/bin/go-tpc")).context(
+        "go-tpc is not available: build it with `bash bench/go-tpc.sh` (needs Go 1.21 or newer on PATH), \
+         or put a go-tpc on PATH",
+    )
+}
+
+/// mariadbd as Debian's package starts it (as root, becoming the mysql user through --user=mysql),
+/// on a datadir of its own under `dir` with its socket and pid file beside it, and none of the
+/// machine's option files (--no-defaults). The returned commands make that datadir (owned by
+/// mysql); an init file, run at every start, creates the passwordless user `bench`@`%` and
+/// `database`.
+fn mariadb(addr: &str, dir: &Path, database: &str) -> Result<(Server, Vec<Vec<String>>)> {
+    require("mariadbd", "mariadb-server")?;
+    require("mariadb-install-db", "mariadb-server")?;
+    require("mariadb", "mariadb-client")?;
+    let home = dir.join("mariadb");
+    let init = dir.join("init.sql");
+    std::fs::write(
+        &init,
+        format!(
+            "CREATE USER IF NOT EXISTS 'bench'@'%';\nGRANT ALL ON *.* TO 'bench'@'%';\n\
+             CREATE DATABASE IF NOT EXISTS {database};\n"
+        ),
+    )?;
+    let (h, i) = (home.display(), init.display());
+    let server = Server {
+        argv: [
+            "mariadbd".to_string(),
+            "--no-defaults".into(),
+            "--user=mysql".into(),
+            format!("--datadir={h}/data"),
+            format!("--socket={h}/mysqld.sock"),
+            format!("--pid-file={h}/mysqld.pid"),
+            format!("--bind-address={addr}"),
+            "--port=3306".into(),
+            "--skip-log-bin".into(),
+            "--skip-name-resolve".into(),
+            "--max-connections=400".into(),
+            "--innodb-buffer-pool-size=512M".into(),
+            // Rounds restart the server: it reloads all the pages it had, not the default 25%.
+            "--innodb-buffer-pool-dump-pct=100".into(),
+            format!("--init-file={i}"),
+        ]
+        .into(),
+        port: 3306,
+    };
+    let local = vec![
+        argv(&["install", "-d", "-o", "mysql", "-g", "mysql", &h.to_string()]),
+        argv(&[
+            "mariadb-install-db",
+            "--no-defaults",
+            "--user=mysql",
+            &format!("--datadir={h}/data"),
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+        ]),
+    ];
+    Ok((server, local))
+}
+
+/// ANALYZE TABLE on every table of `database`. Without it the optimizer's statistics of freshly
+/// loaded tables are whatever InnoDB's background recalculation had reached when the server
+/// stopped, and plans (TPC-C's above all) and so the figures change from one path to the other.
+fn analyze(addr: &str, database: &str) -> Vec<String> {
+    argv(&["mariadb-check", "-h", addr, "-P", "3306", "-u", "bench", "--analyze", "--databases", database])
+}
+
+/// The mariadb client in batch mode (tab-separated, no column names) running one query.
+fn mariadb_query(addr: &str, sql: &str) -> Vec<String> {
+    argv(&["mariadb", "-h", addr, "-P", "3306", "-u", "bench", "-N", "-B", "-e", sql])
+}
+
+/// Every sysbench table holds ids 1..=SB_TABLE_SIZE, each once: `count distinct min max` rows.
+fn check_sbtest_rows(out: &str) -> Result<()> {
+    let want = format!("{n}\t{n}\t1\t{n}", n = SB_TABLE_SIZE);
+    let rows: Vec<&str> = out.lines().collect();
+    if rows.len() != SB_TABLES as usize || rows.iter().any(|r| *r != want) {
+        bail!("the sysbench tables changed shape (count, distinct ids, min, max per table; want {want:?}): {rows:?}");
+    }
+    Ok(())
+}
+
+fn check_zero(out: &str) -> Result<()> {
+    if out.trim() != "0" {
+        bail!("TPC-C consistency conditions broken in {} warehouses or districts", out.trim());
+    }
+    Ok(())
+}
+
+/// sysbench 1.0: `transactions: 4225 (841.78 per sec.)`, `queries: 84500 (16835.68 per sec.)`,
+/// `ignored errors: 1 (...)` (deadlocks: the only error it is told to ignore), `reconnects: 0
+/// (...)` and `95th percentile: 25.28` (ms). A FATAL line or a reconnect rejects the run.
+fn parse_sysbench(client: &Client, out: &str) -> Result<Vec<Sample>> {
+    if let Some(l) = out.lines().find(|l| l.contains("FATAL") || l.contains("ALERT")) {
+        bail!("sysbench reported an error: {}", l.trim());
+    }
+    // (count, per second) of a `key: N (X per sec.)` line, or the value of `key: X`.
+    let field = |key: &str| -> Result<(f64, f64)> {
+        let rest = out.lines().find_map(|l| l.trim().strip_prefix(key)).with_context(|| format!("no `{key}` line"))?;
+        let mut nums = rest.split(|c: char| !(c.is_ascii_digit() || c == '.')).filter(|w| !w.is_empty());
+        let mut next = || -> Result<f64> {
+            let w = nums.next().with_context(|| format!("no number after `{key}`"))?;
+            w.parse().with_context(|| format!("`{key}` {w:?}"))
+        };
+        let first = next()?;
+        Ok((first, next().unwrap_or(f64::NAN)))
+    };
+    let (reconnects, _) = field("reconnects:")?;
+    if reconnects > 0.0 {
+        bail!("sysbench reconnected {reconnects} times: connections were lost");
+    }
+    let (transactions, tps) = field("transactions:")?;
+    if transactions == 0.0 {
+        bail!("sysbench completed no transaction");
+    }
+    let case = client.label.clone();
+    let mut samples = vec![
+        Sample { case: case.clone(), metric: "tps", value: tps },
+        Sample { case: case.clone(), metric: "qps", value: field("queries:")?.1 },
+        Sample { case: case.clone(), metric: "p95_ms", value: field("95th percentile:")?.0 },
+    ];
+    if case.starts_with("read_write") {
+        samples.push(Sample { case, metric: "deadlocks", value: field("ignored errors:")?.0 });
+    }
+    Ok(samples)
+}
+
+/// go-tpc tpcc run: `[Summary] NEW_ORDER - Takes(s): 15.0, Count: 6914, TPM: 27569.4, ...,
+/// 99th(ms): 46.1, ...` per transaction type and `tpmC: 27569.1, tpmTotal: ...`. A `_ERR`
+/// summary (failed transactions of that type) or an error message rejects the run.
+fn parse_go_tpc(client: &Client, out: &str) -> Result<Vec<Sample>> {
+    if let Some(l) =
+        out.lines().find(|l| l.contains("_ERR ") || l.contains("failed") || l.contains("Error") || l.contains("panic:"))
+    {
+        bail!("go-tpc reported failed transactions: {}", l.trim());
+    }
+    let tpmc = out
+        .lines()
+        .find_map(|l| l.strip_prefix("tpmC:"))
+        .and_then(|r| r.split(',').next())
+        .context("no tpmC line")?
+        .trim()
+        .parse::<f64>()?;
+    let new_order =
+        out.lines().find(|l| l.starts_with("[Summary] NEW_ORDER -")).context("no [Summary] NEW_ORDER line")?;
+    let p99 = new_order
+        .split(", ")
+        .find_map(|f| f.strip_prefix("99th(ms): "))
+        .context("no 99th(ms) in the NEW_ORDER summary")?
+        .trim()
+        .parse::<f64>()?;
+    if tpmc <= 0.0 {
+        bail!("go-tpc completed no NEW_ORDER transaction");
+    }
+    Ok(vec![
+        Sample { case: client.label.clone(), metric: "tpmC", value: tpmc },
+        Sample { case: format!("NEW_ORDER {}", client.label), metric: "p99_ms", value: p99 },
+    ])
 }
 
 const PAGE: &str = concat!(
@@ -451,10 +749,69 @@ mod tests {
         assert!(parse_duration_ms("12").is_err());
     }
 
+    const SYSBENCH: &str = "SQL statistics:
+    queries performed:
+        read:                            128072
+        write:                           36562
+        other:                           18284
+        total:                           182918
+    transactions:                        9136   (906.12 per sec.)
+    queries:                             182918 (18141.95 per sec.)
+    ignored errors:                      12     (1.19 per sec.)
+    reconnects:                          0      (0.00 per sec.)
+
+Latency (ms):
+         min:                                   22.48
+         95th percentile:                      231.53
+";
+
+    #[test]
+    fn sysbench_gives_tps_qps_p95_and_deadlocks_and_rejects_reconnects() {
+        let c = Client { label: "read_write 128 thr".into(), argv: vec![], parse: parse_sysbench };
+        let s = parse_sysbench(&c, SYSBENCH).unwrap();
+        let got: Vec<(&str, f64)> = s.iter().map(|s| (s.metric, s.value)).collect();
+        assert_eq!(got, [("tps", 906.12), ("qps", 18141.95), ("p95_ms", 231.53), ("deadlocks", 12.0)]);
+        let ro = Client { label: "read_only 16 thr".into(), ..c };
+        assert_eq!(parse_sysbench(&ro, SYSBENCH).unwrap().len(), 3, "deadlocks only where the test writes");
+        let lost = SYSBENCH.replace("reconnects:                          0", "reconnects:                          2");
+        assert!(parse_sysbench(&ro, &lost).unwrap_err().to_string().contains("reconnected 2"));
+        let fatal = "FATAL: mysql_drv_query() returned error 2013 (Lost connection to server during query)\n";
+        assert!(parse_sysbench(&ro, &format!("{fatal}{SYSBENCH}")).unwrap_err().to_string().contains("2013"));
+        assert!(parse_sysbench(&ro, &SYSBENCH.replace("9136   (906.12", "0   (0.00")).is_err());
+    }
+
+    #[test]
+    fn go_tpc_gives_tpmc_and_new_order_p99_and_rejects_failed_transactions() {
+        let out = "Finished\n\
+            [Summary] NEW_ORDER - Takes(s): 15.0, Count: 6914, TPM: 27569.4, Sum(ms): 99059.3, Avg(ms): 14.3, \
+            50th(ms): 12.6, 90th(ms): 25.2, 95th(ms): 30.4, 99th(ms): 46.1, 99.9th(ms): 130.0, Max(ms): 151.0\n\
+            [Summary] PAYMENT - Takes(s): 15.1, Count: 6495, TPM: 25893.4, 99th(ms): 44.0, Max(ms): 159.4\n\
+            tpmC: 27569.1, tpmTotal: 60937.2, efficiency: 107189.2%\n";
+        let c = Client { label: "2 warehouses -T 16".into(), argv: vec![], parse: parse_go_tpc };
+        let s = parse_go_tpc(&c, out).unwrap();
+        assert_eq!((s[0].metric, s[0].value), ("tpmC", 27569.1));
+        assert_eq!((s[1].case.as_str(), s[1].metric, s[1].value), ("NEW_ORDER 2 warehouses -T 16", "p99_ms", 46.1));
+        let err = format!("{out}[Summary] NEW_ORDER_ERR - Takes(s): 14.2, Count: 3, TPM: 12.7\n");
+        assert!(parse_go_tpc(&c, &err).unwrap_err().to_string().contains("NEW_ORDER_ERR"));
+        assert!(parse_go_tpc(&c, "Finished\n").is_err());
+    }
+
+    #[test]
+    fn sysbench_tables_must_keep_every_id_once() {
+        let row = format!("{n}\t{n}\t1\t{n}\n", n = SB_TABLE_SIZE);
+        assert!(check_sbtest_rows(&row.repeat(SB_TABLES as usize)).is_ok());
+        assert!(check_sbtest_rows(&row.repeat(SB_TABLES as usize - 1)).is_err());
+        let short = format!("{}\t{}\t1\t{}\n", SB_TABLE_SIZE - 1, SB_TABLE_SIZE - 1, SB_TABLE_SIZE);
+        assert!(check_sbtest_rows(&format!("{short}{}", row.repeat(SB_TABLES as usize - 1))).is_err());
+        assert!(check_zero("0\n").is_ok() && check_zero("2\n").is_err());
+    }
+
     #[test]
     fn plans_point_clients_at_the_address_under_test() {
         let dir = std::env::temp_dir().join(format!("ph-plan-{}", std::process::id()));
-        for name in [Name::Redis, Name::RedisCps, Name::Latency, Name::Bulk, Name::Http] {
+        std::fs::create_dir_all(&dir).unwrap();
+        // mariadb's plan needs mariadbd installed (scripts/setup.sh); tpcc's also go-tpc, built by hand.
+        for name in [Name::Redis, Name::RedisCps, Name::Latency, Name::Bulk, Name::Http, Name::Mariadb] {
             let p = plan(name, "10.98.0.1", true, &dir).unwrap();
             assert!(p.server.argv.join(" ").contains("10.98.0.1") || name == Name::Http, "{name:?}");
             assert!(p.clients.iter().all(|c| c.argv.join(" ").contains("10.98.0.1")), "{name:?}");
