@@ -140,7 +140,8 @@ pub(crate) fn wake(p: &Arc<Parker>) {
 /// Who drives the NIC, and who sleeps.
 pub(crate) struct WaitState {
     pub mode: Mode,
-    /// `drive = "auto"`: switch to dedicated when two application threads wait at once.
+    /// `drive = "auto"` and more than one CPU to run on: switch to dedicated when two
+    /// application threads wait at once.
     pub auto: bool,
     /// Inline mode: whether an application thread holds the driver role.
     pub driver: bool,
@@ -179,7 +180,9 @@ impl WaitState {
     pub(crate) fn new(cfg: &config::RuntimeConfig) -> WaitState {
         WaitState {
             mode: if cfg.drive == Drive::Dedicated { Mode::Dedicated } else { Mode::Inline },
-            auto: cfg.drive == Drive::Auto,
+            // With one CPU a stack thread only adds a context switch per wakeup (measured:
+            // MariaDB point_select 16 threads on one core, 38-46k tps dedicated vs 50k inline).
+            auto: cfg.drive == Drive::Auto && allowed_cpus() >= 2,
             driver: false,
             standby: Vec::new(),
             parked: 0,
@@ -311,6 +314,17 @@ impl<N: Nic + 'static> Runtime<N> {
             self.wait.mode = Mode::Inline;
             self.wait.auto = false;
         }
+    }
+}
+
+/// How many CPUs this process may run on.
+pub(crate) fn allowed_cpus() -> usize {
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return 1;
+        }
+        libc::CPU_COUNT(&set) as usize
     }
 }
 

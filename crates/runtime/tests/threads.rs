@@ -484,5 +484,7 @@ fn auto_switches_to_a_stack_thread_when_two_threads_block() {
     done(rt.send(b, b"two", false)).unwrap();
     let got = within("readers", move || readers.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>());
     assert_eq!(got, vec![b"one".to_vec(), b"two".to_vec()]);
-    assert!(rt.wait_stats().dedicated, "two threads blocked at once: a stack thread drives the NIC");
+    // With one CPU to run on, auto stays inline (a stack thread would only share that CPU).
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(rt.wait_stats().dedicated, cpus >= 2, "two threads blocked at once, {cpus} CPUs");
 }
