@@ -1,8 +1,9 @@
 //! `pronghorn reap --pid P --iface I` (hidden; started by the runtime, not by people): cleans up
-//! after an accelerated process that gave up root (mariadbd --user=mysql) and so cannot detach
-//! its XDP program or remove the EAL's directory itself. Waits for P to exit (a pidfd), then
-//! detaches whatever XDP program is left on I (`ip link set dev I xdp off`, in the namespace it
-//! was started in) and removes P's EAL directory. Both are no-ops when P cleaned up itself.
+//! after an accelerated process that could not: one that died by a signal, or gave up root
+//! (mariadbd --user=mysql). Waits for P to exit (a pidfd); if P's EAL directory is still there
+//! (P did not close its port), removes it and detaches the XDP program left on I (`ip link set
+//! dev I xdp off`, in the namespace it was started in). When P closed its port itself there is
+//! nothing to do, and the interface is not touched (another process may drive it by then).
 
 use std::os::fd::FromRawFd;
 use std::process::Command;
@@ -49,13 +50,13 @@ pub fn run(args: ReapArgs) -> Result<i32> {
             }
         }
     }
-    // The directory first: it must go even when the interface is gone already (a lab taken
-    // down right after the process), which makes the detach below fail.
     let dir = nic::dpdk::runtime_dir_of(args.pid);
-    let removed = match std::fs::remove_dir_all(&dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!("cannot remove {dir}: {e}")),
-        _ => Ok(()),
-    };
+    if !std::path::Path::new(&dir).exists() {
+        return Ok(0);
+    }
+    // Detach first, then remove the directory: whoever waits for the directory to go (the
+    // benchmarks, before the next server) then finds the interface free. A detach that fails
+    // because the interface is gone (a lab taken down meanwhile) is no error.
     let detached = match Command::new("ip").args(["link", "set", "dev", &args.iface, "xdp", "off"]).output() {
         Err(e) => Err(format!("cannot run `ip` (iproute2) to detach the XDP program: {e}")),
         Ok(out)
@@ -67,10 +68,13 @@ pub fn run(args: ReapArgs) -> Result<i32> {
                 String::from_utf8_lossy(&out.stderr).trim()
             ))
         }
-        // Gone with its interface: nothing to detach.
         Ok(_) => Ok(()),
     };
-    if let Err(e) = removed.and(detached) {
+    let removed = match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!("cannot remove {dir}: {e}")),
+        _ => Ok(()),
+    };
+    if let Err(e) = detached.and(removed) {
         bail!("reap: {e}");
     }
     Ok(0)

@@ -1054,7 +1054,8 @@ fn sockperf_server_runs_unmodified_under_pronghorn_run() {
         assert!(out.read_line(&mut line).unwrap() > 0, "sockperf server ended");
     }
     std::thread::spawn(move || while out.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {});
-    let _server = Accelerated(server);
+    let pid = server.id();
+    let mut server = Accelerated(server);
     for (mode, expect) in [("ping-pong", "Summary: Latency is"), ("throughput", "Summary: Message Rate is")] {
         let o = lab
             .exec("b", &["sockperf", mode, "--tcp", "-i", "10.99.0.1", "-p", "11111", "-t", "2", "-m", "64"])
@@ -1063,6 +1064,23 @@ fn sockperf_server_runs_unmodified_under_pronghorn_run() {
         let t = text(&o);
         assert!(o.status.success() && t.contains(expect) && !t.contains("ERROR"), "sockperf {mode}: {t}");
     }
+    // Killed with SIGKILL, it cannot clean up: its `pronghorn reap` helper detaches the XDP
+    // program and removes the EAL directory.
+    let dir = format!("/var/run/dpdk/pronghorn-{pid}");
+    assert!(Path::new(&dir).exists(), "{dir} while the server runs");
+    server.0.kill().unwrap();
+    server.0.wait().unwrap();
+    let xdp_attached =
+        || text(&lab.exec("a", &["ip", "link", "show", "tst-sockperf-a0"]).output().unwrap()).contains("xdp");
+    let mut left = true;
+    for _ in 0..1000 {
+        left = Path::new(&dir).exists() || xdp_attached();
+        if !left {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(!left, "after SIGKILL: directory {} / XDP attached {}", Path::new(&dir).exists(), xdp_attached());
 }
 
 /// The benchmark harness end to end, tiny: one round of each path of redis-cps --quick, its

@@ -41,8 +41,6 @@ pub(crate) struct Runtime<N: Nic + 'static> {
     pub wait: WaitState,
     /// This runtime, for the stack thread it may start.
     pub me: Option<&'static Accel<N>>,
-    /// Whether the root cleanup helper runs (see `process`).
-    pub reaper_spawned: bool,
     changed: Vec<SocketId>,
 }
 
@@ -69,7 +67,6 @@ impl<N: Nic + 'static> Accel<N> {
                 routing: RoutingStats::default(),
                 wait,
                 me: None,
-                reaper_spawned: false,
                 changed: Vec::new(),
             }),
         }
@@ -155,6 +152,9 @@ impl<N: Nic + 'static> Runtime<N> {
                 Ok(nic) => {
                     self.rx_fd = nic.rx_interrupt_fd();
                     self.shard = Some(self.make_shard(nic));
+                    if self.me.is_some_and(|me| std::ptr::eq(me as *const Accel<N> as *const (), crate::global_ptr())) {
+                        crate::process::start_reaper(&self.cfg.nic.iface);
+                    }
                 }
                 Err(e) => {
                     let msg = format!("pronghorn: {e}; this process's sockets stay on the kernel\n");

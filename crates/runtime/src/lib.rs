@@ -129,6 +129,11 @@ fn global() -> Option<&'static Accel<DpdkNic>> {
     })
 }
 
+/// The process-wide runtime's address (null when there is none): only it gets a cleanup helper.
+fn global_ptr() -> *const () {
+    RUNTIME.get().copied().flatten().map_or(std::ptr::null(), |a| a as *const Accel<DpdkNic> as *const ())
+}
+
 fn open_dpdk(cfg: &Config) -> Result<DpdkNic, String> {
     let pmd = match cfg.nic.pmd {
         PmdName::AfXdp => Pmd::AfXdp,

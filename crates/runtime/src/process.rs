@@ -13,23 +13,9 @@ impl<N: Nic + 'static> Accel<N> {
     /// The process is about to change its credentials (setuid, setgid, setgroups, ...): a
     /// server that drops root (mariadbd --user=mysql, nginx's `user`) would lose the rights to
     /// open the NIC (AF_XDP, hugepages) before its first socket. Open it now.
-    ///
-    /// A process that is no longer root cannot detach the XDP program or remove the EAL's
-    /// directory when it exits: a root helper (`pronghorn reap`, spawned once here while we are
-    /// still root) waits for this process to end and does both.
     pub fn before_credentials_change(&self) {
         self.with(|rt| {
-            if rt.shard().is_ok() && !rt.reaper_spawned && unsafe { libc::geteuid() } == 0 {
-                rt.reaper_spawned = true;
-                if let Err(e) = spawn_reaper(&rt.cfg.nic.iface) {
-                    let msg = format!(
-                        "pronghorn: cannot start the cleanup helper ({e}): when this process exits without root, \
-                         `ip link set dev {} xdp off` detaches the XDP program it leaves\n",
-                        rt.cfg.nic.iface
-                    );
-                    unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
-                }
-            }
+            let _ = rt.shard();
         });
     }
 
@@ -63,6 +49,24 @@ pub const ENV_EXIT_STATS: &str = "PRONGHORN_EXIT_STATS";
 
 /// The variable `pronghorn run` sets to its own binary, for the cleanup helper.
 pub const ENV_EXE: &str = "PRONGHORN_EXE";
+
+/// Called when the shard has started: a process that dies by a signal, or that is no longer
+/// root when it exits (mariadbd --user=mysql), cannot detach its XDP program or remove the EAL's
+/// directory itself. A root helper (`pronghorn reap`) waits for this process to end and, if the
+/// directory is still there (the process did not close its port), does both. Only a process
+/// started by `pronghorn run` as root has one.
+pub(crate) fn start_reaper(iface: &str) {
+    if unsafe { libc::geteuid() } != 0 || std::env::var_os(ENV_EXE).is_none() {
+        return;
+    }
+    if let Err(e) = spawn_reaper(iface) {
+        let msg = format!(
+            "pronghorn: cannot start the cleanup helper ({e}): if this process dies by a signal or exits without root, \
+             `ip link set dev {iface} xdp off` detaches the XDP program it leaves\n"
+        );
+        unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
+    }
+}
 
 /// Starts `pronghorn reap --pid <us> --iface <iface>` in a session of its own (no terminal
 /// signals reach it), its stdin and stdout on /dev/null. posix_spawn: no atfork handlers of the

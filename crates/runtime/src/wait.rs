@@ -411,7 +411,7 @@ impl<N: Nic + 'static> Accel<N> {
                     r = attempt(rt);
                 }
                 let entry = rt.fds.get(fd);
-                let nonblock = entry.is_none_or(|e| e.fd.nonblock());
+                let nonblock = !matches!(entry, Some(e) if !e.fd.nonblock());
                 let timeo = entry.map_or(0, |e| match dir {
                     Dir::Recv => e.opts.rcvtimeo_us,
                     Dir::Send => e.opts.sndtimeo_us,
