@@ -62,6 +62,11 @@ pub struct BenchArgs {
     /// The core the client runs on (both paths).
     #[arg(long, default_value_t = 0)]
     client_cpu: usize,
+    /// pronghorn's path with busy polling: `runtime.busy_poll_us` set to this in the server's
+    /// config (its CPU cost shows in the per-core table). Use with --out to keep the defaults'
+    /// results.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    busy_poll_us: Option<u32>,
 }
 
 /// The stack under the server.
@@ -130,7 +135,7 @@ pub fn run(args: BenchArgs) -> Result<i32> {
     }
     // A plan that cannot be made (a client not installed) fails here, before the lab comes up.
     let result = plan_for(&args, StackPath::Kernel).map(|p| p.about).and_then(|about| {
-        let lab = Lab::up(&exe, &args.prefix, &args.pmd)?;
+        let lab = Lab::up(&exe, &args.prefix, &args.pmd, args.busy_poll_us)?;
         let runs = measure(&args, &exe, &lab);
         lab.down();
         Ok((runs?, about))
@@ -291,7 +296,7 @@ struct Lab {
 }
 
 impl Lab {
-    fn up(exe: &Path, prefix: &str, pmd: &str) -> Result<Lab> {
+    fn up(exe: &Path, prefix: &str, pmd: &str, busy_poll_us: Option<u32>) -> Result<Lab> {
         let ns_a = format!("{prefix}-a");
         let ours = !Path::new("/run/netns").join(&ns_a).exists();
         let out = Command::new(exe).args(["lab", "up", "--prefix", prefix, "--pmd", pmd]).output()?;
@@ -305,14 +310,14 @@ impl Lab {
         if !Path::new("/run/netns").join(&ns_a).exists() || !kernel_path_present(&ns_a, prefix) {
             bail!("lab {prefix} has no kernel path ({prefix}-k0): it predates it; take it down and run again");
         }
-        Ok(Lab {
-            exe: exe.to_path_buf(),
-            prefix: prefix.to_string(),
-            ns_a,
-            ns_b: format!("{prefix}-b"),
-            config: PathBuf::from(format!("/run/pronghorn/lab/{prefix}/a.toml")),
-            ours,
-        })
+        let mut config = PathBuf::from(format!("/run/pronghorn/lab/{prefix}/a.toml"));
+        if let Some(us) = busy_poll_us {
+            let mut cfg = config::Config::load(&config)?;
+            cfg.runtime.busy_poll_us = us;
+            config.set_file_name("a-busy-poll.toml");
+            std::fs::write(&config, cfg.to_toml()).with_context(|| format!("cannot write {}", config.display()))?;
+        }
+        Ok(Lab { exe: exe.to_path_buf(), prefix: prefix.to_string(), ns_a, ns_b: format!("{prefix}-b"), config, ours })
     }
 
     fn down(&self) {

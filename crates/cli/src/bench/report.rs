@@ -34,6 +34,8 @@ pub struct CpuSummary {
     pub client: String,
     pub path: &'static str,
     pub server_core_busy: f64,
+    pub server_core_user: f64,
+    pub server_core_system: f64,
     pub server_core_softirq: f64,
     pub client_core_busy: f64,
     pub client_core_softirq: f64,
@@ -110,6 +112,8 @@ pub fn cpu_summary(runs: &[Run]) -> Vec<CpuSummary> {
                 client: label.to_string(),
                 path,
                 server_core_busy: m(&|r| r.server_core.busy),
+                server_core_user: m(&|r| r.server_core.user),
+                server_core_system: m(&|r| r.server_core.system),
                 server_core_softirq: m(&|r| r.server_core.softirq),
                 client_core_busy: m(&|r| r.client_core.busy),
                 client_core_softirq: m(&|r| r.client_core.softirq),
@@ -253,15 +257,17 @@ pub fn table(summaries: &[Summary], markdown: bool) -> String {
 
 fn cpu_table(cpu: &[CpuSummary]) -> String {
     let mut out = String::from(
-        "| client run | path | server core busy | of it softirq | client core busy | of it softirq |\n|---|---|---:|---:|---:|---:|\n",
+        "| client run | path | server core busy | user | sys | softirq | client core busy | of it softirq |\n|---|---|---:|---:|---:|---:|---:|---:|\n",
     );
     for c in cpu {
         let _ = writeln!(
             out,
-            "| {} | {} | {:.0}% | {:.0}% | {:.0}% | {:.0}% |",
+            "| {} | {} | {:.0}% | {:.0}% | {:.0}% | {:.0}% | {:.0}% | {:.0}% |",
             c.client,
             c.path,
             c.server_core_busy * 100.0,
+            c.server_core_user * 100.0,
+            c.server_core_system * 100.0,
             c.server_core_softirq * 100.0,
             c.client_core_busy * 100.0,
             c.client_core_softirq * 100.0
