@@ -260,14 +260,14 @@ impl<N: Nic + 'static> Runtime<N> {
             self.wait.stats.wakeups += 1;
             wait::wake(p);
         }
-        for i in 0..st.fds.len() {
-            let fd = self.socks.get(id).unwrap().fds[i];
-            let Some(entry) = self.fds.get(fd) else { continue };
-            for j in 0..entry.epolls.len() {
+        // The fds of a socket and the epoll sets of an fd are few; indices, because marking a
+        // set ready borrows the fd table the lists live in.
+        for &fd in &st.fds {
+            let sets = self.fds.get(fd).map_or(0, |e| e.epolls.len());
+            for j in 0..sets {
                 let epfd = self.fds.get(fd).unwrap().epolls[j];
                 if let Some(set) = self.fds.epoll_mut(epfd) {
-                    let woke = set.mark_ready(fd);
-                    self.wait.stats.wakeups += woke as u64;
+                    self.wait.stats.wakeups += set.mark_ready(fd) as u64;
                 }
             }
         }

@@ -306,7 +306,7 @@ impl<N: Nic + 'static> Accel<N> {
                 let kernel_fds = set.kernel_members > 0;
                 Step::Sleep(rt.prepare_sleep(parker, limit_ms, since, kernel_fds), kernel_fds)
             });
-            let plan = match step {
+            let (plan, kernel_fds) = match step {
                 None | Some(Step::Kernel) => return Call::Kernel,
                 Some(Step::Done(n, kernel_too)) => {
                     let mut n = n;
@@ -318,7 +318,6 @@ impl<N: Nic + 'static> Accel<N> {
                 }
                 Some(Step::Sleep(plan, kernel_fds)) => (plan, kernel_fds),
             };
-            let (plan, kernel_fds) = plan;
             kernel.clear();
             if kernel_fds {
                 // The kernel set is readable while kernel members are ready.

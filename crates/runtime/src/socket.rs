@@ -23,15 +23,20 @@ impl<N: Nic + 'static> Runtime<N> {
 
     /// The application saw EAGAIN on `fd` for `bits`: re-arm its edge-triggered epoll members.
     pub(crate) fn rearm(&mut self, fd: i32, bits: u32) {
-        let Some(entry) = self.fds.get(fd) else { return };
-        if entry.epolls.is_empty() {
-            return;
-        }
-        for epfd in entry.epolls.clone() {
+        let sets = self.fds.get(fd).map_or(0, |e| e.epolls.len());
+        for i in 0..sets {
+            let epfd = self.fds.get(fd).unwrap().epolls[i];
             if let Some(set) = self.fds.epoll_mut(epfd) {
                 set.rearm(fd, bits);
             }
         }
+    }
+
+    /// A pending socket that routing leaves with the kernel: the runtime forgets it.
+    fn leave_to_kernel(&mut self, fd: i32) -> Call<()> {
+        self.fds.remove(fd);
+        set_tracked(fd, false);
+        Call::Kernel
     }
 
     fn conn_id(&self, fd: i32) -> Result<SocketId, Call<()>> {
@@ -121,9 +126,7 @@ impl<N: Nic + 'static> Accel<N> {
                 let nonblock = *nonblock;
                 if !rt.is_ours(addr.ip()) {
                     rt.routing.kernel_bind += 1;
-                    rt.fds.remove(fd);
-                    set_tracked(fd, false);
-                    return Call::Kernel;
+                    return rt.leave_to_kernel(fd);
                 }
                 if let Err(e) = rt.shard() {
                     return Call::Done(Err(e));
@@ -228,9 +231,7 @@ impl<N: Nic + 'static> Accel<N> {
                     let nonblock = *nonblock;
                     if !rt.routes_here(addr.ip()) {
                         rt.routing.kernel_connect += 1;
-                        rt.fds.remove(fd);
-                        set_tracked(fd, false);
-                        return Call::Kernel;
+                        return rt.leave_to_kernel(fd);
                     }
                     let id = match rt.shard().and_then(|s| s.tcp_connect(addr)) {
                         Ok(id) => id,

@@ -161,7 +161,7 @@ pub(crate) struct WaitState {
 pub struct WaitStats {
     /// Threads put to sleep on a parker or the NIC.
     pub sleeps: u64,
-    /// Parker wakeups sent (eventfd writes).
+    /// Wakeups asked for (a parker already woken, or the waker's own, costs no system call).
     pub wakeups: u64,
     /// Stack passes (NIC polls) done by the stack thread / by application threads.
     pub stack_thread_polls: u64,
