@@ -152,7 +152,6 @@ pub(crate) struct WaitState {
     pub spin_us: u32,
     pub busy_poll_us: u32,
     pub stack_cpu: Option<u32>,
-    pub stack_thread: bool,
     pub stats: WaitStats,
 }
 
@@ -189,7 +188,6 @@ impl WaitState {
             spin_us: cfg.spin_us,
             busy_poll_us: cfg.busy_poll_us,
             stack_cpu: cfg.stack_cpu,
-            stack_thread: false,
             stats: WaitStats::default(),
         }
     }
@@ -295,11 +293,10 @@ impl<N: Nic + 'static> Runtime<N> {
     }
 
     fn ensure_stack_thread(&mut self) {
-        if self.wait.stack_thread || self.shard.is_none() {
+        if self.wait.stats.dedicated || self.shard.is_none() {
             return;
         }
         let Some(me) = self.me else { return };
-        self.wait.stack_thread = true;
         self.wait.stats.dedicated = true;
         let cpu = self.wait.stack_cpu;
         let spawned = std::thread::Builder::new().name("pronghorn-stack".into()).spawn(move || {
@@ -310,7 +307,7 @@ impl<N: Nic + 'static> Runtime<N> {
         });
         if spawned.is_err() {
             // No thread: stay inline (every waiter drives in turn), which still works.
-            self.wait.stack_thread = false;
+            self.wait.stats.dedicated = false;
             self.wait.mode = Mode::Inline;
             self.wait.auto = false;
         }
