@@ -14,9 +14,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use config::{Config, PmdName};
+use config::Config;
 use nic::clock::{Clock, MonotonicClock};
-use nic::dpdk::{DpdkNic, DpdkOptions, Pmd};
+use nic::dpdk::DpdkNic;
 use nic::fault::{FaultConfig, FaultyNic};
 use nic::Nic;
 use stack::echo::{ClientStatus, EchoClient, EchoServer};
@@ -61,14 +61,7 @@ const SLEEP_MS: i32 = 100;
 pub fn run(args: EchoArgs) -> Result<i32> {
     let path = Config::locate(args.config.as_deref())?;
     let cfg = Config::load(&path)?;
-    let pmd = match cfg.nic.pmd {
-        PmdName::AfXdp => Pmd::AfXdp,
-        PmdName::AfPacket => Pmd::AfPacket,
-    };
-    let mut opts = DpdkOptions::new(pmd, cfg.nic.iface.clone());
-    opts.eal_args = cfg.nic.eal_args.clone();
-    opts.pool_size = cfg.nic.mbufs;
-    let nic = DpdkNic::open(&opts)?;
+    let nic = DpdkNic::open(&runtime::dpdk_options(&cfg))?;
     if args.verbose {
         eprint!("{}", nic.setup_log());
     }

@@ -107,6 +107,11 @@ struct UpArgs {
     /// The kernel path's IPv6 address on side b.
     #[arg(long, default_value = "fd98::2/64")]
     kernel_ipv6_b: Ipv6Cidr,
+    /// Queues of side a's DPDK-driven veth (and of its peer): one per process that serves it
+    /// (worker processes claim one each; the config gets `nic.queues`). The kernel side spreads
+    /// flows over them by its per-flow hash.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    queues: u16,
     /// Free 2 MiB hugepages the lab needs; `up` reserves what is missing (and `down` gives it back).
     #[arg(long, default_value_t = 256)]
     hugepages: u64,
@@ -292,7 +297,13 @@ fn build(a: &UpArgs, n: &Names) -> Result<()> {
 
     sh(v, "ip", &["netns", "add", &n.ns_a])?;
     sh(v, "ip", &["netns", "add", &n.ns_b])?;
-    sh(v, "ip", &["link", "add", &n.veth_a, "type", "veth", "peer", "name", &n.veth_b])?;
+    let q = a.queues.to_string();
+    let queues = ["numtxqueues", q.as_str(), "numrxqueues", q.as_str()];
+    let mut add = vec!["link", "add", &n.veth_a];
+    add.extend(queues);
+    add.extend(["type", "veth", "peer", "name", &n.veth_b]);
+    add.extend(queues);
+    sh(v, "ip", &add)?;
     sh(v, "ip", &["link", "set", &n.veth_a, "netns", &n.ns_a])?;
     sh(v, "ip", &["link", "set", &n.veth_b, "netns", &n.ns_b])?;
     for ns in [&n.ns_a, &n.ns_b] {
@@ -308,6 +319,9 @@ fn build(a: &UpArgs, n: &Names) -> Result<()> {
     // Side b is the load generator: connection-per-request clients (redis-benchmark -k 0, wrk
     // with Connection: close) must not run out of ports to TIME-WAIT.
     sh(v, "ip", &["netns", "exec", &n.ns_b, "sysctl", "-qw", "net.ipv4.tcp_tw_reuse=1"])?;
+    // The veth picks side a's rx queue from the flow's hash; Linux re-rolls a connection's hash
+    // after a timeout (to try another path), which would move it to another process's queue.
+    sh(v, "ip", &["netns", "exec", &n.ns_b, "sysctl", "-qw", "net.core.txrehash=0"])?;
     sh(v, "ip", &["netns", "exec", &n.ns_b, "sysctl", "-qw", "net.ipv4.ip_local_port_range=10000 65000"])?;
     sh(v, "ip", &["-n", &n.ns_b, "link", "set", &n.veth_b, "up"])?;
     // The kernel path: kernel addresses on both ends. Side b's end has tx checksum offload off
@@ -341,7 +355,7 @@ fn build(a: &UpArgs, n: &Names) -> Result<()> {
     }
 
     let cfg = Config {
-        nic: NicConfig { pmd: a.pmd, iface: n.veth_a.clone(), eal_args: Vec::new(), mbufs: 8191 },
+        nic: NicConfig { pmd: a.pmd, iface: n.veth_a.clone(), eal_args: Vec::new(), mbufs: 8191, queues: a.queues },
         ipv4: Some(Ipv4Config { address: a.ipv4_a, gateway: None }),
         ipv6: Some(Ipv6Config { address: a.ipv6_a, gateway: None }),
         runtime: Default::default(),

@@ -4,6 +4,11 @@
 //! (P did not close its port), removes it and detaches the XDP program left on I (`ip link set
 //! dev I xdp off`, in the namespace it was started in). When P closed its port itself there is
 //! nothing to do, and the interface is not touched (another process may drive it by then).
+//!
+//! On an interface shared by several processes (`--queues` > 1, see `nic::share`) a process
+//! leaves its port open unless it is the last one out, and two that end together may both
+//! leave it: the XDP program is detached when no process holds a queue any more, whatever P
+//! did, with every queue lock held so that no newcomer attaches meanwhile.
 
 use std::os::fd::FromRawFd;
 use std::process::Command;
@@ -19,6 +24,9 @@ pub struct ReapArgs {
     /// The interface its DPDK port drove.
     #[arg(long)]
     iface: String,
+    /// Queues of the interface that processes share (nic.queues).
+    #[arg(long, default_value_t = 1)]
+    queues: u16,
 }
 
 pub fn run(args: ReapArgs) -> Result<i32> {
@@ -51,7 +59,17 @@ pub fn run(args: ReapArgs) -> Result<i32> {
         }
     }
     let dir = nic::dpdk::runtime_dir_of(args.pid);
-    if !std::path::Path::new(&dir).exists() {
+    let left = std::path::Path::new(&dir).exists();
+    let _nobody_else = if args.queues > 1 {
+        match nic::share::idle(&args.iface, args.queues) {
+            Some(guard) => Some(guard),
+            // Others still use the program; only the directory is ours to remove.
+            None => return remove_dir(&dir).map(|()| 0).map_err(anyhow::Error::msg),
+        }
+    } else {
+        None
+    };
+    if !left && args.queues <= 1 {
         return Ok(0);
     }
     // Detach first, then remove the directory: whoever waits for the directory to go (the
@@ -70,12 +88,15 @@ pub fn run(args: ReapArgs) -> Result<i32> {
         }
         Ok(_) => Ok(()),
     };
-    let removed = match std::fs::remove_dir_all(&dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!("cannot remove {dir}: {e}")),
-        _ => Ok(()),
-    };
-    if let Err(e) = detached.and(removed) {
+    if let Err(e) = detached.and(remove_dir(&dir)) {
         bail!("reap: {e}");
     }
     Ok(0)
+}
+
+fn remove_dir(dir: &str) -> Result<(), String> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!("cannot remove {dir}: {e}")),
+        _ => Ok(()),
+    }
 }

@@ -11,6 +11,7 @@
 //! iface = "ph-a0"         # the Linux interface DPDK takes over (no kernel IP on it)
 //! eal_args = []           # extra DPDK EAL arguments
 //! mbufs = 8191            # packet buffers in the pool
+//! queues = 1              # processes sharing the interface, one queue each (nginx workers)
 //!
 //! [ipv4]
 //! address = "10.99.0.1/24"
@@ -110,6 +111,15 @@ pub struct NicConfig {
     pub eal_args: Vec<String>,
     #[serde(default = "default_mbufs")]
     pub mbufs: u32,
+    /// How many processes may drive the interface at once, each on a queue of its own (worker
+    /// processes, or several servers on one interface): the interface needs at least this many
+    /// queues. Each process claims the lowest free one when it opens the NIC.
+    #[serde(default = "default_queues")]
+    pub queues: u16,
+}
+
+fn default_queues() -> u16 {
+    1
 }
 
 fn default_mbufs() -> u32 {
@@ -292,6 +302,15 @@ impl Config {
         if n.mbufs < 1023 {
             return Err(format!("nic.mbufs must be at least 1023, got {}", n.mbufs));
         }
+        if !(1..=64).contains(&n.queues) {
+            return Err(format!("nic.queues must be 1 to 64 (processes sharing the interface), got {}", n.queues));
+        }
+        if n.queues > 1 && n.pmd == PmdName::AfPacket {
+            return Err(format!(
+                "nic.queues = {} needs pmd = \"af_xdp\" (af_packet cannot share an interface between processes)",
+                n.queues
+            ));
+        }
         if self.ipv4.is_none() && self.ipv6.is_none() {
             return Err("give at least one of [ipv4] or [ipv6] with an address".into());
         }
@@ -419,6 +438,10 @@ address = "fd99::1/64"
         assert!(e.contains("at least one of [ipv4] or [ipv6]"), "{e}");
         let e = err(&GOOD.replace("[nic]", "[nic]\nmbufs = 10"));
         assert!(e.contains("nic.mbufs must be at least 1023, got 10"), "{e}");
+        let e = err(&GOOD.replace("[nic]", "[nic]\nqueues = 0"));
+        assert!(e.contains("nic.queues must be 1 to 64"), "{e}");
+        let e = err(&GOOD.replace("[nic]", "[nic]\nqueues = 2").replace("af_xdp", "af_packet"));
+        assert!(e.contains("needs pmd = \"af_xdp\""), "{e}");
     }
 
     #[test]

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use dpdk_sys as sys;
 
+use crate::share::QueueClaim;
 use crate::{Link, MacAddr, Nic, NicStats, PacketBuf};
 
 /// Which poll-mode driver serves the interface.
@@ -86,11 +87,22 @@ pub struct DpdkOptions {
     pub pool_size: u32,
     pub rx_desc: u16,
     pub tx_desc: u16,
+    /// Processes that share the interface, one queue each (`nic.queues`): this one claims the
+    /// lowest free queue (see [`crate::share`]). 1: the interface is this process's alone.
+    pub queues: u16,
 }
 
 impl DpdkOptions {
     pub fn new(pmd: Pmd, iface: impl Into<String>) -> Self {
-        Self { pmd, iface: iface.into(), eal_args: Vec::new(), pool_size: 8191, rx_desc: 1024, tx_desc: 1024 }
+        Self {
+            pmd,
+            iface: iface.into(),
+            eal_args: Vec::new(),
+            pool_size: 8191,
+            rx_desc: 1024,
+            tx_desc: 1024,
+            queues: 1,
+        }
     }
 
     /// The `--vdev` argument for this port. af_xdp gets `busy_budget=0`: with the PMD's default
@@ -98,10 +110,10 @@ impl DpdkOptions {
     /// process that sleeps on the socket between bursts (inline mode) saw every new connection
     /// wait ~2 ms (redis-benchmark -k 0: 1.7k rps; 21.9k with busy polling off; bulk and
     /// request/response throughput unchanged).
-    fn vdev(&self) -> String {
+    fn vdev(&self, queue: u16) -> String {
         match self.pmd {
             Pmd::AfXdp => {
-                format!("{}0,iface={},start_queue=0,queue_count=1,busy_budget=0", self.pmd.driver(), self.iface)
+                format!("{}0,iface={},start_queue={queue},queue_count=1,busy_budget=0", self.pmd.driver(), self.iface)
             }
             Pmd::AfPacket => format!("{}0,iface={},qpairs=1", self.pmd.driver(), self.iface),
         }
@@ -131,6 +143,10 @@ pub enum DpdkError {
     EalInit { detail: String },
     #[error("DPDK is already initialised in this process with another port; pronghorn drives one port per process")]
     AlreadyInitialized,
+    #[error("{0}")]
+    Queue(#[from] crate::share::ClaimError),
+    #[error("af_packet cannot share interface \"{iface}\" between processes (nic.queues = {queues}): use af_xdp")]
+    SharedAfPacket { iface: String, queues: u16 },
     #[error("{pmd} could not open interface \"{iface}\": {detail}")]
     Port { pmd: Pmd, iface: String, detail: String },
 }
@@ -206,19 +222,28 @@ pub struct DpdkNic {
     /// Frames dropped on receive because they spanned several mbufs (never expected at our MTU).
     rx_multiseg_dropped: u64,
     _eal: Rc<Eal>,
+    /// The interface queue held (released last, after the port closed).
+    claim: Option<QueueClaim>,
 }
 
 impl DpdkNic {
     /// Checks the environment, starts the EAL and sets up the port. See the module doc.
     pub fn open(opts: &DpdkOptions) -> Result<DpdkNic, DpdkError> {
         precheck(opts)?;
+        if opts.queues > 1 && opts.pmd == Pmd::AfPacket {
+            return Err(DpdkError::SharedAfPacket { iface: opts.iface.clone(), queues: opts.queues });
+        }
+        let claim = QueueClaim::first_free(&opts.iface, opts.queues, std::time::Duration::from_secs(5))?;
         if EAL_STARTED.swap(true, Ordering::SeqCst) {
             return Err(DpdkError::AlreadyInitialized);
         }
-        let (result, log) = capture_stdio(|| open_inner(opts));
+        let turn = claim.setup_turn()?;
+        let (result, log) = capture_stdio(|| open_inner(opts, claim.queue()));
+        drop(turn);
         match result {
             Ok(mut nic) => {
                 nic.setup_log = log;
+                nic.claim = Some(claim);
                 Ok(nic)
             }
             Err(e) => Err(explain(e, opts, &log)),
@@ -234,6 +259,16 @@ impl DpdkNic {
         self.port
     }
 
+    /// The interface queue this port drives (0 unless the interface is shared, see `share`).
+    pub fn queue(&self) -> u16 {
+        self.claim.as_ref().map_or(0, |c| c.queue())
+    }
+
+    /// Whether other processes may drive other queues of the interface (`nic.queues` > 1).
+    pub fn shared(&self) -> bool {
+        self.claim.as_ref().is_some_and(|c| c.shared())
+    }
+
     /// Mbufs free in the pool (for leak checks and `stat`).
     pub fn pool_available(&self) -> u32 {
         unsafe { sys::rte_mempool_avail_count(self.pool) }
@@ -246,7 +281,17 @@ impl DpdkNic {
 
 impl Drop for DpdkNic {
     fn drop(&mut self) {
-        // Closing detaches the XDP program; libxdp chats about it on stderr. Keep that quiet.
+        // Closing detaches the XDP program, which the other processes on a shared interface still
+        // use: then the port stays open and the process exit closes its socket.
+        let _others_kept_out = match self.claim.as_ref().map(|c| c.last_out()) {
+            Some(None) => {
+                self._eal.keep_memory.set(true);
+                return;
+            }
+            Some(Some(guard)) => Some(guard),
+            None => None,
+        };
+        // libxdp chats about the detach on stderr. Keep that quiet.
         let port = self.port;
         let ((), _) = capture_stdio(|| unsafe {
             sys::rte_eth_dev_stop(port);
@@ -338,8 +383,9 @@ impl Nic for DpdkNic {
     }
 }
 
-/// The checks that turn the usual failures into one clear line before DPDK prints pages of log.
-fn precheck(opts: &DpdkOptions) -> Result<(), DpdkError> {
+/// The checks that turn the usual failures into one clear line before DPDK prints pages of log
+/// (also run before the port is needed, to report them early).
+pub fn precheck(opts: &DpdkOptions) -> Result<(), DpdkError> {
     if unsafe { libc::geteuid() } != 0 {
         return Err(DpdkError::NotRoot { pmd: opts.pmd.clone() });
     }
@@ -371,7 +417,7 @@ enum Failure {
     Port(String),
 }
 
-fn open_inner(opts: &DpdkOptions) -> Result<DpdkNic, Failure> {
+fn open_inner(opts: &DpdkOptions, queue: u16) -> Result<DpdkNic, Failure> {
     let prefix = format!("pronghorn-{}", std::process::id());
     debug_assert_eq!(runtime_dir_of(std::process::id()), format!("/var/run/dpdk/{prefix}"));
     let saved_affinity = current_affinity();
@@ -387,7 +433,7 @@ fn open_inner(opts: &DpdkOptions) -> Result<DpdkNic, Failure> {
         "-l".into(),
         first_cpu.to_string(),
         "--vdev".into(),
-        opts.vdev(),
+        opts.vdev(queue),
     ];
     args.extend(opts.eal_args.iter().cloned());
     // af_packet opens its socket while the EAL probes the vdev, af_xdp at queue setup: look for
@@ -461,6 +507,7 @@ fn open_inner(opts: &DpdkOptions) -> Result<DpdkNic, Failure> {
         setup_log: String::new(),
         rx_multiseg_dropped: 0,
         _eal: eal,
+        claim: None,
     })
 }
 
@@ -601,10 +648,11 @@ mod tests {
     #[test]
     fn vdev_strings_name_the_interface() {
         let o = DpdkOptions::new(Pmd::AfXdp, "ph-a0");
-        assert_eq!(o.vdev(), "net_af_xdp0,iface=ph-a0,start_queue=0,queue_count=1,busy_budget=0");
+        assert_eq!(o.vdev(0), "net_af_xdp0,iface=ph-a0,start_queue=0,queue_count=1,busy_budget=0");
+        assert_eq!(o.vdev(3), "net_af_xdp0,iface=ph-a0,start_queue=3,queue_count=1,busy_budget=0");
         assert_eq!(o.port_name(), "net_af_xdp0");
         let o = DpdkOptions::new(Pmd::AfPacket, "x");
-        assert_eq!(o.vdev(), "net_af_packet0,iface=x,qpairs=1");
+        assert_eq!(o.vdev(0), "net_af_packet0,iface=x,qpairs=1");
     }
 
     #[test]

@@ -16,6 +16,8 @@ pub mod clock;
 pub mod dpdk;
 pub mod fault;
 pub mod mem;
+#[cfg(feature = "dpdk")]
+pub mod share;
 
 use std::fmt;
 use std::os::fd::RawFd;

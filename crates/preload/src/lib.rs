@@ -851,10 +851,9 @@ pub unsafe extern "C" fn epoll_pwait2(
 
 #[no_mangle]
 pub unsafe extern "C" fn fork() -> libc::pid_t {
+    let hold = runtime::fork_prepare();
     let pid = real::fork();
-    if pid == 0 {
-        runtime::after_fork_in_child();
-    }
+    runtime::fork_done(hold, pid == 0);
     pid
 }
 

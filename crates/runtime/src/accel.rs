@@ -21,6 +21,9 @@ use crate::{real, Errno, RoutingStats, FORKED, INSIDE};
 /// Opens the NIC when the shard starts.
 pub(crate) type Opener<N> = Box<dyn FnOnce(&Config) -> Result<N, String>>;
 
+/// Checks, without opening it, what commonly keeps the NIC from opening (bind says it at once).
+pub(crate) type Precheck = fn(&Config) -> Result<(), String>;
+
 /// The runtime of one process (or of one test): its state behind one lock.
 pub struct Accel<N: Nic + 'static> {
     state: Mutex<Runtime<N>>,
@@ -30,6 +33,7 @@ pub(crate) struct Runtime<N: Nic + 'static> {
     pub cfg: Config,
     pub shard: Option<Shard<N>>,
     open: Option<Opener<N>>,
+    pub precheck: Option<Precheck>,
     pub init_error: Option<String>,
     clock: MonotonicClock,
     pub fds: FdTable,
@@ -37,6 +41,8 @@ pub(crate) struct Runtime<N: Nic + 'static> {
     /// Addresses held by accelerated bound or listening sockets (bind: EADDRINUSE).
     pub bound: HashSet<SocketAddr>,
     pub rx_fd: Option<i32>,
+    /// fds in `Fd::Listening` (listen() before the NIC opened).
+    pub deferred_listeners: usize,
     pub routing: RoutingStats,
     pub wait: WaitState,
     /// This runtime, for the stack thread it may start.
@@ -58,12 +64,14 @@ impl<N: Nic + 'static> Accel<N> {
                 cfg,
                 shard: None,
                 open: Some(open),
+                precheck: None,
                 init_error: None,
                 clock: MonotonicClock::new(),
                 fds: FdTable::default(),
                 socks: SockTable::default(),
                 bound: HashSet::new(),
                 rx_fd: None,
+                deferred_listeners: 0,
                 routing: RoutingStats::default(),
                 wait,
                 me: None,
@@ -123,6 +131,11 @@ impl<N: Nic + 'static> Accel<N> {
         self.lock().wait.stats
     }
 
+    /// Whether the NIC is open (the shard serving).
+    pub fn serving(&self) -> bool {
+        self.lock().shard.is_some()
+    }
+
     /// Application threads asleep in the runtime right now.
     pub fn parked(&self) -> u32 {
         self.lock().wait.parked
@@ -133,12 +146,57 @@ impl<N: Nic + 'static> Accel<N> {
     }
 }
 
+/// The runtime's lock, held across fork() so that the child never inherits it held by a thread
+/// it does not have.
+pub struct ForkHold<'a, N: Nic + 'static>(MutexGuard<'a, Runtime<N>>);
+
+impl<N: Nic + 'static> Accel<N> {
+    /// fork() is about to run in this thread.
+    pub fn fork_prepare(&self) -> ForkHold<'_, N> {
+        ForkHold(self.lock())
+    }
+}
+
+impl<N: Nic + 'static> ForkHold<'_, N> {
+    /// In the child: whether it keeps the runtime it inherited. It does when the NIC was never
+    /// opened: its sockets (deferred listeners above all) are then its own, and it opens a NIC
+    /// queue of its own when it first waits. A child of a process whose NIC is open cannot
+    /// share the parent's port; its inherited accelerated sockets fail (`forked_child_socket`).
+    pub fn child_keeps(&self) -> bool {
+        self.0.shard.is_none() && self.0.open.is_some()
+    }
+}
+
 impl<N: Nic + 'static> Runtime<N> {
     pub(crate) fn now(&self) -> u64 {
         self.clock.now_ns()
     }
 
     /// The shard, started on first use.
+    /// Before a socket is bound to our address: fails (and says why, once) when the NIC cannot
+    /// open, so the error reaches bind() rather than the first wait.
+    pub(crate) fn precheck(&mut self) -> Result<(), Errno> {
+        if self.shard.is_some() {
+            return Ok(());
+        }
+        if self.init_error.is_none() {
+            if let Some(Err(e)) = self.precheck.map(|check| check(&self.cfg)) {
+                self.init_failed(e);
+            }
+        }
+        match self.init_error {
+            Some(_) => Err(Errno(libc::ENETDOWN)),
+            None => Ok(()),
+        }
+    }
+
+    fn init_failed(&mut self, e: String) {
+        let msg = format!("pronghorn: {e} (this process's sockets on the accelerated address fail with ENETDOWN)\n");
+        unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
+        self.init_error = Some(e);
+        self.routing.init_failed += 1;
+    }
+
     pub(crate) fn shard(&mut self) -> Result<&mut Shard<N>, Errno> {
         if self.shard.is_none() {
             if self.init_error.is_some() {
@@ -153,14 +211,12 @@ impl<N: Nic + 'static> Runtime<N> {
                     self.rx_fd = nic.rx_interrupt_fd();
                     self.shard = Some(self.make_shard(nic));
                     if self.me.is_some_and(|me| std::ptr::eq(me as *const Accel<N> as *const (), crate::global_ptr())) {
-                        crate::process::start_reaper(&self.cfg.nic.iface);
+                        crate::process::start_reaper(&self.cfg.nic.iface, self.cfg.nic.queues);
                     }
+                    self.start_deferred_listeners();
                 }
                 Err(e) => {
-                    let msg = format!("pronghorn: {e}; this process's sockets stay on the kernel\n");
-                    unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
-                    self.init_error = Some(e);
-                    self.routing.init_failed += 1;
+                    self.init_failed(e);
                     return Err(Errno(libc::ENETDOWN));
                 }
             }
@@ -179,6 +235,7 @@ impl<N: Nic + 'static> Runtime<N> {
         );
         cfg.gateway4 = self.cfg.ipv4.as_ref().and_then(|c| c.gateway);
         cfg.gateway6 = self.cfg.ipv6.as_ref().and_then(|c| c.gateway);
+        cfg.glean_neighbors = self.cfg.nic.queues > 1;
         Shard::new(nic, cfg)
     }
 
@@ -301,6 +358,8 @@ impl<N: Nic + 'static> Runtime<N> {
         match &self.fds.get(fd)?.fd {
             Fd::Listener { id, .. } | Fd::Conn { id, .. } => Some(self.shard.as_ref()?.readiness(*id)),
             Fd::Bound { .. } => Some(Readiness { writable: true, ..Readiness::default() }),
+            // Only when the NIC failed to open (waiting opens it): never ready.
+            Fd::Listening { .. } => Some(Readiness::default()),
             _ => None,
         }
     }

@@ -200,9 +200,14 @@ impl<N: Nic + 'static> Accel<N> {
             if rt.fds.epoll(epfd).is_none() {
                 return Call::Kernel;
             }
+            if matches!(rt.fds.kind(fd), Some(Fd::Listening { .. })) {
+                rt.serve_deferred();
+            }
             let target = match rt.fds.kind(fd) {
                 Some(Fd::Conn { id, .. } | Fd::Listener { id, .. }) => Target::Sock(*id),
                 Some(Fd::Bound { .. }) => Target::Bound,
+                // The NIC did not open (the reason was said on stderr).
+                Some(Fd::Listening { .. }) => return Call::Done(Err(Errno(libc::ENETDOWN))),
                 _ => {
                     // A kernel fd: into the kernel set, counted.
                     let mut ev = libc::epoll_event { events, u64: data };

@@ -24,6 +24,14 @@ pub(crate) enum Fd {
         local: SocketAddr,
         nonblock: bool,
     },
+    /// listen() was called before the NIC opened: the shard listener is made when it opens. A
+    /// server that forks its workers before it serves (nginx) thereby leaves each worker its
+    /// own listener on its own shard and queue, and the parent never touches the NIC.
+    Listening {
+        local: SocketAddr,
+        backlog: usize,
+        nonblock: bool,
+    },
     Listener {
         id: SocketId,
         nonblock: bool,
@@ -49,6 +57,7 @@ impl Fd {
         match self {
             Fd::Pending { nonblock }
             | Fd::Bound { nonblock, .. }
+            | Fd::Listening { nonblock, .. }
             | Fd::Listener { nonblock, .. }
             | Fd::Conn { nonblock, .. } => *nonblock,
             Fd::Epoll(_) => true,
@@ -99,6 +108,15 @@ impl FdTable {
 
     pub(crate) fn remove(&mut self, fd: i32) -> Option<Entry> {
         self.slots.get_mut(usize::try_from(fd).ok()?)?.take()
+    }
+
+    /// The fds whose listen() waits for the NIC.
+    pub(crate) fn listening(&self) -> Vec<i32> {
+        let deferred = |(fd, e): (usize, &Option<Entry>)| match e {
+            Some(Entry { fd: Fd::Listening { .. }, .. }) => Some(fd as i32),
+            _ => None,
+        };
+        self.slots.iter().enumerate().filter_map(deferred).collect()
     }
 
     /// The epoll set at `epfd`.

@@ -44,7 +44,7 @@ use nic::Nic;
 pub use stack::shard::Errno;
 
 pub use accel::Accel;
-pub use process::{after_fork_in_child, forked_child_socket, ENV_EXE};
+pub use process::{forked_child_socket, ENV_EXE};
 pub use wait::WaitStats;
 
 /// The variable `pronghorn run` sets to the pid it execs into: only that process is accelerated.
@@ -123,10 +123,28 @@ fn global() -> Option<&'static Accel<DpdkNic>> {
                 return None;
             }
         };
+        process::remember_exe();
         let me = Accel::new(cfg, Box::new(open_dpdk)).leak();
+        me.with(|rt| rt.precheck = Some(|cfg| nic::dpdk::precheck(&dpdk_options(cfg)).map_err(|e| e.to_string())));
         unsafe { libc::atexit(close_port_at_exit) };
         Some(me)
     })
+}
+
+/// The process-wide runtime held across fork() (see `ForkHold`).
+pub struct Fork(Option<accel::ForkHold<'static, DpdkNic>>);
+
+/// preload's fork(), just before the real one.
+pub fn fork_prepare() -> Fork {
+    Fork(global().map(|a| a.fork_prepare()))
+}
+
+/// preload's fork(), just after the real one (`child`: in the new process).
+pub fn fork_done(hold: Fork, child: bool) {
+    if child && hold.0.as_ref().is_some_and(|h| !h.child_keeps()) {
+        FORKED.store(true, Ordering::Relaxed);
+    }
+    drop(hold);
 }
 
 /// The process-wide runtime's address (null when there is none): only it gets a cleanup helper.
@@ -134,7 +152,8 @@ fn global_ptr() -> *const () {
     RUNTIME.get().copied().flatten().map_or(std::ptr::null(), |a| a as *const Accel<DpdkNic> as *const ())
 }
 
-fn open_dpdk(cfg: &Config) -> Result<DpdkNic, String> {
+/// The DPDK port a config describes (also `pronghorn echo`'s).
+pub fn dpdk_options(cfg: &Config) -> DpdkOptions {
     let pmd = match cfg.nic.pmd {
         PmdName::AfXdp => Pmd::AfXdp,
         PmdName::AfPacket => Pmd::AfPacket,
@@ -142,7 +161,12 @@ fn open_dpdk(cfg: &Config) -> Result<DpdkNic, String> {
     let mut opts = DpdkOptions::new(pmd, cfg.nic.iface.clone());
     opts.eal_args = cfg.nic.eal_args.clone();
     opts.pool_size = cfg.nic.mbufs;
-    DpdkNic::open(&opts).map_err(|e| e.to_string())
+    opts.queues = cfg.nic.queues;
+    opts
+}
+
+fn open_dpdk(cfg: &Config) -> Result<DpdkNic, String> {
+    DpdkNic::open(&dpdk_options(cfg)).map_err(|e| e.to_string())
 }
 
 extern "C" fn close_port_at_exit() {

@@ -50,16 +50,26 @@ pub const ENV_EXIT_STATS: &str = "PRONGHORN_EXIT_STATS";
 /// The variable `pronghorn run` sets to its own binary, for the cleanup helper.
 pub const ENV_EXE: &str = "PRONGHORN_EXE";
 
+/// `ENV_EXE` as the process found it when its runtime started: worker processes may not see it
+/// (nginx gives its workers an environment of their own).
+static EXE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// Remembers `ENV_EXE` (called when the process-wide runtime is made).
+pub(crate) fn remember_exe() {
+    EXE.get_or_init(|| std::env::var(ENV_EXE).ok());
+}
+
 /// Called when the shard has started: a process that dies by a signal, or that is no longer
 /// root when it exits (mariadbd --user=mysql), cannot detach its XDP program or remove the EAL's
 /// directory itself. A root helper (`pronghorn reap`) waits for this process to end and, if the
 /// directory is still there (the process did not close its port), does both. Only a process
 /// started by `pronghorn run` as root has one.
-pub(crate) fn start_reaper(iface: &str) {
-    if unsafe { libc::geteuid() } != 0 || std::env::var_os(ENV_EXE).is_none() {
+pub(crate) fn start_reaper(iface: &str, queues: u16) {
+    let Some(exe) = EXE.get().cloned().flatten() else { return };
+    if unsafe { libc::geteuid() } != 0 {
         return;
     }
-    if let Err(e) = spawn_reaper(iface) {
+    if let Err(e) = spawn_reaper(&exe, iface, queues) {
         let msg = format!(
             "pronghorn: cannot start the cleanup helper ({e}): if this process dies by a signal or exits without root, \
              `ip link set dev {iface} xdp off` detaches the XDP program it leaves\n"
@@ -71,17 +81,17 @@ pub(crate) fn start_reaper(iface: &str) {
 /// Starts `pronghorn reap --pid <us> --iface <iface>` in a session of its own (no terminal
 /// signals reach it), its stdin and stdout on /dev/null. posix_spawn: no atfork handlers of the
 /// application run, and the helper closes every fd it inherited beyond stderr at once.
-fn spawn_reaper(iface: &str) -> Result<(), String> {
+fn spawn_reaper(exe: &str, iface: &str, queues: u16) -> Result<(), String> {
     use std::ffi::CString;
-    let exe =
-        std::env::var(ENV_EXE).map_err(|_| format!("{ENV_EXE} is not set (start the program with `pronghorn run`)"))?;
     let args = [
-        exe.clone(),
+        exe.to_string(),
         "reap".into(),
         "--pid".into(),
         std::process::id().to_string(),
         "--iface".into(),
         iface.to_string(),
+        "--queues".into(),
+        queues.to_string(),
     ];
     let cargs: Vec<CString> =
         args.iter().map(|a| CString::new(a.as_str()).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
@@ -111,16 +121,10 @@ fn spawn_reaper(iface: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// `pthread_atfork` child handler: the child never touches the parent's queues. Its accelerated
-/// sockets fail with EOPNOTSUPP; closing them only closes the placeholder.
-pub fn after_fork_in_child() {
-    FORKED.store(true, Ordering::Relaxed);
-}
-
-/// In a forked child, a tracked fd is a placeholder of the parent's socket: socket calls on it
-/// fail with EOPNOTSUPP (said once on stderr) instead of silently reaching an eventfd. A child
-/// of its own is served by the kernel; accelerated sockets shared with a child need a shard per
-/// process (the multi-process work).
+/// In a child forked after the parent's NIC opened, a tracked fd is a placeholder of the
+/// parent's socket: socket calls on it fail with EOPNOTSUPP (said once on stderr) instead of
+/// silently reaching an eventfd; closing it only closes the placeholder. The child's own new
+/// sockets are the kernel's. (A child forked before the NIC opened keeps the runtime.)
 pub fn forked_child_socket(fd: i32) -> Option<Errno> {
     if !FORKED.load(Ordering::Relaxed)
         || fd < 0
@@ -132,8 +136,9 @@ pub fn forked_child_socket(fd: i32) -> Option<Errno> {
     static SAID: AtomicBool = AtomicBool::new(false);
     if !SAID.swap(true, Ordering::Relaxed) {
         let msg = format!(
-            "pronghorn: pid {} uses accelerated socket fd {fd} inherited through fork: not supported yet (one shard per process); \
-             run the server without worker processes (e.g. nginx master_process off) or without pronghorn\n",
+            "pronghorn: pid {} uses accelerated socket fd {fd} inherited through fork after its parent started serving: \
+             a port cannot be shared between processes (fork the workers before serving, as nginx does, or give each \
+             process its own queue with nic.queues)\n",
             std::process::id()
         );
         unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };

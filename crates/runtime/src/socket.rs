@@ -14,6 +14,50 @@ use crate::wait::Dir;
 use crate::{real, set_tracked, Call, Errno};
 
 impl<N: Nic + 'static> Runtime<N> {
+    /// Makes the shard listener of bound `fd` (the shard is open); epoll sets that hold `fd`
+    /// now watch it.
+    pub(crate) fn start_listener(
+        &mut self,
+        fd: i32,
+        local: SocketAddr,
+        backlog: usize,
+        nonblock: bool,
+    ) -> Result<(), Errno> {
+        let v6only = self.fds.get(fd).is_some_and(|e| e.opts.v6only);
+        let id = self.shard()?.tcp_listen_with(local, backlog, v6only)?;
+        let entry = self.fds.get_mut(fd).unwrap();
+        entry.fd = Fd::Listener { id, nonblock };
+        let epolls = entry.epolls.clone();
+        self.socks.entry(id).fds.push(fd);
+        for epfd in epolls {
+            if let Some(set) = self.fds.epoll_mut(epfd) {
+                set.retarget(fd, Target::Sock(id));
+            }
+        }
+        Ok(())
+    }
+
+    /// The NIC has opened: every deferred listen() becomes a shard listener.
+    pub(crate) fn start_deferred_listeners(&mut self) {
+        for fd in self.fds.listening() {
+            let Some(&Fd::Listening { local, backlog, nonblock }) = self.fds.kind(fd) else { continue };
+            self.deferred_listeners -= 1;
+            if let Err(e) = self.start_listener(fd, local, backlog, nonblock) {
+                let msg = format!("pronghorn: listening on {local} (fd {fd}) failed as the NIC opened: {e:?}\n");
+                unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
+                self.fds.get_mut(fd).unwrap().fd = Fd::Bound { local, nonblock };
+            }
+        }
+    }
+
+    /// A thread is about to wait, poll or accept: a process with deferred listeners serves now,
+    /// so its NIC opens (and they start listening).
+    pub(crate) fn serve_deferred(&mut self) {
+        if self.deferred_listeners > 0 && self.shard.is_none() {
+            let _ = self.shard();
+        }
+    }
+
     /// Registers `fd` as a new reference to shard socket `id`.
     fn adopt(&mut self, fd: i32, entry: Entry, id: SocketId) {
         self.fds.insert(fd, entry);
@@ -42,7 +86,9 @@ impl<N: Nic + 'static> Runtime<N> {
     fn conn_id(&self, fd: i32) -> Result<SocketId, Call<()>> {
         match self.fds.kind(fd) {
             Some(Fd::Conn { id, .. }) => Ok(*id),
-            Some(Fd::Listener { .. } | Fd::Bound { .. }) => Err(Call::Done(Err(Errno::ENOTCONN))),
+            Some(Fd::Listener { .. } | Fd::Listening { .. } | Fd::Bound { .. }) => {
+                Err(Call::Done(Err(Errno::ENOTCONN)))
+            }
             _ => Err(Call::Kernel),
         }
     }
@@ -53,6 +99,11 @@ impl<N: Nic + 'static> Runtime<N> {
         let id = match entry.fd {
             Fd::Bound { local, .. } => {
                 self.bound.remove(&local);
+                None
+            }
+            Fd::Listening { local, .. } => {
+                self.bound.remove(&local);
+                self.deferred_listeners -= 1;
                 None
             }
             Fd::Listener { id, .. } | Fd::Conn { id, .. } => Some(id),
@@ -128,7 +179,9 @@ impl<N: Nic + 'static> Accel<N> {
                     rt.routing.kernel_bind += 1;
                     return rt.leave_to_kernel(fd);
                 }
-                if let Err(e) = rt.shard() {
+                // The NIC opens when the socket is first waited on (see `Fd::Listening`); what
+                // commonly keeps it from opening is said now.
+                if let Err(e) = rt.precheck() {
                     return Call::Done(Err(e));
                 }
                 if addr.port() != 0 && rt.bound.contains(&addr) {
@@ -143,7 +196,9 @@ impl<N: Nic + 'static> Accel<N> {
                     Err(e) => Call::Done(Err(e)),
                 }
             }
-            Some(Fd::Bound { .. } | Fd::Listener { .. } | Fd::Conn { .. }) => Call::Done(Err(Errno::EINVAL)),
+            Some(Fd::Bound { .. } | Fd::Listening { .. } | Fd::Listener { .. } | Fd::Conn { .. }) => {
+                Call::Done(Err(Errno::EINVAL))
+            }
             _ => Call::Kernel,
         })
         .unwrap_or(Call::Kernel)
@@ -154,25 +209,15 @@ impl<N: Nic + 'static> Accel<N> {
             Some(Fd::Bound { local, nonblock }) => {
                 let (local, nonblock) = (*local, *nonblock);
                 let backlog = if backlog <= 0 { 128 } else { backlog as usize };
-                let v6only = rt.fds.get(fd).is_some_and(|e| e.opts.v6only);
-                match rt.shard().and_then(|s| s.tcp_listen_with(local, backlog, v6only)) {
-                    Ok(id) => {
-                        rt.routing.accelerated_listen += 1;
-                        let entry = rt.fds.get_mut(fd).unwrap();
-                        entry.fd = Fd::Listener { id, nonblock };
-                        let epolls = entry.epolls.clone();
-                        rt.socks.entry(id).fds.push(fd);
-                        for epfd in epolls {
-                            if let Some(set) = rt.fds.epoll_mut(epfd) {
-                                set.retarget(fd, Target::Sock(id));
-                            }
-                        }
-                        Call::Done(Ok(()))
-                    }
-                    Err(e) => Call::Done(Err(e)),
+                rt.routing.accelerated_listen += 1;
+                if rt.shard.is_none() {
+                    rt.fds.get_mut(fd).unwrap().fd = Fd::Listening { local, backlog, nonblock };
+                    rt.deferred_listeners += 1;
+                    return Call::Done(Ok(()));
                 }
+                Call::Done(rt.start_listener(fd, local, backlog, nonblock))
             }
-            Some(Fd::Listener { .. }) => Call::Done(Ok(())),
+            Some(Fd::Listening { .. } | Fd::Listener { .. }) => Call::Done(Ok(())),
             Some(Fd::Conn { .. }) => Call::Done(Err(Errno::EINVAL)),
             _ => Call::Kernel,
         })
@@ -183,6 +228,8 @@ impl<N: Nic + 'static> Accel<N> {
         self.blocking(fd, Dir::Recv, false, |rt| {
             let id = match rt.fds.kind(fd) {
                 Some(Fd::Listener { id, .. }) => *id,
+                // `blocking` opened the NIC, which made every deferred listener; it failed.
+                Some(Fd::Listening { .. }) => return Call::Done(Err(Errno(libc::ENETDOWN))),
                 Some(Fd::Pending { .. } | Fd::Epoll(_)) | None => return Call::Kernel,
                 Some(_) => return Call::Done(Err(Errno::EINVAL)),
             };
@@ -255,7 +302,7 @@ impl<N: Nic + 'static> Accel<N> {
                     Call::Done(Err(if nonblock { Errno(libc::EINPROGRESS) } else { Errno::EAGAIN }))
                 }
                 Some(Fd::Conn { .. }) => Call::Done(Err(Errno::EISCONN)),
-                Some(Fd::Listener { .. } | Fd::Bound { .. }) => Call::Done(Err(Errno::EINVAL)),
+                Some(Fd::Listener { .. } | Fd::Listening { .. } | Fd::Bound { .. }) => Call::Done(Err(Errno::EINVAL)),
                 _ => Call::Kernel,
             })
             .unwrap_or(Call::Kernel);
@@ -383,8 +430,8 @@ impl<N: Nic + 'static> Accel<N> {
 
     pub fn sockname(&self, fd: i32, peer: bool) -> Call<SocketAddr> {
         self.with(|rt| match rt.fds.kind(fd) {
-            Some(Fd::Bound { local, .. }) if !peer => Call::Done(Ok(*local)),
-            Some(Fd::Bound { .. }) => Call::Done(Err(Errno::ENOTCONN)),
+            Some(Fd::Bound { local, .. } | Fd::Listening { local, .. }) if !peer => Call::Done(Ok(*local)),
+            Some(Fd::Bound { .. } | Fd::Listening { .. }) => Call::Done(Err(Errno::ENOTCONN)),
             Some(Fd::Listener { id, .. } | Fd::Conn { id, .. }) => {
                 let s = rt.shard.as_ref().unwrap();
                 Call::Done(if peer { s.peer_addr(*id) } else { s.local_addr(*id) })
@@ -401,6 +448,7 @@ impl<N: Nic + 'static> Accel<N> {
                 match &mut e.fd {
                     Fd::Pending { nonblock }
                     | Fd::Bound { nonblock, .. }
+                    | Fd::Listening { nonblock, .. }
                     | Fd::Listener { nonblock, .. }
                     | Fd::Conn { nonblock, .. } => *nonblock = on,
                     Fd::Epoll(_) => {}
@@ -428,7 +476,7 @@ impl<N: Nic + 'static> Accel<N> {
                 let id = *id;
                 Call::Done(rt.shard.as_mut().unwrap().tcp_info(id))
             }
-            Some(Fd::Listener { .. } | Fd::Bound { .. }) => Call::Done(Err(Errno::ENOTCONN)),
+            Some(Fd::Listener { .. } | Fd::Listening { .. } | Fd::Bound { .. }) => Call::Done(Err(Errno::ENOTCONN)),
             _ => Call::Kernel,
         })
         .unwrap_or(Call::Kernel)

@@ -37,7 +37,7 @@ impl<N: Nic + 'static> Accel<N> {
             let pending = matches!(rt.fds.kind(fd), Some(Fd::Pending { .. }));
             let id = match rt.fds.kind(fd) {
                 Some(Fd::Conn { id, .. }) => Some(*id),
-                Some(Fd::Pending { .. } | Fd::Bound { .. } | Fd::Listener { .. }) => None,
+                Some(Fd::Pending { .. } | Fd::Bound { .. } | Fd::Listening { .. } | Fd::Listener { .. }) => None,
                 _ => return Call::Kernel,
             };
             let o = &mut rt.fds.get_mut(fd).unwrap().opts;
@@ -105,7 +105,7 @@ impl<N: Nic + 'static> Accel<N> {
         self.with(|rt| {
             let id = match rt.fds.kind(fd) {
                 Some(Fd::Conn { id, .. } | Fd::Listener { id, .. }) => Some(*id),
-                Some(Fd::Bound { .. }) => None,
+                Some(Fd::Bound { .. } | Fd::Listening { .. }) => None,
                 _ => return Call::Kernel,
             };
             let o = rt.fds.get(fd).unwrap().opts;
@@ -136,7 +136,7 @@ impl<N: Nic + 'static> Accel<N> {
                 (libc::SOL_SOCKET, libc::SO_TYPE) => put_int(out, libc::SOCK_STREAM),
                 (libc::SOL_SOCKET, libc::SO_SNDBUF | libc::SO_RCVBUF) => put_int(out, 131_072),
                 (libc::SOL_SOCKET, libc::SO_ACCEPTCONN) => {
-                    put_int(out, matches!(rt.fds.kind(fd), Some(Fd::Listener { .. })) as i32)
+                    put_int(out, matches!(rt.fds.kind(fd), Some(Fd::Listener { .. } | Fd::Listening { .. })) as i32)
                 }
                 (libc::IPPROTO_TCP, libc::TCP_NODELAY) => put_int(out, o.nodelay as i32),
                 (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => put_int(out, o.keepalive as i32),

@@ -217,6 +217,7 @@ impl<N: Nic + 'static> Runtime<N> {
     /// shard up to date (inline: a stack pass; dedicated: the stack thread does that, only send
     /// what was written). Returns the caller's parker.
     pub(crate) fn start_looking(&mut self) -> Option<Arc<Parker>> {
+        self.serve_deferred();
         let parker = my_parker();
         if let Some(p) = &parker {
             p.reset();
@@ -396,6 +397,7 @@ impl<N: Nic + 'static> Accel<N> {
         let mut waiting_since: Option<Instant> = None;
         loop {
             let step = self.with(|rt| {
+                rt.serve_deferred();
                 let parker = my_parker();
                 if let Some(p) = &parker {
                     p.reset();

@@ -6,6 +6,9 @@
 //! Every wait is bounded ([`within`]): a lost wakeup makes the test fail instead of hang. The
 //! bound is a hang detector, not a speed limit: nothing here measures time. Each test runs with
 //! the NIC driven inline and by a dedicated stack thread.
+//!
+//! Worker processes: listen() before the NIC opens is deferred to the first wait, and a child
+//! forked before that keeps the runtime and serves the inherited listener on its own NIC.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::Path;
@@ -487,4 +490,70 @@ fn auto_switches_to_a_stack_thread_when_two_threads_block() {
     // With one CPU to run on, auto stays inline (a stack thread would only share that CPU).
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     assert_eq!(rt.wait_stats().dedicated, cpus >= 2, "two threads blocked at once, {cpus} CPUs");
+}
+
+#[test]
+fn listen_before_the_nic_opens_waits_for_the_first_wait_to_open_it() {
+    both_modes(|l| {
+        let rt = l.rt;
+        let lfd = listener(rt, 5100, false);
+        assert!(!rt.serving(), "bind and listen leave the NIC closed");
+        let local = SocketAddr::V4(SocketAddrV4::new(OURS, 5100));
+        assert_eq!(done(rt.sockname(lfd, false)), Ok(local));
+        let mut v = [0u8; 4];
+        assert_eq!(done(rt.getsockopt(lfd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN, &mut v)), Ok(4));
+        assert_eq!(i32::from_ne_bytes(v), 1, "SO_ACCEPTCONN of a deferred listener");
+        // accept is the first wait: the NIC opens, the listener starts, the peer gets in.
+        let acceptor = std::thread::spawn(move || done(rt.accept(lfd, 0)).map(|(fd, _)| fd));
+        l.ctl.lock().unwrap().to_open.push((local, b"hi".to_vec()));
+        let conn = within("accept", move || acceptor.join().unwrap()).unwrap();
+        assert!(rt.serving());
+        assert_eq!(within("read", move || read_exact(rt, conn, 2)), b"hi");
+        rt.close(conn);
+        rt.close(lfd);
+    });
+}
+
+#[test]
+fn a_child_forked_before_the_nic_opened_serves_the_inherited_listener_itself() {
+    let l = lab("inline");
+    let rt = l.rt;
+    let lfd = listener(rt, 5200, false);
+    let local = SocketAddr::V4(SocketAddrV4::new(OURS, 5200));
+    let hold = rt.fork_prepare();
+    assert!(hold.child_keeps(), "the NIC is not open yet");
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // The child: its copy of the runtime opens its own NIC (here: its own copy of the
+        // in-memory pair and peer) at the first wait; the peer connects and is echoed.
+        drop(hold);
+        let ctl = l.ctl.clone();
+        let served = within("child serves", move || {
+            ctl.lock().unwrap().to_open.push((local, b"from the child".to_vec()));
+            let (conn, _) = done(rt.accept(lfd, 0)).ok()?;
+            let got = read_exact(rt, conn, 14);
+            rt.close(conn);
+            Some(got)
+        });
+        let ok = served.as_deref() == Some(&b"from the child"[..]) && rt.serving();
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    drop(hold);
+    assert!(pid > 0);
+    let status = within("child exits", move || {
+        let mut status = 0;
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        status
+    });
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child status {status:#x}");
+    assert!(!rt.serving(), "the parent never opened its NIC");
+    rt.close(lfd);
+}
+
+#[test]
+fn a_child_forked_after_the_nic_opened_does_not_keep_the_runtime() {
+    let l = lab("inline");
+    let fd = connect_echo(l.rt);
+    assert!(!l.rt.fork_prepare().child_keeps(), "the port cannot be shared with a child");
+    l.rt.close(fd);
 }

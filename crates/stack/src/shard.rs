@@ -121,6 +121,10 @@ pub struct ShardConfig {
     /// Keys for the ISS and timestamp hashes, the demux table, ephemeral ports and SYN cookies:
     /// random bytes from the caller (this crate has no randomness).
     pub secret: [u8; 32],
+    /// The interface is shared with other processes, a queue each: answers to our ARP and
+    /// neighbor solicitations may reach another process's queue, so an on-link sender of TCP or
+    /// UDP to us that the cache does not know is learned from the frame (see `Shard::glean`).
+    pub glean_neighbors: bool,
 }
 
 impl ShardConfig {
@@ -136,6 +140,7 @@ impl ShardConfig {
             udp_rcvbuf: 212_992,
             expected_connections: 1024,
             secret,
+            glean_neighbors: false,
         }
     }
 }
@@ -508,6 +513,9 @@ impl<N: Nic> Shard<N> {
         // TCP and UDP to one of our addresses go up the stack; everything else is the link
         // layer's (ARP, NDP, ICMP) and answered in place.
         if let Some((src, dst, proto, start, end)) = self.transport(buf.data()) {
+            if self.cfg.glean_neighbors {
+                self.glean(src, buf.data());
+            }
             let seg = &buf.data()[start..end];
             match proto {
                 IpProtocol::Tcp => self.tcp_input(src, dst, seg),
@@ -662,6 +670,20 @@ impl<N: Nic> Shard<N> {
             } else {
                 self.stats.icmp_too_big_ignored += 1;
             }
+        }
+    }
+
+    /// An on-link `src` sent us `frame`: when the cache knows nothing of it, its link-layer
+    /// source is taken as a sighting (unconfirmed, as if from its own ARP request), which
+    /// neighbor unreachability detection then treats like any other.
+    fn glean(&mut self, src: IpAddress, frame: &[u8]) {
+        if !self.routes.is_on_link(src) || self.neighbors.state(src, self.now).is_some() {
+            return;
+        }
+        let mut mac = [0u8; 6];
+        mac.copy_from_slice(&frame[6..12]);
+        if mac[0] & 1 == 0 {
+            self.learn(Learned { ip: src, mac: EthernetAddress(mac), answer: false });
         }
     }
 

@@ -1,6 +1,9 @@
 //! Path MTU: an ICMP "fragmentation needed" (IPv4) or "packet too big" (IPv6) quoting a segment
 //! of a connection lowers that connection's segment size; one that quotes nothing in flight is
 //! ignored and counted. The test plays the peer (and the router) with hand-built frames.
+//!
+//! The same peer also checks how a shard on an interface shared by several processes learns
+//! its neighbors (the answer to its own ARP may reach another process's queue).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -60,8 +63,13 @@ fn frame(p: &Peer, proto: IpProtocol, l4_len: usize, write: impl FnOnce(&mut [u8
 
 impl Peer {
     fn new(v6: bool) -> Peer {
+        Peer::with(v6, false)
+    }
+
+    fn with(v6: bool, glean_neighbors: bool) -> Peer {
         let (a, b) = pair(MemConfig::default());
-        let cfg = ShardConfig::new(a.mac(), Some((S4, 24)), Some((s6(), 64)), [5; 32]);
+        let mut cfg = ShardConfig::new(a.mac(), Some((S4, 24)), Some((s6(), 64)), [5; 32]);
+        cfg.glean_neighbors = glean_neighbors;
         let (local, remote) = if v6 {
             (IpAddress::V6(p6().into()), IpAddress::V6(s6().into()))
         } else {
@@ -259,4 +267,40 @@ fn rfc1191_fragmentation_needed_lowers_the_segment_size() {
 #[test]
 fn rfc8201_packet_too_big_lowers_the_segment_size() {
     lowers_the_segment_size(true, 1280, 1280 - 60);
+}
+
+/// A SYN from a peer the neighbor cache does not know: a shard that owns its interface asks for
+/// the peer's address first (ARP / neighbor solicitation); one that shares it takes the address
+/// from the SYN's frame and answers at once.
+fn answers_an_unknown_peer(v6: bool, glean: bool) {
+    let mut p = Peer::with(v6, glean);
+    let any: IpAddr = if v6 { Ipv6Addr::UNSPECIFIED.into() } else { Ipv4Addr::UNSPECIFIED.into() };
+    p.shard.tcp_listen(SocketAddr::new(any, 80), 8).unwrap();
+    p.tcp(1000, None, TcpFlags::SYN, Some(1400));
+    let out = p.take();
+    let synack = out.iter().find(|f| p.tcp_of(f).is_some_and(|s| s.0.flags.contains(TcpFlags::SYN | TcpFlags::ACK)));
+    let asked = out.iter().any(|f| {
+        let eth = EthernetFrame::new_checked(&f[..]).unwrap();
+        eth.ethertype() == EtherType::Arp || (eth.ethertype() == EtherType::Ipv6 && p.tcp_of(f).is_none())
+    });
+    if glean {
+        let f = synack.expect("the SYN-ACK goes out at once");
+        assert_eq!(EthernetFrame::new_checked(&f[..]).unwrap().dst_addr(), EthernetAddress(p.nic.mac().0));
+        assert!(!asked, "no solicitation needed");
+    } else {
+        assert!(synack.is_none(), "the SYN-ACK waits for the peer's address");
+        assert!(asked, "the shard asks for the peer's address");
+    }
+}
+
+#[test]
+fn an_unshared_interface_resolves_an_unknown_peer_before_answering() {
+    answers_an_unknown_peer(false, false);
+    answers_an_unknown_peer(true, false);
+}
+
+#[test]
+fn a_shared_interface_learns_an_unknown_peer_from_its_frame() {
+    answers_an_unknown_peer(false, true);
+    answers_an_unknown_peer(true, true);
 }

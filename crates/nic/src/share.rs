@@ -1,0 +1,200 @@
+//! Several processes on one interface: each drives one of its queues, claimed with a lock file.
+//!
+//! A server with worker processes (nginx) runs one shard per worker, each on its own queue of the
+//! same interface; the sender's per-flow hash (RSS on a NIC, the tx queue choice on a veth) spreads
+//! connections over them. A queue is claimed by holding an exclusive `flock` on
+//! `/run/pronghorn/queues/<netns>/<iface>.<queue>` for the life of the process: the kernel drops the
+//! lock when the process dies however it dies, so a respawned worker finds the queue free.
+//!
+//! The XDP program the AF_XDP driver attaches is shared by every queue's socket, and closing a
+//! DPDK port detaches it whatever else still uses it: only the last process on the interface may
+//! close its port ([`QueueClaim::last_out`] tells, and keeps the others out while it closes).
+//! This module knows nothing of DPDK: it is the bookkeeping both the port and the cleanup helper
+//! need.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+
+/// Where the lock files live (a directory per network namespace below it).
+#[cfg(not(test))]
+fn root() -> String {
+    "/run/pronghorn/queues".into()
+}
+
+#[cfg(test)]
+fn root() -> String {
+    std::env::temp_dir().join(format!("pronghorn-queues-test-{}", std::process::id())).display().to_string()
+}
+
+/// One claimed queue, held until dropped (or the process ends).
+#[derive(Debug)]
+pub struct QueueClaim {
+    iface: String,
+    queues: u16,
+    queue: u16,
+    _lock: File,
+}
+
+/// Why no queue could be claimed: each displays as one line with the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimError {
+    #[error("all {queues} queue(s) of interface \"{iface}\" are driven by other processes; give the interface more queues and set nic.queues to match (one per process that serves it)")]
+    AllTaken { iface: String, queues: u16 },
+    #[error("cannot create the queue lock {path}: {err}")]
+    Lock { path: String, err: std::io::Error },
+}
+
+impl QueueClaim {
+    /// Claims the lowest free queue of `iface`'s first `queues`, waiting up to `patience` for
+    /// one to come free: a server replacing its workers (nginx -s reload) starts the new ones
+    /// while the old ones finish, and a process closing its port holds every lock briefly.
+    pub fn first_free(iface: &str, queues: u16, patience: std::time::Duration) -> Result<QueueClaim, ClaimError> {
+        let queues = queues.max(1);
+        let give_up = std::time::Instant::now() + patience;
+        loop {
+            for queue in 0..queues {
+                if let Some(lock) = try_lock(iface, queue)? {
+                    return Ok(QueueClaim { iface: iface.to_string(), queues, queue, _lock: lock });
+                }
+            }
+            if std::time::Instant::now() >= give_up {
+                return Err(ClaimError::AllTaken { iface: iface.to_string(), queues });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// The queue this process drives.
+    pub fn queue(&self) -> u16 {
+        self.queue
+    }
+
+    /// Whether the interface is shared with other processes by configuration (more than one queue).
+    pub fn shared(&self) -> bool {
+        self.queues > 1
+    }
+
+    /// `Some(guard)` when no other process drives a queue of this interface: the guard holds
+    /// every other queue's lock, so none starts while the caller closes its port (and detaches
+    /// the XDP program). `None`: another process still uses the interface; leave the port open
+    /// (the process exit closes its socket, and the program stays for the others).
+    pub fn last_out(&self) -> Option<AllQueues> {
+        lock_all_except(&self.iface, self.queues, Some(self.queue))
+    }
+}
+
+/// Holds the interface's setup lock: processes that start together set their ports up one
+/// at a time (two attaching the XDP program at once: one fails with "Failed to configure xdp
+/// socket", seen with nginx's two workers).
+pub struct SetupTurn {
+    _lock: File,
+}
+
+impl QueueClaim {
+    /// Waits for this interface's setup turn.
+    pub fn setup_turn(&self) -> Result<SetupTurn, ClaimError> {
+        let path = lock_path(&self.iface, "setup");
+        let file = open_lock(&path)?;
+        while unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            let err = std::io::Error::last_os_error();
+            if err.kind() != std::io::ErrorKind::Interrupted {
+                return Err(ClaimError::Lock { path: path.display().to_string(), err });
+            }
+        }
+        Ok(SetupTurn { _lock: file })
+    }
+}
+
+/// Every queue lock of an interface, held.
+pub struct AllQueues {
+    _locks: Vec<File>,
+}
+
+/// `Some` when no process holds a queue of `iface` (among its first `queues`): the guard keeps it
+/// so. The cleanup helper detaches a dead process's XDP program only then.
+pub fn idle(iface: &str, queues: u16) -> Option<AllQueues> {
+    lock_all_except(iface, queues.max(1), None)
+}
+
+fn lock_all_except(iface: &str, queues: u16, mine: Option<u16>) -> Option<AllQueues> {
+    let mut locks = Vec::new();
+    for q in (0..queues).filter(|&q| Some(q) != mine) {
+        match try_lock(iface, q) {
+            Ok(Some(f)) => locks.push(f),
+            Ok(None) => return None,
+            // No lock file can be made: nobody else can hold one either.
+            Err(_) => {}
+        }
+    }
+    Some(AllQueues { _locks: locks })
+}
+
+/// The lock file of one queue, in a directory per network namespace (interface names repeat
+/// across namespaces).
+fn lock_path(iface: &str, what: impl std::fmt::Display) -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    let netns = std::fs::metadata("/proc/self/ns/net").map(|m| m.ino()).unwrap_or(0);
+    PathBuf::from(format!("{}/{netns}/{iface}.{what}", root()))
+}
+
+fn open_lock(path: &std::path::Path) -> Result<File, ClaimError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |err| ClaimError::Lock { path: path.display().to_string(), err };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(err)?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+        .map_err(err)
+}
+
+fn try_lock(iface: &str, queue: u16) -> Result<Option<File>, ClaimError> {
+    let file = open_lock(&lock_path(iface, queue))?;
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        Ok(Some(file))
+    } else {
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    // flock is per open file description: two opens in one process contend like two processes.
+
+    #[test]
+    fn processes_get_distinct_queues_and_a_freed_queue_is_reused() {
+        let iface = format!("t{}a", std::process::id());
+        let a = QueueClaim::first_free(&iface, 2, Duration::ZERO).unwrap();
+        let b = QueueClaim::first_free(&iface, 2, Duration::ZERO).unwrap();
+        assert_eq!((a.queue(), b.queue()), (0, 1));
+        let full = QueueClaim::first_free(&iface, 2, Duration::ZERO).unwrap_err().to_string();
+        assert!(full.contains("all 2 queue(s)") && full.contains("nic.queues"), "{full}");
+        assert!(a.last_out().is_none(), "b still drives a queue");
+        assert!(idle(&iface, 2).is_none());
+        drop(b);
+        assert!(a.last_out().is_some());
+        let c = QueueClaim::first_free(&iface, 2, Duration::ZERO).unwrap();
+        assert_eq!(c.queue(), 1);
+        drop((a, c));
+        assert!(idle(&iface, 2).is_some());
+    }
+
+    #[test]
+    fn last_out_keeps_newcomers_away_while_held() {
+        let iface = format!("t{}b", std::process::id());
+        let a = QueueClaim::first_free(&iface, 3, Duration::ZERO).unwrap();
+        let guard = a.last_out().unwrap();
+        assert!(QueueClaim::first_free(&iface, 3, Duration::ZERO).is_err());
+        drop(guard);
+        assert_eq!(QueueClaim::first_free(&iface, 3, Duration::ZERO).unwrap().queue(), 1);
+    }
+}
