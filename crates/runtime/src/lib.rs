@@ -123,7 +123,7 @@ fn global() -> Option<&'static Accel<DpdkNic>> {
                 return None;
             }
         };
-        process::remember_exe();
+        process::remember_env();
         let me = Accel::new(cfg, Box::new(open_dpdk)).leak();
         me.with(|rt| rt.precheck = Some(|cfg| nic::dpdk::precheck(&dpdk_options(cfg)).map_err(|e| e.to_string())));
         unsafe { libc::atexit(close_port_at_exit) };

@@ -25,7 +25,7 @@ impl<N: Nic + 'static> Accel<N> {
     pub fn at_exit(&self) {
         self.try_with(|rt| {
             rt.poll_shard();
-            if std::env::var_os(ENV_EXIT_STATS).is_some() {
+            if EXIT_STATS.get().copied().unwrap_or(false) {
                 if let Some(s) = rt.shard.as_ref() {
                     let msg = format!(
                         "pronghorn: pid {} at exit: {:?}\n{:?}\n{:?}\n{:?}\n{:?}\n",
@@ -50,13 +50,15 @@ pub const ENV_EXIT_STATS: &str = "PRONGHORN_EXIT_STATS";
 /// The variable `pronghorn run` sets to its own binary, for the cleanup helper.
 pub const ENV_EXE: &str = "PRONGHORN_EXE";
 
-/// `ENV_EXE` as the process found it when its runtime started: worker processes may not see it
-/// (nginx gives its workers an environment of their own).
+/// `ENV_EXE` and `ENV_EXIT_STATS` as the process found them when its runtime started: later
+/// the environment may be another (nginx gives itself and its workers one of their own).
 static EXE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+static EXIT_STATS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 
-/// Remembers `ENV_EXE` (called when the process-wide runtime is made).
-pub(crate) fn remember_exe() {
+/// Remembers the variables above (called when the process-wide runtime is made).
+pub(crate) fn remember_env() {
     EXE.get_or_init(|| std::env::var(ENV_EXE).ok());
+    EXIT_STATS.get_or_init(|| std::env::var_os(ENV_EXIT_STATS).is_some());
 }
 
 /// Called when the shard has started: a process that dies by a signal, or that is no longer

@@ -941,6 +941,14 @@ impl<N: Nic> Shard<N> {
             TcpEvent::Writable => self.mark_changed(id),
             TcpEvent::Reset | TcpEvent::TimedOut | TcpEvent::Closed => {
                 if s.owned && !s.app_closed {
+                    // The application still holds the socket, but the 4-tuple is free again, as
+                    // on Linux: a peer that reuses its port must reach the listener, not be
+                    // reset by this dead connection (nginx keeps a reset keep-alive connection
+                    // open until its next read; wrk then saw "write errors").
+                    let tuple = s.tuple;
+                    if self.conns.get(&tuple) == Some(&id) {
+                        self.conns.remove(&tuple);
+                    }
                     self.mark_changed(id);
                 } else {
                     self.free_tcp(id);

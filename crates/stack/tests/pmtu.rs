@@ -3,7 +3,8 @@
 //! ignored and counted. The test plays the peer (and the router) with hand-built frames.
 //!
 //! The same peer also checks how a shard on an interface shared by several processes learns
-//! its neighbors (the answer to its own ARP may reach another process's queue).
+//! its neighbors (the answer to its own ARP may reach another process's queue), and that a
+//! connection that ended while the application still holds it frees its 4-tuple.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -303,4 +304,23 @@ fn an_unshared_interface_resolves_an_unknown_peer_before_answering() {
 fn a_shared_interface_learns_an_unknown_peer_from_its_frame() {
     answers_an_unknown_peer(false, true);
     answers_an_unknown_peer(true, true);
+}
+
+/// RFC 9293 3.10.7.4 / Linux: a connection reset by the peer leaves the demux table at once,
+/// even while the application has not closed it yet; the peer's next connection from the same
+/// port is a new one (SYN-ACK), not answered by the dead one (RST).
+#[test]
+fn a_reset_connection_the_application_still_holds_frees_its_ports() {
+    let mut p = Peer::new(false);
+    let (c, segs) = p.connect_and_receive();
+    let ack = segs.iter().map(|s| s.0.seq_number.wrapping_add(s.1 as u32)).max().unwrap();
+    p.tcp(1001, Some(ack), TcpFlags::RST, None);
+    assert!(p.shard.tcp_info(c).is_ok(), "the application still holds the socket");
+    p.tcp(900_000, None, TcpFlags::SYN, Some(1460));
+    let answers: Vec<TcpRepr> = p.take().iter().filter_map(|f| p.tcp_of(f)).map(|s| s.0).collect();
+    assert!(
+        answers.iter().any(|r| r.flags.contains(TcpFlags::SYN | TcpFlags::ACK) && r.ack_number == Some(900_001)),
+        "the new SYN reaches the listener: {answers:?}"
+    );
+    assert!(!answers.iter().any(|r| r.flags.contains(TcpFlags::RST)), "{answers:?}");
 }
