@@ -1194,7 +1194,13 @@ impl Connection {
             }
         }
 
-        // RFC 7323 section 4.3: remember the timestamp to echo.
+        if !self.process_ack(now, seg, seq, ack, payload.len()) || self.state == State::Closed {
+            return;
+        }
+
+        // RFC 7323 section 4.3 (and 5.3 R3): remember the timestamp to echo, only from an
+        // acceptable segment, so after its ACK was checked: a blind in-window segment with an
+        // unacceptable ACK must not move TS.Recent (PAWS would then drop the real peer).
         if self.ts_ok {
             if let Some((tsval, _)) = seg.timestamp {
                 if seq::ge(tsval, self.ts_recent) && seq::le(seq, self.last_ack_sent) {
@@ -1202,10 +1208,6 @@ impl Connection {
                     self.ts_recent_time = now;
                 }
             }
-        }
-
-        if !self.process_ack(now, seg, seq, ack, payload.len()) || self.state == State::Closed {
-            return;
         }
 
         if self.p.keepalive && matches!(self.state, State::Established | State::CloseWait) {
