@@ -718,14 +718,20 @@ impl<N: Nic> Shard<N> {
                 }
             }
         }
-        let is_syn = repr.flags.contains(TcpFlags::SYN) && repr.ack_number.is_none();
-        let is_ack =
-            repr.ack_number.is_some() && !repr.flags.contains(TcpFlags::SYN) && !repr.flags.contains(TcpFlags::RST);
+        // RFC 9293 3.10.7.2, LISTEN: first, a RST is ignored (a SYN with RST too, as in Linux);
+        // second, an ACK is answered with a RST (once no SYN cookie matches it); third, a SYN
+        // opens a connection; anything else has no ACK and is dropped.
+        let rst = repr.flags.contains(TcpFlags::RST);
+        let is_syn = repr.flags.contains(TcpFlags::SYN) && repr.ack_number.is_none() && !rst;
+        let is_ack = repr.ack_number.is_some() && !repr.flags.contains(TcpFlags::SYN) && !rst;
         if let Some(&lid) = self.listeners.lookup((dst, repr.dst_port)) {
             if is_syn {
                 return self.syn_to_listener(lid, tuple, &repr, reopen_iss);
             }
             if is_ack && self.cookie_ack(lid, tuple, &repr, payload) {
+                return;
+            }
+            if repr.ack_number.is_none() {
                 return;
             }
         }
