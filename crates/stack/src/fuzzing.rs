@@ -8,6 +8,9 @@
 //!   payload) with valid checksums, so the fuzzer explores the TCP state machine rather than the
 //!   checksum check; application calls (read, write, shutdown, close) and time steps are mixed
 //!   in. Nothing may panic, and the connection must stay within its buffers.
+//!
+//! [`Rig`], a shard with a listener and a peer that sends hand-built segments, is also the
+//! harness of the listener tests (`tests/listen.rs`).
 
 use std::net::{Ipv4Addr, SocketAddr};
 
@@ -20,48 +23,59 @@ use wire::{
 
 use crate::shard::{Shard, ShardConfig, SocketId};
 
-const SERVER: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
-const PEER: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
-const PORT: u16 = 80;
-const PEER_PORT: u16 = 40000;
+pub const SERVER: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
+pub const PEER: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
+/// The listener's port.
+pub const PORT: u16 = 80;
+/// The peer's port in [`base`].
+pub const PEER_PORT: u16 = 40000;
 
-struct Rig {
-    shard: Shard<MemNic>,
-    peer: MemNic,
-    listener: SocketId,
-    now: u64,
+/// A shard listening on [`PORT`] (backlog 8) with a UDP socket on 53, and the peer's NIC.
+pub struct Rig {
+    pub shard: Shard<MemNic>,
+    pub peer: MemNic,
+    pub listener: SocketId,
+    /// The time passed to `poll`.
+    pub now: u64,
 }
 
 fn rig() -> Rig {
-    let (a, b) = pair(MemConfig { pool_size: 512, queue_len: 256, ..MemConfig::default() });
-    let cfg = ShardConfig::new(a.mac(), Some((Ipv4Addr::new(10, 0, 0, 1), 24)), None, [9; 32]);
-    let mut shard = Shard::new(a, cfg);
-    let listener = shard.tcp_listen(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), PORT), 8).unwrap();
-    shard.udp_bind(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 53)).unwrap();
-    let mut r = Rig { shard, peer: b, listener, now: 1_000_000_000 };
-    // Introduce the peer (an ARP request for the server), so replies need no resolution.
-    let arp = ArpRepr::EthernetIpv4 {
-        operation: ArpOperation::Request,
-        source_hardware_addr: EthernetAddress(r.peer.mac().0),
-        source_protocol_addr: PEER,
-        target_hardware_addr: EthernetAddress([0; 6]),
-        target_protocol_addr: SERVER,
-    };
-    let mut f = vec![0u8; 14 + arp.buffer_len()];
-    EthernetRepr {
-        src_addr: EthernetAddress(r.peer.mac().0),
-        dst_addr: EthernetAddress::BROADCAST,
-        ethertype: EtherType::Arp,
-    }
-    .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
-    arp.emit(&mut ArpPacket::new_unchecked(&mut f[14..]));
-    r.inject(&f);
-    r.replies();
-    r
+    Rig::new(|_| {})
 }
 
 impl Rig {
-    fn inject(&mut self, frame: &[u8]) {
+    /// A rig whose shard configuration `configure` may change first.
+    pub fn new(configure: impl FnOnce(&mut ShardConfig)) -> Rig {
+        let (a, b) = pair(MemConfig { pool_size: 512, queue_len: 256, ..MemConfig::default() });
+        let mut cfg = ShardConfig::new(a.mac(), Some((Ipv4Addr::new(10, 0, 0, 1), 24)), None, [9; 32]);
+        configure(&mut cfg);
+        let mut shard = Shard::new(a, cfg);
+        let listener = shard.tcp_listen(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), PORT), 8).unwrap();
+        shard.udp_bind(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 53)).unwrap();
+        let mut r = Rig { shard, peer: b, listener, now: 1_000_000_000 };
+        // Introduce the peer (an ARP request for the server), so replies need no resolution.
+        let arp = ArpRepr::EthernetIpv4 {
+            operation: ArpOperation::Request,
+            source_hardware_addr: EthernetAddress(r.peer.mac().0),
+            source_protocol_addr: PEER,
+            target_hardware_addr: EthernetAddress([0; 6]),
+            target_protocol_addr: SERVER,
+        };
+        let mut f = vec![0u8; 14 + arp.buffer_len()];
+        EthernetRepr {
+            src_addr: EthernetAddress(r.peer.mac().0),
+            dst_addr: EthernetAddress::BROADCAST,
+            ethertype: EtherType::Arp,
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+        arp.emit(&mut ArpPacket::new_unchecked(&mut f[14..]));
+        r.inject(&f);
+        r.replies();
+        r
+    }
+
+    /// Puts a frame on the wire to the shard and polls it.
+    pub fn inject(&mut self, frame: &[u8]) {
         if frame.len() > 1514 {
             return;
         }
@@ -74,7 +88,7 @@ impl Rig {
     }
 
     /// Frames the shard sent, parsed as TCP from the server port; others are dropped.
-    fn replies(&mut self) -> Vec<TcpRepr> {
+    pub fn replies(&mut self) -> Vec<TcpRepr> {
         let mut rx = Vec::new();
         self.peer.rx_burst(&mut rx, 256);
         let mut out = Vec::new();
@@ -94,7 +108,8 @@ impl Rig {
         out
     }
 
-    fn segment(&mut self, repr: &TcpRepr, payload: &[u8]) {
+    /// Sends a TCP segment from the peer with `payload`.
+    pub fn segment(&mut self, repr: &TcpRepr, payload: &[u8]) {
         let tcp_len = repr.header_len() + payload.len();
         let mut f = vec![0u8; 14 + 20 + tcp_len];
         EthernetRepr {
@@ -123,7 +138,8 @@ impl Rig {
     }
 }
 
-fn base(seq: u32, ack: Option<u32>, flags: TcpFlags) -> TcpRepr {
+/// A segment from [`PEER_PORT`] to [`PORT`], no options, window 65535.
+pub fn base(seq: u32, ack: Option<u32>, flags: TcpFlags) -> TcpRepr {
     TcpRepr {
         src_port: PEER_PORT,
         dst_port: PORT,

@@ -114,6 +114,12 @@ pub struct ShardConfig {
     pub tcp: tcp::Config,
     /// Half-open connections per listener before SYN cookies take over.
     pub syn_backlog: usize,
+    /// Challenge ACKs (RFC 5961 section 7) all connections of the shard may send per second,
+    /// Linux's `tcp_challenge_ack_limit` (1000 before Linux 6.0). As Linux did, each second's
+    /// budget is drawn between half and one and a half times this, so that an off-path
+    /// attacker cannot count it exactly to learn about other connections (CVE-2016-5696).
+    /// `u32::MAX`: no limit (Linux 6.0's default, which limits per socket instead).
+    pub challenge_ack_limit: u32,
     /// Bytes a UDP socket may hold unread before datagrams are dropped.
     pub udp_rcvbuf: usize,
     /// Connection-table capacity reserved up front (a resize at a million entries costs ~50 ms).
@@ -137,6 +143,7 @@ impl ShardConfig {
             gateway6: None,
             tcp: tcp::Config::default(),
             syn_backlog: 4096,
+            challenge_ack_limit: 1000,
             udp_rcvbuf: 212_992,
             expected_connections: 1024,
             secret,
@@ -160,6 +167,8 @@ pub struct ShardStats {
     pub tcp_syncookies_failed: u64,
     /// SYNs dropped because the listener's accept queue was full.
     pub tcp_listen_overflows: u64,
+    /// Challenge ACKs not sent: over the shard's budget (Linux `TCPACKSkippedChallenge`).
+    pub tcp_challenge_acks_skipped: u64,
     pub tcp_time_wait_entries: u64,
     pub udp_rx_datagrams: u64,
     pub udp_tx_datagrams: u64,
@@ -284,6 +293,9 @@ pub struct Shard<N: Nic> {
     timers: TimerWheel<TimerKey>,
     ports: EphemeralPorts,
     cookies: SynCookies,
+    /// The second (of the shard's clock) the challenge-ACK budget is for, and what is left.
+    challenge_second: u64,
+    challenge_left: u32,
     dirty: Vec<SocketId>,
     changed: Vec<SocketId>,
     rx: Vec<N::Buf>,
@@ -361,6 +373,8 @@ impl<N: Nic> Shard<N> {
             timers: TimerWheel::new(0),
             ports: EphemeralPorts::new(crate::ports::DEFAULT_RANGE, key(16)),
             cookies: SynCookies::new(key(8)),
+            challenge_second: u64::MAX,
+            challenge_left: 0,
             dirty: Vec::new(),
             changed: Vec::new(),
             rx: Vec::with_capacity(RX_BURST),
@@ -722,10 +736,14 @@ impl<N: Nic> Shard<N> {
 
         if let Some(&id) = self.conns.get(&tuple) {
             let now = self.now;
-            if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
-                s.conn.handle_segment(now, &repr, payload);
-                self.mark_dirty(id);
+            let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
+            s.conn.handle_segment(now, &repr, payload);
+            if s.conn.challenge_ack_pending() && !self.take_challenge_ack() {
+                if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+                    s.conn.cancel_challenge_ack();
+                }
             }
+            self.mark_dirty(id);
             return;
         }
         let mut reopen_iss = None;
@@ -740,14 +758,20 @@ impl<N: Nic> Shard<N> {
                 }
             }
         }
-        let is_syn = repr.flags.contains(TcpFlags::SYN) && repr.ack_number.is_none();
-        let is_ack =
-            repr.ack_number.is_some() && !repr.flags.contains(TcpFlags::SYN) && !repr.flags.contains(TcpFlags::RST);
+        // RFC 9293 3.10.7.2, LISTEN: first, a RST is ignored (a SYN with RST too, as in Linux);
+        // second, an ACK is answered with a RST (once no SYN cookie matches it); third, a SYN
+        // opens a connection; anything else has no ACK and is dropped.
+        let rst = repr.flags.contains(TcpFlags::RST);
+        let is_syn = repr.flags.contains(TcpFlags::SYN) && repr.ack_number.is_none() && !rst;
+        let is_ack = repr.ack_number.is_some() && !repr.flags.contains(TcpFlags::SYN) && !rst;
         if let Some(&lid) = self.listeners.lookup((dst, repr.dst_port)) {
             if is_syn {
                 return self.syn_to_listener(lid, tuple, &repr, reopen_iss);
             }
             if is_ack && self.cookie_ack(lid, tuple, &repr, payload) {
+                return;
+            }
+            if repr.ack_number.is_none() {
                 return;
             }
         }
@@ -783,6 +807,32 @@ impl<N: Nic> Shard<N> {
         let conn = Connection::accept(&cfg, syn, iss, self.now);
         self.stats.tcp_passive_opens += 1;
         self.add_connection(TcpSocket::new(conn, tuple, Some(lid), true, false));
+    }
+
+    /// Whether one more challenge ACK may go out now (RFC 5961 section 7): one budget per second
+    /// of the shard's clock for all its connections, drawn from the keyed hash of the second
+    /// between half and one and a half times `challenge_ack_limit` (see [`ShardConfig`]).
+    fn take_challenge_ack(&mut self) -> bool {
+        let limit = self.cfg.challenge_ack_limit;
+        if limit == u32::MAX {
+            return true;
+        }
+        let second = self.now / 1_000_000_000;
+        if second != self.challenge_second {
+            self.challenge_second = second;
+            let key: [u8; 16] = self.cfg.secret[8..24].try_into().unwrap();
+            let mut msg = *b"challenge-ack/second";
+            msg[12..].copy_from_slice(&second.to_le_bytes());
+            let draw = siphash24(&key, &msg) % u64::from(limit.max(1));
+            let budget = u64::from(limit.div_ceil(2)) + draw;
+            self.challenge_left = budget.min(u64::from(u32::MAX)) as u32;
+        }
+        if self.challenge_left == 0 {
+            self.stats.tcp_challenge_acks_skipped += 1;
+            return false;
+        }
+        self.challenge_left -= 1;
+        true
     }
 
     /// An ACK at a listener with no connection: the third step of a SYN-cookie handshake?

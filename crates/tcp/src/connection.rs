@@ -345,6 +345,9 @@ pub struct Connection {
     rcv_unacked: u32,
     rx: Ring,
     ooo: OooRanges,
+    /// RFC 2883: data that arrived twice, for the first SACK block of our next ACK (D-SACK);
+    /// none when empty (not an `Option`: 8 bytes less per connection).
+    dsack: (u32, u32),
 
     // Timers (NEVER when not armed).
     /// RTO, SYN retransmission or zero-window probe (persist).
@@ -448,6 +451,7 @@ impl Connection {
             rcv_unacked: 0,
             rx: Ring::default(),
             ooo: OooRanges::default(),
+            dsack: (0, 0),
             t_rtx: NEVER,
             t_delack: NEVER,
             t_idle: NEVER,
@@ -1160,6 +1164,11 @@ impl Connection {
         if !self.acceptable(seq, seg_len, rst) {
             if !rst {
                 self.ack_now = true;
+                if seq::lt(seq, self.rcv_nxt) {
+                    // Data (or a FIN) we already have: a D-SACK block says so (RFC 2883).
+                    let end = seq.wrapping_add(payload.len() as u32 + u32::from(fin));
+                    self.report_duplicate(seq, seq::min(end, self.rcv_nxt));
+                }
             }
             return;
         }
@@ -1194,7 +1203,13 @@ impl Connection {
             }
         }
 
-        // RFC 7323 section 4.3: remember the timestamp to echo.
+        if !self.process_ack(now, seg, seq, ack, payload.len()) || self.state == State::Closed {
+            return;
+        }
+
+        // RFC 7323 section 4.3 (and 5.3 R3): remember the timestamp to echo, only from an
+        // acceptable segment, so after its ACK was checked: a blind in-window segment with an
+        // unacceptable ACK must not move TS.Recent (PAWS would then drop the real peer).
         if self.ts_ok {
             if let Some((tsval, _)) = seg.timestamp {
                 if seq::ge(tsval, self.ts_recent) && seq::le(seq, self.last_ack_sent) {
@@ -1202,10 +1217,6 @@ impl Connection {
                     self.ts_recent_time = now;
                 }
             }
-        }
-
-        if !self.process_ack(now, seg, seq, ack, payload.len()) || self.state == State::Closed {
-            return;
         }
 
         if self.p.keepalive && matches!(self.state, State::Established | State::CloseWait) {
@@ -1236,6 +1247,15 @@ impl Connection {
             (0, _) => seq::in_window(seq, nxt, wnd),
             (_, 0) => seq == nxt,
             _ => seq::in_window(seq, nxt, wnd) || seq::in_window(seq.wrapping_add(len - 1), nxt, wnd),
+        }
+    }
+
+    /// RFC 2883: `[start, end)` arrived again; report it as the first SACK block of an ACK sent
+    /// at once (the sender learns that its retransmission was not needed).
+    fn report_duplicate(&mut self, start: u32, end: u32) {
+        if self.sack_ok && seq::lt(start, end) {
+            self.dsack = (start, end);
+            self.ack_now = true;
         }
     }
 
@@ -1517,6 +1537,8 @@ impl Connection {
         // Trim what we already have.
         if seq::lt(seq, self.rcv_nxt) {
             let skip = self.rcv_nxt.wrapping_sub(seq) as usize;
+            // Its head is a duplicate (RFC 2883).
+            self.report_duplicate(seq, seq::min(seq.wrapping_add(data.len() as u32), self.rcv_nxt));
             if skip >= data.len() {
                 fin = fin && skip == data.len();
                 data = &[];
@@ -1566,6 +1588,10 @@ impl Connection {
                     self.t_delack = now + us(self.p.delayed_ack_us);
                 }
             } else {
+                // Out-of-order data we already hold is a duplicate too (RFC 2883 section 4.1.2).
+                if let Some((start, end)) = self.ooo.overlap(seq, seq.wrapping_add(len)) {
+                    self.report_duplicate(start, end);
+                }
                 if self.ooo.add(seq, seq.wrapping_add(len)) {
                     let at = self.rx.len() + off;
                     self.rx.write_at(at, data);
@@ -2012,10 +2038,15 @@ impl Connection {
         }
     }
 
-    /// SACK blocks for our out-of-order data, most recent first (RFC 2018 section 4): 4 fit in
-    /// the options, 3 next to timestamps.
+    /// SACK blocks for our out-of-order data, most recent first (RFC 2018 section 4), after a
+    /// D-SACK block if data arrived twice (RFC 2883 section 4): 4 fit in the options, 3 next
+    /// to timestamps.
     fn sack_blocks(&self) -> [Option<(u32, u32)>; 4] {
         let mut blocks = if self.sack_ok { self.ooo.blocks() } else { [None; 4] };
+        if self.sack_ok && self.dsack.0 != self.dsack.1 {
+            blocks.copy_within(0..3, 1);
+            blocks[0] = Some(self.dsack);
+        }
         if self.ts_ok {
             blocks[3] = None;
         }
@@ -2080,6 +2111,7 @@ impl Connection {
     fn ack_sent(&mut self) {
         self.last_ack_sent = self.rcv_nxt;
         self.ack_now = false;
+        self.dsack = (0, 0); // reported once (RFC 2883 section 4)
         self.challenge = false;
         self.t_delack = NEVER;
         self.rcv_unacked = 0;

@@ -94,6 +94,11 @@ impl OooRanges {
         }
     }
 
+    /// The part of the most recent range that `[s, e)` overlaps, if any (data received twice).
+    pub(crate) fn overlap(&self, s: u32, e: u32) -> Option<(u32, u32)> {
+        self.ranges().iter().map(|&(a, b)| (seq::max(a, s), seq::min(b, e))).find(|&(a, b)| seq::lt(a, b))
+    }
+
     /// The ranges as SACK blocks, most recent first.
     pub(crate) fn blocks(&self) -> [Option<(u32, u32)>; 4] {
         let mut blocks = [None; 4];

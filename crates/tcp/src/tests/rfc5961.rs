@@ -116,3 +116,48 @@ fn rfc5961_blind_rst_and_syn_attack_over_a_pair() {
     p.run_for(crate::SECOND);
     assert_eq!(read_all(p.b()), b"still here");
 }
+
+#[test]
+fn rfc9293_ack_of_unsent_data_is_dropped_with_an_ack_in_every_synchronized_state() {
+    // RFC 9293 3.10.7.4 fifth, RFC 5961 section 5.2: SEG.ACK > SND.NXT, or below
+    // SND.UNA - MAX.SND.WND: send an ACK and drop the segment, its data and FIN included.
+    for close in [false, true] {
+        let (mut c, now) = established(&plain());
+        c.send(b"abc").unwrap();
+        poll_one(&mut c, now);
+        if close {
+            c.shutdown_write().unwrap(); // FIN-WAIT-1
+            poll_one(&mut c, now);
+        } else {
+            feed(&mut c, now, seg(PISS + 1, Some(ISS + 1), TcpFlags::FIN, 1000)); // CLOSE-WAIT
+            poll_one(&mut c, now);
+        }
+        let state = c.state();
+        let nxt = c.info().bytes_in_flight + ISS + 1;
+        let rcv = PISS + 1 + u32::from(!close);
+        for bad in [nxt + 1, (ISS + 1).wrapping_sub(70_000)] {
+            let d = TcpRepr { flags: TcpFlags::ACK | TcpFlags::FIN, ..data(rcv, bad, 10) };
+            feed(&mut c, now, d);
+            assert_eq!(c.recv_available(), 0, "{state:?}, ACK {bad}");
+            let a = poll_one(&mut c, now);
+            assert_eq!((a.flags(), a.seq(), a.ack()), (TcpFlags::ACK, nxt, Some(rcv)), "{state:?}");
+            assert_eq!(c.state(), state);
+        }
+        assert_eq!(c.info().bytes_in_flight + ISS + 1, nxt);
+    }
+}
+
+#[test]
+fn rfc9293_ack_above_snd_nxt_after_a_timeout_is_acceptable_if_it_was_sent() {
+    // After an RTO, SND.NXT goes back to SND.UNA; an ACK of what had been sent before (the
+    // original arrived, its ACK was late) acknowledges data that was sent, so it is taken.
+    let (mut c, now) = established(&plain());
+    c.send(&[1; 100]).unwrap();
+    poll_one(&mut c, now);
+    let t = c.poll_timeout().unwrap();
+    c.handle_timeout(t);
+    assert_eq!(poll_one(&mut c, t).seq(), ISS + 1);
+    feed(&mut c, t, data(PISS + 1, ISS + 101, 10));
+    assert_eq!(c.recv_available(), 10);
+    assert_eq!(c.info().bytes_in_flight, 0);
+}

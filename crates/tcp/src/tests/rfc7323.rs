@@ -137,6 +137,32 @@ fn rfc7323_paws_drops_old_segments_with_an_ack() {
 }
 
 #[test]
+fn rfc7323_ts_recent_is_updated_only_by_segments_whose_ack_is_acceptable() {
+    // RFC 7323 sections 4.3 and 5.3: TS.Recent takes SEG.TSval only from an acceptable segment
+    // (its ACK checked too) with SEG.SEQ <= Last.ACK.sent. A blind attacker who guesses an
+    // in-window sequence number but not the ACK must not be able to move TS.Recent, or PAWS
+    // would then drop every segment of the real peer.
+    let cfg = Config { window_scale: false, sack: false, ..Config::default() };
+    let (mut c, now) = established(&cfg);
+    // In window, at RCV.NXT, huge TSval, ACK of data never sent: dropped with a challenge ACK.
+    feed(&mut c, now, ts(data(PISS + 1, ISS + 1 + 5000, 10), 0x7000_0000, 1000));
+    assert_eq!(c.recv_available(), 0);
+    assert_eq!(poll_one(&mut c, now).repr.timestamp.unwrap().1, 777);
+    // The same with an ACK too old (below SND.UNA - MAX.SND.WND).
+    feed(&mut c, now, ts(data(PISS + 1, (ISS + 1).wrapping_sub(100_000), 10), 0x7000_0000, 1000));
+    assert_eq!(c.recv_available(), 0);
+    assert_eq!(poll_one(&mut c, now).repr.timestamp.unwrap().1, 777);
+    // The real peer, with its own clock, still gets through.
+    feed(&mut c, now, ts(data(PISS + 1, ISS + 1, 10), 778, 1000));
+    assert_eq!(c.recv_available(), 10);
+    c.handle_timeout(now + 40 * MS);
+    assert_eq!(poll_one(&mut c, now + 40 * MS).repr.timestamp.unwrap().1, 778);
+    // A segment beyond Last.ACK.sent (in window, out of order) does not move TS.Recent either.
+    feed(&mut c, now + 40 * MS, ts(data(PISS + 111, ISS + 1, 10), 900, 1000));
+    assert_eq!(poll_one(&mut c, now + 40 * MS).repr.timestamp.unwrap().1, 778);
+}
+
+#[test]
 fn rfc7323_timestamps_not_used_unless_both_offer() {
     let cfg = Config::default();
     let syn = TcpRepr { timestamp: None, ..peer_syn(&cfg) };

@@ -54,6 +54,59 @@ fn rfc2018_four_blocks_without_timestamps() {
     assert_eq!(last.repr.header_len(), 20 + 4 + 32);
 }
 
+/// The SACK blocks of an ACK, relative to `n`.
+fn blocks_of(a: &Seg, n: u32) -> Vec<(u32, u32)> {
+    a.repr.sack_ranges.iter().flatten().map(|&(l, r)| (l.wrapping_sub(n), r.wrapping_sub(n))).collect()
+}
+
+#[test]
+fn rfc2883_dsack_reports_a_duplicate_below_rcv_nxt_once() {
+    let (mut c, now) = established(&Config { timestamps: false, ..Config::default() });
+    let n = PISS + 1;
+    feed(&mut c, now, data(n, ISS + 1, 100));
+    c.handle_timeout(now + 40 * MS);
+    assert_eq!(blocks_of(&poll_one(&mut c, now + 40 * MS), n), []);
+    // The peer retransmits what we have (its ACK was lost): the first SACK block of the
+    // immediate ACK reports the duplicate (RFC 2883 section 4, example 1)...
+    feed(&mut c, now, data(n, ISS + 1, 100));
+    let a = poll_one(&mut c, now);
+    assert_eq!((a.ack(), blocks_of(&a, n)), (Some(n + 100), vec![(0, 100)]));
+    // ...in that one ACK only.
+    feed(&mut c, now, data(n + 300, ISS + 1, 100));
+    assert_eq!(blocks_of(&poll_one(&mut c, now), n), [(300, 400)]);
+    // A segment partly below RCV.NXT: its duplicate head, ahead of the other blocks.
+    feed(&mut c, now, data(n + 50, ISS + 1, 100));
+    let a = poll_one(&mut c, now);
+    assert_eq!((a.ack(), blocks_of(&a, n)), (Some(n + 150), vec![(50, 100), (300, 400)]));
+    assert_eq!(read_all(&mut c).len(), 150);
+}
+
+#[test]
+fn rfc2883_dsack_reports_a_duplicate_of_out_of_order_data_then_its_block() {
+    let (mut c, now) = established(&Config::default()); // timestamps: 3 blocks fit
+    let n = PISS + 1;
+    feed(&mut c, now, with_ts(data(n + 1000, ISS + 1, 100)));
+    feed(&mut c, now, with_ts(data(n + 3000, ISS + 1, 100)));
+    assert_eq!(blocks_of(&poll_all(&mut c, now).pop().unwrap(), n), [(3000, 3100), (1000, 1100)]);
+    // Part of the first block again: the D-SACK block, then the block that holds it (RFC 2883
+    // section 4.1.2), then the others.
+    feed(&mut c, now, with_ts(data(n + 1050, ISS + 1, 100)));
+    let a = poll_one(&mut c, now);
+    assert_eq!((a.ack(), blocks_of(&a, n)), (Some(n), vec![(1050, 1100), (1000, 1150), (3000, 3100)]));
+    // New out-of-order data is no duplicate.
+    feed(&mut c, now, with_ts(data(n + 5000, ISS + 1, 100)));
+    assert_eq!(blocks_of(&poll_one(&mut c, now), n), [(5000, 5100), (1000, 1150), (3000, 3100)]);
+}
+
+#[test]
+fn rfc2883_no_dsack_without_sack() {
+    let (mut c, now) = established(&plain());
+    feed(&mut c, now, data(PISS + 1, ISS + 1, 100));
+    feed(&mut c, now, data(PISS + 1, ISS + 1, 100));
+    let a = poll_one(&mut c, now);
+    assert_eq!((a.ack(), a.repr.sack_ranges), (Some(PISS + 101), [None; 4]));
+}
+
 #[test]
 fn rfc2018_no_sack_unless_both_offer() {
     let cfg = Config::default();

@@ -1,0 +1,70 @@
+//! A listener on the wire (RFC 9293 section 3.10.7.2, state LISTEN, with and without SYN
+//! cookies). The test plays the peer with hand-built segments (`stack::fuzzing::Rig`).
+
+use stack::fuzzing::{base, Rig, PORT};
+use wire::{TcpFlags, TcpRepr};
+
+/// SYN cookies for every SYN (the half-open limit is 0), or none.
+fn rig(cookies: bool) -> Rig {
+    Rig::new(|cfg| {
+        if cookies {
+            cfg.syn_backlog = 0;
+        }
+    })
+}
+
+#[test]
+fn rfc9293_listen_ignores_any_segment_with_rst() {
+    for cookies in [false, true] {
+        let mut r = rig(cookies);
+        let sockets = r.shard.socket_count();
+        // "first check for an RST: an incoming RST segment could not be valid ... ignored";
+        // a SYN that also carries RST is no exception (Linux drops it too).
+        for flags in [TcpFlags::RST, TcpFlags::SYN | TcpFlags::RST, TcpFlags::SYN | TcpFlags::RST | TcpFlags::ACK] {
+            let ack = flags.contains(TcpFlags::ACK).then_some(7777);
+            r.segment(&TcpRepr { max_seg_size: Some(1460), ..base(1000, ack, flags) }, &[]);
+            assert_eq!(r.replies(), [], "{flags:?}, cookies {cookies}");
+        }
+        assert_eq!(r.shard.socket_count(), sockets, "a half-open connection was made");
+        let stats = *r.shard.stats();
+        assert_eq!((stats.tcp_passive_opens, stats.tcp_syncookies_sent), (0, 0));
+        // A plain SYN is still answered.
+        r.segment(&TcpRepr { max_seg_size: Some(1460), ..base(1000, None, TcpFlags::SYN) }, &[]);
+        let synack = r.replies();
+        assert_eq!(synack.len(), 1);
+        assert_eq!(synack[0].flags, TcpFlags::SYN | TcpFlags::ACK);
+        assert_eq!(synack[0].ack_number, Some(1001));
+    }
+}
+
+#[test]
+fn rfc9293_listen_drops_segments_without_ack_and_resets_those_with_one() {
+    for cookies in [false, true] {
+        let mut r = rig(cookies);
+        let sockets = r.shard.socket_count();
+        // "fourth other text or control: any other control or text-bearing segment (not
+        // containing SYN) must have an ACK ... drop the segment and return" (Linux: the same).
+        r.segment(&base(1000, None, TcpFlags::FIN), &[]);
+        r.segment(&base(1000, None, TcpFlags::PSH), b"data without an ACK");
+        r.segment(&base(1000, None, TcpFlags::empty()), &[]);
+        r.segment(&base(1000, None, TcpFlags::FIN | TcpFlags::PSH), b"and a FIN");
+        assert_eq!(r.replies(), [], "cookies {cookies}");
+        assert_eq!(r.shard.socket_count(), sockets);
+        // "second check for an ACK: any acknowledgment is bad ... <SEQ=SEG.ACK><CTL=RST>", here
+        // once no SYN cookie matches it.
+        r.segment(&base(1000, Some(5555), TcpFlags::ACK), b"x");
+        let rst = r.replies();
+        assert_eq!(rst.len(), 1);
+        assert_eq!((rst[0].flags, rst[0].seq_number, rst[0].ack_number), (TcpFlags::RST, 5555, None));
+    }
+}
+
+#[test]
+fn rfc9293_closed_port_still_resets_segments_without_ack() {
+    // Without a listener the port is CLOSED (3.10.7.1): <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>.
+    let mut r = rig(false);
+    r.segment(&TcpRepr { dst_port: PORT + 1, ..base(1000, None, TcpFlags::FIN) }, &[]);
+    let rst = r.replies();
+    assert_eq!(rst.len(), 1);
+    assert_eq!((rst[0].flags, rst[0].seq_number, rst[0].ack_number), (TcpFlags::RST | TcpFlags::ACK, 0, Some(1001)));
+}
