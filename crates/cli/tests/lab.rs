@@ -1118,3 +1118,143 @@ fn bench_runs_kernel_and_pronghorn_side_by_side() {
     assert!(!std::path::Path::new("/run/netns/tst-bench-a").exists(), "the lab it brought up is down");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// nginx with its master and worker processes, as Debian ships it, stopped (workers first) when
+/// the test ends, pass or fail.
+struct NginxMaster {
+    child: Child,
+    pid_file: PathBuf,
+}
+
+impl NginxMaster {
+    fn pid(&self) -> u32 {
+        std::fs::read_to_string(&self.pid_file).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(self.child.id())
+    }
+
+    /// The master's children, each a worker process.
+    fn workers(&self) -> Vec<u32> {
+        let o = Command::new("pgrep").args(["-P", &self.pid().to_string()]).output().unwrap();
+        let mut pids: Vec<u32> = String::from_utf8_lossy(&o.stdout).lines().filter_map(|l| l.parse().ok()).collect();
+        pids.sort();
+        pids
+    }
+
+    fn signal(&self, sig: &str, pid: u32) {
+        assert!(Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success());
+    }
+}
+
+impl Drop for NginxMaster {
+    fn drop(&mut self) {
+        for w in self.workers() {
+            let _ = Command::new("kill").args(["-KILL", &w.to_string()]).status();
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `cond` until it holds (bounded: a hang detector, not a timing assertion).
+fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Issue 10: nginx's default process model under `pronghorn run`. The master forks its workers
+/// before anything is served, so each worker opens its own queue of the lab's two-queue veth
+/// (the kernel side spreads connections over the queues) and serves the inherited listener.
+#[test]
+fn nginx_worker_processes_each_serve_on_their_own_queue() {
+    if !enabled("nginx_worker_processes_each_serve_on_their_own_queue") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let workers = cpus.clamp(2, 8);
+    let lab = Lab::up("tst-workers", &["--queues", &workers.to_string()]);
+    let dir = std::env::temp_dir().join(format!("pronghorn-nginx-workers-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("www")).unwrap();
+    std::fs::write(dir.join("www/index.html"), "hello from a worker\n").unwrap();
+    let d = dir.display();
+    let conf = |procs: &str| {
+        format!(
+            "daemon off; master_process on; worker_processes {procs}; user nobody nogroup;\n\
+             error_log {d}/error.log; pid {d}/nginx.pid;\n\
+             events {{ worker_connections 1024; }}\n\
+             http {{ access_log off; client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp;\n\
+             fastcgi_temp_path {d}/tmp; uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;\n\
+             server {{ listen 10.99.0.1:8080; root {d}/www; }} }}\n"
+        )
+    };
+    std::fs::write(dir.join("nginx.conf"), conf(&workers.to_string())).unwrap();
+    let conf_path = dir.join("nginx.conf");
+    let mut nginx = NginxMaster {
+        child: lab.exec("a", &[bin(), "run", "--", "nginx", "-c", conf_path.to_str().unwrap()]).spawn().unwrap(),
+        pid_file: dir.join("nginx.pid"),
+    };
+    let url = "http://10.99.0.1:8080/index.html";
+    // Every worker up with a port of its own (its EAL directory), and answering.
+    let serving = |pids: &[u32]| {
+        pids.len() == workers && pids.iter().all(|p| Path::new(&format!("/var/run/dpdk/pronghorn-{p}")).exists())
+    };
+    eventually("every worker opened its own port", || serving(&nginx.workers()));
+    let all_answer = |n: usize| {
+        for _ in 0..n {
+            let o = lab.exec("b", &["curl", "-sf", "-m", "10", url]).output().unwrap();
+            assert_eq!(String::from_utf8_lossy(&o.stdout), "hello from a worker\n", "{}", text(&o));
+        }
+    };
+    all_answer(20);
+    for extra in [&[][..], &["-H", "Connection: close"][..]] {
+        let mut cmd = vec!["wrk", "-t1", "-c20", "-d1s"];
+        cmd.extend_from_slice(extra);
+        cmd.push(url);
+        let o = lab.exec("b", &cmd).output().unwrap();
+        let t = text(&o);
+        assert!(
+            o.status.success() && t.contains("Requests/sec") && !t.contains("Non-2xx") && !t.contains("Socket errors"),
+            "wrk {extra:?}: {t}"
+        );
+    }
+
+    // A worker killed: the master starts another, which claims the freed queue; the cleanup
+    // helper removes what the dead one left.
+    let before = nginx.workers();
+    nginx.signal("-KILL", before[0]);
+    eventually("a new worker serves in place of the killed one", || {
+        let now = nginx.workers();
+        serving(&now) && !now.contains(&before[0])
+    });
+    eventually("the killed worker's EAL directory is removed", || {
+        !Path::new(&format!("/var/run/dpdk/pronghorn-{}", before[0])).exists()
+    });
+    all_answer(20);
+
+    // nginx -s reload (with `worker_processes auto` where that is as many as the queues): new
+    // workers wait for the old ones' queues, then serve.
+    if cpus == workers {
+        std::fs::write(&conf_path, conf("auto")).unwrap();
+    }
+    let before = nginx.workers();
+    nginx.signal("-HUP", nginx.pid());
+    eventually("a new set of workers serves after reload", || {
+        let now = nginx.workers();
+        serving(&now) && now.iter().all(|p| !before.contains(p))
+    });
+    all_answer(20);
+
+    // A graceful stop: the last worker out detaches the XDP program; nothing is left behind.
+    let last = nginx.workers();
+    nginx.signal("-QUIT", nginx.pid());
+    eventually("the master exits", || nginx.child.try_wait().unwrap().is_some());
+    eventually("no EAL directory of a worker is left", || {
+        last.iter().all(|p| !Path::new(&format!("/var/run/dpdk/pronghorn-{p}")).exists())
+    });
+    let o = Command::new("ip").args(["-n", "tst-workers-a", "link", "show", "tst-workers-a0"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("xdp"), "XDP program left: {}", text(&o));
+    drop(nginx);
+    let _ = std::fs::remove_dir_all(&dir);
+}

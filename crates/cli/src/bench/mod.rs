@@ -67,6 +67,35 @@ pub struct BenchArgs {
     /// results.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     busy_poll_us: Option<u32>,
+    /// http only: nginx with its master and this many worker processes on both paths (the
+    /// lab's veth gets a queue per worker). Server and client then share every core: the
+    /// figures compare the two paths on the whole machine, not one core.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]
+    workers: u16,
+}
+
+impl BenchArgs {
+    /// The cores the server runs on (taskset): its own, or every core with worker processes.
+    fn server_cpus(&self) -> String {
+        if self.workers > 1 {
+            all_cores()
+        } else {
+            self.server_cpu.to_string()
+        }
+    }
+
+    fn client_cpus(&self) -> String {
+        if self.workers > 1 {
+            all_cores()
+        } else {
+            self.client_cpu.to_string()
+        }
+    }
+}
+
+fn all_cores() -> String {
+    let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    format!("0-{}", n - 1)
 }
 
 /// The stack under the server.
@@ -122,7 +151,10 @@ pub fn run(args: BenchArgs) -> Result<i32> {
             bail!("{what} {cpu}: this machine has cores 0-{}", ncpu - 1);
         }
     }
-    if args.server_cpu == args.client_cpu {
+    if args.workers > 1 && args.workload != Name::Http {
+        bail!("--workers is for http (nginx worker processes); {} has one server process", args.workload.as_str());
+    }
+    if args.server_cpu == args.client_cpu && args.workers == 1 {
         eprintln!("note: server and client share core {}: the figures measure both together", args.server_cpu);
     }
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
@@ -135,7 +167,7 @@ pub fn run(args: BenchArgs) -> Result<i32> {
     }
     // A plan that cannot be made (a client not installed) fails here, before the lab comes up.
     let result = plan_for(&args, StackPath::Kernel).map(|p| p.about).and_then(|about| {
-        let lab = Lab::up(&exe, &args.prefix, &args.pmd, args.busy_poll_us)?;
+        let lab = Lab::up(&exe, &args.prefix, &args.pmd, args.busy_poll_us, args.workers)?;
         let runs = measure(&args, &exe, &lab);
         lab.down();
         Ok((runs?, about))
@@ -144,10 +176,16 @@ pub fn run(args: BenchArgs) -> Result<i32> {
         let _ = std::fs::remove_dir_all(scratch_dir(path));
     }
     let (runs, about) = result?;
-    let facts = report::facts(&args.pmd, args.server_cpu, args.client_cpu, args.workload);
-    let name = format!("{}{}", args.workload.as_str(), if args.quick { "-quick" } else { "" });
+    let mut facts = report::facts(&args.pmd, args.server_cpu, args.client_cpu, args.workload);
+    if args.workers > 1 {
+        let pinning =
+            format!("nginx with {} worker processes and the client share cores {}", args.workers, all_cores());
+        facts.insert("pinning", pinning);
+    }
+    let workers = if args.workers > 1 { format!("-workers{}", args.workers) } else { String::new() };
+    let name = format!("{}{workers}{}", args.workload.as_str(), if args.quick { "-quick" } else { "" });
     let command = std::env::args().collect::<Vec<_>>().join(" ");
-    report::write(&args.out, &name, &command, about, &facts, &runs)?;
+    report::write(&args.out, &name, &command, &about, &facts, &runs)?;
     Ok(0)
 }
 
@@ -160,7 +198,7 @@ fn scratch_dir(path: StackPath) -> PathBuf {
 fn plan_for(args: &BenchArgs, path: StackPath) -> Result<Plan> {
     let dir = scratch_dir(path);
     std::fs::create_dir_all(&dir)?;
-    workloads::plan(args.workload, path.addr(), args.quick, &dir)
+    workloads::plan(args.workload, path.addr(), args.quick, &dir, args.workers)
 }
 
 /// A file of the repository: under the current directory, or two levels above the binary
@@ -182,7 +220,7 @@ fn measure(args: &BenchArgs, exe: &Path, lab: &Lab) -> Result<Vec<Run>> {
         for path in [StackPath::Kernel, StackPath::Pronghorn] {
             let plan = plan_for(args, path)?;
             eprintln!("round {}/{} {}: {}", round + 1, args.rounds, path.as_str(), plan.server.argv.join(" "));
-            let mut server = lab.start_server(exe, path, &plan, args.server_cpu)?;
+            let mut server = lab.start_server(exe, path, &plan, &args.server_cpus())?;
             let r = run_clients(args, lab, path, round, &plan, &mut server);
             let stopped = server.stop();
             runs.extend(r?);
@@ -199,12 +237,12 @@ fn prepare(args: &BenchArgs, exe: &Path, lab: &Lab, path: StackPath, plan: &Plan
         let out = Command::new(&argv[0]).args(&argv[1..]).stdin(Stdio::null()).output();
         succeeded(path, argv, &out.with_context(|| format!("cannot run {}", argv[0]))?)?;
     }
-    let mut server = lab.start_server(exe, path, plan, args.server_cpu)?;
+    let mut server = lab.start_server(exe, path, plan, &args.server_cpus())?;
     let prepared = (|| -> Result<()> {
         server.wait_listening(&lab.ns_b, path.addr(), plan.server.port)?;
         for argv in &setup.prepare {
             eprintln!("prepare {} (untimed): {}", path.as_str(), argv.join(" "));
-            let out = lab.client(args.client_cpu, argv).output().context("cannot start the prepare client")?;
+            let out = lab.client(&args.client_cpus(), argv).output().context("cannot start the prepare client")?;
             server.check_alive()?;
             succeeded(path, argv, &out)?;
         }
@@ -226,11 +264,11 @@ fn run_clients(
     server.wait_listening(&lab.ns_b, path.addr(), plan.server.port)?;
     let mut runs = Vec::new();
     for client in &plan.clients {
-        let before = (cpu_times(args.server_cpu)?, cpu_times(args.client_cpu)?);
+        let before = (cpu_times(&args.server_cpus())?, cpu_times(&args.client_cpus())?);
         let t0 = Instant::now();
-        let out = lab.client(args.client_cpu, &client.argv).output().context("cannot start the client")?;
+        let out = lab.client(&args.client_cpus(), &client.argv).output().context("cannot start the client")?;
         let seconds = t0.elapsed().as_secs_f64();
-        let after = (cpu_times(args.server_cpu)?, cpu_times(args.client_cpu)?);
+        let after = (cpu_times(&args.server_cpus())?, cpu_times(&args.client_cpus())?);
         server.check_alive()?;
         let text = succeeded(path, &client.argv, &out)?;
         let samples = client.parse(&text).with_context(|| format!("{} path", path.as_str()))?;
@@ -250,7 +288,7 @@ fn run_clients(
         });
     }
     if let Some(after) = &plan.after {
-        let out = lab.client(args.client_cpu, &after.argv).output()?;
+        let out = lab.client(&args.client_cpus(), &after.argv).output()?;
         (after.check)(&String::from_utf8_lossy(&out.stdout))
             .with_context(|| format!("{} path, after the run", path.as_str()))?;
     }
@@ -296,10 +334,11 @@ struct Lab {
 }
 
 impl Lab {
-    fn up(exe: &Path, prefix: &str, pmd: &str, busy_poll_us: Option<u32>) -> Result<Lab> {
+    fn up(exe: &Path, prefix: &str, pmd: &str, busy_poll_us: Option<u32>, queues: u16) -> Result<Lab> {
         let ns_a = format!("{prefix}-a");
         let ours = !Path::new("/run/netns").join(&ns_a).exists();
-        let out = Command::new(exe).args(["lab", "up", "--prefix", prefix, "--pmd", pmd]).output()?;
+        let q = queues.to_string();
+        let out = Command::new(exe).args(["lab", "up", "--prefix", prefix, "--pmd", pmd, "--queues", &q]).output()?;
         if !out.status.success() {
             bail!("lab up failed: {}", String::from_utf8_lossy(&out.stderr).trim());
         }
@@ -311,6 +350,9 @@ impl Lab {
             bail!("lab {prefix} has no kernel path ({prefix}-k0): it predates it; take it down and run again");
         }
         let mut config = PathBuf::from(format!("/run/pronghorn/lab/{prefix}/a.toml"));
+        if config::Config::load(&config).map(|c| c.nic.queues).unwrap_or(1) != queues {
+            bail!("lab {prefix} is up with another number of queues: take it down (`pronghorn lab down --prefix {prefix}`)");
+        }
         if let Some(us) = busy_poll_us {
             let mut cfg = config::Config::load(&config)?;
             cfg.runtime.busy_poll_us = us;
@@ -327,17 +369,17 @@ impl Lab {
         }
     }
 
-    fn client(&self, cpu: usize, argv: &[String]) -> Command {
+    fn client(&self, cpus: &str, argv: &[String]) -> Command {
         let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.ns_b, "taskset", "-c", &cpu.to_string()]).args(argv).stdin(Stdio::null());
+        c.args(["netns", "exec", &self.ns_b, "taskset", "-c", cpus]).args(argv).stdin(Stdio::null());
         c
     }
 
-    fn start_server(&self, exe: &Path, path: StackPath, plan: &Plan, cpu: usize) -> Result<Server> {
+    fn start_server(&self, exe: &Path, path: StackPath, plan: &Plan, cpus: &str) -> Result<Server> {
         let log = tempfile_path(&format!("server-{}", path.as_str()));
         let f = File::create(&log)?;
         let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.ns_a, "taskset", "-c", &cpu.to_string()]);
+        c.args(["netns", "exec", &self.ns_a, "taskset", "-c", cpus]);
         if path == StackPath::Pronghorn {
             c.arg(exe).arg("run").arg("--config").arg(&self.config).arg("--");
         }
@@ -469,15 +511,24 @@ impl Drop for Server {
 /// (busy, user, system, softirq, total) jiffies of one core from /proc/stat.
 type Jiffies = [u64; 5];
 
-fn cpu_times(cpu: usize) -> Result<Jiffies> {
+/// The jiffies of the cores in `cpus` (a taskset list: "1" or "0-3"), summed.
+fn cpu_times(cpus: &str) -> Result<Jiffies> {
+    let range: Vec<usize> = cpus.split('-').filter_map(|c| c.parse().ok()).collect();
+    let (first, last) = (range[0], *range.last().unwrap());
     let stat = std::fs::read_to_string("/proc/stat")?;
-    let key = format!("cpu{cpu} ");
-    let line = stat.lines().find(|l| l.starts_with(&key)).with_context(|| format!("no {key}line in /proc/stat"))?;
-    let f: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
-    // user nice system idle iowait irq softirq steal
-    let total: u64 = f.iter().take(8).sum();
-    let idle = f[3] + f.get(4).copied().unwrap_or(0);
-    Ok([total - idle, f[0] + f[1], f[2], f.get(6).copied().unwrap_or(0), total])
+    let mut sum = [0u64; 5];
+    for cpu in first..=last {
+        let key = format!("cpu{cpu} ");
+        let line = stat.lines().find(|l| l.starts_with(&key)).with_context(|| format!("no {key}line in /proc/stat"))?;
+        let f: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+        // user nice system idle iowait irq softirq steal
+        let total: u64 = f.iter().take(8).sum();
+        let idle = f[3] + f.get(4).copied().unwrap_or(0);
+        for (s, v) in sum.iter_mut().zip([total - idle, f[0] + f[1], f[2], f.get(6).copied().unwrap_or(0), total]) {
+            *s += v;
+        }
+    }
+    Ok(sum)
 }
 
 fn core_use(a: Jiffies, b: Jiffies) -> CoreUse {

@@ -110,7 +110,7 @@ pub struct Plan {
     /// A check run from the client side after the clients.
     pub after: Option<AfterCheck>,
     /// One paragraph for the markdown summary: what runs and what the figures mean.
-    pub about: &'static str,
+    pub about: String,
 }
 
 fn argv(words: &[&str]) -> Vec<String> {
@@ -119,7 +119,7 @@ fn argv(words: &[&str]) -> Vec<String> {
 
 /// The plan of `name` against a server at `addr`. `quick` shrinks counts for a smoke run; `dir`
 /// is a scratch directory for files the server needs (nginx's config and pages).
-pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path) -> Result<Plan> {
+pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path, workers: u16) -> Result<Plan> {
     Ok(match name {
         Name::Redis => {
             let mut clients = Vec::new();
@@ -153,7 +153,8 @@ pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path) -> Result<Plan> {
                 about: "redis-benchmark (one client process, single-threaded) runs SET and GET with 3-byte values \
                         against one redis-server; rps is requests per second, p50/p99 are redis-benchmark's \
                         per-request latency percentiles. After the runs, GET of the benchmark's key must return a \
-                        3-byte value.",
+                        3-byte value."
+                    .into(),
             }
         }
         Name::RedisCps => {
@@ -174,7 +175,8 @@ pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path) -> Result<Plan> {
                 after: None,
                 about: "redis-benchmark with keep-alive off (-k 0): every GET opens a TCP connection, sends one \
                         request, reads the reply and closes, so rps counts connections (plus one request each) per \
-                        second.",
+                        second."
+                    .into(),
             }
         }
         Name::Latency => {
@@ -187,7 +189,8 @@ pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path) -> Result<Plan> {
                 after: None,
                 about: "sockperf ping-pong over TCP, 64-byte messages, one outstanding at a time. Figures are \
                         sockperf's: half the round trip, in microseconds. Runs with dropped, duplicated or \
-                        out-of-order messages are rejected.",
+                        out-of-order messages are rejected."
+                    .into(),
             }
         }
         Name::Bulk => {
@@ -209,7 +212,8 @@ pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path) -> Result<Plan> {
                 clients,
                 after: None,
                 about: "iperf3 TCP, 1 and 4 parallel streams, client to server and server to client (-R); the \
-                        figure is the receiver's goodput.",
+                        figure is the receiver's goodput."
+                    .into(),
             }
         }
         Name::Http => {
@@ -218,10 +222,15 @@ pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path) -> Result<Plan> {
             std::fs::write(www.join("index.html"), PAGE)?;
             let d = dir.display();
             let conf = dir.join("nginx.conf");
+            let processes = if workers > 1 {
+                format!("master_process on; worker_processes {workers};")
+            } else {
+                "master_process off; worker_processes 1;".into()
+            };
             std::fs::write(
                 &conf,
                 format!(
-                    "daemon off; master_process off; worker_processes 1; user root;\n\
+                    "daemon off; {processes} user root;\n\
                      error_log {d}/error.log; pid {d}/nginx.pid; worker_rlimit_nofile 8192;\n\
                      events {{ worker_connections 4096; }}\n\
                      http {{ access_log off; sendfile on; keepalive_requests 1000000; client_body_temp_path {d};\n\
@@ -231,6 +240,11 @@ pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path) -> Result<Plan> {
             )?;
             let secs = if quick { "2s" } else { "10s" };
             let url = format!("http://{addr}:8080/index.html");
+            let server_is = if workers > 1 {
+                format!("a master and {workers} worker processes, each on a NIC queue of its own under pronghorn")
+            } else {
+                "one process: master_process off, one worker".into()
+            };
             let clients = vec![
                 Client {
                     label: "keep-alive -c 50".into(),
@@ -248,10 +262,11 @@ pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path) -> Result<Plan> {
                 setup: None,
                 clients,
                 after: Some(AfterCheck { argv: argv(&["curl", "-sf", &url]), check: check_page }),
-                about: "wrk (one thread, 50 connections) fetches a 1 KiB static page from nginx (one process: \
-                        master_process off, one worker), with keep-alive and with Connection: close. Any non-2xx \
-                        response or socket error rejects the run; afterwards the page fetched with curl must be \
-                        byte-identical.",
+                about: format!(
+                    "wrk (one thread, 50 connections) fetches a 1 KiB static page from nginx ({server_is}), with \
+                     keep-alive and with Connection: close. Any non-2xx response or socket error rejects the run; \
+                     afterwards the page fetched with curl must be byte-identical."
+                ),
             }
         }
         Name::Mariadb => {
@@ -302,7 +317,8 @@ pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path) -> Result<Plan> {
                         are sysbench's transactions and queries per second, p95 its 95th-percentile transaction \
                         latency. Any error but a deadlock, or any reconnect, rejects the run; deadlocks (InnoDB \
                         picks a victim, sysbench retries it) are counted. After the runs every table must still \
-                        hold ids 1 to 100,000 exactly once.",
+                        hold ids 1 to 100,000 exactly once."
+                    .into(),
             }
         }
         Name::Tpcc => {
@@ -333,7 +349,8 @@ pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path) -> Result<Plan> {
                         tpmC is NEW_ORDER transactions per minute; NEW_ORDER p99 is go-tpc's 99th-percentile \
                         latency of that transaction. Any failed transaction rejects the run. Afterwards TPC-C's \
                         consistency conditions 1-3 (warehouse and district year-to-date totals, order ids, new-order \
-                        ids) must hold.",
+                        ids) must hold."
+                    .into(),
             }
         }
         Name::Scale => bail!("scale has no server: it runs bench/stack_scale.sh"),
@@ -812,12 +829,15 @@ Latency (ms):
         std::fs::create_dir_all(&dir).unwrap();
         // mariadb's plan needs mariadbd installed (scripts/setup.sh); tpcc's also go-tpc, built by hand.
         for name in [Name::Redis, Name::RedisCps, Name::Latency, Name::Bulk, Name::Http, Name::Mariadb] {
-            let p = plan(name, "10.98.0.1", true, &dir).unwrap();
+            let p = plan(name, "10.98.0.1", true, &dir, 1).unwrap();
             assert!(p.server.argv.join(" ").contains("10.98.0.1") || name == Name::Http, "{name:?}");
             assert!(p.clients.iter().all(|c| c.argv.join(" ").contains("10.98.0.1")), "{name:?}");
         }
         let conf = std::fs::read_to_string(dir.join("nginx.conf")).unwrap();
-        assert!(conf.contains("listen 10.98.0.1:8080"));
+        assert!(conf.contains("listen 10.98.0.1:8080") && conf.contains("master_process off"));
+        plan(Name::Http, "10.98.0.1", true, &dir, 2).unwrap();
+        let conf = std::fs::read_to_string(dir.join("nginx.conf")).unwrap();
+        assert!(conf.contains("master_process on; worker_processes 2;"), "{conf}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
