@@ -1258,3 +1258,24 @@ fn nginx_worker_processes_each_serve_on_their_own_queue() {
     drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 10: fork under `pronghorn run` (tests/lab/forks.py): a child forked before the process
+/// used the network serves with its own NIC; one forked after gets EOPNOTSUPP on the inherited
+/// connection, an exec'd program does not inherit it, and the parent's connection is intact.
+#[test]
+fn forked_children_get_their_own_nic_or_a_clear_errno() {
+    if !enabled("forked_children_get_their_own_nic_or_a_clear_errno") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::up("tst-fork", &[]);
+    let _peer = KernelServer::start(&lab, 7300);
+    let script = format!("{}/../../tests/lab/forks.py", env!("CARGO_MANIFEST_DIR"));
+    let o = lab.exec("a", &[bin(), "run", "--", "python3", &script, "10.99.0.2", "7300"]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let seen: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    assert!(seen.values().all(|v| v == &serde_json::Value::Bool(true)), "{seen:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("inherited through fork"), "{}", text(&o));
+}

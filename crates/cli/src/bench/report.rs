@@ -299,16 +299,21 @@ pub fn write(
     std::fs::write(base.with_extension("json"), serde_json::to_string_pretty(&json)? + "\n")?;
 
     let mut md = format!("# {name}: kernel vs pronghorn\n\n{about}\n\n");
+    let shared = facts.get("pinning").is_some_and(|p| p.contains("share cores"));
+    let (pinning, of) = if shared {
+        ("server and client sharing every core", "of all cores")
+    } else {
+        ("pinned to the same core, and the same client in namespace b, pinned to the other core", "of one core")
+    };
     let _ = writeln!(
         md,
-        "Both paths run the same server binary with the same flags in lab namespace a, pinned to the same \
-         core, and the same client in namespace b, pinned to the other core. Kernel: the server binds \
+        "Both paths run the same server binary with the same flags in lab namespace a, {pinning}. Kernel: the server binds \
          10.98.0.1 on a kernel veth. pronghorn: the server runs under `pronghorn run` and binds 10.99.0.1, \
          served by pronghorn over DPDK on a veth. Rounds alternate kernel, pronghorn; each figure is the \
          median over {rounds} rounds, the ratio is the median (min-max) of the per-round ratios.\n"
     );
     md += &table(&summaries, true);
-    md += "\nCPU use during the client runs (median over rounds; busy = not idle, of one core):\n\n";
+    let _ = writeln!(md, "\nCPU use during the client runs (median over rounds; busy = not idle, {of}):\n");
     md += &cpu_table(&cpu);
     let _ = writeln!(md, "\nCommand: `{command}`\n");
     md += "Machine: ";

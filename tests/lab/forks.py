@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""fork() under `pronghorn run` (issue 10): `forks.py HOST PORT` talks to an echo server at
+HOST:PORT (a kernel host in the accelerated subnet) and prints one JSON object of observations.
+
+- before: a child forked before the process used the network connects and is echoed (it keeps
+  the runtime and opens the NIC itself; the parent never does before it ends).
+- after: the parent connects (its NIC opens), then forks. The child's use of the inherited
+  connection fails with EOPNOTSUPP; a program it execs does not inherit the socket (close on
+  exec); the parent's connection still echoes afterwards.
+"""
+import errno
+import json
+import os
+import socket
+import sys
+
+host, port = sys.argv[1], int(sys.argv[2])
+
+
+def echo(s, msg):
+    s.sendall(msg)
+    got = b""
+    while len(got) < len(msg):
+        chunk = s.recv(len(msg) - len(got))
+        if not chunk:
+            break
+        got += chunk
+    return got == msg
+
+
+def child_status(pid):
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+out = {}
+
+# A child forked before any socket: its own runtime and NIC.
+pid = os.fork()
+if pid == 0:
+    with socket.create_connection((host, port), timeout=10) as s:
+        os._exit(0 if echo(s, b"from the child") else 1)
+out["before: child echoed"] = child_status(pid) == 0
+
+# The parent serves; a child forked now cannot use the parent's port.
+s = socket.create_connection((host, port), timeout=10)
+out["after: parent echoed"] = echo(s, b"parent, first")
+pid = os.fork()
+if pid == 0:
+    try:
+        s.send(b"x")
+        code = 10
+    except OSError as e:
+        code = 0 if e.errno == errno.EOPNOTSUPP else 11
+    if code == 0:
+        # The program it runs next does not see the (close-on-exec) socket.
+        probe = "import os,sys\ntry:\n os.fstat(int(sys.argv[1]))\n sys.exit(1)\nexcept OSError:\n sys.exit(0)\n"
+        os.execv(sys.executable, [sys.executable, "-c", probe, str(s.fileno())])
+    os._exit(code)
+code = child_status(pid)
+out["after: child send gets EOPNOTSUPP and exec closes it"] = code == 0
+if code != 0:
+    out["after: child exit code"] = code
+out["after: parent still echoes"] = echo(s, b"parent, after the child")
+s.close()
+print(json.dumps(out, sort_keys=True))
