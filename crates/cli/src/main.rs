@@ -32,6 +32,9 @@ enum Command {
 }
 
 fn main() {
+    // A Unix tool ends quietly when the reader of its output goes away (`| head`); Rust's
+    // runtime ignores SIGPIPE and println! would panic instead.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Lab(args) => lab::run(args),
