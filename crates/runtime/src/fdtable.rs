@@ -71,11 +71,14 @@ pub(crate) struct Entry {
     pub opts: SockOpts,
     /// The epoll sets this fd is a member of (so close and wakeups need not look at every set).
     pub epolls: Vec<i32>,
+    /// A non-blocking connect() whose outcome no later connect() has reported yet (Linux: the
+    /// call that sees the handshake done returns 0, the next ones EISCONN).
+    pub connecting: bool,
 }
 
 impl Entry {
     pub(crate) fn new(fd: Fd) -> Entry {
-        Entry { fd, opts: SockOpts::default(), epolls: Vec::new() }
+        Entry { fd, opts: SockOpts::default(), epolls: Vec::new(), connecting: false }
     }
 }
 

@@ -297,11 +297,28 @@ impl<N: Nic + 'static> Accel<N> {
                         let _ = shard.tcp_set_keepalive(id, Some(ka));
                     }
                     rt.routing.accelerated_connect += 1;
-                    rt.adopt(fd, Entry { fd: Fd::Conn { id, nonblock }, ..entry }, id);
+                    rt.adopt(fd, Entry { fd: Fd::Conn { id, nonblock }, connecting: nonblock, ..entry }, id);
                     rt.flush_shard();
                     Call::Done(Err(if nonblock { Errno(libc::EINPROGRESS) } else { Errno::EAGAIN }))
                 }
-                Some(Fd::Conn { .. }) => Call::Done(Err(Errno::EISCONN)),
+                Some(&Fd::Conn { id, .. }) => {
+                    if !rt.fds.get(fd).unwrap().connecting {
+                        return Call::Done(Err(Errno::EISCONN));
+                    }
+                    let shard = rt.shard.as_mut().unwrap();
+                    let outcome = match shard.take_error(id) {
+                        Ok(Some(e)) => Err(e),
+                        _ => match shard.tcp_state(id) {
+                            Ok(stack::TcpState::SynSent | stack::TcpState::SynReceived) => {
+                                return Call::Done(Err(Errno(libc::EALREADY)))
+                            }
+                            Ok(_) => Ok(()),
+                            Err(e) => Err(e),
+                        },
+                    };
+                    rt.fds.get_mut(fd).unwrap().connecting = false;
+                    Call::Done(outcome)
+                }
                 Some(Fd::Listener { .. } | Fd::Listening { .. } | Fd::Bound { .. }) => Call::Done(Err(Errno::EINVAL)),
                 _ => Call::Kernel,
             })
@@ -399,7 +416,7 @@ impl<N: Nic + 'static> Accel<N> {
             };
             match copy {
                 Some((fd, opts, id)) => {
-                    rt.adopt(new, Entry { fd, opts, epolls: Vec::new() }, id);
+                    rt.adopt(new, Entry { fd, opts, epolls: Vec::new(), connecting: false }, id);
                     true
                 }
                 None => false,

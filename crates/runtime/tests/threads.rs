@@ -557,3 +557,48 @@ fn a_child_forked_after_the_nic_opened_does_not_keep_the_runtime() {
     assert!(!l.rt.fork_prepare().child_keeps(), "the port cannot be shared with a child");
     l.rt.close(fd);
 }
+
+/// Issue 12: a server that answers and closes at once with input still unread (Redis on a
+/// protocol error) resets the connection, as Linux does; what it wrote before close() must
+/// reach the peer before the RST (on Linux it has left by then).
+#[test]
+fn data_written_before_a_resetting_close_reaches_the_peer_first() {
+    let l = lab("inline");
+    let rt = l.rt;
+    let lfd = listener(rt, 5300, false);
+    let local = SocketAddr::V4(SocketAddrV4::new(OURS, 5300));
+    let acceptor = std::thread::spawn(move || done(rt.accept(lfd, 0)).map(|(fd, _)| fd));
+    l.ctl.lock().unwrap().to_open.push((local, b"junk that is never read".to_vec()));
+    let conn = within("accept", move || acceptor.join().unwrap()).unwrap();
+    assert_eq!(within("read", move || read_exact(rt, conn, 4)), b"junk");
+    assert_eq!(done(rt.send(conn, b"-ERR protocol error\r\n", true)), Ok(21));
+    rt.close(conn);
+    let ctl = l.ctl.clone();
+    within("the peer gets the answer", move || loop {
+        if ctl.lock().unwrap().conns[0].received == b"-ERR protocol error\r\n" {
+            return;
+        }
+        let mut p = [libc::pollfd { fd: lfd, events: libc::POLLIN, revents: 0 }];
+        let _ = rt.poll(&mut p, 1);
+    });
+    rt.close(lfd);
+}
+
+/// Issue 12, Linux's connect() on a non-blocking socket: EINPROGRESS, EALREADY while the
+/// handshake runs, 0 from the call that finds it done, EISCONN after that.
+#[test]
+fn a_second_connect_reports_the_handshake_once_then_eisconn() {
+    let l = lab("inline");
+    let rt = l.rt;
+    let fd = tcp_socket(rt, true);
+    assert_eq!(done(rt.connect(fd, echo_addr())), Err(Errno(libc::EINPROGRESS)));
+    // Nothing has driven the NIC yet: the peer has not answered.
+    assert_eq!(done(rt.connect(fd, echo_addr())), Err(Errno(libc::EALREADY)));
+    within("connected", move || {
+        let mut p = [libc::pollfd { fd, events: libc::POLLOUT, revents: 0 }];
+        assert_eq!(done(rt.poll(&mut p, -1)), Ok(1));
+    });
+    assert_eq!(done(rt.connect(fd, echo_addr())), Ok(()));
+    assert_eq!(done(rt.connect(fd, echo_addr())), Err(Errno::EISCONN));
+    rt.close(fd);
+}
