@@ -12,6 +12,12 @@
 //! right. This module shells out to iproute2 and ethtool: they are the interface people already
 //! read, and every command it runs is printed with `--verbose`.
 //!
+//! With `--nodes N` (N > 1) there is no side a: accelerated nodes `<prefix>-a1` .. `<prefix>-aN`
+//! each hold one DPDK-driven veth `<prefix>-n<k>` and have a config of their own (`a<k>.toml`:
+//! node k is 10.99.0.(10+k) and fd99::(10+k)); the peers `<prefix>-p<k>` are ports of a bridge
+//! `<prefix>-br` in side b, which carries side b's addresses. Nodes reach side b and each other
+//! through it (a Redis cluster, sentinels).
+//!
 //! A second veth pair, `<prefix>-k0` (side a) to `<prefix>-k1` (side b), is the kernel path: both
 //! ends have kernel addresses (10.98.0.1 / 10.98.0.2 by default), so a server in side a bound to
 //! the kernel path's address is served by the Linux stack over the same kind of link, to the same
@@ -67,8 +73,8 @@ enum Action {
     Exec {
         #[command(flatten)]
         prefix: Prefix,
-        /// a or b
-        #[arg(value_parser = ["a", "b"])]
+        /// a or b, or node aK of a lab brought up with --nodes
+        #[arg(value_parser = parse_side)]
         side: String,
         /// The command and its arguments (after `--`).
         #[arg(last = true, required = true)]
@@ -112,6 +118,11 @@ struct UpArgs {
     /// flows over them by its per-flow hash.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     queues: u16,
+    /// Accelerated nodes a1..aN, each its own namespace, DPDK-driven veth and config, joined to
+    /// side b by a bridge (1: the single side a, as without the flag). One accelerated process
+    /// takes about 11 hugepages.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
+    nodes: u16,
     /// Free 2 MiB hugepages the lab needs; `up` reserves what is missing (and `down` gives it back).
     #[arg(long, default_value_t = 256)]
     hugepages: u64,
@@ -127,6 +138,15 @@ fn parse_prefix(s: &str) -> Result<String, String> {
         Ok(s.to_string())
     } else {
         Err(format!("\"{s}\" is not a lab prefix: use 1 to 12 characters of a-z, 0-9 and '-'"))
+    }
+}
+
+fn parse_side(s: &str) -> Result<String, String> {
+    let node = s.strip_prefix('a').is_some_and(|k| matches!(k.parse::<u16>(), Ok(1..=8)) && !k.starts_with('0'));
+    if s == "a" || s == "b" || node {
+        Ok(s.to_string())
+    } else {
+        Err(format!("\"{s}\" is not a side: use a, b, or a1 to a8 (the nodes of `lab up --nodes N`)"))
     }
 }
 
@@ -170,6 +190,26 @@ impl Names {
     fn config_a(&self) -> PathBuf {
         self.dir.join("a.toml")
     }
+    /// Node k's namespace, its DPDK-driven veth, and that veth's peer (a bridge port in side b).
+    fn node(&self, k: u16) -> (String, String, String) {
+        let p = &self.prefix;
+        (format!("{p}-a{k}"), format!("{p}-n{k}"), format!("{p}-p{k}"))
+    }
+    fn node_config(&self, k: u16) -> PathBuf {
+        self.dir.join(format!("a{k}.toml"))
+    }
+    fn bridge(&self) -> String {
+        format!("{}-br", self.prefix)
+    }
+    fn is_up(&self) -> bool {
+        self.state_file().exists()
+            && netns_exists(&self.ns_b)
+            && (netns_exists(&self.ns_a) || !self.node_namespaces().is_empty())
+    }
+    /// The namespaces of this lab's nodes that exist (also of a half-built lab).
+    fn node_namespaces(&self) -> Vec<String> {
+        (1..=8).map(|k| self.node(k).0).filter(|ns| netns_exists(ns)).collect()
+    }
 }
 
 /// What `up` made that `down` must undo beyond the namespaces.
@@ -177,6 +217,9 @@ impl Names {
 struct State {
     hugepages_reserved: u64,
     pmd: String,
+    /// Accelerated nodes (0 or 1: the single side a).
+    #[serde(default)]
+    nodes: u16,
 }
 
 impl State {
@@ -266,13 +309,15 @@ fn up(a: &UpArgs) -> Result<i32> {
     require_root("lab up")?;
     let n = Names::new(&a.prefix.prefix);
     let _lock = Lock::take()?;
-    if n.state_file().exists() && netns_exists(&n.ns_a) && netns_exists(&n.ns_b) {
+    if n.is_up() {
         let st = State::parse(&fs::read_to_string(n.state_file()).unwrap_or_default());
         println!("lab {} is already up (pmd {}); config for side a: {}", n.prefix, st.pmd, n.config_a().display());
-        if st.pmd != a.pmd.to_string() {
+        if st.pmd != a.pmd.to_string() || st.nodes.max(1) != a.nodes {
             eprintln!(
-                "note: it was brought up with --pmd {}; run `pronghorn lab down --prefix {}` first to change it",
-                st.pmd, n.prefix
+                "note: it was brought up with --pmd {} --nodes {}; run `pronghorn lab down --prefix {}` first to change it",
+                st.pmd,
+                st.nodes.max(1),
+                n.prefix
             );
         }
         return Ok(0);
@@ -292,8 +337,12 @@ fn build(a: &UpArgs, n: &Names) -> Result<()> {
     let v = a.verbose;
     fs::create_dir_all(&n.dir)?;
     // Record the state first so that `down` can undo a half-built lab.
-    let mut state = State { hugepages_reserved: 0, pmd: a.pmd.to_string() };
+    let mut state = State { hugepages_reserved: 0, pmd: a.pmd.to_string(), nodes: a.nodes };
     fs::write(n.state_file(), state.render())?;
+    if a.nodes > 1 {
+        build_nodes(a, n)?;
+        return reserve_hugepages(a, n, &mut state);
+    }
 
     sh(v, "ip", &["netns", "add", &n.ns_a])?;
     sh(v, "ip", &["netns", "add", &n.ns_b])?;
@@ -339,20 +388,7 @@ fn build(a: &UpArgs, n: &Names) -> Result<()> {
     }
     sh(v, "ip", &["netns", "exec", &n.ns_b, "ethtool", "-K", &n.kveth_b, "tx", "off"])?;
 
-    // Reserve the shortfall: pages still held by a process that is exiting (or another user's
-    // few free pages) must not make a lab that cannot start pronghorn.
-    let free = nic::dpdk::free_hugepages();
-    if free < a.hugepages {
-        let before = read_u64(HUGEPAGES_2M)?;
-        fs::write(HUGEPAGES_2M, (before + a.hugepages - free).to_string())
-            .with_context(|| format!("cannot write {HUGEPAGES_2M}"))?;
-        let after = read_u64(HUGEPAGES_2M)?;
-        state.hugepages_reserved = after.saturating_sub(before);
-        fs::write(n.state_file(), state.render())?;
-        if state.hugepages_reserved == 0 {
-            bail!("the kernel gave no 2 MiB hugepages (memory too fragmented?): free some memory and try again");
-        }
-    }
+    reserve_hugepages(a, n, &mut state)?;
 
     let cfg = Config {
         nic: NicConfig { pmd: a.pmd, iface: n.veth_a.clone(), eal_args: Vec::new(), mbufs: 8191, queues: a.queues },
@@ -375,6 +411,85 @@ fn build(a: &UpArgs, n: &Names) -> Result<()> {
     Ok(())
 }
 
+/// Side b with a bridge, and nodes a1..aN on it (see the module doc).
+fn build_nodes(a: &UpArgs, n: &Names) -> Result<()> {
+    let v = a.verbose;
+    let br = n.bridge();
+    sh(v, "ip", &["netns", "add", &n.ns_b])?;
+    sh(v, "ip", &["-n", &n.ns_b, "link", "set", "lo", "up"])?;
+    sh(v, "ip", &["-n", &n.ns_b, "link", "add", &br, "type", "bridge"])?;
+    sh(v, "ip", &["-n", &n.ns_b, "addr", "add", &a.ipv4_b.to_string(), "dev", &br])?;
+    sh(v, "ip", &["-n", &n.ns_b, "addr", "add", &a.ipv6_b.to_string(), "dev", &br, "nodad"])?;
+    // Frames side b's own stack sends leave through the bridge: full checksums (AF_XDP
+    // receivers get no checksum help), as on b0.
+    sh(v, "ip", &["netns", "exec", &n.ns_b, "ethtool", "-K", &br, "tx", "off"])?;
+    for sysctl in ["net.ipv4.tcp_tw_reuse=1", "net.core.txrehash=0", "net.ipv4.ip_local_port_range=10000 65000"] {
+        sh(v, "ip", &["netns", "exec", &n.ns_b, "sysctl", "-qw", sysctl])?;
+    }
+    sh(v, "ip", &["-n", &n.ns_b, "link", "set", &br, "up"])?;
+    let q = a.queues.to_string();
+    for k in 1..=a.nodes {
+        let (ns, veth, peer) = n.node(k);
+        sh(v, "ip", &["netns", "add", &ns])?;
+        sh(v, "ip", &["-n", &ns, "link", "set", "lo", "up"])?;
+        let queues = ["numtxqueues", q.as_str(), "numrxqueues", q.as_str()];
+        let mut add = vec!["link", "add", &veth];
+        add.extend(queues);
+        add.extend(["type", "veth", "peer", "name", &peer]);
+        add.extend(queues);
+        sh(v, "ip", &add)?;
+        sh(v, "ip", &["link", "set", &veth, "netns", &ns])?;
+        sh(v, "ip", &["link", "set", &peer, "netns", &n.ns_b])?;
+        sh(v, "ip", &["netns", "exec", &ns, "sysctl", "-qw", &format!("net.ipv6.conf.{veth}.disable_ipv6=1")])?;
+        sh(v, "ip", &["-n", &ns, "link", "set", &veth, "up"])?;
+        sh(v, "ip", &["netns", "exec", &n.ns_b, "ethtool", "-K", &peer, "tx", "off"])?;
+        sh(v, "ip", &["-n", &n.ns_b, "link", "set", &peer, "master", &br])?;
+        sh(v, "ip", &["-n", &n.ns_b, "link", "set", &peer, "up"])?;
+        let (v4, v6) = node_addresses(a, k);
+        let cfg = Config {
+            nic: NicConfig { pmd: a.pmd, iface: veth.clone(), eal_args: Vec::new(), mbufs: 8191, queues: a.queues },
+            ipv4: Some(Ipv4Config { address: v4, gateway: None }),
+            ipv6: Some(Ipv6Config { address: v6, gateway: None }),
+            runtime: Default::default(),
+        };
+        let header = format!("# pronghorn config for node a{k} of lab {}, written by `pronghorn lab up`\n", n.prefix);
+        fs::write(n.node_config(k), header + &cfg.to_toml())?;
+        println!("node a{k}: {ns} ({v4}, {v6} on {veth}, pmd {}); config {}", a.pmd, n.node_config(k).display());
+    }
+    println!("lab {}: {} nodes <-> {} ({}, {} on bridge {br})", n.prefix, a.nodes, n.ns_b, a.ipv4_b, a.ipv6_b);
+    Ok(())
+}
+
+/// Node k's addresses: host 10+k in side a's subnets (10.99.0.11, fd99::11 for node 1).
+fn node_addresses(a: &UpArgs, k: u16) -> (Ipv4Cidr, Ipv6Cidr) {
+    let [o0, o1, o2, _] = a.ipv4_a.addr.octets();
+    let mut s = a.ipv6_a.addr.segments();
+    s[7] = 0x10 + k;
+    (
+        Ipv4Cidr { addr: std::net::Ipv4Addr::new(o0, o1, o2, 10 + k as u8), prefix_len: a.ipv4_a.prefix_len },
+        Ipv6Cidr { addr: std::net::Ipv6Addr::from(s), prefix_len: a.ipv6_a.prefix_len },
+    )
+}
+
+/// Reserves the shortfall of free hugepages (and records it for `down`).
+fn reserve_hugepages(a: &UpArgs, n: &Names, state: &mut State) -> Result<()> {
+    // Pages still held by a process that is exiting (or another user's few free pages) must
+    // not make a lab that cannot start pronghorn.
+    let free = nic::dpdk::free_hugepages();
+    if free < a.hugepages {
+        let before = read_u64(HUGEPAGES_2M)?;
+        fs::write(HUGEPAGES_2M, (before + a.hugepages - free).to_string())
+            .with_context(|| format!("cannot write {HUGEPAGES_2M}"))?;
+        let after = read_u64(HUGEPAGES_2M)?;
+        state.hugepages_reserved = after.saturating_sub(before);
+        fs::write(n.state_file(), state.render())?;
+        if state.hugepages_reserved == 0 {
+            bail!("the kernel gave no 2 MiB hugepages (memory too fragmented?): free some memory and try again");
+        }
+    }
+    Ok(())
+}
+
 fn read_u64(path: &str) -> Result<u64> {
     let s = fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
     s.trim().parse().with_context(|| format!("{path} holds {s:?}, not a number"))
@@ -385,14 +500,21 @@ fn down(n: &Names, quiet: bool) -> Result<()> {
     let _lock = if quiet { None } else { Some(Lock::take()?) };
     let state = fs::read_to_string(n.state_file()).ok().map(|t| State::parse(&t));
     let mut removed = Vec::new();
-    for ns in [&n.ns_a, &n.ns_b] {
+    let mut namespaces = vec![n.ns_a.clone(), n.ns_b.clone()];
+    namespaces.extend(n.node_namespaces());
+    for ns in &namespaces {
         if netns_exists(ns) {
             // Deleting a namespace deletes the veth end inside it, and with it the pair.
             sh(false, "ip", &["netns", "del", ns])?;
             removed.push(format!("namespace {ns}"));
         }
     }
-    for link in [&n.veth_a, &n.veth_b, &n.kveth_a, &n.kveth_b] {
+    let mut links = vec![n.veth_a.clone(), n.veth_b.clone(), n.kveth_a.clone(), n.kveth_b.clone()];
+    links.extend((1..=8).flat_map(|k| {
+        let (_, veth, peer) = n.node(k);
+        [veth, peer]
+    }));
+    for link in &links {
         if link_exists_in_root(link) {
             sh(false, "ip", &["link", "del", link])?;
             removed.push(format!("veth {link}"));
@@ -459,13 +581,25 @@ fn remove_stale_dpdk_dirs() -> usize {
 }
 
 fn status(n: &Names) -> Result<i32> {
-    let up = n.state_file().exists() && netns_exists(&n.ns_a) && netns_exists(&n.ns_b);
-    if !up {
+    if !n.is_up() {
         println!("lab {} is not up", n.prefix);
         return Ok(1);
     }
     let st = State::parse(&fs::read_to_string(n.state_file()).unwrap_or_default());
     println!("lab {}: up, pmd {}, {} hugepages reserved by it", n.prefix, st.pmd, st.hugepages_reserved);
+    if st.nodes > 1 {
+        for k in 1..=st.nodes {
+            let (ns, veth, _) = n.node(k);
+            let link = Command::new("ip").args(["-n", &ns, "-br", "link", "show", "dev", &veth]).output()?;
+            let cfg = Config::load(&n.node_config(k)).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let v4 = cfg.ipv4.map(|c| c.address.to_string()).unwrap_or_default();
+            println!("  node a{k}: namespace {ns}: {} {v4}", String::from_utf8_lossy(&link.stdout).trim());
+            println!("    config: {}", n.node_config(k).display());
+        }
+        let out = Command::new("ip").args(["-n", &n.ns_b, "-br", "addr", "show", "dev", &n.bridge()]).output()?;
+        println!("  side b: namespace {}: {}", n.ns_b, String::from_utf8_lossy(&out.stdout).trim());
+        return Ok(0);
+    }
     for (side, ns, dev) in
         [("a", &n.ns_a, &n.veth_a), ("b", &n.ns_b, &n.veth_b), ("a", &n.ns_a, &n.kveth_a), ("b", &n.ns_b, &n.kveth_b)]
     {
@@ -477,14 +611,26 @@ fn status(n: &Names) -> Result<i32> {
 }
 
 fn exec(n: &Names, side: &str, command: &[String]) -> Result<i32> {
-    let ns = if side == "a" { &n.ns_a } else { &n.ns_b };
-    if !netns_exists(ns) {
-        bail!("lab {} is not up: run `pronghorn lab up --prefix {}` first", n.prefix, n.prefix);
+    let node = side.strip_prefix('a').and_then(|k| k.parse::<u16>().ok());
+    let (ns, config) = match node {
+        Some(k) => (n.node(k).0, Some(n.node_config(k))),
+        None if side == "a" => (n.ns_a.clone(), Some(n.config_a())),
+        None => (n.ns_b.clone(), None),
+    };
+    if !netns_exists(&ns) {
+        if !n.is_up() {
+            bail!("lab {} is not up: run `pronghorn lab up --prefix {}` first", n.prefix, n.prefix);
+        }
+        let nodes = n.node_namespaces().len();
+        if nodes > 0 {
+            bail!("lab {} has nodes a1 to a{nodes} (brought up with --nodes), no {side}", n.prefix);
+        }
+        bail!("lab {} has one side a (no --nodes): use a or b, not {side}", n.prefix);
     }
     let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", ns]).args(command);
-    if side == "a" {
-        cmd.env(config::ENV_VAR, n.config_a());
+    cmd.args(["netns", "exec", &ns]).args(command);
+    if let Some(config) = config {
+        cmd.env(config::ENV_VAR, config);
     }
     let err = cmd.exec();
     bail!("cannot run `ip netns exec {ns} ...`: {err}")
@@ -493,6 +639,16 @@ fn exec(n: &Names, side: &str, command: &[String]) -> Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sides_are_checked() {
+        for ok in ["a", "b", "a1", "a8"] {
+            assert!(parse_side(ok).is_ok(), "{ok}");
+        }
+        for bad in ["c", "a0", "a9", "a01", "b1", ""] {
+            assert!(parse_side(bad).unwrap_err().contains("a1 to a8"), "{bad}");
+        }
+    }
 
     #[test]
     fn prefixes_are_checked() {
@@ -508,14 +664,18 @@ mod tests {
         let n = Names::new("abcdefghijkl");
         assert!(n.veth_a.len() <= 15 && n.veth_b.len() <= 15);
         assert!(n.kveth_a.len() <= 15 && n.kveth_b.len() <= 15);
+        let (_, veth, peer) = n.node(8);
+        assert!(veth.len() <= 15 && peer.len() <= 15 && n.bridge().len() <= 15);
         assert_eq!(n.ns_a, "abcdefghijkl-a");
     }
 
     #[test]
     fn state_round_trips() {
-        let s = State { hugepages_reserved: 256, pmd: "af_packet".into() };
+        let s = State { hugepages_reserved: 256, pmd: "af_packet".into(), nodes: 6 };
         let t = State::parse(&s.render());
         assert_eq!(t.hugepages_reserved, 256);
         assert_eq!(t.pmd, "af_packet");
+        assert_eq!(t.nodes, 6);
+        assert_eq!(State::parse("hugepages_reserved = 1\npmd = \"af_xdp\"\n").nodes, 0, "a lab of before --nodes");
     }
 }
