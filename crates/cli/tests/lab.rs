@@ -1279,3 +1279,268 @@ fn forked_children_get_their_own_nic_or_a_clear_errno() {
     assert!(seen.values().all(|v| v == &serde_json::Value::Bool(true)), "{seen:?}");
     assert!(String::from_utf8_lossy(&o.stderr).contains("inherited through fork"), "{}", text(&o));
 }
+
+/// A redis-server (or redis-sentinel) under `pronghorn run` on a node of a `--nodes` lab, or on
+/// the kernel in side b; killed with SIGKILL when dropped.
+struct RedisNode {
+    child: Child,
+    host: String,
+    port: u16,
+}
+
+impl RedisNode {
+    /// `redis-server` with `args` after its address, port and the test defaults.
+    fn start(lab: &Lab, side: &str, host: &str, port: u16, dir: &Path, args: &[&str]) -> RedisNode {
+        std::fs::create_dir_all(dir).unwrap();
+        let port_s = port.to_string();
+        let mut cmd: Vec<&str> = if side == "b" { vec![] } else { vec![bin(), "run", "--"] };
+        cmd.extend_from_slice(&["redis-server", "--bind", host, "--port", &port_s, "--dir", dir.to_str().unwrap()]);
+        cmd.extend_from_slice(&["--save", "", "--appendonly", "no", "--protected-mode", "no"]);
+        cmd.extend_from_slice(args);
+        let log = std::fs::File::create(dir.join("log")).unwrap();
+        let child = lab.exec(side, &cmd).stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap();
+        RedisNode { child, host: host.to_string(), port }.answering(lab, &dir.join("log"))
+    }
+
+    /// Waits (bounded) until it answers PING; fails with its log if it exits first.
+    fn answering(mut self, lab: &Lab, log: &Path) -> RedisNode {
+        eventually(&format!("{}:{} answers", self.host, self.port), || {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!(
+                    "{}:{} exited ({status}): {}",
+                    self.host,
+                    self.port,
+                    std::fs::read_to_string(log).unwrap_or_default()
+                );
+            }
+            self.cli(lab, &["ping"]).trim() == "PONG"
+        });
+        self
+    }
+
+    /// A sentinel (`redis-server CONFIG --sentinel`) under `pronghorn run` on node `side`.
+    fn sentinel(lab: &Lab, side: &str, host: &str, port: u16, conf: &Path) -> RedisNode {
+        let log = std::fs::File::create(conf.with_extension("log")).unwrap();
+        let child = lab
+            .exec(side, &[bin(), "run", "--", "redis-server", conf.to_str().unwrap(), "--sentinel"])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        RedisNode { child, host: host.to_string(), port }.answering(lab, &conf.with_extension("log"))
+    }
+
+    /// redis-cli from side b against this server.
+    fn cli(&self, lab: &Lab, args: &[&str]) -> String {
+        let port = self.port.to_string();
+        let mut cmd = vec!["redis-cli", "-h", &self.host, "-p", &port];
+        cmd.extend_from_slice(args);
+        let o = lab.exec("b", &cmd).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).replace('\r', "")
+    }
+
+    /// One field of INFO.
+    fn info(&self, lab: &Lab, field: &str) -> String {
+        let text = self.cli(lab, &["info"]);
+        text.lines().find_map(|l| l.strip_prefix(&format!("{field}:"))).unwrap_or("").to_string()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for RedisNode {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn redis_dir(test: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pronghorn-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Issue 10: master/replica in both directions (an accelerated master with a kernel replica, a
+/// kernel master with an accelerated replica): a full sync that carries a 5 MB value intact,
+/// then a partial resync after the replication link is cut.
+#[test]
+fn redis_replication_both_ways_full_and_partial_resync() {
+    if !enabled("redis_replication_both_ways_full_and_partial_resync") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::up("tst-repl", &["--nodes", "2"]);
+    let dir = redis_dir("repl");
+    let big_file = dir.join("big.bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut big = vec![0u8; 5 << 20];
+    stack::echo::Stream::new(7).fill(&mut big);
+    for b in big.iter_mut() {
+        *b = b'a' + *b % 26; // printable: redis-cli --raw prints it as is
+    }
+    std::fs::write(&big_file, &big).unwrap();
+    let sha = |data: &[u8]| {
+        let o = Command::new("sha256sum").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        use std::io::Write;
+        let mut o = o;
+        o.stdin.take().unwrap().write_all(data).unwrap();
+        String::from_utf8_lossy(&o.wait_with_output().unwrap().stdout).split(' ').next().unwrap().to_string()
+    };
+    let want = sha(&[&big[..], b"\n"].concat());
+    let diskless = ["--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"];
+    // (master side, master host, replica side, replica host)
+    for (ms, mh, rs, rh) in [("a1", "10.99.0.11", "b", "10.99.0.2"), ("b", "10.99.0.2", "a2", "10.99.0.12")] {
+        let master = RedisNode::start(&lab, ms, mh, 6400, &dir.join(format!("m-{ms}")), &diskless);
+        let o = lab
+            .exec("b", &["bash", "-c", &format!("redis-cli -h {mh} -p 6400 -x SET big < {}", big_file.display())])
+            .output()
+            .unwrap();
+        assert!(String::from_utf8_lossy(&o.stdout).contains("OK"), "{}", text(&o));
+        master.cli(&lab, &["SET", "before", "1"]);
+        let replica = RedisNode::start(&lab, rs, rh, 6401, &dir.join(format!("r-{rs}")), &["--replicaof", mh, "6400"]);
+        eventually("the replica is in sync", || replica.info(&lab, "master_link_status") == "up");
+        let got = lab
+            .exec("b", &["bash", "-c", &format!("redis-cli -h {rh} -p 6401 --raw GET big | sha256sum")])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&got.stdout).split(' ').next().unwrap(), want, "{ms} -> {rs}: big value");
+        assert_eq!(replica.cli(&lab, &["GET", "before"]).trim(), "1");
+        // Cut the link: the replica reconnects and continues from its offset.
+        let partial = master.info(&lab, "sync_partial_ok");
+        replica.cli(&lab, &["CLIENT", "KILL", "TYPE", "master"]);
+        master.cli(&lab, &["SET", "after", "2"]);
+        eventually("a partial resync", || master.info(&lab, "sync_partial_ok") != partial);
+        eventually("the write after the cut reaches the replica", || {
+            replica.cli(&lab, &["GET", "after"]).trim() == "2"
+        });
+        assert_eq!(master.info(&lab, "sync_full"), "1", "{ms} -> {rs}: one full sync only");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 10: six accelerated redis-servers form a cluster (its bus between accelerated nodes
+/// too), serve redis-benchmark --cluster, and survive a master killed with SIGKILL: its replica
+/// takes over and every key written before is still there.
+#[test]
+fn redis_cluster_of_six_accelerated_nodes_fails_over() {
+    if !enabled("redis_cluster_of_six_accelerated_nodes_fails_over") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::up("tst-cluster", &["--nodes", "6"]);
+    let dir = redis_dir("cluster");
+    let hosts: Vec<String> = (1..=6).map(|k| format!("10.99.0.1{k}")).collect();
+    let mut nodes: Vec<RedisNode> = (1..=6)
+        .map(|k| {
+            let args = ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"];
+            RedisNode::start(&lab, &format!("a{k}"), &hosts[k - 1], 7000, &dir.join(format!("n{k}")), &args)
+        })
+        .collect();
+    let mut create = vec!["redis-cli".to_string(), "--cluster".into(), "create".into()];
+    create.extend(hosts.iter().map(|h| format!("{h}:7000")));
+    create.extend(["--cluster-replicas".into(), "1".into(), "--cluster-yes".into()]);
+    let create: Vec<&str> = create.iter().map(|s| s.as_str()).collect();
+    let o = lab.exec("b", &create).output().unwrap();
+    assert!(o.status.success() && text(&o).contains("All 16384 slots covered"), "{}", text(&o));
+    eventually("every node sees the cluster ok", || {
+        nodes.iter().all(|n| n.cli(&lab, &["cluster", "info"]).contains("cluster_state:ok"))
+    });
+    let o = lab
+        .exec(
+            "b",
+            &["redis-benchmark", "--cluster", "-h", &hosts[0], "-p", "7000", "-n", "5000", "-t", "set,get", "-q"],
+        )
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(o.status.success() && t.contains("GET:") && !t.contains("rror"), "redis-benchmark --cluster: {t}");
+    let writes = "for i in $(seq 1 200); do redis-cli -c -h 10.99.0.11 -p 7000 SET key:$i val:$i; done";
+    let o = lab.exec("b", &["bash", "-c", writes]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).matches("OK").count(), 200, "{}", text(&o));
+    // A replica that never synced may not take over (cluster-replica-validity-factor).
+    eventually("every replica is in sync with its master", || {
+        nodes.iter().all(|n| n.info(&lab, "role") == "master" || n.info(&lab, "master_link_status") == "up")
+    });
+    // Kill a master that is not the node the client asks (a1).
+    let view = nodes[0].cli(&lab, &["cluster", "nodes"]);
+    let victim = hosts
+        .iter()
+        .position(|h| {
+            view.lines().any(|l| l.contains(&format!("{h}:7000")) && l.contains("master") && !l.contains("myself"))
+        })
+        .expect("a second master");
+    nodes[victim].kill();
+    let victim_addr = format!("{}:7000", hosts[victim]);
+    eventually("a replica takes over and the cluster is ok", || {
+        let view = nodes[0].cli(&lab, &["cluster", "nodes"]);
+        let failed = view.lines().any(|l| l.contains(&victim_addr) && l.contains("fail") && !l.contains("fail?"));
+        failed && nodes[0].cli(&lab, &["cluster", "info"]).contains("cluster_state:ok")
+    });
+    let reads = "bad=0; for i in $(seq 1 200); do [ \"$(redis-cli -c -h 10.99.0.11 -p 7000 GET key:$i)\" = val:$i ] || bad=$((bad+1)); done; echo bad=$bad";
+    let o = lab.exec("b", &["bash", "-c", reads]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "bad=0", "{}", text(&o));
+    drop(nodes);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 10: a master and a replica accelerated, watched by three accelerated sentinels: the
+/// master killed, the sentinels fail over, and a client that asks them reaches the new master.
+#[test]
+fn redis_sentinels_fail_over_to_the_replica() {
+    if !enabled("redis_sentinels_fail_over_to_the_replica") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::up("tst-sentinel", &["--nodes", "5"]);
+    let dir = redis_dir("sentinel");
+    let mut master = RedisNode::start(&lab, "a1", "10.99.0.11", 6379, &dir.join("m"), &[]);
+    let replica =
+        RedisNode::start(&lab, "a2", "10.99.0.12", 6379, &dir.join("r"), &["--replicaof", "10.99.0.11", "6379"]);
+    eventually("the replica is in sync", || replica.info(&lab, "master_link_status") == "up");
+    master.cli(&lab, &["SET", "before", "1"]);
+    let sentinels: Vec<RedisNode> = (3..=5)
+        .map(|k| {
+            let host = format!("10.99.0.1{k}");
+            // Each sentinel rewrites its own config file.
+            let conf = dir.join(format!("sentinel{k}.conf"));
+            std::fs::write(
+                &conf,
+                format!(
+                    "port 26379\nbind {host}\nprotected-mode no\ndir {}\n\
+                     sentinel monitor mymaster 10.99.0.11 6379 2\n\
+                     sentinel down-after-milliseconds mymaster 1000\n\
+                     sentinel failover-timeout mymaster 10000\n",
+                    dir.display()
+                ),
+            )
+            .unwrap();
+            RedisNode::sentinel(&lab, &format!("a{k}"), &host, 26379, &conf)
+        })
+        .collect();
+    eventually("the sentinels know each other and the replica", || {
+        sentinels.iter().all(|s| {
+            let m = s.cli(&lab, &["SENTINEL", "master", "mymaster"]);
+            let field = |name: &str| m.lines().skip_while(|l| *l != name).nth(1).unwrap_or("").to_string();
+            field("num-other-sentinels") == "2" && field("num-slaves") == "1"
+        })
+    });
+    master.kill();
+    eventually("every sentinel names the replica as master", || {
+        sentinels
+            .iter()
+            .all(|s| s.cli(&lab, &["SENTINEL", "get-master-addr-by-name", "mymaster"]).starts_with("10.99.0.12\n"))
+    });
+    // A client that asks the sentinels, then the master they name.
+    let asked = sentinels[1].cli(&lab, &["SENTINEL", "get-master-addr-by-name", "mymaster"]);
+    let mut lines = asked.lines();
+    let (host, port) = (lines.next().unwrap().to_string(), lines.next().unwrap().to_string());
+    let o = lab.exec("b", &["redis-cli", "-h", &host, "-p", &port, "SET", "after", "2"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "OK", "{}", text(&o));
+    eventually("the new master is a master", || replica.info(&lab, "role") == "master");
+    assert_eq!(replica.cli(&lab, &["GET", "before"]).trim(), "1");
+    drop(sentinels);
+    let _ = std::fs::remove_dir_all(&dir);
+}
