@@ -1179,22 +1179,23 @@ fn nginx_worker_processes_each_serve_on_their_own_queue() {
     std::fs::create_dir_all(dir.join("www")).unwrap();
     std::fs::write(dir.join("www/index.html"), "hello from a worker\n").unwrap();
     let d = dir.display();
-    let conf = |procs: &str| {
+    let conf = |procs: &str, listen: &str| {
         format!(
             "daemon off; master_process on; worker_processes {procs}; user nobody nogroup;\n\
              error_log {d}/error.log; pid {d}/nginx.pid;\n\
              events {{ worker_connections 1024; }}\n\
              http {{ access_log off; client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp;\n\
              fastcgi_temp_path {d}/tmp; uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;\n\
-             server {{ listen 10.99.0.1:8080; root {d}/www; }} }}\n"
+             server {{ listen 10.99.0.1:8080{listen}; root {d}/www; }} }}\n"
         )
     };
-    std::fs::write(dir.join("nginx.conf"), conf(&workers.to_string())).unwrap();
+    std::fs::write(dir.join("nginx.conf"), conf(&workers.to_string(), "")).unwrap();
     let conf_path = dir.join("nginx.conf");
-    let mut nginx = NginxMaster {
+    let start = || NginxMaster {
         child: lab.exec("a", &[bin(), "run", "--", "nginx", "-c", conf_path.to_str().unwrap()]).spawn().unwrap(),
         pid_file: dir.join("nginx.pid"),
     };
+    let mut nginx = start();
     let url = "http://10.99.0.1:8080/index.html";
     // Every worker up with a port of its own (its EAL directory), and answering.
     let serving = |pids: &[u32]| {
@@ -1208,17 +1209,23 @@ fn nginx_worker_processes_each_serve_on_their_own_queue() {
         }
     };
     all_answer(20);
-    for extra in [&[][..], &["-H", "Connection: close"][..]] {
-        let mut cmd = vec!["wrk", "-t1", "-c20", "-d1s"];
-        cmd.extend_from_slice(extra);
-        cmd.push(url);
-        let o = lab.exec("b", &cmd).output().unwrap();
-        let t = text(&o);
-        assert!(
-            o.status.success() && t.contains("Requests/sec") && !t.contains("Non-2xx") && !t.contains("Socket errors"),
-            "wrk {extra:?}: {t}"
-        );
-    }
+    let wrk_clean = || {
+        for extra in [&[][..], &["-H", "Connection: close"][..]] {
+            let mut cmd = vec!["wrk", "-t1", "-c20", "-d1s"];
+            cmd.extend_from_slice(extra);
+            cmd.push(url);
+            let o = lab.exec("b", &cmd).output().unwrap();
+            let t = text(&o);
+            assert!(
+                o.status.success()
+                    && t.contains("Requests/sec")
+                    && !t.contains("Non-2xx")
+                    && !t.contains("Socket errors"),
+                "wrk {extra:?}: {t}"
+            );
+        }
+    };
+    wrk_clean();
 
     // A worker killed: the master starts another, which claims the freed queue; the cleanup
     // helper removes what the dead one left.
@@ -1236,7 +1243,7 @@ fn nginx_worker_processes_each_serve_on_their_own_queue() {
     // nginx -s reload (with `worker_processes auto` where that is as many as the queues): new
     // workers wait for the old ones' queues, then serve.
     if cpus == workers {
-        std::fs::write(&conf_path, conf("auto")).unwrap();
+        std::fs::write(&conf_path, conf("auto", "")).unwrap();
     }
     let before = nginx.workers();
     nginx.signal("-HUP", nginx.pid());
@@ -1255,6 +1262,15 @@ fn nginx_worker_processes_each_serve_on_their_own_queue() {
     });
     let o = Command::new("ip").args(["-n", "tst-workers-a", "link", "show", "tst-workers-a0"]).output().unwrap();
     assert!(!String::from_utf8_lossy(&o.stdout).contains("xdp"), "XDP program left: {}", text(&o));
+    drop(nginx);
+
+    // `listen ... reuseport`: the master makes a listener per worker and every worker inherits
+    // them all; each serves the one it waits on.
+    std::fs::write(&conf_path, conf(&workers.to_string(), " reuseport")).unwrap();
+    let nginx = start();
+    eventually("every worker opened its own port (reuseport)", || serving(&nginx.workers()));
+    all_answer(20);
+    wrk_clean();
     drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
 }

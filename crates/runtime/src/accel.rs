@@ -5,7 +5,7 @@
 //! Everything here is generic over the NIC so that the in-memory pair can exercise the threading
 //! and readiness rules in unit tests; the process-wide instance uses DPDK.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Mutex, MutexGuard};
 
@@ -39,7 +39,7 @@ pub(crate) struct Runtime<N: Nic + 'static> {
     pub fds: FdTable,
     pub socks: SockTable,
     /// Addresses held by accelerated bound or listening sockets (bind: EADDRINUSE).
-    pub bound: HashSet<SocketAddr>,
+    pub bound: HashMap<SocketAddr, Binding>,
     pub rx_fd: Option<i32>,
     /// fds in `Fd::Listening` (listen() before the NIC opened).
     pub deferred_listeners: usize,
@@ -69,7 +69,7 @@ impl<N: Nic + 'static> Accel<N> {
                 clock: MonotonicClock::new(),
                 fds: FdTable::default(),
                 socks: SockTable::default(),
-                bound: HashSet::new(),
+                bound: HashMap::new(),
                 rx_fd: None,
                 deferred_listeners: 0,
                 routing: RoutingStats::default(),
@@ -143,6 +143,43 @@ impl<N: Nic + 'static> Accel<N> {
 
     pub fn routing_stats(&self) -> RoutingStats {
         self.lock().routing
+    }
+}
+
+/// The sockets bound to one address: one, or several that all set SO_REUSEPORT.
+#[derive(Clone, Copy)]
+pub(crate) struct Binding {
+    holders: u32,
+    reuseport: bool,
+}
+
+impl<N: Nic + 'static> Runtime<N> {
+    /// bind(): `addr` for one more socket (port 0: the shard picks a free port at listen).
+    pub(crate) fn claim_addr(&mut self, addr: SocketAddr, reuseport: bool) -> Result<(), Errno> {
+        if addr.port() == 0 {
+            return Ok(());
+        }
+        match self.bound.get_mut(&addr) {
+            None => {
+                self.bound.insert(addr, Binding { holders: 1, reuseport });
+                Ok(())
+            }
+            Some(b) if b.reuseport && reuseport => {
+                b.holders += 1;
+                Ok(())
+            }
+            Some(_) => Err(Errno::EADDRINUSE),
+        }
+    }
+
+    /// A socket bound to `addr` is gone.
+    pub(crate) fn release_addr(&mut self, addr: SocketAddr) {
+        if let Some(b) = self.bound.get_mut(&addr) {
+            b.holders -= 1;
+            if b.holders == 0 {
+                self.bound.remove(&addr);
+            }
+        }
     }
 }
 

@@ -203,6 +203,9 @@ impl<N: Nic + 'static> Accel<N> {
             if matches!(rt.fds.kind(fd), Some(Fd::Listening { .. })) {
                 rt.serve_deferred();
             }
+            if op != libc::EPOLL_CTL_DEL {
+                rt.watch_listener(fd);
+            }
             let target = match rt.fds.kind(fd) {
                 Some(Fd::Conn { id, .. } | Fd::Listener { id, .. }) => Target::Sock(*id),
                 Some(Fd::Bound { .. }) => Target::Bound,

@@ -74,11 +74,14 @@ pub(crate) struct Entry {
     /// A non-blocking connect() whose outcome no later connect() has reported yet (Linux: the
     /// call that sees the handshake done returns 0, the next ones EISCONN).
     pub connecting: bool,
+    /// The address bind() claimed for the socket (not a port-0 bind), given back when the
+    /// socket closes.
+    pub bound_to: Option<SocketAddr>,
 }
 
 impl Entry {
     pub(crate) fn new(fd: Fd) -> Entry {
-        Entry { fd, opts: SockOpts::default(), epolls: Vec::new(), connecting: false }
+        Entry { fd, opts: SockOpts::default(), epolls: Vec::new(), connecting: false, bound_to: None }
     }
 }
 
@@ -203,6 +206,9 @@ pub(crate) struct SockOpts {
     pub sndtimeo_us: u64,
     pub v6only: bool,
     pub reuseaddr: bool,
+    /// SO_REUSEPORT: sockets that all set it may bind the same address; their listeners share
+    /// its connections.
+    pub reuseport: bool,
 }
 
 impl Default for SockOpts {
@@ -218,6 +224,7 @@ impl Default for SockOpts {
             sndtimeo_us: 0,
             v6only: false,
             reuseaddr: false,
+            reuseport: false,
         }
     }
 }

@@ -86,6 +86,7 @@ impl<N: Nic + 'static> Accel<N> {
                     if let Some(id) = mine.then(|| rt.fds.get(p.fd).and_then(|e| e.fd.socket())).flatten() {
                         rt.socks.entry(id).waiters.push(parker.clone());
                         ids.push(id);
+                        rt.watch_listener(p.fd);
                     }
                 }
                 let limit_ms = left.map_or(-1, |l| l.as_millis().clamp(1, i32::MAX as u128) as i32);

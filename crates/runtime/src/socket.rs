@@ -23,8 +23,8 @@ impl<N: Nic + 'static> Runtime<N> {
         backlog: usize,
         nonblock: bool,
     ) -> Result<(), Errno> {
-        let v6only = self.fds.get(fd).is_some_and(|e| e.opts.v6only);
-        let id = self.shard()?.tcp_listen_with(local, backlog, v6only)?;
+        let opts = self.fds.get(fd).map(|e| e.opts).unwrap_or_default();
+        let id = self.shard()?.tcp_listen_with(local, backlog, opts.v6only, opts.reuseport)?;
         let entry = self.fds.get_mut(fd).unwrap();
         entry.fd = Fd::Listener { id, nonblock };
         let epolls = entry.epolls.clone();
@@ -35,6 +35,14 @@ impl<N: Nic + 'static> Runtime<N> {
             }
         }
         Ok(())
+    }
+
+    /// The application waits for connections on `fd` (a listener: its SO_REUSEPORT siblings in
+    /// this process, inherited from a parent, are left to the processes that wait on them).
+    pub(crate) fn watch_listener(&mut self, fd: i32) {
+        if let (Some(&Fd::Listener { id, .. }), Some(s)) = (self.fds.kind(fd), self.shard.as_mut()) {
+            s.tcp_listener_watched(id);
+        }
     }
 
     /// The NIC has opened: every deferred listen() becomes a shard listener.
@@ -97,12 +105,16 @@ impl<N: Nic + 'static> Runtime<N> {
     pub(crate) fn release(&mut self, fd: i32) {
         let Some(entry) = self.fds.remove(fd) else { return };
         let id = match entry.fd {
-            Fd::Bound { local, .. } => {
-                self.bound.remove(&local);
+            Fd::Bound { .. } => {
+                if let Some(a) = entry.bound_to {
+                    self.release_addr(a);
+                }
                 None
             }
-            Fd::Listening { local, .. } => {
-                self.bound.remove(&local);
+            Fd::Listening { .. } => {
+                if let Some(a) = entry.bound_to {
+                    self.release_addr(a);
+                }
                 self.deferred_listeners -= 1;
                 None
             }
@@ -143,15 +155,13 @@ impl<N: Nic + 'static> Runtime<N> {
         }
         let now = self.now();
         if let Some(s) = self.shard.as_mut() {
-            if matches!(entry.fd, Fd::Listener { .. }) {
-                if let Ok(local) = s.local_addr(id) {
-                    self.bound.remove(&local);
-                }
-            }
             // SO_LINGER with a zero timeout resets instead of closing gracefully.
             let _ = if entry.opts.linger_s == Some(0) { s.abort(id) } else { s.close(id) };
             // What was written before close leaves now (and the FIN or RST after it).
             s.flush(now);
+        }
+        if let Some(a) = entry.bound_to {
+            self.release_addr(a);
         }
     }
 }
@@ -184,16 +194,21 @@ impl<N: Nic + 'static> Accel<N> {
                 if let Err(e) = rt.precheck() {
                     return Call::Done(Err(e));
                 }
-                if addr.port() != 0 && rt.bound.contains(&addr) {
-                    return Call::Done(Err(Errno::EADDRINUSE));
+                let reuseport = rt.fds.get(fd).is_some_and(|e| e.opts.reuseport);
+                if let Err(e) = rt.claim_addr(addr, reuseport) {
+                    return Call::Done(Err(e));
                 }
                 match rt.placeholder(fd, nonblock) {
                     Ok(()) => {
-                        rt.bound.insert(addr);
-                        rt.fds.get_mut(fd).unwrap().fd = Fd::Bound { local: addr, nonblock };
+                        let entry = rt.fds.get_mut(fd).unwrap();
+                        entry.fd = Fd::Bound { local: addr, nonblock };
+                        entry.bound_to = (addr.port() != 0).then_some(addr);
                         Call::Done(Ok(()))
                     }
-                    Err(e) => Call::Done(Err(e)),
+                    Err(e) => {
+                        rt.release_addr(addr);
+                        Call::Done(Err(e))
+                    }
                 }
             }
             Some(Fd::Bound { .. } | Fd::Listening { .. } | Fd::Listener { .. } | Fd::Conn { .. }) => {
@@ -234,6 +249,7 @@ impl<N: Nic + 'static> Accel<N> {
                 Some(_) => return Call::Done(Err(Errno::EINVAL)),
             };
             let shard = rt.shard.as_mut().expect("a listener has a shard");
+            shard.tcp_listener_watched(id);
             match shard.tcp_accept(id) {
                 Ok((conn, peer)) => {
                     let efd = unsafe {
@@ -406,17 +422,18 @@ impl<N: Nic + 'static> Accel<N> {
         let shared = self.with(|rt| {
             rt.release(new);
             let copy = match rt.fds.get(old) {
-                Some(Entry { fd: Fd::Listener { id, nonblock }, opts, .. }) => {
-                    Some((Fd::Listener { id: *id, nonblock: *nonblock }, *opts, *id))
+                Some(Entry { fd: Fd::Listener { id, nonblock }, opts, bound_to, .. }) => {
+                    Some((Fd::Listener { id: *id, nonblock: *nonblock }, *opts, *id, *bound_to))
                 }
-                Some(Entry { fd: Fd::Conn { id, nonblock }, opts, .. }) => {
-                    Some((Fd::Conn { id: *id, nonblock: *nonblock }, *opts, *id))
+                Some(Entry { fd: Fd::Conn { id, nonblock }, opts, bound_to, .. }) => {
+                    Some((Fd::Conn { id: *id, nonblock: *nonblock }, *opts, *id, *bound_to))
                 }
                 _ => None,
             };
             match copy {
-                Some((fd, opts, id)) => {
-                    rt.adopt(new, Entry { fd, opts, epolls: Vec::new(), connecting: false }, id);
+                Some((fd, opts, id, bound_to)) => {
+                    let entry = Entry { fd, opts, epolls: Vec::new(), connecting: false, bound_to };
+                    rt.adopt(new, entry, id);
                     true
                 }
                 None => false,

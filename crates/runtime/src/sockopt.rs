@@ -66,6 +66,7 @@ impl<N: Nic + 'static> Accel<N> {
                     }
                     (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) => o.v6only = need_int(int)? != 0,
                     (libc::SOL_SOCKET, libc::SO_REUSEADDR) => o.reuseaddr = need_int(int)? != 0,
+                    (libc::SOL_SOCKET, libc::SO_REUSEPORT) => o.reuseport = need_int(int)? != 0,
                     _ => {}
                 }
                 Ok(())
@@ -144,6 +145,7 @@ impl<N: Nic + 'static> Accel<N> {
                 (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) => put_int(out, o.keepintvl_s as i32),
                 (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) => put_int(out, o.keepcnt as i32),
                 (libc::SOL_SOCKET, libc::SO_REUSEADDR) => put_int(out, o.reuseaddr as i32),
+                (libc::SOL_SOCKET, libc::SO_REUSEPORT) => put_int(out, o.reuseport as i32),
                 (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) => put_int(out, o.v6only as i32),
                 (libc::SOL_SOCKET, libc::SO_LINGER) => {
                     let mut b = [0u8; 8];

@@ -602,3 +602,51 @@ fn a_second_connect_reports_the_handshake_once_then_eisconn() {
     assert_eq!(done(rt.connect(fd, echo_addr())), Err(Errno::EISCONN));
     rt.close(fd);
 }
+
+/// Issue 12, SO_REUSEPORT: sockets that all set it bind one address and their listeners share
+/// its connections; a socket without it gets EADDRINUSE while any of them holds the address.
+#[test]
+fn reuseport_listeners_share_an_address_and_its_connections() {
+    let l = lab("inline");
+    let rt = l.rt;
+    let local = SocketAddr::V4(SocketAddrV4::new(OURS, 5400));
+    let reuseport_socket = || {
+        let fd = tcp_socket(rt, true);
+        // Still a kernel socket: the runtime keeps the option and passes the call on (Kernel).
+        let one = 1i32.to_ne_bytes();
+        assert!(matches!(rt.setsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, &one), Call::Kernel));
+        fd
+    };
+    let (a, b) = (reuseport_socket(), reuseport_socket());
+    for fd in [a, b] {
+        done(rt.bind(fd, local)).unwrap();
+        done(rt.listen(fd, 64)).unwrap();
+    }
+    let plain = tcp_socket(rt, true);
+    assert_eq!(done(rt.bind(plain, local)), Err(Errno::EADDRINUSE));
+    l.ctl.lock().unwrap().to_open.extend((0..24).map(|_| (local, b"x".to_vec())));
+    let (mut on_a, mut on_b) = (0, 0);
+    within("24 connections accepted", move || {
+        while on_a + on_b < 24 {
+            let mut p = [
+                libc::pollfd { fd: a, events: libc::POLLIN, revents: 0 },
+                libc::pollfd { fd: b, events: libc::POLLIN, revents: 0 },
+            ];
+            done(rt.poll(&mut p, -1)).unwrap();
+            while let Ok((c, _)) = done(rt.accept(a, 0)) {
+                on_a += 1;
+                rt.close(c);
+            }
+            while let Ok((c, _)) = done(rt.accept(b, 0)) {
+                on_b += 1;
+                rt.close(c);
+            }
+        }
+        assert!(on_a > 0 && on_b > 0, "spread over both listeners: {on_a} / {on_b}");
+    });
+    rt.close(a);
+    assert_eq!(done(rt.bind(plain, local)), Err(Errno::EADDRINUSE), "b still holds it");
+    rt.close(b);
+    assert_eq!(done(rt.bind(plain, local)), Ok(()));
+    rt.close(plain);
+}

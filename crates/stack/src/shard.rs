@@ -226,6 +226,12 @@ impl TcpSocket {
     }
 }
 
+/// The listeners of one local address: one, or several that all set SO_REUSEPORT.
+struct ListenGroup {
+    reuseport: bool,
+    members: Vec<SocketId>,
+}
+
 struct Listener {
     local: (IpAddress, u16),
     backlog: usize,
@@ -233,6 +239,8 @@ struct Listener {
     accept_queue: VecDeque<SocketId>,
     /// Connections queued so far (see [`Shard::arrivals`]).
     arrivals: u32,
+    /// The application waits on it (see [`Shard::tcp_listener_watched`]).
+    watched: bool,
 }
 
 struct Datagram {
@@ -285,7 +293,7 @@ pub struct Shard<N: Nic> {
     slots: Vec<Slot>,
     free_slots: Vec<u32>,
     conns: ConnTable<SocketId>,
-    listeners: ListenTable<SocketId>,
+    listeners: ListenTable<ListenGroup>,
     udp_binds: ListenTable<SocketId>,
     time_wait: Vec<Option<TimeWaitEntry>>,
     free_time_wait: Vec<u32>,
@@ -764,7 +772,7 @@ impl<N: Nic> Shard<N> {
         let rst = repr.flags.contains(TcpFlags::RST);
         let is_syn = repr.flags.contains(TcpFlags::SYN) && repr.ack_number.is_none() && !rst;
         let is_ack = repr.ack_number.is_some() && !repr.flags.contains(TcpFlags::SYN) && !rst;
-        if let Some(&lid) = self.listeners.lookup((dst, repr.dst_port)) {
+        if let Some(lid) = self.listeners.lookup((dst, repr.dst_port)).map(|g| self.group_member(g, &tuple)) {
             if is_syn {
                 return self.syn_to_listener(lid, tuple, &repr, reopen_iss);
             }
@@ -778,6 +786,34 @@ impl<N: Nic> Shard<N> {
         if let Some(rst) = tcp::rst_for_unmatched(&repr, payload.len()) {
             self.stats.tcp_rst_sent += 1;
             self.send_tcp(&tuple, &rst, &[]);
+        }
+    }
+
+    /// The listener of `group` that takes connection `tuple`: with SO_REUSEPORT, a keyed hash
+    /// of the 4-tuple spreads connections over the members the application waits on (all of
+    /// them while it waits on none), and sends a SYN-cookie ACK to the member its SYN went to
+    /// (the group being unchanged).
+    fn group_member(&self, group: &ListenGroup, tuple: &FourTuple) -> SocketId {
+        if group.members.len() == 1 {
+            return group.members[0];
+        }
+        let watched = |id: &&SocketId| matches!(self.socket(**id), Some(Socket::Listener(l)) if l.watched);
+        let n = group.members.iter().filter(watched).count();
+        let key: [u8; 16] = self.cfg.secret[4..20].try_into().unwrap();
+        let hash = siphash24(&key, &tuple_bytes(tuple));
+        if n == 0 {
+            return group.members[(hash % group.members.len() as u64) as usize];
+        }
+        *group.members.iter().filter(watched).nth((hash % n as u64) as usize).unwrap()
+    }
+
+    /// The application waits for connections on listener `id` (epoll, poll, accept). Among
+    /// SO_REUSEPORT listeners of one address, only those it waits on get new connections: a
+    /// process that inherited every worker's listener through fork (nginx `listen ...
+    /// reuseport`) serves one of them, and its siblings, each with its own shard, the others.
+    pub fn tcp_listener_watched(&mut self, id: SocketId) {
+        if let Some(Socket::Listener(l)) = self.socket_mut(id) {
+            l.watched = true;
         }
     }
 
@@ -1353,11 +1389,19 @@ impl<N: Nic> Shard<N> {
     /// A TCP listener on `local` (the unspecified address listens on every address of its
     /// family; `[::]` also takes IPv4). Port 0 picks an ephemeral port.
     pub fn tcp_listen(&mut self, local: SocketAddr, backlog: usize) -> Result<SocketId, Errno> {
-        self.tcp_listen_with(local, backlog, false)
+        self.tcp_listen_with(local, backlog, false, false)
     }
 
-    /// [`Shard::tcp_listen`] with IPV6_V6ONLY: a `[::]` listener that takes no IPv4.
-    pub fn tcp_listen_with(&mut self, local: SocketAddr, backlog: usize, v6only: bool) -> Result<SocketId, Errno> {
+    /// [`Shard::tcp_listen`] with IPV6_V6ONLY (a `[::]` listener that takes no IPv4) and
+    /// SO_REUSEPORT (listeners that all set it share the address; new connections are spread
+    /// over them).
+    pub fn tcp_listen_with(
+        &mut self,
+        local: SocketAddr,
+        backlog: usize,
+        v6only: bool,
+        reuseport: bool,
+    ) -> Result<SocketId, Errno> {
         let addr = to_ip(local.ip());
         self.check_local(addr)?;
         let port = if local.port() == 0 {
@@ -1368,17 +1412,22 @@ impl<N: Nic> Shard<N> {
         } else {
             local.port()
         };
-        if self.listeners.get((addr, port)).is_some() {
-            return Err(Errno::EADDRINUSE);
-        }
+        let joins = match self.listeners.get((addr, port)) {
+            Some(g) if g.reuseport && reuseport => true,
+            Some(_) => return Err(Errno::EADDRINUSE),
+            None => false,
+        };
         let id = self.alloc(Socket::Listener(Listener {
             local: (addr, port),
             backlog: backlog.max(1),
             half_open: 0,
             accept_queue: VecDeque::new(),
             arrivals: 0,
+            watched: false,
         }));
-        if self.listeners.insert((addr, port), v6only, id).is_err() {
+        if joins {
+            self.listeners.get_mut((addr, port)).expect("the group exists").members.push(id);
+        } else if self.listeners.insert((addr, port), v6only, ListenGroup { reuseport, members: vec![id] }).is_err() {
             self.take_socket(id);
             return Err(Errno::EADDRINUSE);
         }
@@ -1571,7 +1620,13 @@ impl<N: Nic> Shard<N> {
             Some(Socket::Listener(l)) => {
                 let local = l.local;
                 let pending: Vec<SocketId> = l.accept_queue.drain(..).collect();
-                self.listeners.remove(local);
+                let last = self.listeners.get_mut(local).is_some_and(|g| {
+                    g.members.retain(|&m| m != id);
+                    g.members.is_empty()
+                });
+                if last {
+                    self.listeners.remove(local);
+                }
                 for c in pending {
                     self.abort_and_free(c);
                 }

@@ -536,6 +536,11 @@ impl<V> ListenTable<V> {
         self.raw.get(&AddrPort { addr: addr16(local.0), port: local.1 }).map(|l| &l.value)
     }
 
+    /// [`ListenTable::get`], mutably.
+    pub fn get_mut(&mut self, local: (IpAddress, u16)) -> Option<&mut V> {
+        self.raw.get_mut(&AddrPort { addr: addr16(local.0), port: local.1 }).map(|l| &mut l.value)
+    }
+
     /// The listener that receives a connection to `dst` (the packet's destination address and
     /// port): exact, then wildcard.
     #[inline]

@@ -68,3 +68,55 @@ fn rfc9293_closed_port_still_resets_segments_without_ack() {
     assert_eq!(rst.len(), 1);
     assert_eq!((rst[0].flags, rst[0].seq_number, rst[0].ack_number), (TcpFlags::RST | TcpFlags::ACK, 0, Some(1001)));
 }
+
+/// SO_REUSEPORT (Linux): listeners that all set it share an address and the connections are
+/// spread over them by the 4-tuple; one that does not set it is refused (EADDRINUSE); when a
+/// member closes, the others take every new connection.
+#[test]
+fn reuseport_listeners_share_the_connections_of_their_address() {
+    use std::net::{Ipv4Addr, SocketAddr};
+    let mut r = rig(false);
+    let addr = SocketAddr::new(Ipv4Addr::new(10, 0, 0, 1).into(), 8080);
+    let a = r.shard.tcp_listen_with(addr, 64, false, true).unwrap();
+    let b = r.shard.tcp_listen_with(addr, 64, false, true).unwrap();
+    assert_eq!(r.shard.tcp_listen_with(addr, 64, false, false), Err(stack::shard::Errno::EADDRINUSE));
+    let connect = |r: &mut Rig, port: u16| {
+        r.segment(&TcpRepr { src_port: port, dst_port: 8080, ..base(1000, None, TcpFlags::SYN) }, &[]);
+        let synack = r.replies();
+        assert_eq!(synack.len(), 1, "port {port}");
+        let ack = base(1001, Some(synack[0].seq_number.wrapping_add(1)), TcpFlags::ACK);
+        r.segment(&TcpRepr { src_port: port, dst_port: 8080, ..ack }, &[]);
+    };
+    for port in 50000..50040 {
+        connect(&mut r, port);
+    }
+    let accepted = |r: &mut Rig, l| std::iter::from_fn(|| r.shard.tcp_accept(l).ok()).count();
+    let (on_a, on_b) = (accepted(&mut r, a), accepted(&mut r, b));
+    assert_eq!(on_a + on_b, 40);
+    assert!(on_a > 0 && on_b > 0, "spread over both: {on_a} / {on_b}");
+    r.shard.close(a).unwrap();
+    for port in 51000..51010 {
+        connect(&mut r, port);
+    }
+    assert_eq!(accepted(&mut r, b), 10, "the remaining member takes all");
+}
+
+/// Of SO_REUSEPORT listeners in one shard, only those the application waits on get connections
+/// (a worker process that inherited its siblings' listeners serves its own).
+#[test]
+fn reuseport_connections_go_to_the_listeners_the_application_waits_on() {
+    use std::net::{Ipv4Addr, SocketAddr};
+    let mut r = rig(false);
+    let addr = SocketAddr::new(Ipv4Addr::new(10, 0, 0, 1).into(), 8081);
+    let mine = r.shard.tcp_listen_with(addr, 64, false, true).unwrap();
+    let sibling = r.shard.tcp_listen_with(addr, 64, false, true).unwrap();
+    r.shard.tcp_listener_watched(mine);
+    for port in 52000..52020 {
+        r.segment(&TcpRepr { src_port: port, dst_port: 8081, ..base(1000, None, TcpFlags::SYN) }, &[]);
+        let synack = r.replies();
+        let ack = base(1001, Some(synack[0].seq_number.wrapping_add(1)), TcpFlags::ACK);
+        r.segment(&TcpRepr { src_port: port, dst_port: 8081, ..ack }, &[]);
+    }
+    assert_eq!(std::iter::from_fn(|| r.shard.tcp_accept(mine).ok()).count(), 20);
+    assert!(r.shard.tcp_accept(sibling).is_err());
+}
