@@ -93,21 +93,25 @@ impl Parker {
         }
     }
 
-    /// Sleeps on the futex until woken or `timeout_ms` (-1: none) passes.
-    fn sleep_futex(&self, timeout_ms: i32) {
+    /// Sleeps on the futex until woken or `timeout_ms` (-1: none) passes. `true`: a signal
+    /// handler ran and the kernel did not restart the wait (without a timeout it restarts it
+    /// when the handler has SA_RESTART, exactly as for a blocking socket call).
+    fn sleep_futex(&self, timeout_ms: i32) -> bool {
         if self.word.compare_exchange(IDLE, ASLEEP, Ordering::AcqRel, Ordering::Acquire).is_err() {
-            return; // woken already
+            return false; // woken already
         }
         let ts = libc::timespec {
             tv_sec: (timeout_ms.max(0) / 1000) as libc::time_t,
             tv_nsec: ((timeout_ms.max(0) % 1000) as libc::c_long) * 1_000_000,
         };
         let tsp = if timeout_ms < 0 { std::ptr::null() } else { &ts as *const libc::timespec };
-        unsafe {
+        let r = unsafe {
             libc::syscall(libc::SYS_futex, self.word.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, ASLEEP, tsp)
         };
+        let interrupted = r < 0 && crate::last_errno().0 == libc::EINTR;
         // Back to IDLE unless a wake came (reset, under the lock, clears WOKEN).
         let _ = self.word.compare_exchange(ASLEEP, IDLE, Ordering::AcqRel, Ordering::Acquire);
+        interrupted
     }
 }
 
@@ -356,8 +360,7 @@ pub(crate) fn sleep(s: &Sleep, extra: &mut Vec<libc::pollfd>) -> i32 {
     }
     if !s.parker.via_fd.load(Ordering::Acquire) {
         debug_assert!(extra.is_empty() && s.rx_fd.is_none());
-        s.parker.sleep_futex(s.timeout_ms);
-        return 0;
+        return if s.parker.sleep_futex(s.timeout_ms) { -libc::EINTR } else { 0 };
     }
     let base = extra.len();
     extra.push(libc::pollfd { fd: s.parker.fd(), events: libc::POLLIN, revents: 0 });
@@ -372,6 +375,34 @@ pub(crate) fn sleep(s: &Sleep, extra: &mut Vec<libc::pollfd>) -> i32 {
     } else {
         extra.iter().filter(|p| p.revents != 0).count() as i32
     }
+}
+
+/// A blocking socket call (accept, connect, recv, send) whose sleep a signal handler
+/// interrupted: Linux restarts it when the handler was installed with SA_RESTART and the
+/// socket has no timeout (SO_RCVTIMEO/SO_SNDTIMEO: then EINTR, signal(7)). The kernel applies
+/// that rule itself to a futex sleep without a timeout; a sleep in poll(2) (the thread that
+/// drives the NIC) always ends with EINTR, and which signal ran is not known there: the call
+/// restarts when every handler installed has SA_RESTART (the usual case: glibc's signal()
+/// sets it), and fails with EINTR when any lacks it.
+pub(crate) fn restarts_after_signal(has_timeout: bool) -> bool {
+    if has_timeout {
+        return false;
+    }
+    // Fault signals (a crash handler, Rust's stack-overflow guard) are raised by the faulting
+    // instruction, never while a thread sleeps in a system call.
+    let asynchronous = |s: &libc::c_int| {
+        ![libc::SIGKILL, libc::SIGSTOP, libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE, libc::SIGTRAP]
+            .contains(s)
+    };
+    (1..=libc::SIGRTMAX()).filter(asynchronous).all(|sig| {
+        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+        // glibc refuses its own internal signals (EINVAL): not the application's.
+        if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 {
+            return true;
+        }
+        let handled = old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN;
+        !handled || old.sa_flags & libc::SA_RESTART != 0
+    })
 }
 
 /// Which way a blocking call waits: SO_RCVTIMEO or SO_SNDTIMEO bounds it.
@@ -468,8 +499,9 @@ impl<N: Nic + 'static> Accel<N> {
                 Some(Ok(Some(x))) => x,
             };
             let mut none = Vec::new();
-            sleep(&sleep_plan, &mut none);
+            let slept = sleep(&sleep_plan, &mut none);
             waited = true;
+            let interrupted = slept == -libc::EINTR && !restarts_after_signal(deadline.flatten().is_some());
             self.with(|rt| {
                 rt.after_sleep(&sleep_plan);
                 if let Some(st) = id.and_then(|id| rt.socks.get_mut(id)) {
@@ -480,7 +512,13 @@ impl<N: Nic + 'static> Accel<N> {
                 if sleep_plan.drives {
                     rt.poll_shard();
                 }
+                if interrupted {
+                    rt.hand_off();
+                }
             });
+            if interrupted {
+                return Call::Done(Err(Errno(libc::EINTR)));
+            }
         }
     }
 

@@ -650,3 +650,60 @@ fn reuseport_listeners_share_an_address_and_its_connections() {
     assert_eq!(done(rt.bind(plain, local)), Ok(()));
     rt.close(plain);
 }
+
+extern "C" fn note_signal(_: libc::c_int) {}
+
+fn install_handler(sig: libc::c_int, flags: libc::c_int) {
+    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+    sa.sa_sigaction = note_signal as usize;
+    sa.sa_flags = flags;
+    assert_eq!(unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) }, 0);
+}
+
+/// Issue 12, signal(7): a blocking read whose sleep a signal handler interrupts is restarted
+/// when the handler has SA_RESTART, and fails with EINTR when it does not.
+#[test]
+fn a_signal_restarts_a_blocking_read_with_sa_restart_and_interrupts_it_without() {
+    let l = lab("inline");
+    let rt = l.rt;
+    let fd = connect_echo(rt);
+    let reader = |rt: &'static Accel<PeerNic>| {
+        let (tid_tx, tid_rx) = mpsc::channel();
+        let (res_tx, res_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            tid_tx.send(unsafe { libc::pthread_self() }).unwrap();
+            let mut buf = [0u8; 16];
+            let _ = res_tx.send(done(rt.recv(fd, &mut buf, false, false)).map(|n| buf[..n].to_vec()));
+        });
+        let tid = tid_rx.recv().unwrap();
+        within("the reader sleeps", move || {
+            while rt.parked() == 0 {
+                std::thread::yield_now();
+            }
+        });
+        (tid, res_rx)
+    };
+    // SA_RESTART: the signals come and go, the read goes on and returns the data.
+    install_handler(libc::SIGUSR2, libc::SA_RESTART);
+    let (tid, result) = reader(rt);
+    for _ in 0..5 {
+        unsafe { libc::pthread_kill(tid, libc::SIGUSR2) };
+        assert!(result.recv_timeout(Duration::from_millis(20)).is_err(), "the read ended on a SA_RESTART signal");
+    }
+    assert_eq!(done(rt.send(fd, b"after", false)), Ok(5));
+    assert_eq!(result.recv_timeout(BOUND).unwrap(), Ok(b"after".to_vec()));
+    // Without SA_RESTART: EINTR (sent until the sleep has begun and is interrupted).
+    install_handler(libc::SIGUSR1, 0);
+    let (tid, result) = reader(rt);
+    let got = within("EINTR", move || loop {
+        unsafe { libc::pthread_kill(tid, libc::SIGUSR1) };
+        if let Ok(r) = result.recv_timeout(Duration::from_millis(10)) {
+            return r;
+        }
+    });
+    assert_eq!(got, Err(Errno(libc::EINTR)));
+    for sig in [libc::SIGUSR1, libc::SIGUSR2] {
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+    }
+    rt.close(fd);
+}
