@@ -655,7 +655,7 @@ extern "C" fn note_signal(_: libc::c_int) {}
 
 fn install_handler(sig: libc::c_int, flags: libc::c_int) {
     let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
-    sa.sa_sigaction = note_signal as usize;
+    sa.sa_sigaction = note_signal as extern "C" fn(libc::c_int) as usize;
     sa.sa_flags = flags;
     assert_eq!(unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) }, 0);
 }
