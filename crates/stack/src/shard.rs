@@ -1042,6 +1042,16 @@ impl<N: Nic> Shard<N> {
             }
             TcpEvent::TimeWait => {
                 if s.owned && !s.app_closed {
+                    // The application still holds the socket (nginx's lingering close: it shut
+                    // down its side and reads until the peer's FIN). As on Linux, TIME-WAIT is
+                    // kept for the 4-tuple from now on, so a peer that reuses its port is judged
+                    // by RFC 6191, not challenged by this connection (that stalled wrk's
+                    // Connection: close runs a second per reused port).
+                    let (tw, tuple) = (TimeWait::from(&s.conn), s.tuple);
+                    if self.conns.get(&tuple) == Some(&id) {
+                        self.conns.remove(&tuple);
+                    }
+                    self.insert_time_wait(tw, tuple);
                     self.mark_changed(id);
                 } else {
                     self.enter_time_wait(id);
@@ -1057,7 +1067,17 @@ impl<N: Nic> Shard<N> {
         }
         let tw = TimeWait::from(&s.conn);
         let tuple = s.tuple;
+        let handed_over = self.conns.get(&tuple) != Some(&id);
         self.free_tcp(id);
+        if !handed_over {
+            self.insert_time_wait(tw, tuple);
+        }
+    }
+
+    fn insert_time_wait(&mut self, tw: TimeWait, tuple: FourTuple) {
+        if let Some(&old) = self.time_wait_table.get(&tuple) {
+            self.free_time_wait_entry(old);
+        }
         let index = match self.free_time_wait.pop() {
             Some(i) => i,
             None => {
@@ -1614,7 +1634,14 @@ impl<N: Nic> Shard<N> {
             Some(Socket::Tcp(s)) => {
                 s.app_closed = true;
                 s.conn.close(now);
-                self.mark_dirty(id);
+                // Closed after its TIME-WAIT was handed to the table: nothing left to do.
+                let (time_wait, tuple) = (s.conn.state() == TcpState::TimeWait, s.tuple);
+                let done = time_wait && self.conns.get(&tuple) != Some(&id);
+                if done {
+                    self.free_tcp(id);
+                } else {
+                    self.mark_dirty(id);
+                }
                 Ok(())
             }
             Some(Socket::Listener(l)) => {

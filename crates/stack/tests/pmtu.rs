@@ -324,3 +324,29 @@ fn a_reset_connection_the_application_still_holds_frees_its_ports() {
     );
     assert!(!answers.iter().any(|r| r.flags.contains(TcpFlags::RST)), "{answers:?}");
 }
+
+/// RFC 9293 3.10.7.4 / RFC 1122 4.2.2.13, as Linux keeps it: a connection that reached
+/// TIME-WAIT while the application still holds its socket (it shut down its side and waits for
+/// EOF, as nginx's lingering close does) hands the 4-tuple to TIME-WAIT at once: a new SYN from
+/// the same port with a higher sequence number opens a new connection.
+#[test]
+fn time_wait_while_the_application_holds_the_socket_lets_a_new_syn_in() {
+    let mut p = Peer::new(false);
+    let (c, segs) = p.connect_and_receive();
+    let end = segs.iter().map(|s| s.0.seq_number.wrapping_add(s.1 as u32)).max().unwrap();
+    p.shard.tcp_shutdown_write(c).unwrap();
+    let fin = p.take().iter().filter_map(|f| p.tcp_of(f)).find(|s| s.0.flags.contains(TcpFlags::FIN)).expect("FIN").0;
+    // The peer acknowledges everything and closes too: the shard's side is in TIME-WAIT.
+    p.tcp(1001, Some(fin.seq_number.wrapping_add(1).max(end + 1)), TcpFlags::FIN, None);
+    p.take();
+    assert_eq!(p.shard.tcp_state(c), Ok(stack::TcpState::TimeWait));
+    p.tcp(2_000_000, None, TcpFlags::SYN, Some(1460));
+    let answers: Vec<TcpRepr> = p.take().iter().filter_map(|f| p.tcp_of(f)).map(|s| s.0).collect();
+    assert!(
+        answers.iter().any(|r| r.flags.contains(TcpFlags::SYN | TcpFlags::ACK) && r.ack_number == Some(2_000_001)),
+        "the SYN reopens the port: {answers:?}"
+    );
+    // The application still reads EOF from its socket, then closes it.
+    assert_eq!(p.shard.tcp_recv(c, &mut [0u8; 8]), Ok(0));
+    p.shard.close(c).unwrap();
+}
