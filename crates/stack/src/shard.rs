@@ -24,7 +24,7 @@ use wire::{
 };
 
 use crate::iface::{self, IfaceStats, Learned, Verdict};
-use crate::neighbor::{multicast_mac, Lookup, NeighborCache, NeighborConfig};
+use crate::neighbor::{multicast_mac, Lookup, NeighborCache, NeighborConfig, NeighborState};
 use crate::ports::EphemeralPorts;
 use crate::route::Routes;
 use crate::syncookie::{siphash24, SynCookies};
@@ -695,17 +695,28 @@ impl<N: Nic> Shard<N> {
         }
     }
 
-    /// An on-link `src` sent us `frame`: when the cache knows nothing of it, its link-layer
-    /// source is taken as a sighting (unconfirmed, as if from its own ARP request), which
-    /// neighbor unreachability detection then treats like any other.
+    /// An on-link `src` sent us `frame` (a shared interface: see `ShardConfig::glean_neighbors`).
+    /// The answers to our own ARP requests and probes may go to another process's queue, so the
+    /// peer's own frames stand in for them: an unknown sender is learned (unconfirmed), an
+    /// incomplete entry is resolved with the frame's source (its waiting packets leave), and a
+    /// stale entry with that address is confirmed. Otherwise an entry that expired would be
+    /// probed, fail when the answer went elsewhere, and hold our packets for a second or more
+    /// (seen as SYN-ACKs that never came, with two nginx workers).
     fn glean(&mut self, src: IpAddress, frame: &[u8]) {
-        if !self.routes.is_on_link(src) || self.neighbors.state(src, self.now).is_some() {
+        if !self.routes.is_on_link(src) {
             return;
         }
         let mut mac = [0u8; 6];
         mac.copy_from_slice(&frame[6..12]);
-        if mac[0] & 1 == 0 {
-            self.learn(Learned { ip: src, mac: EthernetAddress(mac), answer: false });
+        if mac[0] & 1 != 0 {
+            return;
+        }
+        let mac = EthernetAddress(mac);
+        match self.neighbors.state(src, self.now) {
+            Some((NeighborState::Reachable, Some(m))) if m == mac => {}
+            Some((NeighborState::Stale, Some(m))) if m == mac => self.neighbors.confirm(src, self.now),
+            Some((NeighborState::Incomplete, _)) => self.learn(Learned { ip: src, mac, answer: true }),
+            _ => self.learn(Learned { ip: src, mac, answer: false }),
         }
     }
 

@@ -350,3 +350,25 @@ fn time_wait_while_the_application_holds_the_socket_lets_a_new_syn_in() {
     assert_eq!(p.shard.tcp_recv(c, &mut [0u8; 8]), Ok(0));
     p.shard.close(c).unwrap();
 }
+
+/// A shard on a shared interface whose own ARP request went unanswered (the answer reached
+/// another process's queue) resolves the peer from the peer's next frame: the packets that
+/// waited leave. A shard that owns its interface keeps waiting for the answer.
+#[test]
+fn a_shared_interface_resolves_a_waiting_neighbor_from_its_frames() {
+    for glean in [false, true] {
+        let mut p = Peer::with(false, glean);
+        p.shard.tcp_connect(SocketAddr::new(P4.into(), 9000)).unwrap();
+        let first = p.take();
+        let asked = first.iter().any(|f| EthernetFrame::new_checked(&f[..]).unwrap().ethertype() == EtherType::Arp);
+        assert!(asked && first.iter().all(|f| p.tcp_of(f).is_none()), "the SYN waits for an ARP answer");
+        // Any frame of the peer's (here a segment to a closed port).
+        p.tcp(5000, Some(1), TcpFlags::ACK, None);
+        let syn_left = p
+            .take()
+            .iter()
+            .filter_map(|f| p.tcp_of(f))
+            .any(|s| s.0.dst_port == 9000 && s.0.flags.contains(TcpFlags::SYN));
+        assert_eq!(syn_left, glean, "glean {glean}");
+    }
+}
