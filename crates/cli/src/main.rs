@@ -2,6 +2,7 @@
 //! command line and turns errors into one line on stderr and a non-zero exit.
 
 mod bench;
+mod config_cmd;
 mod echo;
 mod lab;
 mod reap;
@@ -26,6 +27,8 @@ enum Command {
     Run(run::RunArgs),
     /// Measure a workload on the kernel and on pronghorn side by side (in the lab).
     Bench(bench::BenchArgs),
+    /// Check a config file (every key: docs/config.md).
+    Config(config_cmd::ConfigArgs),
     /// Cleans up after an accelerated process that gave up root (started by the runtime).
     #[command(hide = true)]
     Reap(reap::ReapArgs),
@@ -41,6 +44,7 @@ fn main() {
         Command::Echo(args) => echo::run(args),
         Command::Run(args) => run::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Config(args) => config_cmd::run(args),
         Command::Reap(args) => reap::run(args),
     };
     match result {

@@ -20,3 +20,28 @@ fn a_closed_pipe_ends_the_command_quietly() {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(o.status.signal(), Some(libc::SIGPIPE), "{:?} {err}", o.status);
 }
+
+/// `pronghorn config check`: a good file is described, a typo is named with its line and what
+/// the section accepts (exit 1), before anything starts.
+#[test]
+fn config_check_names_the_bad_key_and_its_line() {
+    let dir = std::env::temp_dir().join(format!("pronghorn-config-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("a.toml");
+    let check = |text: &str| {
+        std::fs::write(&file, text).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_pronghorn")).args(["config", "check"]).arg(&file).output().unwrap()
+    };
+    let good = "[nic]\npmd = \"af_xdp\"\niface = \"x0\"\nqueues = 2\n[ipv4]\naddress = \"10.0.0.1/24\"\n";
+    let o = check(good);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && out.contains("ok: nic af_xdp on x0 (2 queues") && out.contains("10.0.0.1/24"),
+        "{out}"
+    );
+    let o = check(&good.replace("queues", "queus"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("line 4") && err.contains("queus") && err.contains("`queues`"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
