@@ -36,6 +36,15 @@ const STATE_ROOT: &str = "/run/pronghorn/lab";
 const HUGEPAGES_2M: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
 const HUGEPAGES_2M_SURPLUS: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/surplus_hugepages";
 const DPDK_RUNTIME: &str = "/var/run/dpdk";
+/// Nodes of one lab at most: `<prefix>-n<k>` must fit in an interface name.
+const MAX_NODES: u16 = 8;
+/// Longest Linux interface name (IFNAMSIZ less the NUL).
+const IFNAME_MAX: usize = 15;
+/// 2 MiB pages one accelerated process takes with the lab's config (`mbufs = 8191`: the mbuf
+/// pool and DPDK's own memzones), as measured in HugePages_Free around a process's start.
+const HUGEPAGES_PER_PROCESS: u64 = 11;
+/// What a lab reserves at least: room for a server and its clients and for a bench's rounds.
+const HUGEPAGES_MIN: u64 = 256;
 
 #[derive(Args)]
 pub struct LabArgs {
@@ -46,7 +55,8 @@ pub struct LabArgs {
 #[derive(Args, Clone)]
 struct Prefix {
     /// Names the lab's namespaces and interfaces (`<prefix>-a`, `<prefix>-a0`, ...) so that
-    /// several labs can coexist: 1 to 12 characters of a-z, 0-9 and '-'.
+    /// several labs can coexist: 1 to 12 characters of a-z, 0-9 and '-' (interface names such
+    /// as `<prefix>-n8` must fit Linux's 15 characters).
     #[arg(long, default_value = "ph", value_parser = parse_prefix)]
     prefix: String,
 }
@@ -119,13 +129,14 @@ struct UpArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     queues: u16,
     /// Accelerated nodes a1..aN, each its own namespace, DPDK-driven veth and config, joined to
-    /// side b by a bridge (1: the single side a, as without the flag). One accelerated process
-    /// takes about 11 hugepages.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
+    /// side b by a bridge (1: the single side a, as without the flag).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=MAX_NODES as i64))]
     nodes: u16,
-    /// Free 2 MiB hugepages the lab needs; `up` reserves what is missing (and `down` gives it back).
-    #[arg(long, default_value_t = 256)]
-    hugepages: u64,
+    /// Free 2 MiB hugepages the lab needs; `up` reserves what is missing (and `down` gives it
+    /// back). Default: 256, or room for two processes per queue of every node if that is more
+    /// (one accelerated process takes 11).
+    #[arg(long)]
+    hugepages: Option<u64>,
     /// Print every command run.
     #[arg(long, short)]
     verbose: bool,
@@ -137,16 +148,29 @@ fn parse_prefix(s: &str) -> Result<String, String> {
     if ok {
         Ok(s.to_string())
     } else {
-        Err(format!("\"{s}\" is not a lab prefix: use 1 to 12 characters of a-z, 0-9 and '-'"))
+        Err(format!(
+            "\"{s}\" is not a lab prefix: use 1 to 12 characters of a-z, 0-9 and '-' (interface names are \
+             <prefix> and 3 more, at most {IFNAME_MAX})"
+        ))
     }
 }
 
 fn parse_side(s: &str) -> Result<String, String> {
-    let node = s.strip_prefix('a').is_some_and(|k| matches!(k.parse::<u16>(), Ok(1..=8)) && !k.starts_with('0'));
+    let node =
+        s.strip_prefix('a').is_some_and(|k| matches!(k.parse::<u16>(), Ok(1..=MAX_NODES)) && !k.starts_with('0'));
     if s == "a" || s == "b" || node {
         Ok(s.to_string())
     } else {
-        Err(format!("\"{s}\" is not a side: use a, b, or a1 to a8 (the nodes of `lab up --nodes N`)"))
+        Err(format!("\"{s}\" is not a side: use a, b, or a1 to a{MAX_NODES} (the nodes of `lab up --nodes N`)"))
+    }
+}
+
+impl UpArgs {
+    /// Free hugepages the lab wants: `--hugepages`, or else the minimum or room for two processes
+    /// per queue of every node (a server and a client or a successor), whichever is more.
+    fn hugepages(&self) -> u64 {
+        let processes = 2 * u64::from(self.nodes) * u64::from(self.queues);
+        self.hugepages.unwrap_or(HUGEPAGES_MIN.max(processes * HUGEPAGES_PER_PROCESS))
     }
 }
 
@@ -201,6 +225,18 @@ impl Names {
     fn bridge(&self) -> String {
         format!("{}-br", self.prefix)
     }
+    /// Every interface a lab of `nodes` nodes creates.
+    fn interfaces(&self, nodes: u16) -> Vec<String> {
+        if nodes <= 1 {
+            return vec![self.veth_a.clone(), self.veth_b.clone(), self.kveth_a.clone(), self.kveth_b.clone()];
+        }
+        let mut v = vec![self.bridge()];
+        for k in 1..=nodes {
+            let (_, veth, peer) = self.node(k);
+            v.extend([veth, peer]);
+        }
+        v
+    }
     fn is_up(&self) -> bool {
         self.state_file().exists()
             && netns_exists(&self.ns_b)
@@ -208,7 +244,7 @@ impl Names {
     }
     /// The namespaces of this lab's nodes that exist (also of a half-built lab).
     fn node_namespaces(&self) -> Vec<String> {
-        (1..=8).map(|k| self.node(k).0).filter(|ns| netns_exists(ns)).collect()
+        (1..=MAX_NODES).map(|k| self.node(k).0).filter(|ns| netns_exists(ns)).collect()
     }
 }
 
@@ -306,8 +342,9 @@ impl Lock {
 }
 
 fn up(a: &UpArgs) -> Result<i32> {
-    require_root("lab up")?;
     let n = Names::new(&a.prefix.prefix);
+    check_names(&n, a.nodes)?;
+    require_root("lab up")?;
     let _lock = Lock::take()?;
     if n.is_up() {
         let st = State::parse(&fs::read_to_string(n.state_file()).unwrap_or_default());
@@ -333,6 +370,20 @@ fn up(a: &UpArgs) -> Result<i32> {
     }
 }
 
+/// An interface name longer than Linux takes is an error that says which prefix would do.
+fn check_names(n: &Names, nodes: u16) -> Result<()> {
+    if let Some(long) = n.interfaces(nodes).into_iter().find(|i| i.len() > IFNAME_MAX) {
+        bail!(
+            "prefix \"{}\" is too long for --nodes {nodes}: interface {long} would have {} characters and Linux \
+             takes {IFNAME_MAX}; use a prefix of at most {} characters",
+            n.prefix,
+            long.len(),
+            n.prefix.len() - (long.len() - IFNAME_MAX)
+        );
+    }
+    Ok(())
+}
+
 fn build(a: &UpArgs, n: &Names) -> Result<()> {
     let v = a.verbose;
     fs::create_dir_all(&n.dir)?;
@@ -341,7 +392,18 @@ fn build(a: &UpArgs, n: &Names) -> Result<()> {
     fs::write(n.state_file(), state.render())?;
     if a.nodes > 1 {
         build_nodes(a, n)?;
-        return reserve_hugepages(a, n, &mut state);
+        reserve_hugepages(a, n, &mut state)?;
+        println!(
+            "lab {}: {} nodes <-> {} ({}, {} on bridge {}); {} hugepages reserved",
+            n.prefix,
+            a.nodes,
+            n.ns_b,
+            a.ipv4_b,
+            a.ipv6_b,
+            n.bridge(),
+            state.hugepages_reserved
+        );
+        return Ok(());
     }
 
     sh(v, "ip", &["netns", "add", &n.ns_a])?;
@@ -456,7 +518,6 @@ fn build_nodes(a: &UpArgs, n: &Names) -> Result<()> {
         fs::write(n.node_config(k), header + &cfg.to_toml())?;
         println!("node a{k}: {ns} ({v4}, {v6} on {veth}, pmd {}); config {}", a.pmd, n.node_config(k).display());
     }
-    println!("lab {}: {} nodes <-> {} ({}, {} on bridge {br})", n.prefix, a.nodes, n.ns_b, a.ipv4_b, a.ipv6_b);
     Ok(())
 }
 
@@ -476,9 +537,10 @@ fn reserve_hugepages(a: &UpArgs, n: &Names, state: &mut State) -> Result<()> {
     // Pages still held by a process that is exiting (or another user's few free pages) must
     // not make a lab that cannot start pronghorn.
     let free = nic::dpdk::free_hugepages();
-    if free < a.hugepages {
+    let want = a.hugepages();
+    if free < want {
         let before = read_u64(HUGEPAGES_2M)?;
-        fs::write(HUGEPAGES_2M, (before + a.hugepages - free).to_string())
+        fs::write(HUGEPAGES_2M, (before + want - free).to_string())
             .with_context(|| format!("cannot write {HUGEPAGES_2M}"))?;
         let after = read_u64(HUGEPAGES_2M)?;
         state.hugepages_reserved = after.saturating_sub(before);
@@ -509,11 +571,11 @@ fn down(n: &Names, quiet: bool) -> Result<()> {
             removed.push(format!("namespace {ns}"));
         }
     }
-    let mut links = vec![n.veth_a.clone(), n.veth_b.clone(), n.kveth_a.clone(), n.kveth_b.clone()];
-    links.extend((1..=8).flat_map(|k| {
-        let (_, veth, peer) = n.node(k);
-        [veth, peer]
-    }));
+    // Ends moved to the root namespace by a run that died half-way, in either shape of lab.
+    let mut links = n.interfaces(1);
+    links.extend(n.interfaces(MAX_NODES));
+    links.sort();
+    links.dedup();
     for link in &links {
         if link_exists_in_root(link) {
             sh(false, "ip", &["link", "del", link])?;
@@ -661,12 +723,45 @@ mod tests {
 
     #[test]
     fn names_fit_in_an_interface_name() {
+        // Every prefix the flag takes, with every number of nodes it takes.
         let n = Names::new("abcdefghijkl");
-        assert!(n.veth_a.len() <= 15 && n.veth_b.len() <= 15);
-        assert!(n.kveth_a.len() <= 15 && n.kveth_b.len() <= 15);
-        let (_, veth, peer) = n.node(8);
-        assert!(veth.len() <= 15 && peer.len() <= 15 && n.bridge().len() <= 15);
+        for nodes in 1..=MAX_NODES {
+            check_names(&n, nodes).unwrap();
+        }
+        assert_eq!(n.interfaces(1).len(), 4);
+        assert_eq!(
+            n.interfaces(3),
+            [
+                "abcdefghijkl-br",
+                "abcdefghijkl-n1",
+                "abcdefghijkl-p1",
+                "abcdefghijkl-n2",
+                "abcdefghijkl-p2",
+                "abcdefghijkl-n3",
+                "abcdefghijkl-p3"
+            ]
+        );
         assert_eq!(n.ns_a, "abcdefghijkl-a");
+        // Two-digit nodes would need a shorter prefix: the error says how short.
+        let err = check_names(&n, 10).unwrap_err().to_string();
+        assert!(err.contains("abcdefghijkl-n10 would have 16 characters"), "{err}");
+        assert!(err.contains("at most 11 characters"), "{err}");
+        check_names(&Names::new("abcdefghijk"), 10).unwrap();
+    }
+
+    #[test]
+    fn hugepages_grow_with_nodes_and_queues() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            up: UpArgs,
+        }
+        let want = |args: &[&str]| Cli::parse_from([&["lab"], args].concat()).up.hugepages();
+        assert_eq!(want(&[]), HUGEPAGES_MIN);
+        assert_eq!(want(&["--nodes", "8"]), HUGEPAGES_MIN, "8 nodes of one process fit in the minimum");
+        assert_eq!(want(&["--nodes", "8", "--queues", "4"]), 2 * 8 * 4 * HUGEPAGES_PER_PROCESS);
+        assert_eq!(want(&["--nodes", "8", "--hugepages", "100"]), 100, "an explicit count is taken as it is");
     }
 
     #[test]
