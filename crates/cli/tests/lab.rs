@@ -75,6 +75,11 @@ impl Lab {
     fn config_a(&self) -> PathBuf {
         PathBuf::from(format!("/run/pronghorn/lab/{}/a.toml", self.prefix))
     }
+
+    /// Node k's config in a lab brought up with --nodes.
+    fn node_config(&self, k: u16) -> PathBuf {
+        PathBuf::from(format!("/run/pronghorn/lab/{}/a{k}.toml", self.prefix))
+    }
 }
 
 impl Drop for Lab {
@@ -91,9 +96,15 @@ struct Echo {
 
 impl Echo {
     fn start(lab: &Lab, extra: &[&str]) -> Echo {
+        Echo::start_on(lab, "a", extra)
+    }
+
+    /// On side a or node aK.
+    fn start_on(lab: &Lab, side: &str, extra: &[&str]) -> Echo {
         let mut args = vec![bin(), "echo"];
         args.extend_from_slice(extra);
-        let mut child = lab.exec("a", &args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn echo");
+        let mut child =
+            lab.exec(side, &args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn echo");
         let mut line = String::new();
         BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
         if !line.contains("ready") {
@@ -145,8 +156,18 @@ fn ping_both_families(pmd: &str, prefix: &str) {
         assert!(stats.contains("6 icmp echo replies"), "{stats}");
     }
     // Lab dropped: down ran.
-    assert!(!netns_exists(&format!("{prefix}-a")) && !netns_exists(&format!("{prefix}-b")));
-    assert!(!Path::new("/sys/class/net").join(format!("{prefix}-a0")).exists());
+    assert_lab_gone(prefix, &["a", "b"], &["a0", "b0"], huge_before);
+}
+
+/// After `lab down`: none of lab `prefix`'s namespaces (`<prefix>-<ns>`) or interfaces, no
+/// hugepages kept, no DPDK runtime files, no state.
+fn assert_lab_gone(prefix: &str, namespaces: &[&str], interfaces: &[&str], huge_before: u64) {
+    for ns in namespaces {
+        assert!(!netns_exists(&format!("{prefix}-{ns}")), "namespace {prefix}-{ns} left");
+    }
+    for dev in interfaces {
+        assert!(!Path::new("/sys/class/net").join(format!("{prefix}-{dev}")).exists(), "{prefix}-{dev} left");
+    }
     assert_eq!(nr_hugepages(), huge_before, "hugepages not given back");
     assert!(dpdk_runtime_dirs().is_empty(), "DPDK runtime files left: {:?}", dpdk_runtime_dirs());
     assert!(!Path::new("/run/pronghorn/lab").join(prefix).exists());
@@ -320,8 +341,13 @@ fn kernel_client(lab: &Lab, host: &str, bytes: u64, conns: usize) {
         )
         .output()
         .unwrap();
-    let out = text(&o);
-    assert!(o.status.success(), "kernel client to {host} failed: {out}");
+    assert_echoed(&o, host, bytes, conns);
+}
+
+/// peer.py tcp-echo-client's report: `conns` connections, each echoed `bytes` identical.
+fn assert_echoed(o: &Output, host: &str, bytes: u64, conns: usize) {
+    let out = text(o);
+    assert!(o.status.success(), "echo client to {host} failed: {out}");
     let json = String::from_utf8_lossy(&o.stdout);
     let conns_seen = json.matches("\"sent\": ").count();
     assert_eq!(conns_seen, conns, "{json}");
@@ -333,15 +359,15 @@ fn kernel_client(lab: &Lab, host: &str, bytes: u64, conns: usize) {
     }
 }
 
-/// `pronghorn echo --connect` in side a against a kernel echo server in side b.
-fn pronghorn_client(lab: &Lab, server: &str, bytes: u64, conns: usize, fault: Option<&str>) {
+/// `pronghorn echo --connect` in `side` (a or a node) against an echo server.
+fn pronghorn_client(lab: &Lab, side: &str, server: &str, bytes: u64, conns: usize, fault: Option<&str>) {
     let mut args = vec![bin(), "echo", "--connect", server];
     let (b, c) = (bytes.to_string(), conns.to_string());
     args.extend_from_slice(&["--bytes", &b, "--conns", &c]);
     if let Some(f) = fault {
         args.extend_from_slice(&["--fault", f]);
     }
-    let o = lab.exec("a", &args).output().unwrap();
+    let o = lab.exec(side, &args).output().unwrap();
     let out = text(&o);
     assert!(o.status.success(), "pronghorn client to {server} failed: {out}");
     assert_eq!(out.matches(&format!("{bytes} bytes echoed back identical")).count(), conns, "{out}");
@@ -390,10 +416,10 @@ fn tcp_interop(pmd: &str, prefix: &str, big: u64, small: u64) {
     echo.stop();
     // pronghorn as the client, without and with faults.
     let _server = KernelServer::start(&lab, 7007);
-    pronghorn_client(&lab, "10.99.0.2:7007", big, 1, None);
-    pronghorn_client(&lab, "[fd99::2]:7007", big, 1, None);
-    pronghorn_client(&lab, "10.99.0.2:7007", small, 1, Some("loss=0.02,reorder=0.02,dup=0.01,corrupt=0.001"));
-    pronghorn_client(&lab, "[fd99::2]:7007", small, 1, Some("loss=0.02,reorder=0.02,dup=0.01,corrupt=0.001"));
+    pronghorn_client(&lab, "a", "10.99.0.2:7007", big, 1, None);
+    pronghorn_client(&lab, "a", "[fd99::2]:7007", big, 1, None);
+    pronghorn_client(&lab, "a", "10.99.0.2:7007", small, 1, Some("loss=0.02,reorder=0.02,dup=0.01,corrupt=0.001"));
+    pronghorn_client(&lab, "a", "[fd99::2]:7007", small, 1, Some("loss=0.02,reorder=0.02,dup=0.01,corrupt=0.001"));
 }
 
 #[test]
@@ -1294,6 +1320,75 @@ fn forked_children_get_their_own_nic_or_a_clear_errno() {
     assert_eq!(seen.len(), 4, "{seen:?}");
     assert!(seen.values().all(|v| v == &serde_json::Value::Bool(true)), "{seen:?}");
     assert!(String::from_utf8_lossy(&o.stderr).contains("inherited through fork"), "{}", text(&o));
+}
+
+/// Issue 10: `lab up --nodes 3`. Each node is a namespace with its own DPDK-driven veth (no
+/// kernel address, no IPv6) and config; side b reaches every node, and the nodes reach each other
+/// through the bridge, over IPv4 and IPv6, with several accelerated processes running at once,
+/// each on its own config (also given with `--config`). `lab down` leaves nothing behind.
+#[test]
+fn lab_nodes_reach_side_b_and_each_other_and_down_leaves_nothing() {
+    if !enabled("lab_nodes_reach_side_b_and_each_other_and_down_leaves_nothing") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let prefix = "tst-nodes";
+    let huge_before = nr_hugepages();
+    {
+        let lab = Lab::up(prefix, &["--nodes", "3"]);
+        let o = pronghorn(&["lab", "status", "--prefix", prefix]);
+        let status = text(&o);
+        assert!(o.status.success() && status.contains("tst-nodes-br") && status.contains("10.99.0.2/24"), "{status}");
+        for k in 1..=3u16 {
+            assert!(status.contains(&format!("node a{k}: namespace tst-nodes-a{k}: tst-nodes-n{k}")), "{status}");
+            let config = lab.node_config(k);
+            let cfg = std::fs::read_to_string(&config).unwrap();
+            for want in
+                [format!("iface = \"tst-nodes-n{k}\""), format!("\"10.99.0.1{k}/24\""), format!("\"fd99::1{k}/64\"")]
+            {
+                assert!(cfg.contains(&want), "{want} not in {cfg}");
+            }
+            let o = lab.exec(&format!("a{k}"), &["sh", "-c", "echo $PRONGHORN_CONFIG; ip -br addr"]).output().unwrap();
+            let out = text(&o);
+            assert!(out.starts_with(&format!("{}\n", config.display())), "exec a{k}: {out}");
+            let veth =
+                out.lines().find(|l| l.starts_with(&format!("tst-nodes-n{k}@"))).unwrap_or_else(|| panic!("{out}"));
+            assert_eq!(veth.split_whitespace().count(), 2, "a kernel address on node a{k}'s DPDK veth: {veth}");
+            // Side b's frames reach the AF_XDP receivers with full checksums.
+            let o = lab.exec("b", &["ethtool", "-k", &format!("tst-nodes-p{k}")]).output().unwrap();
+            assert!(text(&o).contains("tx-checksumming: off"), "{}", text(&o));
+        }
+        let o = pronghorn(&["lab", "exec", "--prefix", prefix, "a", "--", "true"]);
+        assert!(!o.status.success() && text(&o).contains("has nodes a1 to a3"), "{}", text(&o));
+        let o = pronghorn(&["lab", "exec", "--prefix", prefix, "a4", "--", "true"]);
+        assert!(!o.status.success() && text(&o).contains("no a4"), "{}", text(&o));
+
+        // Accelerated echo servers on a1 (config from the environment) and a2 (--config).
+        let a2_config = lab.node_config(2);
+        let e1 = Echo::start_on(&lab, "a1", &[]);
+        let e2 = Echo::start_on(&lab, "a2", &["--config", a2_config.to_str().unwrap()]);
+        assert!(e1.ready.contains("tst-nodes-n1") && e2.ready.contains("10.99.0.12/24"), "{}{}", e1.ready, e2.ready);
+        let out = ping(&lab, &["10.99.0.11"]);
+        assert!(out.contains("3 packets transmitted, 3 received"), "{out}");
+        let out = ping(&lab, &["-6", "fd99::12"]);
+        assert!(out.contains("3 packets transmitted, 3 received"), "{out}");
+        kernel_client(&lab, "10.99.0.12", 1 << 20, 2);
+        // Node to node: a3's clients, accelerated, through the bridge. `--config` wins over a
+        // PRONGHORN_CONFIG that names another node's interface (absent in a3's namespace).
+        let a1_config = lab.node_config(1);
+        let a3_config = lab.node_config(3);
+        let env = format!("PRONGHORN_CONFIG={}", a1_config.display());
+        let client = ["python3", &peer_py(), "tcp-echo-client", "10.99.0.11", "7", "1048576"];
+        let mut cmd = vec!["env", &env, bin(), "run", "--config", a3_config.to_str().unwrap(), "--"];
+        cmd.extend_from_slice(&client);
+        let o = lab.exec("a3", &cmd).output().unwrap();
+        assert_echoed(&o, "10.99.0.11 from a3", 1 << 20, 1);
+        pronghorn_client(&lab, "a3", "[fd99::12]:7", 1 << 20, 2, None);
+        let (s1, s2) = (e1.stop(), e2.stop());
+        assert!(s1.contains("1 accepted") && s2.contains("4 accepted"), "{s1}{s2}");
+    }
+    let namespaces = ["a1", "a2", "a3", "b"];
+    assert_lab_gone(prefix, &namespaces, &["br", "n1", "n2", "n3", "p1", "p2", "p3"], huge_before);
 }
 
 /// A redis-server (or redis-sentinel) under `pronghorn run` on a node of a `--nodes` lab, or on
