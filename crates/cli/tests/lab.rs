@@ -1468,6 +1468,9 @@ impl Drop for RedisNode {
     }
 }
 
+const REDIS_TOOLS: &[(&str, &str)] =
+    &[("redis-server", "redis-server"), ("redis-cli", "redis-tools"), ("redis-benchmark", "redis-tools")];
+
 fn redis_dir(test: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("pronghorn-{test}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -1479,7 +1482,8 @@ fn redis_dir(test: &str) -> PathBuf {
 /// then a partial resync after the replication link is cut.
 #[test]
 fn redis_replication_both_ways_full_and_partial_resync() {
-    if !enabled("redis_replication_both_ways_full_and_partial_resync") {
+    const TEST: &str = "redis_replication_both_ways_full_and_partial_resync";
+    if !enabled(TEST) || !have(TEST, REDIS_TOOLS) {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -1537,7 +1541,8 @@ fn redis_replication_both_ways_full_and_partial_resync() {
 /// takes over and every key written before is still there.
 #[test]
 fn redis_cluster_of_six_accelerated_nodes_fails_over() {
-    if !enabled("redis_cluster_of_six_accelerated_nodes_fails_over") {
+    const TEST: &str = "redis_cluster_of_six_accelerated_nodes_fails_over";
+    if !enabled(TEST) || !have(TEST, REDIS_TOOLS) {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -1575,20 +1580,29 @@ fn redis_cluster_of_six_accelerated_nodes_fails_over() {
     eventually("every replica is in sync with its master", || {
         nodes.iter().all(|n| n.info(&lab, "role") == "master" || n.info(&lab, "master_link_status") == "up")
     });
-    // Kill a master that is not the node the client asks (a1).
+    // Kill a master that is not the node the client asks (a1), and watch its replica.
     let view = nodes[0].cli(&lab, &["cluster", "nodes"]);
+    let line_of = |h: &str| view.lines().find(|l| l.contains(&format!(" {h}:7000@"))).unwrap_or("").to_string();
     let victim = hosts
         .iter()
         .position(|h| {
-            view.lines().any(|l| l.contains(&format!("{h}:7000")) && l.contains("master") && !l.contains("myself"))
+            let l = line_of(h);
+            l.contains("master") && !l.contains("myself")
         })
-        .expect("a second master");
+        .unwrap_or_else(|| panic!("no second master: {view}"));
+    let victim_id = line_of(&hosts[victim]).split(' ').next().unwrap().to_string();
+    let heir = hosts
+        .iter()
+        .position(|h| line_of(h).contains(&format!("slave {victim_id}")))
+        .unwrap_or_else(|| panic!("no replica of {}: {view}", hosts[victim]));
     nodes[victim].kill();
-    let victim_addr = format!("{}:7000", hosts[victim]);
-    eventually("a replica takes over and the cluster is ok", || {
+    let victim_addr = format!(" {}:7000@", hosts[victim]);
+    eventually("the replica takes over and the cluster is ok", || {
         let view = nodes[0].cli(&lab, &["cluster", "nodes"]);
         let failed = view.lines().any(|l| l.contains(&victim_addr) && l.contains("fail") && !l.contains("fail?"));
-        failed && nodes[0].cli(&lab, &["cluster", "info"]).contains("cluster_state:ok")
+        failed
+            && nodes[heir].info(&lab, "role") == "master"
+            && nodes[0].cli(&lab, &["cluster", "info"]).contains("cluster_state:ok")
     });
     let reads = "bad=0; for i in $(seq 1 200); do [ \"$(redis-cli -c -h 10.99.0.11 -p 7000 GET key:$i)\" = val:$i ] || bad=$((bad+1)); done; echo bad=$bad";
     let o = lab.exec("b", &["bash", "-c", reads]).output().unwrap();
@@ -1601,7 +1615,8 @@ fn redis_cluster_of_six_accelerated_nodes_fails_over() {
 /// master killed, the sentinels fail over, and a client that asks them reaches the new master.
 #[test]
 fn redis_sentinels_fail_over_to_the_replica() {
-    if !enabled("redis_sentinels_fail_over_to_the_replica") {
+    const TEST: &str = "redis_sentinels_fail_over_to_the_replica";
+    if !enabled(TEST) || !have(TEST, REDIS_TOOLS) {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
