@@ -535,8 +535,9 @@ fn node_addresses(a: &UpArgs, k: u16) -> (Ipv4Cidr, Ipv6Cidr) {
 /// Reserves the shortfall of free hugepages (and records it for `down`).
 fn reserve_hugepages(a: &UpArgs, n: &Names, state: &mut State) -> Result<()> {
     // Pages still held by a process that is exiting (or another user's few free pages) must
-    // not make a lab that cannot start pronghorn.
-    let free = nic::dpdk::free_hugepages();
+    // not make a lab that cannot start pronghorn. Pages another lab reserved are its own: they
+    // go when it goes down, perhaps while this lab's processes still need them.
+    let free = nic::dpdk::free_hugepages().saturating_sub(reserved_by_other_labs(n));
     let want = a.hugepages();
     if free < want {
         let before = read_u64(HUGEPAGES_2M)?;
@@ -550,6 +551,16 @@ fn reserve_hugepages(a: &UpArgs, n: &Names, state: &mut State) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Hugepages the labs other than `n` reserved (the caller holds the lab lock).
+fn reserved_by_other_labs(n: &Names) -> u64 {
+    all_labs()
+        .iter()
+        .filter(|p| **p != n.prefix)
+        .filter_map(|p| fs::read_to_string(Names::new(p).state_file()).ok())
+        .map(|t| State::parse(&t).hugepages_reserved)
+        .sum()
 }
 
 fn read_u64(path: &str) -> Result<u64> {

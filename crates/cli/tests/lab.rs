@@ -1391,6 +1391,27 @@ fn lab_nodes_reach_side_b_and_each_other_and_down_leaves_nothing() {
     assert_lab_gone(prefix, &namespaces, &["br", "n1", "n2", "n3", "p1", "p2", "p3"], huge_before);
 }
 
+/// Two labs at once (two people testing on one machine): the second reserves hugepages of its
+/// own instead of counting on the first's, which go when the first goes down.
+#[test]
+fn a_second_lab_does_not_count_on_the_first_labs_hugepages() {
+    if !enabled("a_second_lab_does_not_count_on_the_first_labs_hugepages") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let huge_before = nr_hugepages();
+    {
+        let first = Lab::up("tst-huge1", &[]);
+        let second = Lab::up("tst-huge2", &["--nodes", "2"]);
+        drop(first);
+        let echo = Echo::start_on(&second, "a2", &[]);
+        assert!(echo.ready.contains("10.99.0.12/24"), "{}", echo.ready);
+        echo.stop();
+    }
+    assert_lab_gone("tst-huge1", &["a", "b"], &["a0", "b0"], huge_before);
+    assert_lab_gone("tst-huge2", &["a1", "a2", "b"], &["n1", "n2", "p1", "p2"], huge_before);
+}
+
 /// A redis-server (or redis-sentinel) under `pronghorn run` on a node of a `--nodes` lab, or on
 /// the kernel in side b; killed with SIGKILL when dropped.
 struct RedisNode {
