@@ -143,7 +143,7 @@ pub enum DpdkError {
     EalInit { detail: String },
     #[error("DPDK is already initialised in this process with another port; pronghorn drives one port per process")]
     AlreadyInitialized,
-    #[error("{0}")]
+    #[error(transparent)]
     Queue(#[from] crate::share::ClaimError),
     #[error("af_packet cannot share interface \"{iface}\" between processes (nic.queues = {queues}): use af_xdp")]
     SharedAfPacket { iface: String, queues: u16 },

@@ -170,6 +170,18 @@ mod tests {
 
     // flock is per open file description: two opens in one process contend like two processes.
 
+    /// The test's lock files, then the directories if no other test still uses them.
+    fn remove_locks(iface: &str) {
+        let dir = lock_path(iface, 0).parent().unwrap().to_path_buf();
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if e.file_name().to_string_lossy().starts_with(&format!("{iface}.")) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        let _ = std::fs::remove_dir(&dir);
+        let _ = std::fs::remove_dir(root());
+    }
+
     #[test]
     fn processes_get_distinct_queues_and_a_freed_queue_is_reused() {
         let iface = format!("t{}a", std::process::id());
@@ -186,6 +198,7 @@ mod tests {
         assert_eq!(c.queue(), 1);
         drop((a, c));
         assert!(idle(&iface, 2).is_some());
+        remove_locks(&iface);
     }
 
     #[test]
@@ -196,5 +209,6 @@ mod tests {
         assert!(QueueClaim::first_free(&iface, 3, Duration::ZERO).is_err());
         drop(guard);
         assert_eq!(QueueClaim::first_free(&iface, 3, Duration::ZERO).unwrap().queue(), 1);
+        remove_locks(&iface);
     }
 }
