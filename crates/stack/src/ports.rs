@@ -20,9 +20,9 @@
 //! peer cannot predict the ports used towards another. Every port of the range is tried at most
 //! once per call.
 //!
-//! The optional shard filter (`fn(u16) -> bool`) is for multi-queue shards: a port that would
-//! make the NIC's RSS hash steer the replies to another queue is skipped without asking
-//! `is_free`.
+//! The optional shard filter (`Fn(u16) -> bool`) is for the shards of one process: each takes
+//! its own slice of the range (`port % count == index`), so that no two make the same 4-tuple;
+//! a port the filter rejects is skipped without asking `is_free`.
 #![forbid(unsafe_code)]
 
 use std::fmt;
@@ -57,7 +57,7 @@ pub struct EphemeralPorts {
     k0: u64,
     k1: u64,
     table: Box<[u32; TABLE_LEN]>,
-    filter: Option<fn(u16) -> bool>,
+    filter: Option<Box<dyn Fn(u16) -> bool>>,
 }
 
 impl fmt::Debug for EphemeralPorts {
@@ -80,8 +80,8 @@ impl EphemeralPorts {
     }
 
     /// Only hands out ports for which `filter` is true (the port hashes back to this shard).
-    pub fn with_filter(mut self, filter: fn(u16) -> bool) -> Self {
-        self.filter = Some(filter);
+    pub fn with_filter(mut self, filter: impl Fn(u16) -> bool + 'static) -> Self {
+        self.filter = Some(Box::new(filter));
         self
     }
 
@@ -110,7 +110,7 @@ impl EphemeralPorts {
             let counter = self.table[index];
             self.table[index] = counter.wrapping_add(1);
             let port = self.min + ((u64::from(offset) + u64::from(counter)) % u64::from(self.len)) as u16;
-            let allowed = match self.filter {
+            let allowed = match &self.filter {
                 Some(filter) => filter(port),
                 None => true,
             };

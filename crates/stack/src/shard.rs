@@ -77,9 +77,16 @@ impl std::fmt::Display for Errno {
 pub struct SocketId {
     index: u32,
     gen: u32,
+    /// The shard of the process it belongs to (`ShardConfig::index`).
+    shard: u16,
 }
 
 impl SocketId {
+    /// The shard that holds this socket (0 unless the process runs several).
+    pub fn shard(self) -> usize {
+        self.shard as usize
+    }
+
     /// The socket's slot: small and dense (freed slots are reused), so callers can keep
     /// per-socket state in a vector indexed by it and check the whole id on lookup.
     pub fn index(self) -> usize {
@@ -131,6 +138,15 @@ pub struct ShardConfig {
     /// neighbor solicitations may reach another process's queue, so an on-link sender of TCP or
     /// UDP to us that the cache does not know is learned from the frame (see `Shard::glean`).
     pub glean_neighbors: bool,
+    /// This shard's place among the process's shards (`index` of `count`; 0 of 1 alone). With
+    /// several, each drives one queue of the interface and the sender's per-flow hash picks the
+    /// queue, so a segment may land on a shard that does not hold its connection (the replies
+    /// of an active open, above all): a shard then hands a segment it would answer with a RST
+    /// to the others first ([`Shard::take_handed_off`]), shares what ARP and NDP taught it
+    /// ([`Shard::take_heard`]), and takes only the ephemeral ports `port % count == index`, so
+    /// that no two shards make the same 4-tuple.
+    pub shard_index: u16,
+    pub shard_count: u16,
 }
 
 impl ShardConfig {
@@ -148,6 +164,8 @@ impl ShardConfig {
             expected_connections: 1024,
             secret,
             glean_neighbors: false,
+            shard_index: 0,
+            shard_count: 1,
         }
     }
 }
@@ -170,6 +188,8 @@ pub struct ShardStats {
     /// Challenge ACKs not sent: over the shard's budget (Linux `TCPACKSkippedChallenge`).
     pub tcp_challenge_acks_skipped: u64,
     pub tcp_time_wait_entries: u64,
+    /// Segments that matched no socket here, handed to the process's other shards.
+    pub tcp_handed_off: u64,
     pub udp_rx_datagrams: u64,
     pub udp_tx_datagrams: u64,
     pub udp_bad_checksum: u64,
@@ -314,6 +334,45 @@ pub struct Shard<N: Nic> {
     free_datagrams: Vec<Vec<u8>>,
     link_stats: IfaceStats,
     stats: ShardStats,
+    /// Frames that belong to no socket here, for the process's other shards (`shard_count` > 1).
+    handed_off: Vec<N::Buf>,
+    /// While a frame is handled: it may be handed off (several shards, and it was not handed
+    /// off already); then `tcp_input` sets `hand_off_this` instead of answering it with a RST.
+    may_hand_off: bool,
+    hand_off_this: bool,
+    /// Neighbors ARP or NDP taught this shard, for the process's other shards.
+    heard: Vec<Learned>,
+}
+
+/// Between passes of the shards of one process: hands each frame a shard could not place to the
+/// shard that holds its connection (back to its own when none does, which answers it with a
+/// RST), and tells every shard the neighbors the others heard of. Returns the frames moved.
+/// Cheap when nothing waits (two empty vectors per shard).
+pub fn exchange<N: Nic>(shards: &mut [Shard<N>], now: u64) -> usize {
+    let mut moved = 0;
+    if shards.len() < 2 {
+        return 0;
+    }
+    let mut frames = Vec::new();
+    let mut heard = Vec::new();
+    for from in 0..shards.len() {
+        shards[from].take_handed_off(&mut frames);
+        shards[from].take_heard(&mut heard);
+        for buf in frames.drain(..) {
+            let to = (0..shards.len()).find(|&k| k != from && shards[k].holds_frame(buf.data())).unwrap_or(from);
+            shards[to].receive_handed_off(buf, now);
+            moved += 1;
+        }
+        for &(ip, mac) in &heard {
+            for (k, s) in shards.iter_mut().enumerate() {
+                if k != from {
+                    s.hear(ip, mac, now);
+                }
+            }
+        }
+        heard.clear();
+    }
+    moved
 }
 
 fn to_ip(a: IpAddr) -> IpAddress {
@@ -379,7 +438,15 @@ impl<N: Nic> Shard<N> {
             free_time_wait: Vec::new(),
             time_wait_table: ConnTable::new(seed ^ 3),
             timers: TimerWheel::new(0),
-            ports: EphemeralPorts::new(crate::ports::DEFAULT_RANGE, key(16)),
+            ports: {
+                let ports = EphemeralPorts::new(crate::ports::DEFAULT_RANGE, key(16));
+                let (index, count) = (cfg.shard_index, cfg.shard_count.max(1));
+                if count > 1 {
+                    ports.with_filter(move |p| p % count == index)
+                } else {
+                    ports
+                }
+            },
             cookies: SynCookies::new(key(8)),
             challenge_second: u64::MAX,
             challenge_left: 0,
@@ -393,6 +460,10 @@ impl<N: Nic> Shard<N> {
             free_datagrams: Vec::new(),
             link_stats: IfaceStats::default(),
             stats: ShardStats::default(),
+            handed_off: Vec::new(),
+            may_hand_off: false,
+            hand_off_this: false,
+            heard: Vec::new(),
             nic,
             cfg,
         }
@@ -458,7 +529,7 @@ impl<N: Nic> Shard<N> {
         let n = self.nic.rx_burst(&mut rx, RX_BURST);
         self.link_stats.rx_frames += n as u64;
         for buf in rx.drain(..) {
-            self.handle_frame(buf);
+            self.handle_frame(buf, false);
         }
         self.rx = rx;
         work += n;
@@ -466,6 +537,50 @@ impl<N: Nic> Shard<N> {
         self.expire_neighbors();
         self.transmit();
         work
+    }
+
+    /// Moves the frames this shard could not place to `out`, for the process's other shards
+    /// (only with several: `ShardConfig::shard_count`). Offer each to the others with
+    /// [`Shard::holds_frame`] and [`Shard::receive_handed_off`]; one that none holds goes back
+    /// to this shard's `receive_handed_off`, which answers it as a shard alone would (a RST).
+    pub fn take_handed_off(&mut self, out: &mut Vec<N::Buf>) {
+        out.append(&mut self.handed_off);
+    }
+
+    /// Whether this shard holds the connection (or TIME-WAIT entry) a handed-off TCP frame is for.
+    pub fn holds_frame(&self, frame: &[u8]) -> bool {
+        let Some((src, dst, IpProtocol::Tcp, start, end)) = self.transport(frame) else { return false };
+        let Some(seg) = frame.get(start..end).filter(|s| s.len() >= 4) else { return false };
+        let sport = u16::from_be_bytes([seg[0], seg[1]]);
+        let dport = u16::from_be_bytes([seg[2], seg[3]]);
+        let tuple = FourTuple::new((dst, dport), (src, sport));
+        self.conns.contains_key(&tuple) || self.time_wait_table.contains_key(&tuple)
+    }
+
+    /// Handles a frame handed off by a shard of the process: one this shard holds, or its own
+    /// when no shard holds it (then it answers as if alone). Sends what it caused.
+    pub fn receive_handed_off(&mut self, buf: N::Buf, now: u64) {
+        self.now = self.now.max(now);
+        self.handle_frame(buf, true);
+        self.flush_dirty();
+        self.transmit();
+    }
+
+    /// The neighbors ARP and NDP taught this shard since the last call (address, link address),
+    /// for the process's other shards: the answer to one shard's query lands on any queue.
+    pub fn take_heard(&mut self, out: &mut Vec<(IpAddr, MacAddr)>) {
+        out.extend(self.heard.drain(..).map(|l| (to_std(l.ip), MacAddr(l.mac.0))));
+    }
+
+    /// Another shard of the process learned that `ip` is at `mac`: an incomplete entry here is
+    /// resolved (its waiting frames leave), a stale one confirmed, an unknown one learned.
+    pub fn hear(&mut self, ip: IpAddr, mac: MacAddr, now: u64) {
+        self.now = self.now.max(now);
+        let ip = to_ip(ip);
+        if self.routes.is_on_link(ip) {
+            self.glean_address(ip, EthernetAddress(mac.0));
+            self.transmit();
+        }
     }
 
     /// Sends what application calls queued (segments of written data, ACKs of read data)
@@ -531,7 +646,8 @@ impl<N: Nic> Shard<N> {
     // Receive
     // ------------------------------------------------------------------------------------------
 
-    fn handle_frame(&mut self, mut buf: N::Buf) {
+    /// `last_stop`: the process's other shards have declined the frame (it was handed off).
+    fn handle_frame(&mut self, mut buf: N::Buf, last_stop: bool) {
         // TCP and UDP to one of our addresses go up the stack; everything else is the link
         // layer's (ARP, NDP, ICMP) and answered in place.
         if let Some((src, dst, proto, start, end)) = self.transport(buf.data()) {
@@ -540,7 +656,15 @@ impl<N: Nic> Shard<N> {
             }
             let seg = &buf.data()[start..end];
             match proto {
-                IpProtocol::Tcp => self.tcp_input(src, dst, seg),
+                IpProtocol::Tcp => {
+                    self.may_hand_off = self.cfg.shard_count > 1 && !last_stop;
+                    self.tcp_input(src, dst, seg);
+                    self.may_hand_off = false;
+                    if std::mem::take(&mut self.hand_off_this) {
+                        self.stats.tcp_handed_off += 1;
+                        self.handed_off.push(buf);
+                    }
+                }
                 _ => self.udp_input(src, dst, seg),
             }
             return;
@@ -560,6 +684,9 @@ impl<N: Nic> Shard<N> {
             &mut learned,
         );
         if let Some(l) = learned {
+            if self.cfg.shard_count > 1 {
+                self.heard.push(l);
+            }
             self.learn(l);
         }
         match verdict {
@@ -711,7 +838,10 @@ impl<N: Nic> Shard<N> {
         if mac[0] & 1 != 0 {
             return;
         }
-        let mac = EthernetAddress(mac);
+        self.glean_address(src, EthernetAddress(mac));
+    }
+
+    fn glean_address(&mut self, src: IpAddress, mac: EthernetAddress) {
         match self.neighbors.state(src, self.now) {
             Some((NeighborState::Reachable, Some(m))) if m == mac => {}
             Some((NeighborState::Stale, Some(m))) if m == mac => self.neighbors.confirm(src, self.now),
@@ -793,6 +923,11 @@ impl<N: Nic> Shard<N> {
             if repr.ack_number.is_none() {
                 return;
             }
+        }
+        if self.may_hand_off {
+            // Another shard of the process may hold the connection: it decides.
+            self.hand_off_this = true;
+            return;
         }
         if let Some(rst) = tcp::rst_for_unmatched(&repr, payload.len()) {
             self.stats.tcp_rst_sent += 1;
@@ -1317,11 +1452,11 @@ impl<N: Nic> Shard<N> {
             Some(index) => {
                 let slot = &mut self.slots[index as usize];
                 slot.socket = Some(socket);
-                SocketId { index, gen: slot.gen }
+                SocketId { index, gen: slot.gen, shard: self.cfg.shard_index }
             }
             None => {
                 self.slots.push(Slot { gen: 0, socket: Some(socket), dirty: false, changed: false });
-                SocketId { index: (self.slots.len() - 1) as u32, gen: 0 }
+                SocketId { index: (self.slots.len() - 1) as u32, gen: 0, shard: self.cfg.shard_index }
             }
         }
     }
@@ -1348,10 +1483,12 @@ impl<N: Nic> Shard<N> {
     }
 
     fn socket(&self, id: SocketId) -> Option<&Socket> {
+        debug_assert_eq!(id.shard, self.cfg.shard_index, "a socket of another shard");
         self.slots.get(id.index as usize).filter(|s| s.gen == id.gen).and_then(|s| s.socket.as_ref())
     }
 
     fn socket_mut(&mut self, id: SocketId) -> Option<&mut Socket> {
+        debug_assert_eq!(id.shard, self.cfg.shard_index, "a socket of another shard");
         self.slots.get_mut(id.index as usize).filter(|s| s.gen == id.gen).and_then(|s| s.socket.as_mut())
     }
 
@@ -1697,7 +1834,7 @@ impl<N: Nic> Shard<N> {
             Some(Socket::Tcp(s)) => {
                 let (la, lp) = s.tuple.local();
                 let (ra, rp) = s.tuple.remote();
-                let id = SocketId { index: i as u32, gen: slot.gen };
+                let id = SocketId { index: i as u32, gen: slot.gen, shard: self.cfg.shard_index };
                 Some((id, SocketAddr::new(to_std(la), lp), SocketAddr::new(to_std(ra), rp), s.conn.info()))
             }
             _ => None,
