@@ -25,6 +25,7 @@
 //! spin_us = 0             # dedicated: how long the stack thread polls an idle NIC before it sleeps
 //! busy_poll_us = 0        # inline: how long a waiting thread polls before it sleeps
 //! stack_cpu = 3           # optional; dedicated: the CPU the stack thread is pinned to
+//! shards = 1              # stacks in this process, each on its own queue with its own thread
 //! ```
 
 use std::fmt;
@@ -64,12 +65,27 @@ pub struct RuntimeConfig {
     /// Dedicated mode: pin the stack thread to this CPU (default: the process's own affinity).
     #[serde(default)]
     pub stack_cpu: Option<u32>,
+    /// Shards (stack instances) in this process, each on its own queue of the interface (a run
+    /// of consecutive queues among `nic.queues`) and driven by its own stack thread; listeners
+    /// listen on every shard, and a connection stays on the shard its queue feeds.
+    #[serde(default = "default_shards")]
+    pub shards: u16,
 }
 
 impl Default for RuntimeConfig {
     fn default() -> Self {
-        RuntimeConfig { drive: Drive::Auto, spin_us: default_spin_us(), busy_poll_us: 0, stack_cpu: None }
+        RuntimeConfig {
+            drive: Drive::Auto,
+            spin_us: default_spin_us(),
+            busy_poll_us: 0,
+            stack_cpu: None,
+            shards: default_shards(),
+        }
     }
+}
+
+fn default_shards() -> u16 {
+    1
 }
 
 /// 0: on a core shared with the application, spinning takes time from it (MariaDB point_select,
@@ -339,6 +355,21 @@ impl Config {
                 return Err(format!("runtime.stack_cpu {cpu} is not a CPU number (0 to 1023)"));
             }
         }
+        if !(1..=64).contains(&r.shards) {
+            return Err(format!("runtime.shards must be 1 to 64 (stacks in this process), got {}", r.shards));
+        }
+        if r.shards > n.queues {
+            return Err(format!(
+                "runtime.shards = {} needs nic.queues of at least {} (each shard drives a queue of the interface); set nic.queues",
+                r.shards, r.shards
+            ));
+        }
+        if r.shards > 1 && r.drive == Drive::Inline {
+            return Err(format!(
+                "runtime.shards = {} runs a stack thread per shard: drive = \"inline\" cannot; use \"auto\" or \"dedicated\"",
+                r.shards
+            ));
+        }
         if let Some(v6) = &self.ipv6 {
             if v6.address.prefix_len == 0 || v6.address.addr.is_unspecified() || v6.address.addr.is_multicast() {
                 return Err(format!(
@@ -438,6 +469,17 @@ address = "fd99::1/64"
         assert!(e.contains("at least one of [ipv4] or [ipv6]"), "{e}");
         let e = err(&GOOD.replace("[nic]", "[nic]\nmbufs = 10"));
         assert!(e.contains("nic.mbufs must be at least 1023, got 10"), "{e}");
+        let c = parse(&format!("{}\n[runtime]\nshards = 2\n", GOOD.replace("[nic]", "[nic]\nqueues = 2"))).unwrap();
+        assert_eq!(c.runtime.shards, 2);
+        let e = err(&format!("{GOOD}\n[runtime]\nshards = 2\n"));
+        assert!(e.contains("runtime.shards = 2 needs nic.queues of at least 2"), "{e}");
+        let e = err(&format!("{GOOD}\n[runtime]\nshards = 0\n"));
+        assert!(e.contains("runtime.shards must be 1 to 64"), "{e}");
+        let e = err(&format!(
+            "{}\n[runtime]\nshards = 2\ndrive = \"inline\"\n",
+            GOOD.replace("[nic]", "[nic]\nqueues = 2")
+        ));
+        assert!(e.contains("drive = \"inline\" cannot"), "{e}");
         let e = err(&GOOD.replace("[nic]", "[nic]\nqueues = 0"));
         assert!(e.contains("nic.queues must be 1 to 64"), "{e}");
         let e = err(&GOOD.replace("[nic]", "[nic]\nqueues = 2").replace("af_xdp", "af_packet"));

@@ -1,5 +1,6 @@
-//! The DPDK backend: one port with one rx and one tx queue on any PMD, usually a virtual device
-//! (`net_af_xdp`, `net_af_packet`) on a Linux interface.
+//! The DPDK backend: one port on any PMD, usually a virtual device (`net_af_xdp`,
+//! `net_af_packet`) on a Linux interface, with one rx and one tx queue per shard of the process
+//! (one [`DpdkNic`] each, sharing the port and its mempool).
 //!
 //! [`DpdkNic::open`] does the whole slow path: it checks what commonly goes wrong (not root, the
 //! interface missing, no hugepages) before touching DPDK, initialises the EAL once per process
@@ -90,6 +91,9 @@ pub struct DpdkOptions {
     /// Processes that share the interface, one queue each (`nic.queues`): this one claims the
     /// lowest free queue (see [`crate::share`]). 1: the interface is this process's alone.
     pub queues: u16,
+    /// Queues this process drives, one per shard (`runtime.shards`): a run of consecutive
+    /// queues of the `queues`, one AF_XDP socket each.
+    pub shards: u16,
 }
 
 impl DpdkOptions {
@@ -102,6 +106,7 @@ impl DpdkOptions {
             rx_desc: 1024,
             tx_desc: 1024,
             queues: 1,
+            shards: 1,
         }
     }
 
@@ -112,9 +117,12 @@ impl DpdkOptions {
     /// request/response throughput unchanged).
     fn vdev(&self, queue: u16) -> String {
         match self.pmd {
-            Pmd::AfXdp => {
-                format!("{}0,iface={},start_queue={queue},queue_count=1,busy_budget=0", self.pmd.driver(), self.iface)
-            }
+            Pmd::AfXdp => format!(
+                "{}0,iface={},start_queue={queue},queue_count={},busy_budget=0",
+                self.pmd.driver(),
+                self.iface,
+                self.shards.max(1)
+            ),
             Pmd::AfPacket => format!("{}0,iface={},qpairs=1", self.pmd.driver(), self.iface),
         }
     }
@@ -145,7 +153,9 @@ pub enum DpdkError {
     AlreadyInitialized,
     #[error(transparent)]
     Queue(#[from] crate::share::ClaimError),
-    #[error("af_packet cannot share interface \"{iface}\" between processes (nic.queues = {queues}): use af_xdp")]
+    #[error(
+        "af_packet cannot share interface \"{iface}\" between processes or shards (nic.queues = {queues}): use af_xdp"
+    )]
     SharedAfPacket { iface: String, queues: u16 },
     #[error("{pmd} could not open interface \"{iface}\": {detail}")]
     Port { pmd: Pmd, iface: String, detail: String },
@@ -211,29 +221,44 @@ impl Drop for Eal {
 /// The most frames one burst call moves.
 const BURST_MAX: usize = 64;
 
-/// A started DPDK port with one rx and one tx queue.
-pub struct DpdkNic {
-    port: u16,
+/// The started port the queues of a process share; dropped with the last of them.
+struct Port {
+    id: u16,
     pool: *mut sys::rte_mempool,
-    mac: MacAddr,
-    mtu: u16,
-    rx_fd: Option<RawFd>,
     setup_log: String,
-    /// Frames dropped on receive because they spanned several mbufs (never expected at our MTU).
-    rx_multiseg_dropped: u64,
-    _eal: Rc<Eal>,
-    /// The interface queue held (released last, after the port closed).
+    eal: Rc<Eal>,
+    /// The interface queues held (released last, after the port closed).
     claim: Option<QueueClaim>,
 }
 
+/// One rx and one tx queue of a started DPDK port: what one shard drives.
+pub struct DpdkNic {
+    port: Rc<Port>,
+    /// The port's queue (0..shards), not the interface's.
+    queue: u16,
+    mac: MacAddr,
+    mtu: u16,
+    rx_fd: Option<RawFd>,
+    /// Frames dropped on receive because they spanned several mbufs (never expected at our MTU).
+    rx_multiseg_dropped: u64,
+}
+
 impl DpdkNic {
-    /// Checks the environment, starts the EAL and sets up the port. See the module doc.
+    /// Checks the environment, starts the EAL and sets up the port with one queue. See the
+    /// module doc.
     pub fn open(opts: &DpdkOptions) -> Result<DpdkNic, DpdkError> {
+        let opts = DpdkOptions { shards: 1, ..opts.clone() };
+        Ok(DpdkNic::open_shards(&opts)?.pop().expect("one queue"))
+    }
+
+    /// Like [`DpdkNic::open`], with `opts.shards` queues: one `DpdkNic` per queue, in order.
+    pub fn open_shards(opts: &DpdkOptions) -> Result<Vec<DpdkNic>, DpdkError> {
         precheck(opts)?;
-        if opts.queues > 1 && opts.pmd == Pmd::AfPacket {
-            return Err(DpdkError::SharedAfPacket { iface: opts.iface.clone(), queues: opts.queues });
+        let shards = opts.shards.max(1);
+        if (opts.queues > 1 || shards > 1) && opts.pmd == Pmd::AfPacket {
+            return Err(DpdkError::SharedAfPacket { iface: opts.iface.clone(), queues: opts.queues.max(shards) });
         }
-        let claim = QueueClaim::first_free(&opts.iface, opts.queues, std::time::Duration::from_secs(5))?;
+        let claim = QueueClaim::first_free_run(&opts.iface, opts.queues, shards, std::time::Duration::from_secs(5))?;
         if EAL_STARTED.swap(true, Ordering::SeqCst) {
             return Err(DpdkError::AlreadyInitialized);
         }
@@ -241,10 +266,21 @@ impl DpdkNic {
         let (result, log) = capture_stdio(|| open_inner(opts, claim.queue()));
         drop(turn);
         match result {
-            Ok(mut nic) => {
-                nic.setup_log = log;
-                nic.claim = Some(claim);
-                Ok(nic)
+            Ok((mut port, nics)) => {
+                port.setup_log = log;
+                port.claim = Some(claim);
+                let port = Rc::new(port);
+                Ok(nics
+                    .into_iter()
+                    .map(|(queue, mac, mtu, rx_fd)| DpdkNic {
+                        port: Rc::clone(&port),
+                        queue,
+                        mac,
+                        mtu,
+                        rx_fd,
+                        rx_multiseg_dropped: 0,
+                    })
+                    .collect())
             }
             Err(e) => Err(explain(e, opts, &log)),
         }
@@ -252,26 +288,27 @@ impl DpdkNic {
 
     /// What DPDK, libbpf and libxdp printed while the port was set up.
     pub fn setup_log(&self) -> &str {
-        &self.setup_log
+        &self.port.setup_log
     }
 
     pub fn port_id(&self) -> u16 {
-        self.port
+        self.port.id
     }
 
-    /// The interface queue this port drives (0 unless the interface is shared, see `share`).
+    /// The interface queue this drives (0 unless the interface is shared or the process has
+    /// several shards, see `share`).
     pub fn queue(&self) -> u16 {
-        self.claim.as_ref().map_or(0, |c| c.queue())
+        self.port.claim.as_ref().map_or(0, |c| c.queue()) + self.queue
     }
 
     /// Whether other processes may drive other queues of the interface (`nic.queues` > 1).
     pub fn shared(&self) -> bool {
-        self.claim.as_ref().is_some_and(|c| c.shared())
+        self.port.claim.as_ref().is_some_and(|c| c.shared())
     }
 
     /// Mbufs free in the pool (for leak checks and `stat`).
     pub fn pool_available(&self) -> u32 {
-        unsafe { sys::rte_mempool_avail_count(self.pool) }
+        unsafe { sys::rte_mempool_avail_count(self.port.pool) }
     }
 
     pub fn rx_multiseg_dropped(&self) -> u64 {
@@ -279,20 +316,20 @@ impl DpdkNic {
     }
 }
 
-impl Drop for DpdkNic {
+impl Drop for Port {
     fn drop(&mut self) {
         // Closing detaches the XDP program, which the other processes on a shared interface still
         // use: then the port stays open and the process exit closes its socket.
         let _others_kept_out = match self.claim.as_ref().map(|c| c.last_out()) {
             Some(None) => {
-                self._eal.keep_memory.set(true);
+                self.eal.keep_memory.set(true);
                 return;
             }
             Some(Some(guard)) => Some(guard),
             None => None,
         };
         // libxdp chats about the detach on stderr. Keep that quiet.
-        let port = self.port;
+        let port = self.id;
         let ((), _) = capture_stdio(|| unsafe {
             sys::rte_eth_dev_stop(port);
             sys::rte_eth_dev_close(port);
@@ -300,7 +337,7 @@ impl Drop for DpdkNic {
         // An mbuf the caller still holds must never point into freed memory: then the pool and
         // the EAL's memory stay until the process exits.
         if unsafe { sys::rte_mempool_in_use_count(self.pool) } > 0 {
-            self._eal.keep_memory.set(true);
+            self.eal.keep_memory.set(true);
         }
     }
 }
@@ -311,7 +348,7 @@ impl Nic for DpdkNic {
     fn rx_burst(&mut self, out: &mut Vec<Mbuf>, max: usize) -> usize {
         let mut raw = [std::ptr::null_mut::<sys::rte_mbuf>(); BURST_MAX];
         let want = max.min(BURST_MAX) as u16;
-        let n = unsafe { sys::ph_rx_burst(self.port, 0, raw.as_mut_ptr(), want) } as usize;
+        let n = unsafe { sys::ph_rx_burst(self.port.id, self.queue, raw.as_mut_ptr(), want) } as usize;
         let mut kept = 0;
         for &m in &raw[..n] {
             let buf = Mbuf(NonNull::new(m).expect("PMD returned a null mbuf"));
@@ -333,7 +370,8 @@ impl Nic for DpdkNic {
             for (slot, b) in raw.iter_mut().zip(chunk) {
                 *slot = b.raw();
             }
-            let sent = unsafe { sys::ph_tx_burst(self.port, 0, raw.as_mut_ptr(), chunk.len() as u16) } as usize;
+            let sent =
+                unsafe { sys::ph_tx_burst(self.port.id, self.queue, raw.as_mut_ptr(), chunk.len() as u16) } as usize;
             total += sent;
             if sent < chunk.len() {
                 break;
@@ -347,7 +385,7 @@ impl Nic for DpdkNic {
     }
 
     fn alloc(&mut self) -> Option<Mbuf> {
-        NonNull::new(unsafe { sys::ph_pktmbuf_alloc(self.pool) }).map(Mbuf)
+        NonNull::new(unsafe { sys::ph_pktmbuf_alloc(self.port.pool) }).map(Mbuf)
     }
 
     fn mac(&self) -> MacAddr {
@@ -360,13 +398,13 @@ impl Nic for DpdkNic {
 
     fn link(&self) -> Link {
         let mut l = sys::rte_eth_link::default();
-        unsafe { sys::rte_eth_link_get_nowait(self.port, &mut l) };
+        unsafe { sys::rte_eth_link_get_nowait(self.port.id, &mut l) };
         Link { up: l.link_status() != 0, speed_mbps: l.link_speed }
     }
 
     fn stats(&self) -> NicStats {
         let mut s = sys::rte_eth_stats::default();
-        unsafe { sys::rte_eth_stats_get(self.port, &mut s) };
+        unsafe { sys::rte_eth_stats_get(self.port.id, &mut s) };
         NicStats {
             ipackets: s.ipackets,
             opackets: s.opackets,
@@ -417,7 +455,10 @@ enum Failure {
     Port(String),
 }
 
-fn open_inner(opts: &DpdkOptions, queue: u16) -> Result<DpdkNic, Failure> {
+/// Per queue of the port: (queue, MAC, MTU, the socket that is readable when frames wait).
+type QueueSetup = (u16, MacAddr, u16, Option<RawFd>);
+
+fn open_inner(opts: &DpdkOptions, queue: u16) -> Result<(Port, Vec<QueueSetup>), Failure> {
     let prefix = format!("pronghorn-{}", std::process::id());
     debug_assert_eq!(runtime_dir_of(std::process::id()), format!("/var/run/dpdk/{prefix}"));
     let saved_affinity = current_affinity();
@@ -437,8 +478,8 @@ fn open_inner(opts: &DpdkOptions, queue: u16) -> Result<DpdkNic, Failure> {
     ];
     args.extend(opts.eal_args.iter().cloned());
     // af_packet opens its socket while the EAL probes the vdev, af_xdp at queue setup: look for
-    // the PMD's socket among everything opened from here on.
-    let fds_before = socket_fds();
+    // the PMD's sockets among everything opened from here on.
+    let mut fds_before = socket_fds();
     let cargs: Vec<CString> = args.iter().map(|a| CString::new(a.as_str()).unwrap_or_default()).collect();
     let mut argv: Vec<*mut libc::c_char> = cargs.iter().map(|a| a.as_ptr() as *mut libc::c_char).collect();
     argv.push(std::ptr::null_mut());
@@ -476,12 +517,27 @@ fn open_inner(opts: &DpdkOptions, queue: u16) -> Result<DpdkNic, Failure> {
         )));
     }
     let conf = sys::rte_eth_conf::default();
-    let rc = unsafe { sys::rte_eth_dev_configure(port, 1, 1, &conf) };
+    let shards = opts.shards.max(1);
+    let rc = unsafe { sys::rte_eth_dev_configure(port, shards, shards, &conf) };
     check(rc, "configure")?;
-    let rc = unsafe { sys::rte_eth_rx_queue_setup(port, 0, opts.rx_desc, socket as u32, std::ptr::null(), pool) };
-    check(rc, "rx queue setup")?;
-    let rc = unsafe { sys::rte_eth_tx_queue_setup(port, 0, opts.tx_desc, socket as u32, std::ptr::null()) };
-    check(rc, "tx queue setup")?;
+    // The PMDs of 22.11 have no rx interrupt, but the AF_XDP / AF_PACKET socket is itself
+    // readable when frames wait: find the one each queue's setup created (af_packet's, opened
+    // at probe, is new at the first).
+    let mut rx_fds = Vec::with_capacity(usize::from(shards));
+    for q in 0..shards {
+        let rc = unsafe { sys::rte_eth_rx_queue_setup(port, q, opts.rx_desc, socket as u32, std::ptr::null(), pool) };
+        check(rc, "rx queue setup")?;
+        let rc = unsafe { sys::rte_eth_tx_queue_setup(port, q, opts.tx_desc, socket as u32, std::ptr::null()) };
+        check(rc, "tx queue setup")?;
+        let now = socket_fds();
+        rx_fds.push(
+            now.iter()
+                .copied()
+                .filter(|fd| !fds_before.contains(fd))
+                .find(|&fd| socket_domain(fd) == Some(opts.pmd.socket_domain())),
+        );
+        fds_before = now;
+    }
     let rc = unsafe { sys::rte_eth_dev_start(port) };
     if rc != 0 {
         unsafe { sys::rte_eth_dev_close(port) };
@@ -492,23 +548,8 @@ fn open_inner(opts: &DpdkOptions, queue: u16) -> Result<DpdkNic, Failure> {
     unsafe { sys::rte_eth_macaddr_get(port, &mut mac) };
     let mut mtu: u16 = 1500;
     unsafe { sys::rte_eth_dev_get_mtu(port, &mut mtu) };
-    // The PMDs of 22.11 have no rx interrupt, but the AF_XDP / AF_PACKET socket they opened is
-    // itself readable when frames wait: find the one this setup created.
-    let rx_fd = socket_fds()
-        .into_iter()
-        .filter(|fd| !fds_before.contains(fd))
-        .find(|&fd| socket_domain(fd) == Some(opts.pmd.socket_domain()));
-    Ok(DpdkNic {
-        port,
-        pool,
-        mac: MacAddr(mac.addr_bytes),
-        mtu,
-        rx_fd,
-        setup_log: String::new(),
-        rx_multiseg_dropped: 0,
-        _eal: eal,
-        claim: None,
-    })
+    let queues = rx_fds.into_iter().enumerate().map(|(q, fd)| (q as u16, MacAddr(mac.addr_bytes), mtu, fd)).collect();
+    Ok((Port { id: port, pool, setup_log: String::new(), eal, claim: None }, queues))
 }
 
 fn check(rc: i32, what: &str) -> Result<(), Failure> {

@@ -27,13 +27,15 @@ fn root() -> String {
     std::env::temp_dir().join(format!("pronghorn-queues-test-{}", std::process::id())).display().to_string()
 }
 
-/// One claimed queue, held until dropped (or the process ends).
+/// One claimed queue, or a run of consecutive queues (a process with several shards), held
+/// until dropped (or the process ends).
 #[derive(Debug)]
 pub struct QueueClaim {
     iface: String,
     queues: u16,
     queue: u16,
-    _lock: File,
+    count: u16,
+    _locks: Vec<File>,
 }
 
 /// Why no queue could be claimed: each displays as one line with the fix.
@@ -41,6 +43,8 @@ pub struct QueueClaim {
 pub enum ClaimError {
     #[error("all {queues} queue(s) of interface \"{iface}\" are driven by other processes; give the interface more queues and set nic.queues to match (one per process that serves it)")]
     AllTaken { iface: String, queues: u16 },
+    #[error("no {count} consecutive free queues among the {queues} of interface \"{iface}\" (runtime.shards = {count} takes one per shard); give the interface more queues and raise nic.queues to match")]
+    NoRun { iface: String, queues: u16, count: u16 },
     #[error("cannot create the queue lock {path}: {err}")]
     Lock { path: String, err: std::io::Error },
 }
@@ -50,24 +54,49 @@ impl QueueClaim {
     /// one to come free: a server replacing its workers (nginx -s reload) starts the new ones
     /// while the old ones finish, and a process closing its port holds every lock briefly.
     pub fn first_free(iface: &str, queues: u16, patience: std::time::Duration) -> Result<QueueClaim, ClaimError> {
+        QueueClaim::first_free_run(iface, queues, 1, patience)
+    }
+
+    /// Claims the lowest run of `count` consecutive free queues (one per shard of a process).
+    pub fn first_free_run(
+        iface: &str,
+        queues: u16,
+        count: u16,
+        patience: std::time::Duration,
+    ) -> Result<QueueClaim, ClaimError> {
         let queues = queues.max(1);
+        let count = count.max(1);
         let give_up = std::time::Instant::now() + patience;
         loop {
-            for queue in 0..queues {
-                if let Some(lock) = try_lock(iface, queue)? {
-                    return Ok(QueueClaim { iface: iface.to_string(), queues, queue, _lock: lock });
+            'start: for first in 0..queues.saturating_sub(count - 1) {
+                let mut locks = Vec::new();
+                for q in first..first + count {
+                    match try_lock(iface, q)? {
+                        Some(lock) => locks.push(lock),
+                        None => continue 'start,
+                    }
                 }
+                return Ok(QueueClaim { iface: iface.to_string(), queues, queue: first, count, _locks: locks });
             }
             if std::time::Instant::now() >= give_up {
-                return Err(ClaimError::AllTaken { iface: iface.to_string(), queues });
+                return Err(if count == 1 {
+                    ClaimError::AllTaken { iface: iface.to_string(), queues }
+                } else {
+                    ClaimError::NoRun { iface: iface.to_string(), queues, count }
+                });
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
 
-    /// The queue this process drives.
+    /// The (first) queue this process drives.
     pub fn queue(&self) -> u16 {
         self.queue
+    }
+
+    /// How many consecutive queues it drives, from `queue()`.
+    pub fn count(&self) -> u16 {
+        self.count
     }
 
     /// Whether the interface is shared with other processes by configuration (more than one queue).
@@ -80,7 +109,7 @@ impl QueueClaim {
     /// the XDP program). `None`: another process still uses the interface; leave the port open
     /// (the process exit closes its socket, and the program stays for the others).
     pub fn last_out(&self) -> Option<AllQueues> {
-        lock_all_except(&self.iface, self.queues, Some(self.queue))
+        lock_all_except(&self.iface, self.queues, Some(self.queue..self.queue + self.count))
     }
 }
 
@@ -117,9 +146,9 @@ pub fn idle(iface: &str, queues: u16) -> Option<AllQueues> {
     lock_all_except(iface, queues.max(1), None)
 }
 
-fn lock_all_except(iface: &str, queues: u16, mine: Option<u16>) -> Option<AllQueues> {
+fn lock_all_except(iface: &str, queues: u16, mine: Option<std::ops::Range<u16>>) -> Option<AllQueues> {
     let mut locks = Vec::new();
-    for q in (0..queues).filter(|&q| Some(q) != mine) {
+    for q in (0..queues).filter(|q| !mine.as_ref().is_some_and(|m| m.contains(q))) {
         match try_lock(iface, q) {
             Ok(Some(f)) => locks.push(f),
             Ok(None) => return None,
@@ -209,6 +238,25 @@ mod tests {
         assert!(QueueClaim::first_free(&iface, 3, Duration::ZERO).is_err());
         drop(guard);
         assert_eq!(QueueClaim::first_free(&iface, 3, Duration::ZERO).unwrap().queue(), 1);
+        remove_locks(&iface);
+    }
+
+    #[test]
+    fn a_process_with_several_shards_claims_a_run_of_consecutive_queues() {
+        let iface = format!("t{}c", std::process::id());
+        let one = QueueClaim::first_free(&iface, 4, Duration::ZERO).unwrap();
+        let two = QueueClaim::first_free_run(&iface, 4, 2, Duration::ZERO).unwrap();
+        assert_eq!((two.queue(), two.count()), (1, 2));
+        // Queue 3 is free, but no run of two is.
+        let err = QueueClaim::first_free_run(&iface, 4, 2, Duration::ZERO).unwrap_err().to_string();
+        assert!(err.contains("no 2 consecutive free queues among the 4") && err.contains("runtime.shards"), "{err}");
+        assert!(two.last_out().is_none(), "queue 0 is held by another claim");
+        drop(one);
+        assert!(two.last_out().is_some(), "its own queues do not count as others'");
+        let run = QueueClaim::first_free_run(&iface, 4, 3, Duration::ZERO);
+        assert!(run.is_err());
+        drop(two);
+        assert_eq!(QueueClaim::first_free_run(&iface, 4, 3, Duration::ZERO).unwrap().queue(), 0);
         remove_locks(&iface);
     }
 }

@@ -1,6 +1,6 @@
-//! One accelerated process's runtime state and its lock: the shard (started on first use, or
+//! One accelerated process's runtime state and its lock: the shards (started on first use, or
 //! before the process gives up root), the fd and socket tables, routing, and the stack pass that
-//! turns the shard's readiness changes into wakeups.
+//! turns the shards' readiness changes into wakeups.
 //!
 //! Everything here is generic over the NIC so that the in-memory pair can exercise the threading
 //! and readiness rules in unit tests; the process-wide instance uses DPDK.
@@ -15,11 +15,12 @@ use nic::Nic;
 use stack::shard::{Readiness, Shard, ShardConfig, SocketId};
 
 use crate::fdtable::{Fd, FdTable, SockTable};
+use crate::shards::ShardSet;
 use crate::wait::{self, WaitState};
 use crate::{real, Errno, RoutingStats, FORKED, INSIDE};
 
-/// Opens the NIC when the shard starts.
-pub(crate) type Opener<N> = Box<dyn FnOnce(&Config) -> Result<N, String>>;
+/// Opens the NIC when the shards start: one queue per shard (`runtime.shards`).
+pub(crate) type Opener<N> = Box<dyn FnOnce(&Config) -> Result<Vec<N>, String>>;
 
 /// Checks, without opening it, what commonly keeps the NIC from opening (bind says it at once).
 pub(crate) type Precheck = fn(&Config) -> Result<(), String>;
@@ -31,7 +32,7 @@ pub struct Accel<N: Nic + 'static> {
 
 pub(crate) struct Runtime<N: Nic + 'static> {
     pub cfg: Config,
-    pub shard: Option<Shard<N>>,
+    pub shards: ShardSet<N>,
     open: Option<Opener<N>>,
     pub precheck: Option<Precheck>,
     pub init_error: Option<String>,
@@ -40,7 +41,8 @@ pub(crate) struct Runtime<N: Nic + 'static> {
     pub socks: SockTable,
     /// Addresses held by accelerated bound or listening sockets (bind: EADDRINUSE).
     pub bound: HashMap<SocketAddr, Binding>,
-    pub rx_fd: Option<i32>,
+    /// Per shard: the fd that is readable when frames wait on its queue.
+    pub rx_fds: Vec<Option<i32>>,
     /// fds in `Fd::Listening` (listen() before the NIC opened).
     pub deferred_listeners: usize,
     pub routing: RoutingStats,
@@ -62,7 +64,7 @@ impl<N: Nic + 'static> Accel<N> {
         Accel {
             state: Mutex::new(Runtime {
                 cfg,
-                shard: None,
+                shards: ShardSet::default(),
                 open: Some(open),
                 precheck: None,
                 init_error: None,
@@ -70,7 +72,7 @@ impl<N: Nic + 'static> Accel<N> {
                 fds: FdTable::default(),
                 socks: SockTable::default(),
                 bound: HashMap::new(),
-                rx_fd: None,
+                rx_fds: Vec::new(),
                 deferred_listeners: 0,
                 routing: RoutingStats::default(),
                 wait,
@@ -133,12 +135,24 @@ impl<N: Nic + 'static> Accel<N> {
 
     /// Whether the NIC is open (the shard serving).
     pub fn serving(&self) -> bool {
-        self.lock().shard.is_some()
+        self.lock().shards.is_open()
     }
 
     /// Application threads asleep in the runtime right now.
     pub fn parked(&self) -> u32 {
         self.lock().wait.parked
+    }
+
+    /// Runs `f` with the runtime's lock held: tests whose NICs share state with the test itself
+    /// (a peer stack inside the NIC) touch that state only so.
+    pub fn locked<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _held = self.lock();
+        f()
+    }
+
+    /// Each shard's TCP counters, in shard order (empty before the NIC opens).
+    pub fn shard_stats(&self) -> Vec<stack::shard::ShardStats> {
+        self.lock().shards.all().iter().map(|s| *s.stats()).collect()
     }
 
     pub fn routing_stats(&self) -> RoutingStats {
@@ -200,7 +214,7 @@ impl<N: Nic + 'static> ForkHold<'_, N> {
     /// queue of its own when it first waits. A child of a process whose NIC is open cannot
     /// share the parent's port; its inherited accelerated sockets fail (`forked_child_socket`).
     pub fn child_keeps(&self) -> bool {
-        self.0.shard.is_none() && self.0.open.is_some()
+        !self.0.shards.is_open() && self.0.open.is_some()
     }
 }
 
@@ -213,7 +227,7 @@ impl<N: Nic + 'static> Runtime<N> {
     /// Before a socket is bound to our address: fails (and says why, once) when the NIC cannot
     /// open, so the error reaches bind() rather than the first wait.
     pub(crate) fn precheck(&mut self) -> Result<(), Errno> {
-        if self.shard.is_some() {
+        if self.shards.is_open() {
             return Ok(());
         }
         if self.init_error.is_none() {
@@ -234,8 +248,8 @@ impl<N: Nic + 'static> Runtime<N> {
         self.routing.init_failed += 1;
     }
 
-    pub(crate) fn shard(&mut self) -> Result<&mut Shard<N>, Errno> {
-        if self.shard.is_none() {
+    pub(crate) fn open_shards(&mut self) -> Result<&mut ShardSet<N>, Errno> {
+        if !self.shards.is_open() {
             if self.init_error.is_some() {
                 return Err(Errno(libc::ENETDOWN));
             }
@@ -244,13 +258,20 @@ impl<N: Nic + 'static> Runtime<N> {
                 None => Err("the NIC was already opened once".into()),
             };
             match opened {
-                Ok(nic) => {
-                    self.rx_fd = nic.rx_interrupt_fd();
-                    self.shard = Some(self.make_shard(nic));
+                Ok(nics) if !nics.is_empty() => {
+                    self.rx_fds = nics.iter().map(|n| n.rx_interrupt_fd()).collect();
+                    let count = nics.len() as u16;
+                    let shards =
+                        nics.into_iter().enumerate().map(|(k, nic)| self.make_shard(nic, k as u16, count)).collect();
+                    self.shards.start(shards);
                     if self.me.is_some_and(|me| std::ptr::eq(me as *const Accel<N> as *const (), crate::global_ptr())) {
                         crate::process::start_reaper(&self.cfg.nic.iface, self.cfg.nic.queues);
                     }
                     self.start_deferred_listeners();
+                }
+                Ok(_) => {
+                    self.init_failed("the NIC opened no queue".into());
+                    return Err(Errno(libc::ENETDOWN));
                 }
                 Err(e) => {
                     self.init_failed(e);
@@ -258,10 +279,10 @@ impl<N: Nic + 'static> Runtime<N> {
                 }
             }
         }
-        Ok(self.shard.as_mut().unwrap())
+        Ok(&mut self.shards)
     }
 
-    fn make_shard(&self, nic: N) -> Shard<N> {
+    fn make_shard(&self, nic: N, index: u16, count: u16) -> Shard<N> {
         let mut secret = [0u8; 32];
         unsafe { libc::getrandom(secret.as_mut_ptr().cast(), 32, 0) };
         let mut cfg = ShardConfig::new(
@@ -273,6 +294,8 @@ impl<N: Nic + 'static> Runtime<N> {
         cfg.gateway4 = self.cfg.ipv4.as_ref().and_then(|c| c.gateway);
         cfg.gateway6 = self.cfg.ipv6.as_ref().and_then(|c| c.gateway);
         cfg.glean_neighbors = self.cfg.nic.queues > 1;
+        cfg.shard_index = index;
+        cfg.shard_count = count;
         Shard::new(nic, cfg)
     }
 
@@ -303,12 +326,21 @@ impl<N: Nic + 'static> Runtime<N> {
         }
     }
 
-    /// One stack pass: timers, received frames (a few bursts, not forever), transmission, and
-    /// the wakeups for what changed. Returns the work done (0: idle).
+    /// One stack pass of every shard: timers, received frames (a few bursts, not forever),
+    /// transmission, and the wakeups for what changed. Returns the work done (0: idle).
     pub(crate) fn poll_shard(&mut self) -> usize {
+        if self.wait.inline() && self.shards.is_open() {
+            self.wait.stats.inline_polls += 1;
+        }
+        (0..self.shards.len()).map(|k| self.poll_one(k)).sum()
+    }
+
+    /// One stack pass of shard `k` (its stack thread's), then the frames it could not place
+    /// handed to the others, and the wakeups.
+    pub(crate) fn poll_one(&mut self, k: usize) -> usize {
         let now = self.now();
         let mut work = 0;
-        if let Some(s) = self.shard.as_mut() {
+        if let Some(s) = self.shards.all_mut().get_mut(k) {
             for _ in 0..8 {
                 let n = s.poll(now);
                 work += n;
@@ -316,10 +348,8 @@ impl<N: Nic + 'static> Runtime<N> {
                     break;
                 }
             }
-            if self.wait.inline() {
-                self.wait.stats.inline_polls += 1;
-            }
         }
+        stack::shard::exchange(self.shards.all_mut(), now);
         self.dispatch();
         work
     }
@@ -327,7 +357,7 @@ impl<N: Nic + 'static> Runtime<N> {
     /// Sends what calls queued, without receiving.
     pub(crate) fn flush_shard(&mut self) {
         let now = self.now();
-        if let Some(s) = self.shard.as_mut() {
+        for s in self.shards.all_mut() {
             s.flush(now);
         }
     }
@@ -335,14 +365,16 @@ impl<N: Nic + 'static> Runtime<N> {
     /// Turns the shard's readiness changes into wakeups: threads blocked on a changed socket,
     /// and the epoll sets it is in (queued on their ready lists, their waiters woken).
     pub(crate) fn dispatch(&mut self) {
-        let Some(s) = self.shard.as_mut() else { return };
-        s.take_changed(&mut self.changed);
+        for s in self.shards.all_mut() {
+            s.take_changed(&mut self.changed);
+        }
         if self.changed.is_empty() {
             return;
         }
         let mut changed = std::mem::take(&mut self.changed);
         for id in changed.drain(..) {
-            self.notify(id);
+            // A sibling listener's change is its primary's (the one the fds refer to).
+            self.notify(self.shards.known_as(id));
         }
         self.changed = changed;
     }
@@ -393,7 +425,9 @@ impl<N: Nic + 'static> Runtime<N> {
     /// What the accelerated fd `fd` is ready for (`None`: not an accelerated fd).
     pub(crate) fn readiness(&self, fd: i32) -> Option<Readiness> {
         match &self.fds.get(fd)?.fd {
-            Fd::Listener { id, .. } | Fd::Conn { id, .. } => Some(self.shard.as_ref()?.readiness(*id)),
+            Fd::Listener { id, .. } | Fd::Conn { id, .. } => {
+                Some(if self.shards.is_open() { self.shards.readiness(*id) } else { Readiness::default() })
+            }
             Fd::Bound { .. } => Some(Readiness { writable: true, ..Readiness::default() }),
             // Only when the NIC failed to open (waiting opens it): never ready.
             Fd::Listening { .. } => Some(Readiness::default()),
@@ -401,17 +435,22 @@ impl<N: Nic + 'static> Runtime<N> {
         }
     }
 
-    /// How long the NIC sleeper may sleep before the shard has timer work (ms, capped at 100).
+    /// How long the NIC sleeper may sleep before shard `k` (`None`: any shard) has timer work
+    /// (ms, capped at 100).
     ///
     /// A timer that a call arms while the sleeper sleeps is not allowed to wake it: it fires at
     /// the sleeper's next pass, at most 100 ms later. Every TCP timer but one is at least 200 ms
     /// (RTO, persist, keepalive, TIME-WAIT), so this only delays a delayed ACK (40 ms) by up to
     /// 60 ms, within RFC 1122's 500 ms. Waking the sleeper for it instead cost a context switch
     /// per request (each received request arms one).
-    pub(crate) fn next_wait_ms(&self) -> i32 {
+    pub(crate) fn next_wait_ms(&self, k: Option<usize>) -> i32 {
         const CAP: i32 = 100;
-        let Some(s) = self.shard.as_ref() else { return CAP };
-        match s.next_deadline() {
+        let all = self.shards.all();
+        let deadline = match k {
+            Some(k) => all.get(k).and_then(|s| s.next_deadline()),
+            None => all.iter().filter_map(|s| s.next_deadline()).min(),
+        };
+        match deadline {
             Some(d) => (d.saturating_sub(self.now()).div_ceil(1_000_000)).min(CAP as u64) as i32,
             None => CAP,
         }

@@ -17,10 +17,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nic::Nic;
-use stack::shard::{Readiness, Shard, SocketId};
+use stack::shard::{Readiness, SocketId};
 
 use crate::accel::Accel;
 use crate::fdtable::{Entry, Fd};
+use crate::shards::ShardSet;
 use crate::wait::{self, Parker};
 use crate::{real, Call, Errno};
 
@@ -120,7 +121,7 @@ impl EpollSet {
     }
 
     /// Reports queued members into `out`; returns how many.
-    fn collect<N: Nic>(&mut self, shard: Option<&Shard<N>>, out: &mut [libc::epoll_event]) -> usize {
+    fn collect<N: Nic>(&mut self, shards: &ShardSet<N>, out: &mut [libc::epoll_event]) -> usize {
         let mut n = 0;
         let mut todo = self.ready.len();
         while n < out.len() && todo > 0 {
@@ -131,10 +132,10 @@ impl EpollSet {
             if m.disabled {
                 continue;
             }
-            let (r, arrivals) = match (m.target, shard) {
-                (Target::Sock(id), Some(s)) => (s.readiness(id), s.arrivals(id)),
-                (Target::Sock(_), None) => continue,
-                (Target::Bound, _) => (Readiness { writable: true, ..Readiness::default() }, 0),
+            let (r, arrivals) = match m.target {
+                Target::Sock(_) if !shards.is_open() => continue,
+                Target::Sock(id) => (shards.readiness(id), shards.arrivals(id)),
+                Target::Bound => (Readiness { writable: true, ..Readiness::default() }, 0),
             };
             let mask = epoll_mask(r, m.events);
             let edge = m.events & libc::EPOLLET as u32 != 0;
@@ -293,12 +294,11 @@ impl<N: Nic + 'static> Accel<N> {
         loop {
             let step = self.with(|rt| {
                 let parker = rt.start_looking();
-                let shard = rt.shard.as_ref();
                 let Some(set) = rt.fds.epoll_mut(epfd) else { return Step::Kernel };
                 if set.count == 0 && !waited {
                     return Step::Kernel;
                 }
-                let n = set.collect(shard, out);
+                let n = set.collect(&rt.shards, out);
                 let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
                 if n > 0 || left.is_some_and(|l| l.is_zero()) || parker.is_none() {
                     let kernel_too = set.kernel_members > 0;
@@ -359,10 +359,7 @@ impl<N: Nic + 'static> Accel<N> {
                 let mut n = k.max(0) as usize;
                 if n < out.len() {
                     n += self
-                        .with(|rt| {
-                            let shard = rt.shard.as_ref();
-                            rt.fds.epoll_mut(epfd).map_or(0, |set| set.collect(shard, &mut out[n..]))
-                        })
+                        .with(|rt| rt.fds.epoll_mut(epfd).map_or(0, |set| set.collect(&rt.shards, &mut out[n..])))
                         .unwrap_or(0);
                 }
                 if n > 0 {

@@ -30,6 +30,7 @@ mod fdtable;
 mod poll;
 mod process;
 pub mod real;
+mod shards;
 mod socket;
 mod sockopt;
 mod wait;
@@ -162,11 +163,12 @@ pub fn dpdk_options(cfg: &Config) -> DpdkOptions {
     opts.eal_args = cfg.nic.eal_args.clone();
     opts.pool_size = cfg.nic.mbufs;
     opts.queues = cfg.nic.queues;
+    opts.shards = cfg.runtime.shards;
     opts
 }
 
-fn open_dpdk(cfg: &Config) -> Result<DpdkNic, String> {
-    DpdkNic::open(&dpdk_options(cfg)).map_err(|e| e.to_string())
+fn open_dpdk(cfg: &Config) -> Result<Vec<DpdkNic>, String> {
+    DpdkNic::open_shards(&dpdk_options(cfg)).map_err(|e| e.to_string())
 }
 
 extern "C" fn close_port_at_exit() {
@@ -180,7 +182,12 @@ extern "C" fn close_port_at_exit() {
 impl<N: Nic + 'static> Accel<N> {
     /// A runtime over `nic` (tests): it starts its shard on first use like the process-wide one.
     pub fn with_nic(cfg: Config, nic: N) -> &'static Accel<N> {
-        Accel::new(cfg, Box::new(move |_| Ok(nic))).leak()
+        Accel::new(cfg, Box::new(move |_| Ok(vec![nic]))).leak()
+    }
+
+    /// A runtime with a shard per NIC (tests of `runtime.shards`: give as many as it says).
+    pub fn with_nics(cfg: Config, nics: Vec<N>) -> &'static Accel<N> {
+        Accel::new(cfg, Box::new(move |_| Ok(nics))).leak()
     }
 }
 

@@ -15,7 +15,7 @@ impl<N: Nic + 'static> Accel<N> {
     /// open the NIC (AF_XDP, hugepages) before its first socket. Open it now.
     pub fn before_credentials_change(&self) {
         self.with(|rt| {
-            let _ = rt.shard();
+            let _ = rt.open_shards();
         });
     }
 
@@ -26,9 +26,9 @@ impl<N: Nic + 'static> Accel<N> {
         self.try_with(|rt| {
             rt.poll_shard();
             if EXIT_STATS.get().copied().unwrap_or(false) {
-                if let Some(s) = rt.shard.as_ref() {
+                for (k, s) in rt.shards.all().iter().enumerate() {
                     let msg = format!(
-                        "pronghorn: pid {} at exit: {:?}\n{:?}\n{:?}\n{:?}\n{:?}\n",
+                        "pronghorn: pid {} shard {k} at exit: {:?}\n{:?}\n{:?}\n{:?}\n{:?}\n",
                         std::process::id(),
                         s.stats(),
                         s.link_stats(),
@@ -39,7 +39,7 @@ impl<N: Nic + 'static> Accel<N> {
                     unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
                 }
             }
-            drop(rt.shard.take());
+            rt.shards.stop();
         });
     }
 }

@@ -24,7 +24,24 @@ impl<N: Nic + 'static> Runtime<N> {
         nonblock: bool,
     ) -> Result<(), Errno> {
         let opts = self.fds.get(fd).map(|e| e.opts).unwrap_or_default();
-        let id = self.shard()?.tcp_listen_with(local, backlog, opts.v6only, opts.reuseport)?;
+        let shards = self.open_shards()?.all_mut();
+        let id = shards[0].tcp_listen_with(local, backlog, opts.v6only, opts.reuseport)?;
+        // The same listener on every other shard (a port the first picked, for port 0).
+        let local = SocketAddr::new(local.ip(), shards[0].local_addr(id)?.port());
+        let mut others = Vec::new();
+        for k in 1..shards.len() {
+            match shards[k].tcp_listen_with(local, backlog, opts.v6only, opts.reuseport) {
+                Ok(o) => others.push(o),
+                Err(e) => {
+                    let _ = shards[0].close(id);
+                    for o in others {
+                        let _ = shards[o.shard()].close(o);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        self.shards.add_siblings(id, others);
         let entry = self.fds.get_mut(fd).unwrap();
         entry.fd = Fd::Listener { id, nonblock };
         let epolls = entry.epolls.clone();
@@ -40,8 +57,11 @@ impl<N: Nic + 'static> Runtime<N> {
     /// The application waits for connections on `fd` (a listener: its SO_REUSEPORT siblings in
     /// this process, inherited from a parent, are left to the processes that wait on them).
     pub(crate) fn watch_listener(&mut self, fd: i32) {
-        if let (Some(&Fd::Listener { id, .. }), Some(s)) = (self.fds.kind(fd), self.shard.as_mut()) {
-            s.tcp_listener_watched(id);
+        if let Some(&Fd::Listener { id, .. }) = self.fds.kind(fd) {
+            let group: Vec<SocketId> = self.shards.group(id).collect();
+            for l in group {
+                self.shards.of(l).tcp_listener_watched(l);
+            }
         }
     }
 
@@ -61,8 +81,8 @@ impl<N: Nic + 'static> Runtime<N> {
     /// A thread is about to wait, poll or accept: a process with deferred listeners serves now,
     /// so its NIC opens (and they start listening).
     pub(crate) fn serve_deferred(&mut self) {
-        if self.deferred_listeners > 0 && self.shard.is_none() {
-            let _ = self.shard();
+        if self.deferred_listeners > 0 && !self.shards.is_open() {
+            let _ = self.open_shards();
         }
     }
 
@@ -154,7 +174,12 @@ impl<N: Nic + 'static> Runtime<N> {
             }
         }
         let now = self.now();
-        if let Some(s) = self.shard.as_mut() {
+        if self.shards.is_open() {
+            let siblings = self.shards.take_siblings(id);
+            for &o in siblings.iter() {
+                let _ = self.shards.of(o).close(o);
+            }
+            let s = self.shards.of(id);
             // SO_LINGER with a zero timeout resets instead of closing gracefully.
             let _ = if entry.opts.linger_s == Some(0) { s.abort(id) } else { s.close(id) };
             // What was written before close leaves now (and the FIN or RST after it).
@@ -225,7 +250,7 @@ impl<N: Nic + 'static> Accel<N> {
                 let (local, nonblock) = (*local, *nonblock);
                 let backlog = if backlog <= 0 { 128 } else { backlog as usize };
                 rt.routing.accelerated_listen += 1;
-                if rt.shard.is_none() {
+                if !rt.shards.is_open() {
                     rt.fds.get_mut(fd).unwrap().fd = Fd::Listening { local, backlog, nonblock };
                     rt.deferred_listeners += 1;
                     return Call::Done(Ok(()));
@@ -248,10 +273,19 @@ impl<N: Nic + 'static> Accel<N> {
                 Some(Fd::Pending { .. } | Fd::Epoll(_)) | None => return Call::Kernel,
                 Some(_) => return Call::Done(Err(Errno::EINVAL)),
             };
-            let shard = rt.shard.as_mut().expect("a listener has a shard");
-            shard.tcp_listener_watched(id);
-            match shard.tcp_accept(id) {
+            rt.watch_listener(fd);
+            // The first of the listener's shards with a connection waiting.
+            let mut accepted = Err(Errno::EAGAIN);
+            let group: Vec<SocketId> = rt.shards.group(id).collect();
+            for l in group {
+                accepted = rt.shards.of(l).tcp_accept(l);
+                if accepted.is_ok() {
+                    break;
+                }
+            }
+            match accepted {
                 Ok((conn, peer)) => {
+                    let shard = rt.shards.of(conn);
                     let efd = unsafe {
                         let nb = if flags & libc::SOCK_NONBLOCK != 0 { libc::EFD_NONBLOCK } else { 0 };
                         real::eventfd(0, nb | if flags & libc::SOCK_CLOEXEC != 0 { libc::EFD_CLOEXEC } else { 0 })
@@ -296,16 +330,16 @@ impl<N: Nic + 'static> Accel<N> {
                         rt.routing.kernel_connect += 1;
                         return rt.leave_to_kernel(fd);
                     }
-                    let id = match rt.shard().and_then(|s| s.tcp_connect(addr)) {
+                    let id = match rt.open_shards().and_then(|s| s.for_connect().tcp_connect(addr)) {
                         Ok(id) => id,
                         Err(e) => return Call::Done(Err(e)),
                     };
                     if let Err(e) = rt.placeholder(fd, nonblock) {
-                        let _ = rt.shard.as_mut().unwrap().abort(id);
+                        let _ = rt.shards.of(id).abort(id);
                         return Call::Done(Err(e));
                     }
                     let entry = rt.fds.remove(fd).unwrap();
-                    let shard = rt.shard.as_mut().unwrap();
+                    let shard = rt.shards.of(id);
                     if entry.opts.nodelay {
                         let _ = shard.tcp_set_nodelay(id, true);
                     }
@@ -321,7 +355,7 @@ impl<N: Nic + 'static> Accel<N> {
                     if !rt.fds.get(fd).unwrap().connecting {
                         return Call::Done(Err(Errno::EISCONN));
                     }
-                    let shard = rt.shard.as_mut().unwrap();
+                    let shard = rt.shards.of(id);
                     let outcome = match shard.take_error(id) {
                         Ok(Some(e)) => Err(e),
                         _ => match shard.tcp_state(id) {
@@ -343,7 +377,7 @@ impl<N: Nic + 'static> Accel<N> {
             Call::Done(Err(Errno::EAGAIN)) => self.blocking(fd, Dir::Send, false, |rt| {
                 let Some(Fd::Conn { id, .. }) = rt.fds.kind(fd) else { return Call::Done(Err(Errno::EBADF)) };
                 let id = *id;
-                let shard = rt.shard.as_mut().unwrap();
+                let shard = rt.shards.of(id);
                 if let Ok(Some(e)) = shard.take_error(id) {
                     return Call::Done(Err(e));
                 }
@@ -365,7 +399,7 @@ impl<N: Nic + 'static> Accel<N> {
                 Err(Call::Done(Err(e))) => return Call::Done(Err(e)),
                 Err(_) => return Call::Kernel,
             };
-            let shard = rt.shard.as_mut().unwrap();
+            let shard = rt.shards.of(id);
             let r = if peek { shard.tcp_peek(id, buf) } else { shard.tcp_recv(id, buf) };
             if r == Err(Errno::EAGAIN) {
                 rt.rearm(fd, libc::EPOLLIN as u32);
@@ -385,7 +419,7 @@ impl<N: Nic + 'static> Accel<N> {
                 Err(_) => return Call::Kernel,
             };
             let nonblock = dontwait || rt.fds.kind(fd).is_some_and(|f| f.nonblock());
-            let shard = rt.shard.as_mut().unwrap();
+            let shard = rt.shards.of(id);
             let r = shard.tcp_send(id, &data[sent..]);
             if !matches!(r, Ok(n) if n == data.len() - sent) {
                 rt.rearm(fd, libc::EPOLLOUT as u32);
@@ -448,7 +482,7 @@ impl<N: Nic + 'static> Accel<N> {
                 Ok(id) => id,
                 Err(c) => return c,
             };
-            let shard = rt.shard.as_mut().unwrap();
+            let shard = rt.shards.of(id);
             let r = match how {
                 libc::SHUT_WR | libc::SHUT_RDWR => shard.tcp_shutdown_write(id),
                 libc::SHUT_RD => Ok(()),
@@ -467,7 +501,7 @@ impl<N: Nic + 'static> Accel<N> {
             Some(Fd::Bound { local, .. } | Fd::Listening { local, .. }) if !peer => Call::Done(Ok(*local)),
             Some(Fd::Bound { .. } | Fd::Listening { .. }) => Call::Done(Err(Errno::ENOTCONN)),
             Some(Fd::Listener { id, .. } | Fd::Conn { id, .. }) => {
-                let s = rt.shard.as_ref().unwrap();
+                let s = rt.shards.of_ref(*id);
                 Call::Done(if peer { s.peer_addr(*id) } else { s.local_addr(*id) })
             }
             _ => Call::Kernel,
@@ -496,7 +530,7 @@ impl<N: Nic + 'static> Accel<N> {
         self.with(|rt| match rt.fds.kind(fd) {
             Some(Fd::Conn { id, .. }) => {
                 let id = *id;
-                Call::Done(rt.shard.as_mut().unwrap().tcp_recv_available(id).map(|n| n as i32))
+                Call::Done(rt.shards.of(id).tcp_recv_available(id).map(|n| n as i32))
             }
             _ => Call::Kernel,
         })
@@ -508,7 +542,7 @@ impl<N: Nic + 'static> Accel<N> {
         self.with(|rt| match rt.fds.kind(fd) {
             Some(Fd::Conn { id, .. }) => {
                 let id = *id;
-                Call::Done(rt.shard.as_mut().unwrap().tcp_info(id))
+                Call::Done(rt.shards.of(id).tcp_info(id))
             }
             Some(Fd::Listener { .. } | Fd::Listening { .. } | Fd::Bound { .. }) => Call::Done(Err(Errno::ENOTCONN)),
             _ => Call::Kernel,

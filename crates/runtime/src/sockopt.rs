@@ -79,7 +79,7 @@ impl<N: Nic + 'static> Accel<N> {
                 return Call::Kernel;
             }
             if let Some(id) = id {
-                let shard = rt.shard.as_mut().unwrap();
+                let shard = rt.shards.of(id);
                 match (level, name) {
                     (libc::IPPROTO_TCP, libc::TCP_NODELAY) => {
                         let _ = shard.tcp_set_nodelay(id, o.nodelay);
@@ -128,8 +128,10 @@ impl<N: Nic + 'static> Accel<N> {
             };
             let r = match (level, name) {
                 (libc::SOL_SOCKET, libc::SO_ERROR) => {
-                    let e = match (id, rt.shard.as_mut()) {
-                        (Some(id), Some(s)) => s.take_error(id).ok().flatten().map_or(0, |e| e.0),
+                    let e = match id {
+                        Some(id) if rt.shards.is_open() => {
+                            rt.shards.of(id).take_error(id).ok().flatten().map_or(0, |e| e.0)
+                        }
                         _ => 0,
                     };
                     put_int(out, e)
