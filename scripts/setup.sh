@@ -11,6 +11,7 @@ packages=(
   python3
   redis-server redis-tools iperf3 nginx-light curl sockperf wrk python3-matplotlib
   mariadb-server mariadb-client sysbench
+  tshark
 )
 
 missing=()
@@ -31,6 +32,6 @@ if ! command -v cargo >/dev/null 2>&1; then
   for c in "$HOME/.cargo/bin/cargo" /root/.cargo/bin/cargo; do
     [ -x "$c" ] && { echo "setup: cargo is at $c: add $(dirname "$c") to PATH" >&2; exit 1; }
   done
-  echo "setup: cargo not found: install Rust 1.75 or newer (https://rustup.rs, or Debian's rustc/cargo from bookworm-backports)" >&2
+  echo "setup: cargo not found: install Rust 1.80 or newer (https://rustup.rs, or Debian's rustc/cargo from bookworm-backports)" >&2
   exit 1
 fi

@@ -4,6 +4,7 @@
 mod bench;
 mod config_cmd;
 mod echo;
+mod inspect;
 mod lab;
 mod reap;
 mod run;
@@ -29,6 +30,16 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Check a config file (every key: docs/config.md).
     Config(config_cmd::ConfigArgs),
+    /// The accelerated processes on this host.
+    Ps(inspect::PsArgs),
+    /// A process's counters per shard, the TCP/UDP MIB, routing and fallbacks (rates with --interval).
+    Stat(inspect::StatArgs),
+    /// A process's sockets, like `ss -tanei`.
+    Conns(inspect::ConnsArgs),
+    /// A process's latency per stage (p50, p99, p99.9).
+    Lat(inspect::LatArgs),
+    /// Capture a process's frames into a pcapng file.
+    Pcap(inspect::PcapArgs),
     /// Cleans up after an accelerated process that gave up root (started by the runtime).
     #[command(hide = true)]
     Reap(reap::ReapArgs),
@@ -45,6 +56,11 @@ fn main() {
         Command::Run(args) => run::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Config(args) => config_cmd::run(args),
+        Command::Ps(args) => inspect::ps(args),
+        Command::Stat(args) => inspect::stat(args),
+        Command::Conns(args) => inspect::conns(args),
+        Command::Lat(args) => inspect::lat(args),
+        Command::Pcap(args) => inspect::pcap(args),
         Command::Reap(args) => reap::run(args),
     };
     match result {

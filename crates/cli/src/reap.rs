@@ -27,6 +27,9 @@ pub struct ReapArgs {
     /// Queues of the interface that processes share (nic.queues).
     #[arg(long, default_value_t = 1)]
     queues: u16,
+    /// The directory of the process's stats region and control socket (removed too).
+    #[arg(long)]
+    run_dir: Option<String>,
 }
 
 pub fn run(args: ReapArgs) -> Result<i32> {
@@ -57,6 +60,11 @@ pub fn run(args: ReapArgs) -> Result<i32> {
                 bail!("reap: waiting for pid {}: {}", args.pid, std::io::Error::last_os_error());
             }
         }
+    }
+    if let Some(run_dir) = &args.run_dir {
+        let run_dir = std::path::Path::new(run_dir);
+        let _ = std::fs::remove_file(runtime::observe::region::stats_path(run_dir, args.pid));
+        let _ = std::fs::remove_file(runtime::observe::region::control_path(run_dir, args.pid));
     }
     let dir = nic::dpdk::runtime_dir_of(args.pid);
     let left = std::path::Path::new(&dir).exists();

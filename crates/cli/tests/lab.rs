@@ -1691,3 +1691,284 @@ fn redis_sentinels_fail_over_to_the_replica() {
     drop(sentinels);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The counter `name` of shard `k` in the exit statistics (PRONGHORN_EXIT_STATS) on `stderr`.
+fn exit_stat(stderr: &str, k: usize, name: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains(&format!(" shard {k} at exit: ShardStats {{")))
+        .unwrap_or_else(|| panic!("no exit statistics of shard {k}: {stderr}"));
+    let at = line.find(&format!("{name}: ")).unwrap_or_else(|| panic!("no {name}: {line}")) + name.len() + 2;
+    line[at..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+}
+
+/// Issue 10 item 6: `runtime.shards = 2`: one process, two stacks, each driving its own queue
+/// of the lab's two-queue veth with a thread of its own. As a server (redis-server) the one
+/// listener fd listens on both shards, and the kernel side's per-flow hash spreads the clients
+/// over them; as a client (redis-benchmark against a kernel redis-server in side b) connect()
+/// takes the shards in turn and the replies, which land on whichever queue the peer hashes them
+/// to, reach their shard through the other. Correctness is checked (values byte-identical, no
+/// client errors), and the exit counters show that both shards did each kind of work.
+#[test]
+fn one_process_with_two_shards_serves_and_connects_on_both_queues() {
+    if !enabled("one_process_with_two_shards_serves_and_connects_on_both_queues") {
+        return;
+    }
+    if !have("one_process_with_two_shards_serves_and_connects_on_both_queues", REDIS_TOOLS) {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::up("tst-shards", &["--queues", "2"]);
+    let dir = std::env::temp_dir().join(format!("pronghorn-shards-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = std::fs::read_to_string(lab.config_a()).unwrap();
+    assert!(cfg.contains("shards = 1"), "{cfg}");
+    let cfg_path = dir.join("shards.toml");
+    std::fs::write(&cfg_path, cfg.replace("shards = 1", "shards = 2")).unwrap();
+    let cfg_arg = cfg_path.to_str().unwrap();
+
+    // As a server.
+    let mut server = lab
+        .exec(
+            "a",
+            &[
+                bin(),
+                "run",
+                "--config",
+                cfg_arg,
+                "--",
+                "redis-server",
+                "--bind",
+                "10.99.0.1",
+                "--save",
+                "",
+                "--protected-mode",
+                "no",
+                "--dir",
+                dir.to_str().unwrap(),
+            ],
+        )
+        .env("PRONGHORN_EXIT_STATS", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let answers = |host: &str, port: &str| {
+        let o = lab.exec("b", &["redis-cli", "-h", host, "-p", port, "ping"]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).trim() == "PONG"
+    };
+    eventually("redis-server with two shards answers", || answers("10.99.0.1", "6379"));
+    let o = lab.exec("b", &["python3", &peer_py(), "redis-check", "10.99.0.1", "6379"]).output().unwrap();
+    let out = text(&o);
+    assert!(o.status.success() && out.matches("\"identical\": true").count() == 3, "{out}");
+    redis_benchmark(&lab, &["-c", "50", "-n", "20000", "-t", "set,get,lrange"], &["SET", "GET"]);
+    redis_benchmark(&lab, &["-c", "20", "-n", "2000", "-t", "get", "-k", "0"], &["GET"]);
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(server.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(server.wait().unwrap().success(), "{stderr}");
+    for k in 0..2 {
+        let opens = exit_stat(&stderr, k, "tcp_passive_opens");
+        eprintln!("two shards, server: shard {k} accepted {opens} connections");
+        assert!(opens > 0, "shard {k} accepted no connection: {stderr}");
+    }
+
+    // As a client: a kernel redis-server in side b, redis-benchmark accelerated with two shards.
+    let mut kernel = lab
+        .exec("b", &["redis-server", "--bind", "10.99.0.2", "--port", "6390", "--save", "", "--protected-mode", "no"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    eventually("the kernel redis-server in side b answers", || answers("10.99.0.2", "6390"));
+    let o = lab
+        .exec(
+            "a",
+            &[
+                bin(),
+                "run",
+                "--config",
+                cfg_arg,
+                "--",
+                "redis-benchmark",
+                "-h",
+                "10.99.0.2",
+                "-p",
+                "6390",
+                "-q",
+                "-c",
+                "20",
+                "-n",
+                "20000",
+                "-t",
+                "set,get",
+            ],
+        )
+        .env("PRONGHORN_EXIT_STATS", "1")
+        .output()
+        .unwrap();
+    let _ = kernel.kill();
+    let _ = kernel.wait();
+    let out = String::from_utf8_lossy(&o.stdout).replace('\r', "\n");
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "accelerated redis-benchmark failed: {out}{err}");
+    assert!(out.lines().any(|l| l.starts_with("SET: ")) && out.lines().any(|l| l.starts_with("GET: ")), "{out}");
+    assert!(!out.to_lowercase().contains("error"), "{out}");
+    let mut handed = 0;
+    for k in 0..2 {
+        let opens = exit_stat(&err, k, "tcp_active_opens");
+        handed += exit_stat(&err, k, "tcp_handed_off");
+        eprintln!("two shards, client: shard {k} opened {opens} connections");
+        assert!(opens > 0, "shard {k} opened no connection: {err}");
+    }
+    eprintln!("two shards, client: {handed} segments handed to the other shard");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `pronghorn ARGS` as user `nobody` (setpriv), to show what another user may not see.
+fn pronghorn_as_nobody(args: &[&str]) -> Output {
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", bin()])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Issue 11: an accelerated redis-server seen from outside while redis-benchmark -c 50 runs:
+/// `ps` lists it, `conns` shows the 50 connections, `stat` agrees with the requests made, `lat`
+/// has samples of every stage, `pcap -c 2000` writes a file tshark reads with the handshakes;
+/// another user can read neither the region nor the control socket; the exit leaves nothing.
+#[test]
+fn a_running_redis_is_seen_by_ps_conns_stat_lat_and_pcap() {
+    let test = "a_running_redis_is_seen_by_ps_conns_stat_lat_and_pcap";
+    if !enabled(test) || !have(test, REDIS_TOOLS) || !have(test, &[("tshark", "tshark"), ("setpriv", "util-linux")]) {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::up("tst-observe", &[]);
+    let dir = redis_dir(test);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut redis = Redis::start(&lab, &dir, &[]);
+
+    // ps: the process, its interface and address.
+    let o = pronghorn(&["ps", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let procs: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let me = procs
+        .iter()
+        .find(|p| {
+            p["command"].as_str().unwrap_or("").contains("redis-server")
+                && p["address"].as_str().unwrap_or("").contains("10.99.0.1/24")
+        })
+        .unwrap_or_else(|| panic!("ps does not list the redis-server: {procs:?}"));
+    assert_eq!(me["interface"], "tst-observe-a0", "{me}");
+    assert_eq!(me["shards"], 1, "{me}");
+    let pid = me["pid"].as_u64().unwrap().to_string();
+    let o = pronghorn(&["ps"]);
+    assert!(text(&o).contains(&pid) && text(&o).contains("redis-server"), "{}", text(&o));
+
+    // conns: the 50 connections of a running benchmark, established, with their TCP details.
+    let mut bench = lab
+        .exec("b", &["redis-benchmark", "-h", "10.99.0.1", "-c", "50", "-n", "100000000", "-t", "ping", "-q"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut last = String::new();
+    eventually("conns shows the benchmark's 50 established connections", || {
+        let o = pronghorn(&["conns", &pid, "--json"]);
+        last = text(&o);
+        let est = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|c| c["state"] == "ESTAB" && c["peer"].as_str().unwrap_or("").starts_with("10.99.0.2:"))
+            .filter(|c| c["cwnd"].as_u64().unwrap_or(0) > 0 && c["mss"].as_u64().unwrap_or(0) > 0 && c["fd"] != "-")
+            .count();
+        est == 50
+    });
+    let table = text(&pronghorn(&["conns", &pid]));
+    assert!(table.contains("LISTEN") && table.contains("10.99.0.1:6379") && table.contains("ESTAB"), "{table}\n{last}");
+
+    // pcap: 2000 frames while clients connect and go (keep-alive off), read back by tshark.
+    let churn = lab
+        .exec("b", &["redis-benchmark", "-h", "10.99.0.1", "-c", "5", "-n", "100000000", "-t", "ping", "-k", "0", "-q"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let file = dir.join("capture.pcapng");
+    let o = pronghorn(&["pcap", &pid, "-w", file.to_str().unwrap(), "-c", "2000", "tcp", "port", "6379"]);
+    let mut churn = churn;
+    let _ = churn.kill();
+    let _ = churn.wait();
+    let _ = bench.kill();
+    let _ = bench.wait();
+    assert!(o.status.success() && text(&o).contains("2000 frames captured"), "{}", text(&o));
+    let tshark = |filter: &str| -> usize {
+        let o = Command::new("tshark").args(["-r", file.to_str().unwrap(), "-Y", filter]).output().unwrap();
+        assert!(o.status.success(), "tshark -Y {filter}: {}", text(&o));
+        String::from_utf8_lossy(&o.stdout).lines().count()
+    };
+    assert_eq!(tshark("tcp.port == 6379"), 2000);
+    let syns = tshark("tcp.flags.syn == 1 && tcp.flags.ack == 0 && ip.dst == 10.99.0.1");
+    let syn_acks = tshark("tcp.flags.syn == 1 && tcp.flags.ack == 1 && ip.src == 10.99.0.1");
+    eprintln!("{test}: the capture holds {syns} SYNs and {syn_acks} SYN-ACKs");
+    assert!(syns > 0 && syn_acks > 0, "no handshake in the capture");
+
+    // stat: counters agree with what redis counted (one request per segment at least).
+    // (redis's figures first: the connection that asks for them is one more for both.)
+    let info = redis_cli(&lab, &["info", "stats"]);
+    let o = pronghorn(&["stat", &pid, "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let stat: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let field = |name: &str| -> u64 {
+        let line = info.lines().find(|l| l.starts_with(&format!("{name}:"))).unwrap_or_else(|| panic!("{info}"));
+        line.trim().rsplit(':').next().unwrap().parse().unwrap()
+    };
+    let (commands, connections) = (field("total_commands_processed"), field("total_connections_received"));
+    let mib = |name: &str| stat["mib"][name].as_f64().unwrap_or_else(|| panic!("no {name}: {stat}")) as u64;
+    eprintln!(
+        "{test}: redis counted {commands} commands and {connections} connections; stat: InSegs {} PassiveOpens {}",
+        mib("TcpInSegs"),
+        mib("TcpPassiveOpens")
+    );
+    assert!(mib("TcpInSegs") >= commands, "{stat}");
+    assert!(mib("TcpPassiveOpens") >= connections, "{stat}");
+    assert!(stat["shards"][0]["nic_rx_packets"].as_f64().unwrap() > 0.0, "{stat}");
+    let o = pronghorn(&["stat", &pid, "--prometheus"]);
+    assert!(text(&o).contains(&format!("pronghorn_tcp_in_segs{{pid=\"{pid}\",shard=\"0\"}}")), "{}", text(&o));
+    let o = pronghorn(&["stat", &pid, "--interval", "0.2", "--count", "2"]);
+    assert!(o.status.success() && text(&o).contains("per second"), "{}", text(&o));
+
+    // lat: every stage has samples.
+    let o = pronghorn(&["lat", &pid, "--json"]);
+    let lat: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    for stage in lat["stages"].as_array().unwrap() {
+        assert!(stage["samples"].as_u64().unwrap() > 0 && stage["p99_ns"].as_u64().is_some(), "{lat}");
+    }
+
+    // Another user sees nothing of it.
+    let region = format!("/dev/shm/pronghorn.{pid}.stats");
+    let control = format!("/dev/shm/pronghorn.{pid}.ctl");
+    for path in [&region, &control] {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(path).unwrap().permissions().mode() & 0o777, 0o600, "{path}");
+    }
+    let o = pronghorn_as_nobody(&["stat", &pid]);
+    assert!(!o.status.success() && text(&o).contains("another user"), "{}", text(&o));
+    let o = pronghorn_as_nobody(&["ps"]);
+    assert!(!String::from_utf8_lossy(&o.stdout).contains(&pid), "{}", text(&o));
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "cat", &region])
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "nobody read the region");
+
+    // The exit leaves nothing behind.
+    unsafe { libc::kill(pid.parse::<i32>().unwrap(), libc::SIGTERM) };
+    let _ = redis.child.wait();
+    eventually("the region and the control socket are removed", || {
+        !Path::new(&region).exists() && !Path::new(&control).exists()
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -115,20 +115,21 @@ impl DpdkOptions {
     /// process that sleeps on the socket between bursts (inline mode) saw every new connection
     /// wait ~2 ms (redis-benchmark -k 0: 1.7k rps; 21.9k with busy polling off; bulk and
     /// request/response throughput unchanged).
-    fn vdev(&self, queue: u16) -> String {
+    ///
+    /// Shard `k` gets a port of its own, `net_af_xdp<k>` on interface queue `queue`: one port
+    /// with several queues (`queue_count`) needs an interface that reports combined channels,
+    /// and a veth reports none (DPDK then allows one queue per port: "Bus (vdev) probe failed").
+    fn vdev(&self, k: u16, queue: u16) -> String {
         match self.pmd {
-            Pmd::AfXdp => format!(
-                "{}0,iface={},start_queue={queue},queue_count={},busy_budget=0",
-                self.pmd.driver(),
-                self.iface,
-                self.shards.max(1)
-            ),
-            Pmd::AfPacket => format!("{}0,iface={},qpairs=1", self.pmd.driver(), self.iface),
+            Pmd::AfXdp => {
+                format!("{},iface={},start_queue={queue},queue_count=1,busy_budget=0", self.port_name(k), self.iface)
+            }
+            Pmd::AfPacket => format!("{},iface={},qpairs=1", self.port_name(k), self.iface),
         }
     }
 
-    fn port_name(&self) -> String {
-        format!("{}0", self.pmd.driver())
+    fn port_name(&self, k: u16) -> String {
+        format!("{}{k}", self.pmd.driver())
     }
 }
 
@@ -227,8 +228,10 @@ struct Port {
     pool: *mut sys::rte_mempool,
     setup_log: String,
     eal: Rc<Eal>,
-    /// The interface queues held (released last, after the port closed).
-    claim: Option<QueueClaim>,
+    /// The interface queues held (released last, after every port of the process closed).
+    claim: Option<Rc<QueueClaim>>,
+    /// The interface queue this port drives.
+    iface_queue: u16,
 }
 
 /// One rx and one tx queue of a started DPDK port: what one shard drives.
@@ -265,23 +268,16 @@ impl DpdkNic {
         let turn = claim.setup_turn()?;
         let (result, log) = capture_stdio(|| open_inner(opts, claim.queue()));
         drop(turn);
+        let claim = Rc::new(claim);
         match result {
-            Ok((mut port, nics)) => {
-                port.setup_log = log;
-                port.claim = Some(claim);
-                let port = Rc::new(port);
-                Ok(nics
-                    .into_iter()
-                    .map(|(queue, mac, mtu, rx_fd)| DpdkNic {
-                        port: Rc::clone(&port),
-                        queue,
-                        mac,
-                        mtu,
-                        rx_fd,
-                        rx_multiseg_dropped: 0,
-                    })
-                    .collect())
-            }
+            Ok(ports) => Ok(ports
+                .into_iter()
+                .map(|(mut port, (mac, mtu, rx_fd))| {
+                    port.setup_log = log.clone();
+                    port.claim = Some(Rc::clone(&claim));
+                    DpdkNic { port: Rc::new(port), queue: 0, mac, mtu, rx_fd, rx_multiseg_dropped: 0 }
+                })
+                .collect()),
             Err(e) => Err(explain(e, opts, &log)),
         }
     }
@@ -298,7 +294,7 @@ impl DpdkNic {
     /// The interface queue this drives (0 unless the interface is shared or the process has
     /// several shards, see `share`).
     pub fn queue(&self) -> u16 {
-        self.port.claim.as_ref().map_or(0, |c| c.queue()) + self.queue
+        self.port.iface_queue
     }
 
     /// Whether other processes may drive other queues of the interface (`nic.queues` > 1).
@@ -419,6 +415,12 @@ impl Nic for DpdkNic {
     fn rx_interrupt_fd(&self) -> Option<RawFd> {
         self.rx_fd
     }
+
+    fn pool_usage(&self) -> Option<(u64, u64)> {
+        let (free, used) =
+            unsafe { (sys::rte_mempool_avail_count(self.port.pool), sys::rte_mempool_in_use_count(self.port.pool)) };
+        Some((u64::from(used), u64::from(free) + u64::from(used)))
+    }
 }
 
 /// The checks that turn the usual failures into one clear line before DPDK prints pages of log
@@ -456,9 +458,9 @@ enum Failure {
 }
 
 /// Per queue of the port: (queue, MAC, MTU, the socket that is readable when frames wait).
-type QueueSetup = (u16, MacAddr, u16, Option<RawFd>);
+type QueueSetup = (MacAddr, u16, Option<RawFd>);
 
-fn open_inner(opts: &DpdkOptions, queue: u16) -> Result<(Port, Vec<QueueSetup>), Failure> {
+fn open_inner(opts: &DpdkOptions, queue: u16) -> Result<Vec<(Port, QueueSetup)>, Failure> {
     let prefix = format!("pronghorn-{}", std::process::id());
     debug_assert_eq!(runtime_dir_of(std::process::id()), format!("/var/run/dpdk/{prefix}"));
     let saved_affinity = current_affinity();
@@ -473,9 +475,11 @@ fn open_inner(opts: &DpdkOptions, queue: u16) -> Result<(Port, Vec<QueueSetup>),
         prefix.clone(),
         "-l".into(),
         first_cpu.to_string(),
-        "--vdev".into(),
-        opts.vdev(queue),
     ];
+    let shards = opts.shards.max(1);
+    for k in 0..shards {
+        args.extend(["--vdev".into(), opts.vdev(k, queue + k)]);
+    }
     args.extend(opts.eal_args.iter().cloned());
     // af_packet opens its socket while the EAL probes the vdev, af_xdp at queue setup: look for
     // the PMD's sockets among everything opened from here on.
@@ -492,64 +496,73 @@ fn open_inner(opts: &DpdkOptions, queue: u16) -> Result<(Port, Vec<QueueSetup>),
     let runtime_dir = runtime_dir_of(std::process::id());
     let eal = Rc::new(Eal { runtime_dir, keep_memory: std::cell::Cell::new(false) });
 
-    let name = CString::new(opts.port_name()).unwrap();
-    let mut port: u16 = 0;
-    if unsafe { sys::rte_eth_dev_get_port_by_name(name.as_ptr(), &mut port) } != 0 {
-        return Err(Failure::PortMissing);
-    }
-    let pool_name = CString::new(format!("ph_pool_{port}")).unwrap();
-    let socket = unsafe { sys::rte_eth_dev_socket_id(port) };
-    let pool = unsafe {
-        sys::rte_pktmbuf_pool_create(
-            pool_name.as_ptr(),
-            opts.pool_size,
-            256,
-            0,
-            sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16,
-            socket,
-        )
-    };
-    if pool.is_null() {
-        return Err(Failure::Port(format!(
-            "cannot create a pool of {} mbufs: {} (reserve more hugepages)",
-            opts.pool_size,
-            rte_strerror(unsafe { sys::ph_errno() })
-        )));
-    }
-    let conf = sys::rte_eth_conf::default();
-    let shards = opts.shards.max(1);
-    let rc = unsafe { sys::rte_eth_dev_configure(port, shards, shards, &conf) };
-    check(rc, "configure")?;
-    // The PMDs of 22.11 have no rx interrupt, but the AF_XDP / AF_PACKET socket is itself
-    // readable when frames wait: find the one each queue's setup created (af_packet's, opened
-    // at probe, is new at the first).
-    let mut rx_fds = Vec::with_capacity(usize::from(shards));
-    for q in 0..shards {
-        let rc = unsafe { sys::rte_eth_rx_queue_setup(port, q, opts.rx_desc, socket as u32, std::ptr::null(), pool) };
+    let mut pool: *mut sys::rte_mempool = std::ptr::null_mut();
+    let mut ports = Vec::with_capacity(usize::from(shards));
+    for k in 0..shards {
+        let name = CString::new(opts.port_name(k)).unwrap();
+        let mut port: u16 = 0;
+        if unsafe { sys::rte_eth_dev_get_port_by_name(name.as_ptr(), &mut port) } != 0 {
+            return Err(Failure::PortMissing);
+        }
+        let socket = unsafe { sys::rte_eth_dev_socket_id(port) };
+        // One pool for every port of the process.
+        if pool.is_null() {
+            let pool_name = CString::new("ph_pool").unwrap();
+            pool = unsafe {
+                sys::rte_pktmbuf_pool_create(
+                    pool_name.as_ptr(),
+                    opts.pool_size,
+                    256,
+                    0,
+                    sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16,
+                    socket,
+                )
+            };
+            if pool.is_null() {
+                return Err(Failure::Port(format!(
+                    "cannot create a pool of {} mbufs: {} (reserve more hugepages)",
+                    opts.pool_size,
+                    rte_strerror(unsafe { sys::ph_errno() })
+                )));
+            }
+        }
+        let conf = sys::rte_eth_conf::default();
+        let rc = unsafe { sys::rte_eth_dev_configure(port, 1, 1, &conf) };
+        check(rc, "configure")?;
+        // The PMDs of 22.11 have no rx interrupt, but the AF_XDP / AF_PACKET socket is itself
+        // readable when frames wait: find the one the queue's setup created (af_packet's, opened
+        // at probe, is new at the first).
+        let rc = unsafe { sys::rte_eth_rx_queue_setup(port, 0, opts.rx_desc, socket as u32, std::ptr::null(), pool) };
         check(rc, "rx queue setup")?;
-        let rc = unsafe { sys::rte_eth_tx_queue_setup(port, q, opts.tx_desc, socket as u32, std::ptr::null()) };
+        let rc = unsafe { sys::rte_eth_tx_queue_setup(port, 0, opts.tx_desc, socket as u32, std::ptr::null()) };
         check(rc, "tx queue setup")?;
         let now = socket_fds();
-        rx_fds.push(
-            now.iter()
-                .copied()
-                .filter(|fd| !fds_before.contains(fd))
-                .find(|&fd| socket_domain(fd) == Some(opts.pmd.socket_domain())),
-        );
+        let rx_fd = now
+            .iter()
+            .copied()
+            .filter(|fd| !fds_before.contains(fd))
+            .find(|&fd| socket_domain(fd) == Some(opts.pmd.socket_domain()));
         fds_before = now;
+        let rc = unsafe { sys::rte_eth_dev_start(port) };
+        if rc != 0 {
+            unsafe { sys::rte_eth_dev_close(port) };
+            return Err(Failure::Port(format!("start: {}", rte_strerror(-rc))));
+        }
+        let mut mac = sys::rte_ether_addr::default();
+        unsafe { sys::rte_eth_macaddr_get(port, &mut mac) };
+        let mut mtu: u16 = 1500;
+        unsafe { sys::rte_eth_dev_get_mtu(port, &mut mtu) };
+        let p = Port {
+            id: port,
+            pool,
+            setup_log: String::new(),
+            eal: Rc::clone(&eal),
+            claim: None,
+            iface_queue: queue + k,
+        };
+        ports.push((p, (MacAddr(mac.addr_bytes), mtu, rx_fd)));
     }
-    let rc = unsafe { sys::rte_eth_dev_start(port) };
-    if rc != 0 {
-        unsafe { sys::rte_eth_dev_close(port) };
-        return Err(Failure::Port(format!("start: {}", rte_strerror(-rc))));
-    }
-
-    let mut mac = sys::rte_ether_addr::default();
-    unsafe { sys::rte_eth_macaddr_get(port, &mut mac) };
-    let mut mtu: u16 = 1500;
-    unsafe { sys::rte_eth_dev_get_mtu(port, &mut mtu) };
-    let queues = rx_fds.into_iter().enumerate().map(|(q, fd)| (q as u16, MacAddr(mac.addr_bytes), mtu, fd)).collect();
-    Ok((Port { id: port, pool, setup_log: String::new(), eal, claim: None }, queues))
+    Ok(ports)
 }
 
 fn check(rc: i32, what: &str) -> Result<(), Failure> {
@@ -689,11 +702,12 @@ mod tests {
     #[test]
     fn vdev_strings_name_the_interface() {
         let o = DpdkOptions::new(Pmd::AfXdp, "ph-a0");
-        assert_eq!(o.vdev(0), "net_af_xdp0,iface=ph-a0,start_queue=0,queue_count=1,busy_budget=0");
-        assert_eq!(o.vdev(3), "net_af_xdp0,iface=ph-a0,start_queue=3,queue_count=1,busy_budget=0");
-        assert_eq!(o.port_name(), "net_af_xdp0");
+        assert_eq!(o.vdev(0, 0), "net_af_xdp0,iface=ph-a0,start_queue=0,queue_count=1,busy_budget=0");
+        assert_eq!(o.vdev(0, 3), "net_af_xdp0,iface=ph-a0,start_queue=3,queue_count=1,busy_budget=0");
+        assert_eq!(o.vdev(1, 4), "net_af_xdp1,iface=ph-a0,start_queue=4,queue_count=1,busy_budget=0");
+        assert_eq!(o.port_name(0), "net_af_xdp0");
         let o = DpdkOptions::new(Pmd::AfPacket, "x");
-        assert_eq!(o.vdev(0), "net_af_packet0,iface=x,qpairs=1");
+        assert_eq!(o.vdev(0, 0), "net_af_packet0,iface=x,qpairs=1");
     }
 
     #[test]

@@ -115,6 +115,12 @@ pub trait Nic {
 
     fn stats(&self) -> NicStats;
 
+    /// Buffers of the pool in use and the pool's size, for `pronghorn stat` (`None`: the
+    /// backend cannot tell).
+    fn pool_usage(&self) -> Option<(u64, u64)> {
+        None
+    }
+
     /// A file descriptor that becomes readable when frames arrive, for a shard that wants to sleep
     /// instead of spinning. `None` when the backend has none (then the shard must poll).
     fn rx_interrupt_fd(&self) -> Option<RawFd> {

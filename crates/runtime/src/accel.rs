@@ -50,6 +50,9 @@ pub(crate) struct Runtime<N: Nic + 'static> {
     /// This runtime, for the stack thread it may start.
     pub me: Option<&'static Accel<N>>,
     changed: Vec<SocketId>,
+    /// Where the stats region and control socket go when the NIC opens (`None`: nowhere).
+    pub observe_dir: Option<std::path::PathBuf>,
+    pub observer: Option<crate::observe::Observer>,
 }
 
 // SAFETY: the shard (DPDK port, mbufs, `Rc`s inside) is only ever touched with the runtime's
@@ -78,6 +81,8 @@ impl<N: Nic + 'static> Accel<N> {
                 wait,
                 me: None,
                 changed: Vec::new(),
+                observe_dir: None,
+                observer: None,
             }),
         }
     }
@@ -268,6 +273,9 @@ impl<N: Nic + 'static> Runtime<N> {
                         crate::process::start_reaper(&self.cfg.nic.iface, self.cfg.nic.queues);
                     }
                     self.start_deferred_listeners();
+                    if let Some(dir) = self.observe_dir.clone() {
+                        self.start_observer(dir);
+                    }
                 }
                 Ok(_) => {
                     self.init_failed("the NIC opened no queue".into());
@@ -340,7 +348,9 @@ impl<N: Nic + 'static> Runtime<N> {
     pub(crate) fn poll_one(&mut self, k: usize) -> usize {
         let now = self.now();
         let mut work = 0;
+        let mut frames = 0;
         if let Some(s) = self.shards.all_mut().get_mut(k) {
+            let before = s.link_stats().rx_frames;
             for _ in 0..8 {
                 let n = s.poll(now);
                 work += n;
@@ -348,9 +358,15 @@ impl<N: Nic + 'static> Runtime<N> {
                     break;
                 }
             }
+            frames = (s.link_stats().rx_frames - before) as usize;
         }
         stack::shard::exchange(self.shards.all_mut(), now);
         self.dispatch();
+        if self.observer.is_some() {
+            self.observe_pass(frames, now);
+            self.observe_transmit();
+            self.publish(false, false);
+        }
         work
     }
 
@@ -359,6 +375,10 @@ impl<N: Nic + 'static> Runtime<N> {
         let now = self.now();
         for s in self.shards.all_mut() {
             s.flush(now);
+        }
+        if self.observer.is_some() {
+            self.observe_transmit();
+            self.publish(false, false);
         }
     }
 
@@ -381,6 +401,13 @@ impl<N: Nic + 'static> Runtime<N> {
 
     /// `id` may have changed: wake whoever waits on it.
     pub(crate) fn notify(&mut self, id: SocketId) {
+        if self.observer.is_some() && self.shards.is_open() && self.shards.readiness(id).readable {
+            if let Some(st) = self.socks.get_mut(id) {
+                if st.readable_since == 0 {
+                    st.readable_since = self.clock.now_ns().max(1);
+                }
+            }
+        }
         let Some(st) = self.socks.get(id) else { return };
         for p in &st.waiters {
             self.wait.stats.wakeups += 1;

@@ -147,24 +147,28 @@ pub(crate) struct SockState {
     pub fds: Vec<i32>,
     /// Threads in a blocking call, poll or select that wait for this socket to change.
     pub waiters: Vec<Arc<Parker>>,
+    /// When the socket last became readable, until the application reads it (0: not
+    /// readable, or nobody observes: `pronghorn lat`'s socket->read stage).
+    pub readable_since: u64,
 }
 
-/// Per-socket state, indexed by the socket's slot and checked against its whole id.
+/// Per-socket state, indexed by the socket's shard and slot and checked against its whole id
+/// (slot numbers are per shard: with several shards two sockets share one).
 #[derive(Default)]
 pub(crate) struct SockTable {
-    slots: Vec<Option<(SocketId, SockState)>>,
+    shards: Vec<Vec<Option<(SocketId, SockState)>>>,
 }
 
 impl SockTable {
     pub(crate) fn get_mut(&mut self, id: SocketId) -> Option<&mut SockState> {
-        match self.slots.get_mut(id.index()) {
+        match self.shards.get_mut(id.shard()).and_then(|s| s.get_mut(id.index())) {
             Some(Some((sid, st))) if *sid == id => Some(st),
             _ => None,
         }
     }
 
     pub(crate) fn get(&self, id: SocketId) -> Option<&SockState> {
-        match self.slots.get(id.index()) {
+        match self.shards.get(id.shard()).and_then(|s| s.get(id.index())) {
             Some(Some((sid, st))) if *sid == id => Some(st),
             _ => None,
         }
@@ -172,11 +176,15 @@ impl SockTable {
 
     /// The record of `id`, made on first use.
     pub(crate) fn entry(&mut self, id: SocketId) -> &mut SockState {
-        let i = id.index();
-        if i >= self.slots.len() {
-            self.slots.resize_with(i + 1, || None);
+        if id.shard() >= self.shards.len() {
+            self.shards.resize_with(id.shard() + 1, Vec::new);
         }
-        let slot = &mut self.slots[i];
+        let slots = &mut self.shards[id.shard()];
+        let i = id.index();
+        if i >= slots.len() {
+            slots.resize_with(i + 1, || None);
+        }
+        let slot = &mut slots[i];
         if !matches!(slot, Some((sid, _)) if *sid == id) {
             *slot = Some((id, SockState::default()));
         }
@@ -184,7 +192,7 @@ impl SockTable {
     }
 
     pub(crate) fn remove(&mut self, id: SocketId) -> Option<SockState> {
-        match self.slots.get_mut(id.index()) {
+        match self.shards.get_mut(id.shard()).and_then(|s| s.get_mut(id.index())) {
             Some(slot @ Some(_)) if slot.as_ref().unwrap().0 == id => slot.take().map(|(_, st)| st),
             _ => None,
         }

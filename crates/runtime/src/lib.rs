@@ -18,7 +18,7 @@
 //!
 //! Layout: `accel` (state, lock, stack pass, routing), `fdtable`, `socket` (the calls),
 //! `sockopt`, `wait` (parkers, driver role, stack thread), `epoll`, `poll`, `process` (fork,
-//! exit, privilege drop). The process-wide instance is DPDK's; tests build their own over the
+//! exit, privilege drop), `observe` (the stats region and the control socket). The process-wide instance is DPDK's; tests build their own over the
 //! in-memory NIC.
 //!
 //! It must not be reached through libc symbols: inside the preloaded library those are our own
@@ -27,6 +27,7 @@
 mod accel;
 mod epoll;
 mod fdtable;
+pub mod observe;
 mod poll;
 mod process;
 pub mod real;
@@ -126,7 +127,10 @@ fn global() -> Option<&'static Accel<DpdkNic>> {
         };
         process::remember_env();
         let me = Accel::new(cfg, Box::new(open_dpdk)).leak();
-        me.with(|rt| rt.precheck = Some(|cfg| nic::dpdk::precheck(&dpdk_options(cfg)).map_err(|e| e.to_string())));
+        me.with(|rt| {
+            rt.precheck = Some(|cfg| nic::dpdk::precheck(&dpdk_options(cfg)).map_err(|e| e.to_string()));
+            rt.observe_dir = Some(observe::region::run_dir());
+        });
         unsafe { libc::atexit(close_port_at_exit) };
         Some(me)
     })

@@ -39,6 +39,7 @@ impl<N: Nic + 'static> Accel<N> {
                     unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
                 }
             }
+            rt.stop_observer();
             rt.shards.stop();
         });
     }
@@ -54,11 +55,22 @@ pub const ENV_EXE: &str = "PRONGHORN_EXE";
 /// the environment may be another (nginx gives itself and its workers one of their own).
 static EXE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
 static EXIT_STATS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+static RUN_DIR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Where accelerated processes keep their stats regions and control sockets (`pronghorn ps`
+/// looks there): `PRONGHORN_RUN_DIR`, or /dev/shm.
+pub const ENV_RUN_DIR: &str = "PRONGHORN_RUN_DIR";
+
+/// The run directory as the process found it when its runtime started (or now, in the CLI).
+pub fn run_dir() -> String {
+    RUN_DIR.get_or_init(|| std::env::var(ENV_RUN_DIR).unwrap_or_else(|_| "/dev/shm".into())).clone()
+}
 
 /// Remembers the variables above (called when the process-wide runtime is made).
 pub(crate) fn remember_env() {
     EXE.get_or_init(|| std::env::var(ENV_EXE).ok());
     EXIT_STATS.get_or_init(|| std::env::var_os(ENV_EXIT_STATS).is_some());
+    run_dir();
 }
 
 /// Called when the shard has started: a process that dies by a signal, or that is no longer
@@ -94,6 +106,8 @@ fn spawn_reaper(exe: &str, iface: &str, queues: u16) -> Result<(), String> {
         iface.to_string(),
         "--queues".into(),
         queues.to_string(),
+        "--run-dir".into(),
+        run_dir(),
     ];
     let cargs: Vec<CString> =
         args.iter().map(|a| CString::new(a.as_str()).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;

@@ -403,6 +403,9 @@ impl<N: Nic + 'static> Accel<N> {
             let r = if peek { shard.tcp_peek(id, buf) } else { shard.tcp_recv(id, buf) };
             if r == Err(Errno::EAGAIN) {
                 rt.rearm(fd, libc::EPOLLIN as u32);
+            } else if !peek && rt.observing() {
+                let since = rt.socks.get_mut(id).map_or(0, |st| std::mem::take(&mut st.readable_since));
+                rt.observe_read(since);
             }
             Call::Done(r)
         })
@@ -423,6 +426,9 @@ impl<N: Nic + 'static> Accel<N> {
             let r = shard.tcp_send(id, &data[sent..]);
             if !matches!(r, Ok(n) if n == data.len() - sent) {
                 rt.rearm(fd, libc::EPOLLOUT as u32);
+            }
+            if matches!(r, Ok(n) if n > 0) {
+                rt.observe_write();
             }
             match r {
                 Ok(n) => {

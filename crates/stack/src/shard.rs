@@ -31,6 +31,9 @@ use crate::syncookie::{siphash24, SynCookies};
 use crate::table::{ConnTable, FourTuple, ListenTable};
 use crate::timer::{TimerHandle, TimerWheel};
 
+mod inspect;
+pub use inspect::{state_name, CapturedFrame, Direction, SocketRow};
+
 /// The most frames taken from the NIC in one poll.
 pub const RX_BURST: usize = 32;
 const ETH: usize = wire::ethernet::HEADER_LEN;
@@ -199,6 +202,8 @@ pub struct ShardStats {
     pub pmtu_reductions: u64,
     /// Such messages not believed: no such connection, or the quoted segment is not in flight.
     pub icmp_too_big_ignored: u64,
+    /// Segments retransmitted (Linux `RetransSegs`).
+    pub tcp_retrans_segments: u64,
     /// Frames not sent: no buffer in the pool.
     pub tx_no_buffer: u64,
     /// Frames not sent: the NIC's tx queue stayed full.
@@ -227,6 +232,8 @@ struct TcpSocket {
     arrivals: u32,
     /// TCP_NODELAY as the application set it.
     nodelay: bool,
+    /// The connection's retransmissions already counted in `ShardStats::tcp_retrans_segments`.
+    retransmits_counted: u32,
 }
 
 impl TcpSocket {
@@ -242,6 +249,7 @@ impl TcpSocket {
             reported: Readiness::default(),
             arrivals: 0,
             nodelay: false,
+            retransmits_counted: 0,
         }
     }
 }
@@ -342,6 +350,10 @@ pub struct Shard<N: Nic> {
     hand_off_this: bool,
     /// Neighbors ARP or NDP taught this shard, for the process's other shards.
     heard: Vec<Learned>,
+    /// A capture in progress (`pronghorn pcap`): one branch per burst while there is none.
+    capture: Option<Box<inspect::Capture>>,
+    /// Frames at the head of `tx` the capture has already seen (left there by a full queue).
+    tx_captured: usize,
 }
 
 /// Between passes of the shards of one process: hands each frame a shard could not place to the
@@ -464,6 +476,8 @@ impl<N: Nic> Shard<N> {
             may_hand_off: false,
             hand_off_this: false,
             heard: Vec::new(),
+            capture: None,
+            tx_captured: 0,
             nic,
             cfg,
         }
@@ -528,6 +542,9 @@ impl<N: Nic> Shard<N> {
         let mut rx = std::mem::take(&mut self.rx);
         let n = self.nic.rx_burst(&mut rx, RX_BURST);
         self.link_stats.rx_frames += n as u64;
+        if self.capture.is_some() {
+            self.capture_received(&rx);
+        }
         for buf in rx.drain(..) {
             self.handle_frame(buf, false);
         }
@@ -633,6 +650,9 @@ impl<N: Nic> Shard<N> {
         if self.tx.is_empty() {
             return;
         }
+        if self.capture.is_some() {
+            self.capture_sending();
+        }
         let sent = self.nic.tx_burst(&mut self.tx);
         self.link_stats.tx_frames += sent as u64;
         if self.tx.len() > TX_BACKLOG {
@@ -640,6 +660,7 @@ impl<N: Nic> Shard<N> {
             self.stats.tx_queue_full += excess as u64;
             self.tx.truncate(TX_BACKLOG);
         }
+        self.tx_captured = self.tx_captured.saturating_sub(sent).min(self.tx.len());
     }
 
     // ------------------------------------------------------------------------------------------
@@ -1108,6 +1129,11 @@ impl<N: Nic> Shard<N> {
             self.send_tcp(&tuple, &repr, &scratch[..repr.payload_len]);
         }
         self.scratch = scratch;
+        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+            let total = s.conn.retransmits();
+            let new = total.wrapping_sub(std::mem::replace(&mut s.retransmits_counted, total));
+            self.stats.tcp_retrans_segments += u64::from(new);
+        }
         while let Some(Socket::Tcp(s)) = self.socket_mut(id) {
             let Some(ev) = s.conn.poll_event() else { break };
             self.tcp_event(id, ev);

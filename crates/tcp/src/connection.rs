@@ -815,6 +815,11 @@ impl Connection {
         true
     }
 
+    /// Segments retransmitted so far (wraps): the shard's `RetransSegs`.
+    pub fn retransmits(&self) -> u32 {
+        self.retrans_total
+    }
+
     /// For `TCP_INFO`.
     pub fn info(&self) -> Info {
         Info {

@@ -1,0 +1,235 @@
+//! Seeing inside a running accelerated process (issue 11): the stats region that `pronghorn
+//! ps`, `stat` and `lat` read without disturbing the process (`region`), and the control socket
+//! that serves what needs the runtime's lock: the connection table, a capture of frames, fresh
+//! NIC counters (`control`). Both are files in the run directory, owner-only, removed when the
+//! process exits (by the process, or by the cleanup helper after a process that died or gave
+//! up root).
+//!
+//! This module reads the shards' counters and sockets; it never changes what they do. The
+//! only data-path cost is `Runtime::publish` (a copy of a few hundred bytes at most once a
+//! millisecond) and the latency samples (a clock read and an add).
+
+pub mod control;
+pub mod region;
+
+use std::path::PathBuf;
+
+use nic::Nic;
+
+use crate::accel::Runtime;
+use region::{Region, PROCESS_COUNTERS, SHARD_COUNTERS};
+
+/// How often the counters are copied into the region at most.
+const PUBLISH_EVERY_NS: u64 = 1_000_000;
+/// Write times remembered for the write->tx stage between two transmissions.
+const PENDING_WRITES: usize = 64;
+
+/// One process's region and latency bookkeeping.
+pub(crate) struct Observer {
+    region: Region,
+    next_publish_ns: u64,
+    /// When the writes since the last transmission were made (`write->tx`).
+    pending_writes: Vec<u64>,
+}
+
+/// Records `ns` in the histogram of stage `stage`.
+fn sample(region: &mut Region, stage: usize, ns: u64, weight: u64) {
+    region.latency()[stage][region::bucket_of(ns)] += weight;
+}
+
+const STAGE_RX: usize = 0;
+const STAGE_READ: usize = 1;
+const STAGE_WRITE: usize = 2;
+
+impl<N: Nic + 'static> Runtime<N> {
+    /// Makes the region and the control socket in `dir` (the NIC just opened). Failing costs
+    /// only the observability: said once on stderr.
+    pub(crate) fn start_observer(&mut self, dir: PathBuf) {
+        let pid = std::process::id();
+        let made = Region::create(&region::stats_path(&dir, pid)).map_err(|e| e.to_string()).and_then(|mut region| {
+            let cfg = &self.cfg;
+            let (shards, dedicated) = (self.shards.len() as u64, self.wait.stats.dedicated);
+            region.write(|l| {
+                l.shards = shards;
+                l.dedicated = u64::from(dedicated);
+                region::put_text(&mut l.iface, &cfg.nic.iface);
+                region::put_text(&mut l.pmd, &cfg.nic.pmd.to_string());
+                region::put_text(&mut l.ipv4, &cfg.ipv4.as_ref().map_or(String::new(), |c| c.address.to_string()));
+                region::put_text(&mut l.ipv6, &cfg.ipv6.as_ref().map_or(String::new(), |c| c.address.to_string()));
+            });
+            if let Some(me) = self.me {
+                control::start(me, region::control_path(&dir, pid)).map_err(|e| {
+                    region.remove();
+                    e.to_string()
+                })?;
+            }
+            Ok(region)
+        });
+        match made {
+            Ok(region) => {
+                self.observer = Some(Observer { region, next_publish_ns: 0, pending_writes: Vec::new() });
+                self.publish(true, false);
+            }
+            Err(e) => {
+                let msg = format!(
+                    "pronghorn: no stats region or control socket in {} ({e}): pronghorn ps/stat/conns will not see pid {pid}\n",
+                    dir.display()
+                );
+                unsafe { crate::real::write(2, msg.as_ptr().cast(), msg.len()) };
+            }
+        }
+    }
+
+    /// Removes the region and the control socket (the process exits).
+    pub(crate) fn stop_observer(&mut self) {
+        if let Some(o) = self.observer.take() {
+            o.region.remove();
+            if let Some(dir) = o.region.path().parent() {
+                let _ = std::fs::remove_file(region::control_path(dir, std::process::id()));
+            }
+        }
+    }
+
+    /// Copies the counters into the region: at most once a millisecond unless `force`;
+    /// `with_nic` also reads the NIC's own counters (a system call for some drivers, so only
+    /// when a reader asks).
+    pub(crate) fn publish(&mut self, force: bool, with_nic: bool) {
+        let now = self.now();
+        let Some(o) = self.observer.as_mut() else { return };
+        if !force && now < o.next_publish_ns {
+            return;
+        }
+        o.next_publish_ns = now + PUBLISH_EVERY_NS;
+        let r = self.routing;
+        let w = self.wait.stats;
+        let process = [
+            r.accelerated_listen,
+            r.accelerated_connect,
+            r.accepted,
+            r.kernel_bind,
+            r.kernel_connect,
+            r.init_failed,
+            w.sleeps,
+            w.wakeups,
+            w.stack_thread_polls,
+            w.inline_polls,
+        ];
+        debug_assert_eq!(process.len(), PROCESS_COUNTERS.len());
+        let shards = self.shards.all();
+        o.region.write(|l| {
+            l.updated_ns = now;
+            l.dedicated = u64::from(w.dedicated);
+            l.process = process;
+            for (k, s) in shards.iter().enumerate().take(region::MAX_SHARDS) {
+                let row = &mut l.shard[k];
+                if with_nic {
+                    let n = s.nic().stats();
+                    row[..7].copy_from_slice(&[
+                        n.ipackets, n.opackets, n.ibytes, n.obytes, n.imissed, n.ierrors, n.oerrors,
+                    ]);
+                }
+                let (in_use, size) = s.nic().pool_usage().unwrap_or((0, 0));
+                let i = s.link_stats();
+                let t = s.stats();
+                let rest = [
+                    in_use,
+                    size,
+                    i.rx_frames,
+                    i.tx_frames,
+                    i.arp_replies,
+                    i.nd_adverts,
+                    i.echo_replies,
+                    i.drop_not_for_us,
+                    i.drop_malformed,
+                    i.drop_checksum,
+                    i.drop_fragment,
+                    i.drop_unhandled,
+                    i.drop_tx_full,
+                    t.tcp_rx_segments,
+                    t.tcp_tx_segments,
+                    t.tcp_retrans_segments,
+                    t.tcp_bad_checksum,
+                    t.tcp_malformed,
+                    t.tcp_rst_sent,
+                    t.tcp_active_opens,
+                    t.tcp_passive_opens,
+                    t.tcp_syncookies_sent,
+                    t.tcp_syncookies_ok,
+                    t.tcp_syncookies_failed,
+                    t.tcp_listen_overflows,
+                    t.tcp_challenge_acks_skipped,
+                    t.tcp_time_wait_entries,
+                    t.tcp_handed_off,
+                    t.udp_rx_datagrams,
+                    t.udp_tx_datagrams,
+                    t.udp_bad_checksum,
+                    t.udp_no_port,
+                    t.udp_rcvbuf_errors,
+                    t.pmtu_reductions,
+                    t.icmp_too_big_ignored,
+                    t.tx_no_buffer,
+                    t.tx_queue_full,
+                    t.tx_no_route,
+                    t.tx_unresolved,
+                    s.socket_count() as u64,
+                    s.time_wait_count() as u64,
+                ];
+                debug_assert_eq!(7 + rest.len(), SHARD_COUNTERS.len());
+                row[7..].copy_from_slice(&rest);
+            }
+        });
+    }
+
+    /// A stack pass that received `frames` began at `start_ns` and has woken its waiters.
+    pub(crate) fn observe_pass(&mut self, frames: usize, start_ns: u64) {
+        if frames == 0 || self.observer.is_none() {
+            return;
+        }
+        let now = self.now();
+        if let Some(o) = self.observer.as_mut() {
+            sample(&mut o.region, STAGE_RX, now.saturating_sub(start_ns), frames as u64);
+        }
+    }
+
+    /// The application wrote to a socket (`write->tx` starts).
+    pub(crate) fn observe_write(&mut self) {
+        if self.observer.is_none() {
+            return;
+        }
+        let now = self.now();
+        if let Some(o) = self.observer.as_mut() {
+            if o.pending_writes.len() < PENDING_WRITES {
+                o.pending_writes.push(now);
+            }
+        }
+    }
+
+    /// Frames were handed to the NIC: the writes before it are out.
+    pub(crate) fn observe_transmit(&mut self) {
+        if !matches!(&self.observer, Some(o) if !o.pending_writes.is_empty()) {
+            return;
+        }
+        let now = self.now();
+        let o = self.observer.as_mut().unwrap();
+        for t in std::mem::take(&mut o.pending_writes) {
+            sample(&mut o.region, STAGE_WRITE, now.saturating_sub(t), 1);
+        }
+    }
+
+    /// The application read from a socket that became readable at `since_ns`.
+    pub(crate) fn observe_read(&mut self, since_ns: u64) {
+        if since_ns == 0 {
+            return;
+        }
+        let now = self.now();
+        if let Some(o) = self.observer.as_mut() {
+            sample(&mut o.region, STAGE_READ, now.saturating_sub(since_ns), 1);
+        }
+    }
+
+    /// Whether latency is being recorded (the read stage needs the time a socket became
+    /// readable).
+    pub(crate) fn observing(&self) -> bool {
+        self.observer.is_some()
+    }
+}

@@ -1,0 +1,393 @@
+//! The stats region: one file per accelerated process in the run directory (`/dev/shm` unless
+//! `PRONGHORN_RUN_DIR` says otherwise), `pronghorn.<pid>.stats`, mode 0600, mapped by the
+//! process and by `pronghorn ps`/`stat`/`lat`. The process copies its counters into it after a
+//! stack pass (at most once a millisecond) with plain stores under a sequence counter: no lock
+//! and no system call on the data path (principle 8). A reader maps it read-only and retries
+//! while the counter is odd or moved.
+//!
+//! The layout is one `#[repr(C)]` struct of 64-bit words, [`Layout`]; the names of the
+//! counters are the tables below, shared by writer and reader (both are built from this file;
+//! `MAGIC` changes when the layout does).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+
+/// "PHSTAT" and the layout's version.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT03");
+
+/// Shards a region has room for (`runtime.shards` is at most 64).
+pub const MAX_SHARDS: usize = 64;
+
+/// Counters of each shard, in [`Layout::shards`] order: (name, meaning). `nic_*` are the
+/// port's own counters, refreshed when a reader asks (they cost the NIC driver a system call).
+pub const SHARD_COUNTERS: &[(&str, &str)] = &[
+    ("nic_rx_packets", "frames the NIC queue received"),
+    ("nic_tx_packets", "frames the NIC queue sent"),
+    ("nic_rx_bytes", "bytes the NIC queue received"),
+    ("nic_tx_bytes", "bytes the NIC queue sent"),
+    ("nic_imissed", "frames the NIC dropped: rx not drained fast enough"),
+    ("nic_ierrors", "frames the NIC received in error"),
+    ("nic_oerrors", "frames the NIC failed to send"),
+    ("pool_in_use", "packet buffers in use (gauge)"),
+    ("pool_size", "packet buffers in the pool"),
+    ("rx_frames", "frames the shard took from its queue"),
+    ("tx_frames", "frames the shard handed to its queue"),
+    ("arp_replies", "ARP requests answered"),
+    ("nd_adverts", "neighbor solicitations answered"),
+    ("echo_replies", "pings answered"),
+    ("drop_not_for_us", "frames dropped: for another host or group"),
+    ("drop_malformed", "frames dropped: too short, bad lengths or fields"),
+    ("drop_checksum", "frames dropped: bad IPv4 header or ICMP checksum"),
+    ("drop_fragment", "frames dropped: IP fragments (not reassembled)"),
+    ("drop_unhandled", "frames dropped: well formed, nothing here handles them"),
+    ("drop_tx_full", "replies dropped: the NIC's tx queue was full"),
+    ("tcp_in_segs", "TCP segments received"),
+    ("tcp_out_segs", "TCP segments sent"),
+    ("tcp_retrans_segs", "TCP segments retransmitted"),
+    ("tcp_in_csum_errors", "TCP segments with a bad checksum"),
+    ("tcp_in_malformed", "TCP segments malformed"),
+    ("tcp_out_rsts", "TCP resets sent"),
+    ("tcp_active_opens", "connections opened by connect()"),
+    ("tcp_passive_opens", "connections accepted by a listener"),
+    ("tcp_syncookies_sent", "SYN cookies sent"),
+    ("tcp_syncookies_recv", "SYN cookies validated"),
+    ("tcp_syncookies_failed", "SYN cookies that did not validate"),
+    ("tcp_listen_overflows", "SYNs dropped: accept queue full"),
+    ("tcp_challenge_acks_skipped", "challenge ACKs not sent: over the budget"),
+    ("tcp_time_wait_entries", "connections that entered TIME-WAIT"),
+    ("tcp_handed_off", "segments handed to another shard of the process"),
+    ("udp_in_datagrams", "UDP datagrams received"),
+    ("udp_out_datagrams", "UDP datagrams sent"),
+    ("udp_in_csum_errors", "UDP datagrams with a bad checksum"),
+    ("udp_no_ports", "UDP datagrams to a port nobody holds"),
+    ("udp_rcvbuf_errors", "UDP datagrams dropped: receive buffer full"),
+    ("pmtu_reductions", "path MTU reductions believed"),
+    ("icmp_too_big_ignored", "ICMP too-big messages not believed"),
+    ("tx_no_buffer", "frames not sent: no buffer in the pool"),
+    ("tx_queue_full", "frames not sent: the NIC's tx queue stayed full"),
+    ("tx_no_route", "frames not sent: no route"),
+    ("tx_unresolved", "frames dropped: the neighbor never answered"),
+    ("sockets", "sockets open: connections, listeners, UDP (gauge)"),
+    ("time_wait", "TIME-WAIT entries (gauge)"),
+];
+
+/// Counters of the whole process: (name, meaning).
+pub const PROCESS_COUNTERS: &[(&str, &str)] = &[
+    ("accelerated_listen", "listeners on the accelerated address"),
+    ("accelerated_connect", "connect() calls into the accelerated subnet"),
+    ("accepted", "connections accepted"),
+    ("kernel_bind", "sockets bound elsewhere: left with the kernel"),
+    ("kernel_connect", "connect() elsewhere: left with the kernel"),
+    ("init_failed", "times the NIC failed to open"),
+    ("sleeps", "threads put to sleep"),
+    ("wakeups", "wakeups sent"),
+    ("stack_thread_polls", "stack passes by stack threads"),
+    ("inline_polls", "stack passes by application threads"),
+];
+
+/// The latency stages (`pronghorn lat`): (name, what is measured).
+pub const STAGES: &[(&str, &str)] = &[
+    ("rx->socket", "a frame taken from the NIC to its data in the socket buffer and its waiter woken (the stack pass)"),
+    ("socket->read", "a socket becoming readable to the application's read of it"),
+    ("write->tx", "an application write to the next burst handed to the NIC"),
+];
+
+/// Buckets of a latency histogram: values below 4 ns exactly, then four per power of two.
+pub const BUCKETS: usize = 256;
+
+/// The histogram bucket of `ns`.
+pub fn bucket_of(ns: u64) -> usize {
+    if ns < 4 {
+        return ns as usize;
+    }
+    let msb = 63 - ns.leading_zeros() as usize;
+    4 * (msb - 1) + ((ns >> (msb - 2)) & 3) as usize
+}
+
+/// The smallest value of bucket `b`.
+pub fn bucket_floor(b: usize) -> u64 {
+    if b < 4 {
+        return b as u64;
+    }
+    let msb = b / 4 + 1;
+    (4 + (b % 4) as u64) << (msb - 2)
+}
+
+/// The value below which `q` (0..1) of the histogram's samples fall: the upper end of the
+/// bucket that holds that quantile (`None`: no samples).
+pub fn quantile(hist: &[u64; BUCKETS], q: f64) -> Option<u64> {
+    let total: u64 = hist.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+    let mut seen = 0;
+    for (b, &n) in hist.iter().enumerate() {
+        seen += n;
+        if seen >= rank {
+            return Some(if b + 1 < BUCKETS { bucket_floor(b + 1) - 1 } else { u64::MAX });
+        }
+    }
+    None
+}
+
+/// The region's contents.
+#[repr(C)]
+pub struct Layout {
+    pub magic: u64,
+    /// Odd while the process writes; a reader retries while it is odd or moves.
+    pub seq: AtomicU64,
+    pub pid: u64,
+    /// The process's start time (clock ticks after boot, /proc/PID/stat field 22): a region
+    /// whose pid was reused by another process is stale.
+    pub start_time: u64,
+    pub uid: u64,
+    pub shards: u64,
+    /// 0: inline, 1: a stack thread per shard.
+    pub dedicated: u64,
+    pub iface: [u8; 16],
+    pub pmd: [u8; 16],
+    pub ipv4: [u8; 48],
+    pub ipv6: [u8; 64],
+    /// When the counters were last written (CLOCK_MONOTONIC ns).
+    pub updated_ns: u64,
+    pub process: [u64; PROCESS_COUNTERS.len()],
+    pub latency: [[u64; BUCKETS]; STAGES.len()],
+    pub shard: [[u64; SHARD_COUNTERS.len()]; MAX_SHARDS],
+}
+
+/// The directory of regions and control sockets.
+pub fn run_dir() -> PathBuf {
+    PathBuf::from(crate::process::run_dir())
+}
+
+pub fn stats_path(dir: &Path, pid: u32) -> PathBuf {
+    dir.join(format!("pronghorn.{pid}.stats"))
+}
+
+pub fn control_path(dir: &Path, pid: u32) -> PathBuf {
+    dir.join(format!("pronghorn.{pid}.ctl"))
+}
+
+/// `text` in a fixed field, cut if too long.
+pub fn put_text(field: &mut [u8], text: &str) {
+    field.fill(0);
+    let n = text.len().min(field.len());
+    field[..n].copy_from_slice(&text.as_bytes()[..n]);
+}
+
+pub fn get_text(field: &[u8]) -> String {
+    let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
+    String::from_utf8_lossy(&field[..end]).into_owned()
+}
+
+/// A process's start time (field 22 of /proc/PID/stat), `None` if there is no such process.
+pub fn start_time_of(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command (field 2) may hold spaces and parentheses: count from its last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(19)?.parse().ok()
+}
+
+/// The writer's side: the process's own mapping.
+pub struct Region {
+    map: *mut Layout,
+    path: PathBuf,
+}
+
+// SAFETY: the mapping is written only with the runtime's lock held.
+unsafe impl Send for Region {}
+
+impl Region {
+    /// Creates the region for this process (0600), replacing a stale one of a reused pid.
+    pub fn create(path: &Path) -> io::Result<Region> {
+        let _ = std::fs::remove_file(path);
+        let file: File = OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(path)?;
+        let len = std::mem::size_of::<Layout>();
+        file.set_len(len as u64)?;
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            let e = io::Error::last_os_error();
+            let _ = std::fs::remove_file(path);
+            return Err(e);
+        }
+        let region = Region { map: map.cast(), path: path.to_path_buf() };
+        // The file is all zeros: the magic goes last, so a reader never trusts a half-made one.
+        let pid = std::process::id();
+        let l = unsafe { &mut *region.map };
+        l.pid = u64::from(pid);
+        l.start_time = start_time_of(pid).unwrap_or(0);
+        l.uid = u64::from(unsafe { libc::geteuid() });
+        fence(Ordering::Release);
+        l.magic = MAGIC;
+        Ok(region)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes under the sequence counter: `f` sees the region's contents.
+    pub fn write(&mut self, f: impl FnOnce(&mut Layout)) {
+        let l = unsafe { &mut *self.map };
+        let seq = l.seq.load(Ordering::Relaxed);
+        l.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        f(l);
+        l.seq.store(seq.wrapping_add(2), Ordering::Release);
+    }
+
+    /// The latency histograms (only this process writes them; a torn read costs one sample).
+    pub fn latency(&mut self) -> &mut [[u64; BUCKETS]; STAGES.len()] {
+        unsafe { &mut (*self.map).latency }
+    }
+
+    /// Removes the file (the mapping stays valid until the process ends).
+    pub fn remove(&self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// A reader's copy of a region.
+pub struct Snapshot {
+    pub layout: Box<Layout>,
+}
+
+impl Snapshot {
+    /// Reads the region at `path` consistently. Errors: no such file, no permission (the
+    /// region is its owner's), not a region of this pronghorn's layout.
+    pub fn read(path: &Path) -> io::Result<Snapshot> {
+        let file = File::open(path)?;
+        let len = std::mem::size_of::<Layout>();
+        if file.metadata()?.len() != len as u64 {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "not a stats region of this pronghorn version"));
+        }
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let src = map as *const Layout;
+        // SAFETY: every field is an integer or an array of them: all zeros is a valid value.
+        let mut out: Box<Layout> = Box::new(unsafe { std::mem::zeroed() });
+        let mut ok = false;
+        for _ in 0..10_000 {
+            let before = unsafe { (*src).seq.load(Ordering::Acquire) };
+            if before % 2 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            unsafe { std::ptr::copy_nonoverlapping(src as *const u8, (&mut *out as *mut Layout).cast::<u8>(), len) };
+            fence(Ordering::Acquire);
+            if unsafe { (*src).seq.load(Ordering::Relaxed) } == before {
+                ok = true;
+                break;
+            }
+        }
+        unsafe { libc::munmap(map, len) };
+        if !ok {
+            return Err(io::Error::new(io::ErrorKind::WouldBlock, "the region kept changing while read"));
+        }
+        let layout = out;
+        if layout.magic != MAGIC {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "not a stats region of this pronghorn version"));
+        }
+        Ok(Snapshot { layout })
+    }
+
+    /// Whether the process that made the region still runs (same pid, same start time).
+    pub fn alive(&self) -> bool {
+        let pid = self.layout.pid as u32;
+        start_time_of(pid).is_some_and(|t| self.layout.start_time == 0 || t == self.layout.start_time)
+    }
+
+    pub fn shard_count(&self) -> usize {
+        (self.layout.shards as usize).min(MAX_SHARDS)
+    }
+
+    /// Counter `name` of shard `k`.
+    pub fn shard_counter(&self, k: usize, name: &str) -> u64 {
+        SHARD_COUNTERS.iter().position(|(n, _)| *n == name).map_or(0, |i| self.layout.shard[k][i])
+    }
+
+    /// Counter `name` summed over the shards.
+    pub fn total(&self, name: &str) -> u64 {
+        (0..self.shard_count()).map(|k| self.shard_counter(k, name)).sum()
+    }
+
+    pub fn process_counter(&self, name: &str) -> u64 {
+        PROCESS_COUNTERS.iter().position(|(n, _)| *n == name).map_or(0, |i| self.layout.process[i])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_hold_their_values_and_grow_by_quarters_of_a_power_of_two() {
+        for v in [0u64, 1, 3, 4, 5, 7, 8, 9, 1000, 1_000_000, 123_456_789, u64::MAX / 3] {
+            let b = bucket_of(v);
+            assert!(bucket_floor(b) <= v, "{v}: bucket {b} starts at {}", bucket_floor(b));
+            assert!(b + 1 == BUCKETS || v < bucket_floor(b + 1), "{v}: bucket {b} ends below it");
+        }
+        assert_eq!(bucket_of(u64::MAX), 251);
+        assert_eq!(bucket_floor(bucket_of(1024)), 1024);
+        assert_eq!(bucket_floor(bucket_of(1024) + 1), 1280);
+    }
+
+    #[test]
+    fn quantiles_name_the_bucket_that_holds_the_rank() {
+        let mut h = [0u64; BUCKETS];
+        h[bucket_of(1000)] = 99;
+        h[bucket_of(1_000_000)] = 1;
+        assert_eq!(quantile(&h, 0.5), Some(bucket_floor(bucket_of(1000) + 1) - 1));
+        assert_eq!(quantile(&h, 0.99), Some(bucket_floor(bucket_of(1000) + 1) - 1));
+        assert_eq!(quantile(&h, 0.999), Some(bucket_floor(bucket_of(1_000_000) + 1) - 1));
+        assert_eq!(quantile(&[0; BUCKETS], 0.5), None);
+    }
+
+    #[test]
+    fn a_region_reads_back_what_was_written_and_is_its_owners_alone() {
+        let dir = std::env::temp_dir().join(format!("pronghorn-region-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = stats_path(&dir, 4242);
+        let mut r = Region::create(&path).unwrap();
+        r.write(|l| {
+            l.shards = 2;
+            put_text(&mut l.iface, "ph-a0");
+            l.shard[1][SHARD_COUNTERS.iter().position(|(n, _)| *n == "tcp_in_segs").unwrap()] = 77;
+        });
+        let s = Snapshot::read(&path).unwrap();
+        assert_eq!(s.layout.pid, u64::from(std::process::id()));
+        assert_eq!(get_text(&s.layout.iface), "ph-a0");
+        assert_eq!(s.shard_counter(1, "tcp_in_segs"), 77);
+        assert_eq!(s.total("tcp_in_segs"), 77);
+        assert!(s.alive());
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        r.remove();
+        assert!(!path.exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,206 @@
+//! What a shard shows of itself to the observability tools (`pronghorn conns`, `pronghorn
+//! pcap`): a row per socket, as `ss -tanei` prints them, and a capture of the frames it receives
+//! and sends. Both are control-path work: the rows walk every socket, the capture copies every
+//! frame while it runs; neither costs anything on the data path while nobody asks (one branch
+//! per burst). It reads the shard's state and never changes what the stack does.
+
+use std::net::SocketAddr;
+
+use nic::{Nic, PacketBuf};
+
+use super::{to_std, Shard, Socket, SocketId};
+
+/// One socket of the shard, for the connection table.
+#[derive(Clone, Debug)]
+pub struct SocketRow {
+    /// The socket (TIME-WAIT entries have none: the application no longer holds them).
+    pub id: Option<SocketId>,
+    /// `ss`'s name of the state: LISTEN, SYN-SENT, SYN-RECV, ESTAB, FIN-WAIT-1, FIN-WAIT-2,
+    /// CLOSE-WAIT, CLOSING, LAST-ACK, TIME-WAIT, CLOSE; UNCONN for a UDP socket.
+    pub state: &'static str,
+    pub udp: bool,
+    pub local: SocketAddr,
+    /// The unspecified address and port 0 for listeners and UDP sockets.
+    pub peer: SocketAddr,
+    /// Bytes the application has not read (a listener: connections waiting for accept).
+    pub recv_q: u32,
+    /// Bytes not yet acknowledged or not yet sent (a listener: its backlog).
+    pub send_q: u32,
+    /// The TCP details of a connection (not of listeners, UDP or TIME-WAIT).
+    pub info: Option<tcp::Info>,
+}
+
+/// `ss`'s state names.
+pub fn state_name(state: tcp::State) -> &'static str {
+    use tcp::State::*;
+    match state {
+        SynSent => "SYN-SENT",
+        SynReceived => "SYN-RECV",
+        Established => "ESTAB",
+        FinWait1 => "FIN-WAIT-1",
+        FinWait2 => "FIN-WAIT-2",
+        CloseWait => "CLOSE-WAIT",
+        Closing => "CLOSING",
+        LastAck => "LAST-ACK",
+        TimeWait => "TIME-WAIT",
+        Closed => "CLOSE",
+    }
+}
+
+/// Which way a captured frame went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Received,
+    Sent,
+}
+
+/// A frame the capture kept.
+#[derive(Clone, Debug)]
+pub struct CapturedFrame {
+    /// The shard's clock (ns) when it was received or handed to the NIC.
+    pub at_ns: u64,
+    pub direction: Direction,
+    /// The frame's length on the wire.
+    pub len: u32,
+    /// Its first `snaplen` bytes.
+    pub data: Vec<u8>,
+}
+
+/// A capture in progress: frames wait here until the observer takes them.
+pub(super) struct Capture {
+    snaplen: usize,
+    /// Frames kept before the observer takes them; more are counted as dropped.
+    limit: usize,
+    frames: Vec<CapturedFrame>,
+    dropped: u64,
+}
+
+impl Capture {
+    pub(super) fn keep(&mut self, at_ns: u64, direction: Direction, frame: &[u8]) {
+        if self.frames.len() >= self.limit {
+            self.dropped += 1;
+            return;
+        }
+        let data = frame[..frame.len().min(self.snaplen)].to_vec();
+        self.frames.push(CapturedFrame { at_ns, direction, len: frame.len() as u32, data });
+    }
+}
+
+impl<N: Nic> Shard<N> {
+    /// Appends a row per socket (connections, listeners, UDP sockets, TIME-WAIT entries) to
+    /// `out`. It walks every socket: never call it per packet.
+    pub fn socket_rows(&self, out: &mut Vec<SocketRow>) {
+        let unspecified = |local: SocketAddr| -> SocketAddr {
+            match local {
+                SocketAddr::V4(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
+                SocketAddr::V6(_) => SocketAddr::from(([0u16; 8], 0)),
+            }
+        };
+        for (i, slot) in self.slots.iter().enumerate() {
+            let id = Some(SocketId { index: i as u32, gen: slot.gen, shard: self.cfg.shard_index });
+            let row = match &slot.socket {
+                None => continue,
+                Some(Socket::Tcp(s)) => {
+                    let (la, lp) = s.tuple.local();
+                    let (ra, rp) = s.tuple.remote();
+                    let info = s.conn.info();
+                    SocketRow {
+                        id,
+                        state: state_name(info.state),
+                        udp: false,
+                        local: SocketAddr::new(to_std(la), lp),
+                        peer: SocketAddr::new(to_std(ra), rp),
+                        recv_q: info.recv_queue,
+                        send_q: info.send_queue,
+                        info: Some(info),
+                    }
+                }
+                Some(Socket::Listener(l)) => {
+                    let local = SocketAddr::new(to_std(l.local.0), l.local.1);
+                    SocketRow {
+                        id,
+                        state: "LISTEN",
+                        udp: false,
+                        local,
+                        peer: unspecified(local),
+                        recv_q: l.accept_queue.len() as u32,
+                        send_q: l.backlog as u32,
+                        info: None,
+                    }
+                }
+                Some(Socket::Udp(u)) => {
+                    let local = SocketAddr::new(to_std(u.local.0), u.local.1);
+                    SocketRow {
+                        id,
+                        state: "UNCONN",
+                        udp: true,
+                        local,
+                        peer: unspecified(local),
+                        recv_q: u.rx_bytes as u32,
+                        send_q: 0,
+                        info: None,
+                    }
+                }
+            };
+            out.push(row);
+        }
+        for entry in self.time_wait.iter().flatten() {
+            let (la, lp) = entry.tuple.local();
+            let (ra, rp) = entry.tuple.remote();
+            out.push(SocketRow {
+                id: None,
+                state: "TIME-WAIT",
+                udp: false,
+                local: SocketAddr::new(to_std(la), lp),
+                peer: SocketAddr::new(to_std(ra), rp),
+                recv_q: 0,
+                send_q: 0,
+                info: None,
+            });
+        }
+    }
+
+    /// Starts keeping a copy of every frame received and sent (its first `snaplen` bytes), at
+    /// most `limit` of them until [`Shard::take_captured`] takes them (more are counted as
+    /// dropped). A capture already running is restarted.
+    pub fn start_capture(&mut self, snaplen: usize, limit: usize) {
+        self.capture = Some(Box::new(Capture { snaplen: snaplen.max(1), limit, frames: Vec::new(), dropped: 0 }));
+    }
+
+    /// Stops the capture (what it kept and did not hand over is dropped).
+    pub fn stop_capture(&mut self) {
+        self.capture = None;
+    }
+
+    /// Moves the frames captured so far to `out`; returns how many were dropped since the last
+    /// call because the observer was too slow.
+    pub fn take_captured(&mut self, out: &mut Vec<CapturedFrame>) -> u64 {
+        match &mut self.capture {
+            Some(c) => {
+                out.append(&mut c.frames);
+                std::mem::take(&mut c.dropped)
+            }
+            None => 0,
+        }
+    }
+
+    /// The capture's view of a burst received (`Shard::poll`).
+    pub(super) fn capture_received(&mut self, frames: &[N::Buf]) {
+        if let Some(c) = &mut self.capture {
+            for f in frames {
+                c.keep(self.now, Direction::Received, f.data());
+            }
+        }
+    }
+
+    /// The capture's view of the frames about to be handed to the NIC: those not seen yet (the
+    /// ones a full queue left behind last time were).
+    pub(super) fn capture_sending(&mut self) {
+        if let Some(c) = &mut self.capture {
+            for f in &self.tx[self.tx_captured.min(self.tx.len())..] {
+                c.keep(self.now, Direction::Sent, f.data());
+            }
+            self.tx_captured = self.tx.len();
+        }
+    }
+}
