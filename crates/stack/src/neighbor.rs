@@ -77,7 +77,9 @@ impl Default for NeighborConfig {
             delay_ns: 5_000_000_000,
             retrans_ns: 1_000_000_000,
             max_probes: 3,
-            queue_per_entry: 3,
+            // Linux: unres_qlen 101 (derived from unres_qlen_bytes = 212992): a burst of
+            // datagrams to a new neighbor is not cut to its first three.
+            queue_per_entry: 101,
             queue_total: 256,
             seed: 0,
         }
@@ -747,7 +749,7 @@ mod tests {
 
     #[test]
     fn per_entry_queue_drops_oldest() {
-        let mut c = cache();
+        let mut c = NeighborCache::new(NeighborConfig { queue_per_entry: 3, ..NeighborConfig::default() });
         c.lookup(ip(1), 0);
         for p in 1..=5 {
             c.enqueue(ip(1), p).unwrap();
@@ -759,7 +761,8 @@ mod tests {
 
     #[test]
     fn global_queue_limit() {
-        let mut c = NeighborCache::new(NeighborConfig { queue_total: 4, ..NeighborConfig::default() });
+        let mut c =
+            NeighborCache::new(NeighborConfig { queue_total: 4, queue_per_entry: 3, ..NeighborConfig::default() });
         c.lookup(ip(1), 0);
         c.lookup(ip(2), 0);
         for p in 0..3 {

@@ -18,9 +18,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use nic::{MacAddr, Nic, PacketBuf};
 use tcp::{Connection, CookieOptions, Event as TcpEvent, State as TcpState, TimeWait, TimeWaitAction};
 use wire::{
-    ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Icmpv4DstUnreachable,
-    Icmpv4Packet, Icmpv4Repr, Icmpv6Packet, Icmpv6Repr, IpAddress, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr,
-    Ipv6Address, Ipv6Packet, Ipv6Repr, Ipv6UpperLayer, NdiscRepr, TcpFlags, TcpPacket, TcpRepr, UdpPacket, UdpRepr,
+    ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Icmpv6Packet,
+    Icmpv6Repr, IpAddress, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet, Ipv6Repr,
+    Ipv6UpperLayer, NdiscRepr, TcpFlags, TcpPacket, TcpRepr,
 };
 
 use crate::iface::{self, IfaceStats, Learned, Verdict};
@@ -31,8 +31,13 @@ use crate::syncookie::{siphash24, SynCookies};
 use crate::table::{ConnTable, FourTuple, ListenTable};
 use crate::timer::{TimerHandle, TimerWheel};
 
+mod icmp;
 mod inspect;
+mod udp;
+use icmp::IcmpErrorKind;
 pub use inspect::{state_name, CapturedFrame, Direction, SocketRow};
+pub use udp::Received;
+use udp::{IcmpRateLimit, UdpSocket};
 
 /// The most frames taken from the NIC in one poll.
 pub const RX_BURST: usize = 32;
@@ -48,9 +53,12 @@ pub struct Errno(pub i32);
 impl Errno {
     pub const EBADF: Errno = Errno(9);
     pub const EAGAIN: Errno = Errno(11);
+    pub const EACCES: Errno = Errno(13);
     pub const EINVAL: Errno = Errno(22);
     pub const EPIPE: Errno = Errno(32);
+    pub const EDESTADDRREQ: Errno = Errno(89);
     pub const EMSGSIZE: Errno = Errno(90);
+    pub const ENOPROTOOPT: Errno = Errno(92);
     pub const EOPNOTSUPP: Errno = Errno(95);
     pub const EAFNOSUPPORT: Errno = Errno(97);
     pub const EADDRINUSE: Errno = Errno(98);
@@ -61,6 +69,7 @@ impl Errno {
     pub const ENOTCONN: Errno = Errno(107);
     pub const ETIMEDOUT: Errno = Errno(110);
     pub const ECONNREFUSED: Errno = Errno(111);
+    pub const EHOSTUNREACH: Errno = Errno(113);
 }
 
 impl From<tcp::Error> for Errno {
@@ -193,11 +202,19 @@ pub struct ShardStats {
     pub tcp_time_wait_entries: u64,
     /// Segments that matched no socket here, handed to the process's other shards.
     pub tcp_handed_off: u64,
+    /// UDP datagrams that matched no socket here, handed to the process's other shards.
+    pub udp_handed_off: u64,
     pub udp_rx_datagrams: u64,
     pub udp_tx_datagrams: u64,
     pub udp_bad_checksum: u64,
     pub udp_no_port: u64,
     pub udp_rcvbuf_errors: u64,
+    /// ICMP destination unreachable sent (a UDP datagram to a port nobody holds).
+    pub icmp_out_dest_unreachs: u64,
+    /// ICMP errors not sent: over Linux's rate limits.
+    pub icmp_out_rate_limited: u64,
+    /// ICMP destination unreachable received about a UDP datagram we sent.
+    pub icmp_in_dest_unreachs: u64,
     /// ICMP "fragmentation needed" / "packet too big" that lowered a connection's segment size.
     pub pmtu_reductions: u64,
     /// Such messages not believed: no such connection, or the quoted segment is not in flight.
@@ -271,17 +288,6 @@ struct Listener {
     watched: bool,
 }
 
-struct Datagram {
-    from: (IpAddress, u16),
-    data: Vec<u8>,
-}
-
-struct UdpSocket {
-    local: (IpAddress, u16),
-    rx: VecDeque<Datagram>,
-    rx_bytes: usize,
-}
-
 enum Socket {
     Tcp(Box<TcpSocket>),
     Listener(Listener),
@@ -340,6 +346,7 @@ pub struct Shard<N: Nic> {
     solicit: Vec<IpAddress>,
     scratch: Vec<u8>,
     free_datagrams: Vec<Vec<u8>>,
+    icmp_limit: IcmpRateLimit,
     link_stats: IfaceStats,
     stats: ShardStats,
     /// Frames that belong to no socket here, for the process's other shards (`shard_count` > 1).
@@ -470,6 +477,7 @@ impl<N: Nic> Shard<N> {
             solicit: Vec::new(),
             scratch: vec![0; 65536],
             free_datagrams: Vec::new(),
+            icmp_limit: IcmpRateLimit::new(),
             link_stats: IfaceStats::default(),
             stats: ShardStats::default(),
             handed_off: Vec::new(),
@@ -566,10 +574,13 @@ impl<N: Nic> Shard<N> {
 
     /// Whether this shard holds the connection (or TIME-WAIT entry) a handed-off TCP frame is for.
     pub fn holds_frame(&self, frame: &[u8]) -> bool {
-        let Some((src, dst, IpProtocol::Tcp, start, end)) = self.transport(frame) else { return false };
+        let Some((src, dst, proto, start, end)) = self.transport(frame) else { return false };
         let Some(seg) = frame.get(start..end).filter(|s| s.len() >= 4) else { return false };
         let sport = u16::from_be_bytes([seg[0], seg[1]]);
         let dport = u16::from_be_bytes([seg[2], seg[3]]);
+        if proto == IpProtocol::Udp {
+            return self.holds_datagram((dst, dport), (src, sport));
+        }
         let tuple = FourTuple::new((dst, dport), (src, sport));
         self.conns.contains_key(&tuple) || self.time_wait_table.contains_key(&tuple)
     }
@@ -686,13 +697,37 @@ impl<N: Nic> Shard<N> {
                         self.handed_off.push(buf);
                     }
                 }
-                _ => self.udp_input(src, dst, seg),
+                _ => {
+                    self.may_hand_off = self.cfg.shard_count > 1 && !last_stop;
+                    self.udp_input(src, dst, &buf.data()[ETH..end], seg);
+                    self.may_hand_off = false;
+                    if std::mem::take(&mut self.hand_off_this) {
+                        self.stats.udp_handed_off += 1;
+                        self.handed_off.push(buf);
+                    }
+                }
             }
             return;
         }
-        if let Some((tuple, mss, seq)) = self.icmp_too_big(buf.data()) {
-            self.path_mtu(tuple, mss, seq);
-            return;
+        if let Some(err) = self.icmp_error(buf.data()) {
+            let ports = err.ports();
+            match (err.kind, err.proto, ports) {
+                (IcmpErrorKind::TooBig { mtu }, IpProtocol::Tcp, Some((sport, dport))) if err.data.len() >= 8 => {
+                    let d = err.data;
+                    let seq = u32::from_be_bytes([d[4], d[5], d[6], d[7]]);
+                    let headers = (err.ip_header_len + wire::tcp::HEADER_LEN) as u32;
+                    let mss = mtu.saturating_sub(headers).min(u32::from(u16::MAX)) as u16;
+                    let tuple = FourTuple::new((err.src, sport), (err.dst, dport));
+                    self.path_mtu(tuple, mss, seq);
+                    return;
+                }
+                (IcmpErrorKind::Unreachable(errno), IpProtocol::Udp, Some((sport, dport))) => {
+                    let (local, remote) = ((err.src, sport), (err.dst, dport));
+                    self.udp_unreachable(local, remote, errno);
+                    return;
+                }
+                _ => {}
+            }
         }
         let mut learned = None;
         let verdict = iface::handle_frame(
@@ -760,72 +795,6 @@ impl<N: Nic> Shard<N> {
             }
             _ => None,
         }
-    }
-
-    /// An ICMP "fragmentation needed" (IPv4) or "packet too big" (IPv6) to one of our addresses,
-    /// quoting a TCP segment we sent: (its 4-tuple, the TCP payload the path carries, the quoted
-    /// sequence number).
-    fn icmp_too_big(&self, frame: &[u8]) -> Option<(FourTuple, u16, u32)> {
-        let eth = EthernetFrame::new_checked(frame).ok()?;
-        let (quoted_src, quoted_dst, l4, mtu, ip_len) = match eth.ethertype() {
-            EtherType::Ipv4 => {
-                let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
-                if Some(ip.dst_addr()) != self.ipv4 || ip.next_header() != IpProtocol::Icmp || ip.is_fragment() {
-                    return None;
-                }
-                Ipv4Repr::parse(&ip, true).ok()?;
-                let icmp = Icmpv4Packet::new_checked(ip.payload()).ok()?;
-                match Icmpv4Repr::parse(&icmp, true).ok()? {
-                    Icmpv4Repr::DstUnreachable {
-                        reason: Icmpv4DstUnreachable::FragRequired,
-                        next_hop_mtu,
-                        header,
-                        data,
-                    } if header.next_header == IpProtocol::Tcp => {
-                        // RFC 1191: a router that does not say is treated as the IPv4 minimum.
-                        let mtu = if next_hop_mtu == 0 { 576 } else { next_hop_mtu };
-                        (
-                            IpAddress::V4(header.src_addr),
-                            IpAddress::V4(header.dst_addr),
-                            data,
-                            u32::from(mtu),
-                            wire::ipv4::HEADER_LEN,
-                        )
-                    }
-                    _ => return None,
-                }
-            }
-            EtherType::Ipv6 => {
-                let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
-                let repr = Ipv6Repr::parse(&ip).ok()?;
-                if Some(repr.dst_addr) != self.ipv6 && repr.dst_addr != self.ipv6_link_local {
-                    return None;
-                }
-                let Ipv6UpperLayer::Protocol { protocol: IpProtocol::Icmpv6, offset } = ip.upper_layer().ok()? else {
-                    return None;
-                };
-                let icmp = Icmpv6Packet::new_checked(ip.payload().get(offset..)?).ok()?;
-                match Icmpv6Repr::parse(&icmp, &repr.src_addr, &repr.dst_addr, true).ok()? {
-                    Icmpv6Repr::PktTooBig { mtu, header, data } if header.next_header == IpProtocol::Tcp => (
-                        IpAddress::V6(header.src_addr),
-                        IpAddress::V6(header.dst_addr),
-                        data,
-                        mtu,
-                        wire::ipv6::HEADER_LEN,
-                    ),
-                    _ => return None,
-                }
-            }
-            _ => return None,
-        };
-        if l4.len() < 8 {
-            return None;
-        }
-        let sport = u16::from_be_bytes([l4[0], l4[1]]);
-        let dport = u16::from_be_bytes([l4[2], l4[3]]);
-        let seq = u32::from_be_bytes([l4[4], l4[5], l4[6], l4[7]]);
-        let mss = mtu.saturating_sub((ip_len + wire::tcp::HEADER_LEN) as u32).min(u32::from(u16::MAX)) as u16;
-        Some((FourTuple::new((quoted_src, sport), (quoted_dst, dport)), mss, seq))
     }
 
     fn path_mtu(&mut self, tuple: FourTuple, mss: u16, seq: u32) {
@@ -1065,36 +1034,6 @@ impl<N: Nic> Shard<N> {
         }
         self.add_connection(TcpSocket::new(conn, tuple, Some(lid), false, false));
         true
-    }
-
-    fn udp_input(&mut self, src: IpAddress, dst: IpAddress, seg: &[u8]) {
-        let Ok(packet) = UdpPacket::new_checked(seg) else {
-            self.stats.udp_bad_checksum += 1;
-            return;
-        };
-        let Ok(repr) = UdpRepr::parse(&packet, &src, &dst, true) else {
-            self.stats.udp_bad_checksum += 1;
-            return;
-        };
-        self.stats.udp_rx_datagrams += 1;
-        let Some(&id) = self.udp_binds.lookup((dst, repr.dst_port)) else {
-            self.stats.udp_no_port += 1;
-            return;
-        };
-        let payload = packet.payload();
-        let limit = self.cfg.udp_rcvbuf;
-        let mut data = self.free_datagrams.pop().unwrap_or_default();
-        let Some(Socket::Udp(u)) = self.socket_mut(id) else { return };
-        if u.rx_bytes + payload.len() > limit {
-            self.stats.udp_rcvbuf_errors += 1;
-            self.free_datagrams.push(data);
-            return;
-        }
-        data.clear();
-        data.extend_from_slice(payload);
-        u.rx_bytes += payload.len();
-        u.rx.push_back(Datagram { from: (src, repr.src_port), data });
-        self.mark_changed(id);
     }
 
     // ------------------------------------------------------------------------------------------
@@ -1648,6 +1587,7 @@ impl<N: Nic> Shard<N> {
                 let (a, p) = s.tuple.remote();
                 Ok(SocketAddr::new(to_std(a), p))
             }
+            Some(Socket::Udp(u)) => u.remote().ok_or(Errno::ENOTCONN),
             Some(_) => Err(Errno::ENOTCONN),
             None => Err(Errno::EBADF),
         }
@@ -1796,7 +1736,10 @@ impl<N: Nic> Shard<N> {
 
     /// SO_ERROR: the pending error, consumed.
     pub fn take_error(&mut self, id: SocketId) -> Result<Option<Errno>, Errno> {
-        Ok(self.tcp(id)?.conn.take_error().map(Errno::from))
+        match self.socket_mut(id) {
+            Some(Socket::Udp(u)) => Ok(u.take_error()),
+            _ => Ok(self.tcp(id)?.conn.take_error().map(Errno::from)),
+        }
     }
 
     /// Closes a socket: a connection finishes gracefully (its data is still delivered, then a
@@ -1839,7 +1782,7 @@ impl<N: Nic> Shard<N> {
                 let local = u.local;
                 self.udp_binds.remove(local);
                 if let Some(Socket::Udp(u)) = self.take_socket(id) {
-                    self.free_datagrams.extend(u.rx.into_iter().map(|d| d.data));
+                    self.free_datagrams.extend(u.into_buffers());
                 }
                 Ok(())
             }
@@ -1874,7 +1817,8 @@ impl<N: Nic> Shard<N> {
         match self.socket(id) {
             Some(Socket::Tcp(s)) => s.arrivals,
             Some(Socket::Listener(l)) => l.arrivals,
-            _ => 0,
+            Some(Socket::Udp(u)) => u.arrivals,
+            None => 0,
         }
     }
 
@@ -1883,7 +1827,9 @@ impl<N: Nic> Shard<N> {
         match self.socket(id) {
             None => Readiness { error: true, hangup: true, ..Readiness::default() },
             Some(Socket::Listener(l)) => Readiness { readable: !l.accept_queue.is_empty(), ..Readiness::default() },
-            Some(Socket::Udp(u)) => Readiness { readable: !u.rx.is_empty(), writable: true, ..Readiness::default() },
+            Some(Socket::Udp(u)) => {
+                Readiness { readable: u.readable(), writable: true, error: u.has_error(), ..Readiness::default() }
+            }
             Some(Socket::Tcp(s)) => {
                 let state = s.conn.state();
                 let read_closed = matches!(
@@ -1899,77 +1845,6 @@ impl<N: Nic> Shard<N> {
                 }
             }
         }
-    }
-
-    /// A UDP socket bound to `local` (port 0: an ephemeral port).
-    pub fn udp_bind(&mut self, local: SocketAddr) -> Result<SocketId, Errno> {
-        let addr = to_ip(local.ip());
-        self.check_local(addr)?;
-        let port = if local.port() == 0 {
-            let binds = &self.udp_binds;
-            self.ports.allocate(addr, (addr, 0), |p| binds.get((addr, p)).is_none()).map_err(|_| Errno::EADDRINUSE)?
-        } else {
-            local.port()
-        };
-        let id = self.alloc(Socket::Udp(UdpSocket { local: (addr, port), rx: VecDeque::new(), rx_bytes: 0 }));
-        if self.udp_binds.insert((addr, port), false, id).is_err() {
-            self.take_socket(id);
-            return Err(Errno::EADDRINUSE);
-        }
-        Ok(id)
-    }
-
-    /// One datagram and its sender; EAGAIN when none. A datagram longer than `buf` is cut
-    /// (MSG_TRUNC semantics: the full length is returned).
-    pub fn udp_recv_from(&mut self, id: SocketId, buf: &mut [u8]) -> Result<(usize, SocketAddr), Errno> {
-        let d = match self.socket_mut(id) {
-            Some(Socket::Udp(u)) => {
-                let d = u.rx.pop_front().ok_or(Errno::EAGAIN)?;
-                u.rx_bytes -= d.data.len();
-                d
-            }
-            Some(_) => return Err(Errno::EOPNOTSUPP),
-            None => return Err(Errno::EBADF),
-        };
-        let n = d.data.len().min(buf.len());
-        buf[..n].copy_from_slice(&d.data[..n]);
-        let from = SocketAddr::new(to_std(d.from.0), d.from.1);
-        let len = d.data.len();
-        self.free_datagrams.push(d.data);
-        Ok((len, from))
-    }
-
-    pub fn udp_send_to(&mut self, id: SocketId, data: &[u8], to: SocketAddr) -> Result<usize, Errno> {
-        let (local_addr, local_port) = match self.socket(id) {
-            Some(Socket::Udp(u)) => u.local,
-            Some(_) => return Err(Errno::EOPNOTSUPP),
-            None => return Err(Errno::EBADF),
-        };
-        let dst = to_ip(to.ip());
-        let src = if is_unspecified(local_addr) || std::mem::discriminant(&local_addr) != std::mem::discriminant(&dst) {
-            self.local_address(matches!(dst, IpAddress::V6(_)))?
-        } else {
-            local_addr
-        };
-        let ip_len = if matches!(dst, IpAddress::V4(_)) { wire::ipv4::HEADER_LEN } else { wire::ipv6::HEADER_LEN };
-        if ip_len + wire::udp::HEADER_LEN + data.len() > self.nic.mtu() as usize {
-            return Err(Errno::EMSGSIZE);
-        }
-        if self.routes.next_hop(dst).is_none() {
-            return Err(Errno::ENETUNREACH);
-        }
-        let len = wire::udp::HEADER_LEN + data.len();
-        let Some((mut buf, l4)) = self.ip_frame(src, dst, IpProtocol::Udp, len) else { return Err(Errno::EAGAIN) };
-        UdpRepr { src_port: local_port, dst_port: to.port() }.emit(
-            &mut UdpPacket::new_unchecked(&mut buf.data_mut()[l4..]),
-            &src,
-            &dst,
-            data,
-            true,
-        );
-        self.stats.udp_tx_datagrams += 1;
-        self.route_out(buf, dst);
-        Ok(data.len())
     }
 }
 

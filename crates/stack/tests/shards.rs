@@ -249,3 +249,34 @@ fn a_segment_no_shard_holds_is_answered_once_with_a_rst() {
     assert_eq!(rsts, 8, "one RST per SYN to the closed port");
     assert!(h.shards.iter().all(|s| s.stats().tcp_handed_off > 0));
 }
+
+#[test]
+fn a_datagram_reaching_the_other_shard_is_handed_to_the_socket_that_holds_its_port() {
+    let mut h = host();
+    let server = h.shards[0].udp_bind(SocketAddr::new(SERVER.into(), 5353)).unwrap();
+    let client = h.peer.udp_bind(SocketAddr::new(PEER.into(), 0)).unwrap();
+    for i in 0..20u8 {
+        h.peer.udp_send(client, &[i; 10], Some(SocketAddr::new(SERVER.into(), 5353))).unwrap();
+    }
+    // Nobody holds this port on either shard: answered once, with port unreachable.
+    h.peer.udp_send(client, b"closed", Some(SocketAddr::new(SERVER.into(), 5354))).unwrap();
+    for _ in 0..20 {
+        h.now += 1_000_000;
+        h.peer.poll(h.now);
+        for s in h.shards.iter_mut() {
+            s.poll(h.now);
+        }
+        exchange(&mut h.shards, h.now);
+    }
+    let mut buf = [0u8; 64];
+    let mut got = Vec::new();
+    while let Ok(r) = h.shards[0].udp_recv(server, &mut buf, false) {
+        assert_eq!(r.len, 10);
+        got.push(buf[0]);
+    }
+    assert_eq!(got, (0..20).collect::<Vec<u8>>(), "every datagram, in order");
+    // Non-TCP frames reach queue 1 (see `by_ports`): shard 1 handed them over.
+    assert_eq!(h.shards[1].stats().udp_handed_off, 21);
+    let unreachable: Vec<u64> = h.shards.iter().map(|s| s.stats().icmp_out_dest_unreachs).collect();
+    assert_eq!(unreachable.iter().sum::<u64>(), 1, "{unreachable:?}");
+}

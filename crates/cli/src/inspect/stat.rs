@@ -48,6 +48,8 @@ const MIB: &[(&str, &[&str])] = &[
     ("UdpInErrors", &["udp_in_csum_errors", "udp_rcvbuf_errors"]),
     ("UdpRcvbufErrors", &["udp_rcvbuf_errors"]),
     ("UdpInCsumErrors", &["udp_in_csum_errors"]),
+    ("IcmpOutDestUnreachs", &["icmp_out_dest_unreachs"]),
+    ("IcmpInDestUnreachs", &["icmp_in_dest_unreachs"]),
     ("TcpExtSyncookiesSent", &["tcp_syncookies_sent"]),
     ("TcpExtSyncookiesRecv", &["tcp_syncookies_recv"]),
     ("TcpExtSyncookiesFailed", &["tcp_syncookies_failed"]),

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// "PHSTAT" and the layout's version.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT03");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT04");
 
 /// Shards a region has room for (`runtime.shards` is at most 64).
 pub const MAX_SHARDS: usize = 64;
@@ -64,6 +64,10 @@ pub const SHARD_COUNTERS: &[(&str, &str)] = &[
     ("udp_in_csum_errors", "UDP datagrams with a bad checksum"),
     ("udp_no_ports", "UDP datagrams to a port nobody holds"),
     ("udp_rcvbuf_errors", "UDP datagrams dropped: receive buffer full"),
+    ("udp_handed_off", "UDP datagrams handed to another shard of the process"),
+    ("icmp_out_dest_unreachs", "ICMP port unreachable sent: UDP to a port nobody holds"),
+    ("icmp_out_rate_limited", "ICMP errors not sent: over Linux's rate limits"),
+    ("icmp_in_dest_unreachs", "ICMP destination unreachable received about UDP we sent"),
     ("pmtu_reductions", "path MTU reductions believed"),
     ("icmp_too_big_ignored", "ICMP too-big messages not believed"),
     ("tx_no_buffer", "frames not sent: no buffer in the pool"),

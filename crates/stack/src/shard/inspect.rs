@@ -130,13 +130,18 @@ impl<N: Nic> Shard<N> {
                 }
                 Some(Socket::Udp(u)) => {
                     let local = SocketAddr::new(to_std(u.local.0), u.local.1);
+                    // ss prints a connected UDP socket as ESTAB with its peer.
+                    let (state, peer) = match u.remote() {
+                        Some(peer) => ("ESTAB", peer),
+                        None => ("UNCONN", unspecified(local)),
+                    };
                     SocketRow {
                         id,
-                        state: "UNCONN",
+                        state,
                         udp: true,
                         local,
-                        peer: unspecified(local),
-                        recv_q: u.rx_bytes as u32,
+                        peer,
+                        recv_q: u.queued_bytes() as u32,
                         send_q: 0,
                         info: None,
                     }

@@ -1,0 +1,372 @@
+//! UDP on the shard: bound sockets (connected or not) with their queue of datagrams, the ICMP
+//! "port unreachable" answer for a datagram nobody holds (rate-limited as Linux limits it), and
+//! the ICMP errors that reach a connected socket as ECONNREFUSED.
+//!
+//! Linux is the model (net/ipv4/udp.c, icmp.c): a connected socket receives only from its peer
+//! and only it is told of ICMP errors (`recverr` off); a datagram that finds no socket is counted
+//! as NoPorts and answered with port unreachable. Datagrams are never fragmented or reassembled
+//! here: a send that does not fit the MTU fails with EMSGSIZE (Linux would fragment), a fragment
+//! received is dropped by the link layer and counted.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+use nic::{Nic, PacketBuf};
+use wire::{
+    Icmpv4DstUnreachable, Icmpv4Packet, Icmpv4Repr, Icmpv6DstUnreachable, Icmpv6Packet, Icmpv6Repr, IpAddress,
+    IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, UdpPacket, UdpRepr,
+};
+
+use super::{is_unspecified, to_ip, to_std, Errno, Shard, Socket};
+
+/// An address and port.
+type Endpoint = (IpAddress, u16);
+
+/// One received datagram.
+pub(super) struct Datagram {
+    from: Endpoint,
+    data: Vec<u8>,
+}
+
+/// A UDP socket: bound to a local address and port, perhaps connected to one peer.
+pub(super) struct UdpSocket {
+    pub(super) local: Endpoint,
+    /// connect(): the only source it receives from and the default destination.
+    remote: Option<Endpoint>,
+    rx: VecDeque<Datagram>,
+    rx_bytes: usize,
+    /// An ICMP error for the connected peer, reported once (SO_ERROR, or the next call).
+    error: Option<Errno>,
+    /// Datagrams queued so far (edge-triggered waiters report each arrival).
+    pub(super) arrivals: u32,
+}
+
+impl UdpSocket {
+    pub(super) fn readable(&self) -> bool {
+        !self.rx.is_empty()
+    }
+
+    /// Bytes of the queued datagrams (ss's Recv-Q).
+    pub(super) fn queued_bytes(&self) -> usize {
+        self.rx_bytes
+    }
+
+    pub(super) fn has_error(&self) -> bool {
+        self.error.is_some()
+    }
+
+    pub(super) fn take_error(&mut self) -> Option<Errno> {
+        self.error.take()
+    }
+
+    pub(super) fn remote(&self) -> Option<SocketAddr> {
+        self.remote.map(|(a, p)| SocketAddr::new(to_std(a), p))
+    }
+
+    /// The buffers of its queued datagrams, for reuse.
+    pub(super) fn into_buffers(self) -> impl Iterator<Item = Vec<u8>> {
+        self.rx.into_iter().map(|d| d.data)
+    }
+}
+
+/// What one received datagram was, for `recvmsg`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Received {
+    /// Bytes copied into the buffer.
+    pub copied: usize,
+    /// The datagram's full length (more than `copied`: it was cut, MSG_TRUNC).
+    pub len: usize,
+    pub from: SocketAddr,
+}
+
+/// Linux's limits on ICMP errors: a global budget (net.ipv4.icmp_msgs_per_sec = 1000,
+/// icmp_msgs_burst = 50) and one per destination (icmp_ratelimit = 1000 ms with a burst of six,
+/// inet_peer_xrlim_allow). Destinations share a small direct-mapped table: a collision forgets
+/// the older one, which then starts with a full burst again.
+pub(super) struct IcmpRateLimit {
+    credit: u32,
+    credit_at: u64,
+    peers: Vec<Option<(IpAddress, u64, u64)>>,
+}
+
+const ICMP_MSGS_PER_SEC: u64 = 1000;
+const ICMP_MSGS_BURST: u32 = 50;
+const ICMP_RATELIMIT_NS: u64 = 1_000_000_000;
+const XRLIM_BURST_FACTOR: u64 = 6;
+const ICMP_PEERS: usize = 256;
+
+impl IcmpRateLimit {
+    pub(super) fn new() -> IcmpRateLimit {
+        IcmpRateLimit { credit: ICMP_MSGS_BURST, credit_at: 0, peers: vec![None; ICMP_PEERS] }
+    }
+
+    /// Whether an ICMP error may go to `dst` now (and, if so, its cost taken).
+    fn allow(&mut self, dst: IpAddress, now: u64) -> bool {
+        let incr = now.saturating_sub(self.credit_at) * ICMP_MSGS_PER_SEC / 1_000_000_000;
+        if incr > 0 {
+            self.credit = (u64::from(self.credit) + incr).min(u64::from(ICMP_MSGS_BURST)) as u32;
+            self.credit_at = now;
+        }
+        if self.credit == 0 {
+            return false;
+        }
+        let slot = &mut self.peers[peer_slot(dst)];
+        let (tokens, last) = match *slot {
+            Some((a, tokens, last)) if a == dst => (tokens, last),
+            // A destination not seen (or forgotten): a full burst, as a new inet_peer.
+            _ => (XRLIM_BURST_FACTOR * ICMP_RATELIMIT_NS, now),
+        };
+        let tokens = (tokens + now.saturating_sub(last)).min(XRLIM_BURST_FACTOR * ICMP_RATELIMIT_NS);
+        if tokens < ICMP_RATELIMIT_NS {
+            *slot = Some((dst, tokens, now));
+            return false;
+        }
+        *slot = Some((dst, tokens - ICMP_RATELIMIT_NS, now));
+        self.credit -= 1;
+        true
+    }
+}
+
+fn peer_slot(a: IpAddress) -> usize {
+    let bytes: &[u8] = match &a {
+        IpAddress::V4(v4) => &v4.0,
+        IpAddress::V6(v6) => &v6.0,
+    };
+    bytes.iter().fold(0usize, |h, &b| h.wrapping_mul(31).wrapping_add(b as usize)) % ICMP_PEERS
+}
+
+/// IPv4: an ICMP error carries at most 576 bytes (RFC 1812 4.3.2.3, Linux's limit).
+const ICMPV4_ERROR_MAX: usize = 576;
+/// IPv6: at most the minimum MTU (RFC 4443 2.4(c)).
+const ICMPV6_ERROR_MAX: usize = 1280;
+
+impl<N: Nic> Shard<N> {
+    /// A UDP datagram to one of our addresses; `ip` is the whole IP packet (for an ICMP quote).
+    pub(super) fn udp_input(&mut self, src: IpAddress, dst: IpAddress, ip: &[u8], seg: &[u8]) {
+        let Ok(packet) = UdpPacket::new_checked(seg) else {
+            self.stats.udp_bad_checksum += 1;
+            return;
+        };
+        let Ok(repr) = UdpRepr::parse(&packet, &src, &dst, true) else {
+            self.stats.udp_bad_checksum += 1;
+            return;
+        };
+        let from = (src, repr.src_port);
+        // Linux's lookup: a connected socket only matches its own peer.
+        let id = self
+            .udp_binds
+            .lookup((dst, repr.dst_port))
+            .copied()
+            .filter(|&id| matches!(self.socket(id), Some(Socket::Udp(u)) if u.remote.is_none_or(|r| r == from)));
+        let Some(id) = id else {
+            if self.may_hand_off {
+                self.hand_off_this = true;
+                return;
+            }
+            self.stats.udp_no_port += 1;
+            self.port_unreachable(src, dst, ip);
+            return;
+        };
+        self.stats.udp_rx_datagrams += 1;
+        let payload = packet.payload();
+        let limit = self.cfg.udp_rcvbuf;
+        let mut data = self.free_datagrams.pop().unwrap_or_default();
+        let Some(Socket::Udp(u)) = self.socket_mut(id) else { return };
+        if u.rx_bytes + payload.len() > limit {
+            self.stats.udp_rcvbuf_errors += 1;
+            self.free_datagrams.push(data);
+            return;
+        }
+        data.clear();
+        data.extend_from_slice(payload);
+        u.rx_bytes += payload.len();
+        u.rx.push_back(Datagram { from, data });
+        u.arrivals = u.arrivals.wrapping_add(1);
+        self.mark_changed(id);
+    }
+
+    /// Whether a UDP socket here takes a datagram to `dst` from `src` (several shards: where
+    /// to hand it).
+    pub(super) fn holds_datagram(&self, dst: Endpoint, src: Endpoint) -> bool {
+        self.udp_binds
+            .lookup(dst)
+            .is_some_and(|&id| matches!(self.socket(id), Some(Socket::Udp(u)) if u.remote.is_none_or(|r| r == src)))
+    }
+
+    /// Answers a datagram nobody holds with ICMP port unreachable, as Linux does, within the
+    /// rate limits.
+    fn port_unreachable(&mut self, to: IpAddress, ours: IpAddress, ip: &[u8]) {
+        if !self.icmp_limit.allow(to, self.now) {
+            self.stats.icmp_out_rate_limited += 1;
+            return;
+        }
+        match (to, ours) {
+            (IpAddress::V4(_), IpAddress::V4(_)) => {
+                let Ok(packet) = Ipv4Packet::new_checked(ip) else { return };
+                let Ok(header) = Ipv4Repr::parse(&packet, false) else { return };
+                let room =
+                    ICMPV4_ERROR_MAX - wire::ipv4::HEADER_LEN - wire::icmpv4::HEADER_LEN - wire::ipv4::HEADER_LEN;
+                let body = &ip[packet.header_len() as usize..];
+                let data = &body[..body.len().min(room)];
+                let repr = Icmpv4Repr::DstUnreachable {
+                    reason: Icmpv4DstUnreachable::PortUnreachable,
+                    next_hop_mtu: 0,
+                    header,
+                    data,
+                };
+                let Some((mut buf, l4)) = self.ip_frame(ours, to, IpProtocol::Icmp, repr.buffer_len()) else { return };
+                repr.emit(&mut Icmpv4Packet::new_unchecked(&mut buf.data_mut()[l4..]), true);
+                self.stats.icmp_out_dest_unreachs += 1;
+                self.route_out(buf, to);
+            }
+            (IpAddress::V6(to6), IpAddress::V6(ours6)) => {
+                let Ok(packet) = Ipv6Packet::new_checked(ip) else { return };
+                let Ok(header) = Ipv6Repr::parse(&packet) else { return };
+                let room =
+                    ICMPV6_ERROR_MAX - wire::ipv6::HEADER_LEN - wire::icmpv6::HEADER_LEN - wire::ipv6::HEADER_LEN;
+                let body = &ip[wire::ipv6::HEADER_LEN..];
+                let data = &body[..body.len().min(room)];
+                let repr = Icmpv6Repr::DstUnreachable { reason: Icmpv6DstUnreachable::PortUnreachable, header, data };
+                let Some((mut buf, l4)) = self.ip_frame(ours, to, IpProtocol::Icmpv6, repr.buffer_len()) else {
+                    return;
+                };
+                repr.emit(&mut Icmpv6Packet::new_unchecked(&mut buf.data_mut()[l4..]), &ours6, &to6, true);
+                self.stats.icmp_out_dest_unreachs += 1;
+                self.route_out(buf, to);
+            }
+            _ => {}
+        }
+    }
+
+    /// An ICMP destination unreachable about a datagram we sent from `local` to `remote`: the
+    /// socket connected to that peer is told `errno` (Linux reports only these "fatal" codes,
+    /// and only to a connected socket).
+    pub(super) fn udp_unreachable(&mut self, local: Endpoint, remote: Endpoint, errno: Option<Errno>) {
+        self.stats.icmp_in_dest_unreachs += 1;
+        let (Some(errno), Some(&id)) = (errno, self.udp_binds.lookup(local)) else { return };
+        if let Some(Socket::Udp(u)) = self.socket_mut(id) {
+            if u.remote == Some(remote) {
+                u.error = Some(errno);
+                self.mark_changed(id);
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // The socket API
+    // ------------------------------------------------------------------------------------------
+
+    /// A UDP socket bound to `local` (port 0: an ephemeral port).
+    pub fn udp_bind(&mut self, local: SocketAddr) -> Result<super::SocketId, Errno> {
+        let addr = to_ip(local.ip());
+        self.check_local(addr)?;
+        let port = if local.port() == 0 {
+            let binds = &self.udp_binds;
+            self.ports.allocate(addr, (addr, 0), |p| binds.get((addr, p)).is_none()).map_err(|_| Errno::EADDRINUSE)?
+        } else {
+            local.port()
+        };
+        let socket =
+            UdpSocket { local: (addr, port), remote: None, rx: VecDeque::new(), rx_bytes: 0, error: None, arrivals: 0 };
+        let id = self.alloc(Socket::Udp(socket));
+        if self.udp_binds.insert((addr, port), false, id).is_err() {
+            self.take_socket(id);
+            return Err(Errno::EADDRINUSE);
+        }
+        Ok(id)
+    }
+
+    fn udp(&mut self, id: super::SocketId) -> Result<&mut UdpSocket, Errno> {
+        match self.socket_mut(id) {
+            Some(Socket::Udp(u)) => Ok(u),
+            Some(_) => Err(Errno::EOPNOTSUPP),
+            None => Err(Errno::EBADF),
+        }
+    }
+
+    /// connect() on a UDP socket: `remote` becomes its only source and default destination
+    /// (`None`: AF_UNSPEC, the association dissolved). Datagrams queued from others stay, as on
+    /// Linux.
+    pub fn udp_connect(&mut self, id: super::SocketId, remote: Option<SocketAddr>) -> Result<(), Errno> {
+        let remote = remote.map(|r| (to_ip(r.ip()), r.port()));
+        if let Some((a, _)) = remote {
+            if self.routes.next_hop(a).is_none() {
+                return Err(Errno::ENETUNREACH);
+            }
+        }
+        let u = self.udp(id)?;
+        u.remote = remote;
+        u.error = None;
+        Ok(())
+    }
+
+    /// One datagram and its sender; EAGAIN when none. A datagram longer than `buf` is cut (the
+    /// rest is lost, as on Linux); `peek` leaves it queued (MSG_PEEK).
+    pub fn udp_recv(&mut self, id: super::SocketId, buf: &mut [u8], peek: bool) -> Result<Received, Errno> {
+        let u = self.udp(id)?;
+        let d = u.rx.front().ok_or(Errno::EAGAIN)?;
+        let copied = d.data.len().min(buf.len());
+        buf[..copied].copy_from_slice(&d.data[..copied]);
+        let got = Received { copied, len: d.data.len(), from: SocketAddr::new(to_std(d.from.0), d.from.1) };
+        if !peek {
+            let d = u.rx.pop_front().expect("the datagram just read");
+            u.rx_bytes -= d.data.len();
+            self.free_datagrams.push(d.data);
+        }
+        Ok(got)
+    }
+
+    /// One datagram and its sender, as `udp_recv` without MSG_PEEK: (its full length, sender).
+    pub fn udp_recv_from(&mut self, id: super::SocketId, buf: &mut [u8]) -> Result<(usize, SocketAddr), Errno> {
+        self.udp_recv(id, buf, false).map(|r| (r.len, r.from))
+    }
+
+    /// The length of the next datagram (FIONREAD), 0 when none.
+    pub fn udp_next_len(&mut self, id: super::SocketId) -> Result<usize, Errno> {
+        Ok(self.udp(id)?.rx.front().map_or(0, |d| d.data.len()))
+    }
+
+    /// Sends one datagram to `to`, or to the connected peer (`None`: EDESTADDRREQ if there is
+    /// none). A pending ICMP error is returned first, once (Linux's sock_error at send).
+    pub fn udp_send(&mut self, id: super::SocketId, data: &[u8], to: Option<SocketAddr>) -> Result<usize, Errno> {
+        let u = self.udp(id)?;
+        if let Some(e) = u.error.take() {
+            return Err(e);
+        }
+        let (local_addr, local_port) = u.local;
+        let (dst, dst_port) = match (to, u.remote) {
+            (Some(to), _) => (to_ip(to.ip()), to.port()),
+            (None, Some(r)) => r,
+            (None, None) => return Err(Errno::EDESTADDRREQ),
+        };
+        let src = if is_unspecified(local_addr) || std::mem::discriminant(&local_addr) != std::mem::discriminant(&dst) {
+            self.local_address(matches!(dst, IpAddress::V6(_)))?
+        } else {
+            local_addr
+        };
+        let ip_len = if matches!(dst, IpAddress::V4(_)) { wire::ipv4::HEADER_LEN } else { wire::ipv6::HEADER_LEN };
+        if ip_len + wire::udp::HEADER_LEN + data.len() > self.nic.mtu() as usize {
+            return Err(Errno::EMSGSIZE);
+        }
+        if self.routes.next_hop(dst).is_none() {
+            return Err(Errno::ENETUNREACH);
+        }
+        let len = wire::udp::HEADER_LEN + data.len();
+        let Some((mut buf, l4)) = self.ip_frame(src, dst, IpProtocol::Udp, len) else { return Err(Errno::EAGAIN) };
+        UdpRepr { src_port: local_port, dst_port }.emit(
+            &mut UdpPacket::new_unchecked(&mut buf.data_mut()[l4..]),
+            &src,
+            &dst,
+            data,
+            true,
+        );
+        self.stats.udp_tx_datagrams += 1;
+        self.route_out(buf, dst);
+        Ok(data.len())
+    }
+
+    /// Sends one datagram to `to` (the echo service's call).
+    pub fn udp_send_to(&mut self, id: super::SocketId, data: &[u8], to: SocketAddr) -> Result<usize, Errno> {
+        self.udp_send(id, data, Some(to))
+    }
+}
