@@ -10,6 +10,10 @@ The peer takes commands in-band on each connection, one per line:
   send N     send N bytes            shutwr   shut down its write half
   rst        reset (SO_LINGER 0)     close    close normally
   drain      read until EOF, then reply with the count as a line
+and on UDP, on the same port number, one command per datagram (answers go to the sender):
+  echo DATA  answer with DATA        send N [M]  answer with a datagram of N bytes (then M)
+  to P DATA  send DATA to port P of the sender's address
+  stat ...   count it, answer nothing                    count  answer with the count so far
 Observations never depend on timing: every wait is for an event that must come (a generous
 timeout turns a missing event into a visible difference, not a hang).
 """
@@ -225,8 +229,157 @@ def scenarios(host, port, local):
     return out
 
 
+def udp_socket(host):
+    return socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM)
+
+
+def udp_scenarios(host, port, local):
+    """UDP to a host in the accelerated subnet (issue 12): what a DNS-style client, a
+    statsd-style sender and a UDP server on our address see."""
+    out = {}
+    peer = (host, port)
+
+    # DNS-style: a request, the answer from the server's address; our address chosen for us.
+    s = udp_socket(host)
+    s.settimeout(WAIT_MS / 1000)
+    obs = [s.getsockopt(socket.SOL_SOCKET, socket.SO_TYPE) == socket.SOCK_DGRAM,
+           attempt(s.getpeername), s.sendto(b"echo what is 10.99.0.1?", peer)]
+    data, sender = s.recvfrom(512)
+    obs += [data.decode(), sender[:2] == peer, s.getsockname()[0] == local, s.getsockname()[1] != 0]
+    out["udp_request_response"] = obs
+    s.close()
+
+    # statsd-style: fire and forget, then ask how many arrived.
+    s = udp_socket(host)
+    for i in range(100):
+        s.sendto(b"stat requests:%d|c" % i, peer)
+    s.sendto(b"count", peer)
+    s.settimeout(WAIT_MS / 1000)
+    out["udp_fire_and_forget"] = [s.recv(64).decode()]
+    s.close()
+
+    # Connected: the default destination; a closed port's ICMP reported once as ECONNREFUSED,
+    # before anything else, with POLLERR; SO_ERROR clears it.
+    s = udp_socket(host)
+    s.connect(peer)
+    obs = [s.getpeername()[:2] == peer, s.send(b"echo connected"), s.recv(64).decode()]
+    s.connect((host, 1))
+    obs.append(s.send(b"anyone?"))
+    obs.append(poll_mask(s, select.POLLIN))
+    obs.append(attempt(s.recv, 64))
+    obs.append(attempt(s.recv, 64, socket.MSG_DONTWAIT))
+    s.send(b"again")
+    obs.append(poll_mask(s, select.POLLIN))
+    obs.append(name(s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)))
+    obs.append(attempt(s.send, b"after SO_ERROR"))
+    # connect(AF_UNSPEC) dissolves the association (through libc: Python has no call for it).
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    unspec = struct.pack("H14x", socket.AF_UNSPEC)
+    obs.append(libc.connect(s.fileno(), unspec, len(unspec)))
+    obs.append(attempt(s.getpeername))
+    obs.append(attempt(s.send, b"nowhere"))
+    out["udp_connected"] = obs
+    s.close()
+
+    # Unconnected: a closed port's ICMP is not reported; the next answer arrives as usual.
+    s = udp_socket(host)
+    s.sendto(b"x", (host, 1))
+    s.sendto(b"echo still fine", peer)
+    s.settimeout(WAIT_MS / 1000)
+    obs = [s.recv(64).decode(), poll_mask(s, select.POLLIN, 0), name(s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR))]
+    out["udp_unconnected_icmp"] = obs
+    s.close()
+
+    # Datagram boundaries: MSG_PEEK, a short buffer cuts (MSG_TRUNC gives the real length),
+    # FIONREAD is the next datagram's length, an empty datagram is one, EAGAIN when none.
+    import fcntl, termios
+    s = udp_socket(host)
+    s.connect(peer)
+    s.send(b"send 100 30")
+    obs = [poll_mask(s, select.POLLIN)]
+    obs.append(struct.unpack("i", fcntl.ioctl(s, termios.FIONREAD, b"\0\0\0\0"))[0])
+    obs.append(attempt(s.recv, 10, socket.MSG_PEEK))
+    obs.append(len(s.recv(10, socket.MSG_TRUNC)))
+    buf = bytearray(50)
+    n, flags = s.recv_into(buf, 50), None
+    obs.append(n)
+    s.send(b"echo ")
+    obs.append(attempt(s.recv, 10))
+    s.send(b"send 60")
+    b1, b2 = bytearray(20), bytearray(20)
+    n, _, flags, _ = s.recvmsg_into([b1, b2])
+    obs += [n, bool(flags & socket.MSG_TRUNC), bytes(b1 + b2).count(b"z")]
+    obs.append(s.sendmsg([b"echo ", b"two ", b"parts"]))
+    obs.append(s.recv(64).decode())
+    obs.append(attempt(s.recv, 10, socket.MSG_DONTWAIT))
+    out["udp_datagrams"] = obs
+    s.close()
+
+    # A server on our address: a datagram from the peer, recvfrom names it; stream calls fail.
+    s = udp_socket(host)
+    s.bind((local, 7777))
+    c = udp_socket(host)
+    c.sendto(b"to 7777 hello server", peer)
+    s.settimeout(WAIT_MS / 1000)
+    data, sender = s.recvfrom(64)
+    obs = [data.decode(), sender[0] == host, s.getsockname()[1]]
+    obs.append(attempt(s.listen, 1))
+    obs.append(attempt(s.shutdown, socket.SHUT_RDWR))
+    obs.append(attempt(s.getpeername))
+    s2 = udp_socket(host)
+    obs.append(attempt(s2.bind, (local, 7777)))
+    s2.close()
+    c.close()
+    out["udp_server"] = obs
+    s.close()
+
+    # epoll, edge-triggered: one event per arrival, none without one.
+    s = udp_socket(host)
+    s.setblocking(False)
+    s.connect(peer)
+    ep = select.epoll()
+    ep.register(s.fileno(), select.EPOLLIN | select.EPOLLET)
+    obs = [len(ep.poll(0))]
+    s.send(b"send 5")
+    obs.append([e for _, e in ep.poll(WAIT_MS / 1000)] == [select.EPOLLIN])
+    obs.append(len(ep.poll(0)))
+    s.send(b"send 6")
+    obs.append([e for _, e in ep.poll(WAIT_MS / 1000)] == [select.EPOLLIN])
+    obs += [len(s.recv(64)), len(s.recv(64)), attempt(s.recv, 64)]
+    ep.close()
+    out["udp_epoll_et"] = obs
+    s.close()
+    return out
+
+
+def udp_peer(port, family):
+    s = socket.socket(family, socket.SOCK_DGRAM)
+    if family == socket.AF_INET6:
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    s.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", port))
+    stats = 0
+    while True:
+        data, sender = s.recvfrom(65536)
+        words = data.split(b" ", 2)
+        if words[0] == b"echo":
+            s.sendto(data[5:], sender)
+        elif words[0] == b"send":
+            for n in data.split()[1:]:
+                s.sendto(b"z" * int(n), sender)
+        elif words[0] == b"to":
+            s.sendto(words[2], (sender[0], int(words[1])))
+        elif words[0] == b"stat":
+            stats += 1
+        elif words[0] == b"count":
+            s.sendto(b"%d" % stats, sender)
+            stats = 0
+
+
 def peer(port):
     srv = socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=64)
+    for family in (socket.AF_INET, socket.AF_INET6):
+        threading.Thread(target=udp_peer, args=(port, family), daemon=True).start()
     print("ready", flush=True)
 
     def serve(c):
@@ -265,4 +418,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "peer":
         peer(int(sys.argv[2]))
     else:
-        print(json.dumps(scenarios(sys.argv[2], int(sys.argv[3]), sys.argv[4]), sort_keys=True))
+        host, port, local = sys.argv[2], int(sys.argv[3]), sys.argv[4]
+        out = scenarios(host, port, local)
+        out.update(udp_scenarios(host, port, local))
+        print(json.dumps(out, sort_keys=True))

@@ -932,6 +932,19 @@ fn iperf3_and_nginx_run_unmodified_under_pronghorn_run() {
         assert!(o.status.success() && !out.contains("\"error\""), "iperf3 {extra:?}: {}", text(&o));
         assert!(out.contains("\"sum_received\""), "{out}");
     }
+    // UDP both ways (iperf3's server connects a UDP socket to each client and binds a new one
+    // beside it with SO_REUSEADDR): datagrams counted at the receiving end.
+    for extra in [&[][..], &["-R"][..]] {
+        let mut cmd = vec!["iperf3", "-u", "-b", "20M", "-c", "10.99.0.1", "-p", "5201", "-t", "2", "-J"];
+        cmd.extend_from_slice(extra);
+        let o = lab.exec("b", &cmd).output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success() && !out.contains("\"error\""), "iperf3 -u {extra:?}: {}", text(&o));
+        // The largest "packets" figure is the whole run's.
+        let packets = out.split("\"packets\":").skip(1).filter_map(|t| t.split([',', '}']).next()?.trim().parse().ok());
+        let packets: u64 = packets.max().unwrap_or_else(|| panic!("no datagram counts: {out}"));
+        assert!(packets > 1000, "iperf3 -u {extra:?}: {packets} datagrams: {out}");
+    }
     drop(iperf);
 
     // nginx without a master process: small pages and a 10 MiB file through sendfile.

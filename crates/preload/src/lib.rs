@@ -9,6 +9,8 @@
 
 #![allow(clippy::missing_safety_doc)]
 
+mod datagram;
+
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 use libc::{c_int, c_ulong, c_void, iovec, nfds_t, pollfd, size_t, sockaddr, socklen_t, ssize_t};
@@ -112,7 +114,7 @@ fn size(r: Call<usize>, kernel: impl FnOnce() -> ssize_t) -> ssize_t {
 #[no_mangle]
 pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_int {
     let fd = real::socket(domain, ty, protocol);
-    runtime::socket_created(fd, domain, ty);
+    runtime::socket_created(fd, domain, ty, protocol);
     fd
 }
 
@@ -155,6 +157,9 @@ pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut sockle
 #[no_mangle]
 pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
     gate!(fd, real::connect(fd, addr, len));
+    if runtime::datagram(fd) && !addr.is_null() && (*addr).sa_family as c_int == libc::AF_UNSPEC {
+        return int(runtime::disconnect(fd), || real::connect(fd, addr, len));
+    }
     match to_addr(addr, len) {
         Some(sa) => int(runtime::connect(fd, sa), || real::connect(fd, addr, len)),
         None => real::connect(fd, addr, len),
@@ -265,6 +270,11 @@ fn linux_tcp_info(i: &runtime::TcpInfoSnapshot) -> libc::tcp_info {
 #[no_mangle]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     gate!(fd, real::read(fd, buf, n));
+    if runtime::datagram(fd) {
+        let iov = datagram::one(buf, n);
+        return datagram::recv(fd, &iov, 1, 0, std::ptr::null_mut(), std::ptr::null_mut(), None)
+            .unwrap_or_else(|| real::read(fd, buf, n));
+    }
     let b = std::slice::from_raw_parts_mut(buf as *mut u8, n);
     size(runtime::recv(fd, b, false), || real::read(fd, buf, n))
 }
@@ -272,6 +282,11 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
 #[no_mangle]
 pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
     gate!(fd, real::recv(fd, buf, n, flags));
+    if runtime::datagram(fd) {
+        let iov = datagram::one(buf, n);
+        return datagram::recv(fd, &iov, 1, flags, std::ptr::null_mut(), std::ptr::null_mut(), None)
+            .unwrap_or_else(|| real::recv(fd, buf, n, flags));
+    }
     let b = std::slice::from_raw_parts_mut(buf as *mut u8, n);
     let r = runtime::recv_flags(fd, b, flags & libc::MSG_DONTWAIT != 0, flags & libc::MSG_PEEK != 0);
     size(r, || real::recv(fd, buf, n, flags))
@@ -287,6 +302,11 @@ pub unsafe extern "C" fn recvfrom(
     len: *mut socklen_t,
 ) -> ssize_t {
     gate!(fd, real::recvfrom(fd, buf, n, flags, addr, len));
+    if runtime::datagram(fd) {
+        let iov = datagram::one(buf, n);
+        return datagram::recv(fd, &iov, 1, flags, addr, len, None)
+            .unwrap_or_else(|| real::recvfrom(fd, buf, n, flags, addr, len));
+    }
     let r = recv(fd, buf, n, flags);
     if r >= 0 && !addr.is_null() {
         if let Call::Done(Ok(peer)) = runtime::sockname(fd, true) {
@@ -299,6 +319,10 @@ pub unsafe extern "C" fn recvfrom(
 #[no_mangle]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     gate!(fd, real::write(fd, buf, n));
+    if runtime::datagram(fd) {
+        let iov = datagram::one(buf as *mut c_void, n);
+        return datagram::send(fd, &iov, 1, 0, None).unwrap_or_else(|| real::write(fd, buf, n));
+    }
     let b = std::slice::from_raw_parts(buf as *const u8, n);
     size(runtime::send(fd, b, false), || real::write(fd, buf, n))
 }
@@ -314,6 +338,10 @@ unsafe fn send_flags(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> 
 #[no_mangle]
 pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
     gate!(fd, real::send(fd, buf, n, flags));
+    if runtime::datagram(fd) {
+        let iov = datagram::one(buf as *mut c_void, n);
+        return datagram::send(fd, &iov, 1, flags, None).unwrap_or_else(|| real::send(fd, buf, n, flags));
+    }
     send_flags(fd, buf, n, flags)
 }
 
@@ -327,12 +355,21 @@ pub unsafe extern "C" fn sendto(
     len: socklen_t,
 ) -> ssize_t {
     gate!(fd, real::sendto(fd, buf, n, flags, addr, len));
+    if runtime::datagram(fd) {
+        let iov = datagram::one(buf as *mut c_void, n);
+        return datagram::send(fd, &iov, 1, flags, to_addr(addr, len))
+            .unwrap_or_else(|| real::sendto(fd, buf, n, flags, addr, len));
+    }
     send_flags(fd, buf, n, flags)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
     gate!(fd, real::readv(fd, iov, cnt));
+    if runtime::datagram(fd) {
+        return datagram::recv(fd, iov, cnt.max(0) as usize, 0, std::ptr::null_mut(), std::ptr::null_mut(), None)
+            .unwrap_or_else(|| real::readv(fd, iov, cnt));
+    }
     let iovs = std::slice::from_raw_parts(iov, cnt.max(0) as usize);
     let mut total: ssize_t = 0;
     for v in iovs {
@@ -358,6 +395,9 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssiz
 #[no_mangle]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
     gate!(fd, real::writev(fd, iov, cnt));
+    if runtime::datagram(fd) {
+        return datagram::send(fd, iov, cnt.max(0) as usize, 0, None).unwrap_or_else(|| real::writev(fd, iov, cnt));
+    }
     let iovs = std::slice::from_raw_parts(iov, cnt.max(0) as usize);
     let mut data = Vec::with_capacity(iovs.iter().map(|v| v.iov_len).sum());
     for v in iovs {
@@ -743,6 +783,21 @@ pub unsafe extern "C" fn sendfile64(out: c_int, input: c_int, off: *mut libc::of
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> ssize_t {
     gate!(fd, real::recvmsg(fd, msg, flags));
     let m = &mut *msg;
+    if runtime::datagram(fd) {
+        let mut namelen = m.msg_namelen;
+        let mut got_flags = 0;
+        let name = m.msg_name.cast::<sockaddr>();
+        let Some(r) = datagram::recv(fd, m.msg_iov, m.msg_iovlen, flags, name, &mut namelen, Some(&mut got_flags))
+        else {
+            return real::recvmsg(fd, msg, flags);
+        };
+        if r >= 0 {
+            m.msg_namelen = if name.is_null() { 0 } else { namelen };
+            m.msg_controllen = 0;
+            m.msg_flags = got_flags;
+        }
+        return r;
+    }
     m.msg_controllen = 0;
     m.msg_flags = 0;
     if !m.msg_name.is_null() {
@@ -759,6 +814,10 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_int) -> ssize_t {
     gate!(fd, real::sendmsg(fd, msg, flags));
     let m = &*msg;
+    if runtime::datagram(fd) {
+        let to = to_addr(m.msg_name.cast(), m.msg_namelen);
+        return datagram::send(fd, m.msg_iov, m.msg_iovlen, flags, to).unwrap_or_else(|| real::sendmsg(fd, msg, flags));
+    }
     let iovs = std::slice::from_raw_parts(m.msg_iov, m.msg_iovlen);
     let mut data = Vec::with_capacity(iovs.iter().map(|v| v.iov_len).sum());
     for v in iovs {
@@ -795,7 +854,8 @@ pub unsafe extern "C" fn recvmmsg(
         }
         m.msg_len = n as libc::c_uint;
         done += 1;
-        if n == 0 {
+        // End of stream; an empty datagram is a datagram like any other.
+        if n == 0 && !runtime::datagram(fd) {
             break;
         }
     }

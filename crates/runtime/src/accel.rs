@@ -452,7 +452,7 @@ impl<N: Nic + 'static> Runtime<N> {
     /// What the accelerated fd `fd` is ready for (`None`: not an accelerated fd).
     pub(crate) fn readiness(&self, fd: i32) -> Option<Readiness> {
         match &self.fds.get(fd)?.fd {
-            Fd::Listener { id, .. } | Fd::Conn { id, .. } => {
+            Fd::Listener { id, .. } | Fd::Conn { id, .. } | Fd::Udp { id, .. } => {
                 Some(if self.shards.is_open() { self.shards.readiness(*id) } else { Readiness::default() })
             }
             Fd::Bound { .. } => Some(Readiness { writable: true, ..Readiness::default() }),

@@ -208,7 +208,7 @@ impl<N: Nic + 'static> Accel<N> {
                 rt.watch_listener(fd);
             }
             let target = match rt.fds.kind(fd) {
-                Some(Fd::Conn { id, .. } | Fd::Listener { id, .. }) => Target::Sock(*id),
+                Some(Fd::Conn { id, .. } | Fd::Listener { id, .. } | Fd::Udp { id, .. }) => Target::Sock(*id),
                 Some(Fd::Bound { .. }) => Target::Bound,
                 // The NIC did not open (the reason was said on stderr).
                 Some(Fd::Listening { .. }) => return Call::Done(Err(Errno(libc::ENETDOWN))),

@@ -40,6 +40,18 @@ pub(crate) enum Fd {
         id: SocketId,
         nonblock: bool,
     },
+    /// A kernel UDP socket that may still move to the shard (bind to our address, connect or
+    /// sendto into our subnet).
+    UdpPending {
+        nonblock: bool,
+        /// An AF_INET6 socket (its wildcard address is `::`).
+        v6: bool,
+    },
+    /// A UDP socket on the shard.
+    Udp {
+        id: SocketId,
+        nonblock: bool,
+    },
     /// A kernel epoll fd whose accelerated members the runtime keeps (see `epoll`).
     Epoll(Box<EpollSet>),
 }
@@ -48,7 +60,7 @@ impl Fd {
     /// The shard socket behind an accelerated fd.
     pub(crate) fn socket(&self) -> Option<SocketId> {
         match self {
-            Fd::Listener { id, .. } | Fd::Conn { id, .. } => Some(*id),
+            Fd::Listener { id, .. } | Fd::Conn { id, .. } | Fd::Udp { id, .. } => Some(*id),
             _ => None,
         }
     }
@@ -59,7 +71,9 @@ impl Fd {
             | Fd::Bound { nonblock, .. }
             | Fd::Listening { nonblock, .. }
             | Fd::Listener { nonblock, .. }
-            | Fd::Conn { nonblock, .. } => *nonblock,
+            | Fd::Conn { nonblock, .. }
+            | Fd::UdpPending { nonblock, .. }
+            | Fd::Udp { nonblock, .. } => *nonblock,
             Fd::Epoll(_) => true,
         }
     }

@@ -25,6 +25,7 @@
 //! hooks, so every real call goes through [`real`].
 
 mod accel;
+mod datagram;
 mod epoll;
 mod fdtable;
 pub mod observe;
@@ -46,6 +47,7 @@ use nic::Nic;
 pub use stack::shard::Errno;
 
 pub use accel::Accel;
+pub use datagram::Datagram;
 pub use process::{forked_child_socket, ENV_EXE};
 pub use wait::WaitStats;
 
@@ -54,7 +56,8 @@ pub const ENV_PID: &str = "PRONGHORN_ACCEL_PID";
 
 const MAX_FDS: usize = 1 << 16;
 
-/// Per fd: 0 = not ours, 1 = an accelerated or pending socket, 2 = an epoll set.
+/// Per fd: 0 = not ours, 1 = an accelerated or pending TCP socket, 2 = an epoll set, 3 = an
+/// accelerated or pending UDP socket (`TRACKED_DATAGRAM`).
 static TRACKED: [AtomicU8; MAX_FDS] = [const { AtomicU8::new(0) }; MAX_FDS];
 /// Set in a forked child: the parent's shard must not be touched.
 static FORKED: AtomicBool = AtomicBool::new(false);
@@ -74,9 +77,23 @@ pub fn tracked(fd: i32) -> bool {
         && !INSIDE.try_with(|i| i.get()).unwrap_or(true)
 }
 
+const TRACKED_DATAGRAM: u8 = 3;
+
+/// Whether tracked `fd` is a UDP socket (its reads and writes are datagrams): one atomic load.
+#[inline]
+pub fn datagram(fd: i32) -> bool {
+    (fd as usize) < MAX_FDS && fd >= 0 && TRACKED[fd as usize].load(Ordering::Relaxed) == TRACKED_DATAGRAM
+}
+
 fn set_tracked(fd: i32, on: bool) {
     if (fd as usize) < MAX_FDS && fd >= 0 {
         TRACKED[fd as usize].store(on as u8, Ordering::Relaxed);
+    }
+}
+
+fn set_tracked_datagram(fd: i32) {
+    if (fd as usize) < MAX_FDS && fd >= 0 {
+        TRACKED[fd as usize].store(TRACKED_DATAGRAM, Ordering::Relaxed);
     }
 }
 
@@ -103,6 +120,10 @@ pub struct RoutingStats {
     pub kernel_bind: u64,
     pub kernel_connect: u64,
     pub init_failed: u64,
+    /// UDP sockets on the shard (bound to our address, or connected or sent into its subnet).
+    pub accelerated_udp: u64,
+    /// UDP sockets left with the kernel (bound or sent elsewhere).
+    pub kernel_udp: u64,
 }
 
 static RUNTIME: OnceLock<Option<&'static Accel<DpdkNic>>> = OnceLock::new();
@@ -199,11 +220,11 @@ impl<N: Nic + 'static> Accel<N> {
 // The calls `preload` makes, on the process-wide runtime (`Kernel` when not accelerated).
 // ---------------------------------------------------------------------------------------------
 
-/// After the kernel created `fd` with `socket(domain, ty, _)`: track TCP/IP sockets.
-pub fn socket_created(fd: i32, domain: i32, ty: i32) {
+/// After the kernel created `fd` with `socket(domain, ty, protocol)`: track TCP and UDP sockets.
+pub fn socket_created(fd: i32, domain: i32, ty: i32, protocol: i32) {
     if !inside() {
         if let Some(a) = global() {
-            a.socket_created(fd, domain, ty);
+            a.socket_created(fd, domain, ty, protocol);
         }
     }
 }
@@ -252,6 +273,9 @@ forward! {
     fn getsockopt(fd: i32, level: i32, name: i32, out: &mut [u8]) -> usize;
     fn readable_bytes(fd: i32) -> i32;
     fn tcp_info(fd: i32) -> stack::TcpInfo;
+    fn recv_datagram(fd: i32, buf: &mut [u8], flags: i32) -> Datagram;
+    fn send_datagram(fd: i32, data: &[u8], to: Option<SocketAddr>, flags: i32) -> usize;
+    fn disconnect(fd: i32) -> ();
     fn epoll_ctl(epfd: i32, op: i32, fd: i32, events: u32, data: u64) -> ();
     fn epoll_wait(epfd: i32, out: &mut [libc::epoll_event], timeout_ms: i32) -> usize;
     fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> usize;

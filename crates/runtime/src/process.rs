@@ -145,7 +145,7 @@ pub fn forked_child_socket(fd: i32) -> Option<Errno> {
     if !FORKED.load(Ordering::Relaxed)
         || fd < 0
         || fd as usize >= MAX_FDS
-        || TRACKED[fd as usize].load(Ordering::Relaxed) != 1
+        || !matches!(TRACKED[fd as usize].load(Ordering::Relaxed), 1 | crate::TRACKED_DATAGRAM)
     {
         return None;
     }

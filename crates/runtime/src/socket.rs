@@ -105,7 +105,7 @@ impl<N: Nic + 'static> Runtime<N> {
     }
 
     /// A pending socket that routing leaves with the kernel: the runtime forgets it.
-    fn leave_to_kernel(&mut self, fd: i32) -> Call<()> {
+    pub(crate) fn leave_to_kernel(&mut self, fd: i32) -> Call<()> {
         self.fds.remove(fd);
         set_tracked(fd, false);
         Call::Kernel
@@ -138,7 +138,7 @@ impl<N: Nic + 'static> Runtime<N> {
                 self.deferred_listeners -= 1;
                 None
             }
-            Fd::Listener { id, .. } | Fd::Conn { id, .. } => Some(id),
+            Fd::Listener { id, .. } | Fd::Conn { id, .. } | Fd::Udp { id, .. } => Some(id),
             Fd::Epoll(set) => {
                 // Its members forget it; threads waiting on it are woken (and find it gone).
                 for member in set.member_fds() {
@@ -149,7 +149,7 @@ impl<N: Nic + 'static> Runtime<N> {
                 set.wake_all();
                 return;
             }
-            Fd::Pending { .. } => None,
+            Fd::Pending { .. } | Fd::UdpPending { .. } => None,
         };
         for epfd in &entry.epolls {
             if let Some(set) = self.fds.epoll_mut(*epfd) {
@@ -192,17 +192,31 @@ impl<N: Nic + 'static> Runtime<N> {
 }
 
 impl<N: Nic + 'static> Accel<N> {
-    /// After the kernel created `fd` with `socket(domain, ty, _)`: track TCP/IP sockets.
-    pub fn socket_created(&self, fd: i32, domain: i32, ty: i32) {
-        if fd < 0 || (domain != libc::AF_INET && domain != libc::AF_INET6) || ty & 0xf != libc::SOCK_STREAM {
+    /// After the kernel created `fd` with `socket(domain, ty, protocol)`: track TCP and UDP
+    /// over IPv4 and IPv6.
+    pub fn socket_created(&self, fd: i32, domain: i32, ty: i32, protocol: i32) {
+        if fd < 0 || (domain != libc::AF_INET && domain != libc::AF_INET6) {
             return;
         }
+        let nonblock = ty & libc::SOCK_NONBLOCK != 0;
+        let entry = match (ty & 0xf, protocol) {
+            (libc::SOCK_STREAM, 0 | libc::IPPROTO_TCP) => Entry::new(Fd::Pending { nonblock }),
+            (libc::SOCK_DGRAM, 0 | libc::IPPROTO_UDP) => {
+                crate::datagram::pending_entry(nonblock, domain == libc::AF_INET6)
+            }
+            _ => return,
+        };
+        let udp = matches!(entry.fd, Fd::UdpPending { .. });
         let tracked = self.with(|rt| {
             rt.release(fd);
-            rt.fds.insert(fd, Entry::new(Fd::Pending { nonblock: ty & libc::SOCK_NONBLOCK != 0 }));
+            rt.fds.insert(fd, entry);
         });
         if tracked.is_some() {
-            set_tracked(fd, true);
+            if udp {
+                crate::set_tracked_datagram(fd);
+            } else {
+                set_tracked(fd, true);
+            }
         }
     }
 
@@ -236,7 +250,8 @@ impl<N: Nic + 'static> Accel<N> {
                     }
                 }
             }
-            Some(Fd::Bound { .. } | Fd::Listening { .. } | Fd::Listener { .. } | Fd::Conn { .. }) => {
+            Some(Fd::UdpPending { .. }) => rt.udp_bind_call(fd, addr),
+            Some(Fd::Bound { .. } | Fd::Listening { .. } | Fd::Listener { .. } | Fd::Conn { .. } | Fd::Udp { .. }) => {
                 Call::Done(Err(Errno::EINVAL))
             }
             _ => Call::Kernel,
@@ -259,6 +274,7 @@ impl<N: Nic + 'static> Accel<N> {
             }
             Some(Fd::Listening { .. } | Fd::Listener { .. }) => Call::Done(Ok(())),
             Some(Fd::Conn { .. }) => Call::Done(Err(Errno::EINVAL)),
+            Some(Fd::Udp { .. }) => Call::Done(Err(Errno::EOPNOTSUPP)),
             _ => Call::Kernel,
         })
         .unwrap_or(Call::Kernel)
@@ -270,7 +286,8 @@ impl<N: Nic + 'static> Accel<N> {
                 Some(Fd::Listener { id, .. }) => *id,
                 // `blocking` opened the NIC, which made every deferred listener; it failed.
                 Some(Fd::Listening { .. }) => return Call::Done(Err(Errno(libc::ENETDOWN))),
-                Some(Fd::Pending { .. } | Fd::Epoll(_)) | None => return Call::Kernel,
+                Some(Fd::Pending { .. } | Fd::UdpPending { .. } | Fd::Epoll(_)) | None => return Call::Kernel,
+                Some(Fd::Udp { .. }) => return Call::Done(Err(Errno::EOPNOTSUPP)),
                 Some(_) => return Call::Done(Err(Errno::EINVAL)),
             };
             rt.watch_listener(fd);
@@ -370,6 +387,7 @@ impl<N: Nic + 'static> Accel<N> {
                     Call::Done(outcome)
                 }
                 Some(Fd::Listener { .. } | Fd::Listening { .. } | Fd::Bound { .. }) => Call::Done(Err(Errno::EINVAL)),
+                Some(Fd::Udp { .. } | Fd::UdpPending { .. }) => rt.udp_connect_call(fd, addr),
                 _ => Call::Kernel,
             })
             .unwrap_or(Call::Kernel);
@@ -468,22 +486,39 @@ impl<N: Nic + 'static> Accel<N> {
                 Some(Entry { fd: Fd::Conn { id, nonblock }, opts, bound_to, .. }) => {
                     Some((Fd::Conn { id: *id, nonblock: *nonblock }, *opts, *id, *bound_to))
                 }
+                Some(Entry { fd: Fd::Udp { id, nonblock }, opts, bound_to, .. }) => {
+                    Some((Fd::Udp { id: *id, nonblock: *nonblock }, *opts, *id, *bound_to))
+                }
                 _ => None,
             };
             match copy {
                 Some((fd, opts, id, bound_to)) => {
+                    let udp = matches!(fd, Fd::Udp { .. });
                     let entry = Entry { fd, opts, epolls: Vec::new(), connecting: false, bound_to };
                     rt.adopt(new, entry, id);
-                    true
+                    Some(udp)
                 }
-                None => false,
+                None => None,
             }
         });
-        set_tracked(new, shared == Some(true));
+        match shared.flatten() {
+            Some(true) => crate::set_tracked_datagram(new),
+            Some(false) => set_tracked(new, true),
+            None => set_tracked(new, false),
+        }
     }
 
     pub fn shutdown(&self, fd: i32, how: i32) -> Call<()> {
         self.with(|rt| {
+            if let Some(&Fd::Udp { id, .. }) = rt.fds.kind(fd) {
+                // Linux: ENOTCONN unless connected; then nothing this shard models changes.
+                let connected = rt.shards.of_ref(id).peer_addr(id).is_ok();
+                return Call::Done(match how {
+                    libc::SHUT_RD | libc::SHUT_WR | libc::SHUT_RDWR if connected => Ok(()),
+                    libc::SHUT_RD | libc::SHUT_WR | libc::SHUT_RDWR => Err(Errno::ENOTCONN),
+                    _ => Err(Errno::EINVAL),
+                });
+            }
             let id = match rt.conn_id(fd) {
                 Ok(id) => id,
                 Err(c) => return c,
@@ -506,7 +541,7 @@ impl<N: Nic + 'static> Accel<N> {
         self.with(|rt| match rt.fds.kind(fd) {
             Some(Fd::Bound { local, .. } | Fd::Listening { local, .. }) if !peer => Call::Done(Ok(*local)),
             Some(Fd::Bound { .. } | Fd::Listening { .. }) => Call::Done(Err(Errno::ENOTCONN)),
-            Some(Fd::Listener { id, .. } | Fd::Conn { id, .. }) => {
+            Some(Fd::Listener { id, .. } | Fd::Conn { id, .. } | Fd::Udp { id, .. }) => {
                 let s = rt.shards.of_ref(*id);
                 Call::Done(if peer { s.peer_addr(*id) } else { s.local_addr(*id) })
             }
@@ -524,7 +559,9 @@ impl<N: Nic + 'static> Accel<N> {
                     | Fd::Bound { nonblock, .. }
                     | Fd::Listening { nonblock, .. }
                     | Fd::Listener { nonblock, .. }
-                    | Fd::Conn { nonblock, .. } => *nonblock = on,
+                    | Fd::Conn { nonblock, .. }
+                    | Fd::UdpPending { nonblock, .. }
+                    | Fd::Udp { nonblock, .. } => *nonblock = on,
                     Fd::Epoll(_) => {}
                 }
             }
@@ -538,6 +575,8 @@ impl<N: Nic + 'static> Accel<N> {
                 let id = *id;
                 Call::Done(rt.shards.of(id).tcp_recv_available(id).map(|n| n as i32))
             }
+            // Linux: the length of the next datagram.
+            Some(&Fd::Udp { id, .. }) => Call::Done(rt.shards.of(id).udp_next_len(id).map(|n| n as i32)),
             _ => Call::Kernel,
         })
         .unwrap_or(Call::Kernel)
@@ -551,6 +590,7 @@ impl<N: Nic + 'static> Accel<N> {
                 Call::Done(rt.shards.of(id).tcp_info(id))
             }
             Some(Fd::Listener { .. } | Fd::Listening { .. } | Fd::Bound { .. }) => Call::Done(Err(Errno::ENOTCONN)),
+            Some(Fd::Udp { .. }) => Call::Done(Err(Errno::EOPNOTSUPP)),
             _ => Call::Kernel,
         })
         .unwrap_or(Call::Kernel)

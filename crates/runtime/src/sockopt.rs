@@ -34,10 +34,19 @@ impl<N: Nic + 'static> Accel<N> {
     /// has them); on a still-pending socket they also go to its kernel socket.
     pub fn setsockopt(&self, fd: i32, level: i32, name: i32, value: &[u8]) -> Call<()> {
         self.with(|rt| {
-            let pending = matches!(rt.fds.kind(fd), Some(Fd::Pending { .. }));
+            let pending = matches!(rt.fds.kind(fd), Some(Fd::Pending { .. } | Fd::UdpPending { .. }));
             let id = match rt.fds.kind(fd) {
                 Some(Fd::Conn { id, .. }) => Some(*id),
-                Some(Fd::Pending { .. } | Fd::Bound { .. } | Fd::Listening { .. } | Fd::Listener { .. }) => None,
+                // Linux's UDP passes other levels to ip_setsockopt, which knows only SOL_IP.
+                Some(Fd::Udp { .. }) if level == libc::IPPROTO_TCP => return Call::Done(Err(Errno(libc::ENOPROTOOPT))),
+                Some(
+                    Fd::Pending { .. }
+                    | Fd::Bound { .. }
+                    | Fd::Listening { .. }
+                    | Fd::Listener { .. }
+                    | Fd::UdpPending { .. }
+                    | Fd::Udp { .. },
+                ) => None,
                 _ => return Call::Kernel,
             };
             let o = &mut rt.fds.get_mut(fd).unwrap().opts;
@@ -105,10 +114,14 @@ impl<N: Nic + 'static> Accel<N> {
     pub fn getsockopt(&self, fd: i32, level: i32, name: i32, out: &mut [u8]) -> Call<usize> {
         self.with(|rt| {
             let id = match rt.fds.kind(fd) {
-                Some(Fd::Conn { id, .. } | Fd::Listener { id, .. }) => Some(*id),
+                Some(Fd::Conn { id, .. } | Fd::Listener { id, .. } | Fd::Udp { id, .. }) => Some(*id),
                 Some(Fd::Bound { .. } | Fd::Listening { .. }) => None,
                 _ => return Call::Kernel,
             };
+            let udp = matches!(rt.fds.kind(fd), Some(Fd::Udp { .. }));
+            if udp && level == libc::IPPROTO_TCP {
+                return Call::Done(Err(Errno(libc::EOPNOTSUPP)));
+            }
             let o = rt.fds.get(fd).unwrap().opts;
             let put_int = |out: &mut [u8], v: i32| -> Result<usize, Errno> {
                 let n = out.len().min(4);
@@ -136,7 +149,9 @@ impl<N: Nic + 'static> Accel<N> {
                     };
                     put_int(out, e)
                 }
-                (libc::SOL_SOCKET, libc::SO_TYPE) => put_int(out, libc::SOCK_STREAM),
+                (libc::SOL_SOCKET, libc::SO_TYPE) => {
+                    put_int(out, if udp { libc::SOCK_DGRAM } else { libc::SOCK_STREAM })
+                }
                 (libc::SOL_SOCKET, libc::SO_SNDBUF | libc::SO_RCVBUF) => put_int(out, 131_072),
                 (libc::SOL_SOCKET, libc::SO_ACCEPTCONN) => {
                     put_int(out, matches!(rt.fds.kind(fd), Some(Fd::Listener { .. } | Fd::Listening { .. })) as i32)

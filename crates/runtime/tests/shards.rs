@@ -207,7 +207,7 @@ fn tcp_socket(rt: &Accel<QueueNic>, nonblock: bool) -> i32 {
     let ty = libc::SOCK_STREAM | if nonblock { libc::SOCK_NONBLOCK } else { 0 };
     let fd = unsafe { libc::socket(libc::AF_INET, ty, 0) };
     assert!(fd >= 0);
-    rt.socket_created(fd, libc::AF_INET, ty);
+    rt.socket_created(fd, libc::AF_INET, ty, 0);
     fd
 }
 

@@ -154,7 +154,7 @@ fn tcp_socket(rt: &Accel<PeerNic>, nonblock: bool) -> i32 {
     let ty = libc::SOCK_STREAM | if nonblock { libc::SOCK_NONBLOCK } else { 0 };
     let fd = unsafe { libc::socket(libc::AF_INET, ty, 0) };
     assert!(fd >= 0);
-    rt.socket_created(fd, libc::AF_INET, ty);
+    rt.socket_created(fd, libc::AF_INET, ty, 0);
     fd
 }
 
@@ -706,4 +706,136 @@ fn a_signal_restarts_a_blocking_read_with_sa_restart_and_interrupts_it_without()
         unsafe { libc::signal(sig, libc::SIG_DFL) };
     }
     rt.close(fd);
+}
+
+// ---------------------------------------------------------------------------------------------
+// UDP: a socket moves to the shard when it binds to our address or sends into our subnet.
+// ---------------------------------------------------------------------------------------------
+
+fn udp_socket(rt: &Accel<PeerNic>, nonblock: bool) -> i32 {
+    let ty = libc::SOCK_DGRAM | if nonblock { libc::SOCK_NONBLOCK } else { 0 };
+    let fd = unsafe { libc::socket(libc::AF_INET, ty, 0) };
+    assert!(fd >= 0);
+    rt.socket_created(fd, libc::AF_INET, ty, 0);
+    assert!(runtime::datagram(fd), "a UDP socket reads and writes datagrams");
+    fd
+}
+
+#[test]
+fn udp_sendto_into_our_subnet_moves_the_socket_and_a_blocking_recvfrom_gets_the_answer() {
+    both_modes(|l| {
+        let rt = l.rt;
+        let fd = udp_socket(rt, false);
+        assert_eq!(done(rt.send_datagram(fd, b"ping", Some(echo_addr()), 0)), Ok(4));
+        // Autobound to the wildcard address, as Linux does.
+        let local = done(rt.sockname(fd, false)).unwrap();
+        assert_eq!(local.ip(), std::net::IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        assert_ne!(local.port(), 0, "an ephemeral port");
+        let got = within("recvfrom", move || {
+            let mut buf = [0u8; 64];
+            done(rt.recv_datagram(fd, &mut buf, 0)).map(|d| (d, buf[..d.len].to_vec()))
+        });
+        let (d, data) = got.unwrap();
+        assert_eq!((d.from, data.as_slice(), d.truncated), (echo_addr(), &b"ping"[..], false));
+        assert_eq!(rt.routing_stats().accelerated_udp, 1);
+        rt.close(fd);
+    });
+}
+
+#[test]
+fn udp_truncation_peek_and_next_length_follow_linux() {
+    both_modes(|l| {
+        let rt = l.rt;
+        let fd = udp_socket(rt, false);
+        done(rt.connect(fd, echo_addr())).unwrap();
+        assert_eq!(done(rt.sockname(fd, true)), Ok(echo_addr()));
+        assert_eq!(done(rt.sockname(fd, false)).unwrap().ip(), std::net::IpAddr::V4(OURS), "the source for its peer");
+        done(rt.send_datagram(fd, b"0123456789", None, 0)).unwrap();
+        let mut small = [0u8; 4];
+        let peeked = within("peek", move || {
+            let mut b = [0u8; 4];
+            done(rt.recv_datagram(fd, &mut b, libc::MSG_PEEK)).map(|d| (d, b))
+        })
+        .unwrap();
+        assert_eq!((peeked.0.len, peeked.0.truncated, &peeked.1), (4, true, b"0123"));
+        assert_eq!(done(rt.readable_bytes(fd)), Ok(10), "FIONREAD: the next datagram's length");
+        // MSG_TRUNC returns the datagram's real length; the rest is gone.
+        let d = done(rt.recv_datagram(fd, &mut small, libc::MSG_TRUNC)).unwrap();
+        assert_eq!((d.len, &small), (10, b"0123"));
+        assert_eq!(done(rt.recv_datagram(fd, &mut small, libc::MSG_DONTWAIT)), Err(Errno::EAGAIN));
+        rt.close(fd);
+    });
+}
+
+#[test]
+fn udp_port_unreachable_reaches_a_connected_socket_as_econnrefused() {
+    both_modes(|l| {
+        let rt = l.rt;
+        let fd = udp_socket(rt, false);
+        let closed = SocketAddr::V4(SocketAddrV4::new(PEER, 9));
+        done(rt.connect(fd, closed)).unwrap();
+        done(rt.send_datagram(fd, b"anyone?", None, 0)).unwrap();
+        // The peer answers with ICMP port unreachable: the blocked reader gets ECONNREFUSED.
+        let r = within("recv", move || {
+            let mut b = [0u8; 16];
+            done(rt.recv_datagram(fd, &mut b, 0)).map(|d| d.len)
+        });
+        assert_eq!(r, Err(Errno::ECONNREFUSED));
+        let mut out = [0u8; 4];
+        assert_eq!(done(rt.getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut out)), Ok(4));
+        assert_eq!(i32::from_ne_bytes(out), 0, "reported once");
+        done(rt.getsockopt(fd, libc::SOL_SOCKET, libc::SO_TYPE, &mut out)).unwrap();
+        assert_eq!(i32::from_ne_bytes(out), libc::SOCK_DGRAM);
+        rt.close(fd);
+    });
+}
+
+#[test]
+fn udp_epoll_reports_each_arrival_and_edge_triggered_needs_a_new_one() {
+    both_modes(|l| {
+        let rt = l.rt;
+        let fd = udp_socket(rt, true);
+        done(rt.bind(fd, SocketAddr::V4(SocketAddrV4::new(OURS, 5353)))).unwrap();
+        let epfd = epoll_set(rt);
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, (libc::EPOLLIN | libc::EPOLLET) as u32, 42)).unwrap();
+        assert_eq!(wait_events(rt, epfd, 0), Vec::<(u32, u64)>::new());
+        done(rt.send_datagram(fd, b"one", Some(echo_addr()), 0)).unwrap();
+        let ev = within("epoll", move || wait_events(rt, epfd, 10_000));
+        assert_eq!(ev, vec![(libc::EPOLLIN as u32, 42)]);
+        assert_eq!(wait_events(rt, epfd, 0), Vec::<(u32, u64)>::new(), "edge-triggered: once");
+        done(rt.send_datagram(fd, b"two", Some(echo_addr()), 0)).unwrap();
+        let ev = within("epoll", move || wait_events(rt, epfd, 10_000));
+        assert_eq!(ev, vec![(libc::EPOLLIN as u32, 42)], "a new datagram, a new edge");
+        let mut b = [0u8; 8];
+        assert_eq!(done(rt.recv_datagram(fd, &mut b, 0)).map(|d| d.len), Ok(3));
+        assert_eq!(done(rt.recv_datagram(fd, &mut b, 0)).map(|d| d.len), Ok(3));
+        assert_eq!(done(rt.recv_datagram(fd, &mut b, 0)), Err(Errno::EAGAIN));
+        rt.close(fd);
+        rt.close(epfd);
+    });
+}
+
+#[test]
+fn udp_sockets_bound_or_sending_elsewhere_stay_with_the_kernel() {
+    let l = lab("inline");
+    let rt = l.rt;
+    let fd = udp_socket(rt, false);
+    let loopback = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0));
+    assert!(matches!(rt.bind(fd, loopback), Call::Kernel));
+    assert!(!runtime::tracked(fd), "forgotten: the kernel's for good");
+    let fd2 = udp_socket(rt, false);
+    // A wildcard bind with port 0 decides nothing: the kernel binds it, it stays tracked.
+    assert!(matches!(rt.bind(fd2, SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))), Call::Kernel));
+    assert!(runtime::datagram(fd2));
+    assert!(matches!(
+        rt.send_datagram(fd2, b"x", Some(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9))), 0),
+        Call::Kernel
+    ));
+    assert!(!runtime::datagram(fd2));
+    assert_eq!(rt.routing_stats().kernel_udp, 2);
+    assert_eq!(rt.routing_stats().accelerated_udp, 0);
+    unsafe {
+        libc::close(fd);
+        libc::close(fd2);
+    }
 }

@@ -37,7 +37,7 @@ mod udp;
 use icmp::IcmpErrorKind;
 pub use inspect::{state_name, CapturedFrame, Direction, SocketRow};
 pub use udp::Received;
-use udp::{IcmpRateLimit, UdpSocket};
+use udp::{IcmpRateLimit, UdpGroup, UdpSocket};
 
 /// The most frames taken from the NIC in one poll.
 pub const RX_BURST: usize = 32;
@@ -328,7 +328,7 @@ pub struct Shard<N: Nic> {
     free_slots: Vec<u32>,
     conns: ConnTable<SocketId>,
     listeners: ListenTable<ListenGroup>,
-    udp_binds: ListenTable<SocketId>,
+    udp_binds: ListenTable<UdpGroup>,
     time_wait: Vec<Option<TimeWaitEntry>>,
     free_time_wait: Vec<u32>,
     time_wait_table: ConnTable<u32>,
@@ -1780,7 +1780,7 @@ impl<N: Nic> Shard<N> {
             }
             Some(Socket::Udp(u)) => {
                 let local = u.local;
-                self.udp_binds.remove(local);
+                self.udp_unbind(id, local);
                 if let Some(Socket::Udp(u)) = self.take_socket(id) {
                     self.free_datagrams.extend(u.into_buffers());
                 }

@@ -368,3 +368,35 @@ fn a_datagram_larger_than_the_mtu_is_emsgsize() {
     assert_eq!(p.shard.udp_send(id, &vec![0; mtu - 28], Some(p.peer(9))), Ok(mtu - 28));
     assert_eq!(p.shard.udp_send(id, &vec![0; mtu - 27], Some(p.peer(9))), Err(Errno::EMSGSIZE));
 }
+
+#[test]
+fn sockets_that_set_so_reuseaddr_share_a_port_and_a_connected_one_gets_its_peers_datagrams() {
+    both(|v6| {
+        let mut p = Peer::new(v6);
+        let first = p.shard.udp_bind(p.addr(5201)).unwrap();
+        assert_eq!(
+            p.shard.udp_bind_with(p.addr(5201), true, false),
+            Err(Errno::EADDRINUSE),
+            "the first did not set it"
+        );
+        p.shard.close(first).unwrap();
+        // iperf3's server: a socket connected to its client, and a new one bound beside it.
+        let connected = p.shard.udp_bind_with(p.addr(5201), true, false).unwrap();
+        p.shard.udp_connect(connected, Some(p.peer(4000))).unwrap();
+        let listener = p.shard.udp_bind_with(p.addr(5201), true, false).unwrap();
+        p.datagram(4000, 5201, b"data");
+        p.datagram(4001, 5201, b"hello");
+        let mut buf = [0u8; 16];
+        let got = p.shard.udp_recv(connected, &mut buf, false).unwrap();
+        assert_eq!((got.len, got.from), (4, p.peer(4000)));
+        let got = p.shard.udp_recv(listener, &mut buf, false).unwrap();
+        assert_eq!((got.len, got.from), (5, p.peer(4001)));
+        assert_eq!(p.shard.udp_recv(connected, &mut buf, false), Err(Errno::EAGAIN));
+        // Closing one leaves the other bound; closing both frees the port.
+        p.shard.close(connected).unwrap();
+        p.datagram(4000, 5201, b"again");
+        assert_eq!(p.shard.udp_recv(listener, &mut buf, false).unwrap().from, p.peer(4000));
+        p.shard.close(listener).unwrap();
+        assert!(p.shard.udp_bind(p.addr(5201)).is_ok());
+    });
+}

@@ -41,7 +41,10 @@ pub(super) fn summary(p: &Process) -> Summary {
         mode: if l.dedicated != 0 { "dedicated" } else { "inline" },
         sockets: p.snapshot.total("sockets"),
         time_wait: p.snapshot.total("time_wait"),
-        fallbacks: ["kernel_bind", "kernel_connect", "init_failed"].iter().map(|c| p.snapshot.process_counter(c)).sum(),
+        fallbacks: ["kernel_bind", "kernel_connect", "kernel_udp", "init_failed"]
+            .iter()
+            .map(|c| p.snapshot.process_counter(c))
+            .sum(),
     }
 }
 

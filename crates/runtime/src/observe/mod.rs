@@ -109,6 +109,8 @@ impl<N: Nic + 'static> Runtime<N> {
             r.kernel_bind,
             r.kernel_connect,
             r.init_failed,
+            r.accelerated_udp,
+            r.kernel_udp,
             w.sleeps,
             w.wakeups,
             w.stack_thread_polls,

@@ -86,6 +86,8 @@ pub const PROCESS_COUNTERS: &[(&str, &str)] = &[
     ("kernel_bind", "sockets bound elsewhere: left with the kernel"),
     ("kernel_connect", "connect() elsewhere: left with the kernel"),
     ("init_failed", "times the NIC failed to open"),
+    ("accelerated_udp", "UDP sockets on the shard"),
+    ("kernel_udp", "UDP sockets bound or sent elsewhere: left with the kernel"),
     ("sleeps", "threads put to sleep"),
     ("wakeups", "wakeups sent"),
     ("stack_thread_polls", "stack passes by stack threads"),

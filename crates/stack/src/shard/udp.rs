@@ -69,6 +69,28 @@ impl UdpSocket {
     }
 }
 
+impl<N: Nic> Shard<N> {
+    /// A UDP socket closes: it leaves its address's group (the last one frees the address).
+    pub(super) fn udp_unbind(&mut self, id: super::SocketId, local: Endpoint) {
+        let empty = self.udp_binds.get_mut(local).is_some_and(|g| {
+            g.members.retain(|&m| m != id);
+            g.members.is_empty()
+        });
+        if empty {
+            self.udp_binds.remove(local);
+        }
+    }
+}
+
+/// The UDP sockets bound to one address and port: one, or several that all set SO_REUSEADDR
+/// or SO_REUSEPORT (iperf3's server binds a new socket to its port while the one it connected
+/// to a client still holds it).
+pub(super) struct UdpGroup {
+    reuseaddr: bool,
+    reuseport: bool,
+    members: Vec<super::SocketId>,
+}
+
 /// What one received datagram was, for `recvmsg`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Received {
@@ -152,13 +174,7 @@ impl<N: Nic> Shard<N> {
             return;
         };
         let from = (src, repr.src_port);
-        // Linux's lookup: a connected socket only matches its own peer.
-        let id = self
-            .udp_binds
-            .lookup((dst, repr.dst_port))
-            .copied()
-            .filter(|&id| matches!(self.socket(id), Some(Socket::Udp(u)) if u.remote.is_none_or(|r| r == from)));
-        let Some(id) = id else {
+        let Some(id) = self.udp_lookup((dst, repr.dst_port), from) else {
             if self.may_hand_off {
                 self.hand_off_this = true;
                 return;
@@ -188,9 +204,43 @@ impl<N: Nic> Shard<N> {
     /// Whether a UDP socket here takes a datagram to `dst` from `src` (several shards: where
     /// to hand it).
     pub(super) fn holds_datagram(&self, dst: Endpoint, src: Endpoint) -> bool {
-        self.udp_binds
-            .lookup(dst)
-            .is_some_and(|&id| matches!(self.socket(id), Some(Socket::Udp(u)) if u.remote.is_none_or(|r| r == src)))
+        self.udp_lookup(dst, src).is_some()
+    }
+
+    /// The socket that receives a datagram to `dst` from `from`, as Linux scores them: the one
+    /// connected to `from`, else an unconnected one (spread by source over SO_REUSEPORT
+    /// members; the last bound otherwise). A socket connected elsewhere never matches.
+    fn udp_lookup(&self, dst: Endpoint, from: Endpoint) -> Option<super::SocketId> {
+        let group = self.udp_binds.lookup(dst)?;
+        let mut unconnected = 0;
+        let mut last = None;
+        for &id in &group.members {
+            if let Some(Socket::Udp(u)) = self.socket(id) {
+                match u.remote {
+                    Some(r) if r == from => return Some(id),
+                    Some(_) => {}
+                    None => {
+                        unconnected += 1;
+                        last = Some(id);
+                    }
+                }
+            }
+        }
+        if group.reuseport && unconnected > 1 {
+            let (bytes, port) = match from.0 {
+                IpAddress::V4(a) => (a.0.to_vec(), from.1),
+                IpAddress::V6(a) => (a.0.to_vec(), from.1),
+            };
+            let h = bytes.iter().fold(u32::from(port), |h, &b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+            let pick = h as usize % unconnected;
+            return group
+                .members
+                .iter()
+                .copied()
+                .filter(|&id| matches!(self.socket(id), Some(Socket::Udp(u)) if u.remote.is_none()))
+                .nth(pick);
+        }
+        last
     }
 
     /// Answers a datagram nobody holds with ICMP port unreachable, as Linux does, within the
@@ -243,7 +293,8 @@ impl<N: Nic> Shard<N> {
     /// and only to a connected socket).
     pub(super) fn udp_unreachable(&mut self, local: Endpoint, remote: Endpoint, errno: Option<Errno>) {
         self.stats.icmp_in_dest_unreachs += 1;
-        let (Some(errno), Some(&id)) = (errno, self.udp_binds.lookup(local)) else { return };
+        let Some(errno) = errno else { return };
+        let Some(id) = self.udp_lookup(local, remote) else { return };
         if let Some(Socket::Udp(u)) = self.socket_mut(id) {
             if u.remote == Some(remote) {
                 u.error = Some(errno);
@@ -258,6 +309,17 @@ impl<N: Nic> Shard<N> {
 
     /// A UDP socket bound to `local` (port 0: an ephemeral port).
     pub fn udp_bind(&mut self, local: SocketAddr) -> Result<super::SocketId, Errno> {
+        self.udp_bind_with(local, false, false)
+    }
+
+    /// A UDP socket bound to `local` with SO_REUSEADDR / SO_REUSEPORT as set: sockets that all
+    /// set the same one share the address.
+    pub fn udp_bind_with(
+        &mut self,
+        local: SocketAddr,
+        reuseaddr: bool,
+        reuseport: bool,
+    ) -> Result<super::SocketId, Errno> {
         let addr = to_ip(local.ip());
         self.check_local(addr)?;
         let port = if local.port() == 0 {
@@ -268,8 +330,20 @@ impl<N: Nic> Shard<N> {
         };
         let socket =
             UdpSocket { local: (addr, port), remote: None, rx: VecDeque::new(), rx_bytes: 0, error: None, arrivals: 0 };
+        if let Some(g) = self.udp_binds.get_mut((addr, port)) {
+            if !(reuseaddr && g.reuseaddr || reuseport && g.reuseport) {
+                return Err(Errno::EADDRINUSE);
+            }
+            let id = self.alloc(Socket::Udp(socket));
+            let g = self.udp_binds.get_mut((addr, port)).expect("the group just found");
+            g.members.push(id);
+            g.reuseaddr &= reuseaddr;
+            g.reuseport &= reuseport;
+            return Ok(id);
+        }
         let id = self.alloc(Socket::Udp(socket));
-        if self.udp_binds.insert((addr, port), false, id).is_err() {
+        let group = UdpGroup { reuseaddr, reuseport, members: vec![id] };
+        if self.udp_binds.insert((addr, port), false, group).is_err() {
             self.take_socket(id);
             return Err(Errno::EADDRINUSE);
         }

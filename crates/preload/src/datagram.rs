@@ -1,0 +1,117 @@
+//! The I/O calls on a UDP socket (`runtime::datagram(fd)`): one datagram per call, scattered
+//! over or gathered from the caller's iovecs. The hooks in lib.rs hand UDP fds here.
+
+use std::cell::RefCell;
+
+use libc::{c_int, iovec, sockaddr, socklen_t, ssize_t};
+use runtime::{Call, Datagram};
+
+use crate::{fail, write_addr};
+
+/// The largest UDP payload (65535 - 8 - 20): a vectored call needs no more room than this.
+const MAX_DATAGRAM: usize = 65_507;
+
+thread_local! {
+    /// Where a vectored call's datagram is gathered or received (one per thread, reused).
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with the thread's scratch buffer (a fresh one if a signal handler interrupted a
+/// call that holds it).
+fn with_scratch<T>(f: impl FnOnce(&mut Vec<u8>) -> T) -> T {
+    SCRATCH.with(|s| match s.try_borrow_mut() {
+        Ok(mut s) => f(&mut s),
+        Err(_) => f(&mut Vec::new()),
+    })
+}
+
+fn total(iov: &[iovec]) -> usize {
+    iov.iter().map(|v| v.iov_len).sum()
+}
+
+unsafe fn slices(iov: *const iovec, cnt: usize) -> &'static [iovec] {
+    if iov.is_null() || cnt == 0 {
+        &[]
+    } else {
+        std::slice::from_raw_parts(iov, cnt)
+    }
+}
+
+/// Receives one datagram into `iov` (a single buffer is filled directly; several through the
+/// thread's scratch buffer). The sender goes to `addr`/`len`, MSG_TRUNC to `msg_flags`.
+pub(crate) unsafe fn recv(
+    fd: c_int,
+    iov: *const iovec,
+    cnt: usize,
+    flags: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+    msg_flags: Option<&mut c_int>,
+) -> Option<ssize_t> {
+    let iov = slices(iov, cnt);
+    let r = match iov {
+        [] => runtime::recv_datagram(fd, &mut [], flags),
+        [one] => {
+            runtime::recv_datagram(fd, std::slice::from_raw_parts_mut(one.iov_base as *mut u8, one.iov_len), flags)
+        }
+        many => with_scratch(|s| {
+            s.resize(total(many).min(MAX_DATAGRAM), 0);
+            let r = runtime::recv_datagram(fd, s, flags);
+            if let Call::Done(Ok(d)) = &r {
+                let mut left = &s[..d.len.min(s.len())];
+                for v in many {
+                    let n = left.len().min(v.iov_len);
+                    std::ptr::copy_nonoverlapping(left.as_ptr(), v.iov_base as *mut u8, n);
+                    left = &left[n..];
+                }
+            }
+            r
+        }),
+    };
+    match r {
+        Call::Kernel => None,
+        Call::Done(Ok(Datagram { len: n, from, truncated })) => {
+            write_addr(from, addr, len);
+            if let Some(f) = msg_flags {
+                *f = if truncated { libc::MSG_TRUNC } else { 0 };
+            }
+            Some(n as ssize_t)
+        }
+        Call::Done(Err(e)) => Some(fail(e)),
+    }
+}
+
+/// Sends one datagram made of `iov` to `to` (or the connected peer).
+pub(crate) unsafe fn send(
+    fd: c_int,
+    iov: *const iovec,
+    cnt: usize,
+    flags: c_int,
+    to: Option<std::net::SocketAddr>,
+) -> Option<ssize_t> {
+    let iov = slices(iov, cnt);
+    let r = match iov {
+        [] => runtime::send_datagram(fd, &[], to, flags),
+        [one] => {
+            runtime::send_datagram(fd, std::slice::from_raw_parts(one.iov_base as *const u8, one.iov_len), to, flags)
+        }
+        many if total(many) > MAX_DATAGRAM => Call::Done(Err(runtime::Errno::EMSGSIZE)),
+        many => with_scratch(|s| {
+            s.clear();
+            for v in many {
+                s.extend_from_slice(std::slice::from_raw_parts(v.iov_base as *const u8, v.iov_len));
+            }
+            runtime::send_datagram(fd, s, to, flags)
+        }),
+    };
+    match r {
+        Call::Kernel => None,
+        Call::Done(Ok(n)) => Some(n as ssize_t),
+        Call::Done(Err(e)) => Some(fail(e)),
+    }
+}
+
+/// One buffer as an iovec.
+pub(crate) fn one(buf: *mut libc::c_void, n: usize) -> iovec {
+    iovec { iov_base: buf, iov_len: n }
+}

@@ -1,0 +1,194 @@
+//! UDP sockets: where each goes, and datagram send and receive.
+//!
+//! A UDP socket starts on the kernel (`Fd::UdpPending`) and moves to the shard when it binds to
+//! the accelerated address, or connects or sends into the accelerated subnet (the kernel cannot
+//! reach that subnet: DPDK owns the interface). Bound anywhere else, or sending elsewhere first,
+//! it stays with the kernel for good; both decisions are counted. A wildcard bind with port 0
+//! (`bind(0.0.0.0:0)`, a client's habit) is done by the kernel and decides nothing yet.
+//!
+//! On the shard, calls keep Linux's semantics: one datagram per call, cut to the buffer (the
+//! rest lost; MSG_TRUNC returns the full length), MSG_PEEK, a connected socket's default
+//! destination and its ICMP errors (ECONNREFUSED, reported once, before queued data).
+//! Waiting is `wait`'s; the fd table and the placeholder fd are shared with TCP (`socket`).
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use nic::Nic;
+use stack::shard::SocketId;
+
+use crate::accel::{Accel, Runtime};
+use crate::fdtable::{Entry, Fd};
+use crate::wait::Dir;
+use crate::{set_tracked_datagram, Call, Errno};
+
+/// One datagram received (`recvfrom`/`recvmsg`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Datagram {
+    /// What the call returns: the bytes copied, or the datagram's full length with MSG_TRUNC.
+    pub len: usize,
+    /// Its sender.
+    pub from: SocketAddr,
+    /// It was longer than the buffer (recvmsg's MSG_TRUNC in `msg_flags`).
+    pub truncated: bool,
+}
+
+/// Our address of `peer`'s family (an IPv4-mapped peer is IPv4).
+fn local_for(rt_v4: Option<IpAddr>, rt_v6: Option<IpAddr>, peer: IpAddr) -> Option<IpAddr> {
+    match peer {
+        IpAddr::V4(_) => rt_v4,
+        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some() => rt_v4,
+        IpAddr::V6(_) => rt_v6,
+    }
+}
+
+impl<N: Nic + 'static> Runtime<N> {
+    /// Moves pending UDP socket `fd` onto the shard: bound to `local` (port 0: an ephemeral
+    /// one), connected to `remote` if given.
+    fn udp_open(&mut self, fd: i32, local: SocketAddr, remote: Option<SocketAddr>) -> Result<SocketId, Errno> {
+        let Some(&Fd::UdpPending { nonblock, .. }) = self.fds.kind(fd) else { return Err(Errno::EBADF) };
+        let opts = self.fds.get(fd).map(|e| e.opts).unwrap_or_default();
+        let shards = self.open_shards()?;
+        // A server's socket on the first shard, a client's on the next in turn: datagrams that
+        // reach another shard's queue are handed over (`stack::shard::exchange`).
+        let shard = if remote.is_some() || local.port() == 0 { shards.for_connect() } else { &mut shards.all_mut()[0] };
+        let id = shard.udp_bind_with(local, opts.reuseaddr, opts.reuseport)?;
+        if let Some(r) = remote {
+            if let Err(e) = shard.udp_connect(id, Some(r)) {
+                let _ = shard.close(id);
+                return Err(e);
+            }
+        }
+        if let Err(e) = self.placeholder(fd, nonblock) {
+            let _ = self.shards.of(id).close(id);
+            return Err(e);
+        }
+        let entry = self.fds.get_mut(fd).unwrap();
+        entry.fd = Fd::Udp { id, nonblock };
+        self.socks.entry(id).fds.push(fd);
+        set_tracked_datagram(fd);
+        self.routing.accelerated_udp += 1;
+        Ok(id)
+    }
+
+    /// Our address for talking to `peer`, if `peer` is reached through the accelerated
+    /// interface.
+    fn udp_local_for(&self, peer: IpAddr) -> Option<SocketAddr> {
+        if !self.routes_here(peer) {
+            return None;
+        }
+        let v4 = self.cfg.ipv4.as_ref().map(|c| IpAddr::V4(c.address.addr));
+        let v6 = self.cfg.ipv6.as_ref().map(|c| IpAddr::V6(c.address.addr));
+        local_for(v4, v6, peer).map(|ip| SocketAddr::new(ip, 0))
+    }
+
+    /// bind() on a pending UDP socket.
+    pub(crate) fn udp_bind_call(&mut self, fd: i32, addr: SocketAddr) -> Call<()> {
+        if self.is_ours(addr.ip()) {
+            if let Err(e) = self.precheck() {
+                return Call::Done(Err(e));
+            }
+            return Call::Done(self.udp_open(fd, addr, None).map(|_| ()));
+        }
+        if addr.ip().is_unspecified() && addr.port() == 0 {
+            // The kernel binds it; where it goes is decided by its first connect or sendto.
+            return Call::Kernel;
+        }
+        self.routing.kernel_udp += 1;
+        self.leave_to_kernel(fd)
+    }
+
+    /// connect() on a UDP socket.
+    pub(crate) fn udp_connect_call(&mut self, fd: i32, addr: SocketAddr) -> Call<()> {
+        match self.fds.kind(fd) {
+            Some(&Fd::Udp { id, .. }) => Call::Done(self.shards.of(id).udp_connect(id, Some(addr))),
+            Some(Fd::UdpPending { .. }) => match self.udp_local_for(addr.ip()) {
+                Some(local) => Call::Done(self.udp_open(fd, local, Some(addr)).map(|_| ())),
+                None => {
+                    self.routing.kernel_udp += 1;
+                    self.leave_to_kernel(fd)
+                }
+            },
+            _ => Call::Kernel,
+        }
+    }
+}
+
+impl<N: Nic + 'static> Accel<N> {
+    /// connect(AF_UNSPEC) on an accelerated UDP socket: it forgets its peer.
+    pub fn disconnect(&self, fd: i32) -> Call<()> {
+        self.with(|rt| match rt.fds.kind(fd) {
+            Some(&Fd::Udp { id, .. }) => Call::Done(rt.shards.of(id).udp_connect(id, None)),
+            _ => Call::Kernel,
+        })
+        .unwrap_or(Call::Kernel)
+    }
+
+    /// recv/recvfrom/recvmsg/read on a UDP socket: one datagram (MSG_DONTWAIT, MSG_PEEK and
+    /// MSG_TRUNC in `flags` as Linux reads them).
+    pub fn recv_datagram(&self, fd: i32, buf: &mut [u8], flags: i32) -> Call<Datagram> {
+        let dontwait = flags & libc::MSG_DONTWAIT != 0;
+        self.blocking(fd, Dir::Recv, dontwait, |rt| {
+            let Some(&Fd::Udp { id, .. }) = rt.fds.kind(fd) else { return Call::Kernel };
+            let shard = rt.shards.of(id);
+            // A pending ICMP error comes before queued datagrams (Linux's __skb_recv_udp).
+            if let Ok(Some(e)) = shard.take_error(id) {
+                return Call::Done(Err(e));
+            }
+            match shard.udp_recv(id, buf, flags & libc::MSG_PEEK != 0) {
+                Ok(r) => {
+                    let len = if flags & libc::MSG_TRUNC != 0 { r.len } else { r.copied };
+                    Call::Done(Ok(Datagram { len, from: r.from, truncated: r.len > r.copied }))
+                }
+                Err(e) => {
+                    if e == Errno::EAGAIN {
+                        rt.rearm(fd, libc::EPOLLIN as u32);
+                    }
+                    Call::Done(Err(e))
+                }
+            }
+        })
+    }
+
+    /// send/sendto/sendmsg/write on a UDP socket: one datagram to `to`, or to the connected
+    /// peer. A pending socket sending into our subnet moves to the shard first.
+    pub fn send_datagram(&self, fd: i32, data: &[u8], to: Option<SocketAddr>, flags: i32) -> Call<usize> {
+        let placed = self
+            .with(|rt| match rt.fds.kind(fd) {
+                Some(Fd::Udp { .. }) => Call::Done(Ok(())),
+                Some(&Fd::UdpPending { v6, .. }) => match to.and_then(|to| rt.udp_local_for(to.ip())) {
+                    // Linux autobinds to the wildcard address: getsockname shows it (a
+                    // connected socket shows the source address chosen for its peer).
+                    Some(_) => {
+                        let any: IpAddr = if v6 { Ipv6Addr::UNSPECIFIED.into() } else { Ipv4Addr::UNSPECIFIED.into() };
+                        Call::Done(rt.udp_open(fd, SocketAddr::new(any, 0), None).map(|_| ()))
+                    }
+                    None if to.is_some() => {
+                        rt.routing.kernel_udp += 1;
+                        rt.leave_to_kernel(fd)
+                    }
+                    // No destination: the kernel's answer (EDESTADDRREQ, or its connected peer).
+                    None => Call::Kernel,
+                },
+                _ => Call::Kernel,
+            })
+            .unwrap_or(Call::Kernel);
+        match placed {
+            Call::Done(Ok(())) => {}
+            Call::Done(Err(e)) => return Call::Done(Err(e)),
+            Call::Kernel => return Call::Kernel,
+        }
+        self.blocking(fd, Dir::Send, flags & libc::MSG_DONTWAIT != 0, |rt| {
+            let Some(&Fd::Udp { id, .. }) = rt.fds.kind(fd) else { return Call::Kernel };
+            let r = rt.shards.of(id).udp_send(id, data, to);
+            if r.is_ok() {
+                rt.observe_write();
+            }
+            Call::Done(r)
+        })
+    }
+}
+
+/// A new entry for a UDP socket the kernel just created.
+pub(crate) fn pending_entry(nonblock: bool, v6: bool) -> Entry {
+    Entry::new(Fd::UdpPending { nonblock, v6 })
+}
