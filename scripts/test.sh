@@ -17,6 +17,21 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Habits: formatting, lints (clippy also holds every crate to the workspace's rust-version),
+# documentation without broken links. A toolchain without rustfmt or clippy says so and skips it.
+if cargo fmt --version >/dev/null 2>&1; then
+  cargo fmt --all -- --check
+else
+  echo "test: rustfmt is not installed: the format check is skipped (rustup component add rustfmt)" >&2
+fi
+if cargo clippy --version >/dev/null 2>&1; then
+  cargo clippy --workspace --all-targets -- -D warnings
+else
+  echo "test: clippy is not installed: the lint check is skipped (rustup component add clippy)" >&2
+fi
+RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps --lib --quiet
+RUSTDOCFLAGS=-Dwarnings cargo doc -p cli --no-deps --bins --quiet   # its bin shares the name of preload's lib
+
 # Unit tests, the stack over the in-memory NIC, fuzz corpora (debug build: overflow checks on).
 # The lab tests say "skipped" here: they run below, in release, where 256 MiB transfers are quick.
 cargo test --workspace -- --test-threads=2

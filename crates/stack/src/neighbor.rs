@@ -29,7 +29,6 @@
 //!
 //! Multicast and broadcast destinations map to their Ethernet groups without an entry. The
 //! subnet-directed broadcast is the caller's to map (see [`crate::route::Routes`]).
-#![forbid(unsafe_code)]
 
 use wire::{EthernetAddress, IpAddress};
 

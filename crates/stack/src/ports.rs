@@ -23,7 +23,6 @@
 //! The optional shard filter (`Fn(u16) -> bool`) is for the shards of one process: each takes
 //! its own slice of the range (`port % count == index`), so that no two make the same 4-tuple;
 //! a port the filter rejects is skipped without asking `is_free`.
-#![forbid(unsafe_code)]
 
 use std::fmt;
 use std::ops::RangeInclusive;

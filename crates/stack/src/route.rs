@@ -4,7 +4,6 @@
 //! It owns that small configuration and nothing else. It must not resolve link-layer addresses
 //! (that is [`crate::neighbor`]) or hold per-destination state; a lookup is a check against a
 //! handful of prefixes, with no allocation.
-#![forbid(unsafe_code)]
 
 use std::fmt;
 

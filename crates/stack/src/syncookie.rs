@@ -27,7 +27,6 @@
 //! none), bit 4 SACK-permitted, bit 5 ECN (never set: pronghorn does not negotiate ECN). The
 //! peer echoes the TSval in its ACK's TSecr and [`SynCookies::check`] reads them back. Without
 //! timestamps, SACK and window scaling are lost for that connection, again as on Linux.
-#![forbid(unsafe_code)]
 
 use crate::table::FourTuple;
 

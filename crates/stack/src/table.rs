@@ -33,7 +33,6 @@
 //! Addresses are stored as 16 bytes, IPv4 as the IPv4-mapped IPv6 address `::ffff:a.b.c.d`, so a
 //! 4-tuple of either family is 36 bytes. An IPv6 packet whose address is itself IPv4-mapped
 //! would alias an IPv4 flow: the IP layer drops those (RFC 4291 §2.5.5.2 keeps them off the wire).
-#![forbid(unsafe_code)]
 
 use std::num::NonZeroU32;
 

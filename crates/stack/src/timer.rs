@@ -32,7 +32,6 @@
 //! deadline: exact after inserts and firing (for deadlines within the wheel's span), possibly
 //! earlier (never later) after cancels and reschedules. Time is expected to be monotonic; a `now` earlier than a previous one fires nothing
 //! new and moves nothing back.
-#![forbid(unsafe_code)]
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

@@ -56,7 +56,6 @@
 //! assert_eq!(&got[..5], b"hello");
 //! ```
 
-#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod config;

@@ -20,7 +20,6 @@
 //! from, and the IPv4 header checksum is left zero).
 
 #![cfg_attr(not(any(feature = "std", test)), no_std)]
-#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 use core::fmt;

@@ -26,9 +26,12 @@ pub struct PcapArgs {
     /// Bytes kept of each frame.
     #[arg(short = 's', long, default_value_t = 262_144)]
     snaplen: u32,
-    /// [PID] and a filter in tcpdump's words (a subset: tcp udp icmp icmp6 arp ip ip6,
-    /// [src|dst] host ADDR, [src|dst] port N; and or not, parentheses).
-    #[arg(value_name = "[PID] FILTER")]
+    /// The process (optional) and the filter.
+    #[arg(
+        value_name = "[PID] FILTER",
+        help = "[PID] and a filter in tcpdump's words (a subset: tcp udp icmp icmp6 arp ip ip6, \
+                [src|dst] host ADDR, [src|dst] port N; and or not, parentheses)"
+    )]
     filter: Vec<String>,
 }
 
@@ -38,7 +41,7 @@ extern "C" fn stop(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
 }
 
-/// pcapng blocks (https://www.ietf.org/archive/id/draft-ietf-opsawg-pcapng-02.html).
+/// pcapng blocks (<https://www.ietf.org/archive/id/draft-ietf-opsawg-pcapng-02.html>).
 fn block(out: &mut impl Write, kind: u32, body: &[u8]) -> std::io::Result<()> {
     let len = (12 + body.len()) as u32;
     out.write_all(&kind.to_le_bytes())?;
