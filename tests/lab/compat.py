@@ -229,6 +229,78 @@ def scenarios(host, port, local):
     return out
 
 
+class Interrupted(Exception):
+    pass
+
+
+def interrupted_by_alarm(call, restart):
+    """What `call` gives when SIGALRM (handler with or without SA_RESTART) comes 0.2 s into it:
+    a call that fails with EINTR runs the handler, which raises; a call the kernel restarts goes
+    on (it gives its own result later)."""
+    import signal
+
+    def handler(signum, frame):
+        raise Interrupted()
+
+    old = signal.signal(signal.SIGALRM, handler)
+    signal.siginterrupt(signal.SIGALRM, not restart)
+    signal.setitimer(signal.ITIMER_REAL, 0.2)
+    try:
+        r = call()
+        return "returned:%s" % (r if isinstance(r, (int, str)) else type(r).__name__)
+    except Interrupted:
+        return "EINTR"
+    except OSError as e:
+        return "E" + name(e.errno)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def signal_and_connect_scenarios(host, port, local):
+    """Issue 12: connect() reporting a non-blocking handshake, and blocking calls interrupted
+    by a signal (signal(7): which are restarted with SA_RESTART, which never are)."""
+    out = {}
+
+    # A second connect() on a non-blocking socket: the call that sees the handshake done
+    # returns 0, the next EISCONN.
+    s, r = connect_nb(host, port)
+    obs = [r, poll_mask(s, select.POLLOUT), s.connect_ex((host, port)), name(s.connect_ex((host, port)))]
+    cmd(s, "close")
+    out["connect_twice"] = obs
+    s.close()
+
+    # A blocking recv with nothing to read, SIGALRM without SA_RESTART: EINTR. With SA_RESTART
+    # and SO_RCVTIMEO set: EINTR all the same (never restarted). epoll_wait and poll: EINTR
+    # even with SA_RESTART.
+    s = connected(host, port)
+    obs = [interrupted_by_alarm(lambda: s.recv(10), restart=False)]
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 3, 0))
+    obs.append(interrupted_by_alarm(lambda: s.recv(10), restart=True))
+    ep = select.epoll()
+    ep.register(s.fileno(), select.EPOLLIN)
+    obs.append(interrupted_by_alarm(lambda: ep.poll(3), restart=True))
+    ep.close()
+    p = select.poll()
+    p.register(s, select.POLLIN)
+    obs.append(interrupted_by_alarm(lambda: p.poll(3000), restart=True))
+    # The connection is still good afterwards.
+    cmd(s, "send 4")
+    s.settimeout(WAIT_MS / 1000)
+    obs.append(attempt(s.recv, 10))
+    cmd(s, "close")
+    out["signals"] = obs
+    s.close()
+
+    # accept() on a blocking listener, interrupted without SA_RESTART.
+    l = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    l.bind((local, 7778))
+    l.listen(8)
+    out["signals_accept"] = [interrupted_by_alarm(l.accept, restart=False)]
+    l.close()
+    return out
+
+
 def udp_socket(host):
     return socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM)
 
@@ -421,4 +493,5 @@ if __name__ == "__main__":
         host, port, local = sys.argv[2], int(sys.argv[3]), sys.argv[4]
         out = scenarios(host, port, local)
         out.update(udp_scenarios(host, port, local))
+        out.update(signal_and_connect_scenarios(host, port, local))
         print(json.dumps(out, sort_keys=True))
