@@ -629,6 +629,19 @@ unsafe fn select_via_poll(
     Some(count)
 }
 
+/// A timeout as poll(2) takes it, in ms (-1: none), rounded up as the kernel does: a wait must
+/// never end before the time asked for. One rule for select, pselect, ppoll and epoll_pwait2.
+fn timeout_ms(ns: Option<i64>) -> c_int {
+    match ns {
+        None => -1,
+        Some(ns) => ((ns.max(0) + 999_999) / 1_000_000).min(i64::from(i32::MAX)) as c_int,
+    }
+}
+
+unsafe fn timespec_ns(ts: *const libc::timespec) -> Option<i64> {
+    (!ts.is_null()).then(|| (*ts).tv_sec.saturating_mul(1_000_000_000).saturating_add((*ts).tv_nsec))
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn select(
     nfds: c_int,
@@ -637,20 +650,10 @@ pub unsafe extern "C" fn select(
     e: *mut libc::fd_set,
     tv: *mut libc::timeval,
 ) -> c_int {
-    let timeout_ms = if tv.is_null() { -1 } else { ((*tv).tv_sec * 1000 + (*tv).tv_usec / 1000) as c_int };
-    match select_via_poll(nfds, r, w, e, timeout_ms) {
+    let ns = (!tv.is_null()).then(|| (*tv).tv_sec.saturating_mul(1_000_000_000).saturating_add((*tv).tv_usec * 1000));
+    match select_via_poll(nfds, r, w, e, timeout_ms(ns)) {
         Some(n) => n,
-        None => {
-            type Select = unsafe extern "C" fn(
-                c_int,
-                *mut libc::fd_set,
-                *mut libc::fd_set,
-                *mut libc::fd_set,
-                *mut libc::timeval,
-            ) -> c_int;
-            let f: Select = std::mem::transmute(libc::dlsym(libc::RTLD_NEXT, c"select".as_ptr()));
-            f(nfds, r, w, e, tv)
-        }
+        None => real::select(nfds, r, w, e, tv),
     }
 }
 
@@ -663,25 +666,14 @@ pub unsafe extern "C" fn pselect(
     ts: *const libc::timespec,
     mask: *const libc::sigset_t,
 ) -> c_int {
-    let timeout_ms = if ts.is_null() { -1 } else { ((*ts).tv_sec * 1000 + (*ts).tv_nsec / 1_000_000) as c_int };
+    let ms = timeout_ms(timespec_ns(ts));
     let mut old: libc::sigset_t = std::mem::zeroed();
     if !mask.is_null() {
         libc::pthread_sigmask(libc::SIG_SETMASK, mask, &mut old);
     }
-    let r = match select_via_poll(nfds, r, w, e, timeout_ms) {
+    let r = match select_via_poll(nfds, r, w, e, ms) {
         Some(n) => n,
-        None => {
-            type PSelect = unsafe extern "C" fn(
-                c_int,
-                *mut libc::fd_set,
-                *mut libc::fd_set,
-                *mut libc::fd_set,
-                *const libc::timespec,
-                *const libc::sigset_t,
-            ) -> c_int;
-            let f: PSelect = std::mem::transmute(libc::dlsym(libc::RTLD_NEXT, c"pselect".as_ptr()));
-            f(nfds, r, w, e, ts, std::ptr::null())
-        }
+        None => real::pselect(nfds, r, w, e, ts, std::ptr::null()),
     };
     if !mask.is_null() {
         let saved = *libc::__errno_location();
@@ -702,12 +694,12 @@ pub unsafe extern "C" fn ppoll(
     if !slice.iter().any(|p| tracked(p.fd)) {
         return real::ppoll(fds, n, ts, mask);
     }
-    let timeout_ms = if ts.is_null() { -1 } else { ((*ts).tv_sec * 1000 + (*ts).tv_nsec / 1_000_000) as c_int };
+    let ms = timeout_ms(timespec_ns(ts));
     let mut old: libc::sigset_t = std::mem::zeroed();
     if !mask.is_null() {
         libc::pthread_sigmask(libc::SIG_SETMASK, mask, &mut old);
     }
-    let r = poll(fds, n, timeout_ms);
+    let r = poll(fds, n, ms);
     if !mask.is_null() {
         let saved = *libc::__errno_location();
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
@@ -837,9 +829,7 @@ pub unsafe extern "C" fn recvmmsg(
     timeout: *mut libc::timespec,
 ) -> c_int {
     if !tracked(fd) {
-        type F = unsafe extern "C" fn(c_int, *mut libc::mmsghdr, libc::c_uint, c_int, *mut libc::timespec) -> c_int;
-        let f: F = std::mem::transmute(libc::dlsym(libc::RTLD_NEXT, c"recvmmsg".as_ptr()));
-        return f(fd, msgs, vlen, flags, timeout);
+        return real::recvmmsg(fd, msgs, vlen, flags, timeout);
     }
     let mut done = 0;
     for i in 0..vlen as usize {
@@ -866,9 +856,7 @@ pub unsafe extern "C" fn recvmmsg(
 #[no_mangle]
 pub unsafe extern "C" fn sendmmsg(fd: c_int, msgs: *mut libc::mmsghdr, vlen: libc::c_uint, flags: c_int) -> c_int {
     if !tracked(fd) {
-        type F = unsafe extern "C" fn(c_int, *mut libc::mmsghdr, libc::c_uint, c_int) -> c_int;
-        let f: F = std::mem::transmute(libc::dlsym(libc::RTLD_NEXT, c"sendmmsg".as_ptr()));
-        return f(fd, msgs, vlen, flags);
+        return real::sendmmsg(fd, msgs, vlen, flags);
     }
     let mut done = 0;
     for i in 0..vlen as usize {
@@ -899,14 +887,7 @@ pub unsafe extern "C" fn epoll_pwait2(
     timeout: *const libc::timespec,
     sigmask: *const libc::sigset_t,
 ) -> c_int {
-    let ms = if timeout.is_null() {
-        -1
-    } else {
-        // Round up: a wait must never end before the time asked for.
-        let ns = (*timeout).tv_sec * 1_000_000_000 + (*timeout).tv_nsec;
-        ((ns + 999_999) / 1_000_000).min(i32::MAX as i64) as c_int
-    };
-    epoll_pwait(epfd, evs, max, ms, sigmask)
+    epoll_pwait(epfd, evs, max, timeout_ms(timespec_ns(timeout)), sigmask)
 }
 
 #[no_mangle]

@@ -69,6 +69,17 @@ real_fns! {
     pread(fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t) -> ssize_t;
     sendfile(out: c_int, input: c_int, off: *mut libc::off_t, n: size_t) -> ssize_t;
     ppoll(fds: *mut pollfd, n: nfds_t, ts: *const libc::timespec, mask: *const libc::sigset_t) -> c_int;
+    select(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, tv: *mut libc::timeval) -> c_int;
+    pselect(
+        n: c_int,
+        r: *mut libc::fd_set,
+        w: *mut libc::fd_set,
+        e: *mut libc::fd_set,
+        ts: *const libc::timespec,
+        mask: *const libc::sigset_t
+    ) -> c_int;
+    recvmmsg(fd: c_int, msgs: *mut libc::mmsghdr, n: c_uint, flags: c_int, timeout: *mut libc::timespec) -> c_int;
+    sendmmsg(fd: c_int, msgs: *mut libc::mmsghdr, n: c_uint, flags: c_int) -> c_int;
     setuid(uid: libc::uid_t) -> c_int;
     setgid(gid: libc::gid_t) -> c_int;
     seteuid(uid: libc::uid_t) -> c_int;
