@@ -125,10 +125,11 @@ pub struct ShardConfig {
     /// Half-open connections per listener before SYN cookies take over.
     pub syn_backlog: usize,
     /// Challenge ACKs (RFC 5961 section 7) all connections of the shard may send per second,
-    /// Linux's `tcp_challenge_ack_limit` (1000 before Linux 6.0). As Linux did, each second's
-    /// budget is drawn between half and one and a half times this, so that an off-path
-    /// attacker cannot count it exactly to learn about other connections (CVE-2016-5696).
-    /// `u32::MAX`: no limit (Linux 6.0's default, which limits per socket instead).
+    /// Linux's `tcp_challenge_ack_limit`. As Linux does, each second's budget is drawn between
+    /// half and one and a half times this, so that an off-path attacker cannot count it
+    /// exactly to learn about other connections (CVE-2016-5696). `u32::MAX` (the default, as
+    /// in Linux since 6.0, where it was 1000 before): no shared limit; each connection limits
+    /// its own (`tcp::Config::invalid_ratelimit`), which leaks nothing about the others.
     pub challenge_ack_limit: u32,
     /// Bytes a UDP socket may hold unread before datagrams are dropped.
     pub udp_rcvbuf: usize,
@@ -162,7 +163,7 @@ impl ShardConfig {
             gateway6: None,
             tcp: tcp::Config::default(),
             syn_backlog: 4096,
-            challenge_ack_limit: 1000,
+            challenge_ack_limit: u32::MAX,
             udp_rcvbuf: 212_992,
             expected_connections: 1024,
             secret,

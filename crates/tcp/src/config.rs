@@ -64,6 +64,10 @@ pub struct Config {
     pub fin_wait2_timeout: Duration,
     /// Initial congestion window in segments (RFC 6928: 10).
     pub initial_cwnd: u32,
+    /// At most one challenge ACK (RFC 5961), and one ACK of an out-of-window or PAWS-rejected
+    /// segment without data, per this interval per connection (Linux `tcp_invalid_ratelimit`:
+    /// 500 ms). Segments with data are always answered: they are no ACK loop.
+    pub invalid_ratelimit: Duration,
     /// Added to our timestamp clock (ms since the caller's time origin). Linux uses a keyed hash
     /// of the addresses so that values are not guessable yet grow across connections between the
     /// same hosts; the stack chooses it per connection (this crate has no randomness).
@@ -91,6 +95,7 @@ impl Default for Config {
             time_wait: 60 * SECOND,
             fin_wait2_timeout: 60 * SECOND,
             initial_cwnd: 10,
+            invalid_ratelimit: 500 * MILLISECOND,
             ts_offset: 0,
         }
     }

@@ -203,6 +203,7 @@ struct Params {
     fin_wait2_ms: u32,
     ka_idle_ms: u32,
     ka_interval_ms: u32,
+    invalid_ratelimit_ms: u32,
     mss: u16,
     ka_count: u8,
     syn_retries: u8,
@@ -245,6 +246,7 @@ impl Params {
             fin_wait2_ms: to_ms(cfg.fin_wait2_timeout),
             ka_idle_ms: to_ms(ka.idle),
             ka_interval_ms: to_ms(ka.interval),
+            invalid_ratelimit_ms: to_ms(cfg.invalid_ratelimit),
             // Below 88 bytes the options of a SYN do not leave room for data (Linux clamps too).
             mss: cfg.mss.max(88),
             ka_count: ka.count,
@@ -373,6 +375,12 @@ pub struct Connection {
 
     retrans_total: u32,
     challenge_acks: u32,
+    /// Our millisecond clock when we last answered an invalid segment under Linux's
+    /// `tcp_invalid_ratelimit` (see `invalid_ack_allowed`); meaningful once `invalid_acked`.
+    invalid_ack_ms: u32,
+    /// Bytes the peer acknowledged, saturating (Linux `bytes_acked`): RFC 5961's acceptable
+    /// old ACKs reach back by at most this much.
+    bytes_acked: u32,
     rst: Option<Rst>,
 
     local_port: u16,
@@ -421,6 +429,7 @@ pub struct Connection {
     /// The persist timer fired with a small window open: send what fits, SWS or not.
     force_send: bool,
     write_blocked: bool,
+    invalid_acked: bool,
 }
 
 impl Connection {
@@ -467,6 +476,8 @@ impl Connection {
             last_ack_sent: 0,
             retrans_total: 0,
             challenge_acks: 0,
+            invalid_ack_ms: 0,
+            bytes_acked: 0,
             rst: None,
             local_port,
             remote_port,
@@ -502,6 +513,7 @@ impl Connection {
             probe: false,
             force_send: false,
             write_blocked: false,
+            invalid_acked: false,
         }
     }
 
@@ -1159,7 +1171,7 @@ impl Connection {
         if self.ts_ok && !rst {
             if let Some((tsval, _)) = seg.timestamp {
                 if seq::lt(tsval, self.ts_recent) && now.saturating_sub(self.ts_recent_time) <= PAWS_IDLE {
-                    self.ack_now = true;
+                    self.answer_invalid(now, syn, seg_len);
                     return;
                 }
             }
@@ -1168,8 +1180,8 @@ impl Connection {
         // First: the sequence number.
         if !self.acceptable(seq, seg_len, rst) {
             if !rst {
-                self.ack_now = true;
-                if seq::lt(seq, self.rcv_nxt) {
+                self.answer_invalid(now, syn, seg_len);
+                if !syn && seq::lt(seq, self.rcv_nxt) {
                     // Data (or a FIN) we already have: a D-SACK block says so (RFC 2883).
                     let end = seq.wrapping_add(payload.len() as u32 + u32::from(fin));
                     self.report_duplicate(seq, seq::min(end, self.rcv_nxt));
@@ -1183,14 +1195,14 @@ impl Connection {
             if seq == self.rcv_nxt {
                 self.on_reset();
             } else {
-                self.challenge_ack();
+                self.challenge_ack(now);
             }
             return;
         }
 
         // Fourth: SYN in a synchronized state (RFC 5961 section 4.2).
         if syn {
-            self.challenge_ack();
+            self.challenge_ack(now);
             return;
         }
 
@@ -1237,14 +1249,16 @@ impl Connection {
     /// through so that its ACK, and a bare FIN, are processed ("special allowance"); its data
     /// is trimmed off later.
     ///
-    /// One leniency, Linux's (`tcp_sequence` starts the window at `rcv_wup`): a zero-length
-    /// segment (not a RST) may start anywhere from the RCV.NXT we last acknowledged. A pure ACK
-    /// reordered behind data is then used rather than answered with an ACK, which in a
-    /// two-way transfer the peer would count as a duplicate.
+    /// One leniency, Linux's (`tcp_sequence` starts the window at `rcv_wup`, the RCV.NXT we
+    /// last acknowledged, and looks at where a segment ends): a segment (not a RST) that starts
+    /// at or before RCV.NXT and ends at or after the RCV.NXT we last acknowledged is acceptable.
+    /// A pure ACK reordered behind data is then used rather than answered with an ACK, which in
+    /// a two-way transfer the peer would count as a duplicate; and a retransmission of what we
+    /// acknowledged last moves TS.Recent on before its D-SACK is sent (as Linux's does).
     fn acceptable(&self, seq: u32, len: u32, rst: bool) -> bool {
         let wnd = self.rcv_wnd();
         let nxt = self.rcv_nxt;
-        if len == 0 && !rst && seq::le(self.last_ack_sent, seq) && seq::lt(seq, nxt) {
+        if !rst && seq::le(seq, nxt) && seq::ge(seq.wrapping_add(len), self.last_ack_sent) {
             return true;
         }
         match (len, wnd) {
@@ -1264,9 +1278,38 @@ impl Connection {
         }
     }
 
-    fn challenge_ack(&mut self) {
-        self.challenge = true;
-        self.challenge_acks = self.challenge_acks.wrapping_add(1);
+    /// RFC 5961's challenge ACK, at most one per `invalid_ratelimit` (Linux 6.x limits them per
+    /// connection; its global `tcp_challenge_ack_limit` is off by default since 6.0).
+    fn challenge_ack(&mut self, now: Instant) {
+        if self.invalid_ack_allowed(now) {
+            self.challenge = true;
+            self.challenge_acks = self.challenge_acks.wrapping_add(1);
+        }
+    }
+
+    /// The answer to a segment that failed PAWS or the sequence check (`seg_len` counts its
+    /// SYN and FIN): a challenge ACK for a SYN (RFC 5961 section 4.2, Linux's `syn_challenge`);
+    /// an ACK for one with data or a FIN, always; for one without, at most one ACK per
+    /// `invalid_ratelimit` (Linux `tcp_oow_rate_limited`: two stacks that disagree about the
+    /// window would otherwise answer each other's ACKs forever).
+    fn answer_invalid(&mut self, now: Instant, syn: bool, seg_len: u32) {
+        if syn {
+            self.challenge_ack(now);
+        } else if seg_len > 0 || self.invalid_ack_allowed(now) {
+            self.ack_now = true;
+        }
+    }
+
+    /// Whether an ACK to an invalid segment may go now, one per `invalid_ratelimit` on our
+    /// millisecond clock (Linux `__tcp_oow_rate_limited`); if so, the interval starts now.
+    fn invalid_ack_allowed(&mut self, now: Instant) -> bool {
+        let ms_now = (now / MILLISECOND) as u32;
+        if self.invalid_acked && ms_now.wrapping_sub(self.invalid_ack_ms) < self.p.invalid_ratelimit_ms {
+            return false;
+        }
+        self.invalid_acked = true;
+        self.invalid_ack_ms = ms_now;
+        true
     }
 
     /// An acceptable RST.
@@ -1319,9 +1362,12 @@ impl Connection {
 
     /// The ACK field (RFC 9293 3.10.7.4 fifth, RFC 5961 section 5). `false`: drop the segment.
     fn process_ack(&mut self, now: Instant, seg: &TcpRepr, seq: u32, ack: u32, payload_len: usize) -> bool {
-        if seq::gt(ack, self.snd_max) || seq::lt(ack, self.snd_una.wrapping_sub(self.max_snd_wnd)) {
-            // RFC 5961 section 5.2: outside [SND.UNA - MAX.SND.WND, SND.NXT].
-            self.challenge_ack();
+        // RFC 5961 section 5.2: outside [SND.UNA - MAX.SND.WND, SND.NXT]. As in Linux, the
+        // left edge reaches back no further than what the peer has acknowledged so far: before
+        // any data is acknowledged, an ACK below SND.UNA is one.
+        let max_back = self.max_snd_wnd.min(self.bytes_acked);
+        if seq::gt(ack, self.snd_max) || seq::lt(ack, self.snd_una.wrapping_sub(max_back)) {
+            self.challenge_ack(now);
             return false;
         }
         let seg_wnd = u32::from(seg.window_len) << self.snd_wscale;
@@ -1413,6 +1459,7 @@ impl Connection {
 
     fn on_new_ack(&mut self, now: Instant, seg: &TcpRepr, ack: u32) {
         let acked = ack.wrapping_sub(self.snd_una);
+        self.bytes_acked = self.bytes_acked.saturating_add(acked);
         let flight_before = self.snd_max.wrapping_sub(self.snd_una);
         let data_end = self.data_end();
         let upto = seq::min(ack, data_end);
@@ -1542,8 +1589,13 @@ impl Connection {
         // Trim what we already have.
         if seq::lt(seq, self.rcv_nxt) {
             let skip = self.rcv_nxt.wrapping_sub(seq) as usize;
+            let end = seq.wrapping_add(data.len() as u32 + u32::from(fin));
             // Its head is a duplicate (RFC 2883).
-            self.report_duplicate(seq, seq::min(seq.wrapping_add(data.len() as u32), self.rcv_nxt));
+            self.report_duplicate(seq, seq::min(end, self.rcv_nxt));
+            if end != seq && seq::le(end, self.rcv_nxt) {
+                // Nothing new: a retransmission, answered at once (Linux too, SACK or not).
+                self.ack_now = true;
+            }
             if skip >= data.len() {
                 fin = fin && skip == data.len();
                 data = &[];
