@@ -68,14 +68,7 @@ pub fn run(args: EchoArgs) -> Result<i32> {
     for sig in [libc::SIGINT, libc::SIGTERM] {
         unsafe { libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t) };
     }
-    let mut shard_cfg = ShardConfig::new(
-        nic.mac(),
-        cfg.ipv4.as_ref().map(|c| (c.address.addr, c.address.prefix_len)),
-        cfg.ipv6.as_ref().map(|c| (c.address.addr, c.address.prefix_len)),
-        random_secret()?,
-    );
-    shard_cfg.gateway4 = cfg.ipv4.as_ref().and_then(|c| c.gateway);
-    shard_cfg.gateway6 = cfg.ipv6.as_ref().and_then(|c| c.gateway);
+    let shard_cfg = runtime::shard_config(&cfg, nic.mac(), random_secret()?);
     let mode = match args.connect {
         Some(server) => Mode::Client { server, bytes: args.bytes, conns: args.conns },
         None => Mode::Server,

@@ -1041,7 +1041,7 @@ fn compat_py() -> String {
     format!("{}/../../tests/lab/compat.py", env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Starts the compat peer from `cmd` and waits for its ready line.
+/// Starts a peer (compat.py's, wire.py's listener) from `cmd` and waits for its ready line.
 fn compat_peer(mut cmd: Command) -> Accelerated {
     let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
@@ -1072,6 +1072,45 @@ fn compatibility_suite_matches_the_kernel() {
         assert!(k.contains("\"connect_refused\""), "{k}");
         assert_eq!(p, k, "socket semantics differ from the kernel over {peer}");
     }
+}
+
+/// Debian's python3, which python3-scapy is for (a python3 earlier on PATH may lack it).
+const DEBIAN_PYTHON: &str = "/usr/bin/python3";
+
+fn wire_py() -> String {
+    format!("{}/../../tests/lab/wire.py", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Issue 12, TCP on the wire: tests/lab/wire.py sends the same crafted segments from side b to
+/// a listener under pronghorn and to one on the Linux kernel (the lab's kernel path, in side a
+/// too) and compares the answers. Its output lists the cases; a difference prints both
+/// transcripts.
+#[test]
+fn crafted_segments_are_answered_as_the_linux_kernel_answers_them() {
+    const TEST: &str = "crafted_segments_are_answered_as_the_linux_kernel_answers_them";
+    if !enabled(TEST) || !have(TEST, &[("nft", "nftables")]) {
+        return;
+    }
+    let scapy = Command::new(DEBIAN_PYTHON).args(["-c", "import scapy.all"]).output();
+    if !scapy.is_ok_and(|o| o.status.success()) {
+        eprintln!("{TEST}: skipped (scapy is not installed: Debian's python3-scapy; scripts/setup.sh installs it)");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::up("tst-wire", &[]);
+    // The kernel's segments as the wire carries them: no TSO/GSO super-packets on its veth.
+    let o = lab.exec("a", &["ethtool", "-K", "tst-wire-k0", "tso", "off", "gso", "off"]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let wire = wire_py();
+    let (pronghorn, kernel) = ("10.99.0.1,fd99::1", "10.98.0.1,fd98::1");
+    let _kernel = compat_peer(lab.exec("a", &[DEBIAN_PYTHON, &wire, "server", kernel, "7300"]));
+    let _pronghorn =
+        compat_peer(lab.exec("a", &[bin(), "run", "--", DEBIAN_PYTHON, &wire, "server", pronghorn, "7300"]));
+    let o = lab.exec("b", &[DEBIAN_PYTHON, &wire, "compare", pronghorn, kernel, "7300"]).output().unwrap();
+    let out = text(&o);
+    eprintln!("{out}");
+    assert!(out.contains("\"differ\": []"), "pronghorn answers differently from the kernel:\n{out}");
+    assert!(o.status.success(), "{out}");
 }
 
 #[test]

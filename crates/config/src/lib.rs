@@ -26,6 +26,9 @@
 //! busy_poll_us = 0        # inline: how long a waiting thread polls before it sleeps
 //! stack_cpu = 3           # optional; dedicated: the CPU the stack thread is pinned to
 //! shards = 1              # stacks in this process, each on its own queue with its own thread
+//!
+//! [tcp]                   # optional; the defaults
+//! ecn = 2                 # ECN as Linux's net.ipv4.tcp_ecn: 0 off, 1 ask and accept, 2 accept
 //! ```
 
 use std::fmt;
@@ -46,6 +49,29 @@ pub struct Config {
     pub ipv6: Option<Ipv6Config>,
     #[serde(default)]
     pub runtime: RuntimeConfig,
+    #[serde(default)]
+    pub tcp: TcpConfig,
+}
+
+/// TCP settings of every connection, with Linux's sysctl meanings.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TcpConfig {
+    /// Explicit Congestion Notification (RFC 3168), as `net.ipv4.tcp_ecn`: 0 never, 1 ask for
+    /// it on connections we open and accept it when asked, 2 accept it when asked (Linux's
+    /// default).
+    #[serde(default = "default_ecn")]
+    pub ecn: u8,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig { ecn: default_ecn() }
+    }
+}
+
+fn default_ecn() -> u8 {
+    2
 }
 
 /// How the process's shard is driven (the runtime crate's module doc has the design).
@@ -370,6 +396,12 @@ impl Config {
                 r.shards
             ));
         }
+        if self.tcp.ecn > 2 {
+            return Err(format!(
+                "tcp.ecn must be 0 (off), 1 (ask and accept) or 2 (accept when asked), as Linux's tcp_ecn; got {}",
+                self.tcp.ecn
+            ));
+        }
         if let Some(v6) = &self.ipv6 {
             if v6.address.prefix_len == 0 || v6.address.addr.is_unspecified() || v6.address.addr.is_multicast() {
                 return Err(format!(
@@ -424,6 +456,21 @@ address = "fd99::1/64"
         assert_eq!(c.ipv6.unwrap().address.to_string(), "fd99::1/64");
         assert_eq!(c.runtime, RuntimeConfig::default());
         assert_eq!(c.runtime.drive, Drive::Auto);
+        assert_eq!(c.tcp.ecn, 2, "Linux's default tcp_ecn");
+    }
+
+    #[test]
+    fn tcp_section_is_checked() {
+        for ecn in 0..=2 {
+            assert_eq!(parse(&format!("{GOOD}\n[tcp]\necn = {ecn}\n")).unwrap().tcp.ecn, ecn);
+        }
+        let e = err(&format!("{GOOD}\n[tcp]\necn = 3\n"));
+        assert!(e.contains("tcp.ecn must be 0 (off), 1 (ask and accept) or 2 (accept when asked)"), "{e}");
+        assert!(e.ends_with("got 3"), "{e}");
+        let e = err(&format!("{GOOD}\n[tcp]\necn = \"on\"\n"));
+        assert!(e.contains("line 13") && e.contains("expected u8"), "{e}");
+        let e = err(&format!("{GOOD}\n[tcp]\necm = 1\n"));
+        assert!(e.contains("unknown field `ecm`"), "{e}");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! A fault injector around any [`Nic`]: loses, duplicates, reorders, delays and corrupts frames,
-//! deterministically from a seed (the lab kernel has no netem).
+//! and marks them congested (ECN CE), deterministically from a seed (the lab kernel has no
+//! netem).
 //!
 //! Faults apply independently to the rx direction (frames returned by `rx_burst`) and to the tx
 //! direction (frames handed to `tx_burst`), each with its own random stream derived from the seed,
@@ -8,12 +9,15 @@
 //! Per frame, in this order:
 //! 1. **loss**: the frame is dropped (its buffer freed);
 //! 2. **corrupt**: one random bit of one random byte is flipped;
-//! 3. **dup**: a copy (a fresh buffer from the inner NIC's `alloc()`, same bytes) follows the frame;
+//! 3. **ce**: an ECN-capable IPv4 or IPv6 packet (ECT(0) or ECT(1)) is marked CE, congestion
+//!    experienced, as a router's active queue management would instead of dropping it (RFC 3168
+//!    section 5; the IPv4 header checksum is updated); other frames are left alone;
+//! 4. **dup**: a copy (a fresh buffer from the inner NIC's `alloc()`, same bytes) follows the frame;
 //!    when the inner pool is empty there is no copy and `dup_failed` counts it;
-//! 4. **reorder**: the frame (each copy separately) is held back until the next 1 to 3 frames of
+//! 5. **reorder**: the frame (each copy separately) is held back until the next 1 to 3 frames of
 //!    the same direction have come by, or, if none come, until `max(delay_us, 1000)` µs have
 //!    passed, so a held frame never stalls forever;
-//! 5. **delay**: with `delay_us > 0` every frame is held until `now + delay_us`, then released in
+//! 6. **delay**: with `delay_us > 0` every frame is held until `now + delay_us`, then released in
 //!    order.
 //!
 //! On rx, a frame enters the injector when `rx_burst` pulls it from the inner NIC (so a delay runs
@@ -55,8 +59,8 @@ pub const DEFAULT_TX_HOLD_LIMIT: usize = 4096;
 pub const MIN_REORDER_TIMEOUT_US: u64 = 1000;
 
 /// What to inject. Parse it from the user syntax with [`str::parse`]:
-/// `loss=0.02,reorder=0.02,dup=0.01,corrupt=0.001,delay_us=200` (plus optional `seed=N` and
-/// `dir=rx|tx|both`); the empty string means no faults.
+/// `loss=0.02,reorder=0.02,dup=0.01,corrupt=0.001,delay_us=200` (plus optional `ce=P`, `seed=N`
+/// and `dir=rx|tx|both`); the empty string means no faults.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FaultConfig {
     /// Probability that a frame is dropped.
@@ -67,6 +71,8 @@ pub struct FaultConfig {
     pub reorder: f64,
     /// Probability that one bit of a frame is flipped.
     pub corrupt: f64,
+    /// Probability that an ECN-capable packet is marked CE.
+    pub ce: f64,
     /// Every frame is held this long.
     pub delay_us: u64,
     pub seed: u64,
@@ -79,7 +85,17 @@ pub struct FaultConfig {
 impl Default for FaultConfig {
     /// No faults, both directions, the default seed.
     fn default() -> Self {
-        Self { loss: 0.0, dup: 0.0, reorder: 0.0, corrupt: 0.0, delay_us: 0, seed: DEFAULT_SEED, rx: true, tx: true }
+        Self {
+            loss: 0.0,
+            dup: 0.0,
+            reorder: 0.0,
+            corrupt: 0.0,
+            ce: 0.0,
+            delay_us: 0,
+            seed: DEFAULT_SEED,
+            rx: true,
+            tx: true,
+        }
     }
 }
 
@@ -91,7 +107,12 @@ impl FaultConfig {
     }
 
     fn has_faults(&self) -> bool {
-        self.loss > 0.0 || self.dup > 0.0 || self.reorder > 0.0 || self.corrupt > 0.0 || self.delay_us > 0
+        self.loss > 0.0
+            || self.dup > 0.0
+            || self.reorder > 0.0
+            || self.corrupt > 0.0
+            || self.ce > 0.0
+            || self.delay_us > 0
     }
 }
 
@@ -113,7 +134,7 @@ impl fmt::Display for FaultConfigError {
 
 impl std::error::Error for FaultConfigError {}
 
-const KEYS: [&str; 7] = ["loss", "dup", "reorder", "corrupt", "delay_us", "seed", "dir"];
+const KEYS: [&str; 8] = ["loss", "dup", "reorder", "corrupt", "ce", "delay_us", "seed", "dir"];
 
 impl FromStr for FaultConfig {
     type Err = FaultConfigError;
@@ -138,7 +159,7 @@ impl FromStr for FaultConfig {
             let (key, value) = (key.trim(), value.trim());
             let Some(k) = KEYS.iter().position(|&known| known == key) else {
                 return err(format!(
-                    "unknown fault key \"{key}\" (expected loss, dup, reorder, corrupt, delay_us, seed, dir)"
+                    "unknown fault key \"{key}\" (expected loss, dup, reorder, corrupt, ce, delay_us, seed, dir)"
                 ));
             };
             if seen[k] {
@@ -146,7 +167,7 @@ impl FromStr for FaultConfig {
             }
             seen[k] = true;
             match key {
-                "loss" | "dup" | "reorder" | "corrupt" => {
+                "loss" | "dup" | "reorder" | "corrupt" | "ce" => {
                     let p = match value.parse::<f64>() {
                         Ok(p) if (0.0..=1.0).contains(&p) => p,
                         Ok(_) => {
@@ -162,7 +183,8 @@ impl FromStr for FaultConfig {
                         "loss" => cfg.loss = p,
                         "dup" => cfg.dup = p,
                         "reorder" => cfg.reorder = p,
-                        _ => cfg.corrupt = p,
+                        "corrupt" => cfg.corrupt = p,
+                        _ => cfg.ce = p,
                     }
                 }
                 "delay_us" => {
@@ -206,7 +228,14 @@ impl fmt::Display for FaultConfig {
             sep = ",";
             r
         };
-        for (key, p) in [("loss", self.loss), ("dup", self.dup), ("reorder", self.reorder), ("corrupt", self.corrupt)] {
+        let probabilities = [
+            ("loss", self.loss),
+            ("dup", self.dup),
+            ("reorder", self.reorder),
+            ("corrupt", self.corrupt),
+            ("ce", self.ce),
+        ];
+        for (key, p) in probabilities {
             if p != 0.0 {
                 item(f, format_args!("{key}={p}"))?;
             }
@@ -240,6 +269,8 @@ pub struct FaultStats {
     pub reordered: u64,
     /// Frames with a bit flipped.
     pub corrupted: u64,
+    /// ECN-capable packets marked CE.
+    pub ce_marked: u64,
     /// Frames held for `delay_us`.
     pub delayed: u64,
 }
@@ -294,6 +325,49 @@ impl Rng {
     }
 }
 
+/// Ethernet type of IPv4 and IPv6, and the ECN field's CE codepoint (RFC 3168 section 5).
+const ETHERTYPE_IPV4: [u8; 2] = [0x08, 0x00];
+const ETHERTYPE_IPV6: [u8; 2] = [0x86, 0xdd];
+const ECN_CE: u8 = 0b11;
+
+/// Marks an ECN-capable IP packet (ECT(0) or ECT(1)) in an Ethernet frame CE, as a router that
+/// saw congestion would; whether it did (a frame that is no ECN-capable IP packet is left
+/// alone). The IPv4 header checksum is updated incrementally (RFC 1624).
+fn mark_ce(frame: &mut [u8]) -> bool {
+    const IP: usize = 14;
+    if frame.len() < IP + 20 {
+        return false;
+    }
+    let ethertype = [frame[12], frame[13]];
+    if ethertype == ETHERTYPE_IPV4 && frame[IP] >> 4 == 4 {
+        let old = u16::from_be_bytes([frame[IP], frame[IP + 1]]);
+        if old & 0b11 == 0 || old & 0b11 == u16::from(ECN_CE) {
+            return false;
+        }
+        let new = old | u16::from(ECN_CE);
+        frame[IP + 1] |= ECN_CE;
+        // HC' = ~(~HC + ~m + m') (RFC 1624 equation 3), in one's complement arithmetic.
+        let hc = u16::from_be_bytes([frame[IP + 10], frame[IP + 11]]);
+        let mut sum = u32::from(!hc) + u32::from(!old) + u32::from(new);
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        frame[IP + 10..IP + 12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        return true;
+    }
+    if ethertype == ETHERTYPE_IPV6 && frame[IP] >> 4 == 6 {
+        // The traffic class spans the low nibble of byte 0 and the high nibble of byte 1; its
+        // ECN bits are bits 4 and 5 of byte 1.
+        let ecn = (frame[IP + 1] >> 4) & 0b11;
+        if ecn == 0 || ecn == ECN_CE {
+            return false;
+        }
+        frame[IP + 1] |= ECN_CE << 4;
+        return true;
+    }
+    false
+}
+
 /// A frame held back for reordering.
 struct Held<B> {
     /// Frames still to come by before it is released.
@@ -311,6 +385,7 @@ struct Direction<B> {
     dup: f64,
     reorder: f64,
     corrupt: f64,
+    ce: f64,
     delay_ns: u64,
     reorder_timeout_ns: u64,
     rng: Rng,
@@ -341,6 +416,7 @@ impl<B: PacketBuf> Direction<B> {
             dup: cfg.dup,
             reorder: cfg.reorder,
             corrupt: cfg.corrupt,
+            ce: cfg.ce,
             delay_ns: cfg.delay_us.saturating_mul(1000),
             reorder_timeout_ns: cfg.delay_us.max(MIN_REORDER_TIMEOUT_US).saturating_mul(1000),
             rng: Rng::new(cfg.seed, stream),
@@ -397,6 +473,9 @@ impl<B: PacketBuf> Direction<B> {
             let bit = self.rng.below(8);
             buf.data_mut()[byte] ^= 1 << bit;
             self.stats.corrupted += 1;
+        }
+        if self.ce > 0.0 && self.rng.chance(self.ce) && mark_ce(buf.data_mut()) {
+            self.stats.ce_marked += 1;
         }
         let copy = if self.dup > 0.0 && self.rng.chance(self.dup) {
             match alloc() {
@@ -780,6 +859,7 @@ mod tests {
                 dup: 0.01,
                 reorder: 0.02,
                 corrupt: 0.001,
+                ce: 0.0,
                 delay_us: 200,
                 seed: DEFAULT_SEED,
                 rx: true,
@@ -820,6 +900,7 @@ mod tests {
         let configs = [
             FaultConfig { loss: 1e-9, dup: 0.1 + 0.2, ..FaultConfig::default() },
             FaultConfig { reorder: 1.0, corrupt: 0.123456789, seed: 0, ..FaultConfig::default() },
+            FaultConfig { ce: 0.25, ..FaultConfig::default() },
             FaultConfig { delay_us: u64::MAX, seed: 7, rx: false, ..FaultConfig::default() },
             FaultConfig { loss: 0.5, tx: false, ..FaultConfig::default() },
             FaultConfig { loss: 0.5, rx: false, tx: false, ..FaultConfig::default() },
@@ -837,7 +918,7 @@ mod tests {
 
     #[test]
     fn errors_name_the_bad_part_and_the_fix() {
-        let keys = "(expected loss, dup, reorder, corrupt, delay_us, seed, dir)";
+        let keys = "(expected loss, dup, reorder, corrupt, ce, delay_us, seed, dir)";
         assert_eq!(parse_err("los=0.1"), format!("unknown fault key \"los\" {keys}"));
         assert_eq!(parse_err("loss=0.1,Loss=0.1"), format!("unknown fault key \"Loss\" {keys}"));
         assert_eq!(parse_err("loss=1.5"), "fault \"loss\" must be a probability between 0 and 1, got 1.5");
@@ -987,6 +1068,65 @@ mod tests {
             drop(hog);
             assert_no_leak(&s, &r);
         }
+    }
+
+    /// An Ethernet frame with an IPv4 header (checksum filled) whose ECN field is `ecn`.
+    fn ipv4_frame(ecn: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + 8];
+        f[12..14].copy_from_slice(&ETHERTYPE_IPV4);
+        f[14..34].copy_from_slice(&[0x45, 0xb8 | ecn, 0, 28, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        let sum = ipv4_sum(&f[14..34]);
+        f[24..26].copy_from_slice(&(!sum).to_be_bytes());
+        f
+    }
+
+    /// The one's complement sum of an IPv4 header (0xffff when its checksum is right).
+    fn ipv4_sum(header: &[u8]) -> u16 {
+        let mut sum: u32 = header.chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        sum as u16
+    }
+
+    #[test]
+    fn ce_marks_ecn_capable_packets_only() {
+        for ect in [0b01, 0b10] {
+            let mut f = ipv4_frame(ect);
+            assert!(mark_ce(&mut f));
+            assert_eq!(f[15], 0xb8 | ECN_CE, "the DSCP stays");
+            assert_eq!(ipv4_sum(&f[14..34]), 0xffff, "the checksum follows");
+        }
+        for not_capable in [0b00, ECN_CE] {
+            let mut f = ipv4_frame(not_capable);
+            let before = f.clone();
+            assert!(!mark_ce(&mut f));
+            assert_eq!(f, before);
+        }
+        let mut v6 = vec![0u8; 14 + 40];
+        v6[12..14].copy_from_slice(&ETHERTYPE_IPV6);
+        v6[14..16].copy_from_slice(&[0x6b, 0x90]); // traffic class 0xb9: DSCP 46, ECT(1)
+        assert!(mark_ce(&mut v6));
+        assert_eq!(&v6[14..16], &[0x6b, 0xb0]);
+        let mut arp = ipv4_frame(0b10);
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert!(!mark_ce(&mut arp));
+        // Through the injector: every ECN-capable packet, nothing else.
+        let (clock, mut s, mut r) = setup("ce=1", At::Tx, MemConfig::default());
+        let mut out = Vec::new();
+        for ecn in [0b10, 0b00, 0b01] {
+            let mut b = s.alloc().unwrap();
+            let bytes = ipv4_frame(ecn);
+            b.set_len(bytes.len());
+            b.data_mut().copy_from_slice(&bytes);
+            out.push(b);
+        }
+        s.tx_burst(&mut out);
+        let mut got = Vec::new();
+        drain(&clock, &mut s, &mut r, &mut got);
+        let ecn: Vec<u8> = got.iter().map(|f| f[15] & 0b11).collect();
+        assert_eq!(ecn, [ECN_CE, 0b00, ECN_CE]);
+        assert_eq!(s.fault_stats().1, FaultStats { ce_marked: 2, ..FaultStats::default() });
     }
 
     #[test]

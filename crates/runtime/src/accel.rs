@@ -12,7 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 use config::Config;
 use nic::clock::{Clock, MonotonicClock};
 use nic::Nic;
-use stack::shard::{Readiness, Shard, ShardConfig, SocketId};
+use stack::shard::{Readiness, Shard, SocketId};
 
 use crate::fdtable::{Fd, FdTable, SockTable};
 use crate::shards::ShardSet;
@@ -293,14 +293,7 @@ impl<N: Nic + 'static> Runtime<N> {
     fn make_shard(&self, nic: N, index: u16, count: u16) -> Shard<N> {
         let mut secret = [0u8; 32];
         unsafe { libc::getrandom(secret.as_mut_ptr().cast(), 32, 0) };
-        let mut cfg = ShardConfig::new(
-            nic.mac(),
-            self.cfg.ipv4.as_ref().map(|c| (c.address.addr, c.address.prefix_len)),
-            self.cfg.ipv6.as_ref().map(|c| (c.address.addr, c.address.prefix_len)),
-            secret,
-        );
-        cfg.gateway4 = self.cfg.ipv4.as_ref().and_then(|c| c.gateway);
-        cfg.gateway6 = self.cfg.ipv6.as_ref().and_then(|c| c.gateway);
+        let mut cfg = crate::shard_config(&self.cfg, nic.mac(), secret);
         cfg.glean_neighbors = self.cfg.nic.queues > 1;
         cfg.shard_index = index;
         cfg.shard_count = count;

@@ -43,8 +43,9 @@ use std::sync::OnceLock;
 
 use config::{Config, PmdName};
 use nic::dpdk::{DpdkNic, DpdkOptions, Pmd};
-use nic::Nic;
+use nic::{MacAddr, Nic};
 pub use stack::shard::Errno;
+use stack::shard::ShardConfig;
 
 pub use accel::Accel;
 pub use datagram::Datagram;
@@ -176,6 +177,21 @@ pub fn fork_done(hold: Fork, child: bool) {
 /// The process-wide runtime's address (null when there is none): only it gets a cleanup helper.
 fn global_ptr() -> *const () {
     RUNTIME.get().copied().flatten().map_or(std::ptr::null(), |a| a as *const Accel<DpdkNic> as *const ())
+}
+
+/// The shard settings a config describes, for a NIC with address `mac` (also `pronghorn
+/// echo`'s); `secret` keys the shard's hashes.
+pub fn shard_config(cfg: &Config, mac: MacAddr, secret: [u8; 32]) -> ShardConfig {
+    let mut shard = ShardConfig::new(
+        mac,
+        cfg.ipv4.as_ref().map(|c| (c.address.addr, c.address.prefix_len)),
+        cfg.ipv6.as_ref().map(|c| (c.address.addr, c.address.prefix_len)),
+        secret,
+    );
+    shard.gateway4 = cfg.ipv4.as_ref().and_then(|c| c.gateway);
+    shard.gateway6 = cfg.ipv6.as_ref().and_then(|c| c.gateway);
+    shard.tcp.ecn = stack::TcpEcn::from_sysctl(cfg.tcp.ecn).expect("the config crate checked tcp.ecn");
+    shard
 }
 
 /// The DPDK port a config describes (also `pronghorn echo`'s).

@@ -89,6 +89,11 @@ impl Rig {
 
     /// Frames the shard sent, parsed as TCP from the server port; others are dropped.
     pub fn replies(&mut self) -> Vec<TcpRepr> {
+        self.replies_with_ecn().into_iter().map(|(r, _)| r).collect()
+    }
+
+    /// Like [`Rig::replies`], each with the ECN field of its IP header.
+    pub fn replies_with_ecn(&mut self) -> Vec<(TcpRepr, u8)> {
         let mut rx = Vec::new();
         self.peer.rx_burst(&mut rx, 256);
         let mut out = Vec::new();
@@ -101,7 +106,7 @@ impl Rig {
             let (s, d) = (IpAddress::V4(ip.src_addr()), IpAddress::V4(ip.dst_addr()));
             if let Ok(tcp) = TcpPacket::new_checked(ip.payload()) {
                 if let Ok(r) = TcpRepr::parse(&tcp, &s, &d, true) {
-                    out.push(r);
+                    out.push((r, ip.ecn()));
                 }
             }
         }
@@ -110,6 +115,11 @@ impl Rig {
 
     /// Sends a TCP segment from the peer with `payload`.
     pub fn segment(&mut self, repr: &TcpRepr, payload: &[u8]) {
+        self.segment_ecn(repr, payload, 0);
+    }
+
+    /// Like [`Rig::segment`], with `ecn` in the ECN field of the IP header.
+    pub fn segment_ecn(&mut self, repr: &TcpRepr, payload: &[u8], ecn: u8) {
         let tcp_len = repr.header_len() + payload.len();
         let mut f = vec![0u8; 14 + 20 + tcp_len];
         EthernetRepr {
@@ -125,7 +135,10 @@ impl Rig {
             payload_len: tcp_len,
             hop_limit: 64,
         };
-        ip.emit(&mut Ipv4Packet::new_unchecked(&mut f[14..34]), true);
+        let mut packet = Ipv4Packet::new_unchecked(&mut f[14..34]);
+        ip.emit(&mut packet, true);
+        packet.set_ecn(ecn);
+        packet.fill_checksum();
         let r = TcpRepr { payload_len: payload.len(), ..*repr };
         r.emit(
             &mut TcpPacket::new_unchecked(&mut f[34..]),

@@ -16,6 +16,7 @@ pub mod shard;
 pub mod syncookie;
 pub mod table;
 pub mod timer;
+pub use tcp::Ecn as TcpEcn;
 pub use tcp::Info as TcpInfo;
 pub use tcp::Keepalive;
 pub use tcp::State as TcpState;

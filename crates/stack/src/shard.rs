@@ -43,6 +43,11 @@ use udp::{IcmpRateLimit, UdpGroup, UdpSocket};
 pub const RX_BURST: usize = 32;
 const ETH: usize = wire::ethernet::HEADER_LEN;
 const TTL: u8 = 64;
+/// The ECN field of the IP header (RFC 3168 section 5): its mask and the codepoints we use.
+const ECN_MASK: u8 = 0b11;
+const ECN_NOT_ECT: u8 = 0b00;
+const ECN_ECT0: u8 = 0b10;
+const ECN_CE: u8 = 0b11;
 /// Frames waiting for room in the NIC's tx queue before new ones are dropped.
 const TX_BACKLOG: usize = 8192;
 
@@ -134,10 +139,11 @@ pub struct ShardConfig {
     /// Half-open connections per listener before SYN cookies take over.
     pub syn_backlog: usize,
     /// Challenge ACKs (RFC 5961 section 7) all connections of the shard may send per second,
-    /// Linux's `tcp_challenge_ack_limit` (1000 before Linux 6.0). As Linux did, each second's
-    /// budget is drawn between half and one and a half times this, so that an off-path
-    /// attacker cannot count it exactly to learn about other connections (CVE-2016-5696).
-    /// `u32::MAX`: no limit (Linux 6.0's default, which limits per socket instead).
+    /// Linux's `tcp_challenge_ack_limit`. As Linux does, each second's budget is drawn between
+    /// half and one and a half times this, so that an off-path attacker cannot count it
+    /// exactly to learn about other connections (CVE-2016-5696). `u32::MAX` (the default, as
+    /// in Linux since 6.0, where it was 1000 before): no shared limit; each connection limits
+    /// its own (`tcp::Config::invalid_ratelimit`), which leaks nothing about the others.
     pub challenge_ack_limit: u32,
     /// Bytes a UDP socket may hold unread before datagrams are dropped.
     pub udp_rcvbuf: usize,
@@ -171,7 +177,7 @@ impl ShardConfig {
             gateway6: None,
             tcp: tcp::Config::default(),
             syn_backlog: 4096,
-            challenge_ack_limit: 1000,
+            challenge_ack_limit: u32::MAX,
             udp_rcvbuf: 212_992,
             expected_connections: 1024,
             secret,
@@ -286,6 +292,18 @@ struct Listener {
     arrivals: u32,
     /// The application waits on it (see [`Shard::tcp_listener_watched`]).
     watched: bool,
+}
+
+/// Where a TCP or UDP segment to us lies in its frame, and what its IP header says.
+struct Transport {
+    src: IpAddress,
+    dst: IpAddress,
+    proto: IpProtocol,
+    /// The transport segment's bounds in the frame.
+    start: usize,
+    end: usize,
+    /// The IP header's ECN field (RFC 3168 section 5).
+    ecn: u8,
 }
 
 enum Socket {
@@ -574,14 +592,14 @@ impl<N: Nic> Shard<N> {
 
     /// Whether this shard holds the connection (or TIME-WAIT entry) a handed-off TCP frame is for.
     pub fn holds_frame(&self, frame: &[u8]) -> bool {
-        let Some((src, dst, proto, start, end)) = self.transport(frame) else { return false };
-        let Some(seg) = frame.get(start..end).filter(|s| s.len() >= 4) else { return false };
+        let Some(t) = self.transport(frame) else { return false };
+        let Some(seg) = frame.get(t.start..t.end).filter(|s| s.len() >= 4) else { return false };
         let sport = u16::from_be_bytes([seg[0], seg[1]]);
         let dport = u16::from_be_bytes([seg[2], seg[3]]);
-        if proto == IpProtocol::Udp {
-            return self.holds_datagram((dst, dport), (src, sport));
+        if t.proto == IpProtocol::Udp {
+            return self.holds_datagram((t.dst, dport), (t.src, sport));
         }
-        let tuple = FourTuple::new((dst, dport), (src, sport));
+        let tuple = FourTuple::new((t.dst, dport), (t.src, sport));
         self.conns.contains_key(&tuple) || self.time_wait_table.contains_key(&tuple)
     }
 
@@ -682,15 +700,15 @@ impl<N: Nic> Shard<N> {
     fn handle_frame(&mut self, mut buf: N::Buf, last_stop: bool) {
         // TCP and UDP to one of our addresses go up the stack; everything else is the link
         // layer's (ARP, NDP, ICMP) and answered in place.
-        if let Some((src, dst, proto, start, end)) = self.transport(buf.data()) {
+        if let Some(t) = self.transport(buf.data()) {
             if self.cfg.glean_neighbors {
-                self.glean(src, buf.data());
+                self.glean(t.src, buf.data());
             }
-            let seg = &buf.data()[start..end];
-            match proto {
+            let seg = &buf.data()[t.start..t.end];
+            match t.proto {
                 IpProtocol::Tcp => {
                     self.may_hand_off = self.cfg.shard_count > 1 && !last_stop;
-                    self.tcp_input(src, dst, seg);
+                    self.tcp_input(t.src, t.dst, seg, t.ecn);
                     self.may_hand_off = false;
                     if std::mem::take(&mut self.hand_off_this) {
                         self.stats.tcp_handed_off += 1;
@@ -699,7 +717,7 @@ impl<N: Nic> Shard<N> {
                 }
                 _ => {
                     self.may_hand_off = self.cfg.shard_count > 1 && !last_stop;
-                    self.udp_input(src, dst, &buf.data()[ETH..end], seg);
+                    self.udp_input(t.src, t.dst, &buf.data()[ETH..t.end], seg);
                     self.may_hand_off = false;
                     if std::mem::take(&mut self.hand_off_this) {
                         self.stats.udp_handed_off += 1;
@@ -754,9 +772,9 @@ impl<N: Nic> Shard<N> {
         }
     }
 
-    /// For a TCP or UDP packet to us: (source, destination, protocol, start and end of the
-    /// transport segment in the frame).
-    fn transport(&self, frame: &[u8]) -> Option<(IpAddress, IpAddress, IpProtocol, usize, usize)> {
+    /// For a TCP or UDP packet to us: where its transport segment is, and what the IP header
+    /// says about it.
+    fn transport(&self, frame: &[u8]) -> Option<Transport> {
         let eth = EthernetFrame::new_checked(frame).ok()?;
         if eth.dst_addr() != self.mac && !eth.dst_addr().is_multicast() {
             return None;
@@ -774,8 +792,14 @@ impl<N: Nic> Shard<N> {
                 }
                 // The header checksum: a bad one goes to the link layer, which counts it.
                 Ipv4Repr::parse(&ip, true).ok()?;
-                let start = ETH + ip.header_len() as usize;
-                Some((IpAddress::V4(ip.src_addr()), IpAddress::V4(ours), proto, start, ETH + ip.total_len() as usize))
+                Some(Transport {
+                    src: IpAddress::V4(ip.src_addr()),
+                    dst: IpAddress::V4(ours),
+                    proto,
+                    start: ETH + ip.header_len() as usize,
+                    end: ETH + ip.total_len() as usize,
+                    ecn: ip.ecn(),
+                })
             }
             EtherType::Ipv6 => {
                 let ours = self.ipv6?;
@@ -791,7 +815,14 @@ impl<N: Nic> Shard<N> {
                 }
                 let start = ETH + wire::ipv6::HEADER_LEN + offset;
                 let end = ETH + wire::ipv6::HEADER_LEN + repr.payload_len;
-                (start <= end).then_some((IpAddress::V6(repr.src_addr), IpAddress::V6(dst), protocol, start, end))
+                (start <= end).then_some(Transport {
+                    src: IpAddress::V6(repr.src_addr),
+                    dst: IpAddress::V6(dst),
+                    proto: protocol,
+                    start,
+                    end,
+                    ecn: ip.traffic_class() & ECN_MASK,
+                })
             }
             _ => None,
         }
@@ -853,7 +884,8 @@ impl<N: Nic> Shard<N> {
         }
     }
 
-    fn tcp_input(&mut self, src: IpAddress, dst: IpAddress, seg: &[u8]) {
+    /// A TCP segment to us; `ecn` is the ECN field of its IP header.
+    fn tcp_input(&mut self, src: IpAddress, dst: IpAddress, seg: &[u8], ecn: u8) {
         let Ok(packet) = TcpPacket::new_checked(seg) else {
             self.stats.tcp_malformed += 1;
             return;
@@ -876,7 +908,7 @@ impl<N: Nic> Shard<N> {
         if let Some(&id) = self.conns.get(&tuple) {
             let now = self.now;
             let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
-            s.conn.handle_segment(now, &repr, payload);
+            s.conn.handle_segment_ce(now, &repr, payload, ecn == ECN_CE);
             if s.conn.challenge_ack_pending() && !self.take_challenge_ack() {
                 if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
                     s.conn.cancel_challenge_ack();
@@ -905,7 +937,13 @@ impl<N: Nic> Shard<N> {
         let is_ack = repr.ack_number.is_some() && !repr.flags.contains(TcpFlags::SYN) && !rst;
         if let Some(lid) = self.listeners.lookup((dst, repr.dst_port)).map(|g| self.group_member(g, &tuple)) {
             if is_syn {
-                return self.syn_to_listener(lid, tuple, &repr, reopen_iss);
+                // A SYN that is itself ECN-capable (or CE-marked) is no ECN-setup SYN (RFC 3168
+                // section 6.1.1 forbids ECT on SYNs; Linux `tcp_ecn_create_request`).
+                let mut syn = repr;
+                if ecn != ECN_NOT_ECT {
+                    syn.flags.remove(TcpFlags::ECE | TcpFlags::CWR);
+                }
+                return self.syn_to_listener(lid, tuple, &syn, reopen_iss);
             }
             if is_ack && self.cookie_ack(lid, tuple, &repr, payload) {
                 return;
@@ -963,10 +1001,17 @@ impl<N: Nic> Shard<N> {
         }
         if l.half_open >= syn_backlog {
             // SYN flood (or just a burst): answer statelessly. The cookie keeps the MSS; the
-            // other options are not offered, so the SYN-ACK promises nothing we cannot keep.
+            // other options are not offered, nor ECN, so the SYN-ACK promises nothing we cannot
+            // keep.
             let (isn, mss) = self.cookies.encode(&tuple, syn.seq_number, syn.max_seg_size.unwrap_or(536), self.now);
-            let stripped =
-                TcpRepr { max_seg_size: Some(mss), window_scale: None, sack_permitted: false, timestamp: None, ..*syn };
+            let stripped = TcpRepr {
+                max_seg_size: Some(mss),
+                window_scale: None,
+                sack_permitted: false,
+                timestamp: None,
+                flags: syn.flags - (TcpFlags::ECE | TcpFlags::CWR),
+                ..*syn
+            };
             let mut c = Connection::accept(&cfg, &stripped, isn, self.now);
             if let Some(synack) = c.poll_transmit(self.now, &mut []) {
                 self.stats.tcp_syncookies_sent += 1;
@@ -1064,8 +1109,8 @@ impl<N: Nic> Shard<N> {
         let mut scratch = std::mem::take(&mut self.scratch);
         while let Some(Socket::Tcp(s)) = self.socket_mut(id) {
             let Some(repr) = s.conn.poll_transmit(now, &mut scratch) else { break };
-            let tuple = s.tuple;
-            self.send_tcp(&tuple, &repr, &scratch[..repr.payload_len]);
+            let (tuple, ecn) = (s.tuple, if s.conn.transmit_ect() { ECN_ECT0 } else { ECN_NOT_ECT });
+            self.send_tcp_ecn(&tuple, &repr, &scratch[..repr.payload_len], ecn);
         }
         self.scratch = scratch;
         if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
@@ -1269,24 +1314,32 @@ impl<N: Nic> Shard<N> {
     // Transmit
     // ------------------------------------------------------------------------------------------
 
+    /// A segment that is not ECN-capable: control segments, RSTs, TIME-WAIT's ACKs.
     fn send_tcp(&mut self, tuple: &FourTuple, repr: &TcpRepr, payload: &[u8]) {
+        self.send_tcp_ecn(tuple, repr, payload, ECN_NOT_ECT);
+    }
+
+    /// A segment whose IP header carries `ecn` in its ECN field (RFC 3168 section 5).
+    fn send_tcp_ecn(&mut self, tuple: &FourTuple, repr: &TcpRepr, payload: &[u8], ecn: u8) {
         let (src, _) = tuple.local();
         let (dst, _) = tuple.remote();
         let len = repr.buffer_len();
-        let Some((mut buf, l4)) = self.ip_frame(src, dst, IpProtocol::Tcp, len) else { return };
+        let Some((mut buf, l4)) = self.ip_frame(src, dst, IpProtocol::Tcp, len, ecn) else { return };
         repr.emit(&mut TcpPacket::new_unchecked(&mut buf.data_mut()[l4..]), &src, &dst, payload, true);
         self.stats.tcp_tx_segments += 1;
         self.route_out(buf, dst);
     }
 
-    /// A frame with Ethernet and IP headers for `l4_len` bytes of transport, and the offset of
-    /// the transport header. The Ethernet destination is filled by `route_out`.
+    /// A frame with Ethernet and IP headers for `l4_len` bytes of transport, `ecn` in the IP
+    /// header's ECN field, and the offset of the transport header. The Ethernet destination is
+    /// filled by `route_out`.
     fn ip_frame(
         &mut self,
         src: IpAddress,
         dst: IpAddress,
         proto: IpProtocol,
         l4_len: usize,
+        ecn: u8,
     ) -> Option<(N::Buf, usize)> {
         let Some(mut buf) = self.nic.alloc() else {
             self.stats.tx_no_buffer += 1;
@@ -1308,11 +1361,18 @@ impl<N: Nic> Shard<N> {
         match (src, dst) {
             (IpAddress::V4(s), IpAddress::V4(d)) => {
                 let ip = Ipv4Repr { src_addr: s, dst_addr: d, next_header: proto, payload_len: l4_len, hop_limit: TTL };
-                ip.emit(&mut Ipv4Packet::new_unchecked(&mut data[ETH..ETH + ip_len]), true);
+                let mut packet = Ipv4Packet::new_unchecked(&mut data[ETH..ETH + ip_len]);
+                ip.emit(&mut packet, ecn == ECN_NOT_ECT);
+                if ecn != ECN_NOT_ECT {
+                    packet.set_ecn(ecn);
+                    packet.fill_checksum();
+                }
             }
             (IpAddress::V6(s), IpAddress::V6(d)) => {
                 let ip = Ipv6Repr { src_addr: s, dst_addr: d, next_header: proto, payload_len: l4_len, hop_limit: TTL };
-                ip.emit(&mut Ipv6Packet::new_unchecked(&mut data[ETH..ETH + ip_len]));
+                let mut packet = Ipv6Packet::new_unchecked(&mut data[ETH..ETH + ip_len]);
+                ip.emit(&mut packet);
+                packet.set_traffic_class(ecn);
             }
             _ => unreachable!("a 4-tuple never mixes families"),
         }

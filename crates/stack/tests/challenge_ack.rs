@@ -1,6 +1,8 @@
-//! RFC 5961 section 7: the challenge ACKs of all of a shard's connections share one budget per
-//! second (Linux's `tcp_challenge_ack_limit`), counted on the shard's clock. The test plays the
-//! peer of two connections with hand-built segments (`stack::fuzzing::Rig`).
+//! RFC 5961 section 7: challenge ACKs are rate-limited. By default as in Linux 6.x, per
+//! connection (one per `tcp_invalid_ratelimit`, 500 ms); optionally also per shard, all its
+//! connections sharing one budget per second (Linux's `tcp_challenge_ack_limit`, off by default
+//! since 6.0), counted on the shard's clock. The tests play the peer of two connections with
+//! hand-built segments (`stack::fuzzing::Rig`).
 
 use stack::fuzzing::{base, Rig};
 use stack::TcpState;
@@ -26,8 +28,26 @@ fn blind_rst(r: &mut Rig, port: u16, peer_nxt: u32) -> Vec<TcpRepr> {
 }
 
 #[test]
+fn rfc5961_challenge_acks_are_rate_limited_per_connection_by_default() {
+    let mut r = Rig::new(|_| {});
+    let (a_nxt, _) = connect(&mut r, 40000);
+    let (b_nxt, _) = connect(&mut r, 40001);
+    let sent: usize = (0..40).map(|_| blind_rst(&mut r, 40000, a_nxt).len()).sum();
+    assert_eq!(sent, 1, "one per connection per 500 ms");
+    // The other connection has its own.
+    assert_eq!(blind_rst(&mut r, 40001, b_nxt).len(), 1);
+    assert_eq!(r.shard.stats().tcp_challenge_acks_skipped, 0, "no shared budget");
+    r.now += SECOND / 2;
+    assert_eq!(blind_rst(&mut r, 40000, a_nxt).len(), 1);
+}
+
+#[test]
 fn rfc5961_challenge_acks_are_rate_limited_per_shard() {
-    let mut r = Rig::new(|cfg| cfg.challenge_ack_limit = 10);
+    // The shard's budget alone: the connections' own limit off.
+    let mut r = Rig::new(|cfg| {
+        cfg.challenge_ack_limit = 10;
+        cfg.tcp.invalid_ratelimit = 0;
+    });
     let (a_nxt, a_shard) = connect(&mut r, 40000);
     let (b_nxt, b_shard) = connect(&mut r, 40001);
     let mut sent = 0;

@@ -21,6 +21,31 @@ impl Default for Keepalive {
     }
 }
 
+/// When a connection uses Explicit Congestion Notification (RFC 3168): the meanings of Linux's
+/// `net.ipv4.tcp_ecn` (0, 1, 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ecn {
+    /// 0: never; an ECN-setup SYN is answered as a plain one.
+    Off,
+    /// 1: ask for it in the SYNs we send, and accept it when the peer's SYN asks.
+    On,
+    /// 2 (Linux's default): accept it when the peer's SYN asks; never ask.
+    #[default]
+    Accept,
+}
+
+impl Ecn {
+    /// The mode of Linux's `tcp_ecn` value `v` (0, 1 or 2).
+    pub const fn from_sysctl(v: u8) -> Option<Ecn> {
+        match v {
+            0 => Some(Ecn::Off),
+            1 => Some(Ecn::On),
+            2 => Some(Ecn::Accept),
+            _ => None,
+        }
+    }
+}
+
 /// Connection parameters. `Default` gives Linux's defaults where Linux has one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
@@ -64,6 +89,12 @@ pub struct Config {
     pub fin_wait2_timeout: Duration,
     /// Initial congestion window in segments (RFC 6928: 10).
     pub initial_cwnd: u32,
+    /// ECN (RFC 3168), as Linux's `tcp_ecn` (default: accept when asked).
+    pub ecn: Ecn,
+    /// At most one challenge ACK (RFC 5961), and one ACK of an out-of-window or PAWS-rejected
+    /// segment without data, per this interval per connection (Linux `tcp_invalid_ratelimit`:
+    /// 500 ms). Segments with data are always answered: they are no ACK loop.
+    pub invalid_ratelimit: Duration,
     /// Added to our timestamp clock (ms since the caller's time origin). Linux uses a keyed hash
     /// of the addresses so that values are not guessable yet grow across connections between the
     /// same hosts; the stack chooses it per connection (this crate has no randomness).
@@ -91,6 +122,8 @@ impl Default for Config {
             time_wait: 60 * SECOND,
             fin_wait2_timeout: 60 * SECOND,
             initial_cwnd: 10,
+            ecn: Ecn::Accept,
+            invalid_ratelimit: 500 * MILLISECOND,
             ts_offset: 0,
         }
     }

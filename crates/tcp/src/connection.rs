@@ -1,6 +1,7 @@
 //! One TCP connection as a sans-I/O state machine: RFC 9293 with RFC 6298 (RTO), 7323 (window
 //! scale, timestamps, PAWS), 5681/6582 (congestion control, NewReno), 2018/6675 (SACK and
-//! SACK-based recovery), 5961 (blind in-window attacks) and 1122 (delayed ACK, keepalive).
+//! SACK-based recovery), 5961 (blind in-window attacks), 3168 (ECN) and 1122 (delayed ACK,
+//! keepalive).
 //!
 //! The caller drives it: [`Connection::handle_segment`] and [`Connection::handle_timeout`] for
 //! input, then [`Connection::poll_transmit`] until it returns `None`, [`Connection::poll_event`]
@@ -9,7 +10,7 @@
 
 use wire::{TcpFlags, TcpRepr};
 
-use crate::config::{Config, Keepalive};
+use crate::config::{Config, Ecn, Keepalive};
 use crate::congestion::{Congestion, CongestionControl};
 use crate::ranges::{OooRanges, Scoreboard};
 use crate::ring::Ring;
@@ -203,6 +204,7 @@ struct Params {
     fin_wait2_ms: u32,
     ka_idle_ms: u32,
     ka_interval_ms: u32,
+    invalid_ratelimit_ms: u32,
     mss: u16,
     ka_count: u8,
     syn_retries: u8,
@@ -213,6 +215,7 @@ struct Params {
     offer_ws: bool,
     offer_sack: bool,
     offer_ts: bool,
+    ecn: Ecn,
 }
 
 fn to_us(d: Duration) -> u32 {
@@ -245,6 +248,7 @@ impl Params {
             fin_wait2_ms: to_ms(cfg.fin_wait2_timeout),
             ka_idle_ms: to_ms(ka.idle),
             ka_interval_ms: to_ms(ka.interval),
+            invalid_ratelimit_ms: to_ms(cfg.invalid_ratelimit),
             // Below 88 bytes the options of a SYN do not leave room for data (Linux clamps too).
             mss: cfg.mss.max(88),
             ka_count: ka.count,
@@ -256,6 +260,7 @@ impl Params {
             offer_ws: cfg.window_scale,
             offer_sack: cfg.sack,
             offer_ts: cfg.timestamps,
+            ecn: cfg.ecn,
         }
     }
 
@@ -373,6 +378,15 @@ pub struct Connection {
 
     retrans_total: u32,
     challenge_acks: u32,
+    /// Our millisecond clock when we last answered an invalid segment under Linux's
+    /// `tcp_invalid_ratelimit` (see `invalid_ack_allowed`); meaningful once `invalid_acked`.
+    invalid_ack_ms: u32,
+    /// Bytes the peer acknowledged, saturating (Linux `bytes_acked`): RFC 5961's acceptable
+    /// old ACKs reach back by at most this much.
+    bytes_acked: u32,
+    /// RFC 3168: SND.MAX when we last reduced the window for congestion; an ECE is not acted
+    /// on again until an ACK goes beyond it (`ecn_reducing`).
+    ecn_reduced_at: u32,
     rst: Option<Rst>,
 
     local_port: u16,
@@ -421,6 +435,19 @@ pub struct Connection {
     /// The persist timer fired with a small window open: send what fits, SWS or not.
     force_send: bool,
     write_blocked: bool,
+    invalid_acked: bool,
+    /// ECN (RFC 3168) is in use: negotiated, or asked for in our SYN (SYN-SENT).
+    ecn_ok: bool,
+    /// The peer sent us CE-marked data: every segment carries ECE until its CWR.
+    ecn_echo: bool,
+    /// The window was reduced: the next new data segment carries CWR.
+    ecn_cwr_pending: bool,
+    /// Within the window of the last reduction (see `ecn_reduced_at`).
+    ecn_reducing: bool,
+    /// The segment being handled arrived CE-marked.
+    seg_ce: bool,
+    /// The segment `poll_transmit` returned last goes out ECN-capable, ECT(0).
+    tx_ect: bool,
 }
 
 impl Connection {
@@ -467,6 +494,9 @@ impl Connection {
             last_ack_sent: 0,
             retrans_total: 0,
             challenge_acks: 0,
+            invalid_ack_ms: 0,
+            bytes_acked: 0,
+            ecn_reduced_at: iss,
             rst: None,
             local_port,
             remote_port,
@@ -502,6 +532,13 @@ impl Connection {
             probe: false,
             force_send: false,
             write_blocked: false,
+            invalid_acked: false,
+            ecn_ok: false,
+            ecn_echo: false,
+            ecn_cwr_pending: false,
+            ecn_reducing: false,
+            seg_ce: false,
+            tx_ect: false,
         }
     }
 
@@ -511,6 +548,7 @@ impl Connection {
         let _ = now;
         let mut conn = Connection::new(cfg, local_port, remote_port, iss);
         conn.state = State::SynSent;
+        conn.ecn_ok = conn.p.ecn == Ecn::On;
         conn
     }
 
@@ -525,6 +563,10 @@ impl Connection {
         conn.last_ack_sent = conn.rcv_nxt;
         conn.rcv_adv = conn.rcv_nxt;
         conn.negotiate(now, syn);
+        // RFC 3168 section 6.1.1: an ECN-setup SYN (ECE and CWR) is answered with ECE. A SYN
+        // that is itself ECN-capable is no ECN-setup SYN (Linux `tcp_ecn_create_request`): the
+        // stack, which sees the IP header, clears its ECE and CWR.
+        conn.ecn_ok = conn.p.ecn != Ecn::Off && syn.flags.contains(TcpFlags::ECE | TcpFlags::CWR);
         conn.snd_wnd = u32::from(syn.window_len);
         conn.max_snd_wnd = conn.snd_wnd;
         conn.snd_wl1 = syn.seq_number;
@@ -798,6 +840,13 @@ impl Connection {
         self.challenge = false;
     }
 
+    /// Whether the segment [`Connection::poll_transmit`] returned last goes out ECN-capable,
+    /// ECT(0) in its IP header: new data of an ECN connection, never a retransmission, a pure
+    /// ACK, a window probe, a SYN or a RST (RFC 3168 sections 6.1.1, 6.1.4 and 6.1.5).
+    pub fn transmit_ect(&self) -> bool {
+        self.tx_ect
+    }
+
     /// Path MTU discovery (RFC 1191 for IPv4, RFC 8201 for IPv6): an ICMP "fragmentation
     /// needed" or "packet too big" quoting our segment at `quoted_seq` says the path carries at
     /// most `mss` bytes of TCP payload (its MTU less the IP and TCP headers). The message is
@@ -1015,6 +1064,15 @@ impl Connection {
         self.arm_persist(now);
     }
 
+    /// [`Connection::handle_segment`] for a segment whose IP header carried the CE codepoint
+    /// if `ce`: a router on the path saw congestion (RFC 3168 section 5). On an ECN connection
+    /// our segments then carry ECE until the peer's CWR.
+    pub fn handle_segment_ce(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8], ce: bool) {
+        self.seg_ce = ce;
+        self.handle_segment(now, seg, payload);
+        self.seg_ce = false;
+    }
+
     /// RFC 9293 3.10.7.3.
     fn handle_syn_sent(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8]) {
         let rst = seg.flags.contains(TcpFlags::RST);
@@ -1043,6 +1101,8 @@ impl Connection {
         self.negotiate(now, seg);
         match seg.ack_number {
             Some(ack) => {
+                // RFC 3168 section 6.1.1: the peer agrees with ECE alone on its SYN-ACK.
+                self.ecn_ok &= seg.flags.contains(TcpFlags::ECE) && !seg.flags.contains(TcpFlags::CWR);
                 // The window of a SYN is never scaled (RFC 7323 section 2.2).
                 self.establish_from_ack(now, seg, ack, u32::from(seg.window_len));
                 self.ack_now = true;
@@ -1052,7 +1112,9 @@ impl Connection {
                 }
             }
             None => {
-                // Simultaneous open: SYN-RECEIVED, our SYN again, now with an ACK.
+                // Simultaneous open: SYN-RECEIVED, our SYN again, now with an ACK. ECN if both
+                // SYNs asked for it (Linux `tcp_ecn_rcv_syn`).
+                self.ecn_ok &= seg.flags.contains(TcpFlags::ECE | TcpFlags::CWR);
                 self.state = State::SynReceived;
                 self.snd_nxt = self.iss;
                 self.snd_wnd = u32::from(seg.window_len);
@@ -1159,7 +1221,7 @@ impl Connection {
         if self.ts_ok && !rst {
             if let Some((tsval, _)) = seg.timestamp {
                 if seq::lt(tsval, self.ts_recent) && now.saturating_sub(self.ts_recent_time) <= PAWS_IDLE {
-                    self.ack_now = true;
+                    self.answer_invalid(now, syn, seg_len);
                     return;
                 }
             }
@@ -1168,8 +1230,8 @@ impl Connection {
         // First: the sequence number.
         if !self.acceptable(seq, seg_len, rst) {
             if !rst {
-                self.ack_now = true;
-                if seq::lt(seq, self.rcv_nxt) {
+                self.answer_invalid(now, syn, seg_len);
+                if !syn && seq::lt(seq, self.rcv_nxt) {
                     // Data (or a FIN) we already have: a D-SACK block says so (RFC 2883).
                     let end = seq.wrapping_add(payload.len() as u32 + u32::from(fin));
                     self.report_duplicate(seq, seq::min(end, self.rcv_nxt));
@@ -1183,14 +1245,14 @@ impl Connection {
             if seq == self.rcv_nxt {
                 self.on_reset();
             } else {
-                self.challenge_ack();
+                self.challenge_ack(now);
             }
             return;
         }
 
         // Fourth: SYN in a synchronized state (RFC 5961 section 4.2).
         if syn {
-            self.challenge_ack();
+            self.challenge_ack(now);
             return;
         }
 
@@ -1229,6 +1291,14 @@ impl Connection {
             self.t_idle = now + ms(self.p.ka_idle_ms);
         }
 
+        // RFC 3168 section 6.1.3: the peer's CWR on a segment with data (or a FIN) ends our
+        // ECE; it also asks for an ACK at once, its window being small (Linux
+        // `tcp_ecn_accept_cwr`). CE on new data starts ECE again (`process_text`).
+        if self.ecn_ok && seg.flags.contains(TcpFlags::CWR) && seg_len > 0 {
+            self.ecn_echo = false;
+            self.ack_now = true;
+        }
+
         // Seventh and eighth: text and FIN.
         self.process_text(now, seq, payload, fin);
     }
@@ -1237,14 +1307,16 @@ impl Connection {
     /// through so that its ACK, and a bare FIN, are processed ("special allowance"); its data
     /// is trimmed off later.
     ///
-    /// One leniency, Linux's (`tcp_sequence` starts the window at `rcv_wup`): a zero-length
-    /// segment (not a RST) may start anywhere from the RCV.NXT we last acknowledged. A pure ACK
-    /// reordered behind data is then used rather than answered with an ACK, which in a
-    /// two-way transfer the peer would count as a duplicate.
+    /// One leniency, Linux's (`tcp_sequence` starts the window at `rcv_wup`, the RCV.NXT we
+    /// last acknowledged, and looks at where a segment ends): a segment (not a RST) that starts
+    /// at or before RCV.NXT and ends at or after the RCV.NXT we last acknowledged is acceptable.
+    /// A pure ACK reordered behind data is then used rather than answered with an ACK, which in
+    /// a two-way transfer the peer would count as a duplicate; and a retransmission of what we
+    /// acknowledged last moves TS.Recent on before its D-SACK is sent (as Linux's does).
     fn acceptable(&self, seq: u32, len: u32, rst: bool) -> bool {
         let wnd = self.rcv_wnd();
         let nxt = self.rcv_nxt;
-        if len == 0 && !rst && seq::le(self.last_ack_sent, seq) && seq::lt(seq, nxt) {
+        if !rst && seq::le(seq, nxt) && seq::ge(seq.wrapping_add(len), self.last_ack_sent) {
             return true;
         }
         match (len, wnd) {
@@ -1264,9 +1336,38 @@ impl Connection {
         }
     }
 
-    fn challenge_ack(&mut self) {
-        self.challenge = true;
-        self.challenge_acks = self.challenge_acks.wrapping_add(1);
+    /// RFC 5961's challenge ACK, at most one per `invalid_ratelimit` (Linux 6.x limits them per
+    /// connection; its global `tcp_challenge_ack_limit` is off by default since 6.0).
+    fn challenge_ack(&mut self, now: Instant) {
+        if self.invalid_ack_allowed(now) {
+            self.challenge = true;
+            self.challenge_acks = self.challenge_acks.wrapping_add(1);
+        }
+    }
+
+    /// The answer to a segment that failed PAWS or the sequence check (`seg_len` counts its
+    /// SYN and FIN): a challenge ACK for a SYN (RFC 5961 section 4.2, Linux's `syn_challenge`);
+    /// an ACK for one with data or a FIN, always; for one without, at most one ACK per
+    /// `invalid_ratelimit` (Linux `tcp_oow_rate_limited`: two stacks that disagree about the
+    /// window would otherwise answer each other's ACKs forever).
+    fn answer_invalid(&mut self, now: Instant, syn: bool, seg_len: u32) {
+        if syn {
+            self.challenge_ack(now);
+        } else if seg_len > 0 || self.invalid_ack_allowed(now) {
+            self.ack_now = true;
+        }
+    }
+
+    /// Whether an ACK to an invalid segment may go now, one per `invalid_ratelimit` on our
+    /// millisecond clock (Linux `__tcp_oow_rate_limited`); if so, the interval starts now.
+    fn invalid_ack_allowed(&mut self, now: Instant) -> bool {
+        let ms_now = (now / MILLISECOND) as u32;
+        if self.invalid_acked && ms_now.wrapping_sub(self.invalid_ack_ms) < self.p.invalid_ratelimit_ms {
+            return false;
+        }
+        self.invalid_acked = true;
+        self.invalid_ack_ms = ms_now;
+        true
     }
 
     /// An acceptable RST.
@@ -1319,9 +1420,13 @@ impl Connection {
 
     /// The ACK field (RFC 9293 3.10.7.4 fifth, RFC 5961 section 5). `false`: drop the segment.
     fn process_ack(&mut self, now: Instant, seg: &TcpRepr, seq: u32, ack: u32, payload_len: usize) -> bool {
-        if seq::gt(ack, self.snd_max) || seq::lt(ack, self.snd_una.wrapping_sub(self.max_snd_wnd)) {
-            // RFC 5961 section 5.2: outside [SND.UNA - MAX.SND.WND, SND.NXT].
-            self.challenge_ack();
+        let flight_before = self.snd_max.wrapping_sub(self.snd_una);
+        // RFC 5961 section 5.2: outside [SND.UNA - MAX.SND.WND, SND.NXT]. As in Linux, the
+        // left edge reaches back no further than what the peer has acknowledged so far: before
+        // any data is acknowledged, an ACK below SND.UNA is one.
+        let max_back = self.max_snd_wnd.min(self.bytes_acked);
+        if seq::gt(ack, self.snd_max) || seq::lt(ack, self.snd_una.wrapping_sub(max_back)) {
+            self.challenge_ack(now);
             return false;
         }
         let seg_wnd = u32::from(seg.window_len) << self.snd_wscale;
@@ -1391,13 +1496,48 @@ impl Connection {
                 self.enter_recovery(now);
             }
         }
+        if self.ecn_ok {
+            self.on_ecn_ack(now, seg, flight_before);
+        }
         true
+    }
+
+    /// RFC 3168 section 6.1.2 for an ACK of an ECN connection: an ECE is treated as a loss by
+    /// the congestion controller, once per window of data (not again until an ACK goes beyond
+    /// what was sent when the window was last reduced, as Linux's CWR state) and not during
+    /// loss recovery, which reduced the window already. `flight` is what was outstanding when
+    /// the ACK came.
+    fn on_ecn_ack(&mut self, now: Instant, seg: &TcpRepr, flight: u32) {
+        if self.ecn_reducing && seq::gt(self.snd_una, self.ecn_reduced_at) {
+            self.ecn_reducing = false;
+        }
+        if seg.flags.contains(TcpFlags::ECE) && !self.ecn_reducing && self.recovery == Recovery::None {
+            self.cc.on_congestion_event(now, flight, self.eff_mss());
+            self.ecn_window_reduced();
+        }
+    }
+
+    /// The window was reduced for ECE or by an RTO: on an ECN connection the next new data
+    /// carries CWR, so that the peer stops echoing congestion it told us about (RFC 3168
+    /// section 6.1.2; Linux sets it after every reduction), and ECE for data sent before is
+    /// not acted on (Linux's CWR and Loss states).
+    fn ecn_window_reduced(&mut self) {
+        if self.ecn_ok {
+            self.ecn_cwr_pending = true;
+            self.ecn_reducing = true;
+            self.ecn_reduced_at = self.snd_max;
+        }
     }
 
     fn enter_recovery(&mut self, now: Instant) {
         let mss = self.eff_mss();
         let flight = self.snd_max.wrapping_sub(self.snd_una);
-        self.cc.on_congestion_event(now, flight, mss);
+        // RFC 3168 section 6.1.2: not again if ECE reduced the window for this one (Linux:
+        // not in its CWR state); the next new data says CWR either way.
+        if !self.ecn_reducing {
+            self.cc.on_congestion_event(now, flight, mss);
+        }
+        self.ecn_cwr_pending = self.ecn_ok;
         self.recover = self.snd_max;
         self.high_rxt = self.snd_una;
         self.rtx_first = true;
@@ -1413,6 +1553,7 @@ impl Connection {
 
     fn on_new_ack(&mut self, now: Instant, seg: &TcpRepr, ack: u32) {
         let acked = ack.wrapping_sub(self.snd_una);
+        self.bytes_acked = self.bytes_acked.saturating_add(acked);
         let flight_before = self.snd_max.wrapping_sub(self.snd_una);
         let data_end = self.data_end();
         let upto = seq::min(ack, data_end);
@@ -1542,8 +1683,13 @@ impl Connection {
         // Trim what we already have.
         if seq::lt(seq, self.rcv_nxt) {
             let skip = self.rcv_nxt.wrapping_sub(seq) as usize;
+            let end = seq.wrapping_add(data.len() as u32 + u32::from(fin));
             // Its head is a duplicate (RFC 2883).
-            self.report_duplicate(seq, seq::min(seq.wrapping_add(data.len() as u32), self.rcv_nxt));
+            self.report_duplicate(seq, seq::min(end, self.rcv_nxt));
+            if end != seq && seq::le(end, self.rcv_nxt) {
+                // Nothing new: a retransmission, answered at once (Linux too, SACK or not).
+                self.ack_now = true;
+            }
             if skip >= data.len() {
                 fin = fin && skip == data.len();
                 data = &[];
@@ -1572,6 +1718,13 @@ impl Connection {
             return;
         }
         if !data.is_empty() {
+            if self.seg_ce && self.ecn_ok {
+                // RFC 3168 section 6.1.3: congestion on the path. Echo it with ECE until the
+                // peer's CWR, and ACK at once the first time (Linux: the sender's window may be
+                // small enough that a delayed ACK stalls it).
+                self.ack_now |= !self.ecn_echo;
+                self.ecn_echo = true;
+            }
             self.rx.ensure(self.rx_cap());
             let off = seq.wrapping_sub(self.rcv_nxt) as usize;
             let len = data.len() as u32;
@@ -1707,6 +1860,7 @@ impl Connection {
         let mss = self.eff_mss();
         let flight = self.snd_max.wrapping_sub(self.snd_una);
         self.cc.on_retransmission_timeout(now, flight, mss, self.backoff == 0);
+        self.ecn_window_reduced();
         if self.backoff >= 1 {
             // A second timeout in a row: maybe the receiver reneged on what it SACKed (RFC
             // 2018 section 8); send everything again.
@@ -1782,6 +1936,7 @@ impl Connection {
     /// The next segment to send, if any: its header, with its payload copied into `payload`
     /// (`payload_len` bytes; pass a buffer of at least the MSS). Call until `None`.
     pub fn poll_transmit(&mut self, now: Instant, payload: &mut [u8]) -> Option<TcpRepr> {
+        self.tx_ect = false;
         if let Some(rst) = self.rst.take() {
             return Some(self.make_rst(rst));
         }
@@ -1844,12 +1999,20 @@ impl Connection {
             (self.p.offer_ws, self.p.offer_sack, self.p.offer_ts)
         };
         let wnd = self.syn_window();
+        // RFC 3168 section 6.1.1: an ECN-setup SYN carries ECE and CWR, the SYN-ACK that
+        // accepts it ECE alone. A SYN sent again does not ask (section 6.1.1.1: a middlebox may
+        // drop it; Linux `tcp_ecn_clear_syn`), though a SYN-ACK that accepts still counts.
+        let ecn = match (synack, self.ecn_ok) {
+            (true, true) => TcpFlags::ECE,
+            (false, true) if self.backoff == 0 => TcpFlags::ECE | TcpFlags::CWR,
+            _ => TcpFlags::empty(),
+        };
         let repr = TcpRepr {
             src_port: self.local_port,
             dst_port: self.remote_port,
             seq_number: self.iss,
             ack_number: synack.then_some(self.rcv_nxt),
-            flags: if synack { TcpFlags::SYN | TcpFlags::ACK } else { TcpFlags::SYN },
+            flags: ecn | if synack { TcpFlags::SYN | TcpFlags::ACK } else { TcpFlags::SYN },
             window_len: wnd as u16,
             window_scale: ws.then_some(self.rcv_wscale),
             max_seg_size: Some(self.p.mss),
@@ -1998,7 +2161,15 @@ impl Connection {
         }
         let seq = self.snd_nxt;
         let was_idle = self.snd_una == self.snd_max;
-        let repr = self.emit(now, seq, len, fin_unsent, buf);
+        let mut repr = self.emit(now, seq, len, fin_unsent, buf);
+        if !is_rtx && repr.payload_len > 0 && self.ecn_ok {
+            // RFC 3168 section 6.1.2: new data is ECN-capable; the first after a window
+            // reduction says so with CWR.
+            self.tx_ect = true;
+            if core::mem::take(&mut self.ecn_cwr_pending) {
+                repr.flags |= TcpFlags::CWR;
+            }
+        }
         let sent = repr.segment_len() as u32;
         self.snd_nxt = seq.wrapping_add(sent);
         if seq::gt(self.snd_nxt, self.snd_max) {
@@ -2032,7 +2203,8 @@ impl Connection {
             dst_port: self.remote_port,
             seq_number: seq,
             ack_number: Some(self.rcv_nxt),
-            flags: TcpFlags::ACK,
+            // RFC 3168 section 6.1.3: every segment echoes congestion until the peer's CWR.
+            flags: if self.ecn_echo { TcpFlags::ACK | TcpFlags::ECE } else { TcpFlags::ACK },
             window_len: 0,
             window_scale: None,
             max_seg_size: None,

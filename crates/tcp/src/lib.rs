@@ -3,7 +3,7 @@
 //! This crate owns one connection's protocol logic: the RFC 9293 state machine, retransmission
 //! (RFC 6298), window scaling, timestamps and PAWS (RFC 7323), congestion control (RFC 5681,
 //! NewReno RFC 6582), SACK (RFC 2018) and SACK-based loss recovery (RFC 6675), blind-attack
-//! protection (RFC 5961), delayed ACKs and keepalive (RFC 1122), Nagle; also the compact
+//! protection (RFC 5961), ECN (RFC 3168), delayed ACKs and keepalive (RFC 1122), Nagle; also the compact
 //! TIME-WAIT entry and the reply to segments that match no connection.
 //!
 //! What it must not do: read a clock (time comes in as [`Instant`], nanoseconds from an origin
@@ -69,7 +69,7 @@ mod time_wait;
 #[cfg(test)]
 mod tests;
 
-pub use config::{Config, Keepalive};
+pub use config::{Config, Ecn, Keepalive};
 pub use congestion::{Congestion, CongestionControl, NewReno};
 pub use connection::{Connection, CookieOptions, Error, Event, Info, State};
 pub use time_wait::{rst_for_unmatched, TimeWait, TimeWaitAction};

@@ -264,7 +264,9 @@ impl<N: Nic> Shard<N> {
                     header,
                     data,
                 };
-                let Some((mut buf, l4)) = self.ip_frame(ours, to, IpProtocol::Icmp, repr.buffer_len()) else { return };
+                let Some((mut buf, l4)) = self.ip_frame(ours, to, IpProtocol::Icmp, repr.buffer_len(), 0) else {
+                    return;
+                };
                 repr.emit(&mut Icmpv4Packet::new_unchecked(&mut buf.data_mut()[l4..]), true);
                 self.stats.icmp_out_dest_unreachs += 1;
                 self.route_out(buf, to);
@@ -277,7 +279,7 @@ impl<N: Nic> Shard<N> {
                 let body = &ip[wire::ipv6::HEADER_LEN..];
                 let data = &body[..body.len().min(room)];
                 let repr = Icmpv6Repr::DstUnreachable { reason: Icmpv6DstUnreachable::PortUnreachable, header, data };
-                let Some((mut buf, l4)) = self.ip_frame(ours, to, IpProtocol::Icmpv6, repr.buffer_len()) else {
+                let Some((mut buf, l4)) = self.ip_frame(ours, to, IpProtocol::Icmpv6, repr.buffer_len(), 0) else {
                     return;
                 };
                 repr.emit(&mut Icmpv6Packet::new_unchecked(&mut buf.data_mut()[l4..]), &ours6, &to6, true);
@@ -426,7 +428,7 @@ impl<N: Nic> Shard<N> {
             return Err(Errno::ENETUNREACH);
         }
         let len = wire::udp::HEADER_LEN + data.len();
-        let Some((mut buf, l4)) = self.ip_frame(src, dst, IpProtocol::Udp, len) else { return Err(Errno::EAGAIN) };
+        let Some((mut buf, l4)) = self.ip_frame(src, dst, IpProtocol::Udp, len, 0) else { return Err(Errno::EAGAIN) };
         UdpRepr { src_port: local_port, dst_port }.emit(
             &mut UdpPacket::new_unchecked(&mut buf.data_mut()[l4..]),
             &src,

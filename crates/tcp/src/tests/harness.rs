@@ -28,6 +28,8 @@ pub const MS: Duration = MILLISECOND;
 pub struct Seg {
     pub repr: TcpRepr,
     pub payload: Vec<u8>,
+    /// Sent ECN-capable, ECT(0) (`Connection::transmit_ect`).
+    pub ect: bool,
 }
 
 impl Seg {
@@ -54,7 +56,7 @@ pub fn poll_all(c: &mut Connection, now: Instant) -> Vec<Seg> {
     let mut buf = [0u8; 4096]; // at least the MSS
     while let Some(repr) = c.poll_transmit(now, &mut buf) {
         assert!(repr.payload_len <= buf.len());
-        out.push(Seg { repr, payload: buf[..repr.payload_len].to_vec() });
+        out.push(Seg { repr, payload: buf[..repr.payload_len].to_vec(), ect: c.transmit_ect() });
         assert!(out.len() < 100_000, "poll_transmit does not stop");
     }
     out
@@ -180,6 +182,9 @@ pub enum Fate {
     Delay(Duration),
     /// Delivered twice, the copy this much later.
     Duplicate(Duration),
+    /// Delivered with CE in its IP header if it was sent ECN-capable (a router's AQM marks
+    /// instead of dropping, RFC 3168 section 5).
+    MarkCe,
 }
 
 /// Decides a segment's fate from its direction and index.
@@ -190,6 +195,7 @@ struct InFlight {
     order: u64,
     dir: Dir,
     seg: Seg,
+    ce: bool,
 }
 
 /// Two connections back to back: A connects to B (B is made by `accept` when A's SYN arrives).
@@ -303,16 +309,17 @@ impl Pair {
                     _ => sent_at + self.delay,
                 };
                 if let Fate::Duplicate(extra) = fate {
-                    self.enqueue(at + extra, dir, seg.clone());
+                    self.enqueue(at + extra, dir, seg.clone(), false);
                 }
-                self.enqueue(at, dir, seg);
+                let ce = fate == Fate::MarkCe && seg.ect;
+                self.enqueue(at, dir, seg, ce);
             }
         }
     }
 
-    fn enqueue(&mut self, at: Instant, dir: Dir, seg: Seg) {
+    fn enqueue(&mut self, at: Instant, dir: Dir, seg: Seg, ce: bool) {
         self.order += 1;
-        let item = InFlight { at, order: self.order, dir, seg };
+        let item = InFlight { at, order: self.order, dir, seg, ce };
         let pos = self.queue.partition_point(|x| (x.at, x.order) <= (item.at, item.order));
         self.queue.insert(pos, item);
     }
@@ -332,7 +339,7 @@ impl Pair {
         let now = self.now;
         while self.queue.first().is_some_and(|x| x.at <= now) {
             let item = self.queue.remove(0);
-            self.deliver(item.dir, &item.seg);
+            self.deliver(item.dir, &item.seg, item.ce);
         }
         if self.a.poll_timeout().is_some_and(|t| t <= now) {
             self.a.handle_timeout(now);
@@ -345,17 +352,17 @@ impl Pair {
         true
     }
 
-    fn deliver(&mut self, dir: Dir, seg: &Seg) {
+    fn deliver(&mut self, dir: Dir, seg: &Seg, ce: bool) {
         let now = self.now;
         match dir {
             Dir::AtoB => match self.b.as_mut() {
-                Some(b) => b.handle_segment(now, &seg.repr, &seg.payload),
-                None if seg.repr.flags == TcpFlags::SYN => {
+                Some(b) => b.handle_segment_ce(now, &seg.repr, &seg.payload, ce),
+                None if seg.repr.flags.contains(TcpFlags::SYN) && seg.repr.ack_number.is_none() => {
                     self.b = Some(Connection::accept(&self.cfg_b, &seg.repr, ISS_B, now));
                 }
                 None => {}
             },
-            Dir::BtoA => self.a.handle_segment(now, &seg.repr, &seg.payload),
+            Dir::BtoA => self.a.handle_segment_ce(now, &seg.repr, &seg.payload, ce),
         }
     }
 

@@ -4,6 +4,7 @@ mod ack_policy;
 mod bulk;
 mod harness;
 mod keepalive;
+mod rfc3168;
 mod rfc5681;
 mod rfc5961;
 mod rfc6298;

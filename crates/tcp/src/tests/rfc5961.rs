@@ -33,9 +33,13 @@ fn rfc5961_syn_on_a_synchronized_connection_gets_a_challenge_ack() {
     let a = poll_one(&mut c, now);
     assert_eq!((a.flags(), a.seq(), a.ack()), (TcpFlags::ACK, ISS + 4, Some(PISS + 1)));
     assert_eq!(c.info().challenge_acks, 1);
-    // A SYN-ACK too, and one at RCV.NXT - 1 (the peer restarted with the same ISS).
+    // A SYN-ACK too, and one at RCV.NXT - 1 (the peer restarted with the same ISS), each
+    // after the challenge ACKs' rate limit.
+    let limit = Config::default().invalid_ratelimit;
+    let now = now + limit;
     feed(&mut c, now, seg(PISS + 1, Some(ISS + 4), TcpFlags::SYN, 1000));
     assert_eq!(poll_one(&mut c, now).flags(), TcpFlags::ACK);
+    let now = now + limit;
     feed(&mut c, now, seg(PISS, None, TcpFlags::SYN, 1000));
     assert_eq!(poll_one(&mut c, now).flags(), TcpFlags::ACK);
     assert_eq!(c.state(), State::Established);
@@ -43,6 +47,7 @@ fn rfc5961_syn_on_a_synchronized_connection_gets_a_challenge_ack() {
     // Also in the later states.
     c.shutdown_write().unwrap();
     poll_one(&mut c, now);
+    let now = now + limit;
     feed(&mut c, now, seg(PISS + 1 + 10, None, TcpFlags::SYN, 1000));
     assert_eq!(poll_one(&mut c, now).flags(), TcpFlags::ACK);
     assert_eq!(c.state(), State::FinWait1);
@@ -135,7 +140,10 @@ fn rfc9293_ack_of_unsent_data_is_dropped_with_an_ack_in_every_synchronized_state
         let state = c.state();
         let nxt = c.info().bytes_in_flight + ISS + 1;
         let rcv = PISS + 1 + u32::from(!close);
+        // Challenge ACKs are rate-limited per connection: each comes a limit after the last.
+        let mut now = now;
         for bad in [nxt + 1, (ISS + 1).wrapping_sub(70_000)] {
+            now += Config::default().invalid_ratelimit;
             let d = TcpRepr { flags: TcpFlags::ACK | TcpFlags::FIN, ..data(rcv, bad, 10) };
             feed(&mut c, now, d);
             assert_eq!(c.recv_available(), 0, "{state:?}, ACK {bad}");
@@ -160,4 +168,75 @@ fn rfc9293_ack_above_snd_nxt_after_a_timeout_is_acceptable_if_it_was_sent() {
     feed(&mut c, t, data(PISS + 1, ISS + 101, 10));
     assert_eq!(c.recv_available(), 10);
     assert_eq!(c.info().bytes_in_flight, 0);
+}
+
+#[test]
+fn rfc5961_7_challenge_acks_are_limited_per_connection_as_in_linux() {
+    // Linux 6.x: one challenge ACK per tcp_invalid_ratelimit (500 ms) per connection, RSTs and
+    // SYNs alike (its global tcp_challenge_ack_limit is off by default since 6.0).
+    let (mut c, now) = established(&plain());
+    let limit = Config::default().invalid_ratelimit;
+    feed(&mut c, now, seg(PISS + 1 + 100, None, TcpFlags::RST, 0));
+    assert_eq!(poll_one(&mut c, now).flags(), TcpFlags::ACK);
+    feed(&mut c, now + MS, seg(PISS + 1 + 200, None, TcpFlags::RST, 0));
+    feed(&mut c, now + 2 * MS, seg(PISS + 1 + 10, None, TcpFlags::SYN, 1000));
+    feed(&mut c, now + limit - MS, seg(PISS + 1 + 300, None, TcpFlags::RST, 0));
+    poll_none(&mut c, now + limit - MS);
+    assert_eq!(c.info().challenge_acks, 1);
+    // A limit after the last one: the next goes.
+    feed(&mut c, now + limit, seg(PISS + 1 + 10, None, TcpFlags::SYN, 1000));
+    assert_eq!(poll_one(&mut c, now + limit).flags(), TcpFlags::ACK);
+    assert_eq!(c.state(), State::Established);
+}
+
+#[test]
+fn rfc9293_out_of_window_segments_without_data_get_at_most_one_ack_per_limit() {
+    // Linux's tcp_oow_rate_limited: the ACK to an unacceptable segment (or one PAWS rejects)
+    // goes at most once per tcp_invalid_ratelimit if the segment has no data, always if it
+    // has (two stacks that disagree about the window would otherwise ACK each other forever).
+    let cfg = Config { window_scale: false, sack: false, ..Config::default() };
+    let (mut c, now) = established(&cfg);
+    let far = PISS + 1 + 1_000_000;
+    let ts = |r: TcpRepr, v: u32| TcpRepr { timestamp: Some((v, 0)), ..r };
+    let answers = |c: &mut Connection, t, r| {
+        feed(c, t, r);
+        poll_all(c, t).len()
+    };
+    let acks: usize = (0..3).map(|i| answers(&mut c, now + i * MS, ts(ack(far, ISS + 1, 1000), 800))).sum();
+    assert_eq!(acks, 1, "empty segments beyond the window");
+    for i in 0..3 {
+        feed(&mut c, now + 3 * MS + i * MS, ts(data(far, ISS + 1, 10), 800));
+        assert_eq!(poll_one(&mut c, now + 3 * MS + i * MS).ack(), Some(PISS + 1), "data beyond the window");
+    }
+    // PAWS: the same two rules (TS.Recent is 777).
+    let later = now + Config::default().invalid_ratelimit;
+    let acks: usize = (0..2).map(|i| answers(&mut c, later + i * MS, ts(ack(PISS + 1, ISS + 1, 1000), 700))).sum();
+    assert_eq!(acks, 1, "empty segments PAWS rejects");
+    for i in 2..4 {
+        feed(&mut c, later + i * MS, ts(data(PISS + 1, ISS + 1, 10), 700));
+        assert_eq!(poll_one(&mut c, later + i * MS).ack(), Some(PISS + 1), "data PAWS rejects");
+    }
+    assert_eq!(c.recv_available(), 0);
+}
+
+#[test]
+fn rfc5961_5_2_before_the_peer_acknowledged_data_an_ack_below_snd_una_is_too_old() {
+    // Linux reaches back from SND.UNA by min(MAX.SND.WND, bytes acknowledged): on a
+    // connection whose data nobody acknowledged yet, any ACK below SND.UNA gets a challenge
+    // ACK and its data is dropped.
+    let (mut c, now) = established(&plain());
+    feed(&mut c, now, data(PISS + 1, ISS, 10));
+    assert_eq!(c.recv_available(), 0);
+    assert_eq!(poll_one(&mut c, now).ack(), Some(PISS + 1));
+    assert_eq!(c.info().challenge_acks, 1);
+    // Once 100 bytes were acknowledged, an ACK up to 100 below SND.UNA is only old.
+    c.send(&[1; 100]).unwrap();
+    poll_one(&mut c, now);
+    feed(&mut c, now, ack(PISS + 1, ISS + 101, 65535));
+    feed(&mut c, now, data(PISS + 1, ISS + 1, 10));
+    assert_eq!(c.recv_available(), 10);
+    let now = now + Config::default().invalid_ratelimit;
+    feed(&mut c, now, data(PISS + 11, ISS, 10));
+    assert_eq!(c.recv_available(), 10, "101 below: too old");
+    assert_eq!(c.info().challenge_acks, 2);
 }

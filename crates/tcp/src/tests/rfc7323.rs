@@ -148,7 +148,9 @@ fn rfc7323_ts_recent_is_updated_only_by_segments_whose_ack_is_acceptable() {
     feed(&mut c, now, ts(data(PISS + 1, ISS + 1 + 5000, 10), 0x7000_0000, 1000));
     assert_eq!(c.recv_available(), 0);
     assert_eq!(poll_one(&mut c, now).repr.timestamp.unwrap().1, 777);
-    // The same with an ACK too old (below SND.UNA - MAX.SND.WND).
+    // The same with an ACK too old (below SND.UNA - MAX.SND.WND), after the challenge ACKs'
+    // rate limit.
+    let now = now + cfg.invalid_ratelimit;
     feed(&mut c, now, ts(data(PISS + 1, (ISS + 1).wrapping_sub(100_000), 10), 0x7000_0000, 1000));
     assert_eq!(c.recv_available(), 0);
     assert_eq!(poll_one(&mut c, now).repr.timestamp.unwrap().1, 777);
@@ -309,4 +311,31 @@ fn rfc1191_path_mtu_lowers_the_segment_size_for_data_in_flight() {
         again.iter().map(|s| s.len()).collect::<Vec<_>>()
     );
     assert_eq!(again[0].repr.seq_number, ISS + 1);
+}
+
+#[test]
+fn rfc7323_a_retransmission_of_what_we_acknowledged_last_moves_ts_recent_as_in_linux() {
+    // Linux takes a segment as acceptable from where it ends (`tcp_sequence` from rcv_wup, the
+    // RCV.NXT of our last ACK): a retransmission of the data we acknowledged last is
+    // acceptable, its SEG.SEQ is below Last.ACK.sent, so TS.Recent takes its TSval before the
+    // D-SACK answers it. One that ends before our last ACK is not, and leaves TS.Recent.
+    let cfg = Config { window_scale: false, ..Config::default() };
+    let (mut c, now) = established(&cfg);
+    feed(&mut c, now, ts(data(PISS + 1, ISS + 1, 100), 800, 1000));
+    c.handle_timeout(now + 40 * MS);
+    let a = poll_one(&mut c, now + 40 * MS);
+    assert_eq!((a.ack(), a.repr.timestamp.unwrap().1), (Some(PISS + 101), 800));
+    feed(&mut c, now + 50 * MS, ts(data(PISS + 1, ISS + 1, 100), 801, 1000));
+    let a = poll_one(&mut c, now + 50 * MS);
+    assert_eq!(a.repr.sack_ranges[0], Some((PISS + 1, PISS + 101)));
+    assert_eq!(a.repr.timestamp.unwrap().1, 801);
+    assert_eq!(c.recv_available(), 100);
+    // New data, acknowledged; then the first 100 bytes again: they end before our last ACK.
+    feed(&mut c, now + 60 * MS, ts(data(PISS + 101, ISS + 1, 100), 802, 1000));
+    c.handle_timeout(now + 100 * MS);
+    assert_eq!(poll_one(&mut c, now + 100 * MS).ack(), Some(PISS + 201));
+    feed(&mut c, now + 110 * MS, ts(data(PISS + 1, ISS + 1, 100), 803, 1000));
+    let a = poll_one(&mut c, now + 110 * MS);
+    assert_eq!(a.repr.sack_ranges[0], Some((PISS + 1, PISS + 101)));
+    assert_eq!(a.repr.timestamp.unwrap().1, 802);
 }

@@ -353,13 +353,16 @@ fn rfc9293_data_after_close_is_reset() {
 fn rfc9293_segment_acceptability_four_cases() {
     // A 1000-byte receive buffer: RCV.WND = 1000.
     let cfg = Config { rcv_buf: 1000, ..plain() };
-    let (mut c, now) = established(&cfg);
+    let (mut c, mut now) = established(&cfg);
     let nxt = PISS + 1;
-    // Zero length, window open: RCV.NXT =< SEG.SEQ < RCV.NXT+RCV.WND.
+    // Zero length, window open: RCV.NXT =< SEG.SEQ < RCV.NXT+RCV.WND. (The ACKs that answer
+    // unacceptable segments without data are rate-limited, so each comes a limit apart.)
+    let limit = Config::default().invalid_ratelimit;
     feed(&mut c, now, ack(nxt + 999, ISS + 1, 100));
     poll_none(&mut c, now);
     feed(&mut c, now, ack(nxt + 1000, ISS + 1, 100));
     assert_eq!(poll_one(&mut c, now).ack(), Some(nxt));
+    now += limit;
     feed(&mut c, now, ack(nxt - 1, ISS + 1, 100));
     assert_eq!(poll_one(&mut c, now).ack(), Some(nxt));
     // Data, window open: either end in the window.
@@ -382,6 +385,7 @@ fn rfc9293_segment_acceptability_four_cases() {
     feed(&mut c, now, ack(nxt, ISS + 1, 4321));
     poll_none(&mut c, now);
     assert_eq!(c.info().snd_wnd, 4321);
+    now += limit;
     feed(&mut c, now, ack(nxt + 1, ISS + 1, 100));
     assert_eq!(poll_one(&mut c, now).ack(), Some(nxt));
     // Data, zero window: not acceptable, but the ACK is processed; the data is not kept.
