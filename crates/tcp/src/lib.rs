@@ -65,6 +65,7 @@ mod connection;
 mod ranges;
 mod ring;
 mod seq;
+mod spare;
 mod time_wait;
 
 #[cfg(test)]
