@@ -1,7 +1,7 @@
 //! What a connection is configured with. A `Config` is copied into each connection at creation
 //! (in a compact form); the stack keeps one per listener or per socket.
 
-use crate::{Duration, MILLISECOND, SECOND};
+use crate::{CongestionAlgorithm, Duration, MILLISECOND, SECOND};
 
 /// Keepalive (RFC 1122 section 4.2.3.6), the meaning of Linux's `TCP_KEEPIDLE`,
 /// `TCP_KEEPINTVL` and `TCP_KEEPCNT`.
@@ -64,6 +64,12 @@ pub struct Config {
     pub fin_wait2_timeout: Duration,
     /// Initial congestion window in segments (RFC 6928: 10).
     pub initial_cwnd: u32,
+    /// Congestion control (Linux `tcp_congestion_control`: CUBIC).
+    pub congestion: CongestionAlgorithm,
+    /// RACK-TLP loss detection (RFC 8985) where the peer does SACK: losses found by time and
+    /// tail losses by a probe, instead of by duplicate-ACK counting (RFC 6675's IsLost) and
+    /// the RTO. Linux: `tcp_recovery` bit 1 and `tcp_early_retrans` 3, both on by default.
+    pub rack_tlp: bool,
     /// Added to our timestamp clock (ms since the caller's time origin). Linux uses a keyed hash
     /// of the addresses so that values are not guessable yet grow across connections between the
     /// same hosts; the stack chooses it per connection (this crate has no randomness).
@@ -91,6 +97,8 @@ impl Default for Config {
             time_wait: 60 * SECOND,
             fin_wait2_timeout: 60 * SECOND,
             initial_cwnd: 10,
+            congestion: CongestionAlgorithm::Cubic,
+            rack_tlp: true,
             ts_offset: 0,
         }
     }
