@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// "PHSTAT" and the layout's version.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT03");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT04");
 
 /// Shards a region has room for (`runtime.shards` is at most 64).
 pub const MAX_SHARDS: usize = 64;
@@ -47,6 +47,11 @@ pub const SHARD_COUNTERS: &[(&str, &str)] = &[
     ("tcp_in_segs", "TCP segments received"),
     ("tcp_out_segs", "TCP segments sent"),
     ("tcp_retrans_segs", "TCP segments retransmitted"),
+    ("tcp_timeouts", "TCP retransmission timeouts"),
+    ("tcp_loss_probes", "TCP tail loss probes sent"),
+    ("tcp_loss_probe_recoveries", "TCP losses repaired by a tail loss probe alone"),
+    ("tcp_rack_lost", "TCP segments RACK marked lost"),
+    ("tcp_lost_retransmits", "TCP retransmissions RACK found lost"),
     ("tcp_in_csum_errors", "TCP segments with a bad checksum"),
     ("tcp_in_malformed", "TCP segments malformed"),
     ("tcp_out_rsts", "TCP resets sent"),
