@@ -76,6 +76,7 @@ pub fn run(args: EchoArgs) -> Result<i32> {
     );
     shard_cfg.gateway4 = cfg.ipv4.as_ref().and_then(|c| c.gateway);
     shard_cfg.gateway6 = cfg.ipv6.as_ref().and_then(|c| c.gateway);
+    shard_cfg.tcp = runtime::tcp_config(&cfg);
     let mode = match args.connect {
         Some(server) => Mode::Client { server, bytes: args.bytes, conns: args.conns },
         None => Mode::Server,

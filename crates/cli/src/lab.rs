@@ -457,6 +457,7 @@ fn build(a: &UpArgs, n: &Names) -> Result<()> {
         ipv4: Some(Ipv4Config { address: a.ipv4_a, gateway: None }),
         ipv6: Some(Ipv6Config { address: a.ipv6_a, gateway: None }),
         runtime: Default::default(),
+        tcp: Default::default(),
     };
     let header = format!("# pronghorn config for side a of lab {}, written by `pronghorn lab up`\n", n.prefix);
     fs::write(n.config_a(), header + &cfg.to_toml())?;
@@ -513,6 +514,7 @@ fn build_nodes(a: &UpArgs, n: &Names) -> Result<()> {
             ipv4: Some(Ipv4Config { address: v4, gateway: None }),
             ipv6: Some(Ipv6Config { address: v6, gateway: None }),
             runtime: Default::default(),
+            tcp: Default::default(),
         };
         let header = format!("# pronghorn config for node a{k} of lab {}, written by `pronghorn lab up`\n", n.prefix);
         fs::write(n.node_config(k), header + &cfg.to_toml())?;

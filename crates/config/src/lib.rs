@@ -26,6 +26,9 @@
 //! busy_poll_us = 0        # inline: how long a waiting thread polls before it sleeps
 //! stack_cpu = 3           # optional; dedicated: the CPU the stack thread is pinned to
 //! shards = 1              # stacks in this process, each on its own queue with its own thread
+//!
+//! [tcp]                   # optional; the default
+//! congestion = "cubic"    # or "newreno": congestion control of new connections
 //! ```
 
 use std::fmt;
@@ -46,6 +49,47 @@ pub struct Config {
     pub ipv6: Option<Ipv6Config>,
     #[serde(default)]
     pub runtime: RuntimeConfig,
+    #[serde(default)]
+    pub tcp: TcpConfig,
+}
+
+/// How the stack's TCP connections behave.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TcpConfig {
+    /// Congestion control of new connections (Linux's `net.ipv4.tcp_congestion_control`).
+    #[serde(default)]
+    pub congestion: Congestion,
+}
+
+/// A congestion-control algorithm, by Linux's name for it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Congestion {
+    /// CUBIC (RFC 9438), Linux's default.
+    #[default]
+    Cubic,
+    /// NewReno (RFC 5681 with RFC 6582), Linux's "reno".
+    NewReno,
+}
+
+impl FromStr for Congestion {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "cubic" => Ok(Congestion::Cubic),
+            "newreno" => Ok(Congestion::NewReno),
+            _ => Err(format!("tcp.congestion must be \"cubic\" or \"newreno\", got \"{s}\"")),
+        }
+    }
+}
+
+impl fmt::Display for Congestion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Congestion::Cubic => "cubic",
+            Congestion::NewReno => "newreno",
+        })
+    }
 }
 
 /// How the process's shard is driven (the runtime crate's module doc has the design).
@@ -257,6 +301,7 @@ macro_rules! serde_via_str {
 }
 serde_via_str!(Ipv4Cidr);
 serde_via_str!(Ipv6Cidr);
+serde_via_str!(Congestion);
 
 /// A config that could not be used: one line, naming the file, the line and the problem.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -424,6 +469,25 @@ address = "fd99::1/64"
         assert_eq!(c.ipv6.unwrap().address.to_string(), "fd99::1/64");
         assert_eq!(c.runtime, RuntimeConfig::default());
         assert_eq!(c.runtime.drive, Drive::Auto);
+        assert_eq!(c.tcp.congestion, Congestion::Cubic);
+    }
+
+    #[test]
+    fn tcp_congestion_is_checked() {
+        let c = parse(&format!("{GOOD}\n[tcp]\ncongestion = \"newreno\"\n")).unwrap();
+        assert_eq!(c.tcp.congestion, Congestion::NewReno);
+        assert_eq!(parse(&c.to_toml()).unwrap(), c);
+        let c = parse(&format!("{GOOD}\n[tcp]\ncongestion = \"cubic\"\n")).unwrap();
+        assert_eq!(c.tcp.congestion, Congestion::Cubic);
+        let e = err(&format!("{GOOD}\n[tcp]\ncongestion = \"bbr\"\n"));
+        assert!(
+            e.contains("line 13") && e.contains("tcp.congestion must be \"cubic\" or \"newreno\", got \"bbr\""),
+            "{e}"
+        );
+        let e = err(&format!("{GOOD}\n[tcp]\ncongestion = 1\n"));
+        assert!(e.contains("line 13") && e.contains("string"), "{e}");
+        let e = err(&format!("{GOOD}\n[tcp]\ncc = \"cubic\"\n"));
+        assert!(e.contains("unknown field `cc`") && e.contains("congestion"), "{e}");
     }
 
     #[test]

@@ -301,6 +301,7 @@ impl<N: Nic + 'static> Runtime<N> {
         );
         cfg.gateway4 = self.cfg.ipv4.as_ref().and_then(|c| c.gateway);
         cfg.gateway6 = self.cfg.ipv6.as_ref().and_then(|c| c.gateway);
+        cfg.tcp = crate::tcp_config(&self.cfg);
         cfg.glean_neighbors = self.cfg.nic.queues > 1;
         cfg.shard_index = index;
         cfg.shard_count = count;

@@ -40,7 +40,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
-use config::{Config, PmdName};
+use config::{Config, Congestion, PmdName};
 use nic::dpdk::{DpdkNic, DpdkOptions, Pmd};
 use nic::Nic;
 pub use stack::shard::Errno;
@@ -169,6 +169,15 @@ pub fn dpdk_options(cfg: &Config) -> DpdkOptions {
     opts.queues = cfg.nic.queues;
     opts.shards = cfg.runtime.shards;
     opts
+}
+
+/// The TCP settings of the shards a config describes (also `pronghorn echo`'s).
+pub fn tcp_config(cfg: &Config) -> stack::TcpConfig {
+    let congestion = match cfg.tcp.congestion {
+        Congestion::Cubic => stack::CongestionAlgorithm::Cubic,
+        Congestion::NewReno => stack::CongestionAlgorithm::NewReno,
+    };
+    stack::TcpConfig { congestion, ..stack::TcpConfig::default() }
 }
 
 fn open_dpdk(cfg: &Config) -> Result<Vec<DpdkNic>, String> {
