@@ -39,7 +39,7 @@ pub fn run(args: ConfigArgs) -> Result<i32> {
                 what += &format!(", ipv6 {}", v6.address);
             }
             let drive = format!("{:?}", cfg.runtime.drive).to_lowercase();
-            println!("{}: ok: {what}, runtime drive {drive}", path.display());
+            println!("{}: ok: {what}, runtime drive {drive}, tcp congestion {}", path.display(), cfg.tcp.congestion);
             Ok(0)
         }
     }

@@ -36,12 +36,22 @@ fn config_check_names_the_bad_key_and_its_line() {
     let o = check(good);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        o.status.success() && out.contains("ok: nic af_xdp on x0 (2 queues") && out.contains("10.0.0.1/24"),
+        o.status.success()
+            && out.contains("ok: nic af_xdp on x0 (2 queues")
+            && out.contains("10.0.0.1/24")
+            && out.contains("tcp congestion cubic"),
         "{out}"
     );
+    let o = check(&format!("{good}[tcp]\ncongestion = \"newreno\"\n"));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && out.contains("tcp congestion newreno"), "{out}");
     let o = check(&good.replace("queues", "queus"));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("line 4") && err.contains("queus") && err.contains("`queues`"), "{err}");
+    let o = check(&format!("{good}[tcp]\ncongestion = \"bbr\"\n"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("line 8") && err.contains("tcp.congestion must be \"cubic\" or \"newreno\""), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

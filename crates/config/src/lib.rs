@@ -28,6 +28,7 @@
 //! shards = 1              # stacks in this process, each on its own queue with its own thread
 //!
 //! [tcp]                   # optional; the defaults
+//! congestion = "cubic"    # or "newreno": congestion control of new connections
 //! ecn = 2                 # ECN as Linux's net.ipv4.tcp_ecn: 0 off, 1 ask and accept, 2 accept
 //! ```
 
@@ -57,6 +58,9 @@ pub struct Config {
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TcpConfig {
+    /// Congestion control of new connections (Linux's `net.ipv4.tcp_congestion_control`).
+    #[serde(default)]
+    pub congestion: Congestion,
     /// Explicit Congestion Notification (RFC 3168), as `net.ipv4.tcp_ecn`: 0 never, 1 ask for
     /// it on connections we open and accept it when asked, 2 accept it when asked (Linux's
     /// default).
@@ -66,12 +70,41 @@ pub struct TcpConfig {
 
 impl Default for TcpConfig {
     fn default() -> Self {
-        TcpConfig { ecn: default_ecn() }
+        TcpConfig { congestion: Congestion::default(), ecn: default_ecn() }
     }
 }
 
 fn default_ecn() -> u8 {
     2
+}
+/// A congestion-control algorithm, by Linux's name for it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Congestion {
+    /// CUBIC (RFC 9438), Linux's default.
+    #[default]
+    Cubic,
+    /// NewReno (RFC 5681 with RFC 6582), Linux's "reno".
+    NewReno,
+}
+
+impl FromStr for Congestion {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "cubic" => Ok(Congestion::Cubic),
+            "newreno" => Ok(Congestion::NewReno),
+            _ => Err(format!("tcp.congestion must be \"cubic\" or \"newreno\", got \"{s}\"")),
+        }
+    }
+}
+
+impl fmt::Display for Congestion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Congestion::Cubic => "cubic",
+            Congestion::NewReno => "newreno",
+        })
+    }
 }
 
 /// How the process's shard is driven (the runtime crate's module doc has the design).
@@ -283,6 +316,7 @@ macro_rules! serde_via_str {
 }
 serde_via_str!(Ipv4Cidr);
 serde_via_str!(Ipv6Cidr);
+serde_via_str!(Congestion);
 
 /// A config that could not be used: one line, naming the file, the line and the problem.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -457,6 +491,7 @@ address = "fd99::1/64"
         assert_eq!(c.runtime, RuntimeConfig::default());
         assert_eq!(c.runtime.drive, Drive::Auto);
         assert_eq!(c.tcp.ecn, 2, "Linux's default tcp_ecn");
+        assert_eq!(c.tcp.congestion, Congestion::Cubic);
     }
 
     #[test]
@@ -471,6 +506,24 @@ address = "fd99::1/64"
         assert!(e.contains("line 13") && e.contains("expected u8"), "{e}");
         let e = err(&format!("{GOOD}\n[tcp]\necm = 1\n"));
         assert!(e.contains("unknown field `ecm`"), "{e}");
+    }
+
+    #[test]
+    fn tcp_congestion_is_checked() {
+        let c = parse(&format!("{GOOD}\n[tcp]\ncongestion = \"newreno\"\n")).unwrap();
+        assert_eq!(c.tcp.congestion, Congestion::NewReno);
+        assert_eq!(parse(&c.to_toml()).unwrap(), c);
+        let c = parse(&format!("{GOOD}\n[tcp]\ncongestion = \"cubic\"\n")).unwrap();
+        assert_eq!(c.tcp.congestion, Congestion::Cubic);
+        let e = err(&format!("{GOOD}\n[tcp]\ncongestion = \"bbr\"\n"));
+        assert!(
+            e.contains("line 13") && e.contains("tcp.congestion must be \"cubic\" or \"newreno\", got \"bbr\""),
+            "{e}"
+        );
+        let e = err(&format!("{GOOD}\n[tcp]\ncongestion = 1\n"));
+        assert!(e.contains("line 13") && e.contains("string"), "{e}");
+        let e = err(&format!("{GOOD}\n[tcp]\ncc = \"cubic\"\n"));
+        assert!(e.contains("unknown field `cc`") && e.contains("congestion"), "{e}");
     }
 
     #[test]

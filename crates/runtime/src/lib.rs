@@ -41,7 +41,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
-use config::{Config, PmdName};
+use config::{Config, Congestion, PmdName};
 use nic::dpdk::{DpdkNic, DpdkOptions, Pmd};
 use nic::{MacAddr, Nic};
 pub use stack::shard::Errno;
@@ -190,7 +190,7 @@ pub fn shard_config(cfg: &Config, mac: MacAddr, secret: [u8; 32]) -> ShardConfig
     );
     shard.gateway4 = cfg.ipv4.as_ref().and_then(|c| c.gateway);
     shard.gateway6 = cfg.ipv6.as_ref().and_then(|c| c.gateway);
-    shard.tcp.ecn = stack::TcpEcn::from_sysctl(cfg.tcp.ecn).expect("the config crate checked tcp.ecn");
+    shard.tcp = tcp_config(cfg);
     shard
 }
 
@@ -206,6 +206,16 @@ pub fn dpdk_options(cfg: &Config) -> DpdkOptions {
     opts.queues = cfg.nic.queues;
     opts.shards = cfg.runtime.shards;
     opts
+}
+
+/// The TCP settings of the shards a config describes (also `pronghorn echo`'s).
+pub fn tcp_config(cfg: &Config) -> stack::TcpConfig {
+    let congestion = match cfg.tcp.congestion {
+        Congestion::Cubic => stack::CongestionAlgorithm::Cubic,
+        Congestion::NewReno => stack::CongestionAlgorithm::NewReno,
+    };
+    let ecn = stack::TcpEcn::from_sysctl(cfg.tcp.ecn).expect("the config crate checked tcp.ecn");
+    stack::TcpConfig { congestion, ecn, ..stack::TcpConfig::default() }
 }
 
 fn open_dpdk(cfg: &Config) -> Result<Vec<DpdkNic>, String> {

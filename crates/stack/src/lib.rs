@@ -16,6 +16,8 @@ pub mod shard;
 pub mod syncookie;
 pub mod table;
 pub mod timer;
+pub use tcp::Config as TcpConfig;
+pub use tcp::CongestionAlgorithm;
 pub use tcp::Ecn as TcpEcn;
 pub use tcp::Info as TcpInfo;
 pub use tcp::Keepalive;

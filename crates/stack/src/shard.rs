@@ -227,6 +227,16 @@ pub struct ShardStats {
     pub icmp_too_big_ignored: u64,
     /// Segments retransmitted (Linux `RetransSegs`).
     pub tcp_retrans_segments: u64,
+    /// Retransmission timeouts, SYN and SYN-ACK timeouts included (Linux `TCPTimeouts`).
+    pub tcp_timeouts: u64,
+    /// Tail loss probes sent (RFC 8985; Linux `TCPLossProbes`).
+    pub tcp_loss_probes: u64,
+    /// Losses repaired by a tail loss probe alone (Linux `TCPLossProbeRecovery`).
+    pub tcp_loss_probe_recoveries: u64,
+    /// Segments RACK marked lost (RFC 8985's time-based detection; Linux has no counter).
+    pub tcp_rack_lost: u64,
+    /// Retransmissions RACK found lost in turn (Linux `TCPLostRetransmit`).
+    pub tcp_lost_retransmits: u64,
     /// Frames not sent: no buffer in the pool.
     pub tx_no_buffer: u64,
     /// Frames not sent: the NIC's tx queue stayed full.
@@ -255,8 +265,8 @@ struct TcpSocket {
     arrivals: u32,
     /// TCP_NODELAY as the application set it.
     nodelay: bool,
-    /// The connection's retransmissions already counted in `ShardStats::tcp_retrans_segments`.
-    retransmits_counted: u32,
+    /// The connection's counters already added to `ShardStats`.
+    counted: tcp::Counters,
 }
 
 impl TcpSocket {
@@ -272,7 +282,7 @@ impl TcpSocket {
             reported: Readiness::default(),
             arrivals: 0,
             nodelay: false,
-            retransmits_counted: 0,
+            counted: tcp::Counters::default(),
         }
     }
 }
@@ -1114,9 +1124,16 @@ impl<N: Nic> Shard<N> {
         }
         self.scratch = scratch;
         if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
-            let total = s.conn.retransmits();
-            let new = total.wrapping_sub(std::mem::replace(&mut s.retransmits_counted, total));
-            self.stats.tcp_retrans_segments += u64::from(new);
+            let now = s.conn.counters();
+            let before = std::mem::replace(&mut s.counted, now);
+            let new = |f: fn(&tcp::Counters) -> u32| u64::from(f(&now).wrapping_sub(f(&before)));
+            let t = &mut self.stats;
+            t.tcp_retrans_segments += new(|c| c.retransmits);
+            t.tcp_timeouts += new(|c| c.timeouts);
+            t.tcp_loss_probes += new(|c| c.loss_probes);
+            t.tcp_loss_probe_recoveries += new(|c| c.loss_probe_recoveries);
+            t.tcp_rack_lost += new(|c| c.rack_lost);
+            t.tcp_lost_retransmits += new(|c| c.lost_retransmits);
         }
         while let Some(Socket::Tcp(s)) = self.socket_mut(id) {
             let Some(ev) = s.conn.poll_event() else { break };

@@ -1,7 +1,7 @@
 //! What a connection is configured with. A `Config` is copied into each connection at creation
 //! (in a compact form); the stack keeps one per listener or per socket.
 
-use crate::{Duration, MILLISECOND, SECOND};
+use crate::{CongestionAlgorithm, Duration, MILLISECOND, SECOND};
 
 /// Keepalive (RFC 1122 section 4.2.3.6), the meaning of Linux's `TCP_KEEPIDLE`,
 /// `TCP_KEEPINTVL` and `TCP_KEEPCNT`.
@@ -95,6 +95,12 @@ pub struct Config {
     /// segment without data, per this interval per connection (Linux `tcp_invalid_ratelimit`:
     /// 500 ms). Segments with data are always answered: they are no ACK loop.
     pub invalid_ratelimit: Duration,
+    /// Congestion control (Linux `tcp_congestion_control`: CUBIC).
+    pub congestion: CongestionAlgorithm,
+    /// RACK-TLP loss detection (RFC 8985) where the peer does SACK: losses found by time and
+    /// tail losses by a probe, instead of by duplicate-ACK counting (RFC 6675's IsLost) and
+    /// the RTO. Linux: `tcp_recovery` bit 1 and `tcp_early_retrans` 3, both on by default.
+    pub rack_tlp: bool,
     /// Added to our timestamp clock (ms since the caller's time origin). Linux uses a keyed hash
     /// of the addresses so that values are not guessable yet grow across connections between the
     /// same hosts; the stack chooses it per connection (this crate has no randomness).
@@ -124,6 +130,8 @@ impl Default for Config {
             initial_cwnd: 10,
             ecn: Ecn::Accept,
             invalid_ratelimit: 500 * MILLISECOND,
+            congestion: CongestionAlgorithm::Cubic,
+            rack_tlp: true,
             ts_offset: 0,
         }
     }

@@ -1,7 +1,7 @@
 //! One TCP connection as a sans-I/O state machine: RFC 9293 with RFC 6298 (RTO), 7323 (window
-//! scale, timestamps, PAWS), 5681/6582 (congestion control, NewReno), 2018/6675 (SACK and
-//! SACK-based recovery), 5961 (blind in-window attacks), 3168 (ECN) and 1122 (delayed ACK,
-//! keepalive).
+//! scale, timestamps, PAWS), 5681/6582 (congestion control, NewReno), 9438 (CUBIC), 2018/6675
+//! (SACK and SACK-based recovery), 8985 (RACK-TLP loss detection with SACK), 5961 (blind
+//! in-window attacks), 3168 (ECN) and 1122 (delayed ACK, keepalive).
 //!
 //! The caller drives it: [`Connection::handle_segment`] and [`Connection::handle_timeout`] for
 //! input, then [`Connection::poll_transmit`] until it returns `None`, [`Connection::poll_event`]
@@ -12,8 +12,10 @@ use wire::{TcpFlags, TcpRepr};
 
 use crate::config::{Config, Ecn, Keepalive};
 use crate::congestion::{Congestion, CongestionControl};
+use crate::rack::Rack;
 use crate::ranges::{OooRanges, Scoreboard};
 use crate::ring::Ring;
+use crate::sent::SentLog;
 use crate::seq;
 use crate::{Duration, Instant, MILLISECOND, SECOND};
 
@@ -191,6 +193,24 @@ pub struct Info {
     pub challenge_acks: u32,
 }
 
+/// What a connection's loss recovery did, for the stack's counters (Linux's MIB names). Each
+/// counts from the connection's start and wraps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counters {
+    /// Segments retransmitted (`RetransSegs`; `tcpi_total_retrans`).
+    pub retransmits: u32,
+    /// Retransmission timeouts, SYN and SYN-ACK timeouts included (`TCPTimeouts`).
+    pub timeouts: u32,
+    /// Tail loss probes sent (`TCPLossProbes`).
+    pub loss_probes: u32,
+    /// Losses repaired by a tail loss probe alone (`TCPLossProbeRecovery`).
+    pub loss_probe_recoveries: u32,
+    /// Segments RACK marked lost (RFC 8985 section 6.2 step 5).
+    pub rack_lost: u32,
+    /// Retransmissions RACK found lost in turn (`TCPLostRetransmit`).
+    pub lost_retransmits: u32,
+}
+
 /// The configuration kept by a connection, compact: durations in µs or ms.
 #[derive(Debug, Clone, Copy)]
 struct Params {
@@ -216,6 +236,7 @@ struct Params {
     offer_sack: bool,
     offer_ts: bool,
     ecn: Ecn,
+    rack_tlp: bool,
 }
 
 fn to_us(d: Duration) -> u32 {
@@ -261,6 +282,7 @@ impl Params {
             offer_sack: cfg.sack,
             offer_ts: cfg.timestamps,
             ecn: cfg.ecn,
+            rack_tlp: cfg.rack_tlp,
         }
     }
 
@@ -271,6 +293,19 @@ impl Params {
         self.ka_interval_ms = to_ms(ka.interval);
         self.ka_count = ka.count;
     }
+}
+
+/// Our timestamp clock at `t`: milliseconds plus the connection's offset.
+fn ts_clock(t: Instant, offset: u32) -> u32 {
+    ((t / MILLISECOND) as u32).wrapping_add(offset)
+}
+
+/// RFC 2883 section 4: the first SACK block reports data that arrived twice (D-SACK) if it
+/// lies below the cumulative ACK or inside the second block.
+fn dsack_block(seg: &TcpRepr, ack: u32) -> Option<(u32, u32)> {
+    let (left, right) = seg.sack_ranges[0]?;
+    let inside_second = seg.sack_ranges[1].is_some_and(|(l2, r2)| seq::le(l2, left) && seq::le(right, r2));
+    (seq::lt(left, ack) || inside_second).then_some((left, right))
 }
 
 /// The smallest shift that lets a 16-bit window field cover `buf` (RFC 7323: at most 14).
@@ -290,6 +325,15 @@ enum Recovery {
     NewReno,
     /// RFC 6675: the scoreboard and the pipe decide.
     Sack,
+}
+
+/// What the loss timer (`t_loss`) is for when it is armed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LossTimer {
+    /// RACK's reordering timer: run loss detection again (RFC 8985 section 6.2).
+    Reorder,
+    /// The tail loss probe timeout (RFC 8985 section 7.2).
+    Probe,
 }
 
 /// A RST to send.
@@ -333,11 +377,12 @@ pub struct Connection {
     tx: Ring,
     /// RFC 6582 `recover` (exclusive: the highest sequence number sent plus one at loss).
     recover: u32,
-    /// RFC 6675 HighRxt (exclusive).
-    high_rxt: u32,
     /// NewReno's window inflation during fast recovery.
     inflate: u32,
     sacked: Scoreboard,
+    /// When each range in flight was sent, and what recovery made of it.
+    sent: SentLog,
+    rack: Rack,
 
     // Receive sequence space.
     irs: u32,
@@ -360,6 +405,8 @@ pub struct Connection {
     t_delack: Instant,
     /// Keepalive, FIN-WAIT-2 timeout or TIME-WAIT end.
     t_idle: Instant,
+    /// RACK's reordering timer or the tail loss probe (`loss_timer` says which).
+    t_loss: Instant,
 
     // RTT (RFC 6298), in µs.
     rtt_start: Instant,
@@ -376,7 +423,7 @@ pub struct Connection {
     ts_rtx: u32,
     last_ack_sent: u32,
 
-    retrans_total: u32,
+    counters: Counters,
     challenge_acks: u32,
     /// Our millisecond clock when we last answered an invalid segment under Linux's
     /// `tcp_invalid_ratelimit` (see `invalid_ack_allowed`); meaningful once `invalid_acked`.
@@ -399,6 +446,7 @@ pub struct Connection {
     rcv_mss: u16,
     state: State,
     recovery: Recovery,
+    loss_timer: LossTimer,
     error: Option<Error>,
     events: u8,
     snd_wscale: u8,
@@ -434,6 +482,8 @@ pub struct Connection {
     probe: bool,
     /// The persist timer fired with a small window open: send what fits, SWS or not.
     force_send: bool,
+    /// The probe timeout fired: send a tail loss probe.
+    send_probe: bool,
     write_blocked: bool,
     invalid_acked: bool,
     /// ECN (RFC 3168) is in use: negotiated, or asked for in our SYN (SYN-SENT).
@@ -456,7 +506,7 @@ impl Connection {
         let rcv_wscale = if p.offer_ws { window_shift_for(p.rcv_buf) } else { 0 };
         Connection {
             p,
-            cc: Congestion::default(),
+            cc: Congestion::new(cfg.congestion),
             iss,
             snd_una: iss,
             snd_nxt: iss,
@@ -468,9 +518,10 @@ impl Connection {
             tx_seq: iss.wrapping_add(1),
             tx: Ring::default(),
             recover: iss,
-            high_rxt: iss,
             inflate: 0,
             sacked: Scoreboard::default(),
+            sent: SentLog::default(),
+            rack: Rack::new(iss),
             irs: 0,
             rcv_nxt: 0,
             rcv_adv: 0,
@@ -482,6 +533,7 @@ impl Connection {
             t_rtx: NEVER,
             t_delack: NEVER,
             t_idle: NEVER,
+            t_loss: NEVER,
             rtt_start: 0,
             rtt_seq: 0,
             srtt_us: 0,
@@ -492,7 +544,7 @@ impl Connection {
             ts_offset: cfg.ts_offset,
             ts_rtx: 0,
             last_ack_sent: 0,
-            retrans_total: 0,
+            counters: Counters::default(),
             challenge_acks: 0,
             invalid_ack_ms: 0,
             bytes_acked: 0,
@@ -505,6 +557,7 @@ impl Connection {
             rcv_mss: p.mss.min(DEFAULT_MSS),
             state: State::Closed,
             recovery: Recovery::None,
+            loss_timer: LossTimer::Reorder,
             error: None,
             events: 0,
             snd_wscale: 0,
@@ -531,6 +584,7 @@ impl Connection {
             rtx_first: false,
             probe: false,
             force_send: false,
+            send_probe: false,
             write_blocked: false,
             invalid_acked: false,
             ecn_ok: false,
@@ -818,6 +872,9 @@ impl Connection {
     /// use). For idle connections under memory pressure.
     pub fn release_buffers(&mut self) {
         self.tx.release();
+        if self.snd_una == self.snd_max {
+            self.sent.clear();
+        }
         if self.ooo.is_empty() {
             self.rx.release();
         }
@@ -864,9 +921,9 @@ impl Connection {
         true
     }
 
-    /// Segments retransmitted so far (wraps): the shard's `RetransSegs`.
-    pub fn retransmits(&self) -> u32 {
-        self.retrans_total
+    /// What loss recovery did so far: the shard's counters.
+    pub fn counters(&self) -> Counters {
+        self.counters
     }
 
     /// For `TCP_INFO`.
@@ -877,7 +934,7 @@ impl Connection {
             rttvar: us(self.rttvar_us),
             rto: self.rto(),
             backoff: self.backoff,
-            total_retransmits: self.retrans_total,
+            total_retransmits: self.counters.retransmits,
             snd_mss: self.eff_mss(),
             rcv_mss: u32::from(self.rcv_mss),
             cwnd: self.cc.cwnd(),
@@ -915,10 +972,11 @@ impl Connection {
         })
     }
 
-    /// The earliest deadline: RTO, SYN retransmission, zero-window probe, delayed ACK,
-    /// keepalive, FIN-WAIT-2 or TIME-WAIT end. Call [`Connection::handle_timeout`] then.
+    /// The earliest deadline: RTO, SYN retransmission, zero-window probe, delayed ACK, RACK's
+    /// reordering timer, tail loss probe, keepalive, FIN-WAIT-2 or TIME-WAIT end. Call
+    /// [`Connection::handle_timeout`] then.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let t = self.t_rtx.min(self.t_delack).min(self.t_idle);
+        let t = self.t_rtx.min(self.t_delack).min(self.t_idle).min(self.t_loss);
         (t != NEVER).then_some(t)
     }
 
@@ -928,7 +986,7 @@ impl Connection {
 
     /// Our timestamp clock: milliseconds.
     fn ts_now(&self, now: Instant) -> u32 {
-        ((now / MILLISECOND) as u32).wrapping_add(self.ts_offset)
+        ts_clock(now, self.ts_offset)
     }
 
     /// The largest payload of a segment without SACK blocks (RFC 9293 3.7.1 Eff.snd.MSS: the
@@ -1020,16 +1078,18 @@ impl Connection {
     /// RFC 6675 SetPipe: un-SACKed bytes in flight, not counting those deemed lost, plus the
     /// retransmitted ones.
     fn pipe(&self) -> u32 {
-        let lost_end = seq::min(self.sacked.lost_end(self.snd_una, self.eff_mss()), self.snd_max);
-        let unsacked = |a: u32, b: u32| -> u32 {
-            if seq::lt(a, b) {
-                b.wrapping_sub(a) - self.sacked.sacked_in(a, b)
-            } else {
-                0
-            }
-        };
-        let lost_start = seq::max(lost_end, self.snd_una);
-        unsacked(lost_start, self.snd_max) + unsacked(self.snd_una, seq::min(self.high_rxt, self.snd_max))
+        self.sent.pipe(&self.sacked)
+    }
+
+    /// RACK-TLP runs on this connection: it is on and the peer does SACK.
+    fn rack_on(&self) -> bool {
+        self.p.rack_tlp && self.sack_ok
+    }
+
+    /// In fast recovery, or going back after an RTO until what was sent before it is
+    /// acknowledged.
+    fn recovering(&self) -> bool {
+        self.recovery != Recovery::None || seq::lt(self.snd_una, self.recover)
     }
 
     /// Room in the congestion window for one more segment at SND.NXT.
@@ -1158,7 +1218,7 @@ impl Connection {
         self.max_snd_wnd = self.max_snd_wnd.max(wnd);
         self.snd_wl1 = seg.seq_number;
         self.snd_wl2 = ack;
-        self.rtt_on_ack(now, seg, ack);
+        self.rtt_on_ack(now, seg, ack, None);
         self.establish(now);
     }
 
@@ -1168,12 +1228,14 @@ impl Connection {
         // RFC 5681 section 3.1: one segment if the SYN or SYN-ACK was lost.
         let iw = if self.syn_retransmitted { mss } else { self.p.initial_cwnd.saturating_mul(mss) };
         self.cc.init(iw);
+        if self.have_rtt {
+            self.cc.on_rtt_update(us(self.srtt_us));
+        }
         if self.syn_retransmitted && !self.have_rtt {
             self.rto_us = self.rto_us.max(RTO_AFTER_SYN_LOSS_US).min(self.p.rto_max_us);
         }
         self.backoff = 0;
         self.recover = self.snd_una;
-        self.high_rxt = self.snd_una;
         self.t_rtx = if self.snd_una == self.snd_max { NEVER } else { now + self.rto() };
         if self.p.keepalive && self.state == State::Established {
             self.t_idle = now + ms(self.p.ka_idle_ms);
@@ -1397,9 +1459,12 @@ impl Connection {
         self.t_rtx = NEVER;
         self.t_delack = NEVER;
         self.t_idle = NEVER;
+        self.t_loss = NEVER;
         self.tx.clear();
         self.ooo.clear();
         self.sacked.clear();
+        self.sent.clear();
+        self.send_probe = false;
         self.recovery = Recovery::None;
         self.ack_now = false;
         self.challenge = false;
@@ -1412,8 +1477,10 @@ impl Connection {
     fn enter_time_wait(&mut self, now: Instant) {
         self.state = State::TimeWait;
         self.t_rtx = NEVER;
+        self.t_loss = NEVER;
         self.t_idle = now + ms(self.p.time_wait_ms);
         self.sacked.clear();
+        self.sent.clear();
         self.tx.clear();
         self.events |= EV_TIME_WAIT;
     }
@@ -1436,6 +1503,13 @@ impl Connection {
             && seg_wnd == self.snd_wnd
             && self.snd_max != self.snd_una;
 
+        let old_una = self.snd_una;
+        let was_recovering = self.recovering();
+        let dsack = if self.sack_ok { dsack_block(seg, ack) } else { None };
+        if self.rack_on() {
+            // RACK's view of what this ACK delivers, before the scoreboard takes it in.
+            self.rack_delivered(now, seg, ack, dsack);
+        }
         if self.sack_ok {
             for &(left, right) in seg.sack_ranges.iter().flatten() {
                 if seq::lt(left, right) && seq::gt(right, ack) && seq::le(right, self.snd_max) {
@@ -1480,24 +1554,40 @@ impl Connection {
             }
         }
 
-        // Loss detection: three duplicate ACKs (RFC 5681 section 3.2) or, with SACK, the
-        // first un-SACKed segment deemed lost (RFC 6675 section 5). Not again for losses
-        // before `recover` (RFC 6582 section 3.2 step 2).
-        if self.recovery == Recovery::None
-            && self.snd_una != self.snd_max
-            && seq::ge(self.snd_una, self.recover)
-            && self.state != State::Closed
-        {
-            let sack_lost = self.sack_ok && !self.sacked.is_empty() && {
-                let lost_end = self.sacked.lost_end(self.snd_una, self.eff_mss());
-                seq::gt(lost_end, self.snd_una)
-            };
-            if self.dupacks >= DUPTHRESH || sack_lost {
-                self.enter_recovery(now);
+        if self.state == State::Closed {
+            return true;
+        }
+        // Loss detection: with SACK, RACK (RFC 8985) or else RFC 6675's IsLost mark what is
+        // lost in the transmit log; without, three duplicate ACKs say it (RFC 5681 3.2).
+        if self.rack_on() {
+            let recovery_ended = was_recovering && !self.recovering();
+            self.rack.update_reo_wnd(self.snd_una, self.snd_max, dsack.is_some(), recovery_ended);
+            let pure_dupack = is_dup && seg.sack_ranges[0].is_none();
+            if self.rack.probe_acked(ack, dsack, pure_dupack) {
+                // The probe repaired a loss by itself (RFC 8985 section 7.4.2): congestion
+                // control responds as to any loss, from the window rather than the flight,
+                // as Linux does (`tcp_process_tlp_ack`): the flight at a tail is a segment or
+                // two, and would cut a window that was fine to its floor.
+                self.counters.loss_probe_recoveries = self.counters.loss_probe_recoveries.wrapping_add(1);
+                self.cc.on_congestion_event(now, self.cc.cwnd(), self.eff_mss());
+            }
+            if self.rack.take_advanced() {
+                self.rack_detect_loss(now);
+            }
+        } else if self.sack_ok && !self.sacked.is_empty() {
+            let lost_end = seq::min(self.sacked.lost_end(self.snd_una, self.eff_mss()), self.snd_max);
+            if seq::gt(lost_end, self.snd_una) {
+                self.sent.mark_lost(self.snd_una, lost_end, false);
             }
         }
+        self.recover_if_lost(now);
         if self.ecn_ok {
             self.on_ecn_ack(now, seg, flight_before);
+        }
+        // The probe restarts when new data is acknowledged, and starts when the reordering
+        // timer has nothing left to wait for.
+        if self.rack_on() && (seq::gt(self.snd_una, old_una) || self.t_loss == NEVER) {
+            self.schedule_probe(now);
         }
         true
     }
@@ -1529,6 +1619,19 @@ impl Connection {
         }
     }
 
+    /// Fast recovery starts if loss detection found a loss, but not again for losses before
+    /// `recover` (RFC 6582 section 3.2 step 2).
+    fn recover_if_lost(&mut self, now: Instant) {
+        if self.recovering() || self.snd_una == self.snd_max {
+            return;
+        }
+        // RACK replaces the duplicate-ACK rule where it runs (as on Linux).
+        let lost = self.sent.has_lost(&self.sacked) || (!self.rack_on() && self.dupacks >= DUPTHRESH);
+        if lost {
+            self.enter_recovery(now);
+        }
+    }
+
     fn enter_recovery(&mut self, now: Instant) {
         let mss = self.eff_mss();
         let flight = self.snd_max.wrapping_sub(self.snd_una);
@@ -1539,16 +1642,92 @@ impl Connection {
         }
         self.ecn_cwr_pending = self.ecn_ok;
         self.recover = self.snd_max;
-        self.high_rxt = self.snd_una;
-        self.rtx_first = true;
         self.rtt_timing = false;
+        // This recovery responds to the loss: a probe's outcome no longer matters.
+        self.rack.end_probe();
+        if self.loss_timer == LossTimer::Probe {
+            self.t_loss = NEVER;
+        }
         if self.sack_ok {
             self.recovery = Recovery::Sack;
             self.inflate = 0;
+            // RFC 6675 section 5 (4.3): the segment at SND.UNA goes at once, lost or not.
+            // RACK sends what it marked lost, in order (rule 1 of NextSeg).
+            self.rtx_first = !self.rack_on();
         } else {
             self.recovery = Recovery::NewReno;
             self.inflate = DUPTHRESH as u32 * mss;
+            self.rtx_first = true;
         }
+    }
+
+    /// RFC 8985 steps 2 and 3 for what this ACK delivers: `[SND.UNA, ack)` and the SACK blocks
+    /// (the D-SACK block delivers nothing new), in sequence order.
+    fn rack_delivered(&mut self, now: Instant, seg: &TcpRepr, ack: u32, dsack: Option<(u32, u32)>) {
+        let mut ranges = [(0u32, 0u32); 5];
+        let mut n = 0;
+        if seq::gt(ack, self.snd_una) {
+            ranges[0] = (self.snd_una, ack);
+            n = 1;
+        }
+        for &(left, right) in seg.sack_ranges.iter().flatten() {
+            let valid = seq::lt(left, right) && seq::gt(right, ack) && seq::le(right, self.snd_max);
+            if valid && Some((left, right)) != dsack {
+                ranges[n] = (seq::max(left, ack), right);
+                n += 1;
+            }
+        }
+        let una = self.snd_una;
+        ranges[..n].sort_unstable_by_key(|&(left, _)| left.wrapping_sub(una));
+        let echo = if self.ts_ok { seg.timestamp.map(|(_, tsecr)| tsecr).filter(|&e| e != 0) } else { None };
+        let (ts_offset, sent, sacked) = (self.ts_offset, &self.sent, &self.sacked);
+        let echo_older = |xmit: Instant| echo.is_some_and(|e| seq::lt(e, ts_clock(xmit, ts_offset)));
+        self.rack.on_ack(now, &ranges[..n], sent, sacked, echo_older);
+    }
+
+    /// RFC 8985 step 5, and the reordering timer for what is not lost yet.
+    fn rack_detect_loss(&mut self, now: Instant) {
+        let mss = self.eff_mss();
+        let dupthresh_sacked = self.sacked.sacked_in(self.snd_una, self.snd_max) > (u32::from(DUPTHRESH) - 1) * mss;
+        let reo_wnd = self.rack.reo_wnd(self.recovering(), dupthresh_sacked, us(self.srtt_us));
+        let found = self.rack.detect_loss(now, &mut self.sent, &self.sacked, reo_wnd, mss);
+        self.counters.rack_lost = self.counters.rack_lost.wrapping_add(found.lost_segments);
+        self.counters.lost_retransmits = self.counters.lost_retransmits.wrapping_add(found.lost_retransmits);
+        match found.recheck_at {
+            Some(t) => {
+                self.t_loss = t;
+                self.loss_timer = LossTimer::Reorder;
+            }
+            None if self.loss_timer == LossTimer::Reorder => self.t_loss = NEVER,
+            None => {}
+        }
+    }
+
+    /// Arms the tail loss probe (RFC 8985 section 7.2), after new data went out or an ACK
+    /// acknowledged new data: a PTO from now, but no later than the RTO. A pending reordering
+    /// timer goes first.
+    fn schedule_probe(&mut self, now: Instant) {
+        if self.t_loss != NEVER && self.loss_timer == LossTimer::Reorder {
+            return;
+        }
+        if !self.probe_allowed() {
+            self.t_loss = NEVER;
+            return;
+        }
+        let flight = self.snd_max.wrapping_sub(self.snd_una);
+        let pto = Rack::pto(self.have_rtt.then(|| us(self.srtt_us)), flight, self.eff_mss());
+        self.t_loss = (now + pto).min(self.t_rtx);
+        self.loss_timer = LossTimer::Probe;
+    }
+
+    /// A tail loss probe may go: RACK-TLP runs, data is in flight, no recovery (fast, or after
+    /// an RTO) is going on, and the outcome of the last probe is known.
+    fn probe_allowed(&self) -> bool {
+        self.rack_on()
+            && self.can_send_data()
+            && self.snd_una != self.snd_max
+            && !self.recovering()
+            && !self.rack.probe_open()
     }
 
     fn on_new_ack(&mut self, now: Instant, seg: &TcpRepr, ack: u32) {
@@ -1568,11 +1747,10 @@ impl Connection {
         if seq::lt(self.snd_nxt, ack) {
             self.snd_nxt = ack;
         }
-        if seq::lt(self.high_rxt, ack) {
-            self.high_rxt = ack;
-        }
         self.sacked.trim(ack);
-        self.rtt_on_ack(now, seg, ack);
+        let sent_once_at = self.sent.first_sent_once();
+        self.sent.acked(ack);
+        self.rtt_on_ack(now, seg, ack, sent_once_at);
         self.backoff = 0;
 
         let mss = self.eff_mss();
@@ -1604,6 +1782,9 @@ impl Connection {
 
         // RFC 6298 section 5.2 and 5.3.
         self.t_rtx = if self.snd_una == self.snd_max { NEVER } else { now + self.rto() };
+        if self.snd_una == self.snd_max {
+            self.t_loss = NEVER;
+        }
 
         if freed
             && self.write_blocked
@@ -1639,9 +1820,14 @@ impl Connection {
     /// retransmission (a duplicate to it) echoing the original's TSval, and the sample would
     /// measure the RTO wait. So after a retransmission, echoes older than it are ignored until
     /// a newer one comes.
-    fn rtt_on_ack(&mut self, now: Instant, seg: &TcpRepr, ack: u32) {
+    ///
+    /// With timestamps, the send time of the acknowledged data at SND.UNA (`sent_once_at`: it
+    /// was sent once) measures the same as the echo, to the nanosecond rather than to our
+    /// timestamp clock's millisecond, in which a sub-millisecond RTT reads 0. Linux too prefers
+    /// its own send times to the echo.
+    fn rtt_on_ack(&mut self, now: Instant, seg: &TcpRepr, ack: u32, sent_once_at: Option<Instant>) {
         let sample = if self.ts_ok {
-            match seg.timestamp {
+            let echo = match seg.timestamp {
                 Some((_, tsecr)) if self.ts_rtx_pending && seq::lt(tsecr, self.ts_rtx) => None,
                 Some((_, tsecr)) if tsecr != 0 => {
                     self.ts_rtx_pending = false;
@@ -1649,7 +1835,8 @@ impl Connection {
                     ((d as i32) >= 0).then(|| u64::from(d) * MILLISECOND)
                 }
                 _ => None,
-            }
+            };
+            sent_once_at.map(|t| now.saturating_sub(t)).or(echo)
         } else if self.rtt_timing && seq::ge(ack, self.rtt_seq) {
             self.rtt_timing = false;
             Some(now.saturating_sub(self.rtt_start))
@@ -1663,6 +1850,7 @@ impl Connection {
 
     /// RFC 6298 section 2.
     fn rtt_sample(&mut self, r: Duration) {
+        self.rack.rtt_sample(r);
         let r = (r / 1000).min(u64::from(u32::MAX)) as u32;
         if self.have_rtt {
             let delta = self.srtt_us.abs_diff(r);
@@ -1675,6 +1863,7 @@ impl Connection {
         }
         let rto = u64::from(self.srtt_us) + CLOCK_GRANULARITY_US.max(4 * u64::from(self.rttvar_us));
         self.rto_us = rto.clamp(u64::from(self.p.rto_min_us), u64::from(self.p.rto_max_us)) as u32;
+        self.cc.on_rtt_update(us(self.srtt_us));
     }
 
     /// Data and FIN of an acceptable segment starting at `seq`.
@@ -1815,6 +2004,11 @@ impl Connection {
             self.t_delack = NEVER;
             self.ack_now = true;
         }
+        // Before the RTO: a probe due with it takes its place (and re-arms it).
+        if self.t_loss <= now {
+            self.t_loss = NEVER;
+            self.on_loss_timer(now);
+        }
         if self.t_rtx <= now {
             self.t_rtx = NEVER;
             self.on_rtx_timer(now);
@@ -1834,7 +2028,8 @@ impl Connection {
                     return;
                 }
                 self.backoff += 1;
-                self.retrans_total = self.retrans_total.wrapping_add(1);
+                self.counters.retransmits = self.counters.retransmits.wrapping_add(1);
+                self.counters.timeouts = self.counters.timeouts.wrapping_add(1);
                 self.syn_retransmitted = true;
                 self.rtt_timing = false;
                 self.snd_nxt = self.iss;
@@ -1851,12 +2046,36 @@ impl Connection {
         }
     }
 
+    /// RACK's reordering timer (detect losses again) or the tail loss probe timeout.
+    fn on_loss_timer(&mut self, now: Instant) {
+        if !self.can_send_data() || self.snd_una == self.snd_max {
+            return;
+        }
+        match self.loss_timer {
+            LossTimer::Reorder => {
+                self.rack_detect_loss(now);
+                self.recover_if_lost(now);
+                self.schedule_probe(now);
+            }
+            LossTimer::Probe => {
+                self.send_probe = self.probe_allowed();
+                // RFC 8985 section 7.3: after a probe, the RTO is armed, not the PTO.
+                self.t_rtx = now + self.rto();
+            }
+        }
+    }
+
     /// RFC 6298 section 5.4 to 5.7 with RFC 5681's loss window: go back to SND.UNA.
     fn on_rto(&mut self, now: Instant) {
         if self.backoff >= self.p.retries2 {
             self.fail(Error::TimedOut, EV_TIMED_OUT);
             return;
         }
+        self.counters.timeouts = self.counters.timeouts.wrapping_add(1);
+        // Everything goes again from SND.UNA: no loss marks, no probe, no reordering timer.
+        self.sent.clear_marks();
+        self.rack.end_probe();
+        self.t_loss = NEVER;
         let mss = self.eff_mss();
         let flight = self.snd_max.wrapping_sub(self.snd_una);
         self.cc.on_retransmission_timeout(now, flight, mss, self.backoff == 0);
@@ -1870,7 +2089,6 @@ impl Connection {
         self.inflate = 0;
         self.dupacks = 0;
         self.recover = self.snd_max;
-        self.high_rxt = self.snd_una;
         self.rtx_first = false;
         self.rtt_timing = false;
         self.backoff = self.backoff.saturating_add(1);
@@ -2045,6 +2263,11 @@ impl Connection {
             // segments, so that a caller polling until `None` always gets there.
             return None;
         }
+        if std::mem::take(&mut self.send_probe) {
+            if let Some(repr) = self.transmit_probe(now, buf) {
+                return Some(repr);
+            }
+        }
         if self.rtx_first {
             self.rtx_first = false;
             if seq::lt(self.snd_una, self.snd_max) {
@@ -2058,27 +2281,47 @@ impl Connection {
             if self.cc.cwnd().saturating_sub(self.pipe()) < mss {
                 return None;
             }
-            // Rule 1: the first un-SACKed, not yet retransmitted, lost segment.
-            let lost_end = seq::min(self.sacked.lost_end(self.snd_una, mss), self.snd_max);
-            let s = self.sacked.first_unsacked(seq::max(self.high_rxt, self.snd_una));
-            if seq::lt(s, lost_end) {
-                let limit = self.sacked.next_start_after(s).map_or(usize::MAX, |e| e.wrapping_sub(s) as usize);
-                return Some(self.retransmit(now, s, limit, buf));
+            // Rule 1: the first un-SACKed range deemed lost and not sent again.
+            if let Some((s, e)) = self.sent.next_lost(&self.sacked) {
+                return Some(self.retransmit(now, s, e.wrapping_sub(s) as usize, buf));
             }
             // Rule 2: new data.
-            if let Some(repr) = self.transmit_new(now, buf) {
+            if let Some(repr) = self.transmit_new(now, buf, false) {
                 return Some(repr);
             }
-            // Rule 3: an un-SACKed segment below the highest SACKed one.
-            if let Some(high) = self.sacked.highest() {
-                if seq::lt(s, high) && seq::lt(s, self.snd_max) {
-                    let limit = self.sacked.next_start_after(s).map_or(usize::MAX, |e| e.wrapping_sub(s) as usize);
-                    return Some(self.retransmit(now, s, limit, buf));
-                }
-            }
+            // Rule 3: an un-SACKed range below the highest SACKed one, neither lost nor sent
+            // again.
+            let high = self.sacked.highest()?;
+            let (s, e) = self.sent.next_unmarked_below(&self.sacked, high)?;
+            return Some(self.retransmit(now, s, e.wrapping_sub(s) as usize, buf));
+        }
+        self.transmit_new(now, buf, false)
+    }
+
+    /// The tail loss probe (RFC 8985 section 7.3): a new segment if the peer's window has room
+    /// (the congestion window does not count), else the last segment again, unless the peer
+    /// SACKed it.
+    fn transmit_probe(&mut self, now: Instant, buf: &mut [u8]) -> Option<TcpRepr> {
+        if !self.probe_allowed() {
             return None;
         }
-        self.transmit_new(now, buf)
+        let (repr, retransmitted) = match self.transmit_new(now, buf, true) {
+            Some(repr) => (repr, false),
+            None => {
+                let data_end = self.data_end();
+                let last = data_end.wrapping_sub(self.eff_mss().min(data_end.wrapping_sub(self.snd_una)));
+                if self.sacked.first_unsacked(last) == self.snd_max {
+                    return None;
+                }
+                (self.retransmit(now, last, usize::MAX, buf), true)
+            }
+        };
+        self.rack.probe_sent(self.snd_max, retransmitted);
+        self.counters.loss_probes = self.counters.loss_probes.wrapping_add(1);
+        if self.loss_timer == LossTimer::Probe {
+            self.t_loss = NEVER;
+        }
+        Some(repr)
     }
 
     /// Sends again the segment at `seq` (at most `limit` bytes) without moving SND.NXT.
@@ -2086,8 +2329,8 @@ impl Connection {
         let fin_sent = self.fin_queued && seq::gt(self.snd_max, self.data_end());
         let repr = self.emit(now, seq, limit, fin_sent, buf);
         let end = seq.wrapping_add(repr.segment_len() as u32);
-        self.high_rxt = seq::max(self.high_rxt, end);
-        self.retrans_total = self.retrans_total.wrapping_add(1);
+        self.sent.retransmitted(seq, end, now);
+        self.counters.retransmits = self.counters.retransmits.wrapping_add(1);
         self.retransmitted(now);
         repr
     }
@@ -2101,8 +2344,8 @@ impl Connection {
 
     /// The segment at SND.NXT: new data, or going back after an RTO (skipping what the peer
     /// SACKed). Applies the peer's window, the congestion window, sender SWS avoidance and
-    /// Nagle.
-    fn transmit_new(&mut self, now: Instant, buf: &mut [u8]) -> Option<TcpRepr> {
+    /// Nagle; a `loss_probe` only the peer's window.
+    fn transmit_new(&mut self, now: Instant, buf: &mut [u8], loss_probe: bool) -> Option<TcpRepr> {
         if seq::lt(self.snd_nxt, self.snd_max) {
             while let Some(end) = self.sacked.covering(self.snd_nxt) {
                 self.snd_nxt = seq::min(end, self.snd_max);
@@ -2125,6 +2368,9 @@ impl Connection {
             // ACKs, so that small windows still produce three of them.
             cwnd_room = cwnd_room.saturating_add(u32::from(self.dupacks.min(2)) * self.eff_mss());
         }
+        if loss_probe {
+            cwnd_room = cwnd_room.max(mss as u32);
+        }
         let mut wnd_room = self.snd_wnd_room() as usize;
         if is_rtx && self.snd_nxt == self.snd_una {
             // The first segment after an RTO goes even if the peer shrank its window to zero:
@@ -2140,7 +2386,7 @@ impl Connection {
                 len = len.min(next.wrapping_sub(self.snd_nxt) as usize);
             }
         }
-        let force = core::mem::take(&mut self.force_send);
+        let force = core::mem::take(&mut self.force_send) || loss_probe;
         if len == 0 {
             // A FIN alone needs no window (Linux accepts a bare FIN into a zero window).
             if avail > 0 {
@@ -2171,20 +2417,29 @@ impl Connection {
             }
         }
         let sent = repr.segment_len() as u32;
+        let old_max = self.snd_max;
         self.snd_nxt = seq.wrapping_add(sent);
         if seq::gt(self.snd_nxt, self.snd_max) {
             self.snd_max = self.snd_nxt;
+            // Going back after an RTO, a segment may reach beyond what was sent before.
+            self.sent.sent_new(old_max, self.snd_max, now);
         }
         if is_rtx {
-            self.retrans_total = self.retrans_total.wrapping_add(1);
+            self.sent.retransmitted(seq, seq::min(self.snd_nxt, old_max), now);
+            self.counters.retransmits = self.counters.retransmits.wrapping_add(1);
             self.retransmitted(now);
-        } else if !self.rtt_timing && !self.ts_ok && sent > 0 {
-            self.rtt_timing = true;
-            self.rtt_seq = self.snd_nxt;
-            self.rtt_start = now;
+        } else {
+            if !self.rtt_timing && !self.ts_ok && sent > 0 {
+                self.rtt_timing = true;
+                self.rtt_seq = self.snd_nxt;
+                self.rtt_start = now;
+            }
         }
         if was_idle || self.t_rtx == NEVER {
             self.t_rtx = now + self.rto();
+        }
+        if !is_rtx && !loss_probe {
+            self.schedule_probe(now);
         }
         Some(repr)
     }

@@ -1,9 +1,10 @@
 //! The TCP connection as a sans-I/O state machine, in the manner of quinn-proto and rustls.
 //!
 //! This crate owns one connection's protocol logic: the RFC 9293 state machine, retransmission
-//! (RFC 6298), window scaling, timestamps and PAWS (RFC 7323), congestion control (RFC 5681,
-//! NewReno RFC 6582), SACK (RFC 2018) and SACK-based loss recovery (RFC 6675), blind-attack
-//! protection (RFC 5961), ECN (RFC 3168), delayed ACKs and keepalive (RFC 1122), Nagle; also the compact
+//! (RFC 6298), window scaling, timestamps and PAWS (RFC 7323), congestion control (CUBIC RFC
+//! 9438 by default, or RFC 5681 with NewReno RFC 6582), SACK (RFC 2018), SACK-based loss
+//! recovery (RFC 6675) with RACK-TLP loss detection (RFC 8985), blind-attack protection (RFC
+//! 5961), ECN (RFC 3168), delayed ACKs and keepalive (RFC 1122), Nagle; also the compact
 //! TIME-WAIT entry and the reply to segments that match no connection.
 //!
 //! What it must not do: read a clock (time comes in as [`Instant`], nanoseconds from an origin
@@ -61,17 +62,20 @@
 mod config;
 mod congestion;
 mod connection;
+mod rack;
 mod ranges;
 mod ring;
+mod sent;
 mod seq;
+mod spare;
 mod time_wait;
 
 #[cfg(test)]
 mod tests;
 
 pub use config::{Config, Ecn, Keepalive};
-pub use congestion::{Congestion, CongestionControl, NewReno};
-pub use connection::{Connection, CookieOptions, Error, Event, Info, State};
+pub use congestion::{Congestion, CongestionAlgorithm, CongestionControl, Cubic, NewReno};
+pub use connection::{Connection, CookieOptions, Counters, Error, Event, Info, State};
 pub use time_wait::{rst_for_unmatched, TimeWait, TimeWaitAction};
 
 /// A point in time: nanoseconds since an origin the caller chooses (a monotonic clock).

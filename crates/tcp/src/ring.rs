@@ -8,48 +8,27 @@
 
 use std::cell::RefCell;
 
+use crate::spare::{self, SpareList};
+
 /// Bytes of freed ring memory kept per thread for reuse.
 pub const SPARE_BYTES: usize = 32 << 20;
 
 thread_local! {
-    static SPARE: RefCell<Spare> = const { RefCell::new(Spare { bufs: Vec::new(), bytes: 0 }) };
-}
-
-struct Spare {
-    bufs: Vec<Box<[u8]>>,
-    bytes: usize,
+    static SPARE: RefCell<SpareList<u8>> = const { RefCell::new(SpareList::new()) };
 }
 
 fn take_spare(cap: usize) -> Option<Box<[u8]>> {
-    SPARE
-        .try_with(|s| {
-            let mut s = s.borrow_mut();
-            let i = s.bufs.iter().rposition(|b| b.len() == cap)?;
-            s.bytes -= cap;
-            Some(s.bufs.swap_remove(i))
-        })
-        .ok()
-        .flatten()
+    spare::take(&SPARE, cap)
 }
 
 fn give_spare(buf: Box<[u8]>) {
-    if buf.is_empty() {
-        return;
-    }
-    // During thread exit the list may be gone: then the memory is simply freed.
-    let _ = SPARE.try_with(|s| {
-        let mut s = s.borrow_mut();
-        if s.bytes + buf.len() <= SPARE_BYTES {
-            s.bytes += buf.len();
-            s.bufs.push(buf);
-        }
-    });
+    spare::give(&SPARE, buf, SPARE_BYTES);
 }
 
 /// Ring memory held in this thread's spare list.
 #[cfg(test)]
 fn spare_bytes() -> usize {
-    SPARE.try_with(|s| s.borrow().bytes).unwrap_or(0)
+    spare::bytes(&SPARE)
 }
 
 /// Bytes `[head, head + len)` modulo the capacity are in use. Writes may also land beyond `len`

@@ -55,6 +55,10 @@ const MIB: &[(&str, &[&str])] = &[
     ("TcpExtSyncookiesFailed", &["tcp_syncookies_failed"]),
     ("TcpExtListenOverflows", &["tcp_listen_overflows"]),
     ("TcpExtTCPACKSkippedChallenge", &["tcp_challenge_acks_skipped"]),
+    ("TcpExtTCPTimeouts", &["tcp_timeouts"]),
+    ("TcpExtTCPLossProbes", &["tcp_loss_probes"]),
+    ("TcpExtTCPLossProbeRecovery", &["tcp_loss_probe_recoveries"]),
+    ("TcpExtTCPLostRetransmit", &["tcp_lost_retransmits"]),
 ];
 
 /// Every figure of one reading: per-shard counters, the MIB, the process counters.

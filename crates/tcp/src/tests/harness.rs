@@ -408,6 +408,20 @@ impl Pair {
     }
 }
 
+/// A sends `data` to B over the pair, as fast as the connections let it; whether all of it
+/// arrived, in order and intact, `within` that much simulated time.
+pub fn deliver(p: &mut Pair, data: &[u8], within: Duration) -> bool {
+    let (mut sent, mut got) = (0, Vec::new());
+    let ok = p.run_until(p.now + within, |p| {
+        if sent < data.len() {
+            sent += p.a.send(&data[sent..]).unwrap_or(0);
+        }
+        got.extend(read_all(p.b.as_mut().expect("B not created yet")));
+        got.len() == data.len()
+    });
+    ok && got == data
+}
+
 /// Reads everything readable.
 pub fn read_all(c: &mut Connection) -> Vec<u8> {
     let mut out = Vec::new();

@@ -9,7 +9,9 @@ mod rfc5681;
 mod rfc5961;
 mod rfc6298;
 mod rfc7323;
+mod rfc8985;
 mod rfc9293;
+mod rfc9438;
 mod sack;
 mod time_wait;
 mod zero_window;
@@ -21,6 +23,9 @@ fn connection_is_small() {
         "size_of::<Connection>() = {size}, size_of::<TimeWait>() = {}",
         core::mem::size_of::<crate::TimeWait>()
     );
-    assert!(size <= 400, "{size}");
+    // 368 bytes before CUBIC (56 bytes of state, NewReno's 12), RACK-TLP (40 bytes, the
+    // transmit log's 16-byte handle, a timer, counters) and ECN (24): still "a few hundred
+    // bytes".
+    assert!(size <= 528, "{size}");
     assert!(core::mem::size_of::<crate::TimeWait>() <= 48);
 }

@@ -18,8 +18,11 @@ fn accepted(cfg: &Config, flags: TcpFlags) -> (Connection, Seg) {
 }
 
 /// An established ECN connection (we accepted an ECN-setup SYN), options off.
+/// An ECN connection under NewReno, whose halving the numbers below assume (CUBIC's ECE
+/// response is its loss response, beta 0.7, as on Linux).
 fn ecn_established() -> (Connection, Instant) {
-    let (mut c, _) = accepted(&Config { nodelay: true, ..plain() }, ECN_SETUP);
+    let cfg = Config { nodelay: true, congestion: crate::CongestionAlgorithm::NewReno, ..plain() };
+    let (mut c, _) = accepted(&cfg, ECN_SETUP);
     feed(&mut c, T0, ack(PISS + 1, ISS + 1, 65535));
     assert_eq!(c.state(), State::Established);
     (c, T0)

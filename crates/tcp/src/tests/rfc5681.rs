@@ -3,13 +3,15 @@
 use wire::{TcpFlags, TcpRepr};
 
 use super::harness::*;
-use crate::{Config, CongestionControl, Connection, Instant, NewReno};
+use crate::{Config, CongestionAlgorithm, CongestionControl, Connection, Instant, NewReno};
 
 const MSS: u32 = 1000;
 
-/// Established with a peer MSS of 1000 (no options), nothing sent yet.
+/// Established with a peer MSS of 1000 (no options), nothing sent yet; NewReno, whatever `cfg`
+/// says (the numbers below are RFC 5681's).
 fn est(cfg: &Config) -> (Connection, Instant) {
-    let mut c = Connection::connect(cfg, LP, RP, ISS, T0);
+    let cfg = Config { congestion: CongestionAlgorithm::NewReno, ..*cfg };
+    let mut c = Connection::connect(&cfg, LP, RP, ISS, T0);
     poll_one(&mut c, T0);
     let synack = TcpRepr { max_seg_size: Some(MSS as u16), ..seg(PISS, Some(ISS + 1), TcpFlags::SYN, 65535) };
     c.handle_segment(T0, &synack, &[]);
@@ -229,16 +231,7 @@ fn rfc5681_recovery_over_a_lossy_pair_without_sack() {
     let base = p.count[0];
     p.fate = Box::new(move |dir, idx, _| if dir == Dir::AtoB && idx == base + 5 { Fate::Drop } else { Fate::Deliver });
     let data: Vec<u8> = (0..100_000).map(stream_byte).collect();
-    let mut sent = 0;
-    let mut got = Vec::new();
-    let ok = p.run_until(p.now + 10 * crate::SECOND, |p| {
-        if sent < data.len() {
-            sent += p.a.send(&data[sent..]).unwrap_or(0);
-        }
-        got.extend(read_all(p.b.as_mut().unwrap()));
-        got.len() == data.len()
-    });
-    assert!(ok && got == data);
+    assert!(deliver(&mut p, &data, 10 * crate::SECOND));
     let info = p.a.info();
     assert_eq!(info.total_retransmits, 1);
     assert!(info.ssthresh < u32::MAX);

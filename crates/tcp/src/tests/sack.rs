@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use wire::{TcpFlags, TcpRepr};
 
 use super::harness::*;
-use crate::{Config, Connection, Instant, SECOND};
+use crate::{Config, CongestionAlgorithm, Connection, Instant, SECOND};
 
 const MSS: u32 = 1000;
 
@@ -121,9 +121,11 @@ fn rfc2018_no_sack_unless_both_offer() {
     assert!(!c.info().sack);
 }
 
-/// Established with SACK and timestamps, peer MSS 1012: 1000-byte segments.
+/// Established with SACK and timestamps, peer MSS 1012: 1000-byte segments. RFC 6675's loss
+/// detection (no RACK-TLP) and NewReno's window, the subjects of these tests.
 fn est_sack() -> (Connection, Instant) {
-    let cfg = Config { window_scale: false, ..Config::default() };
+    let cfg =
+        Config { window_scale: false, rack_tlp: false, congestion: CongestionAlgorithm::NewReno, ..Config::default() };
     let mut c = Connection::connect(&cfg, LP, RP, ISS, T0);
     let syn = poll_one(&mut c, T0);
     let synack = TcpRepr {
@@ -283,16 +285,7 @@ fn rfc6675_recovery_over_a_lossy_pair() {
         }
     });
     let data: Vec<u8> = (0..200_000).map(stream_byte).collect();
-    let mut sent = 0;
-    let mut got = Vec::new();
-    let ok = p.run_until(p.now + 10 * SECOND, |p| {
-        if sent < data.len() {
-            sent += p.a.send(&data[sent..]).unwrap_or(0);
-        }
-        got.extend(read_all(p.b.as_mut().unwrap()));
-        got.len() == data.len()
-    });
-    assert!(ok && got == data);
+    assert!(deliver(&mut p, &data, 10 * SECOND));
     assert_eq!(p.a.info().total_retransmits, 3);
     // No timeout: no segment was sent twice by A except the three.
     let seqs: Vec<u32> = p.sent(Dir::AtoB).iter().filter(|r| r.payload_len > 0).map(|r| r.seq_number).collect();
