@@ -2364,9 +2364,11 @@ impl Connection {
         let mss = self.data_room(buf) as usize;
         let mut cwnd_room = self.cwnd_room();
         if self.recovery == Recovery::None && !is_rtx {
-            // Limited Transmit (RFC 3042): one new segment for each of the first two duplicate
-            // ACKs, so that small windows still produce three of them.
-            cwnd_room = cwnd_room.saturating_add(u32::from(self.dupacks.min(2)) * self.eff_mss());
+            // Limited Transmit (RFC 3042): the flight may reach cwnd plus one segment for each
+            // of the first two duplicate ACKs, so that small windows still produce three of
+            // them. (Added to the room instead, it gave one more segment on every call.)
+            let allowed = self.cc.cwnd().saturating_add(u32::from(self.dupacks.min(2)) * self.eff_mss());
+            cwnd_room = allowed.saturating_sub(self.snd_nxt.wrapping_sub(self.snd_una));
         }
         if loss_probe {
             cwnd_room = cwnd_room.max(mss as u32);

@@ -236,3 +236,19 @@ fn rfc5681_recovery_over_a_lossy_pair_without_sack() {
     assert_eq!(info.total_retransmits, 1);
     assert!(info.ssthresh < u32::MAX);
 }
+
+#[test]
+fn rfc3042_limited_transmit_sends_one_new_segment_for_each_of_the_first_two_duplicates() {
+    let (mut c, now) = est(&plain());
+    let seqs = send_segments(&mut c, now, 10);
+    c.send(&vec![5u8; 20 * MSS as usize]).unwrap();
+    assert!(poll_all(&mut c, now).is_empty(), "the window is full");
+    // RFC 3042: the flight may reach cwnd + 2 SMSS, one segment per duplicate ACK.
+    dupack(&mut c, now, seqs[0]);
+    assert_eq!(poll_all(&mut c, now).len(), 1, "one segment for the first duplicate");
+    assert_eq!(poll_all(&mut c, now).len(), 0);
+    dupack(&mut c, now, seqs[0]);
+    assert_eq!(poll_all(&mut c, now).len(), 1, "one more for the second");
+    assert_eq!(c.info().bytes_in_flight, 12 * MSS);
+    assert!(!c.info().in_recovery);
+}
