@@ -203,7 +203,8 @@ pub struct ShardStats {
     pub tcp_syncookies_failed: u64,
     /// SYNs dropped because the listener's accept queue was full.
     pub tcp_listen_overflows: u64,
-    /// Challenge ACKs not sent: over the shard's budget (Linux `TCPACKSkippedChallenge`).
+    /// Challenge ACKs not sent: within the connection's rate limit or over the shard's budget
+    /// (Linux `TCPACKSkippedChallenge`).
     pub tcp_challenge_acks_skipped: u64,
     pub tcp_time_wait_entries: u64,
     /// Segments that matched no socket here, handed to the process's other shards.
@@ -1134,6 +1135,7 @@ impl<N: Nic> Shard<N> {
             t.tcp_loss_probe_recoveries += new(|c| c.loss_probe_recoveries);
             t.tcp_rack_lost += new(|c| c.rack_lost);
             t.tcp_lost_retransmits += new(|c| c.lost_retransmits);
+            t.tcp_challenge_acks_skipped += new(|c| c.challenge_acks_skipped);
         }
         while let Some(Socket::Tcp(s)) = self.socket_mut(id) {
             let Some(ev) = s.conn.poll_event() else { break };

@@ -209,6 +209,8 @@ pub struct Counters {
     pub rack_lost: u32,
     /// Retransmissions RACK found lost in turn (`TCPLostRetransmit`).
     pub lost_retransmits: u32,
+    /// Challenge ACKs not sent: within `invalid_ratelimit` of the last (`TCPACKSkippedChallenge`).
+    pub challenge_acks_skipped: u32,
 }
 
 /// The configuration kept by a connection, compact: durations in µs or ms.
@@ -1404,6 +1406,8 @@ impl Connection {
         if self.invalid_ack_allowed(now) {
             self.challenge = true;
             self.challenge_acks = self.challenge_acks.wrapping_add(1);
+        } else {
+            self.counters.challenge_acks_skipped = self.counters.challenge_acks_skipped.wrapping_add(1);
         }
     }
 

@@ -61,7 +61,7 @@ pub const SHARD_COUNTERS: &[(&str, &str)] = &[
     ("tcp_syncookies_recv", "SYN cookies validated"),
     ("tcp_syncookies_failed", "SYN cookies that did not validate"),
     ("tcp_listen_overflows", "SYNs dropped: accept queue full"),
-    ("tcp_challenge_acks_skipped", "challenge ACKs not sent: over the budget"),
+    ("tcp_challenge_acks_skipped", "challenge ACKs not sent: the connection's rate limit (or the shard's budget)"),
     ("tcp_time_wait_entries", "connections that entered TIME-WAIT"),
     ("tcp_handed_off", "segments handed to another shard of the process"),
     ("udp_in_datagrams", "UDP datagrams received"),

@@ -183,6 +183,7 @@ fn rfc5961_7_challenge_acks_are_limited_per_connection_as_in_linux() {
     feed(&mut c, now + limit - MS, seg(PISS + 1 + 300, None, TcpFlags::RST, 0));
     poll_none(&mut c, now + limit - MS);
     assert_eq!(c.info().challenge_acks, 1);
+    assert_eq!(c.counters().challenge_acks_skipped, 3, "counted (TCPACKSkippedChallenge)");
     // A limit after the last one: the next goes.
     feed(&mut c, now + limit, seg(PISS + 1 + 10, None, TcpFlags::SYN, 1000));
     assert_eq!(poll_one(&mut c, now + limit).flags(), TcpFlags::ACK);
