@@ -1832,6 +1832,7 @@ impl Connection {
             sack_ranges: [None; 4],
             timestamp: None,
             payload_len: 0,
+            urgent_at: 0,
         }
     }
 
@@ -1857,6 +1858,7 @@ impl Connection {
             sack_ranges: [None; 4],
             timestamp: ts.then(|| (self.ts_now(now), if synack { self.ts_recent } else { 0 })),
             payload_len: 0,
+            urgent_at: 0,
         };
         self.snd_nxt = self.iss.wrapping_add(1);
         self.snd_max = self.snd_nxt;
@@ -2040,6 +2042,7 @@ impl Connection {
             sack_ranges: self.sack_blocks(),
             timestamp: self.ts_ok.then(|| (self.ts_now(now), self.ts_recent)),
             payload_len: 0,
+            urgent_at: 0,
         }
     }
 
