@@ -1,6 +1,7 @@
 //! Scripted tests, named after the rule they check. `harness` has the helpers.
 
 mod ack_policy;
+mod buffers;
 mod bulk;
 mod harness;
 mod keepalive;
@@ -11,6 +12,7 @@ mod rfc7323;
 mod rfc9293;
 mod sack;
 mod time_wait;
+mod urgent;
 mod zero_window;
 
 #[test]
