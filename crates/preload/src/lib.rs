@@ -773,7 +773,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int
             .map_or(&mut [][..], |v| std::slice::from_raw_parts_mut(v.iov_base as *mut u8, v.iov_len));
         m.msg_namelen = 0;
         let r = size(runtime::recv_urgent(fd, first, flags & libc::MSG_PEEK != 0), || real::recvmsg(fd, msg, flags));
-        if r >= 0 {
+        if r > 0 {
             m.msg_flags = libc::MSG_OOB;
         }
         return r;

@@ -218,6 +218,13 @@ fn more_to_read<N: Nic>(shard: &mut Shard<N>, id: SocketId) -> bool {
     matches!(shard.tcp_peek(id, &mut [0u8]), Ok(1) | Err(Errno::EAGAIN))
 }
 
+/// Whether a reader blocked on `id` would have been woken (Linux's `tcp_data_ready`): SO_RCVLOWAT
+/// bytes wait (or the window is nearly closed), the stream ended or failed; or the reader
+/// stands at the urgent mark (Linux wakes it for the urgent byte, which the read then skips).
+fn wakes_a_reader<N: Nic>(shard: &mut Shard<N>, id: SocketId) -> bool {
+    shard.readiness(id).readable || shard.tcp_urgent_mark(id) == Ok(Some(0))
+}
+
 /// A blocking MSG_PEEK that saw `n` bytes, fewer than it waits for: whether more can come
 /// before the end of the stream, an error or the urgent mark.
 fn peek_may_grow<N: Nic>(shard: &mut Shard<N>, id: SocketId, n: usize) -> bool {
@@ -440,23 +447,33 @@ impl<N: Nic + 'static> Accel<N> {
     /// `recv`/`read`; `peek` is MSG_PEEK (the data stays).
     ///
     /// A blocking call waits for SO_RCVLOWAT bytes (at most `buf.len()`), as Linux's
-    /// `tcp_recvmsg` does: it takes what comes as it comes and returns early at the end of the
-    /// stream, an error (reported by the next call), the urgent mark, a timeout or a signal. A
-    /// non-blocking call returns what there is.
+    /// `tcp_recvmsg` does: it takes what is there, then sleeps until SO_RCVLOWAT bytes more
+    /// wait (Linux's `tcp_data_ready` wakes the reader no sooner) and takes those; it returns
+    /// early at the end of the stream, an error (reported by the next call), the urgent mark, a
+    /// timeout (with what waits then) or a signal. A non-blocking call returns what there is.
     pub fn recv(&self, fd: i32, buf: &mut [u8], dontwait: bool, peek: bool) -> Call<usize> {
         let mut got = 0usize;
+        let mut tries = 0;
+        let started = std::time::Instant::now();
         let r = self.blocking(fd, Dir::Recv, dontwait, |rt| {
             let id = match rt.conn_id(fd) {
                 Ok(id) => id,
                 Err(Call::Done(Err(e))) => return Call::Done(Err(e)),
                 Err(_) => return Call::Kernel,
             };
-            let blocking = !dontwait && !rt.fds.kind(fd).is_some_and(|f| f.nonblock());
-            let lowat = rt.fds.get(fd).map_or(1, |e| e.opts.rcvlowat) as usize;
-            let target = if blocking { lowat.min(buf.len()) } else { 1 };
+            let Some(entry) = rt.fds.get(fd) else { return Call::Kernel };
+            let blocking = !dontwait && !entry.fd.nonblock();
+            let target = if blocking { (entry.opts.rcvlowat as usize).min(buf.len()) } else { 1 };
+            // After a timeout Linux's reader takes what waits, then returns.
+            let timeout = entry.opts.rcvtimeo_us;
+            let timed_out = timeout > 0 && started.elapsed() >= std::time::Duration::from_micros(timeout);
             let shard = rt.shards.of(id);
             if got > 0 && !more_to_read(shard, id) {
                 return Call::Done(Ok(got));
+            }
+            tries += 1;
+            if tries > 1 && !timed_out && !wakes_a_reader(shard, id) {
+                return Call::Done(Err(Errno::EAGAIN));
             }
             let r = if peek { shard.tcp_peek(id, buf) } else { shard.tcp_recv(id, &mut buf[got..]) };
             let outcome = match r {

@@ -419,9 +419,12 @@ fn so_rcvlowat_holds_poll_and_a_blocking_read_until_that_much_is_there() {
                 std::thread::yield_now();
             }
         });
+        // Linux wakes it once SO_RCVLOWAT bytes more wait: 7 do not, 3 more do.
         l.peer_does(Op::Send(0, b"efghijk".to_vec()));
+        until_queued(rt, fd, 7);
+        l.peer_does(Op::Send(0, b"lmn".to_vec()));
         let got = within("the read", move || reader.join().unwrap());
-        assert_eq!(got, Ok(b"abcdefghijk".to_vec()));
+        assert_eq!(got, Ok(b"abcdefghijklmn".to_vec()));
         // Non-blocking: what there is.
         l.peer_does(Op::Send(0, b"xy".to_vec()));
         until_queued(rt, fd, 2);
