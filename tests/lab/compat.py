@@ -63,7 +63,11 @@ F_SETOWN_EX, F_OWNER_TID = 15, 0
 
 
 def atmark(sock):
-    return struct.unpack("i", fcntl.ioctl(sock, SIOCATMARK, b"\0\0\0\0"))[0]
+    """SIOCATMARK: 1 at the urgent mark, else 0 (or the errno's name)."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(sock, SIOCATMARK, b"\0\0\0\0"))[0]
+    except OSError as e:
+        return "E" + name(e.errno)
 
 
 def inq(sock):
@@ -335,7 +339,7 @@ def urgent_scenarios(host, port):
     s.setblocking(False)
     obs.append(oob(s))
     end = time.monotonic() + WAIT_MS / 1000
-    while not atmark(s) and time.monotonic() < end:
+    while atmark(s) != 1 and time.monotonic() < end:
         poll_mask(s, select.POLLIN)
         attempt(s.recv, 65536)
     obs += [atmark(s), poll_mask(s, select.POLLPRI), oob(s)]
@@ -478,7 +482,7 @@ def read_urgent(c, n):
     end = time.monotonic() + WAIT_MS / 1000
     while (len(before) + len(after) < n or urgent is None) and time.monotonic() < end:
         poll_mask(c, select.POLLIN | select.POLLPRI)
-        if urgent is None and atmark(c):
+        if urgent is None and atmark(c) == 1:
             r = oob(c)
             if r.startswith("oob:"):
                 urgent = r[4:].encode()

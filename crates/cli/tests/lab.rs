@@ -5,7 +5,9 @@
 //! PRONGHORN_LAB_TESTS=1; without that variable each test says it is skipped and returns. They run
 //! one at a time (hugepages are machine-wide) and each uses its own lab prefix `tst-*`;
 //! PRONGHORN_LAB_PREFIX=P makes that `P-*` for the labs `Lab` and `KernelPair` bring up, so
-//! that people sharing a machine do not take each other's labs down.
+//! that people sharing a machine do not take each other's labs down (tests that bring up or
+//! name their labs' interfaces themselves, such as the `lab up`/`down` and node tests, keep
+//! `tst`).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -1108,8 +1110,9 @@ fn sockperf_server_runs_unmodified_under_pronghorn_run() {
     assert!(Path::new(&dir).exists(), "{dir} while the server runs");
     server.0.kill().unwrap();
     server.0.wait().unwrap();
-    let xdp_attached =
-        || text(&lab.exec("a", &["ip", "link", "show", "tst-sockperf-a0"]).output().unwrap()).contains("xdp");
+    let xdp_attached = || {
+        text(&lab.exec("a", &["ip", "link", "show", &format!("{}-a0", lab.prefix)]).output().unwrap()).contains("xdp")
+    };
     let mut left = true;
     for _ in 0..1000 {
         left = Path::new(&dir).exists() || xdp_attached();
