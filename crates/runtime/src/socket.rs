@@ -454,7 +454,7 @@ impl<N: Nic + 'static> Accel<N> {
     pub fn recv(&self, fd: i32, buf: &mut [u8], dontwait: bool, peek: bool) -> Call<usize> {
         let mut got = 0usize;
         let mut tries = 0;
-        let started = std::time::Instant::now();
+        let mut started = None;
         let r = self.blocking(fd, Dir::Recv, dontwait, |rt| {
             let id = match rt.conn_id(fd) {
                 Ok(id) => id,
@@ -466,7 +466,10 @@ impl<N: Nic + 'static> Accel<N> {
             let target = if blocking { (entry.opts.rcvlowat as usize).min(buf.len()) } else { 1 };
             // After a timeout Linux's reader takes what waits, then returns.
             let timeout = entry.opts.rcvtimeo_us;
-            let timed_out = timeout > 0 && started.elapsed() >= std::time::Duration::from_micros(timeout);
+            if timeout > 0 && started.is_none() {
+                started = Some(std::time::Instant::now());
+            }
+            let timed_out = started.is_some_and(|t| t.elapsed() >= std::time::Duration::from_micros(timeout));
             let shard = rt.shards.of(id);
             if got > 0 && !more_to_read(shard, id) {
                 return Call::Done(Ok(got));
