@@ -14,17 +14,28 @@ and on UDP, on the same port number, one command per datagram (answers go to the
   echo DATA  answer with DATA        send N [M]  answer with a datagram of N bytes (then M)
   to P DATA  send DATA to port P of the sender's address
   stat ...   count it, answer nothing                    count  answer with the count so far
+  text T     send the bytes T        urg T    send the bytes T with MSG_OOB (T's last is urgent)
+  bigurg N   a non-blocking MSG_OOB send of N bytes (as much as its buffer takes)
+  later MS T send the bytes T after MS milliseconds
+  readurg N  reply "ok", then read N bytes of stream and the urgent byte as an application does
+             (up to the mark, MSG_OOB, on), and reply "stream-before-mark|urgent|stream-after"
+  dial PORT  connect to the application's address on PORT, and close
+On PORT + 1 it also listens with SO_RCVBUF 4096 and never reads (a small, closing window).
 Observations never depend on timing: every wait is for an event that must come (a generous
 timeout turns a missing event into a visible difference, not a hang).
 """
 import errno
+import fcntl
 import json
 import os
 import select
+import signal
 import socket
 import struct
 import sys
+import termios
 import threading
+import time
 
 WAIT_MS = 5000
 
@@ -49,7 +60,38 @@ def poll_mask(sock, events, timeout=WAIT_MS):
 
 
 POLL_BITS = [("IN", select.POLLIN), ("OUT", select.POLLOUT), ("ERR", select.POLLERR),
-             ("HUP", select.POLLHUP), ("RDHUP", getattr(select, "POLLRDHUP", 0x2000))]
+             ("HUP", select.POLLHUP), ("RDHUP", getattr(select, "POLLRDHUP", 0x2000)),
+             ("PRI", select.POLLPRI)]
+SIOCATMARK = 0x8905
+F_SETOWN_EX, F_OWNER_TID = 15, 0
+
+
+def atmark(sock):
+    """SIOCATMARK: 1 at the urgent mark, else 0 (or the errno's name)."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(sock, SIOCATMARK, b"\0\0\0\0"))[0]
+    except OSError as e:
+        return "E" + name(e.errno)
+
+
+def inq(sock):
+    return struct.unpack("i", fcntl.ioctl(sock, termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
+def until_inq(sock, n):
+    """Waits (polling, so that an inline stack is driven) until FIONREAD says `n`."""
+    end = time.monotonic() + WAIT_MS / 1000
+    while inq(sock) != n and time.monotonic() < end:
+        poll_mask(sock, 0, 10)
+    return inq(sock)
+
+
+def oob(sock, flags=0):
+    """recv(MSG_OOB): the urgent byte as text, or the errno's name."""
+    try:
+        return "oob:" + sock.recv(10, socket.MSG_OOB | flags).decode()
+    except OSError as e:
+        return "E" + name(e.errno)
 
 
 def connect_nb(host, port):
@@ -68,6 +110,17 @@ def connected(host, port):
 
 def cmd(s, line):
     s.sendall(line.encode() + b"\n")
+
+
+def read_line(s):
+    """The peer's one-line reply (what came before the end of the stream, if it closed)."""
+    reply = b""
+    while not reply.endswith(b"\n"):
+        chunk = s.recv(100)
+        if not chunk:
+            break
+        reply += chunk
+    return reply.decode().strip()
 
 
 def scenarios(host, port, local):
@@ -114,13 +167,7 @@ def scenarios(host, port, local):
     cmd(s, "drain")
     s.sendall(b"x" * 1000)
     s.shutdown(socket.SHUT_WR)
-    reply = b""
-    while not reply.endswith(b"\n"):
-        chunk = s.recv(100)
-        if not chunk:
-            break
-        reply += chunk
-    out["half_close"] = [reply.decode().strip(), attempt(s.recv, 10), attempt(s.send, b"late")]
+    out["half_close"] = [read_line(s), attempt(s.recv, 10), attempt(s.send, b"late")]
     s.close()
 
     # A reset by the peer: ECONNRESET once, then EPIPE on send (MSG_NOSIGNAL), EOF on recv.
@@ -226,6 +273,9 @@ def scenarios(host, port, local):
     out["options"] = obs
     cmd(s, "close")
     s.close()
+
+    out.update(urgent_scenarios(host, port))
+    out.update(buffer_scenarios(host, port, local))
     return out
 
 
@@ -388,6 +438,18 @@ def udp_scenarios(host, port, local):
     out["udp_datagrams"] = obs
     s.close()
 
+    # Buffer sizes: a fresh UDP socket reads back net.core.rmem_default/wmem_default; a value
+    # set reads back doubled.
+    s = udp_socket(host)
+    obs = [s.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF), s.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)]
+    s.sendto(b"echo sized", peer)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    obs.append(s.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
+    s.settimeout(WAIT_MS / 1000)
+    obs.append(s.recv(64).decode())
+    out["udp_buffers"] = obs
+    s.close()
+
     # A server on our address: a datagram from the peer, recvfrom names it; stream calls fail.
     s = udp_socket(host)
     s.bind((local, 7777))
@@ -425,6 +487,206 @@ def udp_scenarios(host, port, local):
     return out
 
 
+def urgent_scenarios(host, port):
+    out = {}
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    # Urgent data out of band: the mark ends a read, MSG_OOB takes the byte once, POLLPRI and
+    # EPOLLPRI while it waits, select's exceptfds, SIOCATMARK, FIONREAD up to the mark.
+    s = connected(host, port)
+    s.setblocking(False)
+    obs = [atmark(s), oob(s), s.getsockopt(socket.SOL_SOCKET, socket.SO_OOBINLINE)]
+    cmd(s, "text abc")
+    cmd(s, "urg X")
+    obs.append(poll_mask(s, select.POLLPRI))
+    until_inq(s, 3)
+    ep = select.epoll()
+    ep.register(s.fileno(), select.EPOLLIN | select.EPOLLPRI)
+    obs.append([e for _, e in ep.poll(0)] == [select.EPOLLIN | select.EPOLLPRI])
+    obs.append(select.select([], [], [s], 0)[2] == [s])
+    obs += [poll_mask(s, select.POLLIN | select.POLLPRI, 0), inq(s), attempt(s.recv, 100), atmark(s)]
+    obs += [oob(s, socket.MSG_PEEK), oob(s), oob(s), atmark(s), poll_mask(s, select.POLLIN | select.POLLPRI, 0)]
+    cmd(s, "text def")
+    obs += [poll_mask(s, select.POLLIN), attempt(s.recv, 100), atmark(s), oob(s)]
+    ep.close()
+    out["urgent"] = obs
+    cmd(s, "close")
+    s.close()
+
+    # The urgent byte alone at the mark: not readable; a read there skips it (EAGAIN).
+    s = connected(host, port)
+    s.setblocking(False)
+    cmd(s, "text ab")
+    cmd(s, "urg Y")
+    obs = [poll_mask(s, select.POLLPRI)]
+    until_inq(s, 2)
+    obs += [attempt(s.recv, 100), poll_mask(s, select.POLLIN | select.POLLPRI, 0), atmark(s)]
+    obs += [attempt(s.recv, 100), atmark(s), oob(s)]
+    out["urgent_alone_at_the_mark"] = obs
+    cmd(s, "close")
+    s.close()
+
+    # SO_OOBINLINE: the byte stays in the stream; the mark still ends a read; POLLPRI too.
+    s = connected(host, port)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_OOBINLINE, 1)
+    s.setblocking(False)
+    obs = [s.getsockopt(socket.SOL_SOCKET, socket.SO_OOBINLINE)]
+    cmd(s, "text abc")
+    cmd(s, "urg X")
+    cmd(s, "text def")
+    obs += [poll_mask(s, select.POLLPRI), until_inq(s, 7), oob(s), attempt(s.recv, 100), atmark(s)]
+    obs += [attempt(s.recv, 100), atmark(s), poll_mask(s, select.POLLPRI, 0)]
+    out["urgent_inline"] = obs
+    cmd(s, "close")
+    s.close()
+
+    # A pointer ahead of its byte (our window is small): MSG_OOB says EAGAIN, even blocking.
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+    s.settimeout(WAIT_MS / 1000)
+    s.connect((host, port))
+    s.settimeout(None)
+    cmd(s, "bigurg 30000")  # under 64 KiB: every pointer the peer sends is exact
+    obs = [poll_mask(s, select.POLLIN), oob(s)]
+    s.setblocking(False)
+    obs.append(oob(s))
+    end = time.monotonic() + WAIT_MS / 1000
+    while atmark(s) != 1 and time.monotonic() < end:
+        poll_mask(s, select.POLLIN)
+        attempt(s.recv, 65536)
+    obs += [atmark(s), poll_mask(s, select.POLLPRI), oob(s)]
+    out["urgent_announced_before_it_arrives"] = obs
+    s.close()
+
+    # Sent with MSG_OOB: the peer finds the byte out of band, between the rest.
+    s = connected(host, port)
+    cmd(s, "readurg 9")
+    obs = [s.recv(3).decode()]
+    s.send(b"hello")
+    s.send(b"!", socket.MSG_OOB)
+    s.send(b"more")
+    obs.append(read_line(s))
+    out["urgent_sent"] = obs
+    s.close()
+
+    # SIGURG to the owner (F_SETOWN_EX, this thread), when the pointer arrives.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGURG})
+    s = connected(host, port)
+    fcntl.fcntl(s, F_SETOWN_EX, struct.pack("ii", F_OWNER_TID, threading.get_native_id()))
+    obs = [struct.unpack("ii", fcntl.fcntl(s, F_SETOWN_EX + 1, b"\0" * 8))[1] == threading.get_native_id()]
+    obs.append(signal.sigtimedwait({signal.SIGURG}, 0) is None)
+    cmd(s, "urg !")
+    obs.append(poll_mask(s, select.POLLPRI))
+    info = signal.sigtimedwait({signal.SIGURG}, WAIT_MS / 1000)
+    obs.append(info is not None and info.si_signo == signal.SIGURG)
+    out["sigurg"] = obs
+    cmd(s, "close")
+    s.close()
+    return out
+
+
+def buffer_scenarios(host, port, local):
+    out = {}
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    def opts(sock):
+        return [sock.getsockopt(socket.SOL_SOCKET, o) for o in (socket.SO_RCVBUF, socket.SO_SNDBUF, socket.SO_RCVLOWAT)]
+
+    def bound():
+        b = socket.socket(fam, socket.SOCK_STREAM)
+        b.bind((local, 0))
+        return b
+
+    # SO_RCVBUF/SO_SNDBUF: doubled, clamped, read back doubled; SO_RCVLOWAT's caps.
+    b = bound()
+    obs = [opts(b)]
+    for asked in (0, 1000, 2000, 65536, 1 << 30, -1):
+        b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, asked)
+        b.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, asked)
+        obs.append([asked] + opts(b))
+    b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1 << 30)
+    obs.append(opts(b))
+    b.close()
+    b = bound()
+    for asked in (0, 100, 70000, -1):
+        b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, asked)
+        obs.append([asked] + opts(b))
+    obs.append(attempt(b.setsockopt, socket.SOL_SOCKET, socket.SO_RCVBUF, b"\0\0"))
+    b.close()
+    # Set before connect they stay; an accepted socket has its listener's.
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8192)
+    s.settimeout(WAIT_MS / 1000)
+    s.connect((host, port))
+    obs.append(opts(s))
+    l = socket.socket(fam, socket.SOCK_STREAM)
+    l.bind((local, 7778))
+    for o, v in ((socket.SO_RCVBUF, 8192), (socket.SO_SNDBUF, 4096), (socket.SO_RCVLOWAT, 100),
+                 (socket.SO_OOBINLINE, 1)):
+        l.setsockopt(socket.SOL_SOCKET, o, v)
+    l.listen(4)
+    cmd(s, "dial 7778")
+    l.settimeout(WAIT_MS / 1000)
+    c, _ = l.accept()
+    obs.append(opts(c) + [c.getsockopt(socket.SOL_SOCKET, socket.SO_OOBINLINE)])
+    c.close()
+    l.close()
+    cmd(s, "close")
+    s.close()
+    out["buffer_options"] = obs
+
+    # A small SO_SNDBUF: EAGAIN after about that much (and what the peer's small window holds).
+    def sent_before_eagain(sndbuf):
+        s = socket.socket(fam, socket.SOCK_STREAM)
+        if sndbuf:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+        s.settimeout(WAIT_MS / 1000)
+        s.connect((host, port + 1))
+        s.setblocking(False)
+        total = 0
+        while True:
+            r = attempt(s.send, b"s" * 1000)
+            if r == "EEAGAIN":
+                break
+            total += r
+        mask = poll_mask(s, select.POLLOUT, 0)
+        s.close()
+        return total, mask
+    small, mask = sent_before_eagain(8192)
+    default, _ = sent_before_eagain(0)
+    # Left unset, Linux's send buffer grows with the connection (tcp_sndbuf_expand), pronghorn's
+    # is 128 KiB: both hold more than the small one.
+    out["sndbuf_eagain"] = [12000 <= small <= 40000, mask, small < default]
+
+    # SO_RCVLOWAT: poll and epoll wait for that much; a blocking read waits for it (what is
+    # already there does not end it), or returns what it took when SO_RCVTIMEO runs out.
+    s = connected(host, port)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 10)
+    cmd(s, "text abcd")
+    obs = [until_inq(s, 4), poll_mask(s, select.POLLIN, 0)]
+    ep = select.epoll()
+    ep.register(s.fileno(), select.EPOLLIN)
+    obs.append(ep.poll(0) == [])
+    # The rest comes later: a read that did not wait would return "abcd" alone.
+    cmd(s, "later 200 efghijklmn")
+    obs.append(s.recv(100).decode())
+    cmd(s, "text xyz")
+    obs.append(until_inq(s, 3))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 300000))
+    obs.append(attempt(s.recv, 100))
+    cmd(s, "text 0123456789")
+    obs.append(poll_mask(s, select.POLLIN))
+    obs.append([e for _, e in ep.poll(0)] == [select.EPOLLIN])
+    obs.append(attempt(s.recv, 100))
+    ep.close()
+    out["rcvlowat"] = obs
+    cmd(s, "close")
+    s.close()
+    return out
+
+
 def udp_peer(port, family):
     s = socket.socket(family, socket.SOCK_DGRAM)
     if family == socket.AF_INET6:
@@ -448,10 +710,48 @@ def udp_peer(port, family):
             stats = 0
 
 
+def read_urgent(c, n):
+    """Reads `n` bytes of stream and the urgent byte, as an application does."""
+    before, after, urgent = b"", b"", None
+    c.setblocking(False)
+    end = time.monotonic() + WAIT_MS / 1000
+    while (len(before) + len(after) < n or urgent is None) and time.monotonic() < end:
+        poll_mask(c, select.POLLIN | select.POLLPRI)
+        if urgent is None and atmark(c) == 1:
+            r = oob(c)
+            if r.startswith("oob:"):
+                urgent = r[4:].encode()
+            continue
+        try:
+            chunk = c.recv(100)
+        except BlockingIOError:
+            continue
+        if urgent is None:
+            before += chunk
+        else:
+            after += chunk
+    c.setblocking(True)
+    return b"%s|%s|%s\n" % (before, urgent or b"", after)
+
+
+def deaf(srv):
+    """Accepts and never reads: each connection stays until its peer closes."""
+    held = []
+    while True:
+        c, _ = srv.accept()
+        held.append(c)
+
+
 def peer(port):
     srv = socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=64)
     for family in (socket.AF_INET, socket.AF_INET6):
         threading.Thread(target=udp_peer, args=(port, family), daemon=True).start()
+    small = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    small.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    small.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    small.bind(("::", port + 1))
+    small.listen(16)
+    threading.Thread(target=deaf, args=(small,), daemon=True).start()
     print("ready", flush=True)
 
     def serve(c):
@@ -464,6 +764,23 @@ def peer(port):
                 words = line.split()
                 if words[0] == b"send":
                     c.sendall(b"z" * int(words[1]))
+                elif words[0] == b"text":
+                    c.sendall(words[1])
+                elif words[0] == b"urg":
+                    c.send(words[1], socket.MSG_OOB)
+                elif words[0] == b"bigurg":
+                    c.setblocking(False)
+                    attempt(c.send, b"u" * int(words[1]), socket.MSG_OOB)
+                    c.setblocking(True)
+                elif words[0] == b"later":
+                    time.sleep(int(words[1]) / 1000)
+                    c.sendall(words[2])
+                elif words[0] == b"readurg":
+                    c.sendall(b"ok\n")
+                    c.sendall(read_urgent(c, int(words[1])))
+                elif words[0] == b"dial":
+                    # Closed at once: the application closes second, and keeps no TIME-WAIT.
+                    socket.create_connection((c.getpeername()[0], int(words[1])), timeout=WAIT_MS / 1000).close()
                 elif words[0] == b"shutwr":
                     c.shutdown(socket.SHUT_WR)
                 elif words[0] == b"rst":

@@ -3,7 +3,11 @@
 //!
 //! They need root (network namespaces, hugepages, XDP). `scripts/test.sh` runs them as root with
 //! PRONGHORN_LAB_TESTS=1; without that variable each test says it is skipped and returns. They run
-//! one at a time (hugepages are machine-wide) and each uses its own lab prefix `tst-*`.
+//! one at a time (hugepages are machine-wide) and each uses its own lab prefix `tst-*`;
+//! PRONGHORN_LAB_PREFIX=P makes that `P-*` for the labs `Lab` and `KernelPair` bring up, so
+//! that people sharing a machine do not take each other's labs down (tests that bring up or
+//! name their labs' interfaces themselves, such as the `lab up`/`down` and node tests, keep
+//! `tst`).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -57,8 +61,17 @@ struct Lab {
     prefix: String,
 }
 
+/// A test's lab prefix `tst-...`, with PRONGHORN_LAB_PREFIX in place of `tst` when set.
+fn lab_prefix(prefix: &str) -> String {
+    match (std::env::var("PRONGHORN_LAB_PREFIX"), prefix.strip_prefix("tst")) {
+        (Ok(mine), Some(rest)) => format!("{mine}{rest}"),
+        _ => prefix.to_string(),
+    }
+}
+
 impl Lab {
     fn up(prefix: &str, extra: &[&str]) -> Lab {
+        let prefix = &lab_prefix(prefix);
         let mut args = vec!["lab", "up", "--prefix", prefix];
         args.extend_from_slice(extra);
         let o = pronghorn(&args);
@@ -1001,6 +1014,7 @@ struct KernelPair {
 
 impl KernelPair {
     fn up(prefix: &str) -> KernelPair {
+        let prefix = lab_prefix(prefix);
         let (a, b) = (format!("{prefix}-a"), format!("{prefix}-b"));
         let (va, vb) = (format!("{prefix}-a0"), format!("{prefix}-b0"));
         let pair = KernelPair { a: a.clone(), b: b.clone() };
@@ -1148,8 +1162,9 @@ fn sockperf_server_runs_unmodified_under_pronghorn_run() {
     assert!(Path::new(&dir).exists(), "{dir} while the server runs");
     server.0.kill().unwrap();
     server.0.wait().unwrap();
-    let xdp_attached =
-        || text(&lab.exec("a", &["ip", "link", "show", "tst-sockperf-a0"]).output().unwrap()).contains("xdp");
+    let xdp_attached = || {
+        text(&lab.exec("a", &["ip", "link", "show", &format!("{}-a0", lab.prefix)]).output().unwrap()).contains("xdp")
+    };
     let mut left = true;
     for _ in 0..1000 {
         left = Path::new(&dir).exists() || xdp_attached();

@@ -16,6 +16,9 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use libc::{c_int, c_ulong, c_void, iovec, nfds_t, pollfd, size_t, sockaddr, socklen_t, ssize_t};
 use runtime::{real, tracked, Call, Errno};
 
+/// `ioctl` request: is the read position at the urgent mark (linux/sockios.h; not in libc).
+const SIOCATMARK: c_ulong = 0x8905;
+
 /// The prologue of every socket hook: a kernel fd goes straight to the real function (one atomic
 /// load); an accelerated fd inherited through fork fails (see `runtime::forked_child_socket`).
 macro_rules! gate {
@@ -288,7 +291,11 @@ pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_i
             .unwrap_or_else(|| real::recv(fd, buf, n, flags));
     }
     let b = std::slice::from_raw_parts_mut(buf as *mut u8, n);
-    let r = runtime::recv_flags(fd, b, flags & libc::MSG_DONTWAIT != 0, flags & libc::MSG_PEEK != 0);
+    let r = if flags & libc::MSG_OOB != 0 {
+        runtime::recv_urgent(fd, b, flags & libc::MSG_PEEK != 0)
+    } else {
+        runtime::recv_flags(fd, b, flags & libc::MSG_DONTWAIT != 0, flags & libc::MSG_PEEK != 0)
+    };
     size(r, || real::recv(fd, buf, n, flags))
 }
 
@@ -329,7 +336,10 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
 
 unsafe fn send_flags(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
     let b = std::slice::from_raw_parts(buf as *const u8, n);
-    match runtime::send(fd, b, flags & libc::MSG_DONTWAIT != 0) {
+    let dontwait = flags & libc::MSG_DONTWAIT != 0;
+    let r =
+        if flags & libc::MSG_OOB != 0 { runtime::send_urgent(fd, b, dontwait) } else { runtime::send(fd, b, dontwait) };
+    match r {
         Call::Done(Err(e)) if e == Errno::EPIPE && flags & libc::MSG_NOSIGNAL != 0 => fail(e),
         r => size(r, || real::send(fd, buf, n, flags)),
     }
@@ -452,6 +462,15 @@ pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: c_ulong) -> c_int {
                 Call::Kernel => {}
                 Call::Done(Ok(n)) => {
                     *(arg as *mut c_int) = n;
+                    return 0;
+                }
+                Call::Done(Err(e)) => return fail(e),
+            }
+        } else if req == SIOCATMARK && arg != 0 {
+            match runtime::at_mark(fd) {
+                Call::Kernel => {}
+                Call::Done(Ok(at)) => {
+                    *(arg as *mut c_int) = at as c_int;
                     return 0;
                 }
                 Call::Done(Err(e)) => return fail(e),
@@ -792,6 +811,20 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int
     }
     m.msg_controllen = 0;
     m.msg_flags = 0;
+    if flags & libc::MSG_OOB != 0 {
+        // The urgent byte, into the first buffer with room (no address: Linux gives none).
+        let iovs = std::slice::from_raw_parts(m.msg_iov, m.msg_iovlen);
+        let first = iovs
+            .iter()
+            .find(|v| v.iov_len > 0)
+            .map_or(&mut [][..], |v| std::slice::from_raw_parts_mut(v.iov_base as *mut u8, v.iov_len));
+        m.msg_namelen = 0;
+        let r = size(runtime::recv_urgent(fd, first, flags & libc::MSG_PEEK != 0), || real::recvmsg(fd, msg, flags));
+        if r > 0 {
+            m.msg_flags = libc::MSG_OOB;
+        }
+        return r;
+    }
     if !m.msg_name.is_null() {
         let mut len = m.msg_namelen;
         if let Call::Done(Ok(peer)) = runtime::sockname(fd, true) {

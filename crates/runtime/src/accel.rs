@@ -16,6 +16,8 @@ use stack::shard::{Readiness, Shard, SocketId};
 
 use crate::fdtable::{Fd, FdTable, SockTable};
 use crate::shards::ShardSet;
+use crate::sockopt::BufferLimits;
+use crate::urgent::SignalOwner;
 use crate::wait::{self, WaitState};
 use crate::{real, Errno, RoutingStats, FORKED, INSIDE};
 
@@ -53,6 +55,12 @@ pub(crate) struct Runtime<N: Nic + 'static> {
     /// Where the stats region and control socket go when the NIC opens (`None`: nowhere).
     pub observe_dir: Option<std::path::PathBuf>,
     pub observer: Option<crate::observe::Observer>,
+    /// The host's socket-buffer limits, for SO_RCVBUF/SO_SNDBUF.
+    pub limits: BufferLimits,
+    /// SIGURGs owed (new urgent data on a socket with an owner), sent once the lock is released.
+    pub sigurg: Vec<SignalOwner>,
+    /// Connections whose peer marked new urgent data, from the shards (scratch of `dispatch`).
+    pub urgent: Vec<SocketId>,
 }
 
 // SAFETY: the shard (DPDK port, mbufs, `Rc`s inside) is only ever touched with the runtime's
@@ -83,6 +91,9 @@ impl<N: Nic + 'static> Accel<N> {
                 changed: Vec::new(),
                 observe_dir: None,
                 observer: None,
+                limits: BufferLimits::read(),
+                sigurg: Vec::new(),
+                urgent: Vec::new(),
             }),
         }
     }
@@ -108,7 +119,13 @@ impl<N: Nic + 'static> Accel<N> {
         let outer = INSIDE.with(|i| i.replace(true));
         let r = f(&mut rt);
         rt.dispatch();
+        let sigurg = std::mem::take(&mut rt.sigurg);
         INSIDE.with(|i| i.set(outer));
+        drop(rt);
+        // After the lock: a SIGURG handler typically reads the urgent byte, with our calls.
+        for owner in sigurg {
+            owner.signal();
+        }
         Some(r)
     }
 
@@ -380,6 +397,10 @@ impl<N: Nic + 'static> Runtime<N> {
     pub(crate) fn dispatch(&mut self) {
         for s in self.shards.all_mut() {
             s.take_changed(&mut self.changed);
+            s.take_urgent(&mut self.urgent);
+        }
+        if !self.urgent.is_empty() {
+            self.owe_sigurg();
         }
         if self.changed.is_empty() {
             return;
@@ -421,8 +442,10 @@ impl<N: Nic + 'static> Runtime<N> {
 
     /// Replaces the kernel socket at `fd` by an eventfd placeholder (same number). The
     /// placeholder carries the socket's O_NONBLOCK: programs read it back with F_GETFL (Redis
-    /// skips F_SETFL when the flag already shows) and the runtime must agree with them.
+    /// skips F_SETFL when the flag already shows) and the runtime must agree with them; and its
+    /// owner (F_SETOWN), who gets SIGURG.
     pub(crate) fn placeholder(&mut self, fd: i32, nonblock: bool) -> Result<(), Errno> {
+        let restore_owner = crate::urgent::keep_owner(fd);
         unsafe {
             let cloexec = real::fcntl(fd, libc::F_GETFD, 0);
             let efd = real::eventfd(0, if nonblock { libc::EFD_NONBLOCK } else { 0 });
@@ -439,6 +462,7 @@ impl<N: Nic + 'static> Runtime<N> {
                 real::fcntl(fd, libc::F_SETFD, cloexec as libc::c_ulong);
             }
         }
+        restore_owner();
         Ok(())
     }
 

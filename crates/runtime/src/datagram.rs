@@ -52,6 +52,9 @@ impl<N: Nic + 'static> Runtime<N> {
         // reach another shard's queue are handed over (`stack::shard::exchange`).
         let shard = if remote.is_some() || local.port() == 0 { shards.for_connect() } else { &mut shards.all_mut()[0] };
         let id = shard.udp_bind_with(local, opts.reuseaddr, opts.reuseport)?;
+        if opts.rcvbuf.is_some() {
+            shard.udp_set_rcvbuf(id, opts.rcvbuf.map(|b| b as usize))?;
+        }
         if let Some(r) = remote {
             if let Err(e) = shard.udp_connect(id, Some(r)) {
                 let _ = shard.close(id);

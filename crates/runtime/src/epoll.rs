@@ -179,6 +179,9 @@ pub(crate) fn epoll_mask(r: Readiness, wanted: u32) -> u32 {
     if r.read_closed {
         m |= libc::EPOLLRDHUP as u32;
     }
+    if r.urgent {
+        m |= libc::EPOLLPRI as u32;
+    }
     let always = libc::EPOLLERR as u32 | libc::EPOLLHUP as u32;
     if r.hangup {
         m |= libc::EPOLLHUP as u32;

@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use stack::shard::SocketId;
+use stack::shard::{Buffers, SocketId};
 
 use crate::epoll::EpollSet;
 use crate::wait::Parker;
@@ -231,6 +231,17 @@ pub(crate) struct SockOpts {
     /// SO_REUSEPORT: sockets that all set it may bind the same address; their listeners share
     /// its connections.
     pub reuseport: bool,
+    /// SO_RCVBUF as read back (Linux's doubled value, in bytes of data here), once set or grown
+    /// by SO_RCVLOWAT; `None`: the default (the shard's buffer, reported as `tcp_rmem[1]`).
+    pub rcvbuf: Option<u32>,
+    /// SO_RCVBUF was set (Linux's SOCK_RCVBUF_LOCK): SO_RCVLOWAT no longer grows it.
+    pub rcvbuf_locked: bool,
+    /// SO_SNDBUF as read back, once set; `None`: the default (reported as `tcp_wmem[1]`).
+    pub sndbuf: Option<u32>,
+    /// SO_RCVLOWAT (at least 1).
+    pub rcvlowat: u32,
+    /// SO_OOBINLINE.
+    pub oobinline: bool,
 }
 
 impl Default for SockOpts {
@@ -247,11 +258,21 @@ impl Default for SockOpts {
             v6only: false,
             reuseaddr: false,
             reuseport: false,
+            rcvbuf: None,
+            rcvbuf_locked: false,
+            sndbuf: None,
+            rcvlowat: 1,
+            oobinline: false,
         }
     }
 }
 
 impl SockOpts {
+    /// The buffers a connection of this socket uses: those set, else the shard's.
+    pub(crate) fn buffers(&self) -> Buffers {
+        Buffers { recv: self.rcvbuf, send: self.sndbuf }
+    }
+
     pub(crate) fn keepalive(&self) -> Option<stack::Keepalive> {
         self.keepalive.then(|| stack::Keepalive {
             idle: u64::from(self.keepidle_s) * 1_000_000_000,

@@ -17,9 +17,10 @@
 //! application threads block at once. epoll keeps a ready list fed by the stack pass (`epoll`).
 //!
 //! Layout: `accel` (state, lock, stack pass, routing), `fdtable`, `socket` (the calls),
-//! `sockopt`, `wait` (parkers, driver role, stack thread), `epoll`, `poll`, `process` (fork,
-//! exit, privilege drop), `observe` (the stats region and the control socket). The process-wide instance is DPDK's; tests build their own over the
-//! in-memory NIC.
+//! `sockopt`, `urgent` (MSG_OOB, SIOCATMARK, SIGURG), `wait` (parkers, driver role, stack
+//! thread), `epoll`, `poll`, `process` (fork, exit, privilege drop), `observe` (the stats
+//! region and the control socket). The process-wide instance is DPDK's; tests build their own
+//! over the in-memory NIC.
 //!
 //! It must not be reached through libc symbols: inside the preloaded library those are our own
 //! hooks, so every real call goes through [`real`].
@@ -35,6 +36,7 @@ pub mod real;
 mod shards;
 mod socket;
 mod sockopt;
+mod urgent;
 mod wait;
 
 use std::net::SocketAddr;
@@ -288,6 +290,9 @@ macro_rules! forward {
 }
 
 forward! {
+    fn recv_urgent(fd: i32, buf: &mut [u8], peek: bool) -> usize;
+    fn send_urgent(fd: i32, data: &[u8], dontwait: bool) -> usize;
+    fn at_mark(fd: i32) -> bool;
     fn bind(fd: i32, addr: SocketAddr) -> ();
     fn listen(fd: i32, backlog: i32) -> ();
     fn accept(fd: i32, flags: i32) -> (i32, SocketAddr);

@@ -25,6 +25,9 @@ fn poll_mask(r: Readiness, wanted: i16) -> i16 {
     if r.read_closed {
         m |= libc::POLLRDHUP;
     }
+    if r.urgent {
+        m |= libc::POLLPRI;
+    }
     let always = libc::POLLERR | libc::POLLHUP;
     if r.hangup {
         m |= libc::POLLHUP;

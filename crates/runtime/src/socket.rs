@@ -5,11 +5,11 @@
 use std::net::SocketAddr;
 
 use nic::Nic;
-use stack::shard::SocketId;
+use stack::shard::{Buffers, Shard, SocketId};
 
 use crate::accel::{Accel, Runtime};
 use crate::epoll::Target;
-use crate::fdtable::{Entry, Fd};
+use crate::fdtable::{Entry, Fd, SockOpts};
 use crate::wait::Dir;
 use crate::{real, set_tracked, Call, Errno};
 
@@ -42,6 +42,12 @@ impl<N: Nic + 'static> Runtime<N> {
             }
         }
         self.shards.add_siblings(id, others);
+        if opts.buffers() != Buffers::default() {
+            let group: Vec<SocketId> = self.shards.group(id).collect();
+            for l in group {
+                let _ = self.shards.of(l).tcp_set_buffers(l, opts.buffers());
+            }
+        }
         let entry = self.fds.get_mut(fd).unwrap();
         entry.fd = Fd::Listener { id, nonblock };
         let epolls = entry.epolls.clone();
@@ -191,6 +197,50 @@ impl<N: Nic + 'static> Runtime<N> {
     }
 }
 
+/// SO_RCVLOWAT and SO_OOBINLINE set before the connection existed (an accepted one inherits
+/// its listener's).
+fn apply_read_options<N: Nic>(shard: &mut Shard<N>, id: SocketId, opts: &SockOpts) {
+    if opts.rcvlowat > 1 {
+        let _ = shard.tcp_set_rcvlowat(id, opts.rcvlowat);
+    }
+    if opts.oobinline {
+        let _ = shard.tcp_set_oob_inline(id, true);
+    }
+}
+
+/// A blocking read that has some data waits for more only while the stream can bring it: not
+/// at the urgent mark (a read stops there), not once it ended or failed (the error is left for
+/// the next call).
+fn more_to_read<N: Nic>(shard: &mut Shard<N>, id: SocketId) -> bool {
+    if shard.tcp_urgent_mark(id) == Ok(Some(0)) {
+        return false;
+    }
+    matches!(shard.tcp_peek(id, &mut [0u8]), Ok(1) | Err(Errno::EAGAIN))
+}
+
+/// Whether a reader blocked on `id` would have been woken (Linux's `tcp_data_ready`): SO_RCVLOWAT
+/// bytes wait (or the window is nearly closed), the stream ended or failed; or the reader
+/// stands at the urgent mark (Linux wakes it for the urgent byte, which the read then skips).
+fn wakes_a_reader<N: Nic>(shard: &mut Shard<N>, id: SocketId) -> bool {
+    shard.readiness(id).readable || shard.tcp_urgent_mark(id) == Ok(Some(0))
+}
+
+/// A blocking MSG_PEEK that saw `n` bytes, fewer than it waits for: whether more can come
+/// before the end of the stream, an error or the urgent mark.
+fn peek_may_grow<N: Nic>(shard: &mut Shard<N>, id: SocketId, n: usize) -> bool {
+    let r = shard.readiness(id);
+    !(r.read_closed || r.error || r.hangup) && shard.tcp_urgent_mark(id) != Ok(Some(n))
+}
+
+/// What a blocking transfer that moved `done` bytes returns when it stops waiting (timeout,
+/// signal) or fails: the bytes, as Linux does; the error, if it moved none.
+fn partial(r: Call<usize>, done: usize) -> Call<usize> {
+    match r {
+        Call::Done(Err(_)) if done > 0 => Call::Done(Ok(done)),
+        r => r,
+    }
+}
+
 impl<N: Nic + 'static> Accel<N> {
     /// After the kernel created `fd` with `socket(domain, ty, protocol)`: track TCP and UDP
     /// over IPv4 and IPv6.
@@ -319,6 +369,7 @@ impl<N: Nic + 'static> Accel<N> {
                     if opts.keepalive {
                         let _ = shard.tcp_set_keepalive(conn, opts.keepalive());
                     }
+                    apply_read_options(shard, conn, &opts);
                     rt.routing.accepted += 1;
                     let mut entry = Entry::new(Fd::Conn { id: conn, nonblock: flags & libc::SOCK_NONBLOCK != 0 });
                     entry.opts = opts;
@@ -347,7 +398,8 @@ impl<N: Nic + 'static> Accel<N> {
                         rt.routing.kernel_connect += 1;
                         return rt.leave_to_kernel(fd);
                     }
-                    let id = match rt.open_shards().and_then(|s| s.for_connect().tcp_connect(addr)) {
+                    let buffers = rt.fds.get(fd).map(|e| e.opts.buffers()).unwrap_or_default();
+                    let id = match rt.open_shards().and_then(|s| s.for_connect().tcp_connect_with(addr, buffers)) {
                         Ok(id) => id,
                         Err(e) => return Call::Done(Err(e)),
                     };
@@ -363,6 +415,7 @@ impl<N: Nic + 'static> Accel<N> {
                     if let Some(ka) = entry.opts.keepalive() {
                         let _ = shard.tcp_set_keepalive(id, Some(ka));
                     }
+                    apply_read_options(shard, id, &entry.opts);
                     rt.routing.accelerated_connect += 1;
                     rt.adopt(fd, Entry { fd: Fd::Conn { id, nonblock }, connecting: nonblock, ..entry }, id);
                     rt.flush_shard();
@@ -410,30 +463,74 @@ impl<N: Nic + 'static> Accel<N> {
     }
 
     /// `recv`/`read`; `peek` is MSG_PEEK (the data stays).
+    ///
+    /// A blocking call waits for SO_RCVLOWAT bytes (at most `buf.len()`), as Linux's
+    /// `tcp_recvmsg` does: it takes what is there, then sleeps until SO_RCVLOWAT bytes more
+    /// wait (Linux's `tcp_data_ready` wakes the reader no sooner) and takes those; it returns
+    /// early at the end of the stream, an error (reported by the next call), the urgent mark, a
+    /// timeout (with what waits then) or a signal. A non-blocking call returns what there is.
     pub fn recv(&self, fd: i32, buf: &mut [u8], dontwait: bool, peek: bool) -> Call<usize> {
-        self.blocking(fd, Dir::Recv, dontwait, |rt| {
+        let mut got = 0usize;
+        let mut tries = 0;
+        let mut started = None;
+        let r = self.blocking(fd, Dir::Recv, dontwait, |rt| {
             let id = match rt.conn_id(fd) {
                 Ok(id) => id,
                 Err(Call::Done(Err(e))) => return Call::Done(Err(e)),
                 Err(_) => return Call::Kernel,
             };
+            let Some(entry) = rt.fds.get(fd) else { return Call::Kernel };
+            let blocking = !dontwait && !entry.fd.nonblock();
+            let target = if blocking { (entry.opts.rcvlowat as usize).min(buf.len()) } else { 1 };
+            // After a timeout Linux's reader takes what waits, then returns.
+            let timeout = entry.opts.rcvtimeo_us;
+            if timeout > 0 && started.is_none() {
+                started = Some(std::time::Instant::now());
+            }
+            let timed_out = started.is_some_and(|t| t.elapsed() >= std::time::Duration::from_micros(timeout));
             let shard = rt.shards.of(id);
-            let r = if peek { shard.tcp_peek(id, buf) } else { shard.tcp_recv(id, buf) };
+            if got > 0 && !more_to_read(shard, id) {
+                return Call::Done(Ok(got));
+            }
+            tries += 1;
+            if tries > 1 && !timed_out && !wakes_a_reader(shard, id) {
+                return Call::Done(Err(Errno::EAGAIN));
+            }
+            let r = if peek { shard.tcp_peek(id, buf) } else { shard.tcp_recv(id, &mut buf[got..]) };
+            let outcome = match r {
+                Ok(n) if peek && n > 0 && n < target && peek_may_grow(shard, id, n) => Err(Errno::EAGAIN),
+                Ok(n) if !peek && n > 0 => {
+                    got += n;
+                    if got >= target {
+                        Ok(got)
+                    } else {
+                        Err(Errno::EAGAIN)
+                    }
+                }
+                Ok(n) => Ok(got + n),
+                Err(e) => Err(e),
+            };
             if r == Err(Errno::EAGAIN) {
                 rt.rearm(fd, libc::EPOLLIN as u32);
             } else if !peek && rt.observing() {
                 let since = rt.socks.get_mut(id).map_or(0, |st| std::mem::take(&mut st.readable_since));
                 rt.observe_read(since);
             }
-            Call::Done(r)
-        })
+            Call::Done(outcome)
+        });
+        partial(r, got)
     }
 
     /// `send`/`write`: a blocking socket sends everything (waiting for room); EPIPE is returned and
     /// the caller raises SIGPIPE unless MSG_NOSIGNAL.
     pub fn send(&self, fd: i32, data: &[u8], dontwait: bool) -> Call<usize> {
+        self.send_marked(fd, data, dontwait, false)
+    }
+
+    /// `send`, and with `urgent` (MSG_OOB) the last byte it takes is urgent data.
+    pub(crate) fn send_marked(&self, fd: i32, data: &[u8], dontwait: bool, urgent: bool) -> Call<usize> {
         let mut sent = 0usize;
-        self.blocking(fd, Dir::Send, dontwait, |rt| {
+        let r = self.blocking(fd, Dir::Send, dontwait, |rt| {
             let id = match rt.conn_id(fd) {
                 Ok(id) => id,
                 Err(Call::Done(Err(e))) => return Call::Done(Err(e)),
@@ -441,7 +538,7 @@ impl<N: Nic + 'static> Accel<N> {
             };
             let nonblock = dontwait || rt.fds.kind(fd).is_some_and(|f| f.nonblock());
             let shard = rt.shards.of(id);
-            let r = shard.tcp_send(id, &data[sent..]);
+            let r = if urgent { shard.tcp_send_urgent(id, &data[sent..]) } else { shard.tcp_send(id, &data[sent..]) };
             if !matches!(r, Ok(n) if n == data.len() - sent) {
                 rt.rearm(fd, libc::EPOLLOUT as u32);
             }
@@ -461,7 +558,8 @@ impl<N: Nic + 'static> Accel<N> {
                 Err(e) if sent > 0 && e != Errno::EAGAIN => Call::Done(Ok(sent)),
                 Err(e) => Call::Done(Err(e)),
             }
-        })
+        });
+        partial(r, sent)
     }
 
     /// close: the runtime forgets `fd` (closing the shard socket with its last fd); the caller

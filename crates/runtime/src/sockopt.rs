@@ -1,12 +1,81 @@
 //! Socket options on tracked sockets: kept per fd (accepted sockets inherit their listener's),
 //! applied to the shard's connection where it has them, passed on to the kernel socket while a
 //! socket is still pending, and read back as Linux reports them.
+//!
+//! SO_RCVBUF and SO_SNDBUF follow socket(7) on this host: the value is doubled, clamped by
+//! `net.core.rmem_max`/`wmem_max` and Linux's minimums, and read back doubled; a socket that
+//! set none reads back `tcp_rmem[1]`/`tcp_wmem[1]` (`BufferLimits`, read once from /proc). The
+//! value read back is the buffer's size in bytes of data: pronghorn's buffers hold payload
+//! only, where Linux's count its skb overhead too (measured here: a receive buffer read back
+//! as N holds 0.77 N to 0.9 N of data on Linux, a send buffer about N). A socket that set
+//! none keeps the shard's buffers (128 KiB each); Linux grows its own by autotuning instead.
 
 use nic::Nic;
+use stack::shard::Buffers;
 
 use crate::accel::Accel;
-use crate::fdtable::Fd;
+use crate::fdtable::{Fd, SockOpts};
 use crate::{Call, Errno};
+
+/// Linux's smallest buffers (`SOCK_MIN_RCVBUF`, `SOCK_MIN_SNDBUF`: 2048 bytes plus an
+/// `sk_buff`, once and twice; read back on this kernel after setting 0).
+const MIN_RCVBUF: u32 = 2304;
+const MIN_SNDBUF: u32 = 4608;
+
+/// The host's socket-buffer limits and defaults (socket(7), tcp(7)).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BufferLimits {
+    /// `net.core.rmem_max`, `net.core.wmem_max`: the most SO_RCVBUF/SO_SNDBUF may ask for.
+    pub rmem_max: u32,
+    pub wmem_max: u32,
+    /// `net.core.rmem_default`, `wmem_default`: what a UDP socket that set none reads back.
+    pub rmem_default: u32,
+    pub wmem_default: u32,
+    /// `net.ipv4.tcp_rmem`, `tcp_wmem`: min, default, max.
+    pub tcp_rmem: [u32; 3],
+    pub tcp_wmem: [u32; 3],
+}
+
+impl BufferLimits {
+    /// The values of this network namespace, or Linux's defaults where a file cannot be read.
+    pub(crate) fn read() -> BufferLimits {
+        let read = |path: &str, default: &[u32]| -> Vec<u32> {
+            let values: Option<Vec<u32>> =
+                std::fs::read_to_string(path).ok().and_then(|t| t.split_whitespace().map(|w| w.parse().ok()).collect());
+            values.filter(|v| v.len() == default.len()).unwrap_or_else(|| default.to_vec())
+        };
+        let triple = |v: Vec<u32>| [v[0], v[1], v[2]];
+        BufferLimits {
+            rmem_max: read("/proc/sys/net/core/rmem_max", &[212_992])[0],
+            wmem_max: read("/proc/sys/net/core/wmem_max", &[212_992])[0],
+            rmem_default: read("/proc/sys/net/core/rmem_default", &[212_992])[0],
+            wmem_default: read("/proc/sys/net/core/wmem_default", &[212_992])[0],
+            tcp_rmem: triple(read("/proc/sys/net/ipv4/tcp_rmem", &[4096, 131_072, 6_291_456])),
+            tcp_wmem: triple(read("/proc/sys/net/ipv4/tcp_wmem", &[4096, 16_384, 4_194_304])),
+        }
+    }
+
+    /// What SO_RCVBUF/SO_SNDBUF `asked` becomes (Linux's `__sock_set_rcvbuf`: the request, as
+    /// unsigned, clamped by `max`, doubled, at least `min`).
+    fn doubled(asked: i32, max: u32, min: u32) -> u32 {
+        let v = (asked as u32).min(max).min(i32::MAX as u32 / 2);
+        (v * 2).max(min)
+    }
+
+    /// SO_RCVLOWAT `asked` on a socket with options `o` (Linux's `tcp_set_rcvlowat`): negative
+    /// is INT_MAX, capped at half the buffer (half of `tcp_rmem[2]` while the buffer is not
+    /// set), 0 is 1; an unset buffer grows to twice the mark (Linux's window-to-space ratio on
+    /// a fresh socket) so that the mark can be reached.
+    fn set_rcvlowat(&self, o: &mut SockOpts, asked: i32) {
+        let asked = if asked < 0 { i32::MAX as u32 } else { asked as u32 };
+        let cap = if o.rcvbuf_locked { o.rcvbuf.unwrap_or(self.tcp_rmem[1]) / 2 } else { self.tcp_rmem[2] / 2 };
+        o.rcvlowat = asked.min(cap).max(1);
+        let space = o.rcvlowat.saturating_mul(2);
+        if !o.rcvbuf_locked && space > o.rcvbuf.unwrap_or(self.tcp_rmem[1]) {
+            o.rcvbuf = Some(space);
+        }
+    }
+}
 
 fn int_of(v: &[u8]) -> Option<i32> {
     v.get(..4).map(|b| i32::from_ne_bytes(b.try_into().unwrap()))
@@ -39,16 +108,18 @@ impl<N: Nic + 'static> Accel<N> {
                 Some(Fd::Conn { id, .. }) => Some(*id),
                 // Linux's UDP passes other levels to ip_setsockopt, which knows only SOL_IP.
                 Some(Fd::Udp { .. }) if level == libc::IPPROTO_TCP => return Call::Done(Err(Errno(libc::ENOPROTOOPT))),
+                Some(Fd::Udp { id, .. }) => Some(*id),
                 Some(
                     Fd::Pending { .. }
                     | Fd::Bound { .. }
                     | Fd::Listening { .. }
                     | Fd::Listener { .. }
-                    | Fd::UdpPending { .. }
-                    | Fd::Udp { .. },
+                    | Fd::UdpPending { .. },
                 ) => None,
                 _ => return Call::Kernel,
             };
+            let limits = rt.limits;
+            let udp = matches!(rt.fds.kind(fd), Some(Fd::Udp { .. }));
             let o = &mut rt.fds.get_mut(fd).unwrap().opts;
             let int = int_of(value);
             let need_int = |v: Option<i32>| v.ok_or(Errno::EINVAL);
@@ -76,6 +147,15 @@ impl<N: Nic + 'static> Accel<N> {
                     (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) => o.v6only = need_int(int)? != 0,
                     (libc::SOL_SOCKET, libc::SO_REUSEADDR) => o.reuseaddr = need_int(int)? != 0,
                     (libc::SOL_SOCKET, libc::SO_REUSEPORT) => o.reuseport = need_int(int)? != 0,
+                    (libc::SOL_SOCKET, libc::SO_RCVBUF) => {
+                        o.rcvbuf = Some(BufferLimits::doubled(need_int(int)?, limits.rmem_max, MIN_RCVBUF));
+                        o.rcvbuf_locked = true;
+                    }
+                    (libc::SOL_SOCKET, libc::SO_SNDBUF) => {
+                        o.sndbuf = Some(BufferLimits::doubled(need_int(int)?, limits.wmem_max, MIN_SNDBUF));
+                    }
+                    (libc::SOL_SOCKET, libc::SO_RCVLOWAT) => limits.set_rcvlowat(o, need_int(int)?),
+                    (libc::SOL_SOCKET, libc::SO_OOBINLINE) => o.oobinline = need_int(int)? != 0,
                     _ => {}
                 }
                 Ok(())
@@ -86,6 +166,15 @@ impl<N: Nic + 'static> Accel<N> {
             }
             if pending {
                 return Call::Kernel;
+            }
+            if let Some(&Fd::Listener { id, .. }) = rt.fds.kind(fd) {
+                if matches!((level, name), (libc::SOL_SOCKET, libc::SO_RCVBUF | libc::SO_SNDBUF | libc::SO_RCVLOWAT)) {
+                    // For the connections it makes from now on, on every shard.
+                    let group: Vec<_> = rt.shards.group(id).collect();
+                    for l in group {
+                        let _ = rt.shards.of(l).tcp_set_buffers(l, o.buffers());
+                    }
+                }
             }
             if let Some(id) = id {
                 let shard = rt.shards.of(id);
@@ -101,6 +190,21 @@ impl<N: Nic + 'static> Accel<N> {
                     (libc::IPPROTO_TCP, libc::TCP_CORK) if int == Some(0) => {
                         let _ = shard.tcp_push(id);
                         rt.flush_shard();
+                    }
+                    (libc::SOL_SOCKET, libc::SO_RCVBUF) if udp => {
+                        let _ = shard.udp_set_rcvbuf(id, o.rcvbuf.map(|b| b as usize));
+                    }
+                    (libc::SOL_SOCKET, libc::SO_RCVBUF | libc::SO_SNDBUF) => {
+                        let _ = shard.tcp_set_buffers(id, o.buffers());
+                    }
+                    (libc::SOL_SOCKET, libc::SO_RCVLOWAT) => {
+                        // Readable or not may change now (Linux wakes readers too).
+                        let _ = shard.tcp_set_buffers(id, Buffers { recv: o.rcvbuf, send: None });
+                        let _ = shard.tcp_set_rcvlowat(id, o.rcvlowat);
+                        rt.flush_shard();
+                    }
+                    (libc::SOL_SOCKET, libc::SO_OOBINLINE) => {
+                        let _ = shard.tcp_set_oob_inline(id, o.oobinline);
                     }
                     _ => {}
                 }
@@ -152,7 +256,16 @@ impl<N: Nic + 'static> Accel<N> {
                 (libc::SOL_SOCKET, libc::SO_TYPE) => {
                     put_int(out, if udp { libc::SOCK_DGRAM } else { libc::SOCK_STREAM })
                 }
-                (libc::SOL_SOCKET, libc::SO_SNDBUF | libc::SO_RCVBUF) => put_int(out, 131_072),
+                (libc::SOL_SOCKET, libc::SO_RCVBUF) => {
+                    let default = if udp { rt.limits.rmem_default } else { rt.limits.tcp_rmem[1] };
+                    put_int(out, o.rcvbuf.unwrap_or(default) as i32)
+                }
+                (libc::SOL_SOCKET, libc::SO_SNDBUF) => {
+                    let default = if udp { rt.limits.wmem_default } else { rt.limits.tcp_wmem[1] };
+                    put_int(out, o.sndbuf.unwrap_or(default) as i32)
+                }
+                (libc::SOL_SOCKET, libc::SO_RCVLOWAT) => put_int(out, o.rcvlowat as i32),
+                (libc::SOL_SOCKET, libc::SO_OOBINLINE) => put_int(out, o.oobinline as i32),
                 (libc::SOL_SOCKET, libc::SO_ACCEPTCONN) => {
                     put_int(out, matches!(rt.fds.kind(fd), Some(Fd::Listener { .. } | Fd::Listening { .. })) as i32)
                 }

@@ -5,20 +5,22 @@
 //! replies on either queue and reach their shard through the other. Every wait is bounded
 //! (`within`): a lost wakeup fails the test instead of hanging it.
 
+mod common;
+
 use std::cell::RefCell;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::Path;
 use std::rc::Rc;
-use std::sync::mpsc;
-use std::time::Duration;
 
 use config::Config;
 use nic::clock::{Clock, MonotonicClock};
 use nic::mem::{pair, MemBuf, MemConfig, MemNic};
 use nic::{Link, MacAddr, Nic, NicStats, PacketBuf};
-use runtime::{Accel, Call, Errno};
+use runtime::{Accel, Errno};
 use stack::echo::EchoServer;
 use stack::shard::{Shard, ShardConfig, SocketId};
+
+use common::{done, within};
 
 const OURS: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -183,23 +185,6 @@ impl Lab {
     fn with_peer<T>(&self, f: impl FnOnce(&mut Peer) -> T) -> T {
         let peer = self.peer;
         self.rt.locked(|| f(&mut peer.0.borrow_mut()))
-    }
-}
-
-const BOUND: Duration = Duration::from_secs(30);
-
-fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(BOUND).unwrap_or_else(|_| panic!("{what}: no answer (a lost wakeup?)"))
-}
-
-fn done<T>(c: Call<T>) -> Result<T, Errno> {
-    match c {
-        Call::Done(r) => r,
-        Call::Kernel => panic!("the runtime passed an accelerated call to the kernel"),
     }
 }
 

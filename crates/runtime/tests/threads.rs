@@ -10,6 +10,8 @@
 //! Worker processes: listen() before the NIC opens is deferred to the first wait, and a child
 //! forked before that keeps the runtime and serves the inherited listener on its own NIC.
 
+mod common;
+
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::Path;
 use std::sync::mpsc;
@@ -18,11 +20,13 @@ use std::time::Duration;
 
 use config::Config;
 use nic::clock::{Clock, MonotonicClock};
-use nic::mem::{pair, MemBuf, MemConfig, MemNic};
-use nic::{Link, MacAddr, Nic, NicStats};
+use nic::mem::{pair, MemConfig, MemNic};
+use nic::MacAddr;
 use runtime::{Accel, Call, Errno};
 use stack::echo::EchoServer;
 use stack::shard::{Shard, ShardConfig, SocketId};
+
+use common::{done, within, NicWithPeer, Peer, BOUND};
 
 const OURS: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -43,8 +47,10 @@ struct PeerConn {
 }
 
 /// The runtime's NIC: one end of an in-memory pair, with the peer shard on the other end.
-struct PeerNic {
-    mine: MemNic,
+type PeerNic = NicWithPeer<EchoPeer>;
+
+/// The peer shard: an echo server, and the connections the test has it open.
+struct EchoPeer {
     peer: Shard<MemNic>,
     echo: EchoServer,
     ctl: Arc<Mutex<PeerCtl>>,
@@ -52,8 +58,8 @@ struct PeerNic {
     buf: Vec<u8>,
 }
 
-impl PeerNic {
-    fn run_peer(&mut self) {
+impl Peer for EchoPeer {
+    fn run(&mut self) {
         let now = self.clock.now_ns();
         self.peer.poll(now);
         self.echo.serve(&mut self.peer);
@@ -81,39 +87,6 @@ impl PeerNic {
     }
 }
 
-impl Nic for PeerNic {
-    type Buf = MemBuf;
-
-    fn rx_burst(&mut self, out: &mut Vec<MemBuf>, max: usize) -> usize {
-        self.run_peer();
-        self.mine.rx_burst(out, max)
-    }
-
-    fn tx_burst(&mut self, bufs: &mut Vec<MemBuf>) -> usize {
-        self.mine.tx_burst(bufs)
-    }
-
-    fn alloc(&mut self) -> Option<MemBuf> {
-        self.mine.alloc()
-    }
-
-    fn mac(&self) -> MacAddr {
-        self.mine.mac()
-    }
-
-    fn mtu(&self) -> u16 {
-        self.mine.mtu()
-    }
-
-    fn link(&self) -> Link {
-        self.mine.link()
-    }
-
-    fn stats(&self) -> NicStats {
-        self.mine.stats()
-    }
-}
-
 struct Lab {
     rt: &'static Accel<PeerNic>,
     ctl: Arc<Mutex<PeerCtl>>,
@@ -128,26 +101,9 @@ fn lab(drive: &str) -> Lab {
     let mut peer = Shard::new(b, ShardConfig::new(MacAddr([2, 0, 0, 0, 0, 2]), Some((PEER, 24)), None, [7; 32]));
     let echo = EchoServer::start(&mut peer, 128).unwrap();
     let ctl = Arc::new(Mutex::new(PeerCtl::default()));
-    let nic = PeerNic { mine: a, peer, echo, ctl: ctl.clone(), clock: MonotonicClock::new(), buf: vec![0; 65536] };
+    let peer = EchoPeer { peer, echo, ctl: ctl.clone(), clock: MonotonicClock::new(), buf: vec![0; 65536] };
+    let nic = NicWithPeer { mine: a, peer };
     Lab { rt: Accel::with_nic(cfg, nic), ctl }
-}
-
-const BOUND: Duration = Duration::from_secs(30);
-
-/// Runs `f` on a thread and waits for it at most `BOUND`: a lost wakeup fails the test.
-fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(BOUND).unwrap_or_else(|_| panic!("{what}: no answer (a lost wakeup?)"))
-}
-
-fn done<T>(c: Call<T>) -> Result<T, Errno> {
-    match c {
-        Call::Done(r) => r,
-        Call::Kernel => panic!("the runtime passed an accelerated call to the kernel"),
-    }
 }
 
 fn tcp_socket(rt: &Accel<PeerNic>, nonblock: bool) -> i32 {

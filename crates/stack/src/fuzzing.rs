@@ -166,6 +166,7 @@ pub fn base(seq: u32, ack: Option<u32>, flags: TcpFlags) -> TcpRepr {
         sack_ranges: [None; 4],
         timestamp: None,
         payload_len: 0,
+        urgent_at: 0,
     }
 }
 

@@ -124,6 +124,17 @@ pub struct Readiness {
     pub hangup: bool,
     /// EPOLLERR: an error is pending (SO_ERROR).
     pub error: bool,
+    /// EPOLLPRI: urgent data waits to be read with MSG_OOB.
+    pub urgent: bool,
+}
+
+/// SO_RCVBUF and SO_SNDBUF as a connection applies them, in bytes of data: what its receive
+/// buffer holds (the most it advertises; before the handshake also what chooses its window
+/// scale) and what its send buffer takes. `None` keeps the shard's (`ShardConfig::tcp`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Buffers {
+    pub recv: Option<u32>,
+    pub send: Option<u32>,
 }
 
 /// The shard's settings.
@@ -303,6 +314,8 @@ struct Listener {
     arrivals: u32,
     /// The application waits on it (see [`Shard::tcp_listener_watched`]).
     watched: bool,
+    /// Its connections' buffers, from the SYN on (Linux's children inherit the listener's).
+    buffers: Buffers,
 }
 
 /// Where a TCP or UDP segment to us lies in its frame, and what its IP header says.
@@ -369,6 +382,8 @@ pub struct Shard<N: Nic> {
     challenge_left: u32,
     dirty: Vec<SocketId>,
     changed: Vec<SocketId>,
+    /// Connections the application holds whose peer marked new urgent data (SIGURG).
+    urgent: Vec<SocketId>,
     rx: Vec<N::Buf>,
     tx: Vec<N::Buf>,
     fired: Vec<TimerKey>,
@@ -500,6 +515,7 @@ impl<N: Nic> Shard<N> {
             challenge_left: 0,
             dirty: Vec::new(),
             changed: Vec::new(),
+            urgent: Vec::new(),
             rx: Vec::with_capacity(RX_BURST),
             tx: Vec::with_capacity(RX_BURST),
             fired: Vec::new(),
@@ -1004,7 +1020,11 @@ impl<N: Nic> Shard<N> {
 
     fn syn_to_listener(&mut self, lid: SocketId, tuple: FourTuple, syn: &TcpRepr, iss: Option<u32>) {
         let syn_backlog = self.cfg.syn_backlog;
-        let cfg = self.conn_config(&tuple);
+        let buffers = match self.socket(lid) {
+            Some(Socket::Listener(l)) => l.buffers,
+            _ => return,
+        };
+        let cfg = self.conn_config(&tuple, buffers);
         let Some(Socket::Listener(l)) = self.socket_mut(lid) else { return };
         if l.accept_queue.len() >= l.backlog {
             self.stats.tcp_listen_overflows += 1;
@@ -1082,7 +1102,11 @@ impl<N: Nic> Shard<N> {
         }
         self.stats.tcp_syncookies_ok += 1;
         self.stats.tcp_passive_opens += 1;
-        let cfg = self.conn_config(&tuple);
+        let buffers = match self.socket(lid) {
+            Some(Socket::Listener(l)) => l.buffers,
+            _ => Buffers::default(),
+        };
+        let cfg = self.conn_config(&tuple, buffers);
         let opts = CookieOptions { mss: info.mss, window_scale: None, sack_permitted: false, timestamps: false };
         let mut conn = Connection::from_cookie(&cfg, ack, opts, self.now);
         if !payload.is_empty() || ack.flags.contains(TcpFlags::FIN) {
@@ -1200,6 +1224,12 @@ impl<N: Nic> Shard<N> {
                 self.mark_changed(id);
             }
             TcpEvent::Writable => self.mark_changed(id),
+            TcpEvent::Urgent => {
+                // Linux signals the socket's owner; a connection nobody accepted yet has none.
+                if s.owned {
+                    self.urgent.push(id);
+                }
+            }
             TcpEvent::Reset | TcpEvent::TimedOut | TcpEvent::Closed => {
                 if s.owned && !s.app_closed {
                     // The application still holds the socket, but the 4-tuple is free again, as
@@ -1315,9 +1345,12 @@ impl<N: Nic> Shard<N> {
     }
 
     /// The per-connection TCP settings: the MSS of the family, a timestamp offset hashed from
-    /// the addresses (so values between two hosts keep growing across connections).
-    fn conn_config(&self, tuple: &FourTuple) -> tcp::Config {
+    /// the addresses (so values between two hosts keep growing across connections), the
+    /// socket's buffers.
+    fn conn_config(&self, tuple: &FourTuple, buffers: Buffers) -> tcp::Config {
         let mut cfg = self.cfg.tcp;
+        cfg.rcv_buf = buffers.recv.unwrap_or(cfg.rcv_buf);
+        cfg.snd_buf = buffers.send.unwrap_or(cfg.snd_buf);
         if !tuple.is_ipv4() {
             cfg.mss = cfg.mss.saturating_sub(20);
         }
@@ -1636,6 +1669,7 @@ impl<N: Nic> Shard<N> {
             accept_queue: VecDeque::new(),
             arrivals: 0,
             watched: false,
+            buffers: Buffers::default(),
         }));
         if joins {
             self.listeners.get_mut((addr, port)).expect("the group exists").members.push(id);
@@ -1693,6 +1727,12 @@ impl<N: Nic> Shard<N> {
     /// Starts an active open to `remote` from an ephemeral port (non-blocking: the socket
     /// becomes writable when connected, or reports the error).
     pub fn tcp_connect(&mut self, remote: SocketAddr) -> Result<SocketId, Errno> {
+        self.tcp_connect_with(remote, Buffers::default())
+    }
+
+    /// [`Shard::tcp_connect`] with the socket's buffers (its SYN offers the window scale the
+    /// receive buffer needs).
+    pub fn tcp_connect_with(&mut self, remote: SocketAddr, buffers: Buffers) -> Result<SocketId, Errno> {
         let dst = to_ip(remote.ip());
         let src = self.local_address(matches!(dst, IpAddress::V6(_)))?;
         if self.routes.next_hop(dst).is_none() {
@@ -1708,7 +1748,7 @@ impl<N: Nic> Shard<N> {
             })
             .map_err(|_| Errno::EADDRNOTAVAIL)?;
         let tuple = FourTuple::new((src, port), (dst, remote.port()));
-        let cfg = self.conn_config(&tuple);
+        let cfg = self.conn_config(&tuple, buffers);
         let iss = self.iss(&tuple);
         let conn = Connection::connect(&cfg, port, remote.port(), iss, self.now);
         self.stats.tcp_active_opens += 1;
@@ -1717,8 +1757,17 @@ impl<N: Nic> Shard<N> {
     }
 
     pub fn tcp_send(&mut self, id: SocketId, data: &[u8]) -> Result<usize, Errno> {
+        self.send_marked(id, data, false)
+    }
+
+    /// `send(..., MSG_OOB)`: the last byte taken is urgent (see `tcp::Connection::send_urgent`).
+    pub fn tcp_send_urgent(&mut self, id: SocketId, data: &[u8]) -> Result<usize, Errno> {
+        self.send_marked(id, data, true)
+    }
+
+    fn send_marked(&mut self, id: SocketId, data: &[u8], urgent: bool) -> Result<usize, Errno> {
         let s = self.tcp(id)?;
-        let r = s.conn.send(data);
+        let r = if urgent { s.conn.send_urgent(data) } else { s.conn.send(data) };
         // The application saw a full buffer: the next time it has room is a change to report
         // (as EPOLLET re-arms on EAGAIN).
         if !matches!(r, Ok(n) if n == data.len()) {
@@ -1745,6 +1794,68 @@ impl<N: Nic> Shard<N> {
     /// Reads without consuming (MSG_PEEK).
     pub fn tcp_peek(&mut self, id: SocketId, buf: &mut [u8]) -> Result<usize, Errno> {
         Ok(self.tcp(id)?.conn.peek(buf)?)
+    }
+
+    /// `recv(..., MSG_OOB)`: the urgent byte (`None`: end of stream), never waiting; `peek`
+    /// (MSG_PEEK) leaves it. The errors are Linux's (see `tcp::Connection::recv_urgent`).
+    pub fn tcp_recv_urgent(&mut self, id: SocketId, peek: bool) -> Result<Option<u8>, Errno> {
+        let s = self.tcp(id)?;
+        let byte = s.conn.recv_urgent(peek)?;
+        if !peek {
+            // Taken: the next urgent byte is a change to report.
+            s.reported.urgent = false;
+        }
+        Ok(byte)
+    }
+
+    /// Bytes before the urgent mark (`Some(0)`: SIOCATMARK), `None` without urgent data.
+    pub fn tcp_urgent_mark(&mut self, id: SocketId) -> Result<Option<usize>, Errno> {
+        Ok(self.tcp(id)?.conn.urgent_mark())
+    }
+
+    /// Connections whose peer marked new urgent data since the last call (each once per new
+    /// urgent pointer): the application's SIGURG.
+    pub fn take_urgent(&mut self, out: &mut Vec<SocketId>) {
+        out.append(&mut self.urgent);
+    }
+
+    /// SO_OOBINLINE.
+    pub fn tcp_set_oob_inline(&mut self, id: SocketId, inline: bool) -> Result<(), Errno> {
+        self.tcp(id)?.conn.set_oob_inline(inline);
+        self.mark_dirty(id);
+        Ok(())
+    }
+
+    /// SO_RCVLOWAT (readable from this many bytes on).
+    pub fn tcp_set_rcvlowat(&mut self, id: SocketId, bytes: u32) -> Result<(), Errno> {
+        self.tcp(id)?.conn.set_rcvlowat(bytes);
+        // Readiness may change either way: the next pass reports it.
+        self.mark_dirty(id);
+        Ok(())
+    }
+
+    /// SO_RCVBUF/SO_SNDBUF of a connection (`None`: left as they are); of a listener, for the
+    /// connections it makes from now on.
+    pub fn tcp_set_buffers(&mut self, id: SocketId, buffers: Buffers) -> Result<(), Errno> {
+        match self.socket_mut(id) {
+            Some(Socket::Tcp(s)) => {
+                if let Some(bytes) = buffers.recv {
+                    s.conn.set_recv_buffer(bytes);
+                }
+                if let Some(bytes) = buffers.send {
+                    s.conn.set_send_buffer(bytes);
+                }
+            }
+            Some(Socket::Listener(l)) => {
+                l.buffers.recv = buffers.recv.or(l.buffers.recv);
+                l.buffers.send = buffers.send.or(l.buffers.send);
+                return Ok(());
+            }
+            Some(Socket::Udp(_)) => return Err(Errno::EOPNOTSUPP),
+            None => return Err(Errno::EBADF),
+        }
+        self.mark_dirty(id);
+        Ok(())
     }
 
     /// Bytes that `tcp_send` would take now (0 counts as a full buffer seen, like EAGAIN).
@@ -1921,6 +2032,7 @@ impl<N: Nic> Shard<N> {
                     read_closed,
                     hangup: state == TcpState::Closed || state == TcpState::TimeWait,
                     error: s.conn.error().is_some(),
+                    urgent: s.conn.has_urgent(),
                 }
             }
         }

@@ -133,6 +133,7 @@ impl Peer {
             sack_ranges: [None; 4],
             timestamp: None,
             payload_len: 0,
+            urgent_at: 0,
         };
         let (l, r) = (self.local, self.remote);
         let f = frame(self, IpProtocol::Tcp, repr.header_len(), |b| {

@@ -400,3 +400,20 @@ fn sockets_that_set_so_reuseaddr_share_a_port_and_a_connected_one_gets_its_peers
         assert!(p.shard.udp_bind(p.addr(5201)).is_ok());
     });
 }
+
+#[test]
+fn so_rcvbuf_bounds_what_a_socket_queues_and_the_rest_is_counted() {
+    let mut p = Peer::new(false);
+    let id = p.shard.udp_bind(p.addr(53)).unwrap();
+    p.shard.udp_set_rcvbuf(id, Some(250)).unwrap();
+    for _ in 0..5 {
+        p.datagram(4000, 53, &[7; 100]);
+    }
+    let mut buf = [0u8; 200];
+    let mut got = 0;
+    while p.shard.udp_recv(id, &mut buf, false).is_ok() {
+        got += 1;
+    }
+    assert_eq!(got, 2, "two of 100 bytes fit in 250");
+    assert_eq!(p.shard.stats().udp_rcvbuf_errors, 3);
+}

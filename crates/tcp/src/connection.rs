@@ -1,7 +1,8 @@
 //! One TCP connection as a sans-I/O state machine: RFC 9293 with RFC 6298 (RTO), 7323 (window
 //! scale, timestamps, PAWS), 5681/6582 (congestion control, NewReno), 9438 (CUBIC), 2018/6675
 //! (SACK and SACK-based recovery), 8985 (RACK-TLP loss detection with SACK), 5961 (blind
-//! in-window attacks), 3168 (ECN) and 1122 (delayed ACK, keepalive).
+//! in-window attacks), 3168 (ECN), 1122 (delayed ACK, keepalive) and 6093 (urgent data, as
+//! Linux keeps it: one urgent byte out of band, a mark in the stream).
 //!
 //! The caller drives it: [`Connection::handle_segment`] and [`Connection::handle_timeout`] for
 //! input, then [`Connection::poll_transmit`] until it returns `None`, [`Connection::poll_event`]
@@ -83,6 +84,9 @@ pub enum Event {
     TimeWait,
     /// The connection is over (CLOSED): free it once `poll_transmit` returns `None`.
     Closed,
+    /// The peer marked new urgent data: a new urgent pointer arrived (Linux sends SIGURG now,
+    /// whether or not the urgent byte itself has arrived yet).
+    Urgent,
 }
 
 /// Errors of the application calls, named after the Linux errno they map to.
@@ -102,6 +106,8 @@ pub enum Error {
     ConnectionRefused,
     /// ETIMEDOUT: the peer stopped answering.
     TimedOut,
+    /// EINVAL: `recv_urgent` with no urgent byte to give (none, already read, or SO_OOBINLINE).
+    InvalidInput,
 }
 
 impl Error {
@@ -114,6 +120,7 @@ impl Error {
             Error::ConnectionReset => 104,
             Error::ConnectionRefused => 111,
             Error::TimedOut => 110,
+            Error::InvalidInput => 22,
         }
     }
 }
@@ -127,6 +134,7 @@ impl core::fmt::Display for Error {
             Error::ConnectionReset => "connection reset by peer",
             Error::ConnectionRefused => "connection refused",
             Error::TimedOut => "connection timed out",
+            Error::InvalidInput => "invalid argument",
         })
     }
 }
@@ -239,6 +247,10 @@ struct Params {
     offer_ts: bool,
     ecn: Ecn,
     rack_tlp: bool,
+    /// SO_OOBINLINE: the urgent byte stays in the stream.
+    oob_inline: bool,
+    /// SO_RCVLOWAT: bytes that make the connection readable (at least 1).
+    rcvlowat: u32,
 }
 
 fn to_us(d: Duration) -> u32 {
@@ -285,6 +297,8 @@ impl Params {
             offer_ts: cfg.timestamps,
             ecn: cfg.ecn,
             rack_tlp: cfg.rack_tlp,
+            oob_inline: false,
+            rcvlowat: 1,
         }
     }
 
@@ -338,6 +352,21 @@ enum LossTimer {
     Probe,
 }
 
+/// Urgent data from the peer, Linux's `urg_data` states. RFC 6093 section 4 (and every stack
+/// in use) reads the urgent pointer as the byte *after* the urgent data; Linux keeps one byte of
+/// it, the last, out of the stream (unless SO_OOBINLINE) and a newer pointer replaces it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum UrgentIn {
+    /// No urgent mark ahead of the reader.
+    None,
+    /// The pointer arrived; the byte it marks has not yet.
+    Announced,
+    /// The urgent byte, waiting for `recv_urgent`.
+    Arrived(u8),
+    /// The urgent byte was taken with `recv_urgent`; its mark stays until the reader passes it.
+    Taken,
+}
+
 /// A RST to send.
 #[derive(Debug, Clone, Copy)]
 struct Rst {
@@ -345,14 +374,15 @@ struct Rst {
     ack: Option<u32>,
 }
 
-const EV_CONNECTED: u8 = 1 << 0;
-const EV_READABLE: u8 = 1 << 1;
-const EV_READ_CLOSED: u8 = 1 << 2;
-const EV_WRITABLE: u8 = 1 << 3;
-const EV_RESET: u8 = 1 << 4;
-const EV_TIMED_OUT: u8 = 1 << 5;
-const EV_TIME_WAIT: u8 = 1 << 6;
-const EV_CLOSED: u8 = 1 << 7;
+const EV_CONNECTED: u16 = 1 << 0;
+const EV_READABLE: u16 = 1 << 1;
+const EV_READ_CLOSED: u16 = 1 << 2;
+const EV_WRITABLE: u16 = 1 << 3;
+const EV_RESET: u16 = 1 << 4;
+const EV_TIMED_OUT: u16 = 1 << 5;
+const EV_TIME_WAIT: u16 = 1 << 6;
+const EV_CLOSED: u16 = 1 << 7;
+const EV_URGENT: u16 = 1 << 8;
 
 /// One TCP connection. See the module documentation for how to drive it.
 ///
@@ -385,6 +415,9 @@ pub struct Connection {
     /// When each range in flight was sent, and what recovery made of it.
     sent: SentLog,
     rack: Rack,
+    /// SND.UP: the sequence number after the last urgent byte sent (Linux's `snd_up`), while
+    /// `snd_urgent`.
+    snd_up: u32,
 
     // Receive sequence space.
     irs: u32,
@@ -400,6 +433,9 @@ pub struct Connection {
     /// RFC 2883: data that arrived twice, for the first SACK block of our next ACK (D-SACK);
     /// none when empty (not an `Option`: 8 bytes less per connection).
     dsack: (u32, u32),
+    /// The peer's urgent byte's sequence number (Linux's `urg_seq`), unless `rcv_urg` is `None`.
+    rcv_up: u32,
+    rcv_urg: UrgentIn,
 
     // Timers (NEVER when not armed).
     /// RTO, SYN retransmission or zero-window probe (persist).
@@ -450,7 +486,7 @@ pub struct Connection {
     recovery: Recovery,
     loss_timer: LossTimer,
     error: Option<Error>,
-    events: u8,
+    events: u16,
     snd_wscale: u8,
     rcv_wscale: u8,
     /// RTO backoff exponent: consecutive timeouts.
@@ -500,6 +536,8 @@ pub struct Connection {
     seg_ce: bool,
     /// The segment `poll_transmit` returned last goes out ECN-capable, ECT(0).
     tx_ect: bool,
+    /// Urgent data sent and not yet acknowledged: segments before SND.UP carry URG.
+    snd_urgent: bool,
 }
 
 impl Connection {
@@ -524,6 +562,7 @@ impl Connection {
             sacked: Scoreboard::default(),
             sent: SentLog::default(),
             rack: Rack::new(iss),
+            snd_up: iss,
             irs: 0,
             rcv_nxt: 0,
             rcv_adv: 0,
@@ -532,6 +571,8 @@ impl Connection {
             rx: Ring::default(),
             ooo: OooRanges::default(),
             dsack: (0, 0),
+            rcv_up: 0,
+            rcv_urg: UrgentIn::None,
             t_rtx: NEVER,
             t_delack: NEVER,
             t_idle: NEVER,
@@ -595,6 +636,7 @@ impl Connection {
             ecn_reducing: false,
             seg_ce: false,
             tx_ect: false,
+            snd_urgent: false,
         }
     }
 
@@ -706,7 +748,8 @@ impl Connection {
             return Ok(0);
         }
         self.tx.ensure(self.p.snd_buf as usize);
-        let n = self.tx.push(data);
+        let room = (self.p.snd_buf as usize).saturating_sub(self.tx.len());
+        let n = self.tx.push(&data[..data.len().min(room)]);
         if n < data.len() {
             self.write_blocked = true;
         }
@@ -716,16 +759,38 @@ impl Connection {
         Ok(n)
     }
 
+    /// `send(..., MSG_OOB)`: [`Connection::send`], and the last byte taken is urgent: the urgent
+    /// pointer (SND.UP) moves to just after it, as Linux's `tcp_mark_urg` does, and every segment
+    /// sent before it carries URG until the peer acknowledges it (RFC 9293 3.8.5; the pointer
+    /// names the byte after the urgent data, RFC 6093 section 4). Nagle does not hold urgent
+    /// data back.
+    pub fn send_urgent(&mut self, data: &[u8]) -> Result<usize, Error> {
+        let n = self.send(data)?;
+        if n > 0 {
+            self.snd_up = self.data_end();
+            self.snd_urgent = true;
+        }
+        Ok(n)
+    }
+
     /// Reads in-order data. `Ok(0)` is end of stream (the peer's FIN, or the connection ended
     /// after its error was reported); `Err(WouldBlock)` when nothing is there yet. A pending
     /// error (reset, timeout) is returned once, after the data that arrived before it.
+    ///
+    /// The urgent mark ends a read that has data before it (Linux's `tcp_recvmsg`); a read at the
+    /// mark skips the urgent byte unless SO_OOBINLINE (it is `recv_urgent`'s), even when nothing
+    /// follows it yet.
     pub fn recv(&mut self, buf: &mut [u8]) -> Result<usize, Error> {
-        let n = buf.len().min(self.rx.len());
-        if n > 0 {
-            self.rx.read_at(0, &mut buf[..n]);
-            self.rx.pop(n);
+        let (skip, len) = self.readable_span();
+        let n = buf.len().min(len);
+        if n > 0 || (skip > 0 && !buf.is_empty()) {
+            self.rx.read_at(skip, &mut buf[..n]);
+            self.rx.pop(skip + n);
+            self.passed_urgent_mark();
             self.window_update_after_read();
-            return Ok(n);
+            if n > 0 {
+                return Ok(n);
+            }
         }
         if buf.is_empty() {
             return Ok(0);
@@ -742,9 +807,10 @@ impl Connection {
     /// Like [`Connection::recv`] but leaves the data in place (MSG_PEEK): the same answer, the
     /// same errors (an error is reported, not consumed).
     pub fn peek(&self, buf: &mut [u8]) -> Result<usize, Error> {
-        let n = buf.len().min(self.rx.len());
+        let (skip, len) = self.readable_span();
+        let n = buf.len().min(len);
         if n > 0 {
-            self.rx.read_at(0, &mut buf[..n]);
+            self.rx.read_at(skip, &mut buf[..n]);
             return Ok(n);
         }
         if buf.is_empty() {
@@ -759,15 +825,85 @@ impl Connection {
         Err(Error::WouldBlock)
     }
 
-    /// Bytes `recv` can return now (FIONREAD).
+    /// `recv(..., MSG_OOB)`: the urgent byte, as Linux's `tcp_recv_urg` answers. It never waits:
+    /// `Err(WouldBlock)` while the pointer has arrived and the byte has not; `Err(InvalidInput)`
+    /// (EINVAL) with SO_OOBINLINE, without urgent data, or once it was taken; `Err(NotConnected)`
+    /// on a connection that ended without the peer's FIN; `Ok(None)` (end of stream) after it.
+    /// `peek` (MSG_PEEK) leaves the byte to be read again.
+    pub fn recv_urgent(&mut self, peek: bool) -> Result<Option<u8>, Error> {
+        if self.p.oob_inline || matches!(self.rcv_urg, UrgentIn::None | UrgentIn::Taken) {
+            return Err(Error::InvalidInput);
+        }
+        if self.state == State::Closed && !self.fin_received {
+            return Err(Error::NotConnected);
+        }
+        if let UrgentIn::Arrived(byte) = self.rcv_urg {
+            if !peek {
+                self.rcv_urg = UrgentIn::Taken;
+            }
+            return Ok(Some(byte));
+        }
+        if self.fin_received || self.state == State::Closed {
+            return Ok(None);
+        }
+        Err(Error::WouldBlock)
+    }
+
+    /// Bytes between the reader and the urgent mark (`Some(0)`: at the mark, SIOCATMARK), or
+    /// `None` without urgent data ahead.
+    pub fn urgent_mark(&self) -> Option<usize> {
+        (self.rcv_urg != UrgentIn::None).then(|| self.rcv_up.wrapping_sub(self.read_seq()) as usize)
+    }
+
+    /// SO_OOBINLINE: the urgent byte stays in the stream (`recv` returns it, `recv_urgent` says
+    /// EINVAL); reads still stop at the mark and SIOCATMARK still finds it.
+    pub fn set_oob_inline(&mut self, inline: bool) {
+        self.p.oob_inline = inline;
+    }
+
+    /// SO_RCVLOWAT: the connection is readable (EPOLLIN) once this many bytes are there (at
+    /// least 1), or when the window left is at most one segment (Linux: the peer could not send
+    /// more). How a blocking read waits for them is the caller's.
+    pub fn set_rcvlowat(&mut self, bytes: u32) {
+        self.p.rcvlowat = bytes.max(1);
+    }
+
+    /// SO_RCVBUF, in bytes of data (the window advertised is at most this). The window-scale
+    /// shift was fixed by the handshake: a buffer larger than it can announce is announced as
+    /// far as it can. A smaller buffer takes back no window already offered.
+    pub fn set_recv_buffer(&mut self, bytes: u32) {
+        self.p.rcv_buf = bytes.max(1);
+        let cap = self.rx_cap();
+        if self.rx.is_allocated() && self.rx.capacity() < cap {
+            self.rx.grow(cap);
+        }
+    }
+
+    /// SO_SNDBUF, in bytes of data: what `send` may queue (unsent and unacknowledged). Data
+    /// already queued beyond a smaller buffer stays; `send` waits until it drains below it.
+    pub fn set_send_buffer(&mut self, bytes: u32) {
+        self.p.snd_buf = bytes.max(1);
+        let cap = self.p.snd_buf as usize;
+        if self.tx.is_allocated() && self.tx.capacity() < cap {
+            self.tx.grow(cap);
+        }
+    }
+
+    /// Bytes `recv` can return now, up to the urgent mark unless SO_OOBINLINE (FIONREAD, Linux's
+    /// `tcp_inq`).
     pub fn recv_available(&self) -> usize {
-        self.rx.len()
+        match self.urgent_mark() {
+            Some(before_mark) if !self.p.oob_inline => before_mark.min(self.rx.len()),
+            _ => self.rx.len(),
+        }
     }
 
     /// Bytes `send` accepts now.
     pub fn send_space(&self) -> usize {
         match self.state {
-            State::Established | State::CloseWait if !self.fin_queued => self.p.snd_buf as usize - self.tx.len(),
+            State::Established | State::CloseWait if !self.fin_queued => {
+                (self.p.snd_buf as usize).saturating_sub(self.tx.len())
+            }
             _ => 0,
         }
     }
@@ -777,9 +913,20 @@ impl Connection {
         self.tx.len()
     }
 
-    /// EPOLLIN: data, end of stream, or an error to report.
+    /// EPOLLIN: SO_RCVLOWAT bytes of data (one more at the urgent mark, whose byte a read
+    /// skips), or any data once the window left is at most a segment; end of stream; or an error
+    /// to report. Linux's `tcp_poll`.
     pub fn is_readable(&self) -> bool {
-        self.rx.len() > 0 || self.fin_received || self.error.is_some() || self.state == State::Closed
+        let avail = self.rx.len() as u32;
+        let skipped = u32::from(self.urgent_mark() == Some(0) && !self.p.oob_inline);
+        let target = self.p.rcvlowat.saturating_add(skipped);
+        let enough = avail > 0 && (avail >= target || self.rcv_wnd() <= u32::from(self.rcv_mss));
+        enough || self.fin_received || self.error.is_some() || self.state == State::Closed
+    }
+
+    /// EPOLLPRI: the urgent byte has arrived and was not taken yet (with SO_OOBINLINE too).
+    pub fn has_urgent(&self) -> bool {
+        matches!(self.rcv_urg, UrgentIn::Arrived(_))
     }
 
     /// EPOLLOUT: room in the send buffer (at least a third of it free, like Linux's
@@ -970,7 +1117,8 @@ impl Connection {
             EV_RESET => Event::Reset,
             EV_TIMED_OUT => Event::TimedOut,
             EV_TIME_WAIT => Event::TimeWait,
-            _ => Event::Closed,
+            EV_CLOSED => Event::Closed,
+            _ => Event::Urgent,
         })
     }
 
@@ -1059,8 +1207,31 @@ impl Connection {
     }
 
     fn tx_writable(&self) -> bool {
-        let free = self.p.snd_buf as usize - self.tx.len();
+        let free = (self.p.snd_buf as usize).saturating_sub(self.tx.len());
         free > 0 && free >= self.tx.len() / 2
+    }
+
+    /// The sequence number of the next byte the application reads (Linux's `copied_seq`).
+    fn read_seq(&self) -> u32 {
+        self.rcv_nxt.wrapping_sub(self.rx.len() as u32).wrapping_sub(u32::from(self.fin_received))
+    }
+
+    /// What a read takes from the receive buffer: `(skip, len)`, the urgent byte skipped at the
+    /// mark (unless SO_OOBINLINE) and `len` bytes after it, ending at a mark ahead.
+    fn readable_span(&self) -> (usize, usize) {
+        let avail = self.rx.len();
+        match self.urgent_mark() {
+            Some(0) if !self.p.oob_inline && avail > 0 => (1, avail - 1),
+            Some(ahead) if ahead > 0 => (0, ahead.min(avail)),
+            _ => (0, avail),
+        }
+    }
+
+    /// After a read: once the reader is past the mark there is no urgent data any more.
+    fn passed_urgent_mark(&mut self) {
+        if self.rcv_urg != UrgentIn::None && seq::gt(self.read_seq(), self.rcv_up) {
+            self.rcv_urg = UrgentIn::None;
+        }
     }
 
     fn can_send_data(&self) -> bool {
@@ -1363,8 +1534,42 @@ impl Connection {
             self.ack_now = true;
         }
 
+        // Sixth: the URG bit, where data is still accepted (after the peer's FIN there is none).
+        if matches!(self.state, State::Established | State::FinWait1 | State::FinWait2) {
+            if seg.flags.contains(TcpFlags::URG) {
+                self.urgent_pointer(seg.seq_number, seg.urgent_at);
+            }
+            if self.rcv_urg == UrgentIn::Announced {
+                // The urgent byte is taken from whichever acceptable segment carries it, in
+                // order or not (Linux's `tcp_urg`); it also stays in the stream.
+                let at = self.rcv_up.wrapping_sub(seq) as usize;
+                if let Some(&byte) = payload.get(at) {
+                    self.rcv_urg = UrgentIn::Arrived(byte);
+                }
+            }
+        }
+
         // Seventh and eighth: text and FIN.
         self.process_text(now, seq, payload, fin);
+    }
+
+    /// An urgent pointer (Linux's `tcp_check_urg`): `up` is the offset of the byte after the
+    /// urgent data (RFC 6093 section 4; Linux with `tcp_stdurg` 0, its default, so 0 names the
+    /// segment's first byte). One that points at data already received, or not beyond the
+    /// mark we have, is not news: a sender repeats its pointer on every segment until it is
+    /// acknowledged. A new one replaces the old mark; if the reader stands at that old mark
+    /// with its byte unread, the byte goes (else it would turn up in the stream).
+    fn urgent_pointer(&mut self, seg_seq: u32, up: u16) {
+        let at = seg_seq.wrapping_add(u32::from(up.saturating_sub(1)));
+        if seq::lt(at, self.rcv_nxt) || (self.rcv_urg != UrgentIn::None && seq::le(at, self.rcv_up)) {
+            return;
+        }
+        self.events |= EV_URGENT;
+        if self.urgent_mark() == Some(0) && !self.p.oob_inline && self.rx.len() > 0 {
+            self.rx.pop(1);
+        }
+        self.rcv_urg = UrgentIn::Announced;
+        self.rcv_up = at;
     }
 
     /// The four cases of RFC 9293 3.10.7.4. With a zero window a segment at RCV.NXT is let
@@ -1452,7 +1657,7 @@ impl Connection {
         self.enter_closed();
     }
 
-    fn fail(&mut self, err: Error, event: u8) {
+    fn fail(&mut self, err: Error, event: u16) {
         self.error = Some(err);
         self.events |= event;
         self.enter_closed();
@@ -1751,6 +1956,9 @@ impl Connection {
         if seq::lt(self.snd_nxt, ack) {
             self.snd_nxt = ack;
         }
+        if self.snd_urgent && seq::ge(ack, self.snd_up) {
+            self.snd_urgent = false;
+        }
         self.sacked.trim(ack);
         let sent_once_at = self.sent.first_sent_once();
         self.sent.acked(ack);
@@ -1918,7 +2126,8 @@ impl Connection {
                 self.ack_now |= !self.ecn_echo;
                 self.ecn_echo = true;
             }
-            self.rx.ensure(self.rx_cap());
+            // At least the window promised: it may have been offered under a larger buffer.
+            self.rx.ensure(self.rx_cap().max(self.rcv_wnd() as usize));
             let off = seq.wrapping_sub(self.rcv_nxt) as usize;
             let len = data.len() as u32;
             self.rcv_mss = self.rcv_mss.max(data.len().min(usize::from(self.p.mss)) as u16);
@@ -2209,6 +2418,7 @@ impl Connection {
             sack_ranges: [None; 4],
             timestamp: None,
             payload_len: 0,
+            urgent_at: 0,
         }
     }
 
@@ -2242,6 +2452,7 @@ impl Connection {
             sack_ranges: [None; 4],
             timestamp: ts.then(|| (self.ts_now(now), if synack { self.ts_recent } else { 0 })),
             payload_len: 0,
+            urgent_at: 0,
         };
         self.snd_nxt = self.iss.wrapping_add(1);
         self.snd_max = self.snd_nxt;
@@ -2406,8 +2617,9 @@ impl Connection {
                 if !(wnd_limited && len >= self.max_snd_wnd as usize / 2) {
                     return None;
                 }
-            } else if !self.p.nodelay && !fin_unsent && self.snd_max != self.snd_una {
-                // Nagle (RFC 896, RFC 1122 4.2.3.4): one small segment in flight at a time.
+            } else if !self.p.nodelay && !fin_unsent && !self.snd_urgent && self.snd_max != self.snd_una {
+                // Nagle (RFC 896, RFC 1122 4.2.3.4): one small segment in flight at a time
+                // (urgent data is not held back: Linux's `tcp_nagle_test`).
                 return None;
             }
         }
@@ -2473,6 +2685,7 @@ impl Connection {
             sack_ranges: self.sack_blocks(),
             timestamp: self.ts_ok.then(|| (self.ts_now(now), self.ts_recent)),
             payload_len: 0,
+            urgent_at: 0,
         }
     }
 
@@ -2511,6 +2724,19 @@ impl Connection {
         if fin_ok && self.fin_queued && end == data_end && seq::ge(seq, self.tx_seq) {
             repr.flags |= TcpFlags::FIN;
         }
+        if self.snd_urgent && seq::lt(seq, self.snd_up) {
+            // Every segment before SND.UP says where urgent data ends, probes and pure ACKs
+            // too; a pointer beyond what the 16-bit field reaches is sent as 0xFFFF while that
+            // points past everything sent (Linux's `tcp_transmit_skb`).
+            let up = self.snd_up.wrapping_sub(seq);
+            if up <= 0xffff {
+                repr.flags |= TcpFlags::URG;
+                repr.urgent_at = up as u16;
+            } else if seq::gt(seq.wrapping_add(0xffff), self.snd_nxt) {
+                repr.flags |= TcpFlags::URG;
+                repr.urgent_at = 0xffff;
+            }
+        }
         repr.window_len = self.select_window();
         self.ack_sent();
         repr
@@ -2532,7 +2758,8 @@ impl Connection {
         let cur = self.rcv_wnd();
         let thresh = (adv / 2).min(u32::from(self.p.mss)).max(1);
         let wnd = if cand > cur && (cand - cur >= thresh || cand == (adv & !(g - 1))) { cand } else { cur };
-        let phys = (self.rx_cap() as u32).saturating_sub(used);
+        let ring = if self.rx.is_allocated() { self.rx.capacity() } else { self.rx_cap() };
+        let phys = (ring as u32).saturating_sub(used);
         let mut field = ((u64::from(wnd) + u64::from(g) - 1) >> shift).min(0xffff) as u32;
         if field << shift > phys {
             // Rounding up would promise more than the ring holds: round down instead.

@@ -4,8 +4,9 @@
 //! (RFC 6298), window scaling, timestamps and PAWS (RFC 7323), congestion control (CUBIC RFC
 //! 9438 by default, or RFC 5681 with NewReno RFC 6582), SACK (RFC 2018), SACK-based loss
 //! recovery (RFC 6675) with RACK-TLP loss detection (RFC 8985), blind-attack protection (RFC
-//! 5961), ECN (RFC 3168), delayed ACKs and keepalive (RFC 1122), Nagle; also the compact
-//! TIME-WAIT entry and the reply to segments that match no connection.
+//! 5961), ECN (RFC 3168), delayed ACKs and keepalive (RFC 1122), Nagle, urgent data (RFC 6093,
+//! kept as Linux keeps it); also the compact TIME-WAIT entry and the reply to segments that
+//! match no connection.
 //!
 //! What it must not do: read a clock (time comes in as [`Instant`], nanoseconds from an origin
 //! the caller picks), touch a socket or a NIC, keep global state, choose random numbers (the
@@ -18,7 +19,8 @@
 //! [`Connection::poll_transmit`], [`Connection::poll_event`] and [`Connection::poll_timeout`]
 //! give output; [`Connection::send`], [`Connection::recv`], [`Connection::shutdown_write`],
 //! [`Connection::close`] and [`Connection::abort`] are the application's calls, with Linux's
-//! errno meanings ([`Error`]).
+//! errno meanings ([`Error`]), and the socket options that act on the connection itself
+//! (buffer sizes, SO_RCVLOWAT, SO_OOBINLINE, TCP_NODELAY, keepalive) are setters.
 //!
 //! After every input or application call, the caller drains `poll_transmit` until `None`,
 //! drains `poll_event`, and re-arms its timer from `poll_timeout`:

@@ -71,6 +71,24 @@ impl Ring {
         self.len as usize
     }
 
+    /// Bytes allocated (0 when not).
+    pub(crate) fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Moves an allocated ring to `cap` bytes if that is more: every byte of the old capacity
+    /// keeps its offset from the head (out-of-order data beyond `len` included).
+    pub(crate) fn grow(&mut self, cap: usize) {
+        let old = self.buf.len();
+        if old == 0 || cap <= old {
+            return;
+        }
+        let mut buf = take_spare(cap).unwrap_or_else(|| vec![0u8; cap].into_boxed_slice());
+        self.read_at(0, &mut buf[..old]);
+        give_spare(std::mem::replace(&mut self.buf, buf));
+        self.head = 0;
+    }
+
     /// Writes `data` at `off` bytes after the head. The caller keeps `off + data.len()` within
     /// the capacity.
     pub(crate) fn write_at(&mut self, off: usize, data: &[u8]) {
@@ -153,6 +171,23 @@ mod tests {
         ring.pop(6);
         ring.release();
         assert!(!ring.is_allocated());
+    }
+
+    #[test]
+    fn growing_keeps_every_offset() {
+        let mut ring = Ring::default();
+        ring.ensure(8);
+        ring.push(b"abcdef");
+        ring.pop(5);
+        ring.push(b"ghij");
+        ring.write_at(6, b"xy"); // beyond len, wrapped: out-of-order data
+        ring.grow(16);
+        assert_eq!((ring.capacity(), ring.len()), (16, 5));
+        let mut out = [0u8; 8];
+        ring.read_at(0, &mut out);
+        assert_eq!(&out[..5], b"fghij");
+        assert_eq!(&out[6..], b"xy");
+        assert_eq!(ring.push(b"0123456789abc"), 11);
     }
 
     #[test]

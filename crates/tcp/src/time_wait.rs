@@ -141,6 +141,7 @@ impl TimeWait {
             sack_ranges: [None; 4],
             timestamp: self.ts_ok.then(|| (((now / MILLISECOND) as u32).wrapping_add(self.ts_offset), self.ts_recent)),
             payload_len: 0,
+            urgent_at: 0,
         }
     }
 }
@@ -174,5 +175,6 @@ pub fn rst_for_unmatched(seg: &TcpRepr, payload_len: usize) -> Option<TcpRepr> {
         sack_ranges: [None; 4],
         timestamp: None,
         payload_len: 0,
+        urgent_at: 0,
     })
 }

@@ -602,14 +602,18 @@ pub struct TcpRepr {
     pub timestamp: Option<(u32, u32)>,
     /// Length of the payload.
     pub payload_len: usize,
+    /// Urgent Pointer, meaningful with URG: an offset from the Sequence Number. Carried as is
+    /// both ways; what it points at (RFC 9293 says the last urgent byte, RFC 6093 and every
+    /// common stack the byte after it) is the state machine's business.
+    pub urgent_at: u16,
 }
 
 impl TcpRepr {
     /// Reads a segment sent from `src_addr` to `dst_addr`: checks the lengths, non-zero ports,
     /// the checksum (if `verify_checksum`) and every option. Options are read whatever the
     /// flags (the state machine ignores those that do not belong, like MSS outside a SYN); for a
-    /// repeated option the last wins; unknown options are skipped; the urgent pointer is
-    /// ignored.
+    /// repeated option the last wins; unknown options are skipped; the urgent pointer is read
+    /// whatever URG says.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(
         packet: &TcpPacket<&T>,
         src_addr: &IpAddress,
@@ -636,6 +640,7 @@ impl TcpRepr {
             sack_ranges: [None; 4],
             timestamp: None,
             payload_len: packet.payload().len(),
+            urgent_at: packet.urgent_at(),
         };
         for option in TcpOptions::new(packet.options()) {
             match option? {
@@ -749,7 +754,7 @@ impl TcpRepr {
         packet.set_flags(flags);
         packet.set_window_len(self.window_len);
         packet.set_checksum(0);
-        packet.set_urgent_at(0);
+        packet.set_urgent_at(self.urgent_at);
 
         let nop = TcpOption::NoOperation;
         let mut options = &mut packet.buffer.as_mut()[field::OPTIONS..header_len];
@@ -822,6 +827,7 @@ mod tests {
             sack_ranges: [None; 4],
             timestamp: Some((0x2a3b_4c5d, 0)),
             payload_len: 0,
+            urgent_at: 0,
         }
     }
 
@@ -920,6 +926,7 @@ mod tests {
             sack_ranges: [None; 4],
             timestamp: None,
             payload_len: 5,
+            urgent_at: 0,
         };
         let reprs = [
             (base, 20),
@@ -941,6 +948,7 @@ mod tests {
             ),
             (TcpRepr { flags: TcpFlags::FIN | TcpFlags::ACK | TcpFlags::CWR, ..base }, 20),
             (TcpRepr { flags: TcpFlags::RST, ack_number: None, ..base }, 20),
+            (TcpRepr { flags: TcpFlags::ACK | TcpFlags::URG, urgent_at: 0xfffe, ..base }, 20),
         ];
         for (src, dst) in [v4_addrs(), v6] {
             for (repr, header_len) in reprs {
@@ -972,6 +980,7 @@ mod tests {
             sack_ranges: sack,
             timestamp: Some((9, 10)),
             payload_len: 0,
+            urgent_at: 0,
         };
         // 12 bytes of timestamps leave room for 3 blocks: 12 + 4 + 24 = 40.
         assert_eq!(repr.header_len(), 60);

@@ -35,6 +35,8 @@ pub(super) struct UdpSocket {
     remote: Option<Endpoint>,
     rx: VecDeque<Datagram>,
     rx_bytes: usize,
+    /// SO_RCVBUF: the most bytes queued (`None`: the shard's `udp_rcvbuf`).
+    rcvbuf: Option<usize>,
     /// An ICMP error for the connected peer, reported once (SO_ERROR, or the next call).
     error: Option<Errno>,
     /// Datagrams queued so far (edge-triggered waiters report each arrival).
@@ -185,10 +187,10 @@ impl<N: Nic> Shard<N> {
         };
         self.stats.udp_rx_datagrams += 1;
         let payload = packet.payload();
-        let limit = self.cfg.udp_rcvbuf;
+        let default = self.cfg.udp_rcvbuf;
         let mut data = self.free_datagrams.pop().unwrap_or_default();
         let Some(Socket::Udp(u)) = self.socket_mut(id) else { return };
-        if u.rx_bytes + payload.len() > limit {
+        if u.rx_bytes + payload.len() > u.rcvbuf.unwrap_or(default) {
             self.stats.udp_rcvbuf_errors += 1;
             self.free_datagrams.push(data);
             return;
@@ -330,8 +332,15 @@ impl<N: Nic> Shard<N> {
         } else {
             local.port()
         };
-        let socket =
-            UdpSocket { local: (addr, port), remote: None, rx: VecDeque::new(), rx_bytes: 0, error: None, arrivals: 0 };
+        let socket = UdpSocket {
+            local: (addr, port),
+            remote: None,
+            rx: VecDeque::new(),
+            rx_bytes: 0,
+            rcvbuf: None,
+            error: None,
+            arrivals: 0,
+        };
         if let Some(g) = self.udp_binds.get_mut((addr, port)) {
             if !(reuseaddr && g.reuseaddr || reuseport && g.reuseport) {
                 return Err(Errno::EADDRINUSE);
@@ -395,6 +404,13 @@ impl<N: Nic> Shard<N> {
     /// One datagram and its sender, as `udp_recv` without MSG_PEEK: (its full length, sender).
     pub fn udp_recv_from(&mut self, id: super::SocketId, buf: &mut [u8]) -> Result<(usize, SocketAddr), Errno> {
         self.udp_recv(id, buf, false).map(|r| (r.len, r.from))
+    }
+
+    /// SO_RCVBUF: the most payload bytes it queues (`None`: the shard's default). Datagrams
+    /// already queued stay.
+    pub fn udp_set_rcvbuf(&mut self, id: super::SocketId, bytes: Option<usize>) -> Result<(), Errno> {
+        self.udp(id)?.rcvbuf = bytes;
+        Ok(())
     }
 
     /// The length of the next datagram (FIONREAD), 0 when none.

@@ -103,6 +103,7 @@ pub fn seg(seq: u32, ack: Option<u32>, flags: TcpFlags, window: u16) -> TcpRepr 
         sack_ranges: [None; 4],
         timestamp: None,
         payload_len: 0,
+        urgent_at: 0,
     }
 }
 

@@ -1,0 +1,125 @@
+//! Urgent data on accelerated sockets (tcp(7) "urgent data"): `recv(MSG_OOB)`,
+//! `send(MSG_OOB)`, SIOCATMARK, and SIGURG to the socket's owner.
+//!
+//! The owner is what the application set with `fcntl(F_SETOWN)` or `F_SETOWN_EX`: those go to
+//! the kernel unchanged, which keeps the owner on the placeholder's open file (shared by dup'd
+//! fds, carried over when a kernel socket becomes a placeholder), so `F_GETOWN` answers as it
+//! would for a socket. When the peer marks new urgent data the stack pass reads the owner back
+//! and owes it a SIGURG, sent once the runtime's lock is released (a handler typically calls
+//! `recv(MSG_OOB)`): to the thread, process or process group named, as Linux's
+//! `sk_send_sigurg` does, before the urgent byte itself may have arrived.
+
+use nic::Nic;
+
+use crate::accel::{Accel, Runtime};
+use crate::fdtable::Fd;
+use crate::{real, Call, Errno};
+
+/// `fcntl` commands and owner kinds (fcntl(2)) that the libc crate lacks on x86-64 glibc.
+const F_SETOWN_EX: libc::c_int = 15;
+const F_GETOWN_EX: libc::c_int = 16;
+const F_OWNER_TID: libc::c_int = 0;
+const F_OWNER_PGRP: libc::c_int = 2;
+
+/// `struct f_owner_ex`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct OwnerEx {
+    kind: libc::c_int,
+    pid: libc::pid_t,
+}
+
+/// Who gets SIGURG for a socket: a thread, a process or a process group.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SignalOwner(OwnerEx);
+
+impl SignalOwner {
+    /// The owner set on `fd`, if any.
+    fn of(fd: i32) -> Option<SignalOwner> {
+        let mut owner = OwnerEx::default();
+        let r = unsafe { real::fcntl(fd, F_GETOWN_EX, &mut owner as *mut OwnerEx as libc::c_ulong) };
+        (r == 0 && owner.pid > 0).then_some(SignalOwner(owner))
+    }
+
+    /// Sends SIGURG (errors, such as an owner that has exited, are ignored as Linux does).
+    pub(crate) fn signal(self) {
+        let OwnerEx { kind, pid } = self.0;
+        unsafe {
+            match kind {
+                F_OWNER_TID => {
+                    libc::syscall(libc::SYS_tgkill, libc::getpid(), pid, libc::SIGURG);
+                }
+                F_OWNER_PGRP => {
+                    libc::kill(-pid, libc::SIGURG);
+                }
+                _ => {
+                    libc::kill(pid, libc::SIGURG);
+                }
+            }
+        }
+    }
+}
+
+/// Keeps `fd`'s owner across the dup2 that puts a placeholder in a kernel socket's place:
+/// call with the socket still at `fd`, then the returned closure with the placeholder there.
+pub(crate) fn keep_owner(fd: i32) -> impl FnOnce() {
+    let owner = SignalOwner::of(fd);
+    move || {
+        if let Some(SignalOwner(mut o)) = owner {
+            unsafe { real::fcntl(fd, F_SETOWN_EX, &mut o as *mut OwnerEx as libc::c_ulong) };
+        }
+    }
+}
+
+impl<N: Nic + 'static> Runtime<N> {
+    /// The shards named connections with new urgent data (`urgent`): owe their owners a SIGURG.
+    pub(crate) fn owe_sigurg(&mut self) {
+        let mut ids = std::mem::take(&mut self.urgent);
+        for id in ids.drain(..) {
+            let owner = self.socks.get(id).and_then(|st| st.fds.first().copied()).and_then(SignalOwner::of);
+            self.sigurg.extend(owner);
+        }
+        self.urgent = ids;
+    }
+}
+
+impl<N: Nic + 'static> Accel<N> {
+    /// `recv(..., MSG_OOB)`: the urgent byte into `buf` (never waits). Linux's answers: EINVAL
+    /// without urgent data, once it was read or with SO_OOBINLINE (and on a socket never
+    /// connected); ENOTCONN on a listener; EAGAIN while the byte is announced but has not
+    /// arrived; 0 at the end of the stream. `peek` (MSG_PEEK) leaves it.
+    pub fn recv_urgent(&self, fd: i32, buf: &mut [u8], peek: bool) -> Call<usize> {
+        self.with(|rt| {
+            let id = match rt.fds.kind(fd) {
+                Some(Fd::Conn { id, .. }) => *id,
+                Some(Fd::Listener { .. }) => return Call::Done(Err(Errno::ENOTCONN)),
+                Some(Fd::Bound { .. } | Fd::Listening { .. }) => return Call::Done(Err(Errno::EINVAL)),
+                _ => return Call::Kernel,
+            };
+            Call::Done(rt.shards.of(id).tcp_recv_urgent(id, peek).map(|byte| match (byte, buf.first_mut()) {
+                (Some(b), Some(slot)) => {
+                    *slot = b;
+                    1
+                }
+                _ => 0,
+            }))
+        })
+        .unwrap_or(Call::Kernel)
+    }
+
+    /// SIOCATMARK: whether the reader stands at the urgent mark (0 on a socket without one,
+    /// a listener included).
+    pub fn at_mark(&self, fd: i32) -> Call<bool> {
+        self.with(|rt| match rt.fds.kind(fd) {
+            Some(&Fd::Conn { id, .. }) => Call::Done(rt.shards.of(id).tcp_urgent_mark(id).map(|m| m == Some(0))),
+            Some(Fd::Listener { .. } | Fd::Bound { .. } | Fd::Listening { .. }) => Call::Done(Ok(false)),
+            _ => Call::Kernel,
+        })
+        .unwrap_or(Call::Kernel)
+    }
+
+    /// `send(..., MSG_OOB)`: `send`, and the last byte taken is urgent data.
+    pub fn send_urgent(&self, fd: i32, data: &[u8], dontwait: bool) -> Call<usize> {
+        self.send_marked(fd, data, dontwait, true)
+    }
+}
