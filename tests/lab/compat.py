@@ -274,6 +274,29 @@ def scenarios(host, port, local):
     cmd(s, "close")
     s.close()
 
+    # Stream reads and writes over several buffers: recvfrom and recvmsg name no sender on a
+    # stream socket; MSG_PEEK through recvmsg; recvmsg_into fills buffers in turn; MSG_WAITALL
+    # waits for the whole request; writev and sendmsg send every buffer.
+    s = connected(host, port)
+    cmd(s, "send 30")
+    obs = [poll_mask(s, select.POLLIN)]
+    d, a = s.recvfrom(5, socket.MSG_WAITALL)
+    obs.append([len(d), a])
+    d, _, flags, a = s.recvmsg(5, 0, socket.MSG_PEEK)
+    obs.append([len(d), flags, a])
+    b1, b2 = bytearray(3), bytearray(4)
+    n, _, flags, a = s.recvmsg_into([b1, b2])
+    obs.append([n, bytes(b1 + b2) == b"z" * 7, a])
+    cmd(s, "send 20")
+    obs.append(len(s.recv(38, socket.MSG_WAITALL)))
+    cmd(s, "drain")
+    obs.append(os.writev(s.fileno(), [b"x" * 3, b"", b"y" * 4]))
+    obs.append(s.sendmsg([b"ab", b"cd", b"e" * 1000]))
+    s.shutdown(socket.SHUT_WR)
+    obs.append(s.makefile().readline().strip())
+    out["stream_vectored"] = obs
+    s.close()
+
     out.update(urgent_scenarios(host, port))
     out.update(buffer_scenarios(host, port, local))
     return out
@@ -344,7 +367,7 @@ def signal_and_connect_scenarios(host, port, local):
 
     # accept() on a blocking listener, interrupted without SA_RESTART.
     l = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    l.bind((local, 7778))
+    l.bind((local, 7779))
     l.listen(8)
     out["signals_accept"] = [interrupted_by_alarm(l.accept, restart=False)]
     l.close()

@@ -1957,12 +1957,21 @@ fn a_running_redis_is_seen_by_ps_conns_stat_lat_and_pcap() {
     assert!(table.contains("LISTEN") && table.contains("10.99.0.1:6379") && table.contains("ESTAB"), "{table}\n{last}");
 
     // pcap: 2000 frames while clients connect and go (keep-alive off), read back by tshark.
+    // The capture starts once the churning clients connect (2000 frames of the 50 busy
+    // connections take a few milliseconds: a capture begun before them saw no handshake).
+    let passive_opens = || -> u64 {
+        let o = pronghorn(&["stat", &pid, "--json"]);
+        let stat: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        stat["mib"]["TcpPassiveOpens"].as_f64().unwrap_or(0.0) as u64
+    };
+    let opens_before = passive_opens();
     let churn = lab
         .exec("b", &["redis-benchmark", "-h", "10.99.0.1", "-c", "5", "-n", "100000000", "-t", "ping", "-k", "0", "-q"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    eventually("the churning clients connect", || passive_opens() > opens_before + 20);
     let file = dir.join("capture.pcapng");
     let o = pronghorn(&["pcap", &pid, "-w", file.to_str().unwrap(), "-c", "2000", "tcp", "port", "6379"]);
     let mut churn = churn;

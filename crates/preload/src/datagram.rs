@@ -1,29 +1,13 @@
 //! The I/O calls on a UDP socket (`runtime::datagram(fd)`): one datagram per call, scattered
 //! over or gathered from the caller's iovecs. The hooks in lib.rs hand UDP fds here.
 
-use std::cell::RefCell;
-
 use libc::{c_int, iovec, sockaddr, socklen_t, ssize_t};
 use runtime::{Call, Datagram};
 
-use crate::{fail, write_addr};
+use crate::{fail, with_scratch, write_addr};
 
 /// The largest UDP payload (65535 - 8 - 20): a vectored call needs no more room than this.
 const MAX_DATAGRAM: usize = 65_507;
-
-thread_local! {
-    /// Where a vectored call's datagram is gathered or received (one per thread, reused).
-    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Runs `f` with the thread's scratch buffer (a fresh one if a signal handler interrupted a
-/// call that holds it).
-fn with_scratch<T>(f: impl FnOnce(&mut Vec<u8>) -> T) -> T {
-    SCRATCH.with(|s| match s.try_borrow_mut() {
-        Ok(mut s) => f(&mut s),
-        Err(_) => f(&mut Vec::new()),
-    })
-}
 
 fn total(iov: &[iovec]) -> usize {
     iov.iter().map(|v| v.iov_len).sum()

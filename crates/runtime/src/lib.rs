@@ -16,8 +16,8 @@
 //! thread (thread-per-connection servers); `auto` starts inline and switches when two
 //! application threads block at once. epoll keeps a ready list fed by the stack pass (`epoll`).
 //!
-//! Layout: `accel` (state, lock, stack pass, routing), `fdtable`, `socket` (the calls),
-//! `sockopt`, `urgent` (MSG_OOB, SIOCATMARK, SIGURG), `wait` (parkers, driver role, stack
+//! Layout: `accel` (state, lock, stack pass, routing), `fdtable`, `socket` (the TCP calls, over
+//! the caller's iovecs), `datagram` (UDP), `sockopt`, `urgent` (MSG_OOB, SIOCATMARK, SIGURG), `wait` (parkers, driver role, stack
 //! thread), `epoll`, `poll`, `process` (fork, exit, privilege drop), `observe` (the stats
 //! region and the control socket). The process-wide instance is DPDK's; tests build their own
 //! over the in-memory NIC.
@@ -298,12 +298,13 @@ forward! {
     fn accept(fd: i32, flags: i32) -> (i32, SocketAddr);
     fn connect(fd: i32, addr: SocketAddr) -> ();
     fn send(fd: i32, data: &[u8], dontwait: bool) -> usize;
+    fn send_vectored(fd: i32, bufs: &[std::io::IoSlice<'_>], dontwait: bool) -> usize;
+    fn recv_vectored(fd: i32, bufs: &mut [std::io::IoSliceMut<'_>], flags: i32) -> usize;
     fn shutdown(fd: i32, how: i32) -> ();
     fn sockname(fd: i32, peer: bool) -> SocketAddr;
     fn setsockopt(fd: i32, level: i32, name: i32, value: &[u8]) -> ();
     fn getsockopt(fd: i32, level: i32, name: i32, out: &mut [u8]) -> usize;
     fn readable_bytes(fd: i32) -> i32;
-    fn tcp_info(fd: i32) -> stack::TcpInfo;
     fn recv_datagram(fd: i32, buf: &mut [u8], flags: i32) -> Datagram;
     fn send_datagram(fd: i32, data: &[u8], to: Option<SocketAddr>, flags: i32) -> usize;
     fn disconnect(fd: i32) -> ();
@@ -312,15 +313,10 @@ forward! {
     fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> usize;
 }
 
-/// `recv`/`read`.
+/// `recv`/`read` into one buffer.
 pub fn recv(fd: i32, buf: &mut [u8], dontwait: bool) -> Call<usize> {
-    recv_flags(fd, buf, dontwait, false)
-}
-
-/// `recv` with MSG_PEEK (`peek`: the data stays).
-pub fn recv_flags(fd: i32, buf: &mut [u8], dontwait: bool, peek: bool) -> Call<usize> {
     match global() {
-        Some(a) => a.recv(fd, buf, dontwait, peek),
+        Some(a) => a.recv(fd, buf, dontwait, false),
         None => Call::Kernel,
     }
 }
@@ -353,13 +349,10 @@ pub fn routing_stats() -> Option<RoutingStats> {
     global().map(|a| a.routing_stats())
 }
 
-/// Whether an accelerated connection has bytes waiting (`None`: not one of ours).
-pub fn readable_bytes_nonzero(fd: i32) -> Option<bool> {
-    match readable_bytes(fd) {
-        Call::Done(Ok(n)) => Some(n > 0),
-        _ => None,
+/// TCP_INFO of an accelerated connection, in Linux's `struct tcp_info`.
+pub fn tcp_info(fd: i32) -> Call<libc::tcp_info> {
+    match global().map(|a| a.tcp_info(fd)) {
+        Some(Call::Done(r)) => Call::Done(r.map(|i| sockopt::linux_tcp_info(&i))),
+        _ => Call::Kernel,
     }
 }
-
-/// TCP_INFO of an accelerated connection.
-pub type TcpInfoSnapshot = stack::TcpInfo;

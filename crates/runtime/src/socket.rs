@@ -2,6 +2,7 @@
 //! kernel, counted), accept, data transfer, shutdown, close and dup. Waiting is `wait`'s; option
 //! handling is `sockopt`'s.
 
+use std::io::{IoSlice, IoSliceMut};
 use std::net::SocketAddr;
 
 use nic::Nic;
@@ -230,6 +231,94 @@ fn wakes_a_reader<N: Nic>(shard: &mut Shard<N>, id: SocketId) -> bool {
 fn peek_may_grow<N: Nic>(shard: &mut Shard<N>, id: SocketId, n: usize) -> bool {
     let r = shard.readiness(id);
     !(r.read_closed || r.error || r.hangup) && shard.tcp_urgent_mark(id) != Ok(Some(n))
+}
+
+/// Reads the connection into `bufs` from their linear offset `from` on, one buffer after
+/// another until one is left short (Linux's `tcp_recvmsg` over an iovec). An error only when
+/// nothing was read.
+fn recv_into<N: Nic>(
+    shard: &mut Shard<N>,
+    id: SocketId,
+    bufs: &mut [IoSliceMut<'_>],
+    from: usize,
+) -> Result<usize, Errno> {
+    let mut skip = from;
+    let mut got = 0;
+    for b in bufs.iter_mut() {
+        if skip >= b.len() {
+            skip -= b.len();
+            continue;
+        }
+        let part = &mut b[skip..];
+        skip = 0;
+        match shard.tcp_recv(id, part) {
+            Ok(n) => {
+                got += n;
+                if n < part.len() {
+                    break;
+                }
+            }
+            Err(e) if got == 0 => return Err(e),
+            Err(_) => break,
+        }
+    }
+    Ok(got)
+}
+
+/// MSG_PEEK into `bufs`: one buffer directly; several through the thread's scratch buffer (the
+/// connection peeks from the start of its data only).
+fn peek_into<N: Nic>(shard: &mut Shard<N>, id: SocketId, bufs: &mut [IoSliceMut<'_>]) -> Result<usize, Errno> {
+    if let [one] = bufs {
+        return shard.tcp_peek(id, one);
+    }
+    thread_local! {
+        static PEEK: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    PEEK.with(|scratch| {
+        let mut scratch = scratch.borrow_mut();
+        scratch.resize(bufs.iter().map(|b| b.len()).sum(), 0);
+        let n = shard.tcp_peek(id, &mut scratch)?;
+        let mut left = &scratch[..n];
+        for b in bufs.iter_mut() {
+            let k = left.len().min(b.len());
+            b[..k].copy_from_slice(&left[..k]);
+            left = &left[k..];
+        }
+        Ok(n)
+    })
+}
+
+/// Writes `bufs` from their linear offset `from` on into the connection, one buffer after
+/// another until one is taken short. An error only when nothing was taken.
+fn send_from<N: Nic>(
+    shard: &mut Shard<N>,
+    id: SocketId,
+    bufs: &[IoSlice<'_>],
+    from: usize,
+    urgent: bool,
+) -> Result<usize, Errno> {
+    let mut skip = from;
+    let mut sent = 0;
+    for b in bufs {
+        if skip >= b.len() {
+            skip -= b.len();
+            continue;
+        }
+        let part = &b[skip..];
+        skip = 0;
+        let r = if urgent { shard.tcp_send_urgent(id, part) } else { shard.tcp_send(id, part) };
+        match r {
+            Ok(n) => {
+                sent += n;
+                if n < part.len() {
+                    break;
+                }
+            }
+            Err(e) if sent == 0 => return Err(e),
+            Err(_) => break,
+        }
+    }
+    Ok(sent)
 }
 
 /// What a blocking transfer that moved `done` bytes returns when it stops waiting (timeout,
@@ -463,13 +552,23 @@ impl<N: Nic + 'static> Accel<N> {
     }
 
     /// `recv`/`read`; `peek` is MSG_PEEK (the data stays).
-    ///
-    /// A blocking call waits for SO_RCVLOWAT bytes (at most `buf.len()`), as Linux's
-    /// `tcp_recvmsg` does: it takes what is there, then sleeps until SO_RCVLOWAT bytes more
-    /// wait (Linux's `tcp_data_ready` wakes the reader no sooner) and takes those; it returns
-    /// early at the end of the stream, an error (reported by the next call), the urgent mark, a
-    /// timeout (with what waits then) or a signal. A non-blocking call returns what there is.
     pub fn recv(&self, fd: i32, buf: &mut [u8], dontwait: bool, peek: bool) -> Call<usize> {
+        let flags = if dontwait { libc::MSG_DONTWAIT } else { 0 } | if peek { libc::MSG_PEEK } else { 0 };
+        self.recv_vectored(fd, &mut [IoSliceMut::new(buf)], flags)
+    }
+
+    /// `recv`/`readv`/`recvmsg` into `bufs` (the caller's iovecs, filled one after another as
+    /// Linux's `tcp_recvmsg` fills them); MSG_DONTWAIT, MSG_PEEK and MSG_WAITALL in `flags`.
+    ///
+    /// A blocking call waits for SO_RCVLOWAT bytes (at most the buffers' room; all of it with
+    /// MSG_WAITALL), as Linux's `tcp_recvmsg` does: it takes what is there, then sleeps until
+    /// SO_RCVLOWAT bytes more wait (Linux's `tcp_data_ready` wakes the reader no sooner) and
+    /// takes those; it returns early at the end of the stream, an error (reported by the next
+    /// call), the urgent mark, a timeout (with what waits then) or a signal. A non-blocking
+    /// call returns what there is.
+    pub fn recv_vectored(&self, fd: i32, bufs: &mut [IoSliceMut<'_>], flags: i32) -> Call<usize> {
+        let (dontwait, peek) = (flags & libc::MSG_DONTWAIT != 0, flags & libc::MSG_PEEK != 0);
+        let room: usize = bufs.iter().map(|b| b.len()).sum();
         let mut got = 0usize;
         let mut tries = 0;
         let mut started = None;
@@ -481,7 +580,11 @@ impl<N: Nic + 'static> Accel<N> {
             };
             let Some(entry) = rt.fds.get(fd) else { return Call::Kernel };
             let blocking = !dontwait && !entry.fd.nonblock();
-            let target = if blocking { (entry.opts.rcvlowat as usize).min(buf.len()) } else { 1 };
+            let target = match blocking {
+                true if flags & libc::MSG_WAITALL != 0 => room,
+                true => (entry.opts.rcvlowat as usize).min(room),
+                false => 1,
+            };
             // After a timeout Linux's reader takes what waits, then returns.
             let timeout = entry.opts.rcvtimeo_us;
             if timeout > 0 && started.is_none() {
@@ -496,7 +599,7 @@ impl<N: Nic + 'static> Accel<N> {
             if tries > 1 && !timed_out && !wakes_a_reader(shard, id) {
                 return Call::Done(Err(Errno::EAGAIN));
             }
-            let r = if peek { shard.tcp_peek(id, buf) } else { shard.tcp_recv(id, &mut buf[got..]) };
+            let r = if peek { peek_into(shard, id, bufs) } else { recv_into(shard, id, bufs, got) };
             let outcome = match r {
                 Ok(n) if peek && n > 0 && n < target && peek_may_grow(shard, id, n) => Err(Errno::EAGAIN),
                 Ok(n) if !peek && n > 0 => {
@@ -524,11 +627,19 @@ impl<N: Nic + 'static> Accel<N> {
     /// `send`/`write`: a blocking socket sends everything (waiting for room); EPIPE is returned and
     /// the caller raises SIGPIPE unless MSG_NOSIGNAL.
     pub fn send(&self, fd: i32, data: &[u8], dontwait: bool) -> Call<usize> {
-        self.send_marked(fd, data, dontwait, false)
+        self.send_marked(fd, &[IoSlice::new(data)], dontwait, false)
     }
 
-    /// `send`, and with `urgent` (MSG_OOB) the last byte it takes is urgent data.
-    pub(crate) fn send_marked(&self, fd: i32, data: &[u8], dontwait: bool, urgent: bool) -> Call<usize> {
+    /// `send`/`writev`/`sendmsg` of `bufs` (the caller's iovecs, taken one after another,
+    /// nothing copied on the way).
+    pub fn send_vectored(&self, fd: i32, bufs: &[IoSlice<'_>], dontwait: bool) -> Call<usize> {
+        self.send_marked(fd, bufs, dontwait, false)
+    }
+
+    /// `send`, and with `urgent` (MSG_OOB) the last byte it takes is urgent data (`bufs` is one
+    /// buffer then: the shim gathers several first).
+    pub(crate) fn send_marked(&self, fd: i32, bufs: &[IoSlice<'_>], dontwait: bool, urgent: bool) -> Call<usize> {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
         let mut sent = 0usize;
         let r = self.blocking(fd, Dir::Send, dontwait, |rt| {
             let id = match rt.conn_id(fd) {
@@ -538,8 +649,8 @@ impl<N: Nic + 'static> Accel<N> {
             };
             let nonblock = dontwait || rt.fds.kind(fd).is_some_and(|f| f.nonblock());
             let shard = rt.shards.of(id);
-            let r = if urgent { shard.tcp_send_urgent(id, &data[sent..]) } else { shard.tcp_send(id, &data[sent..]) };
-            if !matches!(r, Ok(n) if n == data.len() - sent) {
+            let r = send_from(shard, id, bufs, sent, urgent);
+            if !matches!(r, Ok(n) if n == total - sent) {
                 rt.rearm(fd, libc::EPOLLOUT as u32);
             }
             if matches!(r, Ok(n) if n > 0) {
@@ -548,7 +659,7 @@ impl<N: Nic + 'static> Accel<N> {
             match r {
                 Ok(n) => {
                     sent += n;
-                    if sent == data.len() || nonblock {
+                    if sent == total || nonblock {
                         Call::Done(Ok(sent))
                     } else {
                         Call::Done(Err(Errno::EAGAIN))

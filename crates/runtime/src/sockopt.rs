@@ -294,3 +294,34 @@ impl<N: Nic + 'static> Accel<N> {
         .unwrap_or(Call::Kernel)
     }
 }
+
+/// Linux's `struct tcp_info` from the connection's snapshot (times in microseconds).
+pub(crate) fn linux_tcp_info(i: &stack::TcpInfo) -> libc::tcp_info {
+    let mut t: libc::tcp_info = unsafe { std::mem::zeroed() };
+    t.tcpi_state = match i.state {
+        stack::TcpState::Established => 1,
+        stack::TcpState::SynSent => 2,
+        stack::TcpState::SynReceived => 3,
+        stack::TcpState::FinWait1 => 4,
+        stack::TcpState::FinWait2 => 5,
+        stack::TcpState::TimeWait => 6,
+        stack::TcpState::Closed => 7,
+        stack::TcpState::CloseWait => 8,
+        stack::TcpState::LastAck => 9,
+        stack::TcpState::Closing => 11,
+    };
+    t.tcpi_backoff = i.backoff;
+    t.tcpi_retransmits = i.backoff;
+    t.tcpi_options = (i.timestamps as u8) | ((i.sack as u8) << 1) | (((i.snd_wscale.is_some()) as u8) << 2);
+    t.tcpi_snd_rcv_wscale = i.snd_wscale.unwrap_or(0) | (i.rcv_wscale.unwrap_or(0) << 4);
+    t.tcpi_rto = (i.rto / 1000) as u32;
+    t.tcpi_snd_mss = i.snd_mss;
+    t.tcpi_rcv_mss = i.rcv_mss;
+    t.tcpi_rtt = (i.rtt / 1000) as u32;
+    t.tcpi_rttvar = (i.rttvar / 1000) as u32;
+    t.tcpi_snd_ssthresh = i.ssthresh / i.snd_mss.max(1);
+    t.tcpi_snd_cwnd = i.cwnd / i.snd_mss.max(1);
+    t.tcpi_total_retrans = i.total_retransmits;
+    t.tcpi_unacked = i.bytes_in_flight / i.snd_mss.max(1);
+    t
+}

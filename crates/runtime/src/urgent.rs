@@ -120,6 +120,6 @@ impl<N: Nic + 'static> Accel<N> {
 
     /// `send(..., MSG_OOB)`: `send`, and the last byte taken is urgent data.
     pub fn send_urgent(&self, fd: i32, data: &[u8], dontwait: bool) -> Call<usize> {
-        self.send_marked(fd, data, dontwait, true)
+        self.send_marked(fd, &[std::io::IoSlice::new(data)], dontwait, true)
     }
 }

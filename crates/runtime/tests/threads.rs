@@ -795,3 +795,34 @@ fn udp_sockets_bound_or_sending_elsewhere_stay_with_the_kernel() {
         libc::close(fd2);
     }
 }
+
+#[test]
+fn vectored_send_and_recv_take_the_callers_buffers_in_turn() {
+    both_modes(|l| {
+        let rt = l.rt;
+        let fd = connect_echo(rt);
+        let (a, b, c) = (vec![1u8; 3000], vec![2u8; 0], vec![3u8; 5000]);
+        let bufs = [std::io::IoSlice::new(&a), std::io::IoSlice::new(&b), std::io::IoSlice::new(&c)];
+        assert_eq!(done(rt.send_vectored(fd, &bufs, false)), Ok(8000));
+        // MSG_PEEK over two buffers, then MSG_WAITALL over two: the echo, in order.
+        let got = within("recv", move || {
+            let (mut x, mut y) = (vec![0u8; 10], vec![0u8; 10]);
+            let peeked = {
+                let mut bufs = [std::io::IoSliceMut::new(&mut x), std::io::IoSliceMut::new(&mut y)];
+                done(rt.recv_vectored(fd, &mut bufs, libc::MSG_PEEK | libc::MSG_WAITALL))
+            };
+            let peeked = (peeked, [x.clone(), y.clone()].concat());
+            let (mut p, mut q) = (vec![0u8; 2999], vec![0u8; 5001]);
+            let n = {
+                let mut bufs = [std::io::IoSliceMut::new(&mut p), std::io::IoSliceMut::new(&mut q)];
+                done(rt.recv_vectored(fd, &mut bufs, libc::MSG_WAITALL))
+            };
+            (peeked, n, [p, q].concat())
+        });
+        let ((peek_n, peeked), n, data) = got;
+        assert_eq!((peek_n, peeked), (Ok(20), vec![1u8; 20]));
+        assert_eq!(n, Ok(8000));
+        assert_eq!(data, [a, c].concat());
+        rt.close(fd);
+    });
+}

@@ -1,0 +1,303 @@
+//! Data transfer: read/write, recv/send and their address and message forms, the vectored
+//! calls (handed to the runtime as iovecs, nothing copied or allocated on the way), the
+//! multi-message calls, sendfile. UDP fds go to `datagram`.
+
+use std::io::IoSliceMut;
+
+use libc::{c_int, c_void, iovec, size_t, sockaddr, socklen_t, ssize_t};
+use runtime::{real, tracked, Call, Errno};
+
+use crate::{datagram, fail, size, to_addr};
+
+#[no_mangle]
+pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+    gate!(fd, real::read(fd, buf, n));
+    if runtime::datagram(fd) {
+        let iov = datagram::one(buf, n);
+        return datagram::recv(fd, &iov, 1, 0, std::ptr::null_mut(), std::ptr::null_mut(), None)
+            .unwrap_or_else(|| real::read(fd, buf, n));
+    }
+    let b = std::slice::from_raw_parts_mut(buf as *mut u8, n);
+    size(runtime::recv(fd, b, false), || real::read(fd, buf, n))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
+    gate!(fd, real::recv(fd, buf, n, flags));
+    if runtime::datagram(fd) {
+        let iov = datagram::one(buf, n);
+        return datagram::recv(fd, &iov, 1, flags, std::ptr::null_mut(), std::ptr::null_mut(), None)
+            .unwrap_or_else(|| real::recv(fd, buf, n, flags));
+    }
+    let b = std::slice::from_raw_parts_mut(buf as *mut u8, n);
+    let r = if flags & libc::MSG_OOB != 0 {
+        runtime::recv_urgent(fd, b, flags & libc::MSG_PEEK != 0)
+    } else {
+        let flags = flags & (libc::MSG_DONTWAIT | libc::MSG_PEEK | libc::MSG_WAITALL);
+        runtime::recv_vectored(fd, &mut [IoSliceMut::new(b)], flags)
+    };
+    size(r, || real::recv(fd, buf, n, flags))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn recvfrom(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    flags: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+) -> ssize_t {
+    gate!(fd, real::recvfrom(fd, buf, n, flags, addr, len));
+    if runtime::datagram(fd) {
+        let iov = datagram::one(buf, n);
+        return datagram::recv(fd, &iov, 1, flags, addr, len, None)
+            .unwrap_or_else(|| real::recvfrom(fd, buf, n, flags, addr, len));
+    }
+    let r = recv(fd, buf, n, flags);
+    // A stream socket names no sender: Linux sets the length to 0 (Python sees None).
+    if r >= 0 && !addr.is_null() && !len.is_null() {
+        *len = 0;
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
+    gate!(fd, real::write(fd, buf, n));
+    if runtime::datagram(fd) {
+        let iov = datagram::one(buf as *mut c_void, n);
+        return datagram::send(fd, &iov, 1, 0, None).unwrap_or_else(|| real::write(fd, buf, n));
+    }
+    let b = std::slice::from_raw_parts(buf as *const u8, n);
+    size(runtime::send(fd, b, false), || real::write(fd, buf, n))
+}
+
+unsafe fn send_flags(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
+    let b = std::slice::from_raw_parts(buf as *const u8, n);
+    let dontwait = flags & libc::MSG_DONTWAIT != 0;
+    let r =
+        if flags & libc::MSG_OOB != 0 { runtime::send_urgent(fd, b, dontwait) } else { runtime::send(fd, b, dontwait) };
+    match r {
+        Call::Done(Err(e)) if e == Errno::EPIPE && flags & libc::MSG_NOSIGNAL != 0 => fail(e),
+        r => size(r, || real::send(fd, buf, n, flags)),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
+    gate!(fd, real::send(fd, buf, n, flags));
+    if runtime::datagram(fd) {
+        let iov = datagram::one(buf as *mut c_void, n);
+        return datagram::send(fd, &iov, 1, flags, None).unwrap_or_else(|| real::send(fd, buf, n, flags));
+    }
+    send_flags(fd, buf, n, flags)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sendto(
+    fd: c_int,
+    buf: *const c_void,
+    n: size_t,
+    flags: c_int,
+    addr: *const sockaddr,
+    len: socklen_t,
+) -> ssize_t {
+    gate!(fd, real::sendto(fd, buf, n, flags, addr, len));
+    if runtime::datagram(fd) {
+        let iov = datagram::one(buf as *mut c_void, n);
+        return datagram::send(fd, &iov, 1, flags, to_addr(addr, len))
+            .unwrap_or_else(|| real::sendto(fd, buf, n, flags, addr, len));
+    }
+    send_flags(fd, buf, n, flags)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    gate!(fd, real::readv(fd, iov, cnt));
+    if runtime::datagram(fd) {
+        return datagram::recv(fd, iov, cnt.max(0) as usize, 0, std::ptr::null_mut(), std::ptr::null_mut(), None)
+            .unwrap_or_else(|| real::readv(fd, iov, cnt));
+    }
+    let bufs = crate::io_slices_mut(iov, cnt.max(0) as usize);
+    size(runtime::recv_vectored(fd, bufs, 0), || real::readv(fd, iov, cnt))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    gate!(fd, real::writev(fd, iov, cnt));
+    if runtime::datagram(fd) {
+        return datagram::send(fd, iov, cnt.max(0) as usize, 0, None).unwrap_or_else(|| real::writev(fd, iov, cnt));
+    }
+    let bufs = crate::io_slices(iov, cnt.max(0) as usize);
+    size(runtime::send_vectored(fd, bufs, false), || real::writev(fd, iov, cnt))
+}
+
+/// sendfile from a file to an accelerated socket: read a chunk, send it.
+#[no_mangle]
+pub unsafe extern "C" fn sendfile(out: c_int, input: c_int, off: *mut libc::off_t, count: size_t) -> ssize_t {
+    gate!(out, real::sendfile(out, input, off, count));
+    let (n, sent) = crate::with_scratch(|buf| {
+        buf.resize(count.min(256 * 1024), 0);
+        let n = if off.is_null() {
+            real::read(input, buf.as_mut_ptr().cast(), buf.len())
+        } else {
+            real::pread(input, buf.as_mut_ptr().cast(), buf.len(), *off)
+        };
+        if n <= 0 {
+            return (n, n);
+        }
+        (n, send_flags(out, buf.as_ptr().cast(), n as size_t, libc::MSG_NOSIGNAL))
+    });
+    if n <= 0 {
+        return n;
+    }
+    if sent > 0 {
+        if off.is_null() {
+            // Give back what was read but not sent.
+            libc::lseek(input, sent as libc::off_t - n as libc::off_t, libc::SEEK_CUR);
+        } else {
+            *off += sent as libc::off_t;
+        }
+    } else if sent < 0 && off.is_null() {
+        libc::lseek(input, -(n as libc::off_t), libc::SEEK_CUR);
+    }
+    if sent < 0 && *libc::__errno_location() == libc::EPIPE {
+        libc::raise(libc::SIGPIPE);
+    }
+    sent
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sendfile64(out: c_int, input: c_int, off: *mut libc::off_t, count: size_t) -> ssize_t {
+    sendfile(out, input, off, count)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> ssize_t {
+    gate!(fd, real::recvmsg(fd, msg, flags));
+    let m = &mut *msg;
+    if runtime::datagram(fd) {
+        let mut namelen = m.msg_namelen;
+        let mut got_flags = 0;
+        let name = m.msg_name.cast::<sockaddr>();
+        let Some(r) = datagram::recv(fd, m.msg_iov, m.msg_iovlen, flags, name, &mut namelen, Some(&mut got_flags))
+        else {
+            return real::recvmsg(fd, msg, flags);
+        };
+        if r >= 0 {
+            m.msg_namelen = if name.is_null() { 0 } else { namelen };
+            m.msg_controllen = 0;
+            m.msg_flags = got_flags;
+        }
+        return r;
+    }
+    m.msg_controllen = 0;
+    m.msg_flags = 0;
+    if flags & libc::MSG_OOB != 0 {
+        // The urgent byte, into the first buffer with room (no address: Linux gives none).
+        let iovs = std::slice::from_raw_parts(m.msg_iov, m.msg_iovlen);
+        let first = iovs
+            .iter()
+            .find(|v| v.iov_len > 0)
+            .map_or(&mut [][..], |v| std::slice::from_raw_parts_mut(v.iov_base as *mut u8, v.iov_len));
+        m.msg_namelen = 0;
+        let r = size(runtime::recv_urgent(fd, first, flags & libc::MSG_PEEK != 0), || real::recvmsg(fd, msg, flags));
+        if r > 0 {
+            m.msg_flags = libc::MSG_OOB;
+        }
+        return r;
+    }
+    // A stream socket names no sender (Linux: msg_namelen 0).
+    m.msg_namelen = 0;
+    let bufs = crate::io_slices_mut(m.msg_iov, m.msg_iovlen);
+    let flags_in = flags & (libc::MSG_DONTWAIT | libc::MSG_PEEK | libc::MSG_WAITALL);
+    size(runtime::recv_vectored(fd, bufs, flags_in), || real::recvmsg(fd, msg, flags))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_int) -> ssize_t {
+    gate!(fd, real::sendmsg(fd, msg, flags));
+    let m = &*msg;
+    if runtime::datagram(fd) {
+        let to = to_addr(m.msg_name.cast(), m.msg_namelen);
+        return datagram::send(fd, m.msg_iov, m.msg_iovlen, flags, to).unwrap_or_else(|| real::sendmsg(fd, msg, flags));
+    }
+    if flags & libc::MSG_OOB != 0 {
+        // Urgent data: its last byte is the mark, so the iovecs go as one buffer.
+        let iovs = crate::io_slices(m.msg_iov, m.msg_iovlen);
+        return crate::with_scratch(|data| {
+            data.clear();
+            for v in iovs {
+                data.extend_from_slice(v);
+            }
+            send_flags(fd, data.as_ptr().cast(), data.len(), flags)
+        });
+    }
+    let bufs = crate::io_slices(m.msg_iov, m.msg_iovlen);
+    match runtime::send_vectored(fd, bufs, flags & libc::MSG_DONTWAIT != 0) {
+        Call::Done(Err(e)) if e == Errno::EPIPE && flags & libc::MSG_NOSIGNAL != 0 => fail(e),
+        r => size(r, || real::sendmsg(fd, msg, flags)),
+    }
+}
+
+/// recvmmsg on a stream socket: messages filled one after another while data is there (the
+/// first may block; later ones stop at EAGAIN).
+#[no_mangle]
+pub unsafe extern "C" fn recvmmsg(
+    fd: c_int,
+    msgs: *mut libc::mmsghdr,
+    vlen: libc::c_uint,
+    flags: c_int,
+    timeout: *mut libc::timespec,
+) -> c_int {
+    if !tracked(fd) {
+        return real::recvmmsg(fd, msgs, vlen, flags, timeout);
+    }
+    let mut done = 0;
+    for i in 0..vlen as usize {
+        let m = &mut *msgs.add(i);
+        let f = if i == 0 { flags & !libc::MSG_WAITFORONE } else { flags | libc::MSG_DONTWAIT };
+        let n = recvmsg(fd, &mut m.msg_hdr, f);
+        if n < 0 {
+            if done > 0 {
+                break;
+            }
+            return -1;
+        }
+        m.msg_len = n as libc::c_uint;
+        done += 1;
+        // End of stream; an empty datagram is a datagram like any other.
+        if n == 0 && !runtime::datagram(fd) {
+            break;
+        }
+    }
+    done
+}
+
+/// sendmmsg on a stream socket: each message sent in turn; stops at the first short send.
+#[no_mangle]
+pub unsafe extern "C" fn sendmmsg(fd: c_int, msgs: *mut libc::mmsghdr, vlen: libc::c_uint, flags: c_int) -> c_int {
+    if !tracked(fd) {
+        return real::sendmmsg(fd, msgs, vlen, flags);
+    }
+    let mut done = 0;
+    for i in 0..vlen as usize {
+        let m = &mut *msgs.add(i);
+        let want: usize =
+            std::slice::from_raw_parts(m.msg_hdr.msg_iov, m.msg_hdr.msg_iovlen).iter().map(|v| v.iov_len).sum();
+        let n = sendmsg(fd, &m.msg_hdr, flags);
+        if n < 0 {
+            if done > 0 {
+                break;
+            }
+            return -1;
+        }
+        m.msg_len = n as libc::c_uint;
+        done += 1;
+        if (n as usize) < want {
+            break;
+        }
+    }
+    done
+}

@@ -1,0 +1,238 @@
+//! Readiness: epoll, poll/ppoll, select/pselect (through poll when an accelerated fd is among
+//! them), with one timeout conversion that rounds up as the kernel does.
+
+use libc::{c_int, nfds_t, pollfd};
+use runtime::{real, tracked, Call, Errno};
+
+use crate::{fail, int};
+
+#[no_mangle]
+pub unsafe extern "C" fn epoll_create1(flags: c_int) -> c_int {
+    let fd = real::epoll_create1(flags);
+    runtime::epoll_created(fd);
+    fd
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn epoll_create(size: c_int) -> c_int {
+    if size <= 0 {
+        return fail(Errno::EINVAL);
+    }
+    epoll_create1(0)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn epoll_ctl(epfd: c_int, op: c_int, fd: c_int, ev: *mut libc::epoll_event) -> c_int {
+    if let Some(e) = runtime::forked_child_socket(fd) {
+        return fail(e);
+    }
+    // A set the runtime keeps sees every epoll_ctl (it counts its kernel members).
+    if !tracked(epfd) {
+        return real::epoll_ctl(epfd, op, fd, ev);
+    }
+    let (events, data) = if ev.is_null() { (0, 0) } else { ((*ev).events, (*ev).u64) };
+    int(runtime::epoll_ctl(epfd, op, fd, events, data), || real::epoll_ctl(epfd, op, fd, ev))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn epoll_wait(epfd: c_int, evs: *mut libc::epoll_event, max: c_int, timeout: c_int) -> c_int {
+    if !tracked(epfd) || max <= 0 {
+        return real::epoll_wait(epfd, evs, max, timeout);
+    }
+    let out = std::slice::from_raw_parts_mut(evs, max as usize);
+    match runtime::epoll_wait(epfd, out, timeout) {
+        Call::Kernel => real::epoll_wait(epfd, evs, max, timeout),
+        Call::Done(Ok(n)) => n as c_int,
+        Call::Done(Err(e)) => fail(e),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn epoll_pwait(
+    epfd: c_int,
+    evs: *mut libc::epoll_event,
+    max: c_int,
+    timeout: c_int,
+    sigmask: *const libc::sigset_t,
+) -> c_int {
+    if sigmask.is_null() {
+        return epoll_wait(epfd, evs, max, timeout);
+    }
+    let mut old: libc::sigset_t = std::mem::zeroed();
+    libc::pthread_sigmask(libc::SIG_SETMASK, sigmask, &mut old);
+    let r = epoll_wait(epfd, evs, max, timeout);
+    let e = *libc::__errno_location();
+    libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+    *libc::__errno_location() = e;
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn epoll_pwait2(
+    epfd: c_int,
+    evs: *mut libc::epoll_event,
+    max: c_int,
+    timeout: *const libc::timespec,
+    sigmask: *const libc::sigset_t,
+) -> c_int {
+    epoll_pwait(epfd, evs, max, timeout_ms(timespec_ns(timeout)), sigmask)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
+    if fds.is_null() || n == 0 {
+        return real::poll(fds, n, timeout);
+    }
+    let slice = std::slice::from_raw_parts_mut(fds, n as usize);
+    match runtime::poll(slice, timeout) {
+        Call::Kernel => real::poll(fds, n, timeout),
+        Call::Done(Ok(k)) => k as c_int,
+        Call::Done(Err(e)) => fail(e),
+    }
+}
+
+/// The fd_set bits as poll entries, and back (select and pselect are poll underneath).
+unsafe fn select_via_poll(
+    nfds: c_int,
+    r: *mut libc::fd_set,
+    w: *mut libc::fd_set,
+    e: *mut libc::fd_set,
+    timeout_ms: c_int,
+) -> Option<c_int> {
+    let mut fds: Vec<pollfd> = Vec::new();
+    let mut any_ours = false;
+    for fd in 0..nfds.max(0) {
+        let mut events = 0;
+        if !r.is_null() && libc::FD_ISSET(fd, r) {
+            events |= libc::POLLIN;
+        }
+        if !w.is_null() && libc::FD_ISSET(fd, w) {
+            events |= libc::POLLOUT;
+        }
+        if !e.is_null() && libc::FD_ISSET(fd, e) {
+            events |= libc::POLLPRI;
+        }
+        if events != 0 {
+            any_ours |= tracked(fd);
+            fds.push(pollfd { fd, events, revents: 0 });
+        }
+    }
+    if !any_ours {
+        return None;
+    }
+    let n = match runtime::poll(&mut fds, timeout_ms) {
+        Call::Kernel => real::poll(fds.as_mut_ptr(), fds.len() as nfds_t, timeout_ms),
+        Call::Done(Ok(n)) => n as c_int,
+        Call::Done(Err(err)) => return Some(fail(err)),
+    };
+    if n < 0 {
+        return Some(n);
+    }
+    for set in [r, w, e] {
+        if !set.is_null() {
+            libc::FD_ZERO(set);
+        }
+    }
+    let mut count = 0;
+    for p in &fds {
+        let bad = p.revents & libc::POLLNVAL != 0;
+        if bad {
+            return Some(fail(Errno::EBADF));
+        }
+        if !r.is_null()
+            && p.events & libc::POLLIN != 0
+            && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
+        {
+            libc::FD_SET(p.fd, r);
+            count += 1;
+        }
+        if !w.is_null() && p.events & libc::POLLOUT != 0 && p.revents & (libc::POLLOUT | libc::POLLERR) != 0 {
+            libc::FD_SET(p.fd, w);
+            count += 1;
+        }
+        if !e.is_null() && p.events & libc::POLLPRI != 0 && p.revents & libc::POLLPRI != 0 {
+            libc::FD_SET(p.fd, e);
+            count += 1;
+        }
+    }
+    Some(count)
+}
+
+/// A timeout as poll(2) takes it, in ms (-1: none), rounded up as the kernel does: a wait must
+/// never end before the time asked for. One rule for select, pselect, ppoll and epoll_pwait2.
+fn timeout_ms(ns: Option<i64>) -> c_int {
+    match ns {
+        None => -1,
+        Some(ns) => ((ns.max(0) + 999_999) / 1_000_000).min(i64::from(i32::MAX)) as c_int,
+    }
+}
+
+unsafe fn timespec_ns(ts: *const libc::timespec) -> Option<i64> {
+    (!ts.is_null()).then(|| (*ts).tv_sec.saturating_mul(1_000_000_000).saturating_add((*ts).tv_nsec))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn select(
+    nfds: c_int,
+    r: *mut libc::fd_set,
+    w: *mut libc::fd_set,
+    e: *mut libc::fd_set,
+    tv: *mut libc::timeval,
+) -> c_int {
+    let ns = (!tv.is_null()).then(|| (*tv).tv_sec.saturating_mul(1_000_000_000).saturating_add((*tv).tv_usec * 1000));
+    match select_via_poll(nfds, r, w, e, timeout_ms(ns)) {
+        Some(n) => n,
+        None => real::select(nfds, r, w, e, tv),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn pselect(
+    nfds: c_int,
+    r: *mut libc::fd_set,
+    w: *mut libc::fd_set,
+    e: *mut libc::fd_set,
+    ts: *const libc::timespec,
+    mask: *const libc::sigset_t,
+) -> c_int {
+    let ms = timeout_ms(timespec_ns(ts));
+    let mut old: libc::sigset_t = std::mem::zeroed();
+    if !mask.is_null() {
+        libc::pthread_sigmask(libc::SIG_SETMASK, mask, &mut old);
+    }
+    let r = match select_via_poll(nfds, r, w, e, ms) {
+        Some(n) => n,
+        None => real::pselect(nfds, r, w, e, ts, std::ptr::null()),
+    };
+    if !mask.is_null() {
+        let saved = *libc::__errno_location();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        *libc::__errno_location() = saved;
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ppoll(
+    fds: *mut pollfd,
+    n: nfds_t,
+    ts: *const libc::timespec,
+    mask: *const libc::sigset_t,
+) -> c_int {
+    let slice = if fds.is_null() { &mut [][..] } else { std::slice::from_raw_parts_mut(fds, n as usize) };
+    if !slice.iter().any(|p| tracked(p.fd)) {
+        return real::ppoll(fds, n, ts, mask);
+    }
+    let ms = timeout_ms(timespec_ns(ts));
+    let mut old: libc::sigset_t = std::mem::zeroed();
+    if !mask.is_null() {
+        libc::pthread_sigmask(libc::SIG_SETMASK, mask, &mut old);
+    }
+    let r = poll(fds, n, ms);
+    if !mask.is_null() {
+        let saved = *libc::__errno_location();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        *libc::__errno_location() = saved;
+    }
+    r
+}

@@ -1,0 +1,137 @@
+//! Socket setup and names: socket, bind, listen, accept, connect, getsockname/getpeername,
+//! setsockopt/getsockopt (TCP_INFO in Linux's layout), shutdown.
+
+use libc::{c_int, c_void, sockaddr, socklen_t};
+use runtime::{real, tracked, Call, Errno};
+
+use crate::{fail, int, to_addr, write_addr};
+
+#[no_mangle]
+pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_int {
+    let fd = real::socket(domain, ty, protocol);
+    runtime::socket_created(fd, domain, ty, protocol);
+    fd
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
+    gate!(fd, real::bind(fd, addr, len));
+    match to_addr(addr, len) {
+        Some(sa) => int(runtime::bind(fd, sa), || real::bind(fd, addr, len)),
+        None => real::bind(fd, addr, len),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
+    gate!(fd, real::listen(fd, backlog));
+    int(runtime::listen(fd, backlog), || real::listen(fd, backlog))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -> c_int {
+    gate!(fd, real::accept4(fd, addr, len, flags));
+    match runtime::accept(fd, flags) {
+        Call::Kernel => real::accept4(fd, addr, len, flags),
+        Call::Done(Ok((newfd, peer))) => {
+            write_addr(peer, addr, len);
+            newfd
+        }
+        Call::Done(Err(e)) => fail(e),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    if !tracked(fd) {
+        return real::accept(fd, addr, len);
+    }
+    accept4(fd, addr, len, 0)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
+    gate!(fd, real::connect(fd, addr, len));
+    if runtime::datagram(fd) && !addr.is_null() && (*addr).sa_family as c_int == libc::AF_UNSPEC {
+        return int(runtime::disconnect(fd), || real::connect(fd, addr, len));
+    }
+    match to_addr(addr, len) {
+        Some(sa) => int(runtime::connect(fd, sa), || real::connect(fd, addr, len)),
+        None => real::connect(fd, addr, len),
+    }
+}
+
+unsafe fn name(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, peer: bool) -> c_int {
+    match runtime::sockname(fd, peer) {
+        Call::Kernel if peer => real::getpeername(fd, addr, len),
+        Call::Kernel => real::getsockname(fd, addr, len),
+        Call::Done(Ok(sa)) => {
+            write_addr(sa, addr, len);
+            0
+        }
+        Call::Done(Err(e)) => fail(e),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    gate!(fd, real::getsockname(fd, addr, len));
+    name(fd, addr, len, false)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    gate!(fd, real::getpeername(fd, addr, len));
+    name(fd, addr, len, true)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn setsockopt(fd: c_int, level: c_int, opt: c_int, val: *const c_void, len: socklen_t) -> c_int {
+    gate!(fd, real::setsockopt(fd, level, opt, val, len));
+    let bytes = if val.is_null() { &[][..] } else { std::slice::from_raw_parts(val as *const u8, len as usize) };
+    int(runtime::setsockopt(fd, level, opt, bytes), || real::setsockopt(fd, level, opt, val, len))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn getsockopt(
+    fd: c_int,
+    level: c_int,
+    opt: c_int,
+    val: *mut c_void,
+    len: *mut socklen_t,
+) -> c_int {
+    gate!(fd, real::getsockopt(fd, level, opt, val, len));
+    if level == libc::IPPROTO_TCP && opt == libc::TCP_INFO && !val.is_null() && !len.is_null() {
+        return match runtime::tcp_info(fd) {
+            Call::Kernel => real::getsockopt(fd, level, opt, val, len),
+            Call::Done(Ok(info)) => {
+                let n = (*len as usize).min(std::mem::size_of::<libc::tcp_info>());
+                std::ptr::copy_nonoverlapping(&info as *const _ as *const u8, val as *mut u8, n);
+                *len = n as socklen_t;
+                0
+            }
+            Call::Done(Err(e)) => fail(e),
+        };
+    }
+    if val.is_null() || len.is_null() {
+        return match runtime::getsockopt(fd, level, opt, &mut []) {
+            Call::Kernel => real::getsockopt(fd, level, opt, val, len),
+            _ => fail(Errno(libc::EFAULT)),
+        };
+    }
+    let out = std::slice::from_raw_parts_mut(val as *mut u8, *len as usize);
+    match runtime::getsockopt(fd, level, opt, out) {
+        Call::Kernel => real::getsockopt(fd, level, opt, val, len),
+        Call::Done(Ok(n)) => {
+            *len = n as socklen_t;
+            0
+        }
+        Call::Done(Err(e)) => fail(e),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
+    gate!(fd, real::shutdown(fd, how));
+    int(runtime::shutdown(fd, how), || real::shutdown(fd, how))
+}
