@@ -93,6 +93,14 @@ impl<N: Nic + 'static> Runtime<N> {
         }
     }
 
+    /// `fd` and the other fds of the same shard socket (dup'd ones), or `fd` alone.
+    pub(crate) fn same_socket(&self, fd: i32) -> Vec<i32> {
+        match self.fds.get(fd).and_then(|e| e.fd.socket()).and_then(|id| self.socks.get(id)) {
+            Some(st) if !st.fds.is_empty() => st.fds.clone(),
+            _ => vec![fd],
+        }
+    }
+
     /// Registers `fd` as a new reference to shard socket `id`.
     fn adopt(&mut self, fd: i32, entry: Entry, id: SocketId) {
         self.fds.insert(fd, entry);
@@ -760,18 +768,23 @@ impl<N: Nic + 'static> Accel<N> {
     }
 
     /// O_NONBLOCK through fcntl(F_SETFL) or ioctl(FIONBIO).
+    ///
+    /// O_NONBLOCK belongs to the open file, which dup'd fds share (the placeholder's flag is
+    /// shared in the kernel the same way): every fd of the socket sees the change.
     pub fn set_nonblock(&self, fd: i32, on: bool) {
         self.with(|rt| {
-            if let Some(e) = rt.fds.get_mut(fd) {
-                match &mut e.fd {
-                    Fd::Pending { nonblock }
-                    | Fd::Bound { nonblock, .. }
-                    | Fd::Listening { nonblock, .. }
-                    | Fd::Listener { nonblock, .. }
-                    | Fd::Conn { nonblock, .. }
-                    | Fd::UdpPending { nonblock, .. }
-                    | Fd::Udp { nonblock, .. } => *nonblock = on,
-                    Fd::Epoll(_) => {}
+            for f in rt.same_socket(fd) {
+                if let Some(e) = rt.fds.get_mut(f) {
+                    match &mut e.fd {
+                        Fd::Pending { nonblock }
+                        | Fd::Bound { nonblock, .. }
+                        | Fd::Listening { nonblock, .. }
+                        | Fd::Listener { nonblock, .. }
+                        | Fd::Conn { nonblock, .. }
+                        | Fd::UdpPending { nonblock, .. }
+                        | Fd::Udp { nonblock, .. } => *nonblock = on,
+                        Fd::Epoll(_) => {}
+                    }
                 }
             }
         });

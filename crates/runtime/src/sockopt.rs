@@ -164,6 +164,12 @@ impl<N: Nic + 'static> Accel<N> {
             if let Err(e) = r {
                 return Call::Done(Err(e));
             }
+            // Options belong to the socket: dup'd fds read back the same.
+            for other in rt.same_socket(fd) {
+                if let Some(e) = rt.fds.get_mut(other) {
+                    e.opts = o;
+                }
+            }
             if pending {
                 return Call::Kernel;
             }

@@ -826,3 +826,23 @@ fn vectored_send_and_recv_take_the_callers_buffers_in_turn() {
         rt.close(fd);
     });
 }
+
+#[test]
+fn dup_d_fds_share_their_sockets_options_and_o_nonblock() {
+    let l = lab("inline");
+    let rt = l.rt;
+    let fd = connect_echo(rt);
+    let copy = unsafe { libc::dup(fd) };
+    assert!(copy >= 0);
+    rt.duplicated(fd, copy);
+    done(rt.setsockopt(copy, libc::IPPROTO_TCP, libc::TCP_NODELAY, &1i32.to_ne_bytes())).unwrap();
+    let mut out = [0u8; 4];
+    done(rt.getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, &mut out)).unwrap();
+    assert_eq!(i32::from_ne_bytes(out), 1, "set through one fd, read through the other");
+    // O_NONBLOCK set through one fd: a read through the other does not wait.
+    rt.set_nonblock(fd, true);
+    let mut buf = [0u8; 8];
+    assert_eq!(done(rt.recv(copy, &mut buf, false, false)), Err(Errno::EAGAIN));
+    rt.close(copy);
+    rt.close(fd);
+}
