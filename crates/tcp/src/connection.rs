@@ -16,6 +16,7 @@ use crate::congestion::{Congestion, CongestionControl};
 use crate::rack::Rack;
 use crate::ranges::{OooRanges, Scoreboard};
 use crate::ring::Ring;
+use crate::segment;
 use crate::sent::SentLog;
 use crate::seq;
 use crate::{Duration, Instant, MILLISECOND, SECOND};
@@ -1287,7 +1288,7 @@ impl Connection {
         match self.state {
             State::Closed => {
                 // RFC 9293 3.10.7.1: as if there were no connection.
-                if let Some(rst) = crate::time_wait::rst_for_unmatched(seg, payload.len()) {
+                if let Some(rst) = segment::rst_for_unmatched(seg, payload.len()) {
                     self.rst = Some(Rst { seq: rst.seq_number, ack: rst.ack_number });
                 }
             }
@@ -2405,21 +2406,7 @@ impl Connection {
     }
 
     fn make_rst(&self, rst: Rst) -> TcpRepr {
-        TcpRepr {
-            src_port: self.local_port,
-            dst_port: self.remote_port,
-            seq_number: rst.seq,
-            ack_number: rst.ack,
-            flags: if rst.ack.is_some() { TcpFlags::RST | TcpFlags::ACK } else { TcpFlags::RST },
-            window_len: 0,
-            window_scale: None,
-            max_seg_size: None,
-            sack_permitted: false,
-            sack_ranges: [None; 4],
-            timestamp: None,
-            payload_len: 0,
-            urgent_at: 0,
-        }
+        segment::rst(self.local_port, self.remote_port, rst.seq, rst.ack)
     }
 
     /// Our SYN (SYN-SENT) or SYN-ACK (SYN-RECEIVED), first or again.
@@ -2439,20 +2426,13 @@ impl Connection {
             (false, true) if self.backoff == 0 => TcpFlags::ECE | TcpFlags::CWR,
             _ => TcpFlags::empty(),
         };
+        let ack = synack.then_some(self.rcv_nxt);
         let repr = TcpRepr {
-            src_port: self.local_port,
-            dst_port: self.remote_port,
-            seq_number: self.iss,
-            ack_number: synack.then_some(self.rcv_nxt),
-            flags: ecn | if synack { TcpFlags::SYN | TcpFlags::ACK } else { TcpFlags::SYN },
-            window_len: wnd as u16,
             window_scale: ws.then_some(self.rcv_wscale),
             max_seg_size: Some(self.p.mss),
             sack_permitted: sack,
-            sack_ranges: [None; 4],
             timestamp: ts.then(|| (self.ts_now(now), if synack { self.ts_recent } else { 0 })),
-            payload_len: 0,
-            urgent_at: 0,
+            ..segment::bare_segment(self.local_port, self.remote_port, self.iss, ack, ecn | TcpFlags::SYN, wnd as u16)
         };
         self.snd_nxt = self.iss.wrapping_add(1);
         self.snd_max = self.snd_nxt;
@@ -2671,21 +2651,12 @@ impl Connection {
 
     /// A header with ACK, our options for a synchronized state, and no window yet.
     fn header(&self, now: Instant, seq: u32) -> TcpRepr {
+        // RFC 3168 section 6.1.3: every segment echoes congestion until the peer's CWR.
+        let flags = if self.ecn_echo { TcpFlags::ACK | TcpFlags::ECE } else { TcpFlags::ACK };
         TcpRepr {
-            src_port: self.local_port,
-            dst_port: self.remote_port,
-            seq_number: seq,
-            ack_number: Some(self.rcv_nxt),
-            // RFC 3168 section 6.1.3: every segment echoes congestion until the peer's CWR.
-            flags: if self.ecn_echo { TcpFlags::ACK | TcpFlags::ECE } else { TcpFlags::ACK },
-            window_len: 0,
-            window_scale: None,
-            max_seg_size: None,
-            sack_permitted: false,
             sack_ranges: self.sack_blocks(),
             timestamp: self.ts_ok.then(|| (self.ts_now(now), self.ts_recent)),
-            payload_len: 0,
-            urgent_at: 0,
+            ..segment::bare_segment(self.local_port, self.remote_port, seq, Some(self.rcv_nxt), flags, 0)
         }
     }
 
@@ -2783,11 +2754,23 @@ impl Connection {
     }
 }
 
+/// What a connection hands to its [`crate::TimeWait`] entry.
+pub(crate) struct TimeWaitParts {
+    pub(crate) deadline: Instant,
+    pub(crate) time_wait: Duration,
+    pub(crate) snd_nxt: u32,
+    pub(crate) rcv_nxt: u32,
+    pub(crate) ts_recent: u32,
+    pub(crate) ts_offset: u32,
+    pub(crate) window: u16,
+    pub(crate) ts_ok: bool,
+}
+
 impl Connection {
     /// What a [`crate::TimeWait`] entry keeps.
-    pub(crate) fn time_wait_parts(&self) -> crate::time_wait::TimeWaitParts {
+    pub(crate) fn time_wait_parts(&self) -> TimeWaitParts {
         let field = (self.rcv_wnd() >> self.rcv_wscale).min(0xffff) as u16;
-        crate::time_wait::TimeWaitParts {
+        TimeWaitParts {
             deadline: self.t_idle,
             time_wait: ms(self.p.time_wait_ms),
             snd_nxt: self.snd_max,

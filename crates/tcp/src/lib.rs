@@ -67,6 +67,7 @@ mod connection;
 mod rack;
 mod ranges;
 mod ring;
+mod segment;
 mod sent;
 mod seq;
 mod spare;
@@ -78,7 +79,8 @@ mod tests;
 pub use config::{Config, Ecn, Keepalive};
 pub use congestion::{Congestion, CongestionAlgorithm, CongestionControl, Cubic, NewReno};
 pub use connection::{Connection, CookieOptions, Counters, Error, Event, Info, State};
-pub use time_wait::{rst_for_unmatched, TimeWait, TimeWaitAction};
+pub use segment::{bare_segment, rst, rst_for_unmatched};
+pub use time_wait::{TimeWait, TimeWaitAction};
 
 /// A point in time: nanoseconds since an origin the caller chooses (a monotonic clock).
 pub type Instant = u64;
