@@ -1,0 +1,735 @@
+//! Segment arrival, in the order of RFC 9293 3.10.7: SYN-SENT (3.10.7.3), then for every
+//! synchronized state the sequence check, RST, SYN, ACK (with RFC 5961's blind-attack rules and
+//! the window update), URG, text and FIN (3.10.7.4). Also the state changes they cause. It must
+//! not build segments: it records what is owed (an ACK, a challenge ACK, a RST) for `output`.
+
+use super::rtt::RTO_AFTER_SYN_LOSS_US;
+use super::*;
+
+/// RFC 7323 section 5.5: a TS.Recent idle for longer than this is too old for PAWS.
+const PAWS_IDLE: Duration = 24 * 24 * 3600 * SECOND;
+
+/// RFC 2883 section 4: the first SACK block reports data that arrived twice (D-SACK) if it
+/// lies below the cumulative ACK or inside the second block.
+fn dsack_block(seg: &TcpRepr, ack: u32) -> Option<(u32, u32)> {
+    let (left, right) = seg.sack_ranges[0]?;
+    let inside_second = seg.sack_ranges[1].is_some_and(|(l2, r2)| seq::le(l2, left) && seq::le(right, r2));
+    (seq::lt(left, ack) || inside_second).then_some((left, right))
+}
+
+impl Connection {
+    /// Processes a segment addressed to this connection (the stack has checked the checksum
+    /// and matched the 4-tuple). `payload` is the segment's data.
+    pub fn handle_segment(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8]) {
+        match self.state {
+            State::Closed => {
+                // RFC 9293 3.10.7.1: as if there were no connection.
+                if let Some(rst) = segment::rst_for_unmatched(seg, payload.len()) {
+                    self.rst = Some(Rst { seq: rst.seq_number, ack: rst.ack_number });
+                }
+            }
+            State::SynSent => self.handle_syn_sent(now, seg, payload),
+            _ => self.handle_synchronized(now, seg, payload),
+        }
+        self.arm_persist(now);
+    }
+
+    /// [`Connection::handle_segment`] for a segment whose IP header carried the CE codepoint
+    /// if `ce`: a router on the path saw congestion (RFC 3168 section 5). On an ECN connection
+    /// our segments then carry ECE until the peer's CWR.
+    pub fn handle_segment_ce(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8], ce: bool) {
+        self.seg_ce = ce;
+        self.handle_segment(now, seg, payload);
+        self.seg_ce = false;
+    }
+
+    /// RFC 9293 3.10.7.3.
+    fn handle_syn_sent(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8]) {
+        let rst = seg.flags.contains(TcpFlags::RST);
+        if let Some(ack) = seg.ack_number {
+            if seq::le(ack, self.iss) || seq::gt(ack, self.snd_max) {
+                if !rst {
+                    self.rst = Some(Rst { seq: ack, ack: None });
+                }
+                return;
+            }
+        }
+        if rst {
+            // Only with an acceptable ACK (RFC 5961 section 3: no blind reset of a connect).
+            if seg.ack_number.is_some() {
+                self.fail(Error::ConnectionRefused, EV_RESET);
+            }
+            return;
+        }
+        if !seg.flags.contains(TcpFlags::SYN) {
+            return;
+        }
+        self.irs = seg.seq_number;
+        self.rcv_nxt = seg.seq_number.wrapping_add(1);
+        self.last_ack_sent = self.rcv_nxt;
+        self.rcv_adv = self.rcv_nxt.wrapping_add(self.syn_window());
+        self.negotiate(now, seg);
+        match seg.ack_number {
+            Some(ack) => {
+                // RFC 3168 section 6.1.1: the peer agrees with ECE alone on its SYN-ACK.
+                self.ecn_ok &= seg.flags.contains(TcpFlags::ECE) && !seg.flags.contains(TcpFlags::CWR);
+                // The window of a SYN is never scaled (RFC 7323 section 2.2).
+                self.establish_from_ack(now, seg, ack, u32::from(seg.window_len));
+                self.ack_now = true;
+                if !payload.is_empty() || seg.flags.contains(TcpFlags::FIN) {
+                    let fin = seg.flags.contains(TcpFlags::FIN);
+                    self.process_text(now, self.rcv_nxt, payload, fin);
+                }
+            }
+            None => {
+                // Simultaneous open: SYN-RECEIVED, our SYN again, now with an ACK. ECN if both
+                // SYNs asked for it (Linux `tcp_ecn_rcv_syn`).
+                self.ecn_ok &= seg.flags.contains(TcpFlags::ECE | TcpFlags::CWR);
+                self.state = State::SynReceived;
+                self.snd_nxt = self.iss;
+                self.snd_wnd = u32::from(seg.window_len);
+                self.max_snd_wnd = self.snd_wnd;
+                self.snd_wl1 = seg.seq_number;
+            }
+        }
+    }
+
+    /// Takes the options of the peer's SYN.
+    pub(super) fn negotiate(&mut self, now: Instant, syn: &TcpRepr) {
+        self.peer_mss = match syn.max_seg_size {
+            Some(mss) if mss > 0 => mss,
+            _ => DEFAULT_MSS,
+        };
+        self.ws_ok = self.p.offer_ws && syn.window_scale.is_some();
+        if self.ws_ok {
+            self.snd_wscale = syn.window_scale.unwrap_or(0).min(14);
+        } else {
+            self.snd_wscale = 0;
+            self.rcv_wscale = 0;
+        }
+        self.sack_ok = self.p.offer_sack && syn.sack_permitted;
+        match (self.p.offer_ts, syn.timestamp) {
+            (true, Some((tsval, _))) => {
+                self.ts_ok = true;
+                self.ts_recent = tsval;
+                self.ts_recent_time = now;
+            }
+            _ => self.ts_ok = false,
+        }
+    }
+
+    /// Our SYN is acknowledged: ESTABLISHED.
+    fn establish_from_ack(&mut self, now: Instant, seg: &TcpRepr, ack: u32, wnd: u32) {
+        self.snd_una = ack;
+        if seq::lt(self.snd_nxt, ack) {
+            self.snd_nxt = ack;
+        }
+        self.snd_wnd = wnd;
+        self.max_snd_wnd = self.max_snd_wnd.max(wnd);
+        self.snd_wl1 = seg.seq_number;
+        self.snd_wl2 = ack;
+        self.rtt_on_ack(now, seg, ack, None);
+        self.establish(now);
+    }
+
+    pub(super) fn establish(&mut self, now: Instant) {
+        self.state = if self.fin_queued { State::FinWait1 } else { State::Established };
+        let mss = self.eff_mss();
+        // RFC 5681 section 3.1: one segment if the SYN or SYN-ACK was lost.
+        let iw = if self.syn_retransmitted { mss } else { self.p.initial_cwnd.saturating_mul(mss) };
+        self.cc.init(iw);
+        if self.have_rtt {
+            self.cc.on_rtt_update(us(self.srtt_us));
+        }
+        if self.syn_retransmitted && !self.have_rtt {
+            self.rto_us = self.rto_us.max(RTO_AFTER_SYN_LOSS_US).min(self.p.rto_max_us);
+        }
+        self.backoff = 0;
+        self.recover = self.snd_una;
+        self.t_rtx = if self.snd_una == self.snd_max { NEVER } else { now + self.rto() };
+        if self.p.keepalive && self.state == State::Established {
+            self.t_idle = now + ms(self.p.ka_idle_ms);
+        }
+        self.events |= EV_CONNECTED | EV_WRITABLE;
+    }
+
+    /// RFC 9293 3.10.7.4, for every state after SYN-SENT.
+    fn handle_synchronized(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8]) {
+        let rst = seg.flags.contains(TcpFlags::RST);
+        let mut syn = seg.flags.contains(TcpFlags::SYN);
+        let fin = seg.flags.contains(TcpFlags::FIN);
+        let mut seq = seg.seq_number;
+
+        if self.state == State::SynReceived && syn && !rst && seq == self.irs {
+            match seg.ack_number {
+                // Simultaneous open: the peer's SYN-ACK, whose SYN we already have.
+                Some(ack) if ack == self.snd_max => {
+                    syn = false;
+                    seq = seq.wrapping_add(1);
+                }
+                // Our SYN-ACK was lost: the peer sent its SYN again.
+                None => {
+                    self.snd_nxt = self.iss;
+                    return;
+                }
+                _ => {}
+            }
+        }
+        if self.state == State::TimeWait {
+            if rst {
+                return; // RFC 1337: no TIME-WAIT assassination.
+            }
+            if fin && !syn && seq.wrapping_add(payload.len() as u32 + 1) == self.rcv_nxt {
+                // The peer's FIN again: our ACK was lost. ACK and restart 2*MSL.
+                self.ack_now = true;
+                self.t_idle = now + ms(self.p.time_wait_ms);
+                return;
+            }
+        }
+
+        let seg_len = payload.len() as u32 + u32::from(syn) + u32::from(fin);
+
+        // RFC 7323 section 5.3 R1: PAWS.
+        if self.ts_ok && !rst {
+            if let Some((tsval, _)) = seg.timestamp {
+                if seq::lt(tsval, self.ts_recent) && now.saturating_sub(self.ts_recent_time) <= PAWS_IDLE {
+                    self.answer_invalid(now, syn, seg_len);
+                    return;
+                }
+            }
+        }
+
+        // First: the sequence number.
+        if !self.acceptable(seq, seg_len, rst) {
+            if !rst {
+                self.answer_invalid(now, syn, seg_len);
+                if !syn && seq::lt(seq, self.rcv_nxt) {
+                    // Data (or a FIN) we already have: a D-SACK block says so (RFC 2883).
+                    let end = seq.wrapping_add(payload.len() as u32 + u32::from(fin));
+                    self.report_duplicate(seq, seq::min(end, self.rcv_nxt));
+                }
+            }
+            return;
+        }
+
+        // Second: RST (RFC 5961 section 3.2: only an exact match resets).
+        if rst {
+            if seq == self.rcv_nxt {
+                self.on_reset();
+            } else {
+                self.challenge_ack(now);
+            }
+            return;
+        }
+
+        // Fourth: SYN in a synchronized state (RFC 5961 section 4.2).
+        if syn {
+            self.challenge_ack(now);
+            return;
+        }
+
+        // Fifth: ACK.
+        let Some(ack) = seg.ack_number else {
+            return;
+        };
+        if self.state == State::SynReceived {
+            if seq::gt(ack, self.snd_una) && seq::le(ack, self.snd_max) {
+                let wnd = u32::from(seg.window_len) << self.snd_wscale;
+                self.establish_from_ack(now, seg, ack, wnd);
+            } else {
+                self.rst = Some(Rst { seq: ack, ack: None });
+                return;
+            }
+        }
+
+        if !self.process_ack(now, seg, seq, ack, payload.len()) || self.state == State::Closed {
+            return;
+        }
+
+        // RFC 7323 section 4.3 (and 5.3 R3): remember the timestamp to echo, only from an
+        // acceptable segment, so after its ACK was checked: a blind in-window segment with an
+        // unacceptable ACK must not move TS.Recent (PAWS would then drop the real peer).
+        if self.ts_ok {
+            if let Some((tsval, _)) = seg.timestamp {
+                if seq::ge(tsval, self.ts_recent) && seq::le(seq, self.last_ack_sent) {
+                    self.ts_recent = tsval;
+                    self.ts_recent_time = now;
+                }
+            }
+        }
+
+        if self.p.keepalive && matches!(self.state, State::Established | State::CloseWait) {
+            self.ka_probes = 0;
+            self.t_idle = now + ms(self.p.ka_idle_ms);
+        }
+
+        // RFC 3168 section 6.1.3: the peer's CWR on a segment with data (or a FIN) ends our
+        // ECE; it also asks for an ACK at once, its window being small (Linux
+        // `tcp_ecn_accept_cwr`). CE on new data starts ECE again (`process_text`).
+        if self.ecn_ok && seg.flags.contains(TcpFlags::CWR) && seg_len > 0 {
+            self.ecn_echo = false;
+            self.ack_now = true;
+        }
+
+        // Sixth: the URG bit, where data is still accepted (after the peer's FIN there is none).
+        if matches!(self.state, State::Established | State::FinWait1 | State::FinWait2) {
+            if seg.flags.contains(TcpFlags::URG) {
+                self.urgent_pointer(seg.seq_number, seg.urgent_at);
+            }
+            if self.rcv_urg == UrgentIn::Announced {
+                // The urgent byte is taken from whichever acceptable segment carries it, in
+                // order or not (Linux's `tcp_urg`); it also stays in the stream.
+                let at = self.rcv_up.wrapping_sub(seq) as usize;
+                if let Some(&byte) = payload.get(at) {
+                    self.rcv_urg = UrgentIn::Arrived(byte);
+                }
+            }
+        }
+
+        // Seventh and eighth: text and FIN.
+        self.process_text(now, seq, payload, fin);
+    }
+
+    /// The four cases of RFC 9293 3.10.7.4. With a zero window a segment at RCV.NXT is let
+    /// through so that its ACK, and a bare FIN, are processed ("special allowance"); its data
+    /// is trimmed off later.
+    ///
+    /// One leniency, Linux's (`tcp_sequence` starts the window at `rcv_wup`, the RCV.NXT we
+    /// last acknowledged, and looks at where a segment ends): a segment (not a RST) that starts
+    /// at or before RCV.NXT and ends at or after the RCV.NXT we last acknowledged is acceptable.
+    /// A pure ACK reordered behind data is then used rather than answered with an ACK, which in
+    /// a two-way transfer the peer would count as a duplicate; and a retransmission of what we
+    /// acknowledged last moves TS.Recent on before its D-SACK is sent (as Linux's does).
+    pub(super) fn acceptable(&self, seq: u32, len: u32, rst: bool) -> bool {
+        let wnd = self.rcv_wnd();
+        let nxt = self.rcv_nxt;
+        if !rst && seq::le(seq, nxt) && seq::ge(seq.wrapping_add(len), self.last_ack_sent) {
+            return true;
+        }
+        match (len, wnd) {
+            (0, 0) => seq == nxt,
+            (0, _) => seq::in_window(seq, nxt, wnd),
+            (_, 0) => seq == nxt,
+            _ => seq::in_window(seq, nxt, wnd) || seq::in_window(seq.wrapping_add(len - 1), nxt, wnd),
+        }
+    }
+
+    /// RFC 2883: `[start, end)` arrived again; report it as the first SACK block of an ACK sent
+    /// at once (the sender learns that its retransmission was not needed).
+    fn report_duplicate(&mut self, start: u32, end: u32) {
+        if self.sack_ok && seq::lt(start, end) {
+            self.dsack = (start, end);
+            self.ack_now = true;
+        }
+    }
+
+    /// RFC 5961's challenge ACK, at most one per `invalid_ratelimit` (Linux 6.x limits them per
+    /// connection; its global `tcp_challenge_ack_limit` is off by default since 6.0).
+    fn challenge_ack(&mut self, now: Instant) {
+        if self.invalid_ack_allowed(now) {
+            self.challenge = true;
+            self.challenge_acks = self.challenge_acks.wrapping_add(1);
+        } else {
+            self.counters.challenge_acks_skipped = self.counters.challenge_acks_skipped.wrapping_add(1);
+        }
+    }
+
+    /// The answer to a segment that failed PAWS or the sequence check (`seg_len` counts its
+    /// SYN and FIN): a challenge ACK for a SYN (RFC 5961 section 4.2, Linux's `syn_challenge`);
+    /// an ACK for one with data or a FIN, always; for one without, at most one ACK per
+    /// `invalid_ratelimit` (Linux `tcp_oow_rate_limited`: two stacks that disagree about the
+    /// window would otherwise answer each other's ACKs forever).
+    fn answer_invalid(&mut self, now: Instant, syn: bool, seg_len: u32) {
+        if syn {
+            self.challenge_ack(now);
+        } else if seg_len > 0 || self.invalid_ack_allowed(now) {
+            self.ack_now = true;
+        }
+    }
+
+    /// Whether an ACK to an invalid segment may go now, one per `invalid_ratelimit` on our
+    /// millisecond clock (Linux `__tcp_oow_rate_limited`); if so, the interval starts now.
+    pub(super) fn invalid_ack_allowed(&mut self, now: Instant) -> bool {
+        let ms_now = (now / MILLISECOND) as u32;
+        if self.invalid_acked && ms_now.wrapping_sub(self.invalid_ack_ms) < self.p.invalid_ratelimit_ms {
+            return false;
+        }
+        self.invalid_acked = true;
+        self.invalid_ack_ms = ms_now;
+        true
+    }
+
+    /// An acceptable RST.
+    fn on_reset(&mut self) {
+        let err = match self.state {
+            State::SynReceived if self.passive => Some(Error::ConnectionReset),
+            State::SynReceived => Some(Error::ConnectionRefused),
+            State::Established | State::FinWait1 | State::FinWait2 => Some(Error::ConnectionReset),
+            State::CloseWait => Some(Error::BrokenPipe),
+            _ => None,
+        };
+        if let Some(err) = err {
+            self.error = Some(err);
+            self.events |= EV_RESET;
+        }
+        self.enter_closed();
+    }
+
+    pub(super) fn fail(&mut self, err: Error, event: u16) {
+        self.error = Some(err);
+        self.events |= event;
+        self.enter_closed();
+    }
+
+    pub(super) fn enter_closed(&mut self) {
+        self.state = State::Closed;
+        self.t_rtx = NEVER;
+        self.t_delack = NEVER;
+        self.t_idle = NEVER;
+        self.t_loss = NEVER;
+        self.tx.clear();
+        self.ooo.clear();
+        self.sacked.clear();
+        self.sent.clear();
+        self.send_probe = false;
+        self.recovery = Recovery::None;
+        self.ack_now = false;
+        self.challenge = false;
+        self.probe = false;
+        self.rtx_first = false;
+        self.force_send = false;
+        self.events |= EV_CLOSED;
+    }
+
+    fn enter_time_wait(&mut self, now: Instant) {
+        self.state = State::TimeWait;
+        self.t_rtx = NEVER;
+        self.t_loss = NEVER;
+        self.t_idle = now + ms(self.p.time_wait_ms);
+        self.sacked.clear();
+        self.sent.clear();
+        self.tx.clear();
+        self.events |= EV_TIME_WAIT;
+    }
+
+    /// The ACK field (RFC 9293 3.10.7.4 fifth, RFC 5961 section 5). `false`: drop the segment.
+    fn process_ack(&mut self, now: Instant, seg: &TcpRepr, seq: u32, ack: u32, payload_len: usize) -> bool {
+        let flight_before = self.snd_max.wrapping_sub(self.snd_una);
+        // RFC 5961 section 5.2: outside [SND.UNA - MAX.SND.WND, SND.NXT]. As in Linux, the
+        // left edge reaches back no further than what the peer has acknowledged so far: before
+        // any data is acknowledged, an ACK below SND.UNA is one.
+        let max_back = self.max_snd_wnd.min(self.bytes_acked);
+        if seq::gt(ack, self.snd_max) || seq::lt(ack, self.snd_una.wrapping_sub(max_back)) {
+            self.challenge_ack(now);
+            return false;
+        }
+        let seg_wnd = u32::from(seg.window_len) << self.snd_wscale;
+        let is_dup = ack == self.snd_una
+            && payload_len == 0
+            && !seg.flags.intersects(TcpFlags::SYN | TcpFlags::FIN)
+            && seg_wnd == self.snd_wnd
+            && self.snd_max != self.snd_una;
+
+        let old_una = self.snd_una;
+        let was_recovering = self.recovering();
+        let dsack = if self.sack_ok { dsack_block(seg, ack) } else { None };
+        if self.rack_on() {
+            // RACK's view of what this ACK delivers, before the scoreboard takes it in.
+            self.rack_delivered(now, seg, ack, dsack);
+        }
+        if self.sack_ok {
+            for &(left, right) in seg.sack_ranges.iter().flatten() {
+                if seq::lt(left, right) && seq::gt(right, ack) && seq::le(right, self.snd_max) {
+                    self.sacked.add(seq::max(left, ack), right);
+                }
+            }
+        }
+
+        // The window update (RFC 9293 3.10.7.4, SND.WL1/SND.WL2), and also from any segment
+        // that acknowledges new data, as Linux does (`tcp_may_update_window`): the peer's ACKs
+        // only grow, so such a segment was made after every one we used, even if its SEG.SEQ
+        // is older (a retransmission that fills a hole behind data we have seen). SND.WND is
+        // counted from SND.UNA: moving SND.UNA while keeping the old SND.WND would move the
+        // right edge beyond anything the peer offered, and we would send into a window it
+        // never had.
+        if seq::le(self.snd_una, ack)
+            && (seq::lt(self.snd_una, ack)
+                || seq::lt(self.snd_wl1, seq)
+                || (self.snd_wl1 == seq && seq::le(self.snd_wl2, ack)))
+        {
+            let opened = self.snd_wnd == 0 && seg_wnd > 0;
+            self.snd_wnd = seg_wnd;
+            self.snd_wl1 = seq;
+            self.snd_wl2 = ack;
+            self.max_snd_wnd = self.max_snd_wnd.max(seg_wnd);
+            if opened {
+                self.persist_backoff = 0;
+                if self.snd_una == self.snd_max {
+                    self.t_rtx = NEVER;
+                }
+            }
+        }
+        self.probes = 0;
+
+        if seq::gt(ack, self.snd_una) {
+            self.on_new_ack(now, seg, ack);
+        } else if is_dup {
+            self.dupacks = self.dupacks.saturating_add(1);
+            if self.recovery == Recovery::NewReno {
+                // RFC 6582 section 3.2 step 4: inflate for each further duplicate.
+                self.inflate = self.inflate.saturating_add(self.eff_mss());
+            }
+        }
+
+        if self.state == State::Closed {
+            return true;
+        }
+        // Loss detection: with SACK, RACK (RFC 8985) or else RFC 6675's IsLost mark what is
+        // lost in the transmit log; without, three duplicate ACKs say it (RFC 5681 3.2).
+        if self.rack_on() {
+            let recovery_ended = was_recovering && !self.recovering();
+            self.rack.update_reo_wnd(self.snd_una, self.snd_max, dsack.is_some(), recovery_ended);
+            let pure_dupack = is_dup && seg.sack_ranges[0].is_none();
+            if self.rack.probe_acked(ack, dsack, pure_dupack) {
+                // The probe repaired a loss by itself (RFC 8985 section 7.4.2): congestion
+                // control responds as to any loss, from the window rather than the flight,
+                // as Linux does (`tcp_process_tlp_ack`): the flight at a tail is a segment or
+                // two, and would cut a window that was fine to its floor.
+                self.counters.loss_probe_recoveries = self.counters.loss_probe_recoveries.wrapping_add(1);
+                self.cc.on_congestion_event(now, self.cc.cwnd(), self.eff_mss());
+            }
+            if self.rack.take_advanced() {
+                self.rack_detect_loss(now);
+            }
+        } else if self.sack_ok && !self.sacked.is_empty() {
+            let lost_end = seq::min(self.sacked.lost_end(self.snd_una, self.eff_mss()), self.snd_max);
+            if seq::gt(lost_end, self.snd_una) {
+                self.sent.mark_lost(self.snd_una, lost_end, false);
+            }
+        }
+        self.recover_if_lost(now);
+        if self.ecn_ok {
+            self.on_ecn_ack(now, seg, flight_before);
+        }
+        // The probe restarts when new data is acknowledged, and starts when the reordering
+        // timer has nothing left to wait for.
+        if self.rack_on() && (seq::gt(self.snd_una, old_una) || self.t_loss == NEVER) {
+            self.schedule_probe(now);
+        }
+        true
+    }
+
+    fn on_new_ack(&mut self, now: Instant, seg: &TcpRepr, ack: u32) {
+        let acked = ack.wrapping_sub(self.snd_una);
+        self.bytes_acked = self.bytes_acked.saturating_add(acked);
+        let flight_before = self.snd_max.wrapping_sub(self.snd_una);
+        let data_end = self.data_end();
+        let upto = seq::min(ack, data_end);
+        let mut freed = false;
+        if seq::gt(upto, self.tx_seq) {
+            let n = upto.wrapping_sub(self.tx_seq);
+            self.tx.pop(n as usize);
+            self.tx_seq = upto;
+            freed = true;
+        }
+        self.snd_una = ack;
+        if seq::lt(self.snd_nxt, ack) {
+            self.snd_nxt = ack;
+        }
+        if self.snd_urgent && seq::ge(ack, self.snd_up) {
+            self.snd_urgent = false;
+        }
+        self.sacked.trim(ack);
+        let sent_once_at = self.sent.first_sent_once();
+        self.sent.acked(ack);
+        self.rtt_on_ack(now, seg, ack, sent_once_at);
+        self.backoff = 0;
+
+        let mss = self.eff_mss();
+        let flight = self.snd_max.wrapping_sub(self.snd_una);
+        match self.recovery {
+            Recovery::None => {
+                self.dupacks = 0;
+                // RFC 7661: grow only a window that is in use (at least half of it in flight).
+                if flight_before.saturating_mul(2) >= self.cc.cwnd() {
+                    self.cc.on_ack(now, acked, mss);
+                }
+            }
+            Recovery::NewReno | Recovery::Sack if seq::ge(ack, self.recover) => {
+                // Full ACK: recovery is over.
+                self.recovery = Recovery::None;
+                self.inflate = 0;
+                self.dupacks = 0;
+                self.cc.on_recovery_exit(now, flight, mss);
+            }
+            Recovery::NewReno => {
+                // Partial ACK (RFC 6582 section 3.2 step 5): retransmit the next hole,
+                // deflate by what was acknowledged, give back one SMSS if it was that much.
+                self.rtx_first = true;
+                let back = if acked >= mss { mss } else { 0 };
+                self.inflate = (self.inflate + back).saturating_sub(acked);
+            }
+            Recovery::Sack => {}
+        }
+
+        // RFC 6298 section 5.2 and 5.3.
+        self.t_rtx = if self.snd_una == self.snd_max { NEVER } else { now + self.rto() };
+        if self.snd_una == self.snd_max {
+            self.t_loss = NEVER;
+        }
+
+        if freed
+            && self.write_blocked
+            && matches!(self.state, State::Established | State::CloseWait)
+            && !self.fin_queued
+            && self.tx_writable()
+        {
+            self.write_blocked = false;
+            self.events |= EV_WRITABLE;
+        }
+
+        if self.fin_acked() {
+            match self.state {
+                State::FinWait1 => {
+                    self.state = State::FinWait2;
+                    self.t_rtx = NEVER;
+                    if self.rcv_closed {
+                        self.t_idle = now + ms(self.p.fin_wait2_ms);
+                    }
+                }
+                State::Closing => self.enter_time_wait(now),
+                State::LastAck => self.enter_closed(),
+                _ => {}
+            }
+        }
+    }
+
+    /// Data and FIN of an acceptable segment starting at `seq`.
+    fn process_text(&mut self, now: Instant, mut seq: u32, payload: &[u8], mut fin: bool) {
+        let mut data = payload;
+        // Trim what we already have.
+        if seq::lt(seq, self.rcv_nxt) {
+            let skip = self.rcv_nxt.wrapping_sub(seq) as usize;
+            let end = seq.wrapping_add(data.len() as u32 + u32::from(fin));
+            // Its head is a duplicate (RFC 2883).
+            self.report_duplicate(seq, seq::min(end, self.rcv_nxt));
+            if end != seq && seq::le(end, self.rcv_nxt) {
+                // Nothing new: a retransmission, answered at once (Linux too, SACK or not).
+                self.ack_now = true;
+            }
+            if skip >= data.len() {
+                fin = fin && skip == data.len();
+                data = &[];
+            } else {
+                data = &data[skip..];
+            }
+            seq = self.rcv_nxt;
+        }
+        // Trim what is beyond the window (a bare FIN at the edge is kept, like Linux).
+        let room = if seq::gt(self.rcv_adv, seq) { self.rcv_adv.wrapping_sub(seq) as usize } else { 0 };
+        if data.len() > room {
+            data = &data[..room];
+            fin = false;
+            self.ack_now = true;
+        }
+        if data.is_empty() && !fin {
+            return;
+        }
+        if !matches!(self.state, State::Established | State::FinWait1 | State::FinWait2) {
+            return;
+        }
+        if self.rcv_closed && !data.is_empty() {
+            // Linux: data for a closed socket resets the connection.
+            self.rst = Some(Rst { seq: self.snd_max, ack: Some(self.rcv_nxt) });
+            self.enter_closed();
+            return;
+        }
+        if !data.is_empty() {
+            if self.seg_ce && self.ecn_ok {
+                // RFC 3168 section 6.1.3: congestion on the path. Echo it with ECE until the
+                // peer's CWR, and ACK at once the first time (Linux: the sender's window may be
+                // small enough that a delayed ACK stalls it).
+                self.ack_now |= !self.ecn_echo;
+                self.ecn_echo = true;
+            }
+            // At least the window promised: it may have been offered under a larger buffer.
+            self.rx.ensure(self.rx_cap().max(self.rcv_wnd() as usize));
+            let off = seq.wrapping_sub(self.rcv_nxt) as usize;
+            let len = data.len() as u32;
+            self.rcv_mss = self.rcv_mss.max(data.len().min(usize::from(self.p.mss)) as u16);
+            if off == 0 {
+                let had_ooo = !self.ooo.is_empty();
+                let at = self.rx.len();
+                self.rx.write_at(at, data);
+                self.rx.extend(data.len());
+                let nxt = self.ooo.advance(self.rcv_nxt.wrapping_add(len));
+                self.rx.extend(nxt.wrapping_sub(self.rcv_nxt.wrapping_add(len)) as usize);
+                self.rcv_nxt = nxt;
+                self.rcv_unacked = self.rcv_unacked.saturating_add(len);
+                self.events |= EV_READABLE;
+                if had_ooo || self.rcv_unacked >= 2 * u32::from(self.rcv_mss) {
+                    // A filled hole, or the second full-sized segment (RFC 5681 4.2).
+                    self.ack_now = true;
+                } else if self.t_delack == NEVER {
+                    self.t_delack = now + us(self.p.delayed_ack_us);
+                }
+            } else {
+                // Out-of-order data we already hold is a duplicate too (RFC 2883 section 4.1.2).
+                if let Some((start, end)) = self.ooo.overlap(seq, seq.wrapping_add(len)) {
+                    self.report_duplicate(start, end);
+                }
+                if self.ooo.add(seq, seq.wrapping_add(len)) {
+                    let at = self.rx.len() + off;
+                    self.rx.write_at(at, data);
+                }
+                // Out of order: a duplicate ACK (with SACK blocks) at once (RFC 5681 4.2).
+                self.ack_now = true;
+            }
+        }
+        if fin {
+            let fin_seq = seq.wrapping_add(data.len() as u32);
+            if seq::gt(fin_seq, self.rcv_nxt) {
+                self.rcv_fin = fin_seq;
+                self.rcv_fin_set = true;
+                self.ack_now = true;
+            } else if fin_seq == self.rcv_nxt {
+                self.receive_fin(now);
+            }
+        }
+        if self.rcv_fin_set && self.rcv_fin == self.rcv_nxt {
+            self.receive_fin(now);
+        }
+    }
+
+    fn receive_fin(&mut self, now: Instant) {
+        self.rcv_fin_set = false;
+        self.fin_received = true;
+        self.rcv_nxt = self.rcv_nxt.wrapping_add(1);
+        self.ooo.clear();
+        self.ack_now = true;
+        self.events |= EV_READ_CLOSED;
+        match self.state {
+            State::Established => self.state = State::CloseWait,
+            State::FinWait1 => self.state = State::Closing,
+            State::FinWait2 => self.enter_time_wait(now),
+            _ => {}
+        }
+    }
+
+    /// After the application read: announce a window that opened enough (receiver-side SWS
+    /// avoidance, RFC 9293 3.8.6.2.2; Linux's `tcp_cleanup_rbuf` rule: the current window is
+    /// at most half the buffer and the new one at least doubles it).
+    pub(super) fn window_update_after_read(&mut self) {
+        if !matches!(self.state, State::Established | State::FinWait1 | State::FinWait2) || self.fin_received {
+            return;
+        }
+        let cur = self.rcv_wnd();
+        let adv = self.rcv_buf_adv();
+        let g = 1u32 << self.rcv_wscale;
+        let cand = adv.saturating_sub(self.rx.len() as u32) & !(g - 1);
+        let thresh = (adv / 2).min(u32::from(self.p.mss)).max(1);
+        if cur <= adv / 2 && cand >= cur.saturating_mul(2) && cand >= cur + thresh {
+            self.ack_now = true;
+        }
+    }
+}

@@ -1,0 +1,713 @@
+//! One TCP connection as a sans-I/O state machine: RFC 9293 with RFC 6298 (RTO), 7323 (window
+//! scale, timestamps, PAWS), 5681/6582 (congestion control, NewReno), 9438 (CUBIC), 2018/6675
+//! (SACK and SACK-based recovery), 8985 (RACK-TLP loss detection with SACK), 5961 (blind
+//! in-window attacks), 3168 (ECN), 1122 (delayed ACK, keepalive) and 6093 (urgent data, as
+//! Linux keeps it: one urgent byte out of band, a mark in the stream).
+//!
+//! The caller drives it: [`Connection::handle_segment`] and [`Connection::handle_timeout`] for
+//! input, then [`Connection::poll_transmit`] until it returns `None`, [`Connection::poll_event`]
+//! until it returns `None`, and [`Connection::poll_timeout`] for the next deadline. The same after
+//! each application call ([`Connection::send`], [`Connection::recv`], [`Connection::close`]...).
+//!
+//! The connection is written in parts, one file each, every file saying what it owns:
+//! `app` (the application's calls), `input` (segment arrival, RFC 9293 3.10.7), `output`
+//! (`poll_transmit` and the segments it builds), `timers`, `rtt` (RFC 6298), `recovery`
+//! (fast recovery, RACK-TLP, the RTO's response), `ecn` (RFC 3168), `urgent` (urgent data) and
+//! `params` (the configuration kept). This file has the public types, the [`Connection`]
+//! struct, the three ways to open one and the quantities derived from several parts.
+
+use wire::{TcpFlags, TcpRepr};
+
+use crate::config::{Config, Ecn, Keepalive};
+use crate::congestion::{Congestion, CongestionControl};
+use crate::rack::Rack;
+use crate::ranges::{OooRanges, Scoreboard};
+use crate::ring::Ring;
+use crate::segment;
+use crate::sent::SentLog;
+use crate::seq;
+use crate::{Duration, Instant, MILLISECOND, SECOND};
+
+mod app;
+mod ecn;
+mod input;
+mod output;
+mod params;
+mod recovery;
+mod rtt;
+mod timers;
+mod urgent;
+
+use self::params::*;
+use self::recovery::*;
+use self::timers::NEVER;
+use self::urgent::UrgentIn;
+
+/// RFC 9293 section 3.7.1: the send MSS when the peer announces none (IPv4's 576 - 40).
+const DEFAULT_MSS: u16 = 536;
+
+/// The smallest segment size an ICMP message can bring us down to.
+const MIN_PATH_MSS: u16 = 536;
+
+/// The RFC 9293 states. LISTEN belongs to the stack (a listener is not a connection); CLOSED
+/// means the connection is over and can be freed once `poll_transmit` has nothing more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum State {
+    /// Our SYN is sent, waiting for the peer's.
+    SynSent,
+    /// SYN received and SYN-ACK sent, waiting for the ACK.
+    SynReceived,
+    /// Data flows both ways.
+    Established,
+    /// We closed (FIN queued or sent); the peer has not acknowledged our FIN.
+    FinWait1,
+    /// Our FIN is acknowledged; waiting for the peer's.
+    FinWait2,
+    /// The peer closed; we may still send.
+    CloseWait,
+    /// Both closed at once; waiting for the ACK of our FIN.
+    Closing,
+    /// The peer closed, then we did; waiting for the ACK of our FIN.
+    LastAck,
+    /// Both directions done; waiting 2*MSL (see [`crate::TimeWait`] for the compact form).
+    TimeWait,
+    /// Done.
+    Closed,
+}
+
+/// What happened, for the stack and the application (see [`Connection::poll_event`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Event {
+    /// The handshake completed (ESTABLISHED).
+    Connected,
+    /// New in-order data can be read.
+    Readable,
+    /// Send-buffer space was freed after a `send` found it full (or on connect).
+    Writable,
+    /// The peer's FIN arrived: once the data is read, `recv` returns `Ok(0)` (EPOLLRDHUP).
+    ReadClosed,
+    /// The peer reset the connection (or refused it); the error is in [`Connection::take_error`].
+    Reset,
+    /// Retransmissions, SYN retries, zero-window probes or keepalive went unanswered
+    /// (ETIMEDOUT).
+    TimedOut,
+    /// The connection entered TIME-WAIT: once the application has closed it, the stack may
+    /// replace it with a [`crate::TimeWait`] entry.
+    TimeWait,
+    /// The connection is over (CLOSED): free it once `poll_transmit` returns `None`.
+    Closed,
+    /// The peer marked new urgent data: a new urgent pointer arrived (Linux sends SIGURG now,
+    /// whether or not the urgent byte itself has arrived yet).
+    Urgent,
+}
+
+/// Errors of the application calls, named after the Linux errno they map to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Error {
+    /// EAGAIN: no data to read, no room to write, or the handshake is not done yet (Linux's
+    /// non-blocking `send`/`recv` in SYN-SENT also say EAGAIN).
+    WouldBlock,
+    /// ENOTCONN: `shutdown` of a connection that is closed.
+    NotConnected,
+    /// EPIPE: sending after `shutdown_write`/`close`, after the connection ended, or after the
+    /// peer reset a half-closed (CLOSE-WAIT) connection.
+    BrokenPipe,
+    /// ECONNRESET: the peer reset the connection.
+    ConnectionReset,
+    /// ECONNREFUSED: the peer answered our SYN with a RST.
+    ConnectionRefused,
+    /// ETIMEDOUT: the peer stopped answering.
+    TimedOut,
+    /// EINVAL: `recv_urgent` with no urgent byte to give (none, already read, or SO_OOBINLINE).
+    InvalidInput,
+}
+
+impl Error {
+    /// The Linux errno value.
+    pub const fn errno(self) -> i32 {
+        match self {
+            Error::WouldBlock => 11,
+            Error::NotConnected => 107,
+            Error::BrokenPipe => 32,
+            Error::ConnectionReset => 104,
+            Error::ConnectionRefused => 111,
+            Error::TimedOut => 110,
+            Error::InvalidInput => 22,
+        }
+    }
+}
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Error::WouldBlock => "operation would block",
+            Error::NotConnected => "not connected",
+            Error::BrokenPipe => "broken pipe",
+            Error::ConnectionReset => "connection reset by peer",
+            Error::ConnectionRefused => "connection refused",
+            Error::TimedOut => "connection timed out",
+            Error::InvalidInput => "invalid argument",
+        })
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// What a SYN cookie remembers of the peer's SYN (see [`Connection::from_cookie`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CookieOptions {
+    /// The peer's MSS (the cookie's MSS class).
+    pub mss: u16,
+    /// The peer's window-scale shift, if it offered window scaling.
+    pub window_scale: Option<u8>,
+    /// The peer offered SACK.
+    pub sack_permitted: bool,
+    /// The peer offered timestamps.
+    pub timestamps: bool,
+}
+
+/// A snapshot for `TCP_INFO`, `ss` and the stats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Info {
+    /// The state.
+    pub state: State,
+    /// Smoothed RTT (0 before the first sample).
+    pub rtt: Duration,
+    /// RTT variation.
+    pub rttvar: Duration,
+    /// The current RTO, backoff included.
+    pub rto: Duration,
+    /// Consecutive timeouts (RTO backoff exponent; Linux `tcpi_backoff`/`tcpi_retransmits`).
+    pub backoff: u8,
+    /// Segments retransmitted over the connection's life (`tcpi_total_retrans`).
+    pub total_retransmits: u32,
+    /// Largest payload we send (options not counted).
+    pub snd_mss: u32,
+    /// Largest payload seen from the peer.
+    pub rcv_mss: u32,
+    /// Congestion window, bytes.
+    pub cwnd: u32,
+    /// Slow-start threshold, bytes (`u32::MAX` before the first loss).
+    pub ssthresh: u32,
+    /// The peer's receive window, bytes.
+    pub snd_wnd: u32,
+    /// The window we advertise, bytes.
+    pub rcv_wnd: u32,
+    /// The peer's window-scale shift, if negotiated.
+    pub snd_wscale: Option<u8>,
+    /// Our window-scale shift, if negotiated.
+    pub rcv_wscale: Option<u8>,
+    /// Timestamps negotiated.
+    pub timestamps: bool,
+    /// SACK negotiated.
+    pub sack: bool,
+    /// In fast recovery.
+    pub in_recovery: bool,
+    /// Bytes sent and not acknowledged (`tcpi_unacked` in bytes).
+    pub bytes_in_flight: u32,
+    /// Bytes in the send buffer (unsent and unacknowledged).
+    pub send_queue: u32,
+    /// Bytes readable by the application.
+    pub recv_queue: u32,
+    /// Challenge ACKs generated (RFC 5961), for the stack's rate limit and stats.
+    pub challenge_acks: u32,
+}
+
+/// What a connection's loss recovery did, for the stack's counters (Linux's MIB names). Each
+/// counts from the connection's start and wraps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counters {
+    /// Segments retransmitted (`RetransSegs`; `tcpi_total_retrans`).
+    pub retransmits: u32,
+    /// Retransmission timeouts, SYN and SYN-ACK timeouts included (`TCPTimeouts`).
+    pub timeouts: u32,
+    /// Tail loss probes sent (`TCPLossProbes`).
+    pub loss_probes: u32,
+    /// Losses repaired by a tail loss probe alone (`TCPLossProbeRecovery`).
+    pub loss_probe_recoveries: u32,
+    /// Segments RACK marked lost (RFC 8985 section 6.2 step 5).
+    pub rack_lost: u32,
+    /// Retransmissions RACK found lost in turn (`TCPLostRetransmit`).
+    pub lost_retransmits: u32,
+    /// Challenge ACKs not sent: within `invalid_ratelimit` of the last (`TCPACKSkippedChallenge`).
+    pub challenge_acks_skipped: u32,
+}
+
+/// Our timestamp clock at `t`: milliseconds plus the connection's offset.
+fn ts_clock(t: Instant, offset: u32) -> u32 {
+    ((t / MILLISECOND) as u32).wrapping_add(offset)
+}
+
+/// The smallest shift that lets a 16-bit window field cover `buf` (RFC 7323: at most 14).
+fn window_shift_for(buf: u32) -> u8 {
+    let mut shift = 0;
+    while shift < 14 && (buf >> shift) > 0xffff {
+        shift += 1;
+    }
+    shift
+}
+
+/// A RST to send.
+#[derive(Debug, Clone, Copy)]
+struct Rst {
+    seq: u32,
+    ack: Option<u32>,
+}
+
+const EV_CONNECTED: u16 = 1 << 0;
+
+const EV_READABLE: u16 = 1 << 1;
+
+const EV_READ_CLOSED: u16 = 1 << 2;
+
+const EV_WRITABLE: u16 = 1 << 3;
+
+const EV_RESET: u16 = 1 << 4;
+
+const EV_TIMED_OUT: u16 = 1 << 5;
+
+const EV_TIME_WAIT: u16 = 1 << 6;
+
+const EV_CLOSED: u16 = 1 << 7;
+
+const EV_URGENT: u16 = 1 << 8;
+
+/// One TCP connection. See the module documentation for how to drive it.
+///
+/// Memory: the struct itself is a few hundred bytes; the send and receive buffers are
+/// allocated on first use (`snd_buf` and `rcv_buf` bytes) and can be given back with
+/// [`Connection::release_buffers`] when empty.
+#[derive(Debug)]
+pub struct Connection {
+    p: Params,
+    cc: Congestion,
+
+    // Send sequence space (RFC 9293 section 3.3.1). `snd_max` is the highest sequence number
+    // sent plus one; `snd_nxt` is below it while going back after an RTO.
+    iss: u32,
+    snd_una: u32,
+    snd_nxt: u32,
+    snd_max: u32,
+    snd_wnd: u32,
+    max_snd_wnd: u32,
+    snd_wl1: u32,
+    snd_wl2: u32,
+    /// Sequence number of the first byte in `tx`.
+    tx_seq: u32,
+    tx: Ring,
+    /// RFC 6582 `recover` (exclusive: the highest sequence number sent plus one at loss).
+    recover: u32,
+    /// NewReno's window inflation during fast recovery.
+    inflate: u32,
+    sacked: Scoreboard,
+    /// When each range in flight was sent, and what recovery made of it.
+    sent: SentLog,
+    rack: Rack,
+    /// SND.UP: the sequence number after the last urgent byte sent (Linux's `snd_up`), while
+    /// `snd_urgent`.
+    snd_up: u32,
+
+    // Receive sequence space.
+    irs: u32,
+    rcv_nxt: u32,
+    /// The right edge of the window we advertised (it never moves left).
+    rcv_adv: u32,
+    /// Where an out-of-order FIN sits (`rcv_fin_set`).
+    rcv_fin: u32,
+    /// Bytes received since we last sent an ACK.
+    rcv_unacked: u32,
+    rx: Ring,
+    ooo: OooRanges,
+    /// RFC 2883: data that arrived twice, for the first SACK block of our next ACK (D-SACK);
+    /// none when empty (not an `Option`: 8 bytes less per connection).
+    dsack: (u32, u32),
+    /// The peer's urgent byte's sequence number (Linux's `urg_seq`), unless `rcv_urg` is `None`.
+    rcv_up: u32,
+    rcv_urg: UrgentIn,
+
+    // Timers (NEVER when not armed).
+    /// RTO, SYN retransmission or zero-window probe (persist).
+    t_rtx: Instant,
+    t_delack: Instant,
+    /// Keepalive, FIN-WAIT-2 timeout or TIME-WAIT end.
+    t_idle: Instant,
+    /// RACK's reordering timer or the tail loss probe (`loss_timer` says which).
+    t_loss: Instant,
+
+    // RTT (RFC 6298), in µs.
+    rtt_start: Instant,
+    rtt_seq: u32,
+    srtt_us: u32,
+    rttvar_us: u32,
+    rto_us: u32,
+
+    // Timestamps (RFC 7323).
+    ts_recent_time: Instant,
+    ts_recent: u32,
+    ts_offset: u32,
+    /// Our TSval when we last retransmitted (see `ts_rtx_pending`).
+    ts_rtx: u32,
+    last_ack_sent: u32,
+
+    counters: Counters,
+    challenge_acks: u32,
+    /// Our millisecond clock when we last answered an invalid segment under Linux's
+    /// `tcp_invalid_ratelimit` (see `invalid_ack_allowed`); meaningful once `invalid_acked`.
+    invalid_ack_ms: u32,
+    /// Bytes the peer acknowledged, saturating (Linux `bytes_acked`): RFC 5961's acceptable
+    /// old ACKs reach back by at most this much.
+    bytes_acked: u32,
+    /// RFC 3168: SND.MAX when we last reduced the window for congestion; an ECE is not acted
+    /// on again until an ACK goes beyond it (`ecn_reducing`).
+    ecn_reduced_at: u32,
+    rst: Option<Rst>,
+
+    local_port: u16,
+    remote_port: u16,
+    peer_mss: u16,
+    /// The payload a segment may carry on this path, from ICMP "fragmentation needed" / "packet
+    /// too big" (RFC 1191, 8201); `u16::MAX` until the path says otherwise.
+    path_mss: u16,
+    /// Largest segment seen from the peer (for the delayed-ACK rule).
+    rcv_mss: u16,
+    state: State,
+    recovery: Recovery,
+    loss_timer: LossTimer,
+    error: Option<Error>,
+    events: u16,
+    snd_wscale: u8,
+    rcv_wscale: u8,
+    /// RTO backoff exponent: consecutive timeouts.
+    backoff: u8,
+    persist_backoff: u8,
+    /// Zero-window probes without an answer.
+    probes: u8,
+    ka_probes: u8,
+    dupacks: u8,
+
+    ws_ok: bool,
+    sack_ok: bool,
+    ts_ok: bool,
+    have_rtt: bool,
+    rtt_timing: bool,
+    /// A retransmission happened: echoes older than `ts_rtx` are no RTT samples.
+    ts_rtx_pending: bool,
+    passive: bool,
+    syn_retransmitted: bool,
+    /// The application shut down writing: a FIN follows the data.
+    fin_queued: bool,
+    /// The application closed: it will read no more (new data is answered with a RST).
+    rcv_closed: bool,
+    fin_received: bool,
+    rcv_fin_set: bool,
+    ack_now: bool,
+    challenge: bool,
+    /// Retransmit the segment at SND.UNA next (fast retransmit, NewReno partial ACK).
+    rtx_first: bool,
+    /// Send a probe (zero window or keepalive): an ACK with SEG.SEQ = SND.UNA - 1.
+    probe: bool,
+    /// The persist timer fired with a small window open: send what fits, SWS or not.
+    force_send: bool,
+    /// The probe timeout fired: send a tail loss probe.
+    send_probe: bool,
+    write_blocked: bool,
+    invalid_acked: bool,
+    /// ECN (RFC 3168) is in use: negotiated, or asked for in our SYN (SYN-SENT).
+    ecn_ok: bool,
+    /// The peer sent us CE-marked data: every segment carries ECE until its CWR.
+    ecn_echo: bool,
+    /// The window was reduced: the next new data segment carries CWR.
+    ecn_cwr_pending: bool,
+    /// Within the window of the last reduction (see `ecn_reduced_at`).
+    ecn_reducing: bool,
+    /// The segment being handled arrived CE-marked.
+    seg_ce: bool,
+    /// The segment `poll_transmit` returned last goes out ECN-capable, ECT(0).
+    tx_ect: bool,
+    /// Urgent data sent and not yet acknowledged: segments before SND.UP carry URG.
+    snd_urgent: bool,
+}
+
+/// What a connection hands to its [`crate::TimeWait`] entry.
+pub(crate) struct TimeWaitParts {
+    pub(crate) deadline: Instant,
+    pub(crate) time_wait: Duration,
+    pub(crate) snd_nxt: u32,
+    pub(crate) rcv_nxt: u32,
+    pub(crate) ts_recent: u32,
+    pub(crate) ts_offset: u32,
+    pub(crate) window: u16,
+    pub(crate) ts_ok: bool,
+}
+
+impl Connection {
+    fn new(cfg: &Config, local_port: u16, remote_port: u16, iss: u32) -> Self {
+        let p = Params::new(cfg);
+        let rcv_wscale = if p.offer_ws { window_shift_for(p.rcv_buf) } else { 0 };
+        Connection {
+            p,
+            cc: Congestion::new(cfg.congestion),
+            iss,
+            snd_una: iss,
+            snd_nxt: iss,
+            snd_max: iss,
+            snd_wnd: 0,
+            max_snd_wnd: 0,
+            snd_wl1: 0,
+            snd_wl2: iss,
+            tx_seq: iss.wrapping_add(1),
+            tx: Ring::default(),
+            recover: iss,
+            inflate: 0,
+            sacked: Scoreboard::default(),
+            sent: SentLog::default(),
+            rack: Rack::new(iss),
+            snd_up: iss,
+            irs: 0,
+            rcv_nxt: 0,
+            rcv_adv: 0,
+            rcv_fin: 0,
+            rcv_unacked: 0,
+            rx: Ring::default(),
+            ooo: OooRanges::default(),
+            dsack: (0, 0),
+            rcv_up: 0,
+            rcv_urg: UrgentIn::None,
+            t_rtx: NEVER,
+            t_delack: NEVER,
+            t_idle: NEVER,
+            t_loss: NEVER,
+            rtt_start: 0,
+            rtt_seq: 0,
+            srtt_us: 0,
+            rttvar_us: 0,
+            rto_us: to_us(cfg.rto_initial).clamp(p.rto_min_us, p.rto_max_us),
+            ts_recent_time: 0,
+            ts_recent: 0,
+            ts_offset: cfg.ts_offset,
+            ts_rtx: 0,
+            last_ack_sent: 0,
+            counters: Counters::default(),
+            challenge_acks: 0,
+            invalid_ack_ms: 0,
+            bytes_acked: 0,
+            ecn_reduced_at: iss,
+            rst: None,
+            local_port,
+            remote_port,
+            peer_mss: DEFAULT_MSS,
+            path_mss: u16::MAX,
+            rcv_mss: p.mss.min(DEFAULT_MSS),
+            state: State::Closed,
+            recovery: Recovery::None,
+            loss_timer: LossTimer::Reorder,
+            error: None,
+            events: 0,
+            snd_wscale: 0,
+            rcv_wscale,
+            backoff: 0,
+            persist_backoff: 0,
+            probes: 0,
+            ka_probes: 0,
+            dupacks: 0,
+            ws_ok: false,
+            sack_ok: false,
+            ts_ok: false,
+            have_rtt: false,
+            rtt_timing: false,
+            ts_rtx_pending: false,
+            passive: false,
+            syn_retransmitted: false,
+            fin_queued: false,
+            rcv_closed: false,
+            fin_received: false,
+            rcv_fin_set: false,
+            ack_now: false,
+            challenge: false,
+            rtx_first: false,
+            probe: false,
+            force_send: false,
+            send_probe: false,
+            write_blocked: false,
+            invalid_acked: false,
+            ecn_ok: false,
+            ecn_echo: false,
+            ecn_cwr_pending: false,
+            ecn_reducing: false,
+            seg_ce: false,
+            tx_ect: false,
+            snd_urgent: false,
+        }
+    }
+
+    /// Active open: SYN-SENT with a SYN to send. `iss` is chosen by the caller (RFC 6528).
+    pub fn connect(cfg: &Config, local_port: u16, remote_port: u16, iss: u32, now: Instant) -> Connection {
+        // Nothing is timed yet: the SYN and its timer start when `poll_transmit` sends it.
+        let _ = now;
+        let mut conn = Connection::new(cfg, local_port, remote_port, iss);
+        conn.state = State::SynSent;
+        conn.ecn_ok = conn.p.ecn == Ecn::On;
+        conn
+    }
+
+    /// Passive open from a listener that received `syn`: SYN-RECEIVED with a SYN-ACK to send.
+    /// Data on the SYN is not kept (there is no TCP Fast Open); the peer sends it again.
+    pub fn accept(cfg: &Config, syn: &TcpRepr, iss: u32, now: Instant) -> Connection {
+        let mut conn = Connection::new(cfg, syn.dst_port, syn.src_port, iss);
+        conn.state = State::SynReceived;
+        conn.passive = true;
+        conn.irs = syn.seq_number;
+        conn.rcv_nxt = syn.seq_number.wrapping_add(1);
+        conn.last_ack_sent = conn.rcv_nxt;
+        conn.rcv_adv = conn.rcv_nxt;
+        conn.negotiate(now, syn);
+        // RFC 3168 section 6.1.1: an ECN-setup SYN (ECE and CWR) is answered with ECE. A SYN
+        // that is itself ECN-capable is no ECN-setup SYN (Linux `tcp_ecn_create_request`): the
+        // stack, which sees the IP header, clears its ECE and CWR.
+        conn.ecn_ok = conn.p.ecn != Ecn::Off && syn.flags.contains(TcpFlags::ECE | TcpFlags::CWR);
+        conn.snd_wnd = u32::from(syn.window_len);
+        conn.max_snd_wnd = conn.snd_wnd;
+        conn.snd_wl1 = syn.seq_number;
+        conn.snd_wl2 = iss;
+        conn
+    }
+
+    /// Passive open completed by a SYN cookie: ESTABLISHED straight from the peer's `ack` and
+    /// what the cookie remembers of its SYN. Our own side of the options follows `cfg`, which
+    /// must be the configuration the SYN-ACK was made with; the stack can make that SYN-ACK
+    /// with `Connection::accept(cfg, syn, iss, now).poll_transmit(now, &mut [])` and then drop
+    /// that connection (it allocates nothing). If `ack` carries data or a FIN, pass it to
+    /// [`Connection::handle_segment`] afterwards.
+    pub fn from_cookie(cfg: &Config, ack: &TcpRepr, cookie: CookieOptions, now: Instant) -> Connection {
+        let ack_number = ack.ack_number.unwrap_or(0);
+        let iss = ack_number.wrapping_sub(1);
+        let mut conn = Connection::new(cfg, ack.dst_port, ack.src_port, iss);
+        conn.passive = true;
+        conn.irs = ack.seq_number.wrapping_sub(1);
+        conn.rcv_nxt = ack.seq_number;
+        conn.last_ack_sent = conn.rcv_nxt;
+        conn.peer_mss = if cookie.mss == 0 { DEFAULT_MSS } else { cookie.mss };
+        conn.ws_ok = conn.p.offer_ws && cookie.window_scale.is_some();
+        if conn.ws_ok {
+            conn.snd_wscale = cookie.window_scale.unwrap_or(0).min(14);
+        } else {
+            conn.rcv_wscale = 0;
+        }
+        conn.sack_ok = conn.p.offer_sack && cookie.sack_permitted;
+        if let (true, true, Some((tsval, _))) = (conn.p.offer_ts, cookie.timestamps, ack.timestamp) {
+            conn.ts_ok = true;
+            conn.ts_recent = tsval;
+            conn.ts_recent_time = now;
+        }
+        conn.snd_una = ack_number;
+        conn.snd_nxt = ack_number;
+        conn.snd_max = ack_number;
+        conn.tx_seq = ack_number;
+        conn.rcv_adv = conn.rcv_nxt.wrapping_add(conn.syn_window());
+        conn.snd_wnd = u32::from(ack.window_len) << conn.snd_wscale;
+        conn.max_snd_wnd = conn.snd_wnd;
+        conn.snd_wl1 = ack.seq_number;
+        conn.snd_wl2 = ack_number;
+        conn.establish(now);
+        conn
+    }
+
+    /// Our timestamp clock: milliseconds.
+    fn ts_now(&self, now: Instant) -> u32 {
+        ts_clock(now, self.ts_offset)
+    }
+
+    /// The largest payload of a segment without SACK blocks (RFC 9293 3.7.1 Eff.snd.MSS: the
+    /// timestamp option takes 12 bytes of it).
+    /// The largest payload without options: the peer's MSS, ours, and the path's.
+    fn mss_cap(&self) -> u16 {
+        self.peer_mss.min(self.p.mss).min(self.path_mss)
+    }
+
+    fn eff_mss(&self) -> u32 {
+        let base = u32::from(self.mss_cap());
+        let opts = if self.ts_ok { 12 } else { 0 };
+        base.saturating_sub(opts).max(1)
+    }
+
+    /// Window in our SYN or SYN-ACK (never scaled).
+    fn syn_window(&self) -> u32 {
+        self.p.rcv_buf.min(0xffff)
+    }
+
+    /// The most we advertise: the buffer, capped by what the field can say.
+    fn rcv_buf_adv(&self) -> u32 {
+        self.p.rcv_buf.min(0xffff << self.rcv_wscale)
+    }
+
+    /// The receive ring's capacity: a little more than we advertise. With window scaling the
+    /// window field cannot say every value: when the buffer fills, keeping the right edge
+    /// where it was means rounding up, by less than one scale unit per ACK; the slack absorbs
+    /// that (see `select_window`).
+    fn rx_cap(&self) -> usize {
+        let adv = self.rcv_buf_adv() as usize;
+        let slack = if self.rcv_wscale > 0 { (adv / 32).max(1 << self.rcv_wscale) } else { 0 };
+        adv + slack
+    }
+
+    /// RCV.WND: what is left of the window we advertised.
+    fn rcv_wnd(&self) -> u32 {
+        if seq::gt(self.rcv_adv, self.rcv_nxt) {
+            self.rcv_adv.wrapping_sub(self.rcv_nxt)
+        } else {
+            0
+        }
+    }
+
+    fn data_end(&self) -> u32 {
+        self.tx_seq.wrapping_add(self.tx.len() as u32)
+    }
+
+    /// Data in the buffer not sent yet.
+    fn has_unsent_data(&self) -> bool {
+        seq::lt(self.snd_nxt, self.data_end())
+    }
+
+    fn fin_acked(&self) -> bool {
+        self.fin_queued && self.snd_una == self.data_end().wrapping_add(1)
+    }
+
+    fn tx_writable(&self) -> bool {
+        let free = (self.p.snd_buf as usize).saturating_sub(self.tx.len());
+        free > 0 && free >= self.tx.len() / 2
+    }
+
+    /// The sequence number of the next byte the application reads (Linux's `copied_seq`).
+    fn read_seq(&self) -> u32 {
+        self.rcv_nxt.wrapping_sub(self.rx.len() as u32).wrapping_sub(u32::from(self.fin_received))
+    }
+
+    fn can_send_data(&self) -> bool {
+        matches!(self.state, State::Established | State::CloseWait | State::FinWait1 | State::Closing | State::LastAck)
+    }
+
+    /// Room in the peer's window at SND.NXT.
+    fn snd_wnd_room(&self) -> u32 {
+        let end = self.snd_una.wrapping_add(self.snd_wnd);
+        if seq::gt(end, self.snd_nxt) {
+            end.wrapping_sub(self.snd_nxt)
+        } else {
+            0
+        }
+    }
+
+    /// What a [`crate::TimeWait`] entry keeps.
+    pub(crate) fn time_wait_parts(&self) -> TimeWaitParts {
+        let field = (self.rcv_wnd() >> self.rcv_wscale).min(0xffff) as u16;
+        TimeWaitParts {
+            deadline: self.t_idle,
+            time_wait: ms(self.p.time_wait_ms),
+            snd_nxt: self.snd_max,
+            rcv_nxt: self.rcv_nxt,
+            ts_recent: self.ts_recent,
+            ts_offset: self.ts_offset,
+            window: field,
+            ts_ok: self.ts_ok,
+        }
+    }
+}
