@@ -134,7 +134,7 @@ impl Connection {
     /// `tcp_inq`).
     pub fn recv_available(&self) -> usize {
         match self.urgent_mark() {
-            Some(before_mark) if !self.p.oob_inline => before_mark.min(self.rx.len()),
+            Some(before_mark) if !self.p.has(Opt::OobInline) => before_mark.min(self.rx.len()),
             _ => self.rx.len(),
         }
     }
@@ -159,7 +159,7 @@ impl Connection {
     /// to report. Linux's `tcp_poll`.
     pub fn is_readable(&self) -> bool {
         let avail = self.rx.len() as u32;
-        let skipped = u32::from(self.urgent_mark() == Some(0) && !self.p.oob_inline);
+        let skipped = u32::from(self.urgent_mark() == Some(0) && !self.p.has(Opt::OobInline));
         let target = self.p.rcvlowat.saturating_add(skipped);
         let enough = avail > 0 && (avail >= target || self.rcv_wnd() <= u32::from(self.rcv_mss));
         enough || self.fin_received || self.error.is_some() || self.state == State::Closed
@@ -241,7 +241,7 @@ impl Connection {
 
     /// `TCP_NODELAY`.
     pub fn set_nodelay(&mut self, nodelay: bool) {
-        self.p.nodelay = nodelay;
+        self.p.opts.set(Opt::Nodelay, nodelay);
     }
 
     /// `SO_KEEPALIVE` with its parameters; `None` turns it off.
@@ -249,7 +249,7 @@ impl Connection {
         self.p.set_keepalive(keepalive);
         if matches!(self.state, State::Established | State::CloseWait) {
             self.ka_probes = 0;
-            self.t_idle = if self.p.keepalive { now + ms(self.p.ka_idle_ms) } else { NEVER };
+            self.t_idle = if self.p.has(Opt::Keepalive) { now + ms(self.p.ka_idle_ms) } else { NEVER };
         }
     }
 

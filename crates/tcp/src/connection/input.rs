@@ -100,15 +100,15 @@ impl Connection {
             Some(mss) if mss > 0 => mss,
             _ => DEFAULT_MSS,
         };
-        self.ws_ok = self.p.offer_ws && syn.window_scale.is_some();
+        self.ws_ok = self.p.has(Opt::OfferWindowScale) && syn.window_scale.is_some();
         if self.ws_ok {
             self.snd_wscale = syn.window_scale.unwrap_or(0).min(14);
         } else {
             self.snd_wscale = 0;
             self.rcv_wscale = 0;
         }
-        self.sack_ok = self.p.offer_sack && syn.sack_permitted;
-        match (self.p.offer_ts, syn.timestamp) {
+        self.sack_ok = self.p.has(Opt::OfferSack) && syn.sack_permitted;
+        match (self.p.has(Opt::OfferTimestamps), syn.timestamp) {
             (true, Some((tsval, _))) => {
                 self.ts_ok = true;
                 self.ts_recent = tsval;
@@ -147,7 +147,7 @@ impl Connection {
         self.backoff = 0;
         self.recover = self.snd_una;
         self.t_rtx = if self.snd_una == self.snd_max { NEVER } else { now + self.rto() };
-        if self.p.keepalive && self.state == State::Established {
+        if self.p.has(Opt::Keepalive) && self.state == State::Established {
             self.t_idle = now + ms(self.p.ka_idle_ms);
         }
         self.events |= EV_CONNECTED | EV_WRITABLE;
@@ -258,7 +258,7 @@ impl Connection {
             }
         }
 
-        if self.p.keepalive && matches!(self.state, State::Established | State::CloseWait) {
+        if self.p.has(Opt::Keepalive) && matches!(self.state, State::Established | State::CloseWait) {
             self.ka_probes = 0;
             self.t_idle = now + ms(self.p.ka_idle_ms);
         }

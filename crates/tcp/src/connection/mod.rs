@@ -29,6 +29,7 @@ use crate::seq;
 use crate::{Duration, Instant, MILLISECOND, SECOND};
 
 mod app;
+mod bits;
 mod ecn;
 mod input;
 mod output;
@@ -443,7 +444,7 @@ pub(crate) struct TimeWaitParts {
 impl Connection {
     fn new(cfg: &Config, local_port: u16, remote_port: u16, iss: u32) -> Self {
         let p = Params::new(cfg);
-        let rcv_wscale = if p.offer_ws { window_shift_for(p.rcv_buf) } else { 0 };
+        let rcv_wscale = if p.has(Opt::OfferWindowScale) { window_shift_for(p.rcv_buf) } else { 0 };
         Connection {
             p,
             cc: Congestion::new(cfg.congestion),
@@ -587,14 +588,14 @@ impl Connection {
         conn.rcv_nxt = ack.seq_number;
         conn.last_ack_sent = conn.rcv_nxt;
         conn.peer_mss = if cookie.mss == 0 { DEFAULT_MSS } else { cookie.mss };
-        conn.ws_ok = conn.p.offer_ws && cookie.window_scale.is_some();
+        conn.ws_ok = conn.p.has(Opt::OfferWindowScale) && cookie.window_scale.is_some();
         if conn.ws_ok {
             conn.snd_wscale = cookie.window_scale.unwrap_or(0).min(14);
         } else {
             conn.rcv_wscale = 0;
         }
-        conn.sack_ok = conn.p.offer_sack && cookie.sack_permitted;
-        if let (true, true, Some((tsval, _))) = (conn.p.offer_ts, cookie.timestamps, ack.timestamp) {
+        conn.sack_ok = conn.p.has(Opt::OfferSack) && cookie.sack_permitted;
+        if let (true, true, Some((tsval, _))) = (conn.p.has(Opt::OfferTimestamps), cookie.timestamps, ack.timestamp) {
             conn.ts_ok = true;
             conn.ts_recent = tsval;
             conn.ts_recent_time = now;

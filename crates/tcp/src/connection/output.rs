@@ -60,7 +60,7 @@ impl Connection {
         let (ws, sack, ts) = if synack {
             (self.ws_ok, self.sack_ok, self.ts_ok)
         } else {
-            (self.p.offer_ws, self.p.offer_sack, self.p.offer_ts)
+            (self.p.has(Opt::OfferWindowScale), self.p.has(Opt::OfferSack), self.p.has(Opt::OfferTimestamps))
         };
         let wnd = self.syn_window();
         // RFC 3168 section 6.1.1: an ECN-setup SYN carries ECE and CWR, the SYN-ACK that
@@ -235,7 +235,7 @@ impl Connection {
                 if !(wnd_limited && len >= self.max_snd_wnd as usize / 2) {
                     return None;
                 }
-            } else if !self.p.nodelay && !fin_unsent && !self.snd_urgent && self.snd_max != self.snd_una {
+            } else if !self.p.has(Opt::Nodelay) && !fin_unsent && !self.snd_urgent && self.snd_max != self.snd_una {
                 // Nagle (RFC 896, RFC 1122 4.2.3.4): one small segment in flight at a time
                 // (urgent data is not held back: Linux's `tcp_nagle_test`).
                 return None;

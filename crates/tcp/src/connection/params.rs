@@ -2,7 +2,33 @@
 //! conversions to and from [`crate::Duration`]. Set at creation from [`Config`] and by the
 //! socket options; nothing else writes it.
 
+use super::bits::{Bit, Bits};
 use super::*;
+
+/// The configuration's switches.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Opt {
+    /// SO_KEEPALIVE.
+    Keepalive,
+    /// TCP_NODELAY: no Nagle.
+    Nodelay,
+    /// Window scaling (RFC 7323) offered in our SYN and accepted in a SYN-ACK.
+    OfferWindowScale,
+    /// SACK (RFC 2018) offered and accepted.
+    OfferSack,
+    /// Timestamps (RFC 7323) offered and accepted.
+    OfferTimestamps,
+    /// RACK-TLP (RFC 8985) where SACK is on.
+    RackTlp,
+    /// SO_OOBINLINE: the urgent byte stays in the stream.
+    OobInline,
+}
+
+impl Bit for Opt {
+    fn index(self) -> u8 {
+        self as u8
+    }
+}
 
 /// The configuration kept by a connection, compact: durations in µs or ms.
 #[derive(Debug, Clone, Copy)]
@@ -23,15 +49,8 @@ pub(super) struct Params {
     pub(super) syn_retries: u8,
     pub(super) synack_retries: u8,
     pub(super) retries2: u8,
-    pub(super) keepalive: bool,
-    pub(super) nodelay: bool,
-    pub(super) offer_ws: bool,
-    pub(super) offer_sack: bool,
-    pub(super) offer_ts: bool,
     pub(super) ecn: Ecn,
-    pub(super) rack_tlp: bool,
-    /// SO_OOBINLINE: the urgent byte stays in the stream.
-    pub(super) oob_inline: bool,
+    pub(super) opts: Bits<Opt>,
     /// SO_RCVLOWAT: bytes that make the connection readable (at least 1).
     pub(super) rcvlowat: u32,
 }
@@ -55,6 +74,13 @@ pub(super) fn us(v: u32) -> Duration {
 impl Params {
     pub(super) fn new(cfg: &Config) -> Self {
         let ka = cfg.keepalive.unwrap_or_default();
+        let mut opts = Bits::default();
+        opts.set(Opt::Keepalive, cfg.keepalive.is_some());
+        opts.set(Opt::Nodelay, cfg.nodelay);
+        opts.set(Opt::OfferWindowScale, cfg.window_scale);
+        opts.set(Opt::OfferSack, cfg.sack);
+        opts.set(Opt::OfferTimestamps, cfg.timestamps);
+        opts.set(Opt::RackTlp, cfg.rack_tlp);
         Params {
             rcv_buf: cfg.rcv_buf.max(1),
             snd_buf: cfg.snd_buf.max(1),
@@ -73,23 +99,22 @@ impl Params {
             syn_retries: cfg.syn_retries,
             synack_retries: cfg.synack_retries,
             retries2: cfg.retries2,
-            keepalive: cfg.keepalive.is_some(),
-            nodelay: cfg.nodelay,
-            offer_ws: cfg.window_scale,
-            offer_sack: cfg.sack,
-            offer_ts: cfg.timestamps,
             ecn: cfg.ecn,
-            rack_tlp: cfg.rack_tlp,
-            oob_inline: false,
+            opts,
             rcvlowat: 1,
         }
     }
 
     pub(super) fn set_keepalive(&mut self, keepalive: Option<Keepalive>) {
         let ka = keepalive.unwrap_or_default();
-        self.keepalive = keepalive.is_some();
+        self.opts.set(Opt::Keepalive, keepalive.is_some());
         self.ka_idle_ms = to_ms(ka.idle);
         self.ka_interval_ms = to_ms(ka.interval);
         self.ka_count = ka.count;
+    }
+
+    /// Whether `opt` is on.
+    pub(super) fn has(&self, opt: Opt) -> bool {
+        self.opts.has(opt)
     }
 }

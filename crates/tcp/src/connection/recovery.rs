@@ -36,7 +36,7 @@ impl Connection {
 
     /// RACK-TLP runs on this connection: it is on and the peer does SACK.
     pub(super) fn rack_on(&self) -> bool {
-        self.p.rack_tlp && self.sack_ok
+        self.p.has(Opt::RackTlp) && self.sack_ok
     }
 
     /// In fast recovery, or going back after an RTO until what was sent before it is

@@ -77,7 +77,7 @@ impl Connection {
         match self.state {
             State::TimeWait => self.enter_closed(),
             State::FinWait2 if self.rcv_closed => self.enter_closed(),
-            State::Established | State::CloseWait if self.p.keepalive => {
+            State::Established | State::CloseWait if self.p.has(Opt::Keepalive) => {
                 // RFC 1122 4.2.3.6, Linux's rules: only when nothing is outstanding.
                 if self.snd_una != self.snd_max || self.has_unsent_data() {
                     self.t_idle = now + ms(self.p.ka_idle_ms);

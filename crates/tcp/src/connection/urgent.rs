@@ -40,7 +40,7 @@ impl Connection {
     /// on a connection that ended without the peer's FIN; `Ok(None)` (end of stream) after it.
     /// `peek` (MSG_PEEK) leaves the byte to be read again.
     pub fn recv_urgent(&mut self, peek: bool) -> Result<Option<u8>, Error> {
-        if self.p.oob_inline || matches!(self.rcv_urg, UrgentIn::None | UrgentIn::Taken) {
+        if self.p.has(Opt::OobInline) || matches!(self.rcv_urg, UrgentIn::None | UrgentIn::Taken) {
             return Err(Error::InvalidInput);
         }
         if self.state == State::Closed && !self.fin_received {
@@ -67,7 +67,7 @@ impl Connection {
     /// SO_OOBINLINE: the urgent byte stays in the stream (`recv` returns it, `recv_urgent` says
     /// EINVAL); reads still stop at the mark and SIOCATMARK still finds it.
     pub fn set_oob_inline(&mut self, inline: bool) {
-        self.p.oob_inline = inline;
+        self.p.opts.set(Opt::OobInline, inline);
     }
 
     /// EPOLLPRI: the urgent byte has arrived and was not taken yet (with SO_OOBINLINE too).
@@ -80,7 +80,7 @@ impl Connection {
     pub(super) fn readable_span(&self) -> (usize, usize) {
         let avail = self.rx.len();
         match self.urgent_mark() {
-            Some(0) if !self.p.oob_inline && avail > 0 => (1, avail - 1),
+            Some(0) if !self.p.has(Opt::OobInline) && avail > 0 => (1, avail - 1),
             Some(ahead) if ahead > 0 => (0, ahead.min(avail)),
             _ => (0, avail),
         }
@@ -105,7 +105,7 @@ impl Connection {
             return;
         }
         self.events |= EV_URGENT;
-        if self.urgent_mark() == Some(0) && !self.p.oob_inline && self.rx.len() > 0 {
+        if self.urgent_mark() == Some(0) && !self.p.has(Opt::OobInline) && self.rx.len() > 0 {
             self.rx.pop(1);
         }
         self.rcv_urg = UrgentIn::Announced;
