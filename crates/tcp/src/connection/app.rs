@@ -315,10 +315,10 @@ impl Connection {
     pub fn info(&self) -> Info {
         Info {
             state: self.state,
-            rtt: us(self.srtt_us),
-            rttvar: us(self.rttvar_us),
+            rtt: self.rtt.srtt(),
+            rttvar: self.rtt.rttvar(),
             rto: self.rto(),
-            backoff: self.backoff,
+            backoff: self.rtt.backoff,
             total_retransmits: self.counters.retransmits,
             snd_mss: self.eff_mss(),
             rcv_mss: u32::from(self.rcv_mss),

@@ -3,7 +3,6 @@
 //! the window update), URG, text and FIN (3.10.7.4). Also the state changes they cause. It must
 //! not build segments: it records what is owed (an ACK, a challenge ACK, a RST) for `output`.
 
-use super::rtt::RTO_AFTER_SYN_LOSS_US;
 use super::*;
 
 /// RFC 7323 section 5.5: a TS.Recent idle for longer than this is too old for PAWS.
@@ -138,13 +137,13 @@ impl Connection {
         // RFC 5681 section 3.1: one segment if the SYN or SYN-ACK was lost.
         let iw = if self.syn_retransmitted { mss } else { self.p.initial_cwnd.saturating_mul(mss) };
         self.cc.init(iw);
-        if self.have_rtt {
-            self.cc.on_rtt_update(us(self.srtt_us));
+        if self.rtt.has_sample() {
+            self.cc.on_rtt_update(self.rtt.srtt());
         }
-        if self.syn_retransmitted && !self.have_rtt {
-            self.rto_us = self.rto_us.max(RTO_AFTER_SYN_LOSS_US).min(self.p.rto_max_us);
+        if self.syn_retransmitted {
+            self.rtt.after_syn_loss(self.p.rto_max_us);
         }
-        self.backoff = 0;
+        self.rtt.backoff = 0;
         self.recover = self.snd_una;
         self.t_rtx = if self.snd_una == self.snd_max { NEVER } else { now + self.rto() };
         if self.p.has(Opt::Keepalive) && self.state == State::Established {
@@ -543,7 +542,7 @@ impl Connection {
         let sent_once_at = self.sent.first_sent_once();
         self.sent.acked(ack);
         self.rtt_on_ack(now, seg, ack, sent_once_at);
-        self.backoff = 0;
+        self.rtt.backoff = 0;
 
         let mss = self.eff_mss();
         let flight = self.snd_max.wrapping_sub(self.snd_una);

@@ -41,6 +41,7 @@ mod urgent;
 
 use self::params::*;
 use self::recovery::*;
+use self::rtt::RttEstimator;
 use self::timers::NEVER;
 use self::urgent::UrgentIn;
 
@@ -282,6 +283,7 @@ const EV_URGENT: u16 = 1 << 8;
 pub struct Connection {
     p: Params,
     cc: Congestion,
+    rtt: RttEstimator,
 
     // Send sequence space (RFC 9293 section 3.3.1). `snd_max` is the highest sequence number
     // sent plus one; `snd_nxt` is below it while going back after an RTO.
@@ -335,19 +337,10 @@ pub struct Connection {
     /// RACK's reordering timer or the tail loss probe (`loss_timer` says which).
     t_loss: Instant,
 
-    // RTT (RFC 6298), in µs.
-    rtt_start: Instant,
-    rtt_seq: u32,
-    srtt_us: u32,
-    rttvar_us: u32,
-    rto_us: u32,
-
     // Timestamps (RFC 7323).
     ts_recent_time: Instant,
     ts_recent: u32,
     ts_offset: u32,
-    /// Our TSval when we last retransmitted (see `ts_rtx_pending`).
-    ts_rtx: u32,
     last_ack_sent: u32,
 
     counters: Counters,
@@ -378,8 +371,6 @@ pub struct Connection {
     events: u16,
     snd_wscale: u8,
     rcv_wscale: u8,
-    /// RTO backoff exponent: consecutive timeouts.
-    backoff: u8,
     persist_backoff: u8,
     /// Zero-window probes without an answer.
     probes: u8,
@@ -389,10 +380,6 @@ pub struct Connection {
     ws_ok: bool,
     sack_ok: bool,
     ts_ok: bool,
-    have_rtt: bool,
-    rtt_timing: bool,
-    /// A retransmission happened: echoes older than `ts_rtx` are no RTT samples.
-    ts_rtx_pending: bool,
     passive: bool,
     syn_retransmitted: bool,
     /// The application shut down writing: a FIN follows the data.
@@ -478,15 +465,10 @@ impl Connection {
             t_delack: NEVER,
             t_idle: NEVER,
             t_loss: NEVER,
-            rtt_start: 0,
-            rtt_seq: 0,
-            srtt_us: 0,
-            rttvar_us: 0,
-            rto_us: to_us(cfg.rto_initial).clamp(p.rto_min_us, p.rto_max_us),
+            rtt: RttEstimator::new(to_us(cfg.rto_initial).clamp(p.rto_min_us, p.rto_max_us)),
             ts_recent_time: 0,
             ts_recent: 0,
             ts_offset: cfg.ts_offset,
-            ts_rtx: 0,
             last_ack_sent: 0,
             counters: Counters::default(),
             challenge_acks: 0,
@@ -506,7 +488,6 @@ impl Connection {
             events: 0,
             snd_wscale: 0,
             rcv_wscale,
-            backoff: 0,
             persist_backoff: 0,
             probes: 0,
             ka_probes: 0,
@@ -514,9 +495,6 @@ impl Connection {
             ws_ok: false,
             sack_ok: false,
             ts_ok: false,
-            have_rtt: false,
-            rtt_timing: false,
-            ts_rtx_pending: false,
             passive: false,
             syn_retransmitted: false,
             fin_queued: false,

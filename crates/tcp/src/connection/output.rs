@@ -68,7 +68,7 @@ impl Connection {
         // drop it; Linux `tcp_ecn_clear_syn`), though a SYN-ACK that accepts still counts.
         let ecn = match (synack, self.ecn_ok) {
             (true, true) => TcpFlags::ECE,
-            (false, true) if self.backoff == 0 => TcpFlags::ECE | TcpFlags::CWR,
+            (false, true) if self.rtt.backoff == 0 => TcpFlags::ECE | TcpFlags::CWR,
             _ => TcpFlags::empty(),
         };
         let ack = synack.then_some(self.rcv_nxt);
@@ -81,10 +81,8 @@ impl Connection {
         };
         self.snd_nxt = self.iss.wrapping_add(1);
         self.snd_max = self.snd_nxt;
-        if self.backoff == 0 {
-            self.rtt_timing = true;
-            self.rtt_seq = self.snd_nxt;
-            self.rtt_start = now;
+        if self.rtt.backoff == 0 {
+            self.rtt.start_timing(self.snd_nxt, now);
         } else {
             self.retransmitted(now);
         }
@@ -265,10 +263,8 @@ impl Connection {
             self.counters.retransmits = self.counters.retransmits.wrapping_add(1);
             self.retransmitted(now);
         } else {
-            if !self.rtt_timing && !self.ts_ok && sent > 0 {
-                self.rtt_timing = true;
-                self.rtt_seq = self.snd_nxt;
-                self.rtt_start = now;
+            if !self.rtt.timing() && !self.ts_ok && sent > 0 {
+                self.rtt.start_timing(self.snd_nxt, now);
             }
         }
         if was_idle || self.t_rtx == NEVER {

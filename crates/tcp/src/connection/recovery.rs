@@ -80,7 +80,7 @@ impl Connection {
         }
         self.ecn_cwr_pending = self.ecn_ok;
         self.recover = self.snd_max;
-        self.rtt_timing = false;
+        self.rtt.stop_timing();
         // This recovery responds to the loss: a probe's outcome no longer matters.
         self.rack.end_probe();
         if self.loss_timer == LossTimer::Probe {
@@ -127,7 +127,7 @@ impl Connection {
     pub(super) fn rack_detect_loss(&mut self, now: Instant) {
         let mss = self.eff_mss();
         let dupthresh_sacked = self.sacked.sacked_in(self.snd_una, self.snd_max) > (u32::from(DUPTHRESH) - 1) * mss;
-        let reo_wnd = self.rack.reo_wnd(self.recovering(), dupthresh_sacked, us(self.srtt_us));
+        let reo_wnd = self.rack.reo_wnd(self.recovering(), dupthresh_sacked, self.rtt.srtt());
         let found = self.rack.detect_loss(now, &mut self.sent, &self.sacked, reo_wnd, mss);
         self.counters.rack_lost = self.counters.rack_lost.wrapping_add(found.lost_segments);
         self.counters.lost_retransmits = self.counters.lost_retransmits.wrapping_add(found.lost_retransmits);
@@ -153,7 +153,7 @@ impl Connection {
             return;
         }
         let flight = self.snd_max.wrapping_sub(self.snd_una);
-        let pto = Rack::pto(self.have_rtt.then(|| us(self.srtt_us)), flight, self.eff_mss());
+        let pto = Rack::pto(self.rtt.has_sample().then(|| self.rtt.srtt()), flight, self.eff_mss());
         self.t_loss = (now + pto).min(self.t_rtx);
         self.loss_timer = LossTimer::Probe;
     }
@@ -189,7 +189,7 @@ impl Connection {
 
     /// RFC 6298 section 5.4 to 5.7 with RFC 5681's loss window: go back to SND.UNA.
     pub(super) fn on_rto(&mut self, now: Instant) {
-        if self.backoff >= self.p.retries2 {
+        if self.rtt.backoff >= self.p.retries2 {
             self.fail(Error::TimedOut, EV_TIMED_OUT);
             return;
         }
@@ -200,9 +200,9 @@ impl Connection {
         self.t_loss = NEVER;
         let mss = self.eff_mss();
         let flight = self.snd_max.wrapping_sub(self.snd_una);
-        self.cc.on_retransmission_timeout(now, flight, mss, self.backoff == 0);
+        self.cc.on_retransmission_timeout(now, flight, mss, self.rtt.backoff == 0);
         self.ecn_window_reduced();
-        if self.backoff >= 1 {
+        if self.rtt.backoff >= 1 {
             // A second timeout in a row: maybe the receiver reneged on what it SACKed (RFC
             // 2018 section 8); send everything again.
             self.sacked.clear();
@@ -212,8 +212,8 @@ impl Connection {
         self.dupacks = 0;
         self.recover = self.snd_max;
         self.rtx_first = false;
-        self.rtt_timing = false;
-        self.backoff = self.backoff.saturating_add(1);
+        self.rtt.stop_timing();
+        self.rtt.backoff = self.rtt.backoff.saturating_add(1);
         self.snd_nxt = self.snd_una;
         self.t_rtx = now + self.rto();
     }

@@ -33,15 +33,15 @@ impl Connection {
         match self.state {
             State::SynSent | State::SynReceived => {
                 let limit = if self.state == State::SynSent { self.p.syn_retries } else { self.p.synack_retries };
-                if self.backoff >= limit {
+                if self.rtt.backoff >= limit {
                     self.fail(Error::TimedOut, EV_TIMED_OUT);
                     return;
                 }
-                self.backoff += 1;
+                self.rtt.backoff += 1;
                 self.counters.retransmits = self.counters.retransmits.wrapping_add(1);
                 self.counters.timeouts = self.counters.timeouts.wrapping_add(1);
                 self.syn_retransmitted = true;
-                self.rtt_timing = false;
+                self.rtt.stop_timing();
                 self.snd_nxt = self.iss;
                 self.t_rtx = now + self.rto();
             }
@@ -109,7 +109,6 @@ impl Connection {
 
     /// The zero-window probe interval.
     fn persist_interval(&self) -> Duration {
-        let rto = u64::from(self.rto_us) << self.persist_backoff.min(32);
-        us(rto.min(u64::from(self.p.rto_max_us)) as u32)
+        self.rtt.backed_off(self.persist_backoff, self.p.rto_max_us)
     }
 }
