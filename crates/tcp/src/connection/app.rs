@@ -191,12 +191,12 @@ impl Connection {
             State::Established => {
                 self.fin_queued = true;
                 self.state = State::FinWait1;
-                self.t_idle = NEVER; // keepalive is for ESTABLISHED and CLOSE-WAIT
+                self.timers.idle = NEVER; // keepalive is for ESTABLISHED and CLOSE-WAIT
             }
             State::CloseWait => {
                 self.fin_queued = true;
                 self.state = State::LastAck;
-                self.t_idle = NEVER;
+                self.timers.idle = NEVER;
             }
             _ => {}
         }
@@ -219,7 +219,7 @@ impl Connection {
                 self.rcv_closed = true;
                 let _ = self.shutdown_write(); // cannot fail: not CLOSED
                 if self.state == State::FinWait2 {
-                    self.t_idle = now + ms(self.p.fin_wait2_ms);
+                    self.timers.idle = now + ms(self.p.fin_wait2_ms);
                 }
             }
         }
@@ -248,8 +248,8 @@ impl Connection {
     pub fn set_keepalive(&mut self, keepalive: Option<Keepalive>, now: Instant) {
         self.p.set_keepalive(keepalive);
         if matches!(self.state, State::Established | State::CloseWait) {
-            self.ka_probes = 0;
-            self.t_idle = if self.p.has(Opt::Keepalive) { now + ms(self.p.ka_idle_ms) } else { NEVER };
+            self.timers.keepalive_probes = 0;
+            self.timers.idle = if self.p.has(Opt::Keepalive) { now + ms(self.p.ka_idle_ms) } else { NEVER };
         }
     }
 
@@ -362,7 +362,6 @@ impl Connection {
     /// reordering timer, tail loss probe, keepalive, FIN-WAIT-2 or TIME-WAIT end. Call
     /// [`Connection::handle_timeout`] then.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let t = self.t_rtx.min(self.t_delack).min(self.t_idle).min(self.t_loss);
-        (t != NEVER).then_some(t)
+        self.timers.next()
     }
 }

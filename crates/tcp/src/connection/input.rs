@@ -145,9 +145,9 @@ impl Connection {
         }
         self.rtt.backoff = 0;
         self.recover = self.snd_una;
-        self.t_rtx = if self.snd_una == self.snd_max { NEVER } else { now + self.rto() };
+        self.timers.rtx = if self.snd_una == self.snd_max { NEVER } else { now + self.rto() };
         if self.p.has(Opt::Keepalive) && self.state == State::Established {
-            self.t_idle = now + ms(self.p.ka_idle_ms);
+            self.timers.idle = now + ms(self.p.ka_idle_ms);
         }
         self.events |= EV_CONNECTED | EV_WRITABLE;
     }
@@ -181,7 +181,7 @@ impl Connection {
             if fin && !syn && seq.wrapping_add(payload.len() as u32 + 1) == self.rcv_nxt {
                 // The peer's FIN again: our ACK was lost. ACK and restart 2*MSL.
                 self.ack_now = true;
-                self.t_idle = now + ms(self.p.time_wait_ms);
+                self.timers.idle = now + ms(self.p.time_wait_ms);
                 return;
             }
         }
@@ -258,8 +258,8 @@ impl Connection {
         }
 
         if self.p.has(Opt::Keepalive) && matches!(self.state, State::Established | State::CloseWait) {
-            self.ka_probes = 0;
-            self.t_idle = now + ms(self.p.ka_idle_ms);
+            self.timers.keepalive_probes = 0;
+            self.timers.idle = now + ms(self.p.ka_idle_ms);
         }
 
         // RFC 3168 section 6.1.3: the peer's CWR on a segment with data (or a FIN) ends our
@@ -382,10 +382,10 @@ impl Connection {
 
     pub(super) fn enter_closed(&mut self) {
         self.state = State::Closed;
-        self.t_rtx = NEVER;
-        self.t_delack = NEVER;
-        self.t_idle = NEVER;
-        self.t_loss = NEVER;
+        self.timers.rtx = NEVER;
+        self.timers.delack = NEVER;
+        self.timers.idle = NEVER;
+        self.timers.loss = NEVER;
         self.tx.clear();
         self.ooo.clear();
         self.sacked.clear();
@@ -402,9 +402,9 @@ impl Connection {
 
     fn enter_time_wait(&mut self, now: Instant) {
         self.state = State::TimeWait;
-        self.t_rtx = NEVER;
-        self.t_loss = NEVER;
-        self.t_idle = now + ms(self.p.time_wait_ms);
+        self.timers.rtx = NEVER;
+        self.timers.loss = NEVER;
+        self.timers.idle = now + ms(self.p.time_wait_ms);
         self.sacked.clear();
         self.sent.clear();
         self.tx.clear();
@@ -462,13 +462,13 @@ impl Connection {
             self.snd_wl2 = ack;
             self.max_snd_wnd = self.max_snd_wnd.max(seg_wnd);
             if opened {
-                self.persist_backoff = 0;
+                self.timers.persist_backoff = 0;
                 if self.snd_una == self.snd_max {
-                    self.t_rtx = NEVER;
+                    self.timers.rtx = NEVER;
                 }
             }
         }
-        self.probes = 0;
+        self.timers.window_probes = 0;
 
         if seq::gt(ack, self.snd_una) {
             self.on_new_ack(now, seg, ack);
@@ -512,7 +512,7 @@ impl Connection {
         }
         // The probe restarts when new data is acknowledged, and starts when the reordering
         // timer has nothing left to wait for.
-        if self.rack_on() && (seq::gt(self.snd_una, old_una) || self.t_loss == NEVER) {
+        if self.rack_on() && (seq::gt(self.snd_una, old_una) || self.timers.loss == NEVER) {
             self.schedule_probe(now);
         }
         true
@@ -572,9 +572,9 @@ impl Connection {
         }
 
         // RFC 6298 section 5.2 and 5.3.
-        self.t_rtx = if self.snd_una == self.snd_max { NEVER } else { now + self.rto() };
+        self.timers.rtx = if self.snd_una == self.snd_max { NEVER } else { now + self.rto() };
         if self.snd_una == self.snd_max {
-            self.t_loss = NEVER;
+            self.timers.loss = NEVER;
         }
 
         if freed
@@ -591,9 +591,9 @@ impl Connection {
             match self.state {
                 State::FinWait1 => {
                     self.state = State::FinWait2;
-                    self.t_rtx = NEVER;
+                    self.timers.rtx = NEVER;
                     if self.rcv_closed {
-                        self.t_idle = now + ms(self.p.fin_wait2_ms);
+                        self.timers.idle = now + ms(self.p.fin_wait2_ms);
                     }
                 }
                 State::Closing => self.enter_time_wait(now),
@@ -669,8 +669,8 @@ impl Connection {
                 if had_ooo || self.rcv_unacked >= 2 * u32::from(self.rcv_mss) {
                     // A filled hole, or the second full-sized segment (RFC 5681 4.2).
                     self.ack_now = true;
-                } else if self.t_delack == NEVER {
-                    self.t_delack = now + us(self.p.delayed_ack_us);
+                } else if self.timers.delack == NEVER {
+                    self.timers.delack = now + us(self.p.delayed_ack_us);
                 }
             } else {
                 // Out-of-order data we already hold is a duplicate too (RFC 2883 section 4.1.2).

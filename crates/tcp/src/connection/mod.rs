@@ -42,7 +42,7 @@ mod urgent;
 use self::params::*;
 use self::recovery::*;
 use self::rtt::RttEstimator;
-use self::timers::NEVER;
+use self::timers::{LossTimer, TimerTable, NEVER};
 use self::urgent::UrgentIn;
 
 /// RFC 9293 section 3.7.1: the send MSS when the peer announces none (IPv4's 576 - 40).
@@ -328,14 +328,7 @@ pub struct Connection {
     rcv_up: u32,
     rcv_urg: UrgentIn,
 
-    // Timers (NEVER when not armed).
-    /// RTO, SYN retransmission or zero-window probe (persist).
-    t_rtx: Instant,
-    t_delack: Instant,
-    /// Keepalive, FIN-WAIT-2 timeout or TIME-WAIT end.
-    t_idle: Instant,
-    /// RACK's reordering timer or the tail loss probe (`loss_timer` says which).
-    t_loss: Instant,
+    timers: TimerTable,
 
     // Timestamps (RFC 7323).
     ts_recent_time: Instant,
@@ -366,15 +359,10 @@ pub struct Connection {
     rcv_mss: u16,
     state: State,
     recovery: Recovery,
-    loss_timer: LossTimer,
     error: Option<Error>,
     events: u16,
     snd_wscale: u8,
     rcv_wscale: u8,
-    persist_backoff: u8,
-    /// Zero-window probes without an answer.
-    probes: u8,
-    ka_probes: u8,
     dupacks: u8,
 
     ws_ok: bool,
@@ -461,10 +449,7 @@ impl Connection {
             dsack: (0, 0),
             rcv_up: 0,
             rcv_urg: UrgentIn::None,
-            t_rtx: NEVER,
-            t_delack: NEVER,
-            t_idle: NEVER,
-            t_loss: NEVER,
+            timers: TimerTable::default(),
             rtt: RttEstimator::new(to_us(cfg.rto_initial).clamp(p.rto_min_us, p.rto_max_us)),
             ts_recent_time: 0,
             ts_recent: 0,
@@ -483,14 +468,10 @@ impl Connection {
             rcv_mss: p.mss.min(DEFAULT_MSS),
             state: State::Closed,
             recovery: Recovery::None,
-            loss_timer: LossTimer::Reorder,
             error: None,
             events: 0,
             snd_wscale: 0,
             rcv_wscale,
-            persist_backoff: 0,
-            probes: 0,
-            ka_probes: 0,
             dupacks: 0,
             ws_ok: false,
             sack_ok: false,
@@ -679,7 +660,7 @@ impl Connection {
     pub(crate) fn time_wait_parts(&self) -> TimeWaitParts {
         let field = (self.rcv_wnd() >> self.rcv_wscale).min(0xffff) as u16;
         TimeWaitParts {
-            deadline: self.t_idle,
+            deadline: self.timers.idle,
             time_wait: ms(self.p.time_wait_ms),
             snd_nxt: self.snd_max,
             rcv_nxt: self.rcv_nxt,

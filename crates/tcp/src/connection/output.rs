@@ -37,7 +37,7 @@ impl Connection {
         // timer keeps firing just as the peer's retransmissions arrive (both back off from the
         // same RTO), the peer never learns that its data arrived, and both sides wait forever
         // on each other's zero window. A delayed ACK counts: the probe would cancel its timer.
-        if self.ack_now || self.challenge || (self.probe && self.t_delack != NEVER) {
+        if self.ack_now || self.challenge || (self.probe && self.timers.delack != NEVER) {
             let seq = self.snd_max;
             return Some(self.emit(now, seq, 0, false, payload));
         }
@@ -86,7 +86,7 @@ impl Connection {
         } else {
             self.retransmitted(now);
         }
-        self.t_rtx = now + self.rto();
+        self.timers.rtx = now + self.rto();
         if synack {
             self.rcv_adv = seq::max(self.rcv_adv, self.rcv_nxt.wrapping_add(wnd));
             self.ack_sent();
@@ -156,9 +156,7 @@ impl Connection {
         };
         self.rack.probe_sent(self.snd_max, retransmitted);
         self.counters.loss_probes = self.counters.loss_probes.wrapping_add(1);
-        if self.loss_timer == LossTimer::Probe {
-            self.t_loss = NEVER;
-        }
+        self.timers.disarm_probe();
         Some(repr)
     }
 
@@ -267,8 +265,8 @@ impl Connection {
                 self.rtt.start_timing(self.snd_nxt, now);
             }
         }
-        if was_idle || self.t_rtx == NEVER {
-            self.t_rtx = now + self.rto();
+        if was_idle || self.timers.rtx == NEVER {
+            self.timers.rtx = now + self.rto();
         }
         if !is_rtx && !loss_probe {
             self.schedule_probe(now);
@@ -383,7 +381,7 @@ impl Connection {
         self.ack_now = false;
         self.dsack = (0, 0); // reported once (RFC 2883 section 4)
         self.challenge = false;
-        self.t_delack = NEVER;
+        self.timers.delack = NEVER;
         self.rcv_unacked = 0;
     }
 }

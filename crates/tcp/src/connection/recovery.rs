@@ -18,15 +18,6 @@ pub(super) enum Recovery {
     Sack,
 }
 
-/// What the loss timer (`t_loss`) is for when it is armed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum LossTimer {
-    /// RACK's reordering timer: run loss detection again (RFC 8985 section 6.2).
-    Reorder,
-    /// The tail loss probe timeout (RFC 8985 section 7.2).
-    Probe,
-}
-
 impl Connection {
     /// RFC 6675 SetPipe: un-SACKed bytes in flight, not counting those deemed lost, plus the
     /// retransmitted ones.
@@ -83,9 +74,7 @@ impl Connection {
         self.rtt.stop_timing();
         // This recovery responds to the loss: a probe's outcome no longer matters.
         self.rack.end_probe();
-        if self.loss_timer == LossTimer::Probe {
-            self.t_loss = NEVER;
-        }
+        self.timers.disarm_probe();
         if self.sack_ok {
             self.recovery = Recovery::Sack;
             self.inflate = 0;
@@ -133,10 +122,10 @@ impl Connection {
         self.counters.lost_retransmits = self.counters.lost_retransmits.wrapping_add(found.lost_retransmits);
         match found.recheck_at {
             Some(t) => {
-                self.t_loss = t;
-                self.loss_timer = LossTimer::Reorder;
+                self.timers.loss = t;
+                self.timers.loss_kind = LossTimer::Reorder;
             }
-            None if self.loss_timer == LossTimer::Reorder => self.t_loss = NEVER,
+            None if self.timers.loss_kind == LossTimer::Reorder => self.timers.loss = NEVER,
             None => {}
         }
     }
@@ -145,17 +134,17 @@ impl Connection {
     /// acknowledged new data: a PTO from now, but no later than the RTO. A pending reordering
     /// timer goes first.
     pub(super) fn schedule_probe(&mut self, now: Instant) {
-        if self.t_loss != NEVER && self.loss_timer == LossTimer::Reorder {
+        if self.timers.loss != NEVER && self.timers.loss_kind == LossTimer::Reorder {
             return;
         }
         if !self.probe_allowed() {
-            self.t_loss = NEVER;
+            self.timers.loss = NEVER;
             return;
         }
         let flight = self.snd_max.wrapping_sub(self.snd_una);
         let pto = Rack::pto(self.rtt.has_sample().then(|| self.rtt.srtt()), flight, self.eff_mss());
-        self.t_loss = (now + pto).min(self.t_rtx);
-        self.loss_timer = LossTimer::Probe;
+        self.timers.loss = (now + pto).min(self.timers.rtx);
+        self.timers.loss_kind = LossTimer::Probe;
     }
 
     /// A tail loss probe may go: RACK-TLP runs, data is in flight, no recovery (fast, or after
@@ -173,7 +162,7 @@ impl Connection {
         if !self.can_send_data() || self.snd_una == self.snd_max {
             return;
         }
-        match self.loss_timer {
+        match self.timers.loss_kind {
             LossTimer::Reorder => {
                 self.rack_detect_loss(now);
                 self.recover_if_lost(now);
@@ -182,7 +171,7 @@ impl Connection {
             LossTimer::Probe => {
                 self.send_probe = self.probe_allowed();
                 // RFC 8985 section 7.3: after a probe, the RTO is armed, not the PTO.
-                self.t_rtx = now + self.rto();
+                self.timers.rtx = now + self.rto();
             }
         }
     }
@@ -197,7 +186,7 @@ impl Connection {
         // Everything goes again from SND.UNA: no loss marks, no probe, no reordering timer.
         self.sent.clear_marks();
         self.rack.end_probe();
-        self.t_loss = NEVER;
+        self.timers.loss = NEVER;
         let mss = self.eff_mss();
         let flight = self.snd_max.wrapping_sub(self.snd_una);
         self.cc.on_retransmission_timeout(now, flight, mss, self.rtt.backoff == 0);
@@ -215,6 +204,6 @@ impl Connection {
         self.rtt.stop_timing();
         self.rtt.backoff = self.rtt.backoff.saturating_add(1);
         self.snd_nxt = self.snd_una;
-        self.t_rtx = now + self.rto();
+        self.timers.rtx = now + self.rto();
     }
 }
