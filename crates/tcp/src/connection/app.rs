@@ -31,18 +31,18 @@ impl Connection {
             return Err(err);
         }
         match self.state {
-            State::SynSent | State::SynReceived if !self.fin_queued => return Err(Error::WouldBlock),
-            State::Established | State::CloseWait if !self.fin_queued => {}
+            State::SynSent | State::SynReceived if !self.snd.fin_queued => return Err(Error::WouldBlock),
+            State::Established | State::CloseWait if !self.snd.fin_queued => {}
             _ => return Err(Error::BrokenPipe),
         }
         if data.is_empty() {
             return Ok(0);
         }
-        self.tx.ensure(self.p.snd_buf as usize);
-        let room = (self.p.snd_buf as usize).saturating_sub(self.tx.len());
-        let n = self.tx.push(&data[..data.len().min(room)]);
+        self.snd.buf.ensure(self.p.snd_buf as usize);
+        let room = (self.p.snd_buf as usize).saturating_sub(self.snd.buf.len());
+        let n = self.snd.buf.push(&data[..data.len().min(room)]);
         if n < data.len() {
-            self.write_blocked = true;
+            self.snd.write_blocked = true;
         }
         if n == 0 {
             return Err(Error::WouldBlock);
@@ -61,8 +61,8 @@ impl Connection {
         let (skip, len) = self.readable_span();
         let n = buf.len().min(len);
         if n > 0 || (skip > 0 && !buf.is_empty()) {
-            self.rx.read_at(skip, &mut buf[..n]);
-            self.rx.pop(skip + n);
+            self.rcv.buf.read_at(skip, &mut buf[..n]);
+            self.rcv.buf.pop(skip + n);
             self.passed_urgent_mark();
             self.window_update_after_read();
             if n > 0 {
@@ -75,7 +75,7 @@ impl Connection {
         if let Some(err) = self.error.take() {
             return Err(err);
         }
-        if self.fin_received || self.state == State::Closed {
+        if self.rcv.fin_received || self.state == State::Closed {
             return Ok(0);
         }
         Err(Error::WouldBlock)
@@ -87,7 +87,7 @@ impl Connection {
         let (skip, len) = self.readable_span();
         let n = buf.len().min(len);
         if n > 0 {
-            self.rx.read_at(skip, &mut buf[..n]);
+            self.rcv.buf.read_at(skip, &mut buf[..n]);
             return Ok(n);
         }
         if buf.is_empty() {
@@ -96,7 +96,7 @@ impl Connection {
         if let Some(err) = self.error {
             return Err(err);
         }
-        if self.fin_received || self.state == State::Closed {
+        if self.rcv.fin_received || self.state == State::Closed {
             return Ok(0);
         }
         Err(Error::WouldBlock)
@@ -115,8 +115,8 @@ impl Connection {
     pub fn set_recv_buffer(&mut self, bytes: u32) {
         self.p.rcv_buf = bytes.max(1);
         let cap = self.rx_cap();
-        if self.rx.is_allocated() && self.rx.capacity() < cap {
-            self.rx.grow(cap);
+        if self.rcv.buf.is_allocated() && self.rcv.buf.capacity() < cap {
+            self.rcv.buf.grow(cap);
         }
     }
 
@@ -125,8 +125,8 @@ impl Connection {
     pub fn set_send_buffer(&mut self, bytes: u32) {
         self.p.snd_buf = bytes.max(1);
         let cap = self.p.snd_buf as usize;
-        if self.tx.is_allocated() && self.tx.capacity() < cap {
-            self.tx.grow(cap);
+        if self.snd.buf.is_allocated() && self.snd.buf.capacity() < cap {
+            self.snd.buf.grow(cap);
         }
     }
 
@@ -134,16 +134,16 @@ impl Connection {
     /// `tcp_inq`).
     pub fn recv_available(&self) -> usize {
         match self.urgent_mark() {
-            Some(before_mark) if !self.p.has(Opt::OobInline) => before_mark.min(self.rx.len()),
-            _ => self.rx.len(),
+            Some(before_mark) if !self.p.has(Opt::OobInline) => before_mark.min(self.rcv.buf.len()),
+            _ => self.rcv.buf.len(),
         }
     }
 
     /// Bytes `send` accepts now.
     pub fn send_space(&self) -> usize {
         match self.state {
-            State::Established | State::CloseWait if !self.fin_queued => {
-                (self.p.snd_buf as usize).saturating_sub(self.tx.len())
+            State::Established | State::CloseWait if !self.snd.fin_queued => {
+                (self.p.snd_buf as usize).saturating_sub(self.snd.buf.len())
             }
             _ => 0,
         }
@@ -151,18 +151,18 @@ impl Connection {
 
     /// Bytes in the send buffer, sent or not (SIOCOUTQ).
     pub fn send_queued(&self) -> usize {
-        self.tx.len()
+        self.snd.buf.len()
     }
 
     /// EPOLLIN: SO_RCVLOWAT bytes of data (one more at the urgent mark, whose byte a read
     /// skips), or any data once the window left is at most a segment; end of stream; or an error
     /// to report. Linux's `tcp_poll`.
     pub fn is_readable(&self) -> bool {
-        let avail = self.rx.len() as u32;
+        let avail = self.rcv.buf.len() as u32;
         let skipped = u32::from(self.urgent_mark() == Some(0) && !self.p.has(Opt::OobInline));
         let target = self.p.rcvlowat.saturating_add(skipped);
-        let enough = avail > 0 && (avail >= target || self.rcv_wnd() <= u32::from(self.rcv_mss));
-        enough || self.fin_received || self.error.is_some() || self.state == State::Closed
+        let enough = avail > 0 && (avail >= target || self.rcv.wnd() <= u32::from(self.rcv.mss));
+        enough || self.rcv.fin_received || self.error.is_some() || self.state == State::Closed
     }
 
     /// EPOLLOUT: room in the send buffer (at least a third of it free, like Linux's
@@ -187,14 +187,14 @@ impl Connection {
         match self.state {
             State::Closed => return Err(Error::NotConnected),
             State::SynSent => self.enter_closed(),
-            State::SynReceived => self.fin_queued = true,
+            State::SynReceived => self.snd.fin_queued = true,
             State::Established => {
-                self.fin_queued = true;
+                self.snd.fin_queued = true;
                 self.state = State::FinWait1;
                 self.timers.idle = NEVER; // keepalive is for ESTABLISHED and CLOSE-WAIT
             }
             State::CloseWait => {
-                self.fin_queued = true;
+                self.snd.fin_queued = true;
                 self.state = State::LastAck;
                 self.timers.idle = NEVER;
             }
@@ -211,12 +211,12 @@ impl Connection {
             State::Closed => {}
             State::SynSent => self.enter_closed(),
             State::TimeWait => {
-                self.rcv_closed = true;
-                self.rx.clear();
+                self.rcv.closed = true;
+                self.rcv.buf.clear();
             }
-            _ if self.rx.len() > 0 => self.abort(),
+            _ if self.rcv.buf.len() > 0 => self.abort(),
             _ => {
-                self.rcv_closed = true;
+                self.rcv.closed = true;
                 let _ = self.shutdown_write(); // cannot fail: not CLOSED
                 if self.state == State::FinWait2 {
                     self.timers.idle = now + ms(self.p.fin_wait2_ms);
@@ -232,11 +232,11 @@ impl Connection {
             State::Closed => {}
             State::SynSent | State::TimeWait => self.enter_closed(),
             _ => {
-                self.rst = Some(Rst { seq: self.snd_max, ack: Some(self.rcv_nxt) });
+                self.rst = Some(Rst { seq: self.snd.max, ack: Some(self.rcv.nxt) });
                 self.enter_closed();
             }
         }
-        self.rx.clear();
+        self.rcv.buf.clear();
     }
 
     /// `TCP_NODELAY`.
@@ -256,18 +256,18 @@ impl Connection {
     /// Frees the send and receive buffers if they are empty (they are allocated again on
     /// use). For idle connections under memory pressure.
     pub fn release_buffers(&mut self) {
-        self.tx.release();
-        if self.snd_una == self.snd_max {
+        self.snd.buf.release();
+        if self.snd.una == self.snd.max {
             self.sent.clear();
         }
-        if self.ooo.is_empty() {
-            self.rx.release();
+        if self.rcv.ooo.is_empty() {
+            self.rcv.buf.release();
         }
     }
 
     /// Whether the buffers are allocated (send, receive).
     pub fn buffers_allocated(&self) -> (bool, bool) {
-        (self.tx.is_allocated(), self.rx.is_allocated())
+        (self.snd.buf.is_allocated(), self.rcv.buf.is_allocated())
     }
 
     /// A challenge ACK (RFC 5961) is waiting to be sent. Challenge ACKs are rate limited per
@@ -297,7 +297,7 @@ impl Connection {
     /// lost segment goes again, smaller, at the next retransmission. Returns whether the
     /// segment size went down.
     pub fn path_mtu_reduced(&mut self, mss: u16, quoted_seq: u32) -> bool {
-        let in_flight = seq::ge(quoted_seq, self.snd_una) && seq::lt(quoted_seq, self.snd_max);
+        let in_flight = seq::ge(quoted_seq, self.snd.una) && seq::lt(quoted_seq, self.snd.max);
         let mss = mss.max(MIN_PATH_MSS);
         if !in_flight || mss >= self.mss_cap() {
             return false;
@@ -321,19 +321,19 @@ impl Connection {
             backoff: self.rtt.backoff,
             total_retransmits: self.counters.retransmits,
             snd_mss: self.eff_mss(),
-            rcv_mss: u32::from(self.rcv_mss),
+            rcv_mss: u32::from(self.rcv.mss),
             cwnd: self.cc.cwnd(),
             ssthresh: self.cc.ssthresh(),
-            snd_wnd: self.snd_wnd,
-            rcv_wnd: self.rcv_wnd(),
+            snd_wnd: self.snd.wnd,
+            rcv_wnd: self.rcv.wnd(),
             snd_wscale: self.ws_ok.then_some(self.snd_wscale),
             rcv_wscale: self.ws_ok.then_some(self.rcv_wscale),
             timestamps: self.ts_ok,
             sack: self.sack_ok,
             in_recovery: self.recovery != Recovery::None,
-            bytes_in_flight: self.snd_max.wrapping_sub(self.snd_una),
-            send_queue: self.tx.len() as u32,
-            recv_queue: self.rx.len() as u32,
+            bytes_in_flight: self.snd.in_flight(),
+            send_queue: self.snd.buf.len() as u32,
+            recv_queue: self.rcv.buf.len() as u32,
             challenge_acks: self.challenge_acks,
         }
     }

@@ -11,7 +11,7 @@ impl Connection {
     /// loss recovery, which reduced the window already. `flight` is what was outstanding when
     /// the ACK came.
     pub(super) fn on_ecn_ack(&mut self, now: Instant, seg: &TcpRepr, flight: u32) {
-        if self.ecn_reducing && seq::gt(self.snd_una, self.ecn_reduced_at) {
+        if self.ecn_reducing && seq::gt(self.snd.una, self.ecn_reduced_at) {
             self.ecn_reducing = false;
         }
         if seg.flags.contains(TcpFlags::ECE) && !self.ecn_reducing && self.recovery == Recovery::None {
@@ -28,7 +28,7 @@ impl Connection {
         if self.ecn_ok {
             self.ecn_cwr_pending = true;
             self.ecn_reducing = true;
-            self.ecn_reduced_at = self.snd_max;
+            self.ecn_reduced_at = self.snd.max;
         }
     }
 }

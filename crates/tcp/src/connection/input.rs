@@ -46,7 +46,7 @@ impl Connection {
     fn handle_syn_sent(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8]) {
         let rst = seg.flags.contains(TcpFlags::RST);
         if let Some(ack) = seg.ack_number {
-            if seq::le(ack, self.iss) || seq::gt(ack, self.snd_max) {
+            if seq::le(ack, self.snd.iss) || seq::gt(ack, self.snd.max) {
                 if !rst {
                     self.rst = Some(Rst { seq: ack, ack: None });
                 }
@@ -63,10 +63,10 @@ impl Connection {
         if !seg.flags.contains(TcpFlags::SYN) {
             return;
         }
-        self.irs = seg.seq_number;
-        self.rcv_nxt = seg.seq_number.wrapping_add(1);
-        self.last_ack_sent = self.rcv_nxt;
-        self.rcv_adv = self.rcv_nxt.wrapping_add(self.syn_window());
+        self.rcv.irs = seg.seq_number;
+        self.rcv.nxt = seg.seq_number.wrapping_add(1);
+        self.rcv.last_ack_sent = self.rcv.nxt;
+        self.rcv.adv = self.rcv.nxt.wrapping_add(self.syn_window());
         self.negotiate(now, seg);
         match seg.ack_number {
             Some(ack) => {
@@ -77,7 +77,7 @@ impl Connection {
                 self.ack_now = true;
                 if !payload.is_empty() || seg.flags.contains(TcpFlags::FIN) {
                     let fin = seg.flags.contains(TcpFlags::FIN);
-                    self.process_text(now, self.rcv_nxt, payload, fin);
+                    self.process_text(now, self.rcv.nxt, payload, fin);
                 }
             }
             None => {
@@ -85,10 +85,10 @@ impl Connection {
                 // SYNs asked for it (Linux `tcp_ecn_rcv_syn`).
                 self.ecn_ok &= seg.flags.contains(TcpFlags::ECE | TcpFlags::CWR);
                 self.state = State::SynReceived;
-                self.snd_nxt = self.iss;
-                self.snd_wnd = u32::from(seg.window_len);
-                self.max_snd_wnd = self.snd_wnd;
-                self.snd_wl1 = seg.seq_number;
+                self.snd.nxt = self.snd.iss;
+                self.snd.wnd = u32::from(seg.window_len);
+                self.snd.max_wnd = self.snd.wnd;
+                self.snd.wl1 = seg.seq_number;
             }
         }
     }
@@ -119,20 +119,20 @@ impl Connection {
 
     /// Our SYN is acknowledged: ESTABLISHED.
     fn establish_from_ack(&mut self, now: Instant, seg: &TcpRepr, ack: u32, wnd: u32) {
-        self.snd_una = ack;
-        if seq::lt(self.snd_nxt, ack) {
-            self.snd_nxt = ack;
+        self.snd.una = ack;
+        if seq::lt(self.snd.nxt, ack) {
+            self.snd.nxt = ack;
         }
-        self.snd_wnd = wnd;
-        self.max_snd_wnd = self.max_snd_wnd.max(wnd);
-        self.snd_wl1 = seg.seq_number;
-        self.snd_wl2 = ack;
+        self.snd.wnd = wnd;
+        self.snd.max_wnd = self.snd.max_wnd.max(wnd);
+        self.snd.wl1 = seg.seq_number;
+        self.snd.wl2 = ack;
         self.rtt_on_ack(now, seg, ack, None);
         self.establish(now);
     }
 
     pub(super) fn establish(&mut self, now: Instant) {
-        self.state = if self.fin_queued { State::FinWait1 } else { State::Established };
+        self.state = if self.snd.fin_queued { State::FinWait1 } else { State::Established };
         let mss = self.eff_mss();
         // RFC 5681 section 3.1: one segment if the SYN or SYN-ACK was lost.
         let iw = if self.syn_retransmitted { mss } else { self.p.initial_cwnd.saturating_mul(mss) };
@@ -144,8 +144,8 @@ impl Connection {
             self.rtt.after_syn_loss(self.p.rto_max_us);
         }
         self.rtt.backoff = 0;
-        self.recover = self.snd_una;
-        self.timers.rtx = if self.snd_una == self.snd_max { NEVER } else { now + self.rto() };
+        self.recover = self.snd.una;
+        self.timers.rtx = if self.snd.una == self.snd.max { NEVER } else { now + self.rto() };
         if self.p.has(Opt::Keepalive) && self.state == State::Established {
             self.timers.idle = now + ms(self.p.ka_idle_ms);
         }
@@ -159,16 +159,16 @@ impl Connection {
         let fin = seg.flags.contains(TcpFlags::FIN);
         let mut seq = seg.seq_number;
 
-        if self.state == State::SynReceived && syn && !rst && seq == self.irs {
+        if self.state == State::SynReceived && syn && !rst && seq == self.rcv.irs {
             match seg.ack_number {
                 // Simultaneous open: the peer's SYN-ACK, whose SYN we already have.
-                Some(ack) if ack == self.snd_max => {
+                Some(ack) if ack == self.snd.max => {
                     syn = false;
                     seq = seq.wrapping_add(1);
                 }
                 // Our SYN-ACK was lost: the peer sent its SYN again.
                 None => {
-                    self.snd_nxt = self.iss;
+                    self.snd.nxt = self.snd.iss;
                     return;
                 }
                 _ => {}
@@ -178,7 +178,7 @@ impl Connection {
             if rst {
                 return; // RFC 1337: no TIME-WAIT assassination.
             }
-            if fin && !syn && seq.wrapping_add(payload.len() as u32 + 1) == self.rcv_nxt {
+            if fin && !syn && seq.wrapping_add(payload.len() as u32 + 1) == self.rcv.nxt {
                 // The peer's FIN again: our ACK was lost. ACK and restart 2*MSL.
                 self.ack_now = true;
                 self.timers.idle = now + ms(self.p.time_wait_ms);
@@ -202,10 +202,10 @@ impl Connection {
         if !self.acceptable(seq, seg_len, rst) {
             if !rst {
                 self.answer_invalid(now, syn, seg_len);
-                if !syn && seq::lt(seq, self.rcv_nxt) {
+                if !syn && seq::lt(seq, self.rcv.nxt) {
                     // Data (or a FIN) we already have: a D-SACK block says so (RFC 2883).
                     let end = seq.wrapping_add(payload.len() as u32 + u32::from(fin));
-                    self.report_duplicate(seq, seq::min(end, self.rcv_nxt));
+                    self.report_duplicate(seq, seq::min(end, self.rcv.nxt));
                 }
             }
             return;
@@ -213,7 +213,7 @@ impl Connection {
 
         // Second: RST (RFC 5961 section 3.2: only an exact match resets).
         if rst {
-            if seq == self.rcv_nxt {
+            if seq == self.rcv.nxt {
                 self.on_reset();
             } else {
                 self.challenge_ack(now);
@@ -232,7 +232,7 @@ impl Connection {
             return;
         };
         if self.state == State::SynReceived {
-            if seq::gt(ack, self.snd_una) && seq::le(ack, self.snd_max) {
+            if seq::gt(ack, self.snd.una) && seq::le(ack, self.snd.max) {
                 let wnd = u32::from(seg.window_len) << self.snd_wscale;
                 self.establish_from_ack(now, seg, ack, wnd);
             } else {
@@ -250,7 +250,7 @@ impl Connection {
         // unacceptable ACK must not move TS.Recent (PAWS would then drop the real peer).
         if self.ts_ok {
             if let Some((tsval, _)) = seg.timestamp {
-                if seq::ge(tsval, self.ts_recent) && seq::le(seq, self.last_ack_sent) {
+                if seq::ge(tsval, self.ts_recent) && seq::le(seq, self.rcv.last_ack_sent) {
                     self.ts_recent = tsval;
                     self.ts_recent_time = now;
                 }
@@ -300,9 +300,9 @@ impl Connection {
     /// a two-way transfer the peer would count as a duplicate; and a retransmission of what we
     /// acknowledged last moves TS.Recent on before its D-SACK is sent (as Linux's does).
     pub(super) fn acceptable(&self, seq: u32, len: u32, rst: bool) -> bool {
-        let wnd = self.rcv_wnd();
-        let nxt = self.rcv_nxt;
-        if !rst && seq::le(seq, nxt) && seq::ge(seq.wrapping_add(len), self.last_ack_sent) {
+        let wnd = self.rcv.wnd();
+        let nxt = self.rcv.nxt;
+        if !rst && seq::le(seq, nxt) && seq::ge(seq.wrapping_add(len), self.rcv.last_ack_sent) {
             return true;
         }
         match (len, wnd) {
@@ -317,7 +317,7 @@ impl Connection {
     /// at once (the sender learns that its retransmission was not needed).
     fn report_duplicate(&mut self, start: u32, end: u32) {
         if self.sack_ok && seq::lt(start, end) {
-            self.dsack = (start, end);
+            self.rcv.dsack = (start, end);
             self.ack_now = true;
         }
     }
@@ -386,8 +386,8 @@ impl Connection {
         self.timers.delack = NEVER;
         self.timers.idle = NEVER;
         self.timers.loss = NEVER;
-        self.tx.clear();
-        self.ooo.clear();
+        self.snd.buf.clear();
+        self.rcv.ooo.clear();
         self.sacked.clear();
         self.sent.clear();
         self.send_probe = false;
@@ -407,29 +407,29 @@ impl Connection {
         self.timers.idle = now + ms(self.p.time_wait_ms);
         self.sacked.clear();
         self.sent.clear();
-        self.tx.clear();
+        self.snd.buf.clear();
         self.events |= EV_TIME_WAIT;
     }
 
     /// The ACK field (RFC 9293 3.10.7.4 fifth, RFC 5961 section 5). `false`: drop the segment.
     fn process_ack(&mut self, now: Instant, seg: &TcpRepr, seq: u32, ack: u32, payload_len: usize) -> bool {
-        let flight_before = self.snd_max.wrapping_sub(self.snd_una);
+        let flight_before = self.snd.in_flight();
         // RFC 5961 section 5.2: outside [SND.UNA - MAX.SND.WND, SND.NXT]. As in Linux, the
         // left edge reaches back no further than what the peer has acknowledged so far: before
         // any data is acknowledged, an ACK below SND.UNA is one.
-        let max_back = self.max_snd_wnd.min(self.bytes_acked);
-        if seq::gt(ack, self.snd_max) || seq::lt(ack, self.snd_una.wrapping_sub(max_back)) {
+        let max_back = self.snd.max_wnd.min(self.bytes_acked);
+        if seq::gt(ack, self.snd.max) || seq::lt(ack, self.snd.una.wrapping_sub(max_back)) {
             self.challenge_ack(now);
             return false;
         }
         let seg_wnd = u32::from(seg.window_len) << self.snd_wscale;
-        let is_dup = ack == self.snd_una
+        let is_dup = ack == self.snd.una
             && payload_len == 0
             && !seg.flags.intersects(TcpFlags::SYN | TcpFlags::FIN)
-            && seg_wnd == self.snd_wnd
-            && self.snd_max != self.snd_una;
+            && seg_wnd == self.snd.wnd
+            && self.snd.max != self.snd.una;
 
-        let old_una = self.snd_una;
+        let old_una = self.snd.una;
         let was_recovering = self.recovering();
         let dsack = if self.sack_ok { dsack_block(seg, ack) } else { None };
         if self.rack_on() {
@@ -438,7 +438,7 @@ impl Connection {
         }
         if self.sack_ok {
             for &(left, right) in seg.sack_ranges.iter().flatten() {
-                if seq::lt(left, right) && seq::gt(right, ack) && seq::le(right, self.snd_max) {
+                if seq::lt(left, right) && seq::gt(right, ack) && seq::le(right, self.snd.max) {
                     self.sacked.add(seq::max(left, ack), right);
                 }
             }
@@ -451,26 +451,26 @@ impl Connection {
         // counted from SND.UNA: moving SND.UNA while keeping the old SND.WND would move the
         // right edge beyond anything the peer offered, and we would send into a window it
         // never had.
-        if seq::le(self.snd_una, ack)
-            && (seq::lt(self.snd_una, ack)
-                || seq::lt(self.snd_wl1, seq)
-                || (self.snd_wl1 == seq && seq::le(self.snd_wl2, ack)))
+        if seq::le(self.snd.una, ack)
+            && (seq::lt(self.snd.una, ack)
+                || seq::lt(self.snd.wl1, seq)
+                || (self.snd.wl1 == seq && seq::le(self.snd.wl2, ack)))
         {
-            let opened = self.snd_wnd == 0 && seg_wnd > 0;
-            self.snd_wnd = seg_wnd;
-            self.snd_wl1 = seq;
-            self.snd_wl2 = ack;
-            self.max_snd_wnd = self.max_snd_wnd.max(seg_wnd);
+            let opened = self.snd.wnd == 0 && seg_wnd > 0;
+            self.snd.wnd = seg_wnd;
+            self.snd.wl1 = seq;
+            self.snd.wl2 = ack;
+            self.snd.max_wnd = self.snd.max_wnd.max(seg_wnd);
             if opened {
                 self.timers.persist_backoff = 0;
-                if self.snd_una == self.snd_max {
+                if self.snd.una == self.snd.max {
                     self.timers.rtx = NEVER;
                 }
             }
         }
         self.timers.window_probes = 0;
 
-        if seq::gt(ack, self.snd_una) {
+        if seq::gt(ack, self.snd.una) {
             self.on_new_ack(now, seg, ack);
         } else if is_dup {
             self.dupacks = self.dupacks.saturating_add(1);
@@ -487,7 +487,7 @@ impl Connection {
         // lost in the transmit log; without, three duplicate ACKs say it (RFC 5681 3.2).
         if self.rack_on() {
             let recovery_ended = was_recovering && !self.recovering();
-            self.rack.update_reo_wnd(self.snd_una, self.snd_max, dsack.is_some(), recovery_ended);
+            self.rack.update_reo_wnd(self.snd.una, self.snd.max, dsack.is_some(), recovery_ended);
             let pure_dupack = is_dup && seg.sack_ranges[0].is_none();
             if self.rack.probe_acked(ack, dsack, pure_dupack) {
                 // The probe repaired a loss by itself (RFC 8985 section 7.4.2): congestion
@@ -501,9 +501,9 @@ impl Connection {
                 self.rack_detect_loss(now);
             }
         } else if self.sack_ok && !self.sacked.is_empty() {
-            let lost_end = seq::min(self.sacked.lost_end(self.snd_una, self.eff_mss()), self.snd_max);
-            if seq::gt(lost_end, self.snd_una) {
-                self.sent.mark_lost(self.snd_una, lost_end, false);
+            let lost_end = seq::min(self.sacked.lost_end(self.snd.una, self.eff_mss()), self.snd.max);
+            if seq::gt(lost_end, self.snd.una) {
+                self.sent.mark_lost(self.snd.una, lost_end, false);
             }
         }
         self.recover_if_lost(now);
@@ -512,28 +512,28 @@ impl Connection {
         }
         // The probe restarts when new data is acknowledged, and starts when the reordering
         // timer has nothing left to wait for.
-        if self.rack_on() && (seq::gt(self.snd_una, old_una) || self.timers.loss == NEVER) {
+        if self.rack_on() && (seq::gt(self.snd.una, old_una) || self.timers.loss == NEVER) {
             self.schedule_probe(now);
         }
         true
     }
 
     fn on_new_ack(&mut self, now: Instant, seg: &TcpRepr, ack: u32) {
-        let acked = ack.wrapping_sub(self.snd_una);
+        let acked = ack.wrapping_sub(self.snd.una);
         self.bytes_acked = self.bytes_acked.saturating_add(acked);
-        let flight_before = self.snd_max.wrapping_sub(self.snd_una);
-        let data_end = self.data_end();
+        let flight_before = self.snd.in_flight();
+        let data_end = self.snd.data_end();
         let upto = seq::min(ack, data_end);
         let mut freed = false;
-        if seq::gt(upto, self.tx_seq) {
-            let n = upto.wrapping_sub(self.tx_seq);
-            self.tx.pop(n as usize);
-            self.tx_seq = upto;
+        if seq::gt(upto, self.snd.buf_seq) {
+            let n = upto.wrapping_sub(self.snd.buf_seq);
+            self.snd.buf.pop(n as usize);
+            self.snd.buf_seq = upto;
             freed = true;
         }
-        self.snd_una = ack;
-        if seq::lt(self.snd_nxt, ack) {
-            self.snd_nxt = ack;
+        self.snd.una = ack;
+        if seq::lt(self.snd.nxt, ack) {
+            self.snd.nxt = ack;
         }
         if self.snd_urgent && seq::ge(ack, self.snd_up) {
             self.snd_urgent = false;
@@ -545,7 +545,7 @@ impl Connection {
         self.rtt.backoff = 0;
 
         let mss = self.eff_mss();
-        let flight = self.snd_max.wrapping_sub(self.snd_una);
+        let flight = self.snd.in_flight();
         match self.recovery {
             Recovery::None => {
                 self.dupacks = 0;
@@ -572,27 +572,27 @@ impl Connection {
         }
 
         // RFC 6298 section 5.2 and 5.3.
-        self.timers.rtx = if self.snd_una == self.snd_max { NEVER } else { now + self.rto() };
-        if self.snd_una == self.snd_max {
+        self.timers.rtx = if self.snd.una == self.snd.max { NEVER } else { now + self.rto() };
+        if self.snd.una == self.snd.max {
             self.timers.loss = NEVER;
         }
 
         if freed
-            && self.write_blocked
+            && self.snd.write_blocked
             && matches!(self.state, State::Established | State::CloseWait)
-            && !self.fin_queued
+            && !self.snd.fin_queued
             && self.tx_writable()
         {
-            self.write_blocked = false;
+            self.snd.write_blocked = false;
             self.events |= EV_WRITABLE;
         }
 
-        if self.fin_acked() {
+        if self.snd.fin_acked() {
             match self.state {
                 State::FinWait1 => {
                     self.state = State::FinWait2;
                     self.timers.rtx = NEVER;
-                    if self.rcv_closed {
+                    if self.rcv.closed {
                         self.timers.idle = now + ms(self.p.fin_wait2_ms);
                     }
                 }
@@ -607,12 +607,12 @@ impl Connection {
     fn process_text(&mut self, now: Instant, mut seq: u32, payload: &[u8], mut fin: bool) {
         let mut data = payload;
         // Trim what we already have.
-        if seq::lt(seq, self.rcv_nxt) {
-            let skip = self.rcv_nxt.wrapping_sub(seq) as usize;
+        if seq::lt(seq, self.rcv.nxt) {
+            let skip = self.rcv.nxt.wrapping_sub(seq) as usize;
             let end = seq.wrapping_add(data.len() as u32 + u32::from(fin));
             // Its head is a duplicate (RFC 2883).
-            self.report_duplicate(seq, seq::min(end, self.rcv_nxt));
-            if end != seq && seq::le(end, self.rcv_nxt) {
+            self.report_duplicate(seq, seq::min(end, self.rcv.nxt));
+            if end != seq && seq::le(end, self.rcv.nxt) {
                 // Nothing new: a retransmission, answered at once (Linux too, SACK or not).
                 self.ack_now = true;
             }
@@ -622,10 +622,10 @@ impl Connection {
             } else {
                 data = &data[skip..];
             }
-            seq = self.rcv_nxt;
+            seq = self.rcv.nxt;
         }
         // Trim what is beyond the window (a bare FIN at the edge is kept, like Linux).
-        let room = if seq::gt(self.rcv_adv, seq) { self.rcv_adv.wrapping_sub(seq) as usize } else { 0 };
+        let room = if seq::gt(self.rcv.adv, seq) { self.rcv.adv.wrapping_sub(seq) as usize } else { 0 };
         if data.len() > room {
             data = &data[..room];
             fin = false;
@@ -637,9 +637,9 @@ impl Connection {
         if !matches!(self.state, State::Established | State::FinWait1 | State::FinWait2) {
             return;
         }
-        if self.rcv_closed && !data.is_empty() {
+        if self.rcv.closed && !data.is_empty() {
             // Linux: data for a closed socket resets the connection.
-            self.rst = Some(Rst { seq: self.snd_max, ack: Some(self.rcv_nxt) });
+            self.rst = Some(Rst { seq: self.snd.max, ack: Some(self.rcv.nxt) });
             self.enter_closed();
             return;
         }
@@ -652,21 +652,21 @@ impl Connection {
                 self.ecn_echo = true;
             }
             // At least the window promised: it may have been offered under a larger buffer.
-            self.rx.ensure(self.rx_cap().max(self.rcv_wnd() as usize));
-            let off = seq.wrapping_sub(self.rcv_nxt) as usize;
+            self.rcv.buf.ensure(self.rx_cap().max(self.rcv.wnd() as usize));
+            let off = seq.wrapping_sub(self.rcv.nxt) as usize;
             let len = data.len() as u32;
-            self.rcv_mss = self.rcv_mss.max(data.len().min(usize::from(self.p.mss)) as u16);
+            self.rcv.mss = self.rcv.mss.max(data.len().min(usize::from(self.p.mss)) as u16);
             if off == 0 {
-                let had_ooo = !self.ooo.is_empty();
-                let at = self.rx.len();
-                self.rx.write_at(at, data);
-                self.rx.extend(data.len());
-                let nxt = self.ooo.advance(self.rcv_nxt.wrapping_add(len));
-                self.rx.extend(nxt.wrapping_sub(self.rcv_nxt.wrapping_add(len)) as usize);
-                self.rcv_nxt = nxt;
-                self.rcv_unacked = self.rcv_unacked.saturating_add(len);
+                let had_ooo = !self.rcv.ooo.is_empty();
+                let at = self.rcv.buf.len();
+                self.rcv.buf.write_at(at, data);
+                self.rcv.buf.extend(data.len());
+                let nxt = self.rcv.ooo.advance(self.rcv.nxt.wrapping_add(len));
+                self.rcv.buf.extend(nxt.wrapping_sub(self.rcv.nxt.wrapping_add(len)) as usize);
+                self.rcv.nxt = nxt;
+                self.rcv.unacked = self.rcv.unacked.saturating_add(len);
                 self.events |= EV_READABLE;
-                if had_ooo || self.rcv_unacked >= 2 * u32::from(self.rcv_mss) {
+                if had_ooo || self.rcv.unacked >= 2 * u32::from(self.rcv.mss) {
                     // A filled hole, or the second full-sized segment (RFC 5681 4.2).
                     self.ack_now = true;
                 } else if self.timers.delack == NEVER {
@@ -674,12 +674,12 @@ impl Connection {
                 }
             } else {
                 // Out-of-order data we already hold is a duplicate too (RFC 2883 section 4.1.2).
-                if let Some((start, end)) = self.ooo.overlap(seq, seq.wrapping_add(len)) {
+                if let Some((start, end)) = self.rcv.ooo.overlap(seq, seq.wrapping_add(len)) {
                     self.report_duplicate(start, end);
                 }
-                if self.ooo.add(seq, seq.wrapping_add(len)) {
-                    let at = self.rx.len() + off;
-                    self.rx.write_at(at, data);
+                if self.rcv.ooo.add(seq, seq.wrapping_add(len)) {
+                    let at = self.rcv.buf.len() + off;
+                    self.rcv.buf.write_at(at, data);
                 }
                 // Out of order: a duplicate ACK (with SACK blocks) at once (RFC 5681 4.2).
                 self.ack_now = true;
@@ -687,24 +687,24 @@ impl Connection {
         }
         if fin {
             let fin_seq = seq.wrapping_add(data.len() as u32);
-            if seq::gt(fin_seq, self.rcv_nxt) {
-                self.rcv_fin = fin_seq;
-                self.rcv_fin_set = true;
+            if seq::gt(fin_seq, self.rcv.nxt) {
+                self.rcv.fin = fin_seq;
+                self.rcv.fin_ahead = true;
                 self.ack_now = true;
-            } else if fin_seq == self.rcv_nxt {
+            } else if fin_seq == self.rcv.nxt {
                 self.receive_fin(now);
             }
         }
-        if self.rcv_fin_set && self.rcv_fin == self.rcv_nxt {
+        if self.rcv.fin_ahead && self.rcv.fin == self.rcv.nxt {
             self.receive_fin(now);
         }
     }
 
     fn receive_fin(&mut self, now: Instant) {
-        self.rcv_fin_set = false;
-        self.fin_received = true;
-        self.rcv_nxt = self.rcv_nxt.wrapping_add(1);
-        self.ooo.clear();
+        self.rcv.fin_ahead = false;
+        self.rcv.fin_received = true;
+        self.rcv.nxt = self.rcv.nxt.wrapping_add(1);
+        self.rcv.ooo.clear();
         self.ack_now = true;
         self.events |= EV_READ_CLOSED;
         match self.state {
@@ -719,13 +719,13 @@ impl Connection {
     /// avoidance, RFC 9293 3.8.6.2.2; Linux's `tcp_cleanup_rbuf` rule: the current window is
     /// at most half the buffer and the new one at least doubles it).
     pub(super) fn window_update_after_read(&mut self) {
-        if !matches!(self.state, State::Established | State::FinWait1 | State::FinWait2) || self.fin_received {
+        if !matches!(self.state, State::Established | State::FinWait1 | State::FinWait2) || self.rcv.fin_received {
             return;
         }
-        let cur = self.rcv_wnd();
+        let cur = self.rcv.wnd();
         let adv = self.rcv_buf_adv();
         let g = 1u32 << self.rcv_wscale;
-        let cand = adv.saturating_sub(self.rx.len() as u32) & !(g - 1);
+        let cand = adv.saturating_sub(self.rcv.buf.len() as u32) & !(g - 1);
         let thresh = (adv / 2).min(u32::from(self.p.mss)).max(1);
         if cur <= adv / 2 && cand >= cur.saturating_mul(2) && cand >= cur + thresh {
             self.ack_now = true;

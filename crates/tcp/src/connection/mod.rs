@@ -21,8 +21,7 @@ use wire::{TcpFlags, TcpRepr};
 use crate::config::{Config, Ecn, Keepalive};
 use crate::congestion::{Congestion, CongestionControl};
 use crate::rack::Rack;
-use crate::ranges::{OooRanges, Scoreboard};
-use crate::ring::Ring;
+use crate::ranges::Scoreboard;
 use crate::segment;
 use crate::sent::SentLog;
 use crate::seq;
@@ -35,13 +34,17 @@ mod input;
 mod output;
 mod params;
 mod recovery;
+mod recv;
 mod rtt;
+mod send;
 mod timers;
 mod urgent;
 
 use self::params::*;
 use self::recovery::*;
+use self::recv::RecvSpace;
 use self::rtt::RttEstimator;
+use self::send::SendSpace;
 use self::timers::{LossTimer, TimerTable, NEVER};
 use self::urgent::UrgentIn;
 
@@ -285,19 +288,8 @@ pub struct Connection {
     cc: Congestion,
     rtt: RttEstimator,
 
-    // Send sequence space (RFC 9293 section 3.3.1). `snd_max` is the highest sequence number
-    // sent plus one; `snd_nxt` is below it while going back after an RTO.
-    iss: u32,
-    snd_una: u32,
-    snd_nxt: u32,
-    snd_max: u32,
-    snd_wnd: u32,
-    max_snd_wnd: u32,
-    snd_wl1: u32,
-    snd_wl2: u32,
-    /// Sequence number of the first byte in `tx`.
-    tx_seq: u32,
-    tx: Ring,
+    snd: SendSpace,
+    rcv: RecvSpace,
     /// RFC 6582 `recover` (exclusive: the highest sequence number sent plus one at loss).
     recover: u32,
     /// NewReno's window inflation during fast recovery.
@@ -310,20 +302,6 @@ pub struct Connection {
     /// `snd_urgent`.
     snd_up: u32,
 
-    // Receive sequence space.
-    irs: u32,
-    rcv_nxt: u32,
-    /// The right edge of the window we advertised (it never moves left).
-    rcv_adv: u32,
-    /// Where an out-of-order FIN sits (`rcv_fin_set`).
-    rcv_fin: u32,
-    /// Bytes received since we last sent an ACK.
-    rcv_unacked: u32,
-    rx: Ring,
-    ooo: OooRanges,
-    /// RFC 2883: data that arrived twice, for the first SACK block of our next ACK (D-SACK);
-    /// none when empty (not an `Option`: 8 bytes less per connection).
-    dsack: (u32, u32),
     /// The peer's urgent byte's sequence number (Linux's `urg_seq`), unless `rcv_urg` is `None`.
     rcv_up: u32,
     rcv_urg: UrgentIn,
@@ -334,7 +312,6 @@ pub struct Connection {
     ts_recent_time: Instant,
     ts_recent: u32,
     ts_offset: u32,
-    last_ack_sent: u32,
 
     counters: Counters,
     challenge_acks: u32,
@@ -355,8 +332,6 @@ pub struct Connection {
     /// The payload a segment may carry on this path, from ICMP "fragmentation needed" / "packet
     /// too big" (RFC 1191, 8201); `u16::MAX` until the path says otherwise.
     path_mss: u16,
-    /// Largest segment seen from the peer (for the delayed-ACK rule).
-    rcv_mss: u16,
     state: State,
     recovery: Recovery,
     error: Option<Error>,
@@ -370,12 +345,6 @@ pub struct Connection {
     ts_ok: bool,
     passive: bool,
     syn_retransmitted: bool,
-    /// The application shut down writing: a FIN follows the data.
-    fin_queued: bool,
-    /// The application closed: it will read no more (new data is answered with a RST).
-    rcv_closed: bool,
-    fin_received: bool,
-    rcv_fin_set: bool,
     ack_now: bool,
     challenge: bool,
     /// Retransmit the segment at SND.UNA next (fast retransmit, NewReno partial ACK).
@@ -386,7 +355,6 @@ pub struct Connection {
     force_send: bool,
     /// The probe timeout fired: send a tail loss probe.
     send_probe: bool,
-    write_blocked: bool,
     invalid_acked: bool,
     /// ECN (RFC 3168) is in use: negotiated, or asked for in our SYN (SYN-SENT).
     ecn_ok: bool,
@@ -423,30 +391,14 @@ impl Connection {
         Connection {
             p,
             cc: Congestion::new(cfg.congestion),
-            iss,
-            snd_una: iss,
-            snd_nxt: iss,
-            snd_max: iss,
-            snd_wnd: 0,
-            max_snd_wnd: 0,
-            snd_wl1: 0,
-            snd_wl2: iss,
-            tx_seq: iss.wrapping_add(1),
-            tx: Ring::default(),
+            snd: SendSpace::new(iss),
             recover: iss,
             inflate: 0,
             sacked: Scoreboard::default(),
             sent: SentLog::default(),
             rack: Rack::new(iss),
             snd_up: iss,
-            irs: 0,
-            rcv_nxt: 0,
-            rcv_adv: 0,
-            rcv_fin: 0,
-            rcv_unacked: 0,
-            rx: Ring::default(),
-            ooo: OooRanges::default(),
-            dsack: (0, 0),
+            rcv: RecvSpace { mss: p.mss.min(DEFAULT_MSS), ..RecvSpace::default() },
             rcv_up: 0,
             rcv_urg: UrgentIn::None,
             timers: TimerTable::default(),
@@ -454,7 +406,6 @@ impl Connection {
             ts_recent_time: 0,
             ts_recent: 0,
             ts_offset: cfg.ts_offset,
-            last_ack_sent: 0,
             counters: Counters::default(),
             challenge_acks: 0,
             invalid_ack_ms: 0,
@@ -465,7 +416,6 @@ impl Connection {
             remote_port,
             peer_mss: DEFAULT_MSS,
             path_mss: u16::MAX,
-            rcv_mss: p.mss.min(DEFAULT_MSS),
             state: State::Closed,
             recovery: Recovery::None,
             error: None,
@@ -478,17 +428,12 @@ impl Connection {
             ts_ok: false,
             passive: false,
             syn_retransmitted: false,
-            fin_queued: false,
-            rcv_closed: false,
-            fin_received: false,
-            rcv_fin_set: false,
             ack_now: false,
             challenge: false,
             rtx_first: false,
             probe: false,
             force_send: false,
             send_probe: false,
-            write_blocked: false,
             invalid_acked: false,
             ecn_ok: false,
             ecn_echo: false,
@@ -516,19 +461,19 @@ impl Connection {
         let mut conn = Connection::new(cfg, syn.dst_port, syn.src_port, iss);
         conn.state = State::SynReceived;
         conn.passive = true;
-        conn.irs = syn.seq_number;
-        conn.rcv_nxt = syn.seq_number.wrapping_add(1);
-        conn.last_ack_sent = conn.rcv_nxt;
-        conn.rcv_adv = conn.rcv_nxt;
+        conn.rcv.irs = syn.seq_number;
+        conn.rcv.nxt = syn.seq_number.wrapping_add(1);
+        conn.rcv.last_ack_sent = conn.rcv.nxt;
+        conn.rcv.adv = conn.rcv.nxt;
         conn.negotiate(now, syn);
         // RFC 3168 section 6.1.1: an ECN-setup SYN (ECE and CWR) is answered with ECE. A SYN
         // that is itself ECN-capable is no ECN-setup SYN (Linux `tcp_ecn_create_request`): the
         // stack, which sees the IP header, clears its ECE and CWR.
         conn.ecn_ok = conn.p.ecn != Ecn::Off && syn.flags.contains(TcpFlags::ECE | TcpFlags::CWR);
-        conn.snd_wnd = u32::from(syn.window_len);
-        conn.max_snd_wnd = conn.snd_wnd;
-        conn.snd_wl1 = syn.seq_number;
-        conn.snd_wl2 = iss;
+        conn.snd.wnd = u32::from(syn.window_len);
+        conn.snd.max_wnd = conn.snd.wnd;
+        conn.snd.wl1 = syn.seq_number;
+        conn.snd.wl2 = iss;
         conn
     }
 
@@ -543,9 +488,9 @@ impl Connection {
         let iss = ack_number.wrapping_sub(1);
         let mut conn = Connection::new(cfg, ack.dst_port, ack.src_port, iss);
         conn.passive = true;
-        conn.irs = ack.seq_number.wrapping_sub(1);
-        conn.rcv_nxt = ack.seq_number;
-        conn.last_ack_sent = conn.rcv_nxt;
+        conn.rcv.irs = ack.seq_number.wrapping_sub(1);
+        conn.rcv.nxt = ack.seq_number;
+        conn.rcv.last_ack_sent = conn.rcv.nxt;
         conn.peer_mss = if cookie.mss == 0 { DEFAULT_MSS } else { cookie.mss };
         conn.ws_ok = conn.p.has(Opt::OfferWindowScale) && cookie.window_scale.is_some();
         if conn.ws_ok {
@@ -559,15 +504,15 @@ impl Connection {
             conn.ts_recent = tsval;
             conn.ts_recent_time = now;
         }
-        conn.snd_una = ack_number;
-        conn.snd_nxt = ack_number;
-        conn.snd_max = ack_number;
-        conn.tx_seq = ack_number;
-        conn.rcv_adv = conn.rcv_nxt.wrapping_add(conn.syn_window());
-        conn.snd_wnd = u32::from(ack.window_len) << conn.snd_wscale;
-        conn.max_snd_wnd = conn.snd_wnd;
-        conn.snd_wl1 = ack.seq_number;
-        conn.snd_wl2 = ack_number;
+        conn.snd.una = ack_number;
+        conn.snd.nxt = ack_number;
+        conn.snd.max = ack_number;
+        conn.snd.buf_seq = ack_number;
+        conn.rcv.adv = conn.rcv.nxt.wrapping_add(conn.syn_window());
+        conn.snd.wnd = u32::from(ack.window_len) << conn.snd_wscale;
+        conn.snd.max_wnd = conn.snd.wnd;
+        conn.snd.wl1 = ack.seq_number;
+        conn.snd.wl2 = ack_number;
         conn.establish(now);
         conn
     }
@@ -610,60 +555,23 @@ impl Connection {
         adv + slack
     }
 
-    /// RCV.WND: what is left of the window we advertised.
-    fn rcv_wnd(&self) -> u32 {
-        if seq::gt(self.rcv_adv, self.rcv_nxt) {
-            self.rcv_adv.wrapping_sub(self.rcv_nxt)
-        } else {
-            0
-        }
-    }
-
-    fn data_end(&self) -> u32 {
-        self.tx_seq.wrapping_add(self.tx.len() as u32)
-    }
-
-    /// Data in the buffer not sent yet.
-    fn has_unsent_data(&self) -> bool {
-        seq::lt(self.snd_nxt, self.data_end())
-    }
-
-    fn fin_acked(&self) -> bool {
-        self.fin_queued && self.snd_una == self.data_end().wrapping_add(1)
-    }
-
     fn tx_writable(&self) -> bool {
-        let free = (self.p.snd_buf as usize).saturating_sub(self.tx.len());
-        free > 0 && free >= self.tx.len() / 2
-    }
-
-    /// The sequence number of the next byte the application reads (Linux's `copied_seq`).
-    fn read_seq(&self) -> u32 {
-        self.rcv_nxt.wrapping_sub(self.rx.len() as u32).wrapping_sub(u32::from(self.fin_received))
+        let free = (self.p.snd_buf as usize).saturating_sub(self.snd.buf.len());
+        free > 0 && free >= self.snd.buf.len() / 2
     }
 
     fn can_send_data(&self) -> bool {
         matches!(self.state, State::Established | State::CloseWait | State::FinWait1 | State::Closing | State::LastAck)
     }
 
-    /// Room in the peer's window at SND.NXT.
-    fn snd_wnd_room(&self) -> u32 {
-        let end = self.snd_una.wrapping_add(self.snd_wnd);
-        if seq::gt(end, self.snd_nxt) {
-            end.wrapping_sub(self.snd_nxt)
-        } else {
-            0
-        }
-    }
-
     /// What a [`crate::TimeWait`] entry keeps.
     pub(crate) fn time_wait_parts(&self) -> TimeWaitParts {
-        let field = (self.rcv_wnd() >> self.rcv_wscale).min(0xffff) as u16;
+        let field = (self.rcv.wnd() >> self.rcv_wscale).min(0xffff) as u16;
         TimeWaitParts {
             deadline: self.timers.idle,
             time_wait: ms(self.p.time_wait_ms),
-            snd_nxt: self.snd_max,
-            rcv_nxt: self.rcv_nxt,
+            snd_nxt: self.snd.max,
+            rcv_nxt: self.rcv.nxt,
             ts_recent: self.ts_recent,
             ts_offset: self.ts_offset,
             window: field,

@@ -20,9 +20,9 @@ impl Connection {
         match self.state {
             State::Closed => return None,
             State::SynSent => {
-                return (self.snd_nxt == self.iss).then(|| self.send_syn(now));
+                return (self.snd.nxt == self.snd.iss).then(|| self.send_syn(now));
             }
-            State::SynReceived if self.snd_nxt == self.iss => return Some(self.send_syn(now)),
+            State::SynReceived if self.snd.nxt == self.snd.iss => return Some(self.send_syn(now)),
             _ => {}
         }
         if self.can_send_data() {
@@ -38,12 +38,12 @@ impl Connection {
         // same RTO), the peer never learns that its data arrived, and both sides wait forever
         // on each other's zero window. A delayed ACK counts: the probe would cancel its timer.
         if self.ack_now || self.challenge || (self.probe && self.timers.delack != NEVER) {
-            let seq = self.snd_max;
+            let seq = self.snd.max;
             return Some(self.emit(now, seq, 0, false, payload));
         }
         if self.probe {
             self.probe = false;
-            let seq = self.snd_una.wrapping_sub(1);
+            let seq = self.snd.una.wrapping_sub(1);
             return Some(self.emit(now, seq, 0, false, payload));
         }
         self.arm_persist(now);
@@ -71,24 +71,31 @@ impl Connection {
             (false, true) if self.rtt.backoff == 0 => TcpFlags::ECE | TcpFlags::CWR,
             _ => TcpFlags::empty(),
         };
-        let ack = synack.then_some(self.rcv_nxt);
+        let ack = synack.then_some(self.rcv.nxt);
         let repr = TcpRepr {
             window_scale: ws.then_some(self.rcv_wscale),
             max_seg_size: Some(self.p.mss),
             sack_permitted: sack,
             timestamp: ts.then(|| (self.ts_now(now), if synack { self.ts_recent } else { 0 })),
-            ..segment::bare_segment(self.local_port, self.remote_port, self.iss, ack, ecn | TcpFlags::SYN, wnd as u16)
+            ..segment::bare_segment(
+                self.local_port,
+                self.remote_port,
+                self.snd.iss,
+                ack,
+                ecn | TcpFlags::SYN,
+                wnd as u16,
+            )
         };
-        self.snd_nxt = self.iss.wrapping_add(1);
-        self.snd_max = self.snd_nxt;
+        self.snd.nxt = self.snd.iss.wrapping_add(1);
+        self.snd.max = self.snd.nxt;
         if self.rtt.backoff == 0 {
-            self.rtt.start_timing(self.snd_nxt, now);
+            self.rtt.start_timing(self.snd.nxt, now);
         } else {
             self.retransmitted(now);
         }
         self.timers.rtx = now + self.rto();
         if synack {
-            self.rcv_adv = seq::max(self.rcv_adv, self.rcv_nxt.wrapping_add(wnd));
+            self.rcv.adv = seq::max(self.rcv.adv, self.rcv.nxt.wrapping_add(wnd));
             self.ack_sent();
         }
         repr
@@ -108,8 +115,8 @@ impl Connection {
         }
         if self.rtx_first {
             self.rtx_first = false;
-            if seq::lt(self.snd_una, self.snd_max) {
-                let seq = self.snd_una;
+            if seq::lt(self.snd.una, self.snd.max) {
+                let seq = self.snd.una;
                 let limit = self.sacked.next_start_after(seq).map_or(usize::MAX, |s| s.wrapping_sub(seq) as usize);
                 return Some(self.retransmit(now, seq, limit, buf));
             }
@@ -146,15 +153,15 @@ impl Connection {
         let (repr, retransmitted) = match self.transmit_new(now, buf, true) {
             Some(repr) => (repr, false),
             None => {
-                let data_end = self.data_end();
-                let last = data_end.wrapping_sub(self.eff_mss().min(data_end.wrapping_sub(self.snd_una)));
-                if self.sacked.first_unsacked(last) == self.snd_max {
+                let data_end = self.snd.data_end();
+                let last = data_end.wrapping_sub(self.eff_mss().min(data_end.wrapping_sub(self.snd.una)));
+                if self.sacked.first_unsacked(last) == self.snd.max {
                     return None;
                 }
                 (self.retransmit(now, last, usize::MAX, buf), true)
             }
         };
-        self.rack.probe_sent(self.snd_max, retransmitted);
+        self.rack.probe_sent(self.snd.max, retransmitted);
         self.counters.loss_probes = self.counters.loss_probes.wrapping_add(1);
         self.timers.disarm_probe();
         Some(repr)
@@ -162,7 +169,7 @@ impl Connection {
 
     /// Sends again the segment at `seq` (at most `limit` bytes) without moving SND.NXT.
     pub(super) fn retransmit(&mut self, now: Instant, seq: u32, limit: usize, buf: &mut [u8]) -> TcpRepr {
-        let fin_sent = self.fin_queued && seq::gt(self.snd_max, self.data_end());
+        let fin_sent = self.snd.fin_queued && seq::gt(self.snd.max, self.snd.data_end());
         let repr = self.emit(now, seq, limit, fin_sent, buf);
         let end = seq.wrapping_add(repr.segment_len() as u32);
         self.sent.retransmitted(seq, end, now);
@@ -175,21 +182,21 @@ impl Connection {
     /// SACKed). Applies the peer's window, the congestion window, sender SWS avoidance and
     /// Nagle; a `loss_probe` only the peer's window.
     fn transmit_new(&mut self, now: Instant, buf: &mut [u8], loss_probe: bool) -> Option<TcpRepr> {
-        if seq::lt(self.snd_nxt, self.snd_max) {
-            while let Some(end) = self.sacked.covering(self.snd_nxt) {
-                self.snd_nxt = seq::min(end, self.snd_max);
-                if self.snd_nxt == self.snd_max {
+        if seq::lt(self.snd.nxt, self.snd.max) {
+            while let Some(end) = self.sacked.covering(self.snd.nxt) {
+                self.snd.nxt = seq::min(end, self.snd.max);
+                if self.snd.nxt == self.snd.max {
                     break;
                 }
             }
         }
-        let data_end = self.data_end();
-        let avail = if seq::lt(self.snd_nxt, data_end) { data_end.wrapping_sub(self.snd_nxt) as usize } else { 0 };
-        let fin_unsent = self.fin_queued && seq::le(self.snd_nxt, data_end);
+        let data_end = self.snd.data_end();
+        let avail = if seq::lt(self.snd.nxt, data_end) { data_end.wrapping_sub(self.snd.nxt) as usize } else { 0 };
+        let fin_unsent = self.snd.fin_queued && seq::le(self.snd.nxt, data_end);
         if avail == 0 && !fin_unsent {
             return None;
         }
-        let is_rtx = seq::lt(self.snd_nxt, self.snd_max);
+        let is_rtx = seq::lt(self.snd.nxt, self.snd.max);
         let mss = self.data_room(buf) as usize;
         let mut cwnd_room = self.cwnd_room();
         if self.recovery == Recovery::None && !is_rtx {
@@ -197,24 +204,24 @@ impl Connection {
             // of the first two duplicate ACKs, so that small windows still produce three of
             // them. (Added to the room instead, it gave one more segment on every call.)
             let allowed = self.cc.cwnd().saturating_add(u32::from(self.dupacks.min(2)) * self.eff_mss());
-            cwnd_room = allowed.saturating_sub(self.snd_nxt.wrapping_sub(self.snd_una));
+            cwnd_room = allowed.saturating_sub(self.snd.nxt.wrapping_sub(self.snd.una));
         }
         if loss_probe {
             cwnd_room = cwnd_room.max(mss as u32);
         }
-        let mut wnd_room = self.snd_wnd_room() as usize;
-        if is_rtx && self.snd_nxt == self.snd_una {
+        let mut wnd_room = self.snd.window_room() as usize;
+        if is_rtx && self.snd.nxt == self.snd.una {
             // The first segment after an RTO goes even if the peer shrank its window to zero:
             // the retransmission doubles as a window probe (RFC 9293 3.8.6.1; Linux too). Only
             // what was sent before goes beyond the window, not new data after it.
-            let sent = self.snd_max.wrapping_sub(self.snd_nxt) as usize;
+            let sent = self.snd.max.wrapping_sub(self.snd.nxt) as usize;
             wnd_room = wnd_room.max(mss.min(sent));
         }
         let mut len = avail.min(mss).min(wnd_room).min(cwnd_room as usize);
         if is_rtx {
             // Going back after an RTO: stop before what the peer SACKed.
-            if let Some(next) = self.sacked.next_start_after(self.snd_nxt) {
-                len = len.min(next.wrapping_sub(self.snd_nxt) as usize);
+            if let Some(next) = self.sacked.next_start_after(self.snd.nxt) {
+                len = len.min(next.wrapping_sub(self.snd.nxt) as usize);
             }
         }
         let force = core::mem::take(&mut self.force_send) || loss_probe;
@@ -228,17 +235,17 @@ impl Connection {
                 // Sender SWS avoidance (RFC 9293 3.8.6.2.1): no small segment unless it is
                 // half the largest window the peer offered.
                 let wnd_limited = len == wnd_room;
-                if !(wnd_limited && len >= self.max_snd_wnd as usize / 2) {
+                if !(wnd_limited && len >= self.snd.max_wnd as usize / 2) {
                     return None;
                 }
-            } else if !self.p.has(Opt::Nodelay) && !fin_unsent && !self.snd_urgent && self.snd_max != self.snd_una {
+            } else if !self.p.has(Opt::Nodelay) && !fin_unsent && !self.snd_urgent && self.snd.max != self.snd.una {
                 // Nagle (RFC 896, RFC 1122 4.2.3.4): one small segment in flight at a time
                 // (urgent data is not held back: Linux's `tcp_nagle_test`).
                 return None;
             }
         }
-        let seq = self.snd_nxt;
-        let was_idle = self.snd_una == self.snd_max;
+        let seq = self.snd.nxt;
+        let was_idle = self.snd.una == self.snd.max;
         let mut repr = self.emit(now, seq, len, fin_unsent, buf);
         if !is_rtx && repr.payload_len > 0 && self.ecn_ok {
             // RFC 3168 section 6.1.2: new data is ECN-capable; the first after a window
@@ -249,20 +256,20 @@ impl Connection {
             }
         }
         let sent = repr.segment_len() as u32;
-        let old_max = self.snd_max;
-        self.snd_nxt = seq.wrapping_add(sent);
-        if seq::gt(self.snd_nxt, self.snd_max) {
-            self.snd_max = self.snd_nxt;
+        let old_max = self.snd.max;
+        self.snd.nxt = seq.wrapping_add(sent);
+        if seq::gt(self.snd.nxt, self.snd.max) {
+            self.snd.max = self.snd.nxt;
             // Going back after an RTO, a segment may reach beyond what was sent before.
-            self.sent.sent_new(old_max, self.snd_max, now);
+            self.sent.sent_new(old_max, self.snd.max, now);
         }
         if is_rtx {
-            self.sent.retransmitted(seq, seq::min(self.snd_nxt, old_max), now);
+            self.sent.retransmitted(seq, seq::min(self.snd.nxt, old_max), now);
             self.counters.retransmits = self.counters.retransmits.wrapping_add(1);
             self.retransmitted(now);
         } else {
             if !self.rtt.timing() && !self.ts_ok && sent > 0 {
-                self.rtt.start_timing(self.snd_nxt, now);
+                self.rtt.start_timing(self.snd.nxt, now);
             }
         }
         if was_idle || self.timers.rtx == NEVER {
@@ -288,7 +295,7 @@ impl Connection {
         TcpRepr {
             sack_ranges: self.sack_blocks(),
             timestamp: self.ts_ok.then(|| (self.ts_now(now), self.ts_recent)),
-            ..segment::bare_segment(self.local_port, self.remote_port, seq, Some(self.rcv_nxt), flags, 0)
+            ..segment::bare_segment(self.local_port, self.remote_port, seq, Some(self.rcv.nxt), flags, 0)
         }
     }
 
@@ -296,10 +303,10 @@ impl Connection {
     /// D-SACK block if data arrived twice (RFC 2883 section 4): 4 fit in the options, 3 next
     /// to timestamps.
     fn sack_blocks(&self) -> [Option<(u32, u32)>; 4] {
-        let mut blocks = if self.sack_ok { self.ooo.blocks() } else { [None; 4] };
-        if self.sack_ok && self.dsack.0 != self.dsack.1 {
+        let mut blocks = if self.sack_ok { self.rcv.ooo.blocks() } else { [None; 4] };
+        if self.sack_ok && self.rcv.dsack.0 != self.rcv.dsack.1 {
             blocks.copy_within(0..3, 1);
-            blocks[0] = Some(self.dsack);
+            blocks[0] = Some(self.rcv.dsack);
         }
         if self.ts_ok {
             blocks[3] = None;
@@ -312,19 +319,22 @@ impl Connection {
     fn emit(&mut self, now: Instant, seq: u32, max_len: usize, fin_ok: bool, buf: &mut [u8]) -> TcpRepr {
         let mut repr = self.header(now, seq);
         let room = (usize::from(self.mss_cap()) + HEADER_LEN).saturating_sub(repr.header_len()).max(1);
-        let data_end = self.data_end();
-        let avail =
-            if seq::ge(seq, self.tx_seq) && seq::lt(seq, data_end) { data_end.wrapping_sub(seq) as usize } else { 0 };
+        let data_end = self.snd.data_end();
+        let avail = if seq::ge(seq, self.snd.buf_seq) && seq::lt(seq, data_end) {
+            data_end.wrapping_sub(seq) as usize
+        } else {
+            0
+        };
         let len = avail.min(max_len).min(room).min(buf.len());
         if len > 0 {
-            self.tx.read_at(seq.wrapping_sub(self.tx_seq) as usize, &mut buf[..len]);
+            self.snd.buf.read_at(seq.wrapping_sub(self.snd.buf_seq) as usize, &mut buf[..len]);
             repr.payload_len = len;
         }
         let end = seq.wrapping_add(len as u32);
         if len > 0 && end == data_end {
             repr.flags |= TcpFlags::PSH;
         }
-        if fin_ok && self.fin_queued && end == data_end && seq::ge(seq, self.tx_seq) {
+        if fin_ok && self.snd.fin_queued && end == data_end && seq::ge(seq, self.snd.buf_seq) {
             repr.flags |= TcpFlags::FIN;
         }
         if self.snd_urgent && seq::lt(seq, self.snd_up) {
@@ -335,7 +345,7 @@ impl Connection {
             if up <= 0xffff {
                 repr.flags |= TcpFlags::URG;
                 repr.urgent_at = up as u16;
-            } else if seq::gt(seq.wrapping_add(0xffff), self.snd_nxt) {
+            } else if seq::gt(seq.wrapping_add(0xffff), self.snd.nxt) {
                 repr.flags |= TcpFlags::URG;
                 repr.urgent_at = 0xffff;
             }
@@ -356,32 +366,32 @@ impl Connection {
         let shift = u32::from(self.rcv_wscale);
         let g = 1u32 << shift;
         let adv = self.rcv_buf_adv();
-        let used = self.rx.len() as u32;
+        let used = self.rcv.buf.len() as u32;
         let cand = adv.saturating_sub(used) & !(g - 1);
-        let cur = self.rcv_wnd();
+        let cur = self.rcv.wnd();
         let thresh = (adv / 2).min(u32::from(self.p.mss)).max(1);
         let wnd = if cand > cur && (cand - cur >= thresh || cand == (adv & !(g - 1))) { cand } else { cur };
-        let ring = if self.rx.is_allocated() { self.rx.capacity() } else { self.rx_cap() };
+        let ring = if self.rcv.buf.is_allocated() { self.rcv.buf.capacity() } else { self.rx_cap() };
         let phys = (ring as u32).saturating_sub(used);
         let mut field = ((u64::from(wnd) + u64::from(g) - 1) >> shift).min(0xffff) as u32;
         if field << shift > phys {
             // Rounding up would promise more than the ring holds: round down instead.
             field = wnd >> shift;
         }
-        let edge = self.rcv_nxt.wrapping_add(field << shift);
-        if seq::gt(edge, self.rcv_adv) {
-            self.rcv_adv = edge;
+        let edge = self.rcv.nxt.wrapping_add(field << shift);
+        if seq::gt(edge, self.rcv.adv) {
+            self.rcv.adv = edge;
         }
         field as u16
     }
 
     /// Bookkeeping for a segment that carries our ACK.
     fn ack_sent(&mut self) {
-        self.last_ack_sent = self.rcv_nxt;
+        self.rcv.last_ack_sent = self.rcv.nxt;
         self.ack_now = false;
-        self.dsack = (0, 0); // reported once (RFC 2883 section 4)
+        self.rcv.dsack = (0, 0); // reported once (RFC 2883 section 4)
         self.challenge = false;
         self.timers.delack = NEVER;
-        self.rcv_unacked = 0;
+        self.rcv.unacked = 0;
     }
 }

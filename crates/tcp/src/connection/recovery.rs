@@ -33,7 +33,7 @@ impl Connection {
     /// In fast recovery, or going back after an RTO until what was sent before it is
     /// acknowledged.
     pub(super) fn recovering(&self) -> bool {
-        self.recovery != Recovery::None || seq::lt(self.snd_una, self.recover)
+        self.recovery != Recovery::None || seq::lt(self.snd.una, self.recover)
     }
 
     /// Room in the congestion window for one more segment at SND.NXT.
@@ -42,16 +42,16 @@ impl Connection {
         match self.recovery {
             Recovery::Sack => cwnd.saturating_sub(self.pipe()),
             Recovery::NewReno => {
-                cwnd.saturating_add(self.inflate).saturating_sub(self.snd_nxt.wrapping_sub(self.snd_una))
+                cwnd.saturating_add(self.inflate).saturating_sub(self.snd.nxt.wrapping_sub(self.snd.una))
             }
-            Recovery::None => cwnd.saturating_sub(self.snd_nxt.wrapping_sub(self.snd_una)),
+            Recovery::None => cwnd.saturating_sub(self.snd.nxt.wrapping_sub(self.snd.una)),
         }
     }
 
     /// Fast recovery starts if loss detection found a loss, but not again for losses before
     /// `recover` (RFC 6582 section 3.2 step 2).
     pub(super) fn recover_if_lost(&mut self, now: Instant) {
-        if self.recovering() || self.snd_una == self.snd_max {
+        if self.recovering() || self.snd.una == self.snd.max {
             return;
         }
         // RACK replaces the duplicate-ACK rule where it runs (as on Linux).
@@ -63,14 +63,14 @@ impl Connection {
 
     fn enter_recovery(&mut self, now: Instant) {
         let mss = self.eff_mss();
-        let flight = self.snd_max.wrapping_sub(self.snd_una);
+        let flight = self.snd.in_flight();
         // RFC 3168 section 6.1.2: not again if ECE reduced the window for this one (Linux:
         // not in its CWR state); the next new data says CWR either way.
         if !self.ecn_reducing {
             self.cc.on_congestion_event(now, flight, mss);
         }
         self.ecn_cwr_pending = self.ecn_ok;
-        self.recover = self.snd_max;
+        self.recover = self.snd.max;
         self.rtt.stop_timing();
         // This recovery responds to the loss: a probe's outcome no longer matters.
         self.rack.end_probe();
@@ -93,18 +93,18 @@ impl Connection {
     pub(super) fn rack_delivered(&mut self, now: Instant, seg: &TcpRepr, ack: u32, dsack: Option<(u32, u32)>) {
         let mut ranges = [(0u32, 0u32); 5];
         let mut n = 0;
-        if seq::gt(ack, self.snd_una) {
-            ranges[0] = (self.snd_una, ack);
+        if seq::gt(ack, self.snd.una) {
+            ranges[0] = (self.snd.una, ack);
             n = 1;
         }
         for &(left, right) in seg.sack_ranges.iter().flatten() {
-            let valid = seq::lt(left, right) && seq::gt(right, ack) && seq::le(right, self.snd_max);
+            let valid = seq::lt(left, right) && seq::gt(right, ack) && seq::le(right, self.snd.max);
             if valid && Some((left, right)) != dsack {
                 ranges[n] = (seq::max(left, ack), right);
                 n += 1;
             }
         }
-        let una = self.snd_una;
+        let una = self.snd.una;
         ranges[..n].sort_unstable_by_key(|&(left, _)| left.wrapping_sub(una));
         let echo = if self.ts_ok { seg.timestamp.map(|(_, tsecr)| tsecr).filter(|&e| e != 0) } else { None };
         let (ts_offset, sent, sacked) = (self.ts_offset, &self.sent, &self.sacked);
@@ -115,7 +115,7 @@ impl Connection {
     /// RFC 8985 step 5, and the reordering timer for what is not lost yet.
     pub(super) fn rack_detect_loss(&mut self, now: Instant) {
         let mss = self.eff_mss();
-        let dupthresh_sacked = self.sacked.sacked_in(self.snd_una, self.snd_max) > (u32::from(DUPTHRESH) - 1) * mss;
+        let dupthresh_sacked = self.sacked.sacked_in(self.snd.una, self.snd.max) > (u32::from(DUPTHRESH) - 1) * mss;
         let reo_wnd = self.rack.reo_wnd(self.recovering(), dupthresh_sacked, self.rtt.srtt());
         let found = self.rack.detect_loss(now, &mut self.sent, &self.sacked, reo_wnd, mss);
         self.counters.rack_lost = self.counters.rack_lost.wrapping_add(found.lost_segments);
@@ -141,7 +141,7 @@ impl Connection {
             self.timers.loss = NEVER;
             return;
         }
-        let flight = self.snd_max.wrapping_sub(self.snd_una);
+        let flight = self.snd.in_flight();
         let pto = Rack::pto(self.rtt.has_sample().then(|| self.rtt.srtt()), flight, self.eff_mss());
         self.timers.loss = (now + pto).min(self.timers.rtx);
         self.timers.loss_kind = LossTimer::Probe;
@@ -152,14 +152,14 @@ impl Connection {
     pub(super) fn probe_allowed(&self) -> bool {
         self.rack_on()
             && self.can_send_data()
-            && self.snd_una != self.snd_max
+            && self.snd.una != self.snd.max
             && !self.recovering()
             && !self.rack.probe_open()
     }
 
     /// RACK's reordering timer (detect losses again) or the tail loss probe timeout.
     pub(super) fn on_loss_timer(&mut self, now: Instant) {
-        if !self.can_send_data() || self.snd_una == self.snd_max {
+        if !self.can_send_data() || self.snd.una == self.snd.max {
             return;
         }
         match self.timers.loss_kind {
@@ -188,7 +188,7 @@ impl Connection {
         self.rack.end_probe();
         self.timers.loss = NEVER;
         let mss = self.eff_mss();
-        let flight = self.snd_max.wrapping_sub(self.snd_una);
+        let flight = self.snd.in_flight();
         self.cc.on_retransmission_timeout(now, flight, mss, self.rtt.backoff == 0);
         self.ecn_window_reduced();
         if self.rtt.backoff >= 1 {
@@ -199,11 +199,11 @@ impl Connection {
         self.recovery = Recovery::None;
         self.inflate = 0;
         self.dupacks = 0;
-        self.recover = self.snd_max;
+        self.recover = self.snd.max;
         self.rtx_first = false;
         self.rtt.stop_timing();
         self.rtt.backoff = self.rtt.backoff.saturating_add(1);
-        self.snd_nxt = self.snd_una;
+        self.snd.nxt = self.snd.una;
         self.timers.rtx = now + self.rto();
     }
 }

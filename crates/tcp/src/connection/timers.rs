@@ -101,13 +101,13 @@ impl Connection {
                 self.counters.timeouts = self.counters.timeouts.wrapping_add(1);
                 self.syn_retransmitted = true;
                 self.rtt.stop_timing();
-                self.snd_nxt = self.iss;
+                self.snd.nxt = self.snd.iss;
                 self.timers.rtx = now + self.rto();
             }
             State::Established | State::FinWait1 | State::CloseWait | State::Closing | State::LastAck => {
-                if self.snd_una != self.snd_max {
+                if self.snd.una != self.snd.max {
                     self.on_rto(now);
-                } else if self.has_unsent_data() {
+                } else if self.snd.has_unsent_data() {
                     self.on_persist(now);
                 }
             }
@@ -122,7 +122,7 @@ impl Connection {
             self.fail(Error::TimedOut, EV_TIMED_OUT);
             return;
         }
-        if self.snd_wnd_room() > 0 {
+        if self.snd.window_room() > 0 {
             self.force_send = true;
         } else {
             self.probe = true;
@@ -135,10 +135,10 @@ impl Connection {
     fn on_idle_timer(&mut self, now: Instant) {
         match self.state {
             State::TimeWait => self.enter_closed(),
-            State::FinWait2 if self.rcv_closed => self.enter_closed(),
+            State::FinWait2 if self.rcv.closed => self.enter_closed(),
             State::Established | State::CloseWait if self.p.has(Opt::Keepalive) => {
                 // RFC 1122 4.2.3.6, Linux's rules: only when nothing is outstanding.
-                if self.snd_una != self.snd_max || self.has_unsent_data() {
+                if self.snd.una != self.snd.max || self.snd.has_unsent_data() {
                     self.timers.idle = now + ms(self.p.ka_idle_ms);
                     return;
                 }
@@ -157,10 +157,10 @@ impl Connection {
     /// Arms the persist timer when data waits, nothing is in flight and no timer runs.
     pub(super) fn arm_persist(&mut self, now: Instant) {
         if self.can_send_data()
-            && self.snd_una == self.snd_max
+            && self.snd.una == self.snd.max
             && self.timers.rtx == NEVER
-            && self.has_unsent_data()
-            && self.snd_wnd_room() < self.eff_mss()
+            && self.snd.has_unsent_data()
+            && self.snd.window_room() < self.eff_mss()
         {
             self.timers.rtx = now + self.persist_interval();
         }

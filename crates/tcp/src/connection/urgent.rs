@@ -28,7 +28,7 @@ impl Connection {
     pub fn send_urgent(&mut self, data: &[u8]) -> Result<usize, Error> {
         let n = self.send(data)?;
         if n > 0 {
-            self.snd_up = self.data_end();
+            self.snd_up = self.snd.data_end();
             self.snd_urgent = true;
         }
         Ok(n)
@@ -43,7 +43,7 @@ impl Connection {
         if self.p.has(Opt::OobInline) || matches!(self.rcv_urg, UrgentIn::None | UrgentIn::Taken) {
             return Err(Error::InvalidInput);
         }
-        if self.state == State::Closed && !self.fin_received {
+        if self.state == State::Closed && !self.rcv.fin_received {
             return Err(Error::NotConnected);
         }
         if let UrgentIn::Arrived(byte) = self.rcv_urg {
@@ -52,7 +52,7 @@ impl Connection {
             }
             return Ok(Some(byte));
         }
-        if self.fin_received || self.state == State::Closed {
+        if self.rcv.fin_received || self.state == State::Closed {
             return Ok(None);
         }
         Err(Error::WouldBlock)
@@ -61,7 +61,7 @@ impl Connection {
     /// Bytes between the reader and the urgent mark (`Some(0)`: at the mark, SIOCATMARK), or
     /// `None` without urgent data ahead.
     pub fn urgent_mark(&self) -> Option<usize> {
-        (self.rcv_urg != UrgentIn::None).then(|| self.rcv_up.wrapping_sub(self.read_seq()) as usize)
+        (self.rcv_urg != UrgentIn::None).then(|| self.rcv_up.wrapping_sub(self.rcv.read_seq()) as usize)
     }
 
     /// SO_OOBINLINE: the urgent byte stays in the stream (`recv` returns it, `recv_urgent` says
@@ -78,7 +78,7 @@ impl Connection {
     /// What a read takes from the receive buffer: `(skip, len)`, the urgent byte skipped at the
     /// mark (unless SO_OOBINLINE) and `len` bytes after it, ending at a mark ahead.
     pub(super) fn readable_span(&self) -> (usize, usize) {
-        let avail = self.rx.len();
+        let avail = self.rcv.buf.len();
         match self.urgent_mark() {
             Some(0) if !self.p.has(Opt::OobInline) && avail > 0 => (1, avail - 1),
             Some(ahead) if ahead > 0 => (0, ahead.min(avail)),
@@ -88,7 +88,7 @@ impl Connection {
 
     /// After a read: once the reader is past the mark there is no urgent data any more.
     pub(super) fn passed_urgent_mark(&mut self) {
-        if self.rcv_urg != UrgentIn::None && seq::gt(self.read_seq(), self.rcv_up) {
+        if self.rcv_urg != UrgentIn::None && seq::gt(self.rcv.read_seq(), self.rcv_up) {
             self.rcv_urg = UrgentIn::None;
         }
     }
@@ -101,12 +101,12 @@ impl Connection {
     /// with its byte unread, the byte goes (else it would turn up in the stream).
     pub(super) fn urgent_pointer(&mut self, seg_seq: u32, up: u16) {
         let at = seg_seq.wrapping_add(u32::from(up.saturating_sub(1)));
-        if seq::lt(at, self.rcv_nxt) || (self.rcv_urg != UrgentIn::None && seq::le(at, self.rcv_up)) {
+        if seq::lt(at, self.rcv.nxt) || (self.rcv_urg != UrgentIn::None && seq::le(at, self.rcv_up)) {
             return;
         }
         self.events |= EV_URGENT;
-        if self.urgent_mark() == Some(0) && !self.p.has(Opt::OobInline) && self.rx.len() > 0 {
-            self.rx.pop(1);
+        if self.urgent_mark() == Some(0) && !self.p.has(Opt::OobInline) && self.rcv.buf.len() > 0 {
+            self.rcv.buf.pop(1);
         }
         self.rcv_urg = UrgentIn::Announced;
         self.rcv_up = at;
