@@ -258,7 +258,7 @@ impl Connection {
     pub fn release_buffers(&mut self) {
         self.snd.buf.release();
         if self.snd.una == self.snd.max {
-            self.sent.clear();
+            self.loss.sent.clear();
         }
         if self.rcv.ooo.is_empty() {
             self.rcv.buf.release();
@@ -330,7 +330,7 @@ impl Connection {
             rcv_wscale: self.ws_ok.then_some(self.rcv_wscale),
             timestamps: self.ts_ok,
             sack: self.sack_ok,
-            in_recovery: self.recovery != Recovery::None,
+            in_recovery: self.loss.mode != Recovery::None,
             bytes_in_flight: self.snd.in_flight(),
             send_queue: self.snd.buf.len() as u32,
             recv_queue: self.rcv.buf.len() as u32,

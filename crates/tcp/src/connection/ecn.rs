@@ -14,7 +14,7 @@ impl Connection {
         if self.ecn_reducing && seq::gt(self.snd.una, self.ecn_reduced_at) {
             self.ecn_reducing = false;
         }
-        if seg.flags.contains(TcpFlags::ECE) && !self.ecn_reducing && self.recovery == Recovery::None {
+        if seg.flags.contains(TcpFlags::ECE) && !self.ecn_reducing && self.loss.mode == Recovery::None {
             self.cc.on_congestion_event(now, flight, self.eff_mss());
             self.ecn_window_reduced();
         }

@@ -144,7 +144,7 @@ impl Connection {
             self.rtt.after_syn_loss(self.p.rto_max_us);
         }
         self.rtt.backoff = 0;
-        self.recover = self.snd.una;
+        self.loss.recover = self.snd.una;
         self.timers.rtx = if self.snd.una == self.snd.max { NEVER } else { now + self.rto() };
         if self.p.has(Opt::Keepalive) && self.state == State::Established {
             self.timers.idle = now + ms(self.p.ka_idle_ms);
@@ -388,14 +388,14 @@ impl Connection {
         self.timers.loss = NEVER;
         self.snd.buf.clear();
         self.rcv.ooo.clear();
-        self.sacked.clear();
-        self.sent.clear();
-        self.send_probe = false;
-        self.recovery = Recovery::None;
+        self.loss.sacked.clear();
+        self.loss.sent.clear();
+        self.loss.send_probe = false;
+        self.loss.mode = Recovery::None;
         self.ack_now = false;
         self.challenge = false;
         self.probe = false;
-        self.rtx_first = false;
+        self.loss.rtx_first = false;
         self.force_send = false;
         self.events |= EV_CLOSED;
     }
@@ -405,8 +405,8 @@ impl Connection {
         self.timers.rtx = NEVER;
         self.timers.loss = NEVER;
         self.timers.idle = now + ms(self.p.time_wait_ms);
-        self.sacked.clear();
-        self.sent.clear();
+        self.loss.sacked.clear();
+        self.loss.sent.clear();
         self.snd.buf.clear();
         self.events |= EV_TIME_WAIT;
     }
@@ -432,17 +432,7 @@ impl Connection {
         let old_una = self.snd.una;
         let was_recovering = self.recovering();
         let dsack = if self.sack_ok { dsack_block(seg, ack) } else { None };
-        if self.rack_on() {
-            // RACK's view of what this ACK delivers, before the scoreboard takes it in.
-            self.rack_delivered(now, seg, ack, dsack);
-        }
-        if self.sack_ok {
-            for &(left, right) in seg.sack_ranges.iter().flatten() {
-                if seq::lt(left, right) && seq::gt(right, ack) && seq::le(right, self.snd.max) {
-                    self.sacked.add(seq::max(left, ack), right);
-                }
-            }
-        }
+        self.take_in_sack(now, seg, ack, dsack);
 
         // The window update (RFC 9293 3.10.7.4, SND.WL1/SND.WL2), and also from any segment
         // that acknowledges new data, as Linux does (`tcp_may_update_window`): the peer's ACKs
@@ -473,39 +463,17 @@ impl Connection {
         if seq::gt(ack, self.snd.una) {
             self.on_new_ack(now, seg, ack);
         } else if is_dup {
-            self.dupacks = self.dupacks.saturating_add(1);
-            if self.recovery == Recovery::NewReno {
+            self.loss.dupacks = self.loss.dupacks.saturating_add(1);
+            if self.loss.mode == Recovery::NewReno {
                 // RFC 6582 section 3.2 step 4: inflate for each further duplicate.
-                self.inflate = self.inflate.saturating_add(self.eff_mss());
+                self.loss.inflate = self.loss.inflate.saturating_add(self.eff_mss());
             }
         }
 
         if self.state == State::Closed {
             return true;
         }
-        // Loss detection: with SACK, RACK (RFC 8985) or else RFC 6675's IsLost mark what is
-        // lost in the transmit log; without, three duplicate ACKs say it (RFC 5681 3.2).
-        if self.rack_on() {
-            let recovery_ended = was_recovering && !self.recovering();
-            self.rack.update_reo_wnd(self.snd.una, self.snd.max, dsack.is_some(), recovery_ended);
-            let pure_dupack = is_dup && seg.sack_ranges[0].is_none();
-            if self.rack.probe_acked(ack, dsack, pure_dupack) {
-                // The probe repaired a loss by itself (RFC 8985 section 7.4.2): congestion
-                // control responds as to any loss, from the window rather than the flight,
-                // as Linux does (`tcp_process_tlp_ack`): the flight at a tail is a segment or
-                // two, and would cut a window that was fine to its floor.
-                self.counters.loss_probe_recoveries = self.counters.loss_probe_recoveries.wrapping_add(1);
-                self.cc.on_congestion_event(now, self.cc.cwnd(), self.eff_mss());
-            }
-            if self.rack.take_advanced() {
-                self.rack_detect_loss(now);
-            }
-        } else if self.sack_ok && !self.sacked.is_empty() {
-            let lost_end = seq::min(self.sacked.lost_end(self.snd.una, self.eff_mss()), self.snd.max);
-            if seq::gt(lost_end, self.snd.una) {
-                self.sent.mark_lost(self.snd.una, lost_end, false);
-            }
-        }
+        self.detect_loss_on_ack(now, seg, ack, dsack, is_dup, was_recovering);
         self.recover_if_lost(now);
         if self.ecn_ok {
             self.on_ecn_ack(now, seg, flight_before);
@@ -538,38 +506,13 @@ impl Connection {
         if self.snd_urgent && seq::ge(ack, self.snd_up) {
             self.snd_urgent = false;
         }
-        self.sacked.trim(ack);
-        let sent_once_at = self.sent.first_sent_once();
-        self.sent.acked(ack);
+        self.loss.sacked.trim(ack);
+        let sent_once_at = self.loss.sent.first_sent_once();
+        self.loss.sent.acked(ack);
         self.rtt_on_ack(now, seg, ack, sent_once_at);
         self.rtt.backoff = 0;
 
-        let mss = self.eff_mss();
-        let flight = self.snd.in_flight();
-        match self.recovery {
-            Recovery::None => {
-                self.dupacks = 0;
-                // RFC 7661: grow only a window that is in use (at least half of it in flight).
-                if flight_before.saturating_mul(2) >= self.cc.cwnd() {
-                    self.cc.on_ack(now, acked, mss);
-                }
-            }
-            Recovery::NewReno | Recovery::Sack if seq::ge(ack, self.recover) => {
-                // Full ACK: recovery is over.
-                self.recovery = Recovery::None;
-                self.inflate = 0;
-                self.dupacks = 0;
-                self.cc.on_recovery_exit(now, flight, mss);
-            }
-            Recovery::NewReno => {
-                // Partial ACK (RFC 6582 section 3.2 step 5): retransmit the next hole,
-                // deflate by what was acknowledged, give back one SMSS if it was that much.
-                self.rtx_first = true;
-                let back = if acked >= mss { mss } else { 0 };
-                self.inflate = (self.inflate + back).saturating_sub(acked);
-            }
-            Recovery::Sack => {}
-        }
+        self.new_ack_in_recovery(now, ack, acked, flight_before);
 
         // RFC 6298 section 5.2 and 5.3.
         self.timers.rtx = if self.snd.una == self.snd.max { NEVER } else { now + self.rto() };

@@ -20,10 +20,7 @@ use wire::{TcpFlags, TcpRepr};
 
 use crate::config::{Config, Ecn, Keepalive};
 use crate::congestion::{Congestion, CongestionControl};
-use crate::rack::Rack;
-use crate::ranges::Scoreboard;
 use crate::segment;
-use crate::sent::SentLog;
 use crate::seq;
 use crate::{Duration, Instant, MILLISECOND, SECOND};
 
@@ -290,14 +287,7 @@ pub struct Connection {
 
     snd: SendSpace,
     rcv: RecvSpace,
-    /// RFC 6582 `recover` (exclusive: the highest sequence number sent plus one at loss).
-    recover: u32,
-    /// NewReno's window inflation during fast recovery.
-    inflate: u32,
-    sacked: Scoreboard,
-    /// When each range in flight was sent, and what recovery made of it.
-    sent: SentLog,
-    rack: Rack,
+    loss: LossRecovery,
     /// SND.UP: the sequence number after the last urgent byte sent (Linux's `snd_up`), while
     /// `snd_urgent`.
     snd_up: u32,
@@ -333,12 +323,10 @@ pub struct Connection {
     /// too big" (RFC 1191, 8201); `u16::MAX` until the path says otherwise.
     path_mss: u16,
     state: State,
-    recovery: Recovery,
     error: Option<Error>,
     events: u16,
     snd_wscale: u8,
     rcv_wscale: u8,
-    dupacks: u8,
 
     ws_ok: bool,
     sack_ok: bool,
@@ -347,14 +335,10 @@ pub struct Connection {
     syn_retransmitted: bool,
     ack_now: bool,
     challenge: bool,
-    /// Retransmit the segment at SND.UNA next (fast retransmit, NewReno partial ACK).
-    rtx_first: bool,
     /// Send a probe (zero window or keepalive): an ACK with SEG.SEQ = SND.UNA - 1.
     probe: bool,
     /// The persist timer fired with a small window open: send what fits, SWS or not.
     force_send: bool,
-    /// The probe timeout fired: send a tail loss probe.
-    send_probe: bool,
     invalid_acked: bool,
     /// ECN (RFC 3168) is in use: negotiated, or asked for in our SYN (SYN-SENT).
     ecn_ok: bool,
@@ -392,11 +376,7 @@ impl Connection {
             p,
             cc: Congestion::new(cfg.congestion),
             snd: SendSpace::new(iss),
-            recover: iss,
-            inflate: 0,
-            sacked: Scoreboard::default(),
-            sent: SentLog::default(),
-            rack: Rack::new(iss),
+            loss: LossRecovery::new(iss),
             snd_up: iss,
             rcv: RecvSpace { mss: p.mss.min(DEFAULT_MSS), ..RecvSpace::default() },
             rcv_up: 0,
@@ -417,12 +397,10 @@ impl Connection {
             peer_mss: DEFAULT_MSS,
             path_mss: u16::MAX,
             state: State::Closed,
-            recovery: Recovery::None,
             error: None,
             events: 0,
             snd_wscale: 0,
             rcv_wscale,
-            dupacks: 0,
             ws_ok: false,
             sack_ok: false,
             ts_ok: false,
@@ -430,10 +408,8 @@ impl Connection {
             syn_retransmitted: false,
             ack_now: false,
             challenge: false,
-            rtx_first: false,
             probe: false,
             force_send: false,
-            send_probe: false,
             invalid_acked: false,
             ecn_ok: false,
             ecn_echo: false,

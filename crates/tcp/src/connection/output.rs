@@ -108,26 +108,26 @@ impl Connection {
             // segments, so that a caller polling until `None` always gets there.
             return None;
         }
-        if std::mem::take(&mut self.send_probe) {
+        if std::mem::take(&mut self.loss.send_probe) {
             if let Some(repr) = self.transmit_probe(now, buf) {
                 return Some(repr);
             }
         }
-        if self.rtx_first {
-            self.rtx_first = false;
+        if self.loss.rtx_first {
+            self.loss.rtx_first = false;
             if seq::lt(self.snd.una, self.snd.max) {
                 let seq = self.snd.una;
-                let limit = self.sacked.next_start_after(seq).map_or(usize::MAX, |s| s.wrapping_sub(seq) as usize);
+                let limit = self.loss.sacked.next_start_after(seq).map_or(usize::MAX, |s| s.wrapping_sub(seq) as usize);
                 return Some(self.retransmit(now, seq, limit, buf));
             }
         }
-        if self.recovery == Recovery::Sack {
+        if self.loss.mode == Recovery::Sack {
             let mss = self.eff_mss();
-            if self.cc.cwnd().saturating_sub(self.pipe()) < mss {
+            if self.cc.cwnd().saturating_sub(self.loss.pipe()) < mss {
                 return None;
             }
             // Rule 1: the first un-SACKed range deemed lost and not sent again.
-            if let Some((s, e)) = self.sent.next_lost(&self.sacked) {
+            if let Some((s, e)) = self.loss.sent.next_lost(&self.loss.sacked) {
                 return Some(self.retransmit(now, s, e.wrapping_sub(s) as usize, buf));
             }
             // Rule 2: new data.
@@ -136,8 +136,8 @@ impl Connection {
             }
             // Rule 3: an un-SACKed range below the highest SACKed one, neither lost nor sent
             // again.
-            let high = self.sacked.highest()?;
-            let (s, e) = self.sent.next_unmarked_below(&self.sacked, high)?;
+            let high = self.loss.sacked.highest()?;
+            let (s, e) = self.loss.sent.next_unmarked_below(&self.loss.sacked, high)?;
             return Some(self.retransmit(now, s, e.wrapping_sub(s) as usize, buf));
         }
         self.transmit_new(now, buf, false)
@@ -155,13 +155,13 @@ impl Connection {
             None => {
                 let data_end = self.snd.data_end();
                 let last = data_end.wrapping_sub(self.eff_mss().min(data_end.wrapping_sub(self.snd.una)));
-                if self.sacked.first_unsacked(last) == self.snd.max {
+                if self.loss.sacked.first_unsacked(last) == self.snd.max {
                     return None;
                 }
                 (self.retransmit(now, last, usize::MAX, buf), true)
             }
         };
-        self.rack.probe_sent(self.snd.max, retransmitted);
+        self.loss.rack.probe_sent(self.snd.max, retransmitted);
         self.counters.loss_probes = self.counters.loss_probes.wrapping_add(1);
         self.timers.disarm_probe();
         Some(repr)
@@ -172,7 +172,7 @@ impl Connection {
         let fin_sent = self.snd.fin_queued && seq::gt(self.snd.max, self.snd.data_end());
         let repr = self.emit(now, seq, limit, fin_sent, buf);
         let end = seq.wrapping_add(repr.segment_len() as u32);
-        self.sent.retransmitted(seq, end, now);
+        self.loss.sent.retransmitted(seq, end, now);
         self.counters.retransmits = self.counters.retransmits.wrapping_add(1);
         self.retransmitted(now);
         repr
@@ -183,7 +183,7 @@ impl Connection {
     /// Nagle; a `loss_probe` only the peer's window.
     fn transmit_new(&mut self, now: Instant, buf: &mut [u8], loss_probe: bool) -> Option<TcpRepr> {
         if seq::lt(self.snd.nxt, self.snd.max) {
-            while let Some(end) = self.sacked.covering(self.snd.nxt) {
+            while let Some(end) = self.loss.sacked.covering(self.snd.nxt) {
                 self.snd.nxt = seq::min(end, self.snd.max);
                 if self.snd.nxt == self.snd.max {
                     break;
@@ -199,11 +199,11 @@ impl Connection {
         let is_rtx = seq::lt(self.snd.nxt, self.snd.max);
         let mss = self.data_room(buf) as usize;
         let mut cwnd_room = self.cwnd_room();
-        if self.recovery == Recovery::None && !is_rtx {
+        if self.loss.mode == Recovery::None && !is_rtx {
             // Limited Transmit (RFC 3042): the flight may reach cwnd plus one segment for each
             // of the first two duplicate ACKs, so that small windows still produce three of
             // them. (Added to the room instead, it gave one more segment on every call.)
-            let allowed = self.cc.cwnd().saturating_add(u32::from(self.dupacks.min(2)) * self.eff_mss());
+            let allowed = self.cc.cwnd().saturating_add(u32::from(self.loss.dupacks.min(2)) * self.eff_mss());
             cwnd_room = allowed.saturating_sub(self.snd.nxt.wrapping_sub(self.snd.una));
         }
         if loss_probe {
@@ -220,7 +220,7 @@ impl Connection {
         let mut len = avail.min(mss).min(wnd_room).min(cwnd_room as usize);
         if is_rtx {
             // Going back after an RTO: stop before what the peer SACKed.
-            if let Some(next) = self.sacked.next_start_after(self.snd.nxt) {
+            if let Some(next) = self.loss.sacked.next_start_after(self.snd.nxt) {
                 len = len.min(next.wrapping_sub(self.snd.nxt) as usize);
             }
         }
@@ -261,10 +261,10 @@ impl Connection {
         if seq::gt(self.snd.nxt, self.snd.max) {
             self.snd.max = self.snd.nxt;
             // Going back after an RTO, a segment may reach beyond what was sent before.
-            self.sent.sent_new(old_max, self.snd.max, now);
+            self.loss.sent.sent_new(old_max, self.snd.max, now);
         }
         if is_rtx {
-            self.sent.retransmitted(seq, seq::min(self.snd.nxt, old_max), now);
+            self.loss.sent.retransmitted(seq, seq::min(self.snd.nxt, old_max), now);
             self.counters.retransmits = self.counters.retransmits.wrapping_add(1);
             self.retransmitted(now);
         } else {

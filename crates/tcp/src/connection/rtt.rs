@@ -171,7 +171,7 @@ impl Connection {
             self.rtt.timed_sample(ack, now)
         };
         if let Some(r) = sample {
-            self.rack.rtt_sample(r);
+            self.loss.rack.rtt_sample(r);
             self.rtt.sample(r, self.p.rto_min_us, self.p.rto_max_us);
             self.cc.on_rtt_update(self.rtt.srtt());
         }
