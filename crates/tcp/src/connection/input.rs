@@ -434,28 +434,11 @@ impl Connection {
         let dsack = if self.sack_ok { dsack_block(seg, ack) } else { None };
         self.take_in_sack(now, seg, ack, dsack);
 
-        // The window update (RFC 9293 3.10.7.4, SND.WL1/SND.WL2), and also from any segment
-        // that acknowledges new data, as Linux does (`tcp_may_update_window`): the peer's ACKs
-        // only grow, so such a segment was made after every one we used, even if its SEG.SEQ
-        // is older (a retransmission that fills a hole behind data we have seen). SND.WND is
-        // counted from SND.UNA: moving SND.UNA while keeping the old SND.WND would move the
-        // right edge beyond anything the peer offered, and we would send into a window it
-        // never had.
-        if seq::le(self.snd.una, ack)
-            && (seq::lt(self.snd.una, ack)
-                || seq::lt(self.snd.wl1, seq)
-                || (self.snd.wl1 == seq && seq::le(self.snd.wl2, ack)))
-        {
-            let opened = self.snd.wnd == 0 && seg_wnd > 0;
-            self.snd.wnd = seg_wnd;
-            self.snd.wl1 = seq;
-            self.snd.wl2 = ack;
-            self.snd.max_wnd = self.snd.max_wnd.max(seg_wnd);
-            if opened {
-                self.timers.persist_backoff = 0;
-                if self.snd.una == self.snd.max {
-                    self.timers.rtx = NEVER;
-                }
+        if self.snd.update_window(seq, ack, seg_wnd) {
+            // A zero window opened: the persist timer is done.
+            self.timers.persist_backoff = 0;
+            if self.snd.una == self.snd.max {
+                self.timers.rtx = NEVER;
             }
         }
         self.timers.window_probes = 0;
@@ -490,19 +473,7 @@ impl Connection {
         let acked = ack.wrapping_sub(self.snd.una);
         self.bytes_acked = self.bytes_acked.saturating_add(acked);
         let flight_before = self.snd.in_flight();
-        let data_end = self.snd.data_end();
-        let upto = seq::min(ack, data_end);
-        let mut freed = false;
-        if seq::gt(upto, self.snd.buf_seq) {
-            let n = upto.wrapping_sub(self.snd.buf_seq);
-            self.snd.buf.pop(n as usize);
-            self.snd.buf_seq = upto;
-            freed = true;
-        }
-        self.snd.una = ack;
-        if seq::lt(self.snd.nxt, ack) {
-            self.snd.nxt = ack;
-        }
+        let freed = self.snd.acknowledge(ack);
         if self.snd_urgent && seq::ge(ack, self.snd_up) {
             self.snd_urgent = false;
         }

@@ -75,6 +75,45 @@ impl SendSpace {
         self.fin_queued && self.una == self.data_end().wrapping_add(1)
     }
 
+    /// The peer acknowledged up to `ack`, beyond SND.UNA: SND.UNA moves there (SND.NXT too if
+    /// it was behind) and the acknowledged data leaves the buffer. Returns whether buffer space
+    /// was freed.
+    pub(super) fn acknowledge(&mut self, ack: u32) -> bool {
+        let upto = seq::min(ack, self.data_end());
+        let mut freed = false;
+        if seq::gt(upto, self.buf_seq) {
+            self.buf.pop(upto.wrapping_sub(self.buf_seq) as usize);
+            self.buf_seq = upto;
+            freed = true;
+        }
+        self.una = ack;
+        if seq::lt(self.nxt, ack) {
+            self.nxt = ack;
+        }
+        freed
+    }
+
+    /// The window update from a segment at `seq` acknowledging `ack` with window `wnd` (scaled),
+    /// if it is not older than the last: RFC 9293 3.10.7.4 (SND.WL1/SND.WL2), and also from any
+    /// segment that acknowledges new data, as Linux does (`tcp_may_update_window`): the peer's
+    /// ACKs only grow, so such a segment was made after every one we used, even if its SEG.SEQ
+    /// is older (a retransmission that fills a hole behind data we have seen). SND.WND is
+    /// counted from SND.UNA: moving SND.UNA while keeping the old SND.WND would move the right
+    /// edge beyond anything the peer offered, and we would send into a window it never had.
+    /// Returns whether a zero window opened.
+    pub(super) fn update_window(&mut self, seq: u32, ack: u32, wnd: u32) -> bool {
+        let newer = seq::lt(self.una, ack) || seq::lt(self.wl1, seq) || (self.wl1 == seq && seq::le(self.wl2, ack));
+        if !(seq::le(self.una, ack) && newer) {
+            return false;
+        }
+        let opened = self.wnd == 0 && wnd > 0;
+        self.wnd = wnd;
+        self.wl1 = seq;
+        self.wl2 = ack;
+        self.max_wnd = self.max_wnd.max(wnd);
+        opened
+    }
+
     /// Room in the peer's window at SND.NXT.
     pub(super) fn window_room(&self) -> u32 {
         let end = self.una.wrapping_add(self.wnd);
