@@ -286,7 +286,7 @@ impl Connection {
     /// ECT(0) in its IP header: new data of an ECN connection, never a retransmission, a pure
     /// ACK, a window probe, a SYN or a RST (RFC 3168 sections 6.1.1, 6.1.4 and 6.1.5).
     pub fn transmit_ect(&self) -> bool {
-        self.tx_ect
+        self.ecn.has(EcnBit::TransmitEct)
     }
 
     /// Path MTU discovery (RFC 1191 for IPv4, RFC 8201 for IPv6): an ICMP "fragmentation

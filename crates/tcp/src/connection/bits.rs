@@ -44,4 +44,11 @@ impl<B: Bit> Bits<B> {
             self.0 &= !Self::mask(bit);
         }
     }
+
+    /// Whether `bit` was set; it is clear afterwards.
+    pub(super) fn take(&mut self, bit: B) -> bool {
+        let was = self.has(bit);
+        self.0 &= !Self::mask(bit);
+        was
+    }
 }

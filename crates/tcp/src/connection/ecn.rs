@@ -1,8 +1,63 @@
-//! Explicit Congestion Notification (RFC 3168) on an established connection: what an ECE does
-//! to the congestion window and when CWR goes out. Negotiation happens with the handshake
-//! (`input`, `output`); marking segments ECN-capable is `output`'s.
+//! Explicit Congestion Notification (RFC 3168): [`EcnState`] owns whether ECN is in use, the
+//! echo of congestion the peer told us about, the CWR we owe and the window of the last
+//! reduction; the connection's methods here decide what an ECE does to the congestion window.
+//! Negotiation happens with the handshake (`input`, `output`) and the IP header's codepoints
+//! are the stack's: this part sees only "arrived CE-marked" and says "send ECN-capable".
 
+use super::bits::{Bit, Bits};
 use super::*;
+
+/// ECN's one-bit facts.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum EcnBit {
+    /// ECN is in use: negotiated, or asked for in our SYN (SYN-SENT).
+    On,
+    /// The peer sent us CE-marked data: every segment carries ECE until its CWR.
+    Echo,
+    /// The window was reduced: the next new data segment carries CWR.
+    CwrPending,
+    /// Within the window of the last reduction (see `reduced_at`).
+    Reducing,
+    /// The segment being handled arrived CE-marked.
+    SegmentCe,
+    /// The segment `poll_transmit` returned last goes out ECN-capable, ECT(0).
+    TransmitEct,
+}
+
+impl Bit for EcnBit {
+    fn index(self) -> u8 {
+        self as u8
+    }
+}
+
+/// One connection's ECN state.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct EcnState {
+    /// SND.MAX when we last reduced the window for congestion; an ECE is not acted on again
+    /// until an ACK goes beyond it (`Reducing`).
+    reduced_at: u32,
+    bits: Bits<EcnBit>,
+}
+
+impl EcnState {
+    /// Off; SND.MAX is `iss`.
+    pub(super) fn new(iss: u32) -> Self {
+        EcnState { reduced_at: iss, bits: Bits::default() }
+    }
+
+    pub(super) fn has(&self, bit: EcnBit) -> bool {
+        self.bits.has(bit)
+    }
+
+    pub(super) fn set(&mut self, bit: EcnBit, on: bool) {
+        self.bits.set(bit, on);
+    }
+
+    /// Whether `bit` was set; it is clear afterwards.
+    pub(super) fn take(&mut self, bit: EcnBit) -> bool {
+        self.bits.take(bit)
+    }
+}
 
 impl Connection {
     /// RFC 3168 section 6.1.2 for an ACK of an ECN connection: an ECE is treated as a loss by
@@ -11,10 +66,10 @@ impl Connection {
     /// loss recovery, which reduced the window already. `flight` is what was outstanding when
     /// the ACK came.
     pub(super) fn on_ecn_ack(&mut self, now: Instant, seg: &TcpRepr, flight: u32) {
-        if self.ecn_reducing && seq::gt(self.snd.una, self.ecn_reduced_at) {
-            self.ecn_reducing = false;
+        if self.ecn.has(EcnBit::Reducing) && seq::gt(self.snd.una, self.ecn.reduced_at) {
+            self.ecn.set(EcnBit::Reducing, false);
         }
-        if seg.flags.contains(TcpFlags::ECE) && !self.ecn_reducing && self.loss.mode == Recovery::None {
+        if seg.flags.contains(TcpFlags::ECE) && !self.ecn.has(EcnBit::Reducing) && self.loss.mode == Recovery::None {
             self.cc.on_congestion_event(now, flight, self.eff_mss());
             self.ecn_window_reduced();
         }
@@ -25,10 +80,10 @@ impl Connection {
     /// section 6.1.2; Linux sets it after every reduction), and ECE for data sent before is
     /// not acted on (Linux's CWR and Loss states).
     pub(super) fn ecn_window_reduced(&mut self) {
-        if self.ecn_ok {
-            self.ecn_cwr_pending = true;
-            self.ecn_reducing = true;
-            self.ecn_reduced_at = self.snd.max;
+        if self.ecn.has(EcnBit::On) {
+            self.ecn.set(EcnBit::CwrPending, true);
+            self.ecn.set(EcnBit::Reducing, true);
+            self.ecn.reduced_at = self.snd.max;
         }
     }
 }

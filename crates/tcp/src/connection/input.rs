@@ -37,9 +37,9 @@ impl Connection {
     /// if `ce`: a router on the path saw congestion (RFC 3168 section 5). On an ECN connection
     /// our segments then carry ECE until the peer's CWR.
     pub fn handle_segment_ce(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8], ce: bool) {
-        self.seg_ce = ce;
+        self.ecn.set(EcnBit::SegmentCe, ce);
         self.handle_segment(now, seg, payload);
-        self.seg_ce = false;
+        self.ecn.set(EcnBit::SegmentCe, false);
     }
 
     /// RFC 9293 3.10.7.3.
@@ -71,7 +71,10 @@ impl Connection {
         match seg.ack_number {
             Some(ack) => {
                 // RFC 3168 section 6.1.1: the peer agrees with ECE alone on its SYN-ACK.
-                self.ecn_ok &= seg.flags.contains(TcpFlags::ECE) && !seg.flags.contains(TcpFlags::CWR);
+                let agreed = seg.flags.contains(TcpFlags::ECE) && !seg.flags.contains(TcpFlags::CWR);
+                if !agreed {
+                    self.ecn.set(EcnBit::On, false);
+                }
                 // The window of a SYN is never scaled (RFC 7323 section 2.2).
                 self.establish_from_ack(now, seg, ack, u32::from(seg.window_len));
                 self.ack_now = true;
@@ -83,7 +86,10 @@ impl Connection {
             None => {
                 // Simultaneous open: SYN-RECEIVED, our SYN again, now with an ACK. ECN if both
                 // SYNs asked for it (Linux `tcp_ecn_rcv_syn`).
-                self.ecn_ok &= seg.flags.contains(TcpFlags::ECE | TcpFlags::CWR);
+                let agreed = seg.flags.contains(TcpFlags::ECE | TcpFlags::CWR);
+                if !agreed {
+                    self.ecn.set(EcnBit::On, false);
+                }
                 self.state = State::SynReceived;
                 self.snd.nxt = self.snd.iss;
                 self.snd.wnd = u32::from(seg.window_len);
@@ -265,8 +271,8 @@ impl Connection {
         // RFC 3168 section 6.1.3: the peer's CWR on a segment with data (or a FIN) ends our
         // ECE; it also asks for an ACK at once, its window being small (Linux
         // `tcp_ecn_accept_cwr`). CE on new data starts ECE again (`process_text`).
-        if self.ecn_ok && seg.flags.contains(TcpFlags::CWR) && seg_len > 0 {
-            self.ecn_echo = false;
+        if self.ecn.has(EcnBit::On) && seg.flags.contains(TcpFlags::CWR) && seg_len > 0 {
+            self.ecn.set(EcnBit::Echo, false);
             self.ack_now = true;
         }
 
@@ -458,7 +464,7 @@ impl Connection {
         }
         self.detect_loss_on_ack(now, seg, ack, dsack, is_dup, was_recovering);
         self.recover_if_lost(now);
-        if self.ecn_ok {
+        if self.ecn.has(EcnBit::On) {
             self.on_ecn_ack(now, seg, flight_before);
         }
         // The probe restarts when new data is acknowledged, and starts when the reordering
@@ -558,12 +564,12 @@ impl Connection {
             return;
         }
         if !data.is_empty() {
-            if self.seg_ce && self.ecn_ok {
+            if self.ecn.has(EcnBit::SegmentCe) && self.ecn.has(EcnBit::On) {
                 // RFC 3168 section 6.1.3: congestion on the path. Echo it with ECE until the
                 // peer's CWR, and ACK at once the first time (Linux: the sender's window may be
                 // small enough that a delayed ACK stalls it).
-                self.ack_now |= !self.ecn_echo;
-                self.ecn_echo = true;
+                self.ack_now |= !self.ecn.has(EcnBit::Echo);
+                self.ecn.set(EcnBit::Echo, true);
             }
             // At least the window promised: it may have been offered under a larger buffer.
             self.rcv.buf.ensure(self.rx_cap().max(self.rcv.wnd() as usize));

@@ -37,6 +37,7 @@ mod send;
 mod timers;
 mod urgent;
 
+use self::ecn::{EcnBit, EcnState};
 use self::params::*;
 use self::recovery::*;
 use self::recv::RecvSpace;
@@ -311,9 +312,7 @@ pub struct Connection {
     /// Bytes the peer acknowledged, saturating (Linux `bytes_acked`): RFC 5961's acceptable
     /// old ACKs reach back by at most this much.
     bytes_acked: u32,
-    /// RFC 3168: SND.MAX when we last reduced the window for congestion; an ECE is not acted
-    /// on again until an ACK goes beyond it (`ecn_reducing`).
-    ecn_reduced_at: u32,
+    ecn: EcnState,
     rst: Option<Rst>,
 
     local_port: u16,
@@ -340,18 +339,6 @@ pub struct Connection {
     /// The persist timer fired with a small window open: send what fits, SWS or not.
     force_send: bool,
     invalid_acked: bool,
-    /// ECN (RFC 3168) is in use: negotiated, or asked for in our SYN (SYN-SENT).
-    ecn_ok: bool,
-    /// The peer sent us CE-marked data: every segment carries ECE until its CWR.
-    ecn_echo: bool,
-    /// The window was reduced: the next new data segment carries CWR.
-    ecn_cwr_pending: bool,
-    /// Within the window of the last reduction (see `ecn_reduced_at`).
-    ecn_reducing: bool,
-    /// The segment being handled arrived CE-marked.
-    seg_ce: bool,
-    /// The segment `poll_transmit` returned last goes out ECN-capable, ECT(0).
-    tx_ect: bool,
     /// Urgent data sent and not yet acknowledged: segments before SND.UP carry URG.
     snd_urgent: bool,
 }
@@ -390,7 +377,7 @@ impl Connection {
             challenge_acks: 0,
             invalid_ack_ms: 0,
             bytes_acked: 0,
-            ecn_reduced_at: iss,
+            ecn: EcnState::new(iss),
             rst: None,
             local_port,
             remote_port,
@@ -411,12 +398,6 @@ impl Connection {
             probe: false,
             force_send: false,
             invalid_acked: false,
-            ecn_ok: false,
-            ecn_echo: false,
-            ecn_cwr_pending: false,
-            ecn_reducing: false,
-            seg_ce: false,
-            tx_ect: false,
             snd_urgent: false,
         }
     }
@@ -427,7 +408,7 @@ impl Connection {
         let _ = now;
         let mut conn = Connection::new(cfg, local_port, remote_port, iss);
         conn.state = State::SynSent;
-        conn.ecn_ok = conn.p.ecn == Ecn::On;
+        conn.ecn.set(EcnBit::On, conn.p.ecn == Ecn::On);
         conn
     }
 
@@ -445,7 +426,7 @@ impl Connection {
         // RFC 3168 section 6.1.1: an ECN-setup SYN (ECE and CWR) is answered with ECE. A SYN
         // that is itself ECN-capable is no ECN-setup SYN (Linux `tcp_ecn_create_request`): the
         // stack, which sees the IP header, clears its ECE and CWR.
-        conn.ecn_ok = conn.p.ecn != Ecn::Off && syn.flags.contains(TcpFlags::ECE | TcpFlags::CWR);
+        conn.ecn.set(EcnBit::On, conn.p.ecn != Ecn::Off && syn.flags.contains(TcpFlags::ECE | TcpFlags::CWR));
         conn.snd.wnd = u32::from(syn.window_len);
         conn.snd.max_wnd = conn.snd.wnd;
         conn.snd.wl1 = syn.seq_number;

@@ -13,7 +13,7 @@ impl Connection {
     /// The next segment to send, if any: its header, with its payload copied into `payload`
     /// (`payload_len` bytes; pass a buffer of at least the MSS). Call until `None`.
     pub fn poll_transmit(&mut self, now: Instant, payload: &mut [u8]) -> Option<TcpRepr> {
-        self.tx_ect = false;
+        self.ecn.set(EcnBit::TransmitEct, false);
         if let Some(rst) = self.rst.take() {
             return Some(self.make_rst(rst));
         }
@@ -66,7 +66,7 @@ impl Connection {
         // RFC 3168 section 6.1.1: an ECN-setup SYN carries ECE and CWR, the SYN-ACK that
         // accepts it ECE alone. A SYN sent again does not ask (section 6.1.1.1: a middlebox may
         // drop it; Linux `tcp_ecn_clear_syn`), though a SYN-ACK that accepts still counts.
-        let ecn = match (synack, self.ecn_ok) {
+        let ecn = match (synack, self.ecn.has(EcnBit::On)) {
             (true, true) => TcpFlags::ECE,
             (false, true) if self.rtt.backoff == 0 => TcpFlags::ECE | TcpFlags::CWR,
             _ => TcpFlags::empty(),
@@ -247,11 +247,11 @@ impl Connection {
         let seq = self.snd.nxt;
         let was_idle = self.snd.una == self.snd.max;
         let mut repr = self.emit(now, seq, len, fin_unsent, buf);
-        if !is_rtx && repr.payload_len > 0 && self.ecn_ok {
+        if !is_rtx && repr.payload_len > 0 && self.ecn.has(EcnBit::On) {
             // RFC 3168 section 6.1.2: new data is ECN-capable; the first after a window
             // reduction says so with CWR.
-            self.tx_ect = true;
-            if core::mem::take(&mut self.ecn_cwr_pending) {
+            self.ecn.set(EcnBit::TransmitEct, true);
+            if self.ecn.take(EcnBit::CwrPending) {
                 repr.flags |= TcpFlags::CWR;
             }
         }
@@ -291,7 +291,7 @@ impl Connection {
     /// A header with ACK, our options for a synchronized state, and no window yet.
     pub(super) fn header(&self, now: Instant, seq: u32) -> TcpRepr {
         // RFC 3168 section 6.1.3: every segment echoes congestion until the peer's CWR.
-        let flags = if self.ecn_echo { TcpFlags::ACK | TcpFlags::ECE } else { TcpFlags::ACK };
+        let flags = if self.ecn.has(EcnBit::Echo) { TcpFlags::ACK | TcpFlags::ECE } else { TcpFlags::ACK };
         TcpRepr {
             sack_ranges: self.sack_blocks(),
             timestamp: self.ts_ok.then(|| (self.ts_now(now), self.ts_recent)),

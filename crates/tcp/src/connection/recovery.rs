@@ -189,10 +189,10 @@ impl Connection {
         let flight = self.snd.in_flight();
         // RFC 3168 section 6.1.2: not again if ECE reduced the window for this one (Linux:
         // not in its CWR state); the next new data says CWR either way.
-        if !self.ecn_reducing {
+        if !self.ecn.has(EcnBit::Reducing) {
             self.cc.on_congestion_event(now, flight, mss);
         }
-        self.ecn_cwr_pending = self.ecn_ok;
+        self.ecn.set(EcnBit::CwrPending, self.ecn.has(EcnBit::On));
         self.loss.recover = self.snd.max;
         self.rtt.stop_timing();
         // This recovery responds to the loss: a probe's outcome no longer matters.
