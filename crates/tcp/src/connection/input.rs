@@ -278,17 +278,7 @@ impl Connection {
 
         // Sixth: the URG bit, where data is still accepted (after the peer's FIN there is none).
         if matches!(self.state, State::Established | State::FinWait1 | State::FinWait2) {
-            if seg.flags.contains(TcpFlags::URG) {
-                self.urgent_pointer(seg.seq_number, seg.urgent_at);
-            }
-            if self.rcv_urg == UrgentIn::Announced {
-                // The urgent byte is taken from whichever acceptable segment carries it, in
-                // order or not (Linux's `tcp_urg`); it also stays in the stream.
-                let at = self.rcv_up.wrapping_sub(seq) as usize;
-                if let Some(&byte) = payload.get(at) {
-                    self.rcv_urg = UrgentIn::Arrived(byte);
-                }
-            }
+            self.urgent_arrival(seg, seq, payload);
         }
 
         // Seventh and eighth: text and FIN.
@@ -480,9 +470,7 @@ impl Connection {
         self.bytes_acked = self.bytes_acked.saturating_add(acked);
         let flight_before = self.snd.in_flight();
         let freed = self.snd.acknowledge(ack);
-        if self.snd_urgent && seq::ge(ack, self.snd_up) {
-            self.snd_urgent = false;
-        }
+        self.urg.acked(ack);
         self.loss.sacked.trim(ack);
         let sent_once_at = self.loss.sent.first_sent_once();
         self.loss.sent.acked(ack);

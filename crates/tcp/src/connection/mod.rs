@@ -44,7 +44,7 @@ use self::recv::RecvSpace;
 use self::rtt::RttEstimator;
 use self::send::SendSpace;
 use self::timers::{LossTimer, TimerTable, NEVER};
-use self::urgent::UrgentIn;
+use self::urgent::Urgent;
 
 /// RFC 9293 section 3.7.1: the send MSS when the peer announces none (IPv4's 576 - 40).
 const DEFAULT_MSS: u16 = 536;
@@ -289,13 +289,6 @@ pub struct Connection {
     snd: SendSpace,
     rcv: RecvSpace,
     loss: LossRecovery,
-    /// SND.UP: the sequence number after the last urgent byte sent (Linux's `snd_up`), while
-    /// `snd_urgent`.
-    snd_up: u32,
-
-    /// The peer's urgent byte's sequence number (Linux's `urg_seq`), unless `rcv_urg` is `None`.
-    rcv_up: u32,
-    rcv_urg: UrgentIn,
 
     timers: TimerTable,
 
@@ -313,6 +306,7 @@ pub struct Connection {
     /// old ACKs reach back by at most this much.
     bytes_acked: u32,
     ecn: EcnState,
+    urg: Urgent,
     rst: Option<Rst>,
 
     local_port: u16,
@@ -339,8 +333,6 @@ pub struct Connection {
     /// The persist timer fired with a small window open: send what fits, SWS or not.
     force_send: bool,
     invalid_acked: bool,
-    /// Urgent data sent and not yet acknowledged: segments before SND.UP carry URG.
-    snd_urgent: bool,
 }
 
 /// What a connection hands to its [`crate::TimeWait`] entry.
@@ -364,10 +356,8 @@ impl Connection {
             cc: Congestion::new(cfg.congestion),
             snd: SendSpace::new(iss),
             loss: LossRecovery::new(iss),
-            snd_up: iss,
+            urg: Urgent::new(iss),
             rcv: RecvSpace { mss: p.mss.min(DEFAULT_MSS), ..RecvSpace::default() },
-            rcv_up: 0,
-            rcv_urg: UrgentIn::None,
             timers: TimerTable::default(),
             rtt: RttEstimator::new(to_us(cfg.rto_initial).clamp(p.rto_min_us, p.rto_max_us)),
             ts_recent_time: 0,
@@ -398,7 +388,6 @@ impl Connection {
             probe: false,
             force_send: false,
             invalid_acked: false,
-            snd_urgent: false,
         }
     }
 

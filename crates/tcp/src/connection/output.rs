@@ -238,7 +238,7 @@ impl Connection {
                 if !(wnd_limited && len >= self.snd.max_wnd as usize / 2) {
                     return None;
                 }
-            } else if !self.p.has(Opt::Nodelay) && !fin_unsent && !self.snd_urgent && self.snd.max != self.snd.una {
+            } else if !self.p.has(Opt::Nodelay) && !fin_unsent && !self.urg.sending && self.snd.max != self.snd.una {
                 // Nagle (RFC 896, RFC 1122 4.2.3.4): one small segment in flight at a time
                 // (urgent data is not held back: Linux's `tcp_nagle_test`).
                 return None;
@@ -337,18 +337,9 @@ impl Connection {
         if fin_ok && self.snd.fin_queued && end == data_end && seq::ge(seq, self.snd.buf_seq) {
             repr.flags |= TcpFlags::FIN;
         }
-        if self.snd_urgent && seq::lt(seq, self.snd_up) {
-            // Every segment before SND.UP says where urgent data ends, probes and pure ACKs
-            // too; a pointer beyond what the 16-bit field reaches is sent as 0xFFFF while that
-            // points past everything sent (Linux's `tcp_transmit_skb`).
-            let up = self.snd_up.wrapping_sub(seq);
-            if up <= 0xffff {
-                repr.flags |= TcpFlags::URG;
-                repr.urgent_at = up as u16;
-            } else if seq::gt(seq.wrapping_add(0xffff), self.snd.nxt) {
-                repr.flags |= TcpFlags::URG;
-                repr.urgent_at = 0xffff;
-            }
+        if let Some(up) = self.urg.pointer_at(seq, self.snd.nxt) {
+            repr.flags |= TcpFlags::URG;
+            repr.urgent_at = up;
         }
         repr.window_len = self.select_window();
         self.ack_sent();

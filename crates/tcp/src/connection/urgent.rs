@@ -1,6 +1,8 @@
-//! Urgent data (RFC 9293 3.8.5, read as RFC 6093 and Linux do): the urgent pointer we send
-//! (SND.UP) and the one we received, the out-of-band byte, the mark that stops reads, and the
-//! application calls about them (MSG_OOB, SIOCATMARK, SO_OOBINLINE, POLLPRI).
+//! Urgent data (RFC 9293 3.8.5, read as RFC 6093 and Linux do): [`Urgent`] owns the urgent
+//! pointer we send (SND.UP) and the one we received, with the out-of-band byte; the
+//! connection's methods here take a pointer in, keep the mark that stops reads, and answer the
+//! application's calls about it (MSG_OOB, SIOCATMARK, SO_OOBINLINE, POLLPRI). It must not touch
+//! the stream's bytes beyond the one urgent byte a new mark drops.
 
 use super::*;
 
@@ -19,6 +21,51 @@ pub(super) enum UrgentIn {
     Taken,
 }
 
+/// Urgent data both ways.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Urgent {
+    /// SND.UP: the sequence number after the last urgent byte sent (Linux's `snd_up`), while
+    /// `sending`.
+    pub(super) snd_up: u32,
+    /// The peer's urgent byte's sequence number (Linux's `urg_seq`), unless `rcv` is `None`.
+    pub(super) rcv_up: u32,
+    pub(super) rcv: UrgentIn,
+    /// Urgent data sent and not yet acknowledged: segments before SND.UP carry URG.
+    pub(super) sending: bool,
+}
+
+impl Urgent {
+    /// None either way; SND.UP at `iss`.
+    pub(super) fn new(iss: u32) -> Self {
+        Urgent { snd_up: iss, rcv_up: 0, rcv: UrgentIn::None, sending: false }
+    }
+
+    /// The peer acknowledged up to `ack`: once beyond SND.UP, no more URG.
+    pub(super) fn acked(&mut self, ack: u32) {
+        if self.sending && seq::ge(ack, self.snd_up) {
+            self.sending = false;
+        }
+    }
+
+    /// The urgent pointer of a segment at `seq` sent when SND.NXT is `snd_nxt`, if it carries
+    /// URG. Every segment before SND.UP says where urgent data ends, probes and pure ACKs too;
+    /// a pointer beyond what the 16-bit field reaches is sent as 0xFFFF while that points past
+    /// everything sent (Linux's `tcp_transmit_skb`).
+    pub(super) fn pointer_at(&self, seq: u32, snd_nxt: u32) -> Option<u16> {
+        if !(self.sending && seq::lt(seq, self.snd_up)) {
+            return None;
+        }
+        let up = self.snd_up.wrapping_sub(seq);
+        if up <= 0xffff {
+            Some(up as u16)
+        } else if seq::gt(seq.wrapping_add(0xffff), snd_nxt) {
+            Some(0xffff)
+        } else {
+            None
+        }
+    }
+}
+
 impl Connection {
     /// `send(..., MSG_OOB)`: [`Connection::send`], and the last byte taken is urgent: the urgent
     /// pointer (SND.UP) moves to just after it, as Linux's `tcp_mark_urg` does, and every segment
@@ -28,8 +75,8 @@ impl Connection {
     pub fn send_urgent(&mut self, data: &[u8]) -> Result<usize, Error> {
         let n = self.send(data)?;
         if n > 0 {
-            self.snd_up = self.snd.data_end();
-            self.snd_urgent = true;
+            self.urg.snd_up = self.snd.data_end();
+            self.urg.sending = true;
         }
         Ok(n)
     }
@@ -40,15 +87,15 @@ impl Connection {
     /// on a connection that ended without the peer's FIN; `Ok(None)` (end of stream) after it.
     /// `peek` (MSG_PEEK) leaves the byte to be read again.
     pub fn recv_urgent(&mut self, peek: bool) -> Result<Option<u8>, Error> {
-        if self.p.has(Opt::OobInline) || matches!(self.rcv_urg, UrgentIn::None | UrgentIn::Taken) {
+        if self.p.has(Opt::OobInline) || matches!(self.urg.rcv, UrgentIn::None | UrgentIn::Taken) {
             return Err(Error::InvalidInput);
         }
         if self.state == State::Closed && !self.rcv.fin_received {
             return Err(Error::NotConnected);
         }
-        if let UrgentIn::Arrived(byte) = self.rcv_urg {
+        if let UrgentIn::Arrived(byte) = self.urg.rcv {
             if !peek {
-                self.rcv_urg = UrgentIn::Taken;
+                self.urg.rcv = UrgentIn::Taken;
             }
             return Ok(Some(byte));
         }
@@ -61,7 +108,7 @@ impl Connection {
     /// Bytes between the reader and the urgent mark (`Some(0)`: at the mark, SIOCATMARK), or
     /// `None` without urgent data ahead.
     pub fn urgent_mark(&self) -> Option<usize> {
-        (self.rcv_urg != UrgentIn::None).then(|| self.rcv_up.wrapping_sub(self.rcv.read_seq()) as usize)
+        (self.urg.rcv != UrgentIn::None).then(|| self.urg.rcv_up.wrapping_sub(self.rcv.read_seq()) as usize)
     }
 
     /// SO_OOBINLINE: the urgent byte stays in the stream (`recv` returns it, `recv_urgent` says
@@ -72,7 +119,7 @@ impl Connection {
 
     /// EPOLLPRI: the urgent byte has arrived and was not taken yet (with SO_OOBINLINE too).
     pub fn has_urgent(&self) -> bool {
-        matches!(self.rcv_urg, UrgentIn::Arrived(_))
+        matches!(self.urg.rcv, UrgentIn::Arrived(_))
     }
 
     /// What a read takes from the receive buffer: `(skip, len)`, the urgent byte skipped at the
@@ -88,8 +135,24 @@ impl Connection {
 
     /// After a read: once the reader is past the mark there is no urgent data any more.
     pub(super) fn passed_urgent_mark(&mut self) {
-        if self.rcv_urg != UrgentIn::None && seq::gt(self.rcv.read_seq(), self.rcv_up) {
-            self.rcv_urg = UrgentIn::None;
+        if self.urg.rcv != UrgentIn::None && seq::gt(self.rcv.read_seq(), self.urg.rcv_up) {
+            self.urg.rcv = UrgentIn::None;
+        }
+    }
+
+    /// RFC 9293 3.10.7.4's sixth step for an acceptable segment (`seq` after trimming a
+    /// duplicate SYN): a new urgent pointer, and the urgent byte itself, taken from whichever
+    /// acceptable segment carries it, in order or not (Linux's `tcp_urg`; it also stays in the
+    /// stream).
+    pub(super) fn urgent_arrival(&mut self, seg: &TcpRepr, seq: u32, payload: &[u8]) {
+        if seg.flags.contains(TcpFlags::URG) {
+            self.urgent_pointer(seg.seq_number, seg.urgent_at);
+        }
+        if self.urg.rcv == UrgentIn::Announced {
+            let at = self.urg.rcv_up.wrapping_sub(seq) as usize;
+            if let Some(&byte) = payload.get(at) {
+                self.urg.rcv = UrgentIn::Arrived(byte);
+            }
         }
     }
 
@@ -99,16 +162,16 @@ impl Connection {
     /// mark we have, is not news: a sender repeats its pointer on every segment until it is
     /// acknowledged. A new one replaces the old mark; if the reader stands at that old mark
     /// with its byte unread, the byte goes (else it would turn up in the stream).
-    pub(super) fn urgent_pointer(&mut self, seg_seq: u32, up: u16) {
+    fn urgent_pointer(&mut self, seg_seq: u32, up: u16) {
         let at = seg_seq.wrapping_add(u32::from(up.saturating_sub(1)));
-        if seq::lt(at, self.rcv.nxt) || (self.rcv_urg != UrgentIn::None && seq::le(at, self.rcv_up)) {
+        if seq::lt(at, self.rcv.nxt) || (self.urg.rcv != UrgentIn::None && seq::le(at, self.urg.rcv_up)) {
             return;
         }
         self.events |= EV_URGENT;
         if self.urgent_mark() == Some(0) && !self.p.has(Opt::OobInline) && self.rcv.buf.len() > 0 {
             self.rcv.buf.pop(1);
         }
-        self.rcv_urg = UrgentIn::Announced;
-        self.rcv_up = at;
+        self.urg.rcv = UrgentIn::Announced;
+        self.urg.rcv_up = at;
     }
 }
