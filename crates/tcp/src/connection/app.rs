@@ -302,7 +302,7 @@ impl Connection {
         if !in_flight || mss >= self.mss_cap() {
             return false;
         }
-        self.path_mss = mss;
+        self.agreed.path_mss = mss;
         true
     }
 
@@ -326,10 +326,10 @@ impl Connection {
             ssthresh: self.cc.ssthresh(),
             snd_wnd: self.snd.wnd,
             rcv_wnd: self.rcv.wnd(),
-            snd_wscale: self.ws_ok.then_some(self.snd_wscale),
-            rcv_wscale: self.ws_ok.then_some(self.rcv_wscale),
-            timestamps: self.ts_ok,
-            sack: self.sack_ok,
+            snd_wscale: self.agreed.window_scale().then_some(self.agreed.snd_wscale),
+            rcv_wscale: self.agreed.window_scale().then_some(self.agreed.rcv_wscale),
+            timestamps: self.agreed.timestamps(),
+            sack: self.agreed.sack(),
             in_recovery: self.loss.mode != Recovery::None,
             bytes_in_flight: self.snd.in_flight(),
             send_queue: self.snd.buf.len() as u32,

@@ -5,9 +5,6 @@
 
 use super::*;
 
-/// RFC 7323 section 5.5: a TS.Recent idle for longer than this is too old for PAWS.
-const PAWS_IDLE: Duration = 24 * 24 * 3600 * SECOND;
-
 /// RFC 2883 section 4: the first SACK block reports data that arrived twice (D-SACK) if it
 /// lies below the cumulative ACK or inside the second block.
 fn dsack_block(seg: &TcpRepr, ack: u32) -> Option<(u32, u32)> {
@@ -99,30 +96,6 @@ impl Connection {
         }
     }
 
-    /// Takes the options of the peer's SYN.
-    pub(super) fn negotiate(&mut self, now: Instant, syn: &TcpRepr) {
-        self.peer_mss = match syn.max_seg_size {
-            Some(mss) if mss > 0 => mss,
-            _ => DEFAULT_MSS,
-        };
-        self.ws_ok = self.p.has(Opt::OfferWindowScale) && syn.window_scale.is_some();
-        if self.ws_ok {
-            self.snd_wscale = syn.window_scale.unwrap_or(0).min(14);
-        } else {
-            self.snd_wscale = 0;
-            self.rcv_wscale = 0;
-        }
-        self.sack_ok = self.p.has(Opt::OfferSack) && syn.sack_permitted;
-        match (self.p.has(Opt::OfferTimestamps), syn.timestamp) {
-            (true, Some((tsval, _))) => {
-                self.ts_ok = true;
-                self.ts_recent = tsval;
-                self.ts_recent_time = now;
-            }
-            _ => self.ts_ok = false,
-        }
-    }
-
     /// Our SYN is acknowledged: ESTABLISHED.
     fn establish_from_ack(&mut self, now: Instant, seg: &TcpRepr, ack: u32, wnd: u32) {
         self.snd.una = ack;
@@ -195,9 +168,9 @@ impl Connection {
         let seg_len = payload.len() as u32 + u32::from(syn) + u32::from(fin);
 
         // RFC 7323 section 5.3 R1: PAWS.
-        if self.ts_ok && !rst {
+        if self.agreed.timestamps() && !rst {
             if let Some((tsval, _)) = seg.timestamp {
-                if seq::lt(tsval, self.ts_recent) && now.saturating_sub(self.ts_recent_time) <= PAWS_IDLE {
+                if self.ts.paws_rejects(tsval, now) {
                     self.answer_invalid(now, syn, seg_len);
                     return;
                 }
@@ -239,7 +212,7 @@ impl Connection {
         };
         if self.state == State::SynReceived {
             if seq::gt(ack, self.snd.una) && seq::le(ack, self.snd.max) {
-                let wnd = u32::from(seg.window_len) << self.snd_wscale;
+                let wnd = u32::from(seg.window_len) << self.agreed.snd_wscale;
                 self.establish_from_ack(now, seg, ack, wnd);
             } else {
                 self.rst = Some(Rst { seq: ack, ack: None });
@@ -254,12 +227,9 @@ impl Connection {
         // RFC 7323 section 4.3 (and 5.3 R3): remember the timestamp to echo, only from an
         // acceptable segment, so after its ACK was checked: a blind in-window segment with an
         // unacceptable ACK must not move TS.Recent (PAWS would then drop the real peer).
-        if self.ts_ok {
+        if self.agreed.timestamps() {
             if let Some((tsval, _)) = seg.timestamp {
-                if seq::ge(tsval, self.ts_recent) && seq::le(seq, self.rcv.last_ack_sent) {
-                    self.ts_recent = tsval;
-                    self.ts_recent_time = now;
-                }
+                self.ts.update_recent(tsval, seq, self.rcv.last_ack_sent, now);
             }
         }
 
@@ -312,7 +282,7 @@ impl Connection {
     /// RFC 2883: `[start, end)` arrived again; report it as the first SACK block of an ACK sent
     /// at once (the sender learns that its retransmission was not needed).
     fn report_duplicate(&mut self, start: u32, end: u32) {
-        if self.sack_ok && seq::lt(start, end) {
+        if self.agreed.sack() && seq::lt(start, end) {
             self.rcv.dsack = (start, end);
             self.ack_now = true;
         }
@@ -418,7 +388,7 @@ impl Connection {
             self.challenge_ack(now);
             return false;
         }
-        let seg_wnd = u32::from(seg.window_len) << self.snd_wscale;
+        let seg_wnd = u32::from(seg.window_len) << self.agreed.snd_wscale;
         let is_dup = ack == self.snd.una
             && payload_len == 0
             && !seg.flags.intersects(TcpFlags::SYN | TcpFlags::FIN)
@@ -427,7 +397,7 @@ impl Connection {
 
         let old_una = self.snd.una;
         let was_recovering = self.recovering();
-        let dsack = if self.sack_ok { dsack_block(seg, ack) } else { None };
+        let dsack = if self.agreed.sack() { dsack_block(seg, ack) } else { None };
         self.take_in_sack(now, seg, ack, dsack);
 
         if self.snd.update_window(seq, ack, seg_wnd) {
@@ -632,7 +602,7 @@ impl Connection {
         }
         let cur = self.rcv.wnd();
         let adv = self.rcv_buf_adv();
-        let g = 1u32 << self.rcv_wscale;
+        let g = 1u32 << self.agreed.rcv_wscale;
         let cand = adv.saturating_sub(self.rcv.buf.len() as u32) & !(g - 1);
         let thresh = (adv / 2).min(u32::from(self.p.mss)).max(1);
         if cur <= adv / 2 && cand >= cur.saturating_mul(2) && cand >= cur + thresh {

@@ -28,6 +28,7 @@ mod app;
 mod bits;
 mod ecn;
 mod input;
+mod options;
 mod output;
 mod params;
 mod recovery;
@@ -38,6 +39,7 @@ mod timers;
 mod urgent;
 
 use self::ecn::{EcnBit, EcnState};
+use self::options::{window_shift_for, Agreed, Timestamps, DEFAULT_MSS};
 use self::params::*;
 use self::recovery::*;
 use self::recv::RecvSpace;
@@ -45,9 +47,6 @@ use self::rtt::RttEstimator;
 use self::send::SendSpace;
 use self::timers::{LossTimer, TimerTable, NEVER};
 use self::urgent::Urgent;
-
-/// RFC 9293 section 3.7.1: the send MSS when the peer announces none (IPv4's 576 - 40).
-const DEFAULT_MSS: u16 = 536;
 
 /// The smallest segment size an ICMP message can bring us down to.
 const MIN_PATH_MSS: u16 = 536;
@@ -236,20 +235,6 @@ pub struct Counters {
     pub challenge_acks_skipped: u32,
 }
 
-/// Our timestamp clock at `t`: milliseconds plus the connection's offset.
-fn ts_clock(t: Instant, offset: u32) -> u32 {
-    ((t / MILLISECOND) as u32).wrapping_add(offset)
-}
-
-/// The smallest shift that lets a 16-bit window field cover `buf` (RFC 7323: at most 14).
-fn window_shift_for(buf: u32) -> u8 {
-    let mut shift = 0;
-    while shift < 14 && (buf >> shift) > 0xffff {
-        shift += 1;
-    }
-    shift
-}
-
 /// A RST to send.
 #[derive(Debug, Clone, Copy)]
 struct Rst {
@@ -291,11 +276,8 @@ pub struct Connection {
     loss: LossRecovery,
 
     timers: TimerTable,
-
-    // Timestamps (RFC 7323).
-    ts_recent_time: Instant,
-    ts_recent: u32,
-    ts_offset: u32,
+    agreed: Agreed,
+    ts: Timestamps,
 
     counters: Counters,
     challenge_acks: u32,
@@ -311,19 +293,10 @@ pub struct Connection {
 
     local_port: u16,
     remote_port: u16,
-    peer_mss: u16,
-    /// The payload a segment may carry on this path, from ICMP "fragmentation needed" / "packet
-    /// too big" (RFC 1191, 8201); `u16::MAX` until the path says otherwise.
-    path_mss: u16,
     state: State,
     error: Option<Error>,
     events: u16,
-    snd_wscale: u8,
-    rcv_wscale: u8,
 
-    ws_ok: bool,
-    sack_ok: bool,
-    ts_ok: bool,
     passive: bool,
     syn_retransmitted: bool,
     ack_now: bool,
@@ -359,10 +332,9 @@ impl Connection {
             urg: Urgent::new(iss),
             rcv: RecvSpace { mss: p.mss.min(DEFAULT_MSS), ..RecvSpace::default() },
             timers: TimerTable::default(),
+            agreed: Agreed::new(rcv_wscale),
+            ts: Timestamps { recent_time: 0, recent: 0, offset: cfg.ts_offset },
             rtt: RttEstimator::new(to_us(cfg.rto_initial).clamp(p.rto_min_us, p.rto_max_us)),
-            ts_recent_time: 0,
-            ts_recent: 0,
-            ts_offset: cfg.ts_offset,
             counters: Counters::default(),
             challenge_acks: 0,
             invalid_ack_ms: 0,
@@ -371,16 +343,9 @@ impl Connection {
             rst: None,
             local_port,
             remote_port,
-            peer_mss: DEFAULT_MSS,
-            path_mss: u16::MAX,
             state: State::Closed,
             error: None,
             events: 0,
-            snd_wscale: 0,
-            rcv_wscale,
-            ws_ok: false,
-            sack_ok: false,
-            ts_ok: false,
             passive: false,
             syn_retransmitted: false,
             ack_now: false,
@@ -437,48 +402,18 @@ impl Connection {
         conn.rcv.irs = ack.seq_number.wrapping_sub(1);
         conn.rcv.nxt = ack.seq_number;
         conn.rcv.last_ack_sent = conn.rcv.nxt;
-        conn.peer_mss = if cookie.mss == 0 { DEFAULT_MSS } else { cookie.mss };
-        conn.ws_ok = conn.p.has(Opt::OfferWindowScale) && cookie.window_scale.is_some();
-        if conn.ws_ok {
-            conn.snd_wscale = cookie.window_scale.unwrap_or(0).min(14);
-        } else {
-            conn.rcv_wscale = 0;
-        }
-        conn.sack_ok = conn.p.has(Opt::OfferSack) && cookie.sack_permitted;
-        if let (true, true, Some((tsval, _))) = (conn.p.has(Opt::OfferTimestamps), cookie.timestamps, ack.timestamp) {
-            conn.ts_ok = true;
-            conn.ts_recent = tsval;
-            conn.ts_recent_time = now;
-        }
+        conn.agree(now, cookie, ack.timestamp.map(|(tsval, _)| tsval));
         conn.snd.una = ack_number;
         conn.snd.nxt = ack_number;
         conn.snd.max = ack_number;
         conn.snd.buf_seq = ack_number;
         conn.rcv.adv = conn.rcv.nxt.wrapping_add(conn.syn_window());
-        conn.snd.wnd = u32::from(ack.window_len) << conn.snd_wscale;
+        conn.snd.wnd = u32::from(ack.window_len) << conn.agreed.snd_wscale;
         conn.snd.max_wnd = conn.snd.wnd;
         conn.snd.wl1 = ack.seq_number;
         conn.snd.wl2 = ack_number;
         conn.establish(now);
         conn
-    }
-
-    /// Our timestamp clock: milliseconds.
-    fn ts_now(&self, now: Instant) -> u32 {
-        ts_clock(now, self.ts_offset)
-    }
-
-    /// The largest payload of a segment without SACK blocks (RFC 9293 3.7.1 Eff.snd.MSS: the
-    /// timestamp option takes 12 bytes of it).
-    /// The largest payload without options: the peer's MSS, ours, and the path's.
-    fn mss_cap(&self) -> u16 {
-        self.peer_mss.min(self.p.mss).min(self.path_mss)
-    }
-
-    fn eff_mss(&self) -> u32 {
-        let base = u32::from(self.mss_cap());
-        let opts = if self.ts_ok { 12 } else { 0 };
-        base.saturating_sub(opts).max(1)
     }
 
     /// Window in our SYN or SYN-ACK (never scaled).
@@ -488,7 +423,7 @@ impl Connection {
 
     /// The most we advertise: the buffer, capped by what the field can say.
     fn rcv_buf_adv(&self) -> u32 {
-        self.p.rcv_buf.min(0xffff << self.rcv_wscale)
+        self.p.rcv_buf.min(0xffff << self.agreed.rcv_wscale)
     }
 
     /// The receive ring's capacity: a little more than we advertise. With window scaling the
@@ -497,7 +432,7 @@ impl Connection {
     /// that (see `select_window`).
     fn rx_cap(&self) -> usize {
         let adv = self.rcv_buf_adv() as usize;
-        let slack = if self.rcv_wscale > 0 { (adv / 32).max(1 << self.rcv_wscale) } else { 0 };
+        let slack = if self.agreed.rcv_wscale > 0 { (adv / 32).max(1 << self.agreed.rcv_wscale) } else { 0 };
         adv + slack
     }
 
@@ -512,16 +447,16 @@ impl Connection {
 
     /// What a [`crate::TimeWait`] entry keeps.
     pub(crate) fn time_wait_parts(&self) -> TimeWaitParts {
-        let field = (self.rcv.wnd() >> self.rcv_wscale).min(0xffff) as u16;
+        let field = (self.rcv.wnd() >> self.agreed.rcv_wscale).min(0xffff) as u16;
         TimeWaitParts {
             deadline: self.timers.idle,
             time_wait: ms(self.p.time_wait_ms),
             snd_nxt: self.snd.max,
             rcv_nxt: self.rcv.nxt,
-            ts_recent: self.ts_recent,
-            ts_offset: self.ts_offset,
+            ts_recent: self.ts.recent,
+            ts_offset: self.ts.offset,
             window: field,
-            ts_ok: self.ts_ok,
+            ts_ok: self.agreed.timestamps(),
         }
     }
 }

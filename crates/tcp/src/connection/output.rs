@@ -58,7 +58,7 @@ impl Connection {
     fn send_syn(&mut self, now: Instant) -> TcpRepr {
         let synack = self.state == State::SynReceived;
         let (ws, sack, ts) = if synack {
-            (self.ws_ok, self.sack_ok, self.ts_ok)
+            (self.agreed.window_scale(), self.agreed.sack(), self.agreed.timestamps())
         } else {
             (self.p.has(Opt::OfferWindowScale), self.p.has(Opt::OfferSack), self.p.has(Opt::OfferTimestamps))
         };
@@ -73,10 +73,10 @@ impl Connection {
         };
         let ack = synack.then_some(self.rcv.nxt);
         let repr = TcpRepr {
-            window_scale: ws.then_some(self.rcv_wscale),
+            window_scale: ws.then_some(self.agreed.rcv_wscale),
             max_seg_size: Some(self.p.mss),
             sack_permitted: sack,
-            timestamp: ts.then(|| (self.ts_now(now), if synack { self.ts_recent } else { 0 })),
+            timestamp: ts.then(|| (self.ts.clock(now), if synack { self.ts.recent } else { 0 })),
             ..segment::bare_segment(
                 self.local_port,
                 self.remote_port,
@@ -268,7 +268,7 @@ impl Connection {
             self.counters.retransmits = self.counters.retransmits.wrapping_add(1);
             self.retransmitted(now);
         } else {
-            if !self.rtt.timing() && !self.ts_ok && sent > 0 {
+            if !self.rtt.timing() && !self.agreed.timestamps() && sent > 0 {
                 self.rtt.start_timing(self.snd.nxt, now);
             }
         }
@@ -294,7 +294,7 @@ impl Connection {
         let flags = if self.ecn.has(EcnBit::Echo) { TcpFlags::ACK | TcpFlags::ECE } else { TcpFlags::ACK };
         TcpRepr {
             sack_ranges: self.sack_blocks(),
-            timestamp: self.ts_ok.then(|| (self.ts_now(now), self.ts_recent)),
+            timestamp: self.agreed.timestamps().then(|| (self.ts.clock(now), self.ts.recent)),
             ..segment::bare_segment(self.local_port, self.remote_port, seq, Some(self.rcv.nxt), flags, 0)
         }
     }
@@ -303,12 +303,12 @@ impl Connection {
     /// D-SACK block if data arrived twice (RFC 2883 section 4): 4 fit in the options, 3 next
     /// to timestamps.
     fn sack_blocks(&self) -> [Option<(u32, u32)>; 4] {
-        let mut blocks = if self.sack_ok { self.rcv.ooo.blocks() } else { [None; 4] };
-        if self.sack_ok && self.rcv.dsack.0 != self.rcv.dsack.1 {
+        let mut blocks = if self.agreed.sack() { self.rcv.ooo.blocks() } else { [None; 4] };
+        if self.agreed.sack() && self.rcv.dsack.0 != self.rcv.dsack.1 {
             blocks.copy_within(0..3, 1);
             blocks[0] = Some(self.rcv.dsack);
         }
-        if self.ts_ok {
+        if self.agreed.timestamps() {
             blocks[3] = None;
         }
         blocks
@@ -354,7 +354,7 @@ impl Connection {
     /// edge moves right only by at least min(buffer / 2, MSS) (receiver SWS avoidance, RFC
     /// 9293 3.8.6.2.2).
     pub(super) fn select_window(&mut self) -> u16 {
-        let shift = u32::from(self.rcv_wscale);
+        let shift = u32::from(self.agreed.rcv_wscale);
         let g = 1u32 << shift;
         let adv = self.rcv_buf_adv();
         let used = self.rcv.buf.len() as u32;

@@ -68,7 +68,7 @@ impl LossRecovery {
 impl Connection {
     /// RACK-TLP runs on this connection: it is on and the peer does SACK.
     pub(super) fn rack_on(&self) -> bool {
-        self.p.has(Opt::RackTlp) && self.sack_ok
+        self.p.has(Opt::RackTlp) && self.agreed.sack()
     }
 
     /// In fast recovery, or going back after an RTO until what was sent before it is
@@ -95,7 +95,7 @@ impl Connection {
         if self.rack_on() {
             self.rack_delivered(now, seg, ack, dsack);
         }
-        if self.sack_ok {
+        if self.agreed.sack() {
             for &(left, right) in seg.sack_ranges.iter().flatten() {
                 if seq::lt(left, right) && seq::gt(right, ack) && seq::le(right, self.snd.max) {
                     self.loss.sacked.add(seq::max(left, ack), right);
@@ -131,7 +131,7 @@ impl Connection {
             if self.loss.rack.take_advanced() {
                 self.rack_detect_loss(now);
             }
-        } else if self.sack_ok && !self.loss.sacked.is_empty() {
+        } else if self.agreed.sack() && !self.loss.sacked.is_empty() {
             let lost_end = seq::min(self.loss.sacked.lost_end(self.snd.una, self.eff_mss()), self.snd.max);
             if seq::gt(lost_end, self.snd.una) {
                 self.loss.sent.mark_lost(self.snd.una, lost_end, false);
@@ -198,7 +198,7 @@ impl Connection {
         // This recovery responds to the loss: a probe's outcome no longer matters.
         self.loss.rack.end_probe();
         self.timers.disarm_probe();
-        if self.sack_ok {
+        if self.agreed.sack() {
             self.loss.mode = Recovery::Sack;
             self.loss.inflate = 0;
             // RFC 6675 section 5 (4.3): the segment at SND.UNA goes at once, lost or not.
@@ -229,9 +229,10 @@ impl Connection {
         }
         let una = self.snd.una;
         ranges[..n].sort_unstable_by_key(|&(left, _)| left.wrapping_sub(una));
-        let echo = if self.ts_ok { seg.timestamp.map(|(_, tsecr)| tsecr).filter(|&e| e != 0) } else { None };
-        let (ts_offset, sent, sacked) = (self.ts_offset, &self.loss.sent, &self.loss.sacked);
-        let echo_older = |xmit: Instant| echo.is_some_and(|e| seq::lt(e, ts_clock(xmit, ts_offset)));
+        let echo =
+            if self.agreed.timestamps() { seg.timestamp.map(|(_, tsecr)| tsecr).filter(|&e| e != 0) } else { None };
+        let (ts, sent, sacked) = (self.ts, &self.loss.sent, &self.loss.sacked);
+        let echo_older = |xmit: Instant| echo.is_some_and(|e| seq::lt(e, ts.clock(xmit)));
         self.loss.rack.on_ack(now, &ranges[..n], sent, sacked, echo_older);
     }
 

@@ -163,8 +163,8 @@ impl Connection {
     /// timestamp clock's millisecond, in which a sub-millisecond RTT reads 0. Linux too prefers
     /// its own send times to the echo.
     pub(super) fn rtt_on_ack(&mut self, now: Instant, seg: &TcpRepr, ack: u32, sent_once_at: Option<Instant>) {
-        let sample = if self.ts_ok {
-            let ts_now = self.ts_now(now);
+        let sample = if self.agreed.timestamps() {
+            let ts_now = self.ts.clock(now);
             let echo = seg.timestamp.and_then(|(_, tsecr)| self.rtt.echo_sample(tsecr, ts_now));
             sent_once_at.map(|t| now.saturating_sub(t)).or(echo)
         } else {
@@ -179,7 +179,7 @@ impl Connection {
 
     /// Karn's rule: no RTT sample from what this retransmission makes ambiguous.
     pub(super) fn retransmitted(&mut self, now: Instant) {
-        let ts_now = self.ts_now(now);
+        let ts_now = self.ts.clock(now);
         self.rtt.retransmitted(ts_now);
     }
 }
