@@ -232,7 +232,7 @@ impl Connection {
             State::Closed => {}
             State::SynSent | State::TimeWait => self.enter_closed(),
             _ => {
-                self.rst = Some(Rst { seq: self.snd.max, ack: Some(self.rcv.nxt) });
+                self.owe_rst(self.snd.max, Some(self.rcv.nxt));
                 self.enter_closed();
             }
         }
@@ -274,12 +274,12 @@ impl Connection {
     /// stack (Linux: `tcp_challenge_ack_limit`), so after `handle_segment` the stack checks this
     /// and calls [`Connection::cancel_challenge_ack`] when over its budget.
     pub fn challenge_ack_pending(&self) -> bool {
-        self.challenge
+        self.owed.has(Owed::ChallengeAck)
     }
 
     /// Drops the pending challenge ACK (an ACK that is due anyway is still sent).
     pub fn cancel_challenge_ack(&mut self) {
-        self.challenge = false;
+        self.owed.remove(Owed::ChallengeAck);
     }
 
     /// Whether the segment [`Connection::poll_transmit`] returned last goes out ECN-capable,

@@ -37,18 +37,26 @@ impl<B: Bit> Bits<B> {
         self.0 & Self::mask(bit) != 0
     }
 
+    pub(super) fn insert(&mut self, bit: B) {
+        self.0 |= Self::mask(bit);
+    }
+
+    pub(super) fn remove(&mut self, bit: B) {
+        self.0 &= !Self::mask(bit);
+    }
+
     pub(super) fn set(&mut self, bit: B, on: bool) {
         if on {
-            self.0 |= Self::mask(bit);
+            self.insert(bit);
         } else {
-            self.0 &= !Self::mask(bit);
+            self.remove(bit);
         }
     }
 
     /// Whether `bit` was set; it is clear afterwards.
     pub(super) fn take(&mut self, bit: B) -> bool {
         let was = self.has(bit);
-        self.0 &= !Self::mask(bit);
+        self.remove(bit);
         was
     }
 }

@@ -49,6 +49,14 @@ impl EcnState {
         self.bits.has(bit)
     }
 
+    pub(super) fn insert(&mut self, bit: EcnBit) {
+        self.bits.insert(bit);
+    }
+
+    pub(super) fn remove(&mut self, bit: EcnBit) {
+        self.bits.remove(bit);
+    }
+
     pub(super) fn set(&mut self, bit: EcnBit, on: bool) {
         self.bits.set(bit, on);
     }
@@ -67,7 +75,7 @@ impl Connection {
     /// the ACK came.
     pub(super) fn on_ecn_ack(&mut self, now: Instant, seg: &TcpRepr, flight: u32) {
         if self.ecn.has(EcnBit::Reducing) && seq::gt(self.snd.una, self.ecn.reduced_at) {
-            self.ecn.set(EcnBit::Reducing, false);
+            self.ecn.remove(EcnBit::Reducing);
         }
         if seg.flags.contains(TcpFlags::ECE) && !self.ecn.has(EcnBit::Reducing) && self.loss.mode == Recovery::None {
             self.cc.on_congestion_event(now, flight, self.eff_mss());
@@ -81,8 +89,8 @@ impl Connection {
     /// not acted on (Linux's CWR and Loss states).
     pub(super) fn ecn_window_reduced(&mut self) {
         if self.ecn.has(EcnBit::On) {
-            self.ecn.set(EcnBit::CwrPending, true);
-            self.ecn.set(EcnBit::Reducing, true);
+            self.ecn.insert(EcnBit::CwrPending);
+            self.ecn.insert(EcnBit::Reducing);
             self.ecn.reduced_at = self.snd.max;
         }
     }

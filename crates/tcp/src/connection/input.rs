@@ -21,7 +21,7 @@ impl Connection {
             State::Closed => {
                 // RFC 9293 3.10.7.1: as if there were no connection.
                 if let Some(rst) = segment::rst_for_unmatched(seg, payload.len()) {
-                    self.rst = Some(Rst { seq: rst.seq_number, ack: rst.ack_number });
+                    self.owe_rst(rst.seq_number, rst.ack_number);
                 }
             }
             State::SynSent => self.handle_syn_sent(now, seg, payload),
@@ -36,7 +36,7 @@ impl Connection {
     pub fn handle_segment_ce(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8], ce: bool) {
         self.ecn.set(EcnBit::SegmentCe, ce);
         self.handle_segment(now, seg, payload);
-        self.ecn.set(EcnBit::SegmentCe, false);
+        self.ecn.remove(EcnBit::SegmentCe);
     }
 
     /// RFC 9293 3.10.7.3.
@@ -45,7 +45,7 @@ impl Connection {
         if let Some(ack) = seg.ack_number {
             if seq::le(ack, self.snd.iss) || seq::gt(ack, self.snd.max) {
                 if !rst {
-                    self.rst = Some(Rst { seq: ack, ack: None });
+                    self.owe_rst(ack, None);
                 }
                 return;
             }
@@ -70,11 +70,11 @@ impl Connection {
                 // RFC 3168 section 6.1.1: the peer agrees with ECE alone on its SYN-ACK.
                 let agreed = seg.flags.contains(TcpFlags::ECE) && !seg.flags.contains(TcpFlags::CWR);
                 if !agreed {
-                    self.ecn.set(EcnBit::On, false);
+                    self.ecn.remove(EcnBit::On);
                 }
                 // The window of a SYN is never scaled (RFC 7323 section 2.2).
                 self.establish_from_ack(now, seg, ack, u32::from(seg.window_len));
-                self.ack_now = true;
+                self.owed.insert(Owed::Ack);
                 if !payload.is_empty() || seg.flags.contains(TcpFlags::FIN) {
                     let fin = seg.flags.contains(TcpFlags::FIN);
                     self.process_text(now, self.rcv.nxt, payload, fin);
@@ -85,7 +85,7 @@ impl Connection {
                 // SYNs asked for it (Linux `tcp_ecn_rcv_syn`).
                 let agreed = seg.flags.contains(TcpFlags::ECE | TcpFlags::CWR);
                 if !agreed {
-                    self.ecn.set(EcnBit::On, false);
+                    self.ecn.remove(EcnBit::On);
                 }
                 self.state = State::SynReceived;
                 self.snd.nxt = self.snd.iss;
@@ -114,12 +114,12 @@ impl Connection {
         self.state = if self.snd.fin_queued { State::FinWait1 } else { State::Established };
         let mss = self.eff_mss();
         // RFC 5681 section 3.1: one segment if the SYN or SYN-ACK was lost.
-        let iw = if self.syn_retransmitted { mss } else { self.p.initial_cwnd.saturating_mul(mss) };
+        let iw = if self.flags.has(Flag::SynRetransmitted) { mss } else { self.p.initial_cwnd.saturating_mul(mss) };
         self.cc.init(iw);
         if self.rtt.has_sample() {
             self.cc.on_rtt_update(self.rtt.srtt());
         }
-        if self.syn_retransmitted {
+        if self.flags.has(Flag::SynRetransmitted) {
             self.rtt.after_syn_loss(self.p.rto_max_us);
         }
         self.rtt.backoff = 0;
@@ -159,7 +159,7 @@ impl Connection {
             }
             if fin && !syn && seq.wrapping_add(payload.len() as u32 + 1) == self.rcv.nxt {
                 // The peer's FIN again: our ACK was lost. ACK and restart 2*MSL.
-                self.ack_now = true;
+                self.owed.insert(Owed::Ack);
                 self.timers.idle = now + ms(self.p.time_wait_ms);
                 return;
             }
@@ -215,7 +215,7 @@ impl Connection {
                 let wnd = u32::from(seg.window_len) << self.agreed.snd_wscale;
                 self.establish_from_ack(now, seg, ack, wnd);
             } else {
-                self.rst = Some(Rst { seq: ack, ack: None });
+                self.owe_rst(ack, None);
                 return;
             }
         }
@@ -242,8 +242,8 @@ impl Connection {
         // ECE; it also asks for an ACK at once, its window being small (Linux
         // `tcp_ecn_accept_cwr`). CE on new data starts ECE again (`process_text`).
         if self.ecn.has(EcnBit::On) && seg.flags.contains(TcpFlags::CWR) && seg_len > 0 {
-            self.ecn.set(EcnBit::Echo, false);
-            self.ack_now = true;
+            self.ecn.remove(EcnBit::Echo);
+            self.owed.insert(Owed::Ack);
         }
 
         // Sixth: the URG bit, where data is still accepted (after the peer's FIN there is none).
@@ -284,7 +284,7 @@ impl Connection {
     fn report_duplicate(&mut self, start: u32, end: u32) {
         if self.agreed.sack() && seq::lt(start, end) {
             self.rcv.dsack = (start, end);
-            self.ack_now = true;
+            self.owed.insert(Owed::Ack);
         }
     }
 
@@ -292,7 +292,7 @@ impl Connection {
     /// connection; its global `tcp_challenge_ack_limit` is off by default since 6.0).
     fn challenge_ack(&mut self, now: Instant) {
         if self.invalid_ack_allowed(now) {
-            self.challenge = true;
+            self.owed.insert(Owed::ChallengeAck);
             self.challenge_acks = self.challenge_acks.wrapping_add(1);
         } else {
             self.counters.challenge_acks_skipped = self.counters.challenge_acks_skipped.wrapping_add(1);
@@ -308,7 +308,7 @@ impl Connection {
         if syn {
             self.challenge_ack(now);
         } else if seg_len > 0 || self.invalid_ack_allowed(now) {
-            self.ack_now = true;
+            self.owed.insert(Owed::Ack);
         }
     }
 
@@ -316,10 +316,11 @@ impl Connection {
     /// millisecond clock (Linux `__tcp_oow_rate_limited`); if so, the interval starts now.
     pub(super) fn invalid_ack_allowed(&mut self, now: Instant) -> bool {
         let ms_now = (now / MILLISECOND) as u32;
-        if self.invalid_acked && ms_now.wrapping_sub(self.invalid_ack_ms) < self.p.invalid_ratelimit_ms {
+        if self.flags.has(Flag::InvalidAcked) && ms_now.wrapping_sub(self.invalid_ack_ms) < self.p.invalid_ratelimit_ms
+        {
             return false;
         }
-        self.invalid_acked = true;
+        self.flags.insert(Flag::InvalidAcked);
         self.invalid_ack_ms = ms_now;
         true
     }
@@ -327,7 +328,7 @@ impl Connection {
     /// An acceptable RST.
     fn on_reset(&mut self) {
         let err = match self.state {
-            State::SynReceived if self.passive => Some(Error::ConnectionReset),
+            State::SynReceived if self.flags.has(Flag::Passive) => Some(Error::ConnectionReset),
             State::SynReceived => Some(Error::ConnectionRefused),
             State::Established | State::FinWait1 | State::FinWait2 => Some(Error::ConnectionReset),
             State::CloseWait => Some(Error::BrokenPipe),
@@ -358,11 +359,11 @@ impl Connection {
         self.loss.sent.clear();
         self.loss.send_probe = false;
         self.loss.mode = Recovery::None;
-        self.ack_now = false;
-        self.challenge = false;
-        self.probe = false;
+        self.owed.remove(Owed::Ack);
+        self.owed.remove(Owed::ChallengeAck);
+        self.owed.remove(Owed::Probe);
         self.loss.rtx_first = false;
-        self.force_send = false;
+        self.owed.remove(Owed::ForceSend);
         self.events |= EV_CLOSED;
     }
 
@@ -492,7 +493,7 @@ impl Connection {
             self.report_duplicate(seq, seq::min(end, self.rcv.nxt));
             if end != seq && seq::le(end, self.rcv.nxt) {
                 // Nothing new: a retransmission, answered at once (Linux too, SACK or not).
-                self.ack_now = true;
+                self.owed.insert(Owed::Ack);
             }
             if skip >= data.len() {
                 fin = fin && skip == data.len();
@@ -507,7 +508,7 @@ impl Connection {
         if data.len() > room {
             data = &data[..room];
             fin = false;
-            self.ack_now = true;
+            self.owed.insert(Owed::Ack);
         }
         if data.is_empty() && !fin {
             return;
@@ -517,7 +518,7 @@ impl Connection {
         }
         if self.rcv.closed && !data.is_empty() {
             // Linux: data for a closed socket resets the connection.
-            self.rst = Some(Rst { seq: self.snd.max, ack: Some(self.rcv.nxt) });
+            self.owe_rst(self.snd.max, Some(self.rcv.nxt));
             self.enter_closed();
             return;
         }
@@ -526,8 +527,10 @@ impl Connection {
                 // RFC 3168 section 6.1.3: congestion on the path. Echo it with ECE until the
                 // peer's CWR, and ACK at once the first time (Linux: the sender's window may be
                 // small enough that a delayed ACK stalls it).
-                self.ack_now |= !self.ecn.has(EcnBit::Echo);
-                self.ecn.set(EcnBit::Echo, true);
+                if !self.ecn.has(EcnBit::Echo) {
+                    self.owed.insert(Owed::Ack);
+                }
+                self.ecn.insert(EcnBit::Echo);
             }
             // At least the window promised: it may have been offered under a larger buffer.
             self.rcv.buf.ensure(self.rx_cap().max(self.rcv.wnd() as usize));
@@ -546,7 +549,7 @@ impl Connection {
                 self.events |= EV_READABLE;
                 if had_ooo || self.rcv.unacked >= 2 * u32::from(self.rcv.mss) {
                     // A filled hole, or the second full-sized segment (RFC 5681 4.2).
-                    self.ack_now = true;
+                    self.owed.insert(Owed::Ack);
                 } else if self.timers.delack == NEVER {
                     self.timers.delack = now + us(self.p.delayed_ack_us);
                 }
@@ -560,7 +563,7 @@ impl Connection {
                     self.rcv.buf.write_at(at, data);
                 }
                 // Out of order: a duplicate ACK (with SACK blocks) at once (RFC 5681 4.2).
-                self.ack_now = true;
+                self.owed.insert(Owed::Ack);
             }
         }
         if fin {
@@ -568,7 +571,7 @@ impl Connection {
             if seq::gt(fin_seq, self.rcv.nxt) {
                 self.rcv.fin = fin_seq;
                 self.rcv.fin_ahead = true;
-                self.ack_now = true;
+                self.owed.insert(Owed::Ack);
             } else if fin_seq == self.rcv.nxt {
                 self.receive_fin(now);
             }
@@ -583,7 +586,7 @@ impl Connection {
         self.rcv.fin_received = true;
         self.rcv.nxt = self.rcv.nxt.wrapping_add(1);
         self.rcv.ooo.clear();
-        self.ack_now = true;
+        self.owed.insert(Owed::Ack);
         self.events |= EV_READ_CLOSED;
         match self.state {
             State::Established => self.state = State::CloseWait,
@@ -606,7 +609,7 @@ impl Connection {
         let cand = adv.saturating_sub(self.rcv.buf.len() as u32) & !(g - 1);
         let thresh = (adv / 2).min(u32::from(self.p.mss)).max(1);
         if cur <= adv / 2 && cand >= cur.saturating_mul(2) && cand >= cur + thresh {
-            self.ack_now = true;
+            self.owed.insert(Owed::Ack);
         }
     }
 }

@@ -38,8 +38,10 @@ mod send;
 mod timers;
 mod urgent;
 
+use self::bits::{Bit, Bits};
 use self::ecn::{EcnBit, EcnState};
 use self::options::{window_shift_for, Agreed, Timestamps, DEFAULT_MSS};
+use self::output::Owed;
 use self::params::*;
 use self::recovery::*;
 use self::recv::RecvSpace;
@@ -235,11 +237,29 @@ pub struct Counters {
     pub challenge_acks_skipped: u32,
 }
 
-/// A RST to send.
+/// One-bit facts of the connection that belong to no part.
 #[derive(Debug, Clone, Copy)]
+enum Flag {
+    /// Opened by a listener (accepted, or completed by a SYN cookie).
+    Passive,
+    /// Our SYN or SYN-ACK had to be sent again.
+    SynRetransmitted,
+    /// An invalid segment was answered: `invalid_ack_ms` says when.
+    InvalidAcked,
+}
+
+impl Bit for Flag {
+    fn index(self) -> u8 {
+        self as u8
+    }
+}
+
+/// The RST owed with `Owed::Rst`: its SEG.SEQ, and its SEG.ACK with `Owed::RstAck` (not an
+/// `Option`: 4 bytes less per connection).
+#[derive(Debug, Clone, Copy, Default)]
 struct Rst {
     seq: u32,
-    ack: Option<u32>,
+    ack: u32,
 }
 
 const EV_CONNECTED: u16 = 1 << 0;
@@ -289,23 +309,15 @@ pub struct Connection {
     bytes_acked: u32,
     ecn: EcnState,
     urg: Urgent,
-    rst: Option<Rst>,
+    rst: Rst,
+    owed: Bits<Owed>,
+    flags: Bits<Flag>,
 
     local_port: u16,
     remote_port: u16,
     state: State,
     error: Option<Error>,
     events: u16,
-
-    passive: bool,
-    syn_retransmitted: bool,
-    ack_now: bool,
-    challenge: bool,
-    /// Send a probe (zero window or keepalive): an ACK with SEG.SEQ = SND.UNA - 1.
-    probe: bool,
-    /// The persist timer fired with a small window open: send what fits, SWS or not.
-    force_send: bool,
-    invalid_acked: bool,
 }
 
 /// What a connection hands to its [`crate::TimeWait`] entry.
@@ -340,19 +352,14 @@ impl Connection {
             invalid_ack_ms: 0,
             bytes_acked: 0,
             ecn: EcnState::new(iss),
-            rst: None,
+            rst: Rst::default(),
+            owed: Bits::default(),
+            flags: Bits::default(),
             local_port,
             remote_port,
             state: State::Closed,
             error: None,
             events: 0,
-            passive: false,
-            syn_retransmitted: false,
-            ack_now: false,
-            challenge: false,
-            probe: false,
-            force_send: false,
-            invalid_acked: false,
         }
     }
 
@@ -371,7 +378,7 @@ impl Connection {
     pub fn accept(cfg: &Config, syn: &TcpRepr, iss: u32, now: Instant) -> Connection {
         let mut conn = Connection::new(cfg, syn.dst_port, syn.src_port, iss);
         conn.state = State::SynReceived;
-        conn.passive = true;
+        conn.flags.insert(Flag::Passive);
         conn.rcv.irs = syn.seq_number;
         conn.rcv.nxt = syn.seq_number.wrapping_add(1);
         conn.rcv.last_ack_sent = conn.rcv.nxt;
@@ -398,7 +405,7 @@ impl Connection {
         let ack_number = ack.ack_number.unwrap_or(0);
         let iss = ack_number.wrapping_sub(1);
         let mut conn = Connection::new(cfg, ack.dst_port, ack.src_port, iss);
-        conn.passive = true;
+        conn.flags.insert(Flag::Passive);
         conn.rcv.irs = ack.seq_number.wrapping_sub(1);
         conn.rcv.nxt = ack.seq_number;
         conn.rcv.last_ack_sent = conn.rcv.nxt;

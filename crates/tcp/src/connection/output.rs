@@ -4,7 +4,31 @@
 //! SWS avoidance, Nagle and the congestion and peer windows are applied here. It must not read
 //! segments.
 
+use super::bits::Bit;
 use super::*;
+
+/// What the connection owes the peer besides data, each sent by the next `poll_transmit`.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Owed {
+    /// An ACK, now (not delayed).
+    Ack,
+    /// A challenge ACK (RFC 5961); the stack may cancel it (`cancel_challenge_ack`).
+    ChallengeAck,
+    /// A probe (zero window or keepalive): an ACK with SEG.SEQ = SND.UNA - 1.
+    Probe,
+    /// The persist timer fired with a small window open: send what fits, SWS or not.
+    ForceSend,
+    /// A RST (see `Connection::owe_rst`), before anything else.
+    Rst,
+    /// The RST carries an ACK.
+    RstAck,
+}
+
+impl Bit for Owed {
+    fn index(self) -> u8 {
+        self as u8
+    }
+}
 
 /// Length of a TCP header without options.
 const HEADER_LEN: usize = wire::tcp::HEADER_LEN;
@@ -13,9 +37,9 @@ impl Connection {
     /// The next segment to send, if any: its header, with its payload copied into `payload`
     /// (`payload_len` bytes; pass a buffer of at least the MSS). Call until `None`.
     pub fn poll_transmit(&mut self, now: Instant, payload: &mut [u8]) -> Option<TcpRepr> {
-        self.ecn.set(EcnBit::TransmitEct, false);
-        if let Some(rst) = self.rst.take() {
-            return Some(self.make_rst(rst));
+        self.ecn.remove(EcnBit::TransmitEct);
+        if let Some(rst) = self.take_rst() {
+            return Some(rst);
         }
         match self.state {
             State::Closed => return None,
@@ -37,12 +61,15 @@ impl Connection {
         // timer keeps firing just as the peer's retransmissions arrive (both back off from the
         // same RTO), the peer never learns that its data arrived, and both sides wait forever
         // on each other's zero window. A delayed ACK counts: the probe would cancel its timer.
-        if self.ack_now || self.challenge || (self.probe && self.timers.delack != NEVER) {
+        if self.owed.has(Owed::Ack)
+            || self.owed.has(Owed::ChallengeAck)
+            || (self.owed.has(Owed::Probe) && self.timers.delack != NEVER)
+        {
             let seq = self.snd.max;
             return Some(self.emit(now, seq, 0, false, payload));
         }
-        if self.probe {
-            self.probe = false;
+        if self.owed.has(Owed::Probe) {
+            self.owed.remove(Owed::Probe);
             let seq = self.snd.una.wrapping_sub(1);
             return Some(self.emit(now, seq, 0, false, payload));
         }
@@ -50,8 +77,20 @@ impl Connection {
         None
     }
 
-    fn make_rst(&self, rst: Rst) -> TcpRepr {
-        segment::rst(self.local_port, self.remote_port, rst.seq, rst.ack)
+    /// Owes the peer a RST: `<SEQ=seq><CTL=RST>`, or `<SEQ=seq><ACK=ack><CTL=RST,ACK>`.
+    pub(super) fn owe_rst(&mut self, seq: u32, ack: Option<u32>) {
+        self.rst = Rst { seq, ack: ack.unwrap_or(0) };
+        self.owed.insert(Owed::Rst);
+        self.owed.set(Owed::RstAck, ack.is_some());
+    }
+
+    /// The RST owed, if any.
+    fn take_rst(&mut self) -> Option<TcpRepr> {
+        if !self.owed.take(Owed::Rst) {
+            return None;
+        }
+        let ack = self.owed.take(Owed::RstAck).then_some(self.rst.ack);
+        Some(segment::rst(self.local_port, self.remote_port, self.rst.seq, ack))
     }
 
     /// Our SYN (SYN-SENT) or SYN-ACK (SYN-RECEIVED), first or again.
@@ -224,7 +263,7 @@ impl Connection {
                 len = len.min(next.wrapping_sub(self.snd.nxt) as usize);
             }
         }
-        let force = core::mem::take(&mut self.force_send) || loss_probe;
+        let force = self.owed.take(Owed::ForceSend) || loss_probe;
         if len == 0 {
             // A FIN alone needs no window (Linux accepts a bare FIN into a zero window).
             if avail > 0 {
@@ -250,7 +289,7 @@ impl Connection {
         if !is_rtx && repr.payload_len > 0 && self.ecn.has(EcnBit::On) {
             // RFC 3168 section 6.1.2: new data is ECN-capable; the first after a window
             // reduction says so with CWR.
-            self.ecn.set(EcnBit::TransmitEct, true);
+            self.ecn.insert(EcnBit::TransmitEct);
             if self.ecn.take(EcnBit::CwrPending) {
                 repr.flags |= TcpFlags::CWR;
             }
@@ -379,9 +418,9 @@ impl Connection {
     /// Bookkeeping for a segment that carries our ACK.
     fn ack_sent(&mut self) {
         self.rcv.last_ack_sent = self.rcv.nxt;
-        self.ack_now = false;
+        self.owed.remove(Owed::Ack);
         self.rcv.dsack = (0, 0); // reported once (RFC 2883 section 4)
-        self.challenge = false;
+        self.owed.remove(Owed::ChallengeAck);
         self.timers.delack = NEVER;
         self.rcv.unacked = 0;
     }

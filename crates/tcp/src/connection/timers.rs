@@ -71,7 +71,7 @@ impl Connection {
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.timers.delack <= now {
             self.timers.delack = NEVER;
-            self.ack_now = true;
+            self.owed.insert(Owed::Ack);
         }
         // Before the RTO: a probe due with it takes its place (and re-arms it).
         if self.timers.loss <= now {
@@ -99,7 +99,7 @@ impl Connection {
                 self.rtt.backoff += 1;
                 self.counters.retransmits = self.counters.retransmits.wrapping_add(1);
                 self.counters.timeouts = self.counters.timeouts.wrapping_add(1);
-                self.syn_retransmitted = true;
+                self.flags.insert(Flag::SynRetransmitted);
                 self.rtt.stop_timing();
                 self.snd.nxt = self.snd.iss;
                 self.timers.rtx = now + self.rto();
@@ -123,9 +123,9 @@ impl Connection {
             return;
         }
         if self.snd.window_room() > 0 {
-            self.force_send = true;
+            self.owed.insert(Owed::ForceSend);
         } else {
-            self.probe = true;
+            self.owed.insert(Owed::Probe);
             self.timers.window_probes = self.timers.window_probes.saturating_add(1);
         }
         self.timers.persist_backoff = self.timers.persist_backoff.saturating_add(1);
@@ -146,7 +146,7 @@ impl Connection {
                     self.fail(Error::TimedOut, EV_TIMED_OUT);
                     return;
                 }
-                self.probe = true;
+                self.owed.insert(Owed::Probe);
                 self.timers.keepalive_probes += 1;
                 self.timers.idle = now + ms(self.p.ka_interval_ms);
             }
