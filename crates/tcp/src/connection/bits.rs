@@ -46,11 +46,7 @@ impl<B: Bit> Bits<B> {
     }
 
     pub(super) fn set(&mut self, bit: B, on: bool) {
-        if on {
-            self.insert(bit);
-        } else {
-            self.remove(bit);
-        }
+        self.0 = (self.0 & !Self::mask(bit)) | (u8::from(on) << bit.index());
     }
 
     /// Whether `bit` was set; it is clear afterwards.

@@ -2,7 +2,8 @@
 //! echo of congestion the peer told us about, the CWR we owe and the window of the last
 //! reduction; the connection's methods here decide what an ECE does to the congestion window.
 //! Negotiation happens with the handshake (`input`, `output`) and the IP header's codepoints
-//! are the stack's: this part sees only "arrived CE-marked" and says "send ECN-capable".
+//! are the stack's: the connection hears only "arrived CE-marked" (`handle_segment_ce`) and
+//! says "send ECN-capable" (`transmit_ect`).
 
 use super::bits::{Bit, Bits};
 use super::*;
@@ -18,8 +19,6 @@ pub(super) enum EcnBit {
     CwrPending,
     /// Within the window of the last reduction (see `reduced_at`).
     Reducing,
-    /// The segment being handled arrived CE-marked.
-    SegmentCe,
     /// The segment `poll_transmit` returned last goes out ECN-capable, ECT(0).
     TransmitEct,
 }

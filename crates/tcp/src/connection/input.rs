@@ -17,6 +17,13 @@ impl Connection {
     /// Processes a segment addressed to this connection (the stack has checked the checksum
     /// and matched the 4-tuple). `payload` is the segment's data.
     pub fn handle_segment(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8]) {
+        self.handle_segment_ce(now, seg, payload, false);
+    }
+
+    /// [`Connection::handle_segment`] for a segment whose IP header carried the CE codepoint
+    /// if `ce`: a router on the path saw congestion (RFC 3168 section 5). On an ECN connection
+    /// our segments then carry ECE until the peer's CWR.
+    pub fn handle_segment_ce(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8], ce: bool) {
         match self.state {
             State::Closed => {
                 // RFC 9293 3.10.7.1: as if there were no connection.
@@ -24,23 +31,14 @@ impl Connection {
                     self.owe_rst(rst.seq_number, rst.ack_number);
                 }
             }
-            State::SynSent => self.handle_syn_sent(now, seg, payload),
-            _ => self.handle_synchronized(now, seg, payload),
+            State::SynSent => self.handle_syn_sent(now, seg, payload, ce),
+            _ => self.handle_synchronized(now, seg, payload, ce),
         }
         self.arm_persist(now);
     }
 
-    /// [`Connection::handle_segment`] for a segment whose IP header carried the CE codepoint
-    /// if `ce`: a router on the path saw congestion (RFC 3168 section 5). On an ECN connection
-    /// our segments then carry ECE until the peer's CWR.
-    pub fn handle_segment_ce(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8], ce: bool) {
-        self.ecn.set(EcnBit::SegmentCe, ce);
-        self.handle_segment(now, seg, payload);
-        self.ecn.remove(EcnBit::SegmentCe);
-    }
-
     /// RFC 9293 3.10.7.3.
-    fn handle_syn_sent(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8]) {
+    fn handle_syn_sent(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8], ce: bool) {
         let rst = seg.flags.contains(TcpFlags::RST);
         if let Some(ack) = seg.ack_number {
             if seq::le(ack, self.snd.iss) || seq::gt(ack, self.snd.max) {
@@ -77,7 +75,7 @@ impl Connection {
                 self.owed.insert(Owed::Ack);
                 if !payload.is_empty() || seg.flags.contains(TcpFlags::FIN) {
                     let fin = seg.flags.contains(TcpFlags::FIN);
-                    self.process_text(now, self.rcv.nxt, payload, fin);
+                    self.process_text(now, self.rcv.nxt, payload, fin, ce);
                 }
             }
             None => {
@@ -132,7 +130,7 @@ impl Connection {
     }
 
     /// RFC 9293 3.10.7.4, for every state after SYN-SENT.
-    fn handle_synchronized(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8]) {
+    fn handle_synchronized(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8], ce: bool) {
         let rst = seg.flags.contains(TcpFlags::RST);
         let mut syn = seg.flags.contains(TcpFlags::SYN);
         let fin = seg.flags.contains(TcpFlags::FIN);
@@ -252,7 +250,7 @@ impl Connection {
         }
 
         // Seventh and eighth: text and FIN.
-        self.process_text(now, seq, payload, fin);
+        self.process_text(now, seq, payload, fin, ce);
     }
 
     /// The four cases of RFC 9293 3.10.7.4. With a zero window a segment at RCV.NXT is let
@@ -483,7 +481,7 @@ impl Connection {
     }
 
     /// Data and FIN of an acceptable segment starting at `seq`.
-    fn process_text(&mut self, now: Instant, mut seq: u32, payload: &[u8], mut fin: bool) {
+    fn process_text(&mut self, now: Instant, mut seq: u32, payload: &[u8], mut fin: bool, ce: bool) {
         let mut data = payload;
         // Trim what we already have.
         if seq::lt(seq, self.rcv.nxt) {
@@ -523,7 +521,7 @@ impl Connection {
             return;
         }
         if !data.is_empty() {
-            if self.ecn.has(EcnBit::SegmentCe) && self.ecn.has(EcnBit::On) {
+            if ce && self.ecn.has(EcnBit::On) {
                 // RFC 3168 section 6.1.3: congestion on the path. Echo it with ECE until the
                 // peer's CWR, and ACK at once the first time (Linux: the sender's window may be
                 // small enough that a delayed ACK stalls it).

@@ -143,7 +143,8 @@ impl Connection {
     /// RFC 9293 3.10.7.4's sixth step for an acceptable segment (`seq` after trimming a
     /// duplicate SYN): a new urgent pointer, and the urgent byte itself, taken from whichever
     /// acceptable segment carries it, in order or not (Linux's `tcp_urg`; it also stays in the
-    /// stream).
+    /// stream). Always inlined: it is on every segment's path, and most segments have neither.
+    #[inline(always)]
     pub(super) fn urgent_arrival(&mut self, seg: &TcpRepr, seq: u32, payload: &[u8]) {
         if seg.flags.contains(TcpFlags::URG) {
             self.urgent_pointer(seg.seq_number, seg.urgent_at);
