@@ -9,12 +9,15 @@
 //! until it returns `None`, and [`Connection::poll_timeout`] for the next deadline. The same after
 //! each application call ([`Connection::send`], [`Connection::recv`], [`Connection::close`]...).
 //!
-//! The connection is written in parts, one file each, every file saying what it owns:
-//! `app` (the application's calls), `input` (segment arrival, RFC 9293 3.10.7), `output`
-//! (`poll_transmit` and the segments it builds), `timers`, `rtt` (RFC 6298), `recovery`
-//! (fast recovery, RACK-TLP, the RTO's response), `ecn` (RFC 3168), `urgent` (urgent data) and
-//! `params` (the configuration kept). This file has the public types, the [`Connection`]
-//! struct, the three ways to open one and the quantities derived from several parts.
+//! The connection is written in parts, one file each, every file saying what it owns and what
+//! it must not touch. State: `params` (the configuration kept), `send` and `recv` (the sequence
+//! spaces of RFC 9293 3.3.1 with their buffers), `options` (what the handshake agreed, and
+//! TS.Recent), `rtt` (RFC 6298), `timers`, `recovery` (fast recovery, the SACK scoreboard,
+//! RACK-TLP, the RTO's response), `ecn` (RFC 3168) and `urgent`; `bits` is the one-byte set of
+//! flags several of them keep. Behaviour: `input` (segment arrival, RFC 9293 3.10.7), `output`
+//! (`poll_transmit` and the segments it builds, RSTs included) and `app` (the application's
+//! calls). This file has the public types, the [`Connection`] struct, the three ways to open
+//! one and the few quantities derived from several parts.
 
 use wire::{TcpFlags, TcpRepr};
 
@@ -262,22 +265,15 @@ struct Rst {
     ack: u32,
 }
 
+// The events not yet taken with `poll_event`, one bit each in `Connection::events`.
 const EV_CONNECTED: u16 = 1 << 0;
-
 const EV_READABLE: u16 = 1 << 1;
-
 const EV_READ_CLOSED: u16 = 1 << 2;
-
 const EV_WRITABLE: u16 = 1 << 3;
-
 const EV_RESET: u16 = 1 << 4;
-
 const EV_TIMED_OUT: u16 = 1 << 5;
-
 const EV_TIME_WAIT: u16 = 1 << 6;
-
 const EV_CLOSED: u16 = 1 << 7;
-
 const EV_URGENT: u16 = 1 << 8;
 
 /// One TCP connection. See the module documentation for how to drive it.
@@ -287,36 +283,39 @@ const EV_URGENT: u16 = 1 << 8;
 /// [`Connection::release_buffers`] when empty.
 #[derive(Debug)]
 pub struct Connection {
+    /// The configuration kept.
     p: Params,
+    /// The congestion controller (CUBIC or NewReno).
     cc: Congestion,
     rtt: RttEstimator,
-
     snd: SendSpace,
     rcv: RecvSpace,
     loss: LossRecovery,
-
     timers: TimerTable,
     agreed: Agreed,
     ts: Timestamps,
-
+    ecn: EcnState,
+    urg: Urgent,
     counters: Counters,
+    /// Challenge ACKs generated (RFC 5961), for `TCP_INFO` and the stack's stats.
     challenge_acks: u32,
     /// Our millisecond clock when we last answered an invalid segment under Linux's
-    /// `tcp_invalid_ratelimit` (see `invalid_ack_allowed`); meaningful once `invalid_acked`.
+    /// `tcp_invalid_ratelimit` (see `invalid_ack_allowed`); meaningful once
+    /// `Flag::InvalidAcked`.
     invalid_ack_ms: u32,
     /// Bytes the peer acknowledged, saturating (Linux `bytes_acked`): RFC 5961's acceptable
     /// old ACKs reach back by at most this much.
     bytes_acked: u32,
-    ecn: EcnState,
-    urg: Urgent,
-    rst: Rst,
+    /// What the next `poll_transmit` owes the peer besides data, and the RST's numbers.
     owed: Bits<Owed>,
+    rst: Rst,
     flags: Bits<Flag>,
-
     local_port: u16,
     remote_port: u16,
     state: State,
+    /// The error `send`, `recv` and SO_ERROR report next.
     error: Option<Error>,
+    /// Events not yet taken (`EV_*`).
     events: u16,
 }
 
@@ -443,11 +442,14 @@ impl Connection {
         adv + slack
     }
 
+    /// EPOLLOUT's rule: at least a third of the send buffer free (Linux's
+    /// `sk_stream_is_writeable`).
     fn tx_writable(&self) -> bool {
         let free = (self.p.snd_buf as usize).saturating_sub(self.snd.buf.len());
         free > 0 && free >= self.snd.buf.len() / 2
     }
 
+    /// A state in which data (and our FIN) may be sent.
     fn can_send_data(&self) -> bool {
         matches!(self.state, State::Established | State::CloseWait | State::FinWait1 | State::Closing | State::LastAck)
     }

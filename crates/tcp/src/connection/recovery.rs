@@ -1,7 +1,9 @@
 //! Loss recovery: fast recovery (RFC 5681/6582 NewReno, RFC 6675 with SACK), RACK-TLP loss
 //! detection and the tail loss probe (RFC 8985, the decisions in `rack.rs`), and the
-//! retransmission timeout's response (RFC 6298 5.4 to 5.7). It decides what is lost and when
-//! recovery starts and ends; sending the retransmissions is `output`'s.
+//! retransmission timeout's response (RFC 6298 5.4 to 5.7). [`LossRecovery`] owns the recovery
+//! in progress, the SACK scoreboard, the transmit log (`sent.rs`) and RACK's state; the
+//! connection's methods here decide what is lost and when recovery starts and ends. It must
+//! not send: what goes next (`rtx_first`, `send_probe`, the lost ranges) is `output`'s to pick.
 
 use super::*;
 use crate::rack::Rack;

@@ -1,8 +1,9 @@
 //! The send sequence space (RFC 9293 section 3.3.1) and the send buffer: SND.UNA, SND.NXT,
 //! SND.WND, SND.WL1, SND.WL2 and ISS under their RFC names, the highest sequence number sent,
-//! the largest window the peer offered, and the bytes the application queued. What it must not
-//! do: decide what to send or when (that is `output`, under the congestion window and loss
-//! recovery) or take in ACKs (`input`); it only answers questions about the space.
+//! the largest window the peer offered, and the bytes the application queued. Given an ACK that
+//! `input` found acceptable, it moves SND.UNA and takes the window update. What it must not do:
+//! decide what to send or when (that is `output`, under the congestion window and loss
+//! recovery), or whether a segment is acceptable (`input`).
 
 use crate::ring::Ring;
 use crate::seq;

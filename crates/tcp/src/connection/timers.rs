@@ -1,6 +1,9 @@
-//! The connection's timers: when each fires and what it does: the retransmission timer (RTO,
-//! SYN retries, the persist timer and its zero-window probes), the delayed ACK, the idle timer
-//! (keepalive, FIN-WAIT-2, TIME-WAIT) and the loss timer (RACK reordering, tail loss probe).
+//! The connection's timers: [`TimerTable`] owns their deadlines and the probe counts of those
+//! that probe; the connection's methods here say what each does when it fires: the
+//! retransmission timer (RTO, SYN retries, the persist timer and its zero-window probes), the
+//! delayed ACK, the idle timer (keepalive, FIN-WAIT-2, TIME-WAIT) and the loss timer (RACK
+//! reordering, tail loss probe; what those do is `recovery`'s). A timer that fires only marks
+//! what is owed; the segment is `output`'s to build.
 
 use super::*;
 
