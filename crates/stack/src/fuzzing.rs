@@ -153,21 +153,7 @@ impl Rig {
 
 /// A segment from [`PEER_PORT`] to [`PORT`], no options, window 65535.
 pub fn base(seq: u32, ack: Option<u32>, flags: TcpFlags) -> TcpRepr {
-    TcpRepr {
-        src_port: PEER_PORT,
-        dst_port: PORT,
-        seq_number: seq,
-        ack_number: ack,
-        flags,
-        window_len: 65535,
-        window_scale: None,
-        max_seg_size: None,
-        sack_permitted: false,
-        sack_ranges: [None; 4],
-        timestamp: None,
-        payload_len: 0,
-        urgent_at: 0,
-    }
+    tcp::bare_segment(PEER_PORT, PORT, seq, ack, flags, 65535)
 }
 
 /// Arbitrary frames (each prefixed by a length byte pair) into a shard.

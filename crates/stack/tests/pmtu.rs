@@ -120,21 +120,7 @@ impl Peer {
     }
 
     fn tcp(&mut self, seq: u32, ack: Option<u32>, flags: TcpFlags, mss: Option<u16>) {
-        let repr = TcpRepr {
-            src_port: 40000,
-            dst_port: 80,
-            seq_number: seq,
-            ack_number: ack,
-            flags,
-            window_len: 65535,
-            window_scale: None,
-            max_seg_size: mss,
-            sack_permitted: false,
-            sack_ranges: [None; 4],
-            timestamp: None,
-            payload_len: 0,
-            urgent_at: 0,
-        };
+        let repr = TcpRepr { max_seg_size: mss, ..tcp::bare_segment(40000, 80, seq, ack, flags, 65535) };
         let (l, r) = (self.local, self.remote);
         let f = frame(self, IpProtocol::Tcp, repr.header_len(), |b| {
             repr.emit(&mut TcpPacket::new_unchecked(b), &l, &r, &[], true)

@@ -1,6 +1,6 @@
 //! Sets of sequence ranges `[start, end)`: the receiver's out-of-order ranges (kept most recent
 //! first, the order SACK blocks are reported in) and the sender's SACK scoreboard (kept
-//! sorted). Each is a fixed-capacity array allocated on first use (an empty boxed slice until
+//! sorted). Each is a fixed-capacity array allocated on first use (a null pointer until
 //! then): no allocation per packet, nothing on the heap for a connection without losses.
 
 use crate::seq;
@@ -43,26 +43,50 @@ fn merge<const N: usize>(ranges: &[(u32, u32)], mut s: u32, mut e: u32) -> ((u32
     ((s, e), rest, n)
 }
 
-/// The receiver's out-of-order ranges, most recently changed first.
+/// Up to `N` ranges in an array allocated on first use: a thin pointer (8 bytes) and a count
+/// in the connection, nothing on the heap until a range is added.
 #[derive(Debug, Default)]
-pub(crate) struct OooRanges {
-    r: Box<[(u32, u32)]>,
+struct RangeArray<const N: usize> {
+    r: Option<Box<[(u32, u32); N]>>,
     n: u8,
 }
 
+impl<const N: usize> RangeArray<N> {
+    fn ranges(&self) -> &[(u32, u32)] {
+        match &self.r {
+            Some(r) => &r[..self.n as usize],
+            None => &[],
+        }
+    }
+
+    /// Every slot, the array allocated if it was not.
+    fn slots(&mut self) -> &mut [(u32, u32); N] {
+        self.r.get_or_insert_with(|| Box::new([(0, 0); N]))
+    }
+
+    /// Forgets every range and frees the memory.
+    fn clear(&mut self) {
+        self.n = 0;
+        self.r = None;
+    }
+}
+
+/// The receiver's out-of-order ranges, most recently changed first.
+#[derive(Debug, Default)]
+pub(crate) struct OooRanges(RangeArray<OOO_MAX>);
+
 impl OooRanges {
     pub(crate) fn is_empty(&self) -> bool {
-        self.n == 0
+        self.0.n == 0
     }
 
     /// Forgets every range and frees the memory.
     pub(crate) fn clear(&mut self) {
-        self.n = 0;
-        self.r = Box::default();
+        self.0.clear();
     }
 
     pub(crate) fn ranges(&self) -> &[(u32, u32)] {
-        &self.r[..self.n as usize]
+        self.0.ranges()
     }
 
     /// Adds `[s, e)`, merged with what it touches, as the most recent range. `false` when it
@@ -72,12 +96,10 @@ impl OooRanges {
         if n == OOO_MAX {
             return false;
         }
-        if self.r.is_empty() {
-            self.r = vec![(0, 0); OOO_MAX].into_boxed_slice();
-        }
-        self.r[0] = merged;
-        self.r[1..=n].copy_from_slice(&rest[..n]);
-        self.n = (n + 1) as u8;
+        let r = self.0.slots();
+        r[0] = merged;
+        r[1..=n].copy_from_slice(&rest[..n]);
+        self.0.n = (n + 1) as u8;
         true
     }
 
@@ -88,9 +110,11 @@ impl OooRanges {
             let Some(i) = self.ranges().iter().position(|&(a, _)| seq::le(a, nxt)) else {
                 return nxt;
             };
-            nxt = seq::max(nxt, self.r[i].1);
-            self.r.copy_within(i + 1..self.n as usize, i);
-            self.n -= 1;
+            let n = self.0.n as usize;
+            let r = self.0.slots();
+            nxt = seq::max(nxt, r[i].1);
+            r.copy_within(i + 1..n, i);
+            self.0.n -= 1;
         }
     }
 
@@ -111,24 +135,20 @@ impl OooRanges {
 
 /// The sender's SACK scoreboard: SACKed ranges above SND.UNA, sorted, disjoint.
 #[derive(Debug, Default)]
-pub(crate) struct Scoreboard {
-    r: Box<[(u32, u32)]>,
-    n: u8,
-}
+pub(crate) struct Scoreboard(RangeArray<SACK_MAX>);
 
 impl Scoreboard {
     pub(crate) fn is_empty(&self) -> bool {
-        self.n == 0
+        self.0.n == 0
     }
 
     /// Forgets every range and frees the memory.
     pub(crate) fn clear(&mut self) {
-        self.n = 0;
-        self.r = Box::default();
+        self.0.clear();
     }
 
     pub(crate) fn ranges(&self) -> &[(u32, u32)] {
-        &self.r[..self.n as usize]
+        self.0.ranges()
     }
 
     /// Records `[s, e)` as SACKed.
@@ -155,24 +175,22 @@ impl Scoreboard {
             k += 1;
         }
         let k = k.min(SACK_MAX);
-        if self.r.is_empty() {
-            self.r = vec![(0, 0); SACK_MAX].into_boxed_slice();
-        }
-        self.r[..k].copy_from_slice(&all[..k]);
-        self.n = k as u8;
+        self.0.slots()[..k].copy_from_slice(&all[..k]);
+        self.0.n = k as u8;
     }
 
     /// Forgets what is below `una` (now cumulatively acknowledged).
     pub(crate) fn trim(&mut self, una: u32) {
+        let Some(r) = self.0.r.as_deref_mut() else { return };
         let mut k = 0;
-        for i in 0..self.n as usize {
-            let (a, b) = self.r[i];
+        for i in 0..self.0.n as usize {
+            let (a, b) = r[i];
             if seq::gt(b, una) {
-                self.r[k] = (seq::max(a, una), b);
+                r[k] = (seq::max(a, una), b);
                 k += 1;
             }
         }
-        self.n = k as u8;
+        self.0.n = k as u8;
     }
 
     /// The end of the SACKed range holding `s`, if any.
@@ -233,7 +251,7 @@ mod tests {
     #[test]
     fn ooo_ranges_merge_most_recent_first() {
         let mut ooo = OooRanges::default();
-        assert!(ooo.r.is_empty());
+        assert!(ooo.0.r.is_none());
         assert!(ooo.add(100, 200));
         assert!(ooo.add(300, 400));
         assert_eq!(ooo.ranges(), &[(300, 400), (100, 200)]);
@@ -249,7 +267,7 @@ mod tests {
         assert_eq!(ooo.advance(100), 400);
         assert_eq!(ooo.ranges().len(), OOO_MAX - 1);
         ooo.clear();
-        assert!(ooo.r.is_empty() && ooo.is_empty());
+        assert!(ooo.0.r.is_none() && ooo.is_empty());
     }
 
     #[test]

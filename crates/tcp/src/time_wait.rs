@@ -1,9 +1,10 @@
-//! After the connection: the compact TIME-WAIT entry, and the reply to segments that match no
-//! connection.
+//! After the connection: the compact TIME-WAIT entry. It is made from a connection in TIME-WAIT
+//! and answers for it until 2*MSL; it must not need the connection afterwards.
 
 use wire::{TcpFlags, TcpRepr};
 
 use crate::connection::{Connection, State};
+use crate::segment::bare_segment;
 use crate::{seq, Duration, Instant, MILLISECOND};
 
 /// A connection in TIME-WAIT reduced to what TIME-WAIT needs (RFC 9293 3.10.7.4): the ports,
@@ -54,18 +55,6 @@ impl From<&Connection> for TimeWait {
             ts_ok: t.ts_ok,
         }
     }
-}
-
-/// What a connection hands to its `TimeWait` entry.
-pub(crate) struct TimeWaitParts {
-    pub(crate) deadline: Instant,
-    pub(crate) time_wait: Duration,
-    pub(crate) snd_nxt: u32,
-    pub(crate) rcv_nxt: u32,
-    pub(crate) ts_recent: u32,
-    pub(crate) ts_offset: u32,
-    pub(crate) window: u16,
-    pub(crate) ts_ok: bool,
 }
 
 impl TimeWait {
@@ -128,53 +117,15 @@ impl TimeWait {
     }
 
     fn ack(&self, now: Instant) -> TcpRepr {
-        TcpRepr {
-            src_port: self.local_port,
-            dst_port: self.remote_port,
-            seq_number: self.snd_nxt,
-            ack_number: Some(self.rcv_nxt),
-            flags: TcpFlags::ACK,
-            window_len: self.window,
-            window_scale: None,
-            max_seg_size: None,
-            sack_permitted: false,
-            sack_ranges: [None; 4],
-            timestamp: self.ts_ok.then(|| (((now / MILLISECOND) as u32).wrapping_add(self.ts_offset), self.ts_recent)),
-            payload_len: 0,
-            urgent_at: 0,
-        }
+        let ack = bare_segment(
+            self.local_port,
+            self.remote_port,
+            self.snd_nxt,
+            Some(self.rcv_nxt),
+            TcpFlags::ACK,
+            self.window,
+        );
+        let tsval = ((now / MILLISECOND) as u32).wrapping_add(self.ts_offset);
+        TcpRepr { timestamp: self.ts_ok.then_some((tsval, self.ts_recent)), ..ack }
     }
-}
-
-/// The reply to a segment that matches no connection (RFC 9293 3.10.7.1, state CLOSED): nothing
-/// to a RST; otherwise a RST that the sender will accept: `<SEQ=SEG.ACK><CTL=RST>` if the segment
-/// had an ACK, else `<SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>`.
-pub fn rst_for_unmatched(seg: &TcpRepr, payload_len: usize) -> Option<TcpRepr> {
-    if seg.flags.contains(TcpFlags::RST) {
-        return None;
-    }
-    let (seq_number, ack_number, flags) = match seg.ack_number {
-        Some(ack) => (ack, None, TcpFlags::RST),
-        None => {
-            let len = payload_len as u32
-                + u32::from(seg.flags.contains(TcpFlags::SYN))
-                + u32::from(seg.flags.contains(TcpFlags::FIN));
-            (0, Some(seg.seq_number.wrapping_add(len)), TcpFlags::RST | TcpFlags::ACK)
-        }
-    };
-    Some(TcpRepr {
-        src_port: seg.dst_port,
-        dst_port: seg.src_port,
-        seq_number,
-        ack_number,
-        flags,
-        window_len: 0,
-        window_scale: None,
-        max_seg_size: None,
-        sack_permitted: false,
-        sack_ranges: [None; 4],
-        timestamp: None,
-        payload_len: 0,
-        urgent_at: 0,
-    })
 }

@@ -86,25 +86,7 @@ pub fn plain() -> Config {
 
 /// A segment from the scripted peer (RP to LP), no options, no payload.
 pub fn seg(seq: u32, ack: Option<u32>, flags: TcpFlags, window: u16) -> TcpRepr {
-    let mut flags = flags;
-    if ack.is_some() {
-        flags |= TcpFlags::ACK;
-    }
-    TcpRepr {
-        src_port: RP,
-        dst_port: LP,
-        seq_number: seq,
-        ack_number: ack,
-        flags,
-        window_len: window,
-        window_scale: None,
-        max_seg_size: None,
-        sack_permitted: false,
-        sack_ranges: [None; 4],
-        timestamp: None,
-        payload_len: 0,
-        urgent_at: 0,
-    }
+    crate::bare_segment(RP, LP, seq, ack, flags, window)
 }
 
 /// An ACK from the peer.

@@ -1,0 +1,367 @@
+//! The application's side of a connection: the socket calls (`send`, `recv`, `peek`,
+//! `shutdown_write`, `close`, `abort`), the socket options that act on the connection, readiness
+//! for epoll, `TCP_INFO`, and the events and deadline the caller drains. It owns no state of its
+//! own; it must not build segments or run timers (it only marks what the next `poll_transmit`
+//! and `handle_timeout` do).
+
+use super::*;
+
+impl Connection {
+    /// The state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// Our port.
+    pub fn local_port(&self) -> u16 {
+        self.local_port
+    }
+
+    /// The peer's port.
+    pub fn remote_port(&self) -> u16 {
+        self.remote_port
+    }
+
+    /// Copies data into the send buffer; returns how much fitted. `Err(WouldBlock)` when the
+    /// buffer is full or the handshake is not done; `Err(BrokenPipe)` after `shutdown_write`,
+    /// `close` or the end of the connection; a pending error (reset, timeout) is returned once
+    /// first, as Linux does.
+    pub fn send(&mut self, data: &[u8]) -> Result<usize, Error> {
+        if let Some(err) = self.error.take() {
+            return Err(err);
+        }
+        match self.state {
+            State::SynSent | State::SynReceived if !self.snd.fin_queued => return Err(Error::WouldBlock),
+            State::Established | State::CloseWait if !self.snd.fin_queued => {}
+            _ => return Err(Error::BrokenPipe),
+        }
+        if data.is_empty() {
+            return Ok(0);
+        }
+        self.snd.buf.ensure(self.p.snd_buf as usize);
+        let room = (self.p.snd_buf as usize).saturating_sub(self.snd.buf.len());
+        let n = self.snd.buf.push(&data[..data.len().min(room)]);
+        if n < data.len() {
+            self.snd.write_blocked = true;
+        }
+        if n == 0 {
+            return Err(Error::WouldBlock);
+        }
+        Ok(n)
+    }
+
+    /// Reads in-order data. `Ok(0)` is end of stream (the peer's FIN, or the connection ended
+    /// after its error was reported); `Err(WouldBlock)` when nothing is there yet. A pending
+    /// error (reset, timeout) is returned once, after the data that arrived before it.
+    ///
+    /// The urgent mark ends a read that has data before it (Linux's `tcp_recvmsg`); a read at the
+    /// mark skips the urgent byte unless SO_OOBINLINE (it is `recv_urgent`'s), even when nothing
+    /// follows it yet.
+    pub fn recv(&mut self, buf: &mut [u8]) -> Result<usize, Error> {
+        let (skip, len) = self.readable_span();
+        let n = buf.len().min(len);
+        if n > 0 || (skip > 0 && !buf.is_empty()) {
+            self.rcv.buf.read_at(skip, &mut buf[..n]);
+            self.rcv.buf.pop(skip + n);
+            self.passed_urgent_mark();
+            self.window_update_after_read();
+            if n > 0 {
+                return Ok(n);
+            }
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if let Some(err) = self.error.take() {
+            return Err(err);
+        }
+        if self.rcv.fin_received || self.state == State::Closed {
+            return Ok(0);
+        }
+        Err(Error::WouldBlock)
+    }
+
+    /// Like [`Connection::recv`] but leaves the data in place (MSG_PEEK): the same answer, the
+    /// same errors (an error is reported, not consumed).
+    pub fn peek(&self, buf: &mut [u8]) -> Result<usize, Error> {
+        let (skip, len) = self.readable_span();
+        let n = buf.len().min(len);
+        if n > 0 {
+            self.rcv.buf.read_at(skip, &mut buf[..n]);
+            return Ok(n);
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if let Some(err) = self.error {
+            return Err(err);
+        }
+        if self.rcv.fin_received || self.state == State::Closed {
+            return Ok(0);
+        }
+        Err(Error::WouldBlock)
+    }
+
+    /// SO_RCVLOWAT: the connection is readable (EPOLLIN) once this many bytes are there (at
+    /// least 1), or when the window left is at most one segment (Linux: the peer could not send
+    /// more). How a blocking read waits for them is the caller's.
+    pub fn set_rcvlowat(&mut self, bytes: u32) {
+        self.p.rcvlowat = bytes.max(1);
+    }
+
+    /// SO_RCVBUF, in bytes of data (the window advertised is at most this). The window-scale
+    /// shift was fixed by the handshake: a buffer larger than it can announce is announced as
+    /// far as it can. A smaller buffer takes back no window already offered.
+    pub fn set_recv_buffer(&mut self, bytes: u32) {
+        self.p.rcv_buf = bytes.max(1);
+        let cap = self.rx_cap();
+        if self.rcv.buf.is_allocated() && self.rcv.buf.capacity() < cap {
+            self.rcv.buf.grow(cap);
+        }
+    }
+
+    /// SO_SNDBUF, in bytes of data: what `send` may queue (unsent and unacknowledged). Data
+    /// already queued beyond a smaller buffer stays; `send` waits until it drains below it.
+    pub fn set_send_buffer(&mut self, bytes: u32) {
+        self.p.snd_buf = bytes.max(1);
+        let cap = self.p.snd_buf as usize;
+        if self.snd.buf.is_allocated() && self.snd.buf.capacity() < cap {
+            self.snd.buf.grow(cap);
+        }
+    }
+
+    /// Bytes `recv` can return now, up to the urgent mark unless SO_OOBINLINE (FIONREAD, Linux's
+    /// `tcp_inq`).
+    pub fn recv_available(&self) -> usize {
+        match self.urgent_mark() {
+            Some(before_mark) if !self.p.has(Opt::OobInline) => before_mark.min(self.rcv.buf.len()),
+            _ => self.rcv.buf.len(),
+        }
+    }
+
+    /// Bytes `send` accepts now.
+    pub fn send_space(&self) -> usize {
+        match self.state {
+            State::Established | State::CloseWait if !self.snd.fin_queued => {
+                (self.p.snd_buf as usize).saturating_sub(self.snd.buf.len())
+            }
+            _ => 0,
+        }
+    }
+
+    /// Bytes in the send buffer, sent or not (SIOCOUTQ).
+    pub fn send_queued(&self) -> usize {
+        self.snd.buf.len()
+    }
+
+    /// EPOLLIN: SO_RCVLOWAT bytes of data (one more at the urgent mark, whose byte a read
+    /// skips), or any data once the window left is at most a segment; end of stream; or an error
+    /// to report. Linux's `tcp_poll`.
+    pub fn is_readable(&self) -> bool {
+        let avail = self.rcv.buf.len() as u32;
+        let skipped = u32::from(self.urgent_mark() == Some(0) && !self.p.has(Opt::OobInline));
+        let target = self.p.rcvlowat.saturating_add(skipped);
+        let enough = avail > 0 && (avail >= target || self.rcv.wnd() <= u32::from(self.rcv.mss));
+        enough || self.rcv.fin_received || self.error.is_some() || self.state == State::Closed
+    }
+
+    /// EPOLLOUT: room in the send buffer (at least a third of it free, like Linux's
+    /// `sk_stream_is_writeable`), or an error to report.
+    pub fn is_writable(&self) -> bool {
+        (self.send_space() > 0 && self.tx_writable()) || self.error.is_some() || self.state == State::Closed
+    }
+
+    /// The pending error, consumed (SO_ERROR).
+    pub fn take_error(&mut self) -> Option<Error> {
+        self.error.take()
+    }
+
+    /// The pending error, left in place.
+    pub fn error(&self) -> Option<Error> {
+        self.error
+    }
+
+    /// `shutdown(SHUT_WR)`: a FIN follows the queued data. In SYN-SENT it abandons the connect
+    /// (Linux disconnects); on a closed connection it is `Err(NotConnected)`.
+    pub fn shutdown_write(&mut self) -> Result<(), Error> {
+        match self.state {
+            State::Closed => return Err(Error::NotConnected),
+            State::SynSent => self.enter_closed(),
+            State::SynReceived => self.snd.fin_queued = true,
+            State::Established => {
+                self.snd.fin_queued = true;
+                self.state = State::FinWait1;
+                self.timers.idle = NEVER; // keepalive is for ESTABLISHED and CLOSE-WAIT
+            }
+            State::CloseWait => {
+                self.snd.fin_queued = true;
+                self.state = State::LastAck;
+                self.timers.idle = NEVER;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// `close()`: like Linux, a RST instead of a FIN if received data was left unread;
+    /// otherwise a FIN after the queued data, and any data the peer sends from now on is
+    /// answered with a RST. The connection lives on (orphaned) until `Closed` or `TimeWait`.
+    pub fn close(&mut self, now: Instant) {
+        match self.state {
+            State::Closed => {}
+            State::SynSent => self.enter_closed(),
+            State::TimeWait => {
+                self.rcv.closed = true;
+                self.rcv.buf.clear();
+            }
+            _ if self.rcv.buf.len() > 0 => self.abort(),
+            _ => {
+                self.rcv.closed = true;
+                let _ = self.shutdown_write(); // cannot fail: not CLOSED
+                if self.state == State::FinWait2 {
+                    self.timers.idle = now + ms(self.p.fin_wait2_ms);
+                }
+            }
+        }
+    }
+
+    /// Abortive close (`SO_LINGER` 0, or the stack giving up): a RST to the peer if it knows
+    /// the connection, then CLOSED.
+    pub fn abort(&mut self) {
+        match self.state {
+            State::Closed => {}
+            State::SynSent | State::TimeWait => self.enter_closed(),
+            _ => {
+                self.owe_rst(self.snd.max, Some(self.rcv.nxt));
+                self.enter_closed();
+            }
+        }
+        self.rcv.buf.clear();
+    }
+
+    /// `TCP_NODELAY`.
+    pub fn set_nodelay(&mut self, nodelay: bool) {
+        self.p.opts.set(Opt::Nodelay, nodelay);
+    }
+
+    /// `SO_KEEPALIVE` with its parameters; `None` turns it off.
+    pub fn set_keepalive(&mut self, keepalive: Option<Keepalive>, now: Instant) {
+        self.p.set_keepalive(keepalive);
+        if matches!(self.state, State::Established | State::CloseWait) {
+            self.timers.keepalive_probes = 0;
+            self.timers.idle = if self.p.has(Opt::Keepalive) { now + ms(self.p.ka_idle_ms) } else { NEVER };
+        }
+    }
+
+    /// Frees the send and receive buffers if they are empty (they are allocated again on
+    /// use). For idle connections under memory pressure.
+    pub fn release_buffers(&mut self) {
+        self.snd.buf.release();
+        if self.snd.una == self.snd.max {
+            self.loss.sent.clear();
+        }
+        if self.rcv.ooo.is_empty() {
+            self.rcv.buf.release();
+        }
+    }
+
+    /// Whether the buffers are allocated (send, receive).
+    pub fn buffers_allocated(&self) -> (bool, bool) {
+        (self.snd.buf.is_allocated(), self.rcv.buf.is_allocated())
+    }
+
+    /// A challenge ACK (RFC 5961) is waiting to be sent. Challenge ACKs are rate limited per
+    /// stack (Linux: `tcp_challenge_ack_limit`), so after `handle_segment` the stack checks this
+    /// and calls [`Connection::cancel_challenge_ack`] when over its budget.
+    pub fn challenge_ack_pending(&self) -> bool {
+        self.owed.has(Owed::ChallengeAck)
+    }
+
+    /// Drops the pending challenge ACK (an ACK that is due anyway is still sent).
+    pub fn cancel_challenge_ack(&mut self) {
+        self.owed.remove(Owed::ChallengeAck);
+    }
+
+    /// Whether the segment [`Connection::poll_transmit`] returned last goes out ECN-capable,
+    /// ECT(0) in its IP header: new data of an ECN connection, never a retransmission, a pure
+    /// ACK, a window probe, a SYN or a RST (RFC 3168 sections 6.1.1, 6.1.4 and 6.1.5).
+    pub fn transmit_ect(&self) -> bool {
+        self.ecn.has(EcnBit::TransmitEct)
+    }
+
+    /// Path MTU discovery (RFC 1191 for IPv4, RFC 8201 for IPv6): an ICMP "fragmentation
+    /// needed" or "packet too big" quoting our segment at `quoted_seq` says the path carries at
+    /// most `mss` bytes of TCP payload (its MTU less the IP and TCP headers). The message is
+    /// believed only if the quoted segment is in flight (RFC 5927 section 4.1), and the size
+    /// never drops below 536 (Linux's floor: an ICMP cannot make us send tiny segments). The
+    /// lost segment goes again, smaller, at the next retransmission. Returns whether the
+    /// segment size went down.
+    pub fn path_mtu_reduced(&mut self, mss: u16, quoted_seq: u32) -> bool {
+        let in_flight = seq::ge(quoted_seq, self.snd.una) && seq::lt(quoted_seq, self.snd.max);
+        let mss = mss.max(MIN_PATH_MSS);
+        if !in_flight || mss >= self.mss_cap() {
+            return false;
+        }
+        self.agreed.path_mss = mss;
+        true
+    }
+
+    /// What loss recovery did so far: the shard's counters.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// For `TCP_INFO`.
+    pub fn info(&self) -> Info {
+        Info {
+            state: self.state,
+            rtt: self.rtt.srtt(),
+            rttvar: self.rtt.rttvar(),
+            rto: self.rto(),
+            backoff: self.rtt.backoff,
+            total_retransmits: self.counters.retransmits,
+            snd_mss: self.eff_mss(),
+            rcv_mss: u32::from(self.rcv.mss),
+            cwnd: self.cc.cwnd(),
+            ssthresh: self.cc.ssthresh(),
+            snd_wnd: self.snd.wnd,
+            rcv_wnd: self.rcv.wnd(),
+            snd_wscale: self.agreed.window_scale().then_some(self.agreed.snd_wscale),
+            rcv_wscale: self.agreed.window_scale().then_some(self.agreed.rcv_wscale),
+            timestamps: self.agreed.timestamps(),
+            sack: self.agreed.sack(),
+            in_recovery: self.loss.mode != Recovery::None,
+            bytes_in_flight: self.snd.in_flight(),
+            send_queue: self.snd.buf.len() as u32,
+            recv_queue: self.rcv.buf.len() as u32,
+            challenge_acks: self.challenge_acks,
+        }
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        if self.events == 0 {
+            return None;
+        }
+        let bit = self.events & self.events.wrapping_neg();
+        self.events &= !bit;
+        Some(match bit {
+            EV_CONNECTED => Event::Connected,
+            EV_READABLE => Event::Readable,
+            EV_READ_CLOSED => Event::ReadClosed,
+            EV_WRITABLE => Event::Writable,
+            EV_RESET => Event::Reset,
+            EV_TIMED_OUT => Event::TimedOut,
+            EV_TIME_WAIT => Event::TimeWait,
+            EV_CLOSED => Event::Closed,
+            _ => Event::Urgent,
+        })
+    }
+
+    /// The earliest deadline: RTO, SYN retransmission, zero-window probe, delayed ACK, RACK's
+    /// reordering timer, tail loss probe, keepalive, FIN-WAIT-2 or TIME-WAIT end. Call
+    /// [`Connection::handle_timeout`] then.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.next()
+    }
+}
