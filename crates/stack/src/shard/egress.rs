@@ -12,7 +12,7 @@ use wire::{
 };
 
 use super::{Shard, ECN_NOT_ECT, ETH};
-use crate::iface::Learned;
+use crate::iface::{Answer, Learned};
 use crate::neighbor::{multicast_mac, Lookup};
 
 const TTL: u8 = 64;
@@ -196,6 +196,14 @@ impl<N: Nic> Shard<N> {
                 ns.emit(&mut Icmpv6Packet::new_unchecked(&mut data[ETH + wire::ipv6::HEADER_LEN..]), &src, &dst, true);
             }
         }
+        self.tx.push(buf);
+    }
+
+    /// Sends the link layer's answer to a received frame, written over the frame itself.
+    pub(super) fn queue_answer(&mut self, mut buf: N::Buf, answer: Answer) {
+        let len = answer.write(self.mac, buf.data_mut(), true);
+        buf.set_len(len);
+        answer.count(&mut self.link_stats);
         self.tx.push(buf);
     }
 }

@@ -16,7 +16,8 @@
 //! - this module: the [`Shard`] struct, its settings and counters, and the driver ([`Shard::poll`],
 //!   [`Shard::flush`], the timers, the hand-off between the shards of one process);
 //! - [`sockets`]: the socket slab, socket ids, the dirty and changed lists;
-//! - [`ingress`]: a received frame on its way up to TCP, UDP, ICMP or the link layer;
+//! - [`ingress`]: a received frame, read once from Ethernet down to TCP, UDP, ICMP or the link
+//!   layer ([`crate::iface`]);
 //! - [`egress`]: frames out: IP headers, routing, neighbor resolution, the tx queue;
 //! - [`tcp`]: demux, listeners, SYN cookies, servicing connections;
 //! - [`time_wait`]: compact TIME-WAIT entries;
@@ -27,14 +28,14 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use nic::{MacAddr, Nic, PacketBuf};
-use wire::{EthernetAddress, IpAddress, IpProtocol, Ipv4Address, Ipv6Address};
+use wire::{EthernetAddress, IpAddress, Ipv4Address, Ipv6Address};
 
 use crate::iface::{IfaceStats, Learned};
 use crate::neighbor::{NeighborCache, NeighborConfig};
 use crate::ports::EphemeralPorts;
 use crate::route::Routes;
 use crate::syncookie::SynCookies;
-use crate::table::{ConnTable, FourTuple, ListenTable};
+use crate::table::{ConnTable, ListenTable};
 use crate::timer::TimerWheel;
 
 mod api;
@@ -53,6 +54,7 @@ pub use inspect::{state_name, CapturedFrame, Direction, SocketRow};
 pub use sockets::SocketId;
 pub use udp::Received;
 
+use ingress::Transport;
 use sockets::{Slot, Socket};
 use tcp::ListenGroup;
 use time_wait::TimeWaitEntry;
@@ -233,12 +235,9 @@ pub struct Shard<N: Nic> {
     icmp_limit: IcmpRateLimit,
     link_stats: IfaceStats,
     stats: ShardStats,
-    /// Frames that belong to no socket here, for the process's other shards (`shard_count` > 1).
-    handed_off: Vec<N::Buf>,
-    /// While a frame is handled: it may be handed off (several shards, and it was not handed
-    /// off already); then `tcp_input` sets `hand_off_this` instead of answering it with a RST.
-    may_hand_off: bool,
-    hand_off_this: bool,
+    /// Frames that belong to no socket here, for the process's other shards (`shard_count` > 1),
+    /// with what ingress read of them.
+    handed_off: Vec<(N::Buf, Transport)>,
     /// Neighbors ARP or NDP taught this shard, for the process's other shards.
     heard: Vec<Learned>,
     /// A capture in progress (`pronghorn pcap`): one branch per burst while there is none.
@@ -261,9 +260,9 @@ pub fn exchange<N: Nic>(shards: &mut [Shard<N>], now: u64) -> usize {
     for from in 0..shards.len() {
         shards[from].take_handed_off(&mut frames);
         shards[from].take_heard(&mut heard);
-        for buf in frames.drain(..) {
-            let to = (0..shards.len()).find(|&k| k != from && shards[k].holds_frame(buf.data())).unwrap_or(from);
-            shards[to].receive_handed_off(buf, now);
+        for (buf, t) in frames.drain(..) {
+            let to = (0..shards.len()).find(|&k| k != from && shards[k].holds(&t, buf.data())).unwrap_or(from);
+            shards[to].receive_handed_off(buf, &t, now);
             moved += 1;
         }
         for &(ip, mac) in &heard {
@@ -366,8 +365,6 @@ impl<N: Nic> Shard<N> {
             link_stats: IfaceStats::default(),
             stats: ShardStats::default(),
             handed_off: Vec::new(),
-            may_hand_off: false,
-            hand_off_this: false,
             heard: Vec::new(),
             capture: None,
             tx_captured: 0,
@@ -435,7 +432,7 @@ impl<N: Nic> Shard<N> {
             self.capture_received(&rx);
         }
         for buf in rx.drain(..) {
-            self.handle_frame(buf, false);
+            self.receive(buf);
         }
         self.rx = rx;
         work += n;
@@ -445,32 +442,19 @@ impl<N: Nic> Shard<N> {
         work
     }
 
-    /// Moves the frames this shard could not place to `out`, for the process's other shards
-    /// (only with several: `ShardConfig::shard_count`). Offer each to the others with
-    /// [`Shard::holds_frame`] and [`Shard::receive_handed_off`]; one that none holds goes back
+    /// Moves the frames this shard could not place to `out`, each with what ingress read of
+    /// it, for the process's other shards (only with several: `ShardConfig::shard_count`).
+    /// [`exchange`] offers each to the others ([`Shard::holds`]); one that none holds goes back
     /// to this shard's `receive_handed_off`, which answers it as a shard alone would (a RST).
-    pub fn take_handed_off(&mut self, out: &mut Vec<N::Buf>) {
+    fn take_handed_off(&mut self, out: &mut Vec<(N::Buf, Transport)>) {
         out.append(&mut self.handed_off);
-    }
-
-    /// Whether this shard holds the connection (or TIME-WAIT entry) a handed-off TCP frame is for.
-    pub fn holds_frame(&self, frame: &[u8]) -> bool {
-        let Some(t) = self.transport(frame) else { return false };
-        let Some(seg) = frame.get(t.start..t.end).filter(|s| s.len() >= 4) else { return false };
-        let sport = u16::from_be_bytes([seg[0], seg[1]]);
-        let dport = u16::from_be_bytes([seg[2], seg[3]]);
-        if t.proto == IpProtocol::Udp {
-            return self.holds_datagram((t.dst, dport), (t.src, sport));
-        }
-        let tuple = FourTuple::new((t.dst, dport), (t.src, sport));
-        self.conns.contains_key(&tuple) || self.time_wait_table.contains_key(&tuple)
     }
 
     /// Handles a frame handed off by a shard of the process: one this shard holds, or its own
     /// when no shard holds it (then it answers as if alone). Sends what it caused.
-    pub fn receive_handed_off(&mut self, buf: N::Buf, now: u64) {
+    fn receive_handed_off(&mut self, buf: N::Buf, t: &Transport, now: u64) {
         self.now = self.now.max(now);
-        self.handle_frame(buf, true);
+        self.receive_transport(buf, t);
         self.flush_dirty();
         self.transmit();
     }

@@ -13,6 +13,7 @@ use tcp::{Connection, CookieOptions, Event as TcpEvent, TimeWait};
 use wire::{IpAddress, IpProtocol, TcpFlags, TcpPacket, TcpRepr};
 
 use super::api::{Buffers, Readiness};
+use super::ingress::Transport;
 use super::sockets::Socket;
 use super::time_wait::TimeWaitInput;
 use super::{Shard, SocketId, TimerKey, ECN_CE, ECN_ECT0, ECN_NOT_ECT};
@@ -101,21 +102,24 @@ impl<N: Nic> Shard<N> {
         }
     }
 
-    /// A TCP segment to us; `ecn` is the ECN field of its IP header.
-    pub(super) fn tcp_input(&mut self, src: IpAddress, dst: IpAddress, seg: &[u8], ecn: u8) {
+    /// A TCP segment to us, as ingress read the layers below. Returns true when nothing here
+    /// takes it and `may_hand_off`: another shard of the process may hold its connection (else
+    /// it is answered here, with a RST if it calls for one).
+    pub(super) fn tcp_input(&mut self, t: &Transport, seg: &[u8], may_hand_off: bool) -> bool {
+        let (src, dst) = (t.src, t.dst);
         let Ok(packet) = TcpPacket::new_checked(seg) else {
             self.stats.tcp_malformed += 1;
-            return;
+            return false;
         };
         let repr = match TcpRepr::parse(&packet, &src, &dst, true) {
             Ok(r) => r,
             Err(wire::Error::Checksum) => {
                 self.stats.tcp_bad_checksum += 1;
-                return;
+                return false;
             }
             Err(_) => {
                 self.stats.tcp_malformed += 1;
-                return;
+                return false;
             }
         };
         self.stats.tcp_rx_segments += 1;
@@ -124,19 +128,19 @@ impl<N: Nic> Shard<N> {
 
         if let Some(&id) = self.conns.get(&tuple) {
             let now = self.now;
-            let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
-            s.conn.handle_segment_ce(now, &repr, payload, ecn == ECN_CE);
+            let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return false };
+            s.conn.handle_segment_ce(now, &repr, payload, t.ecn == ECN_CE);
             if s.conn.challenge_ack_pending() && !self.take_challenge_ack() {
                 if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
                     s.conn.cancel_challenge_ack();
                 }
             }
             self.mark_dirty(id);
-            return;
+            return false;
         }
         let reopen_iss = match self.time_wait_input(&tuple, &repr) {
             TimeWaitInput::NoEntry => None,
-            TimeWaitInput::Done => return,
+            TimeWaitInput::Done => return false,
             TimeWaitInput::Reopen { iss } => Some(iss),
         };
         // RFC 9293 3.10.7.2, LISTEN: first, a RST is ignored (a SYN with RST too, as in Linux);
@@ -150,27 +154,28 @@ impl<N: Nic> Shard<N> {
                 // A SYN that is itself ECN-capable (or CE-marked) is no ECN-setup SYN (RFC 3168
                 // section 6.1.1 forbids ECT on SYNs; Linux `tcp_ecn_create_request`).
                 let mut syn = repr;
-                if ecn != ECN_NOT_ECT {
+                if t.ecn != ECN_NOT_ECT {
                     syn.flags.remove(TcpFlags::ECE | TcpFlags::CWR);
                 }
-                return self.syn_to_listener(lid, tuple, &syn, reopen_iss);
+                self.syn_to_listener(lid, tuple, &syn, reopen_iss);
+                return false;
             }
             if is_ack && self.cookie_ack(lid, tuple, &repr, payload) {
-                return;
+                return false;
             }
             if repr.ack_number.is_none() {
-                return;
+                return false;
             }
         }
-        if self.may_hand_off {
+        if may_hand_off {
             // Another shard of the process may hold the connection: it decides.
-            self.hand_off_this = true;
-            return;
+            return true;
         }
         if let Some(rst) = tcp::rst_for_unmatched(&repr, payload.len()) {
             self.stats.tcp_rst_sent += 1;
             self.send_tcp(&tuple, &rst, &[]);
         }
+        false
     }
 
     /// The listener of `group` that takes connection `tuple`: with SO_REUSEPORT, a keyed hash
