@@ -1053,6 +1053,20 @@ impl Connection {
         self.tx_ect
     }
 
+    /// The length of the TCP header, options included, of a segment with data that
+    /// [`Connection::poll_transmit`] would return now (SYNs and RSTs, whose headers differ,
+    /// carry none). A stack that passes `poll_transmit` a buffer at this offset in its frame
+    /// can write the header in front of the payload without moving it.
+    #[inline]
+    pub fn data_header_len(&self) -> usize {
+        if self.sack_ok && (!self.ooo.is_empty() || self.dsack.0 != self.dsack.1) {
+            // SACK blocks go out: how many fit is the header's to say.
+            return self.header(0, self.snd_nxt).header_len();
+        }
+        // The timestamps option (two NOPs and ten bytes), or none.
+        HEADER_LEN + if self.ts_ok { 12 } else { 0 }
+    }
+
     /// Path MTU discovery (RFC 1191 for IPv4, RFC 8201 for IPv6): an ICMP "fragmentation
     /// needed" or "packet too big" quoting our segment at `quoted_seq` says the path carries at
     /// most `mss` bytes of TCP payload (its MTU less the IP and TCP headers). The message is

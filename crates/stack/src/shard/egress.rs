@@ -11,13 +11,22 @@ use wire::{
     Icmpv6Repr, IpAddress, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, NdiscRepr,
 };
 
-use super::{Shard, ECN_NOT_ECT, ETH};
+use super::{Shard, ETH};
 use crate::iface::{Answer, Learned};
 use crate::neighbor::{multicast_mac, Lookup};
 
 const TTL: u8 = 64;
 /// Frames waiting for room in the NIC's tx queue before new ones are dropped.
 const TX_BACKLOG: usize = 8192;
+
+/// Where the transport header starts in a frame to `dst`: after the Ethernet header and the IP
+/// header of its family (the stack sends no IP options or extension headers).
+pub(super) fn transport_offset(dst: IpAddress) -> usize {
+    ETH + match dst {
+        IpAddress::V4(_) => wire::ipv4::HEADER_LEN,
+        IpAddress::V6(_) => wire::ipv6::HEADER_LEN,
+    }
+}
 
 impl<N: Nic> Shard<N> {
     pub(super) fn expire_neighbors(&mut self) {
@@ -61,9 +70,20 @@ impl<N: Nic> Shard<N> {
         }
     }
 
-    /// A frame with Ethernet and IP headers for `l4_len` bytes of transport, `ecn` in the IP
-    /// header's ECN field, and the offset of the transport header. The Ethernet destination is
-    /// filled by `route_out`.
+    /// A buffer for a frame to send: the one this pass took and did not use, or a new one.
+    pub(super) fn tx_buffer(&mut self) -> Option<N::Buf> {
+        self.tx_spare.take().or_else(|| self.nic.alloc())
+    }
+
+    /// Keeps a buffer taken and not used for the next frame (`poll` gives it back to the pool
+    /// once no connection is left): a connection with nothing to send costs no buffer.
+    pub(super) fn keep_tx_buffer(&mut self, buf: N::Buf) {
+        self.tx_spare = Some(buf);
+    }
+
+    /// A frame with Ethernet and IP headers for `l4_len` bytes of transport (written by the
+    /// caller at the offset returned), `ecn` in the IP header's ECN field. The Ethernet
+    /// destination is filled by `route_out`.
     pub(super) fn ip_frame(
         &mut self,
         src: IpAddress,
@@ -72,42 +92,60 @@ impl<N: Nic> Shard<N> {
         l4_len: usize,
         ecn: u8,
     ) -> Option<(N::Buf, usize)> {
-        let Some(mut buf) = self.nic.alloc() else {
+        let Some(mut buf) = self.tx_buffer() else {
             self.stats.tx_no_buffer += 1;
             return None;
         };
-        let (ethertype, ip_len) = match dst {
-            IpAddress::V4(_) => (EtherType::Ipv4, wire::ipv4::HEADER_LEN),
-            IpAddress::V6(_) => (EtherType::Ipv6, wire::ipv6::HEADER_LEN),
-        };
-        let total = ETH + ip_len + l4_len;
-        if total > buf.capacity() {
+        let l4 = transport_offset(dst);
+        if l4 + l4_len > buf.capacity() {
             self.stats.tx_no_buffer += 1;
+            self.keep_tx_buffer(buf);
             return None;
         }
-        buf.set_len(total);
-        let data = buf.data_mut();
+        buf.set_len(l4 + l4_len);
+        self.write_headers(buf.data_mut(), src, dst, proto, l4_len, ecn);
+        Some((buf, l4))
+    }
+
+    /// Writes the Ethernet header (all but its destination) and the IP header of a frame that
+    /// carries `l4_len` bytes of `proto` at [`transport_offset`], `ecn` in the IP header's ECN
+    /// field; the IPv4 header checksum is left to the NIC if it computes it.
+    pub(super) fn write_headers(
+        &self,
+        frame: &mut [u8],
+        src: IpAddress,
+        dst: IpAddress,
+        proto: IpProtocol,
+        l4_len: usize,
+        ecn: u8,
+    ) {
+        let ethertype = match dst {
+            IpAddress::V4(_) => EtherType::Ipv4,
+            IpAddress::V6(_) => EtherType::Ipv6,
+        };
         EthernetRepr { src_addr: self.mac, dst_addr: EthernetAddress([0; 6]), ethertype }
-            .emit(&mut EthernetFrame::new_unchecked(&mut data[..]));
+            .emit(&mut EthernetFrame::new_unchecked(&mut frame[..]));
+        let ip = &mut frame[ETH..transport_offset(dst)];
         match (src, dst) {
             (IpAddress::V4(s), IpAddress::V4(d)) => {
-                let ip = Ipv4Repr { src_addr: s, dst_addr: d, next_header: proto, payload_len: l4_len, hop_limit: TTL };
-                let mut packet = Ipv4Packet::new_unchecked(&mut data[ETH..ETH + ip_len]);
-                ip.emit(&mut packet, ecn == ECN_NOT_ECT);
-                if ecn != ECN_NOT_ECT {
-                    packet.set_ecn(ecn);
+                let repr =
+                    Ipv4Repr { src_addr: s, dst_addr: d, next_header: proto, payload_len: l4_len, hop_limit: TTL };
+                let mut packet = Ipv4Packet::new_unchecked(ip);
+                repr.emit(&mut packet, false);
+                packet.set_ecn(ecn);
+                if self.checksums.fill_ipv4 {
                     packet.fill_checksum();
                 }
             }
             (IpAddress::V6(s), IpAddress::V6(d)) => {
-                let ip = Ipv6Repr { src_addr: s, dst_addr: d, next_header: proto, payload_len: l4_len, hop_limit: TTL };
-                let mut packet = Ipv6Packet::new_unchecked(&mut data[ETH..ETH + ip_len]);
-                ip.emit(&mut packet);
+                let repr =
+                    Ipv6Repr { src_addr: s, dst_addr: d, next_header: proto, payload_len: l4_len, hop_limit: TTL };
+                let mut packet = Ipv6Packet::new_unchecked(ip);
+                repr.emit(&mut packet);
                 packet.set_traffic_class(ecn);
             }
             _ => unreachable!("a 4-tuple never mixes families"),
         }
-        Some((buf, ETH + ip_len))
     }
 
     /// Fills the Ethernet destination from the neighbor cache and queues the frame, or parks it
@@ -201,7 +239,7 @@ impl<N: Nic> Shard<N> {
 
     /// Sends the link layer's answer to a received frame, written over the frame itself.
     pub(super) fn queue_answer(&mut self, mut buf: N::Buf, answer: Answer) {
-        let len = answer.write(self.mac, buf.data_mut(), true);
+        let len = answer.write(self.mac, buf.data_mut(), self.checksums.fill_ipv4);
         buf.set_len(len);
         answer.count(&mut self.link_stats);
         self.tx.push(buf);

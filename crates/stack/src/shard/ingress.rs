@@ -168,7 +168,7 @@ impl<N: Nic> Shard<N> {
         if ip.is_fragment() {
             return link.drop(Drop::Fragment);
         }
-        let repr = match Ipv4Repr::parse(&ip, true) {
+        let repr = match Ipv4Repr::parse(&ip, self.checksums.verify_ipv4) {
             Ok(repr) => repr,
             Err(e) => return link.drop(e.into()),
         };

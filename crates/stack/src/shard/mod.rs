@@ -27,7 +27,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use nic::{MacAddr, Nic, PacketBuf};
+use nic::{MacAddr, Nic, Offloads, PacketBuf};
 use wire::{EthernetAddress, IpAddress, Ipv4Address, Ipv6Address};
 
 use crate::iface::{IfaceStats, Learned};
@@ -197,6 +197,33 @@ enum TimerKey {
     TimeWait(u32),
 }
 
+/// The checksum work left to the stack: what the NIC does not do for it (`Nic::offloads`, read
+/// once). A NIC that verifies checksums on receive must not deliver a frame it found bad. ICMP
+/// (and ICMPv6, neighbor discovery) checksums are always the stack's: NICs offload TCP and UDP.
+#[derive(Clone, Copy, Debug)]
+struct Checksums {
+    /// Check the IPv4 header checksum of what arrives.
+    verify_ipv4: bool,
+    /// Check the TCP and UDP checksums of what arrives.
+    verify_l4: bool,
+    /// Fill the IPv4 header checksum of what leaves.
+    fill_ipv4: bool,
+    /// Fill the TCP and UDP checksums of what leaves (else their pseudo-header sum, which is
+    /// what a NIC finishing them expects).
+    fill_l4: bool,
+}
+
+impl From<Offloads> for Checksums {
+    fn from(o: Offloads) -> Checksums {
+        Checksums {
+            verify_ipv4: !o.rx_ipv4_checksum,
+            verify_l4: !o.rx_l4_checksum,
+            fill_ipv4: !o.tx_ipv4_checksum,
+            fill_l4: !o.tx_l4_checksum,
+        }
+    }
+}
+
 /// One stack instance on one NIC queue.
 pub struct Shard<N: Nic> {
     nic: N,
@@ -230,7 +257,11 @@ pub struct Shard<N: Nic> {
     tx: Vec<N::Buf>,
     fired: Vec<TimerKey>,
     solicit: Vec<IpAddress>,
-    scratch: Vec<u8>,
+    /// A frame buffer taken for a segment that did not come, kept for the next one while the
+    /// shard has connections (`poll` gives it back when none is left).
+    tx_spare: Option<N::Buf>,
+    /// The checksum work the NIC leaves to us.
+    checksums: Checksums,
     free_datagrams: Vec<Vec<u8>>,
     icmp_limit: IcmpRateLimit,
     link_stats: IfaceStats,
@@ -359,7 +390,8 @@ impl<N: Nic> Shard<N> {
             tx: Vec::with_capacity(RX_BURST),
             fired: Vec::new(),
             solicit: Vec::new(),
-            scratch: vec![0; 65536],
+            tx_spare: None,
+            checksums: Checksums::from(nic.offloads()),
             free_datagrams: Vec::new(),
             icmp_limit: IcmpRateLimit::new(),
             link_stats: IfaceStats::default(),
@@ -439,6 +471,10 @@ impl<N: Nic> Shard<N> {
         self.flush_dirty();
         self.expire_neighbors();
         self.transmit();
+        if self.conns.is_empty() {
+            // No connection left to send: the frame buffer kept ready goes back to the pool.
+            self.tx_spare = None;
+        }
         work
     }
 

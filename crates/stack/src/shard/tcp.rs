@@ -13,6 +13,7 @@ use tcp::{Connection, CookieOptions, Event as TcpEvent, TimeWait};
 use wire::{IpAddress, IpProtocol, TcpFlags, TcpPacket, TcpRepr};
 
 use super::api::{Buffers, Readiness};
+use super::egress::transport_offset;
 use super::ingress::Transport;
 use super::sockets::Socket;
 use super::time_wait::TimeWaitInput;
@@ -111,7 +112,7 @@ impl<N: Nic> Shard<N> {
             self.stats.tcp_malformed += 1;
             return false;
         };
-        let repr = match TcpRepr::parse(&packet, &src, &dst, true) {
+        let repr = match TcpRepr::parse(&packet, &src, &dst, self.checksums.verify_l4) {
             Ok(r) => r,
             Err(wire::Error::Checksum) => {
                 self.stats.tcp_bad_checksum += 1;
@@ -173,7 +174,7 @@ impl<N: Nic> Shard<N> {
         }
         if let Some(rst) = tcp::rst_for_unmatched(&repr, payload.len()) {
             self.stats.tcp_rst_sent += 1;
-            self.send_tcp(&tuple, &rst, &[]);
+            self.send_tcp(&tuple, &rst);
         }
         false
     }
@@ -224,7 +225,7 @@ impl<N: Nic> Shard<N> {
             let mut c = Connection::accept(&cfg, &stripped, isn, self.now);
             if let Some(synack) = c.poll_transmit(self.now, &mut []) {
                 self.stats.tcp_syncookies_sent += 1;
-                self.send_tcp(&tuple, &synack, &[]);
+                self.send_tcp(&tuple, &synack);
             }
             return;
         }
@@ -296,14 +297,7 @@ impl<N: Nic> Shard<N> {
 
     /// Sends what the connection has, handles its events, re-arms its timer, frees it when done.
     pub(super) fn service(&mut self, id: SocketId) {
-        let now = self.now;
-        let mut scratch = std::mem::take(&mut self.scratch);
-        while let Some(Socket::Tcp(s)) = self.socket_mut(id) {
-            let Some(repr) = s.conn.poll_transmit(now, &mut scratch) else { break };
-            let (tuple, ecn) = (s.tuple, if s.conn.transmit_ect() { ECN_ECT0 } else { ECN_NOT_ECT });
-            self.send_tcp_ecn(&tuple, &repr, &scratch[..repr.payload_len], ecn);
-        }
-        self.scratch = scratch;
+        self.send_segments(id);
         if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
             let now = s.conn.counters();
             let before = std::mem::replace(&mut s.counted, now);
@@ -422,16 +416,9 @@ impl<N: Nic> Shard<N> {
     }
 
     pub(super) fn abort_and_free(&mut self, id: SocketId) {
-        let now = self.now;
         if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
             s.conn.abort();
-            let tuple = s.tuple;
-            let mut scratch = std::mem::take(&mut self.scratch);
-            while let Some(Socket::Tcp(s)) = self.socket_mut(id) {
-                let Some(r) = s.conn.poll_transmit(now, &mut scratch) else { break };
-                self.send_tcp(&tuple, &r, &scratch[..r.payload_len]);
-            }
-            self.scratch = scratch;
+            self.send_segments(id);
         }
         self.free_tcp(id);
     }
@@ -479,18 +466,63 @@ impl<N: Nic> Shard<N> {
         cfg
     }
 
-    /// A segment that is not ECN-capable: control segments, RSTs, TIME-WAIT's ACKs.
-    pub(super) fn send_tcp(&mut self, tuple: &FourTuple, repr: &TcpRepr, payload: &[u8]) {
-        self.send_tcp_ecn(tuple, repr, payload, ECN_NOT_ECT);
+    /// Sends what the connection has to send, a frame per segment and one copy of the data:
+    /// the connection writes the payload from its send buffer straight into the frame, after
+    /// the headers it will get ([`Connection::data_header_len`]), and the headers are written
+    /// in front of it.
+    pub(super) fn send_segments(&mut self, id: SocketId) {
+        let now = self.now;
+        loop {
+            let Some(mut buf) = self.tx_buffer() else { return self.lose_segments(id) };
+            let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return self.keep_tx_buffer(buf) };
+            let at = transport_offset(s.tuple.remote().0) + s.conn.data_header_len();
+            buf.set_len(buf.capacity());
+            let Some(repr) = s.conn.poll_transmit(now, &mut buf.data_mut()[at..]) else {
+                return self.keep_tx_buffer(buf);
+            };
+            // Only SYNs and RSTs have other headers, and they carry no data.
+            debug_assert!(repr.payload_len == 0 || transport_offset(s.tuple.remote().0) + repr.header_len() == at);
+            let ecn = if s.conn.transmit_ect() { ECN_ECT0 } else { ECN_NOT_ECT };
+            let tuple = s.tuple;
+            self.emit_tcp(buf, &tuple, &repr, ecn);
+        }
     }
 
-    /// A segment whose IP header carries `ecn` in its ECN field (RFC 3168 section 5).
-    pub(super) fn send_tcp_ecn(&mut self, tuple: &FourTuple, repr: &TcpRepr, payload: &[u8], ecn: u8) {
+    /// No buffer for a frame: what the connection has to send now is lost, and counted, as if
+    /// the wire had dropped it (its retransmission repairs it).
+    fn lose_segments(&mut self, id: SocketId) {
+        let now = self.now;
+        let mut payload = vec![0u8; usize::from(self.nic.mtu())];
+        while let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+            if s.conn.poll_transmit(now, &mut payload).is_none() {
+                break;
+            }
+            self.stats.tx_no_buffer += 1;
+        }
+    }
+
+    /// A segment without data that is not ECN-capable: a RST, TIME-WAIT's ACK, the SYN-ACK of
+    /// a SYN cookie.
+    pub(super) fn send_tcp(&mut self, tuple: &FourTuple, repr: &TcpRepr) {
+        debug_assert_eq!(repr.payload_len, 0);
+        let Some(buf) = self.tx_buffer() else {
+            self.stats.tx_no_buffer += 1;
+            return;
+        };
+        self.emit_tcp(buf, tuple, repr, ECN_NOT_ECT);
+    }
+
+    /// Writes the headers of a segment whose payload is in place in `buf` (ECN field `ecn`) and
+    /// sends it.
+    fn emit_tcp(&mut self, mut buf: N::Buf, tuple: &FourTuple, repr: &TcpRepr, ecn: u8) {
         let (src, _) = tuple.local();
         let (dst, _) = tuple.remote();
+        let at = transport_offset(dst);
         let len = repr.buffer_len();
-        let Some((mut buf, l4)) = self.ip_frame(src, dst, IpProtocol::Tcp, len, ecn) else { return };
-        repr.emit(&mut TcpPacket::new_unchecked(&mut buf.data_mut()[l4..]), &src, &dst, payload, true);
+        buf.set_len(at + len);
+        self.write_headers(buf.data_mut(), src, dst, IpProtocol::Tcp, len, ecn);
+        let fill = self.checksums.fill_l4;
+        repr.emit_header(&mut TcpPacket::new_unchecked(&mut buf.data_mut()[at..]), &src, &dst, fill);
         self.stats.tcp_tx_segments += 1;
         self.route_out(buf, dst);
     }

@@ -77,7 +77,7 @@ impl<N: Nic> Shard<N> {
         let entry = self.time_wait[i as usize].as_mut().expect("TIME-WAIT table points at a live entry");
         match entry.tw.handle_segment(self.now, repr) {
             TimeWaitAction::Ack(ack) => {
-                self.send_tcp(tuple, &ack, &[]);
+                self.send_tcp(tuple, &ack);
                 TimeWaitInput::Done
             }
             TimeWaitAction::Ignore => TimeWaitInput::Done,

@@ -175,7 +175,7 @@ impl<N: Nic> Shard<N> {
             self.stats.udp_bad_checksum += 1;
             return false;
         };
-        let Ok(repr) = UdpRepr::parse(&packet, &src, &dst, true) else {
+        let Ok(repr) = UdpRepr::parse(&packet, &src, &dst, self.checksums.verify_l4) else {
             self.stats.udp_bad_checksum += 1;
             return false;
         };
@@ -456,7 +456,7 @@ impl<N: Nic> Shard<N> {
             &src,
             &dst,
             data,
-            true,
+            self.checksums.fill_l4,
         );
         self.stats.udp_tx_datagrams += 1;
         self.route_out(buf, dst);
