@@ -6,14 +6,12 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 use nic::mem::{pair, MemBuf, MemConfig, MemNic};
 use nic::{Link, MacAddr, Nic, NicStats, Offloads, PacketBuf};
+use stack::fuzzing::{base, PEER, PORT, SERVER as US};
 use stack::shard::{Shard, ShardConfig};
 use wire::{
-    checksum, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpAddress, IpProtocol, Ipv4Address, Ipv4Packet,
-    Ipv4Repr, TcpFlags, TcpPacket, TcpRepr, UdpPacket,
+    checksum, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpAddress, IpProtocol, Ipv4Packet, Ipv4Repr,
+    TcpFlags, TcpPacket, TcpRepr, UdpPacket,
 };
-
-const US: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
-const PEER: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
 
 /// The in-memory NIC, reporting `offloads`.
 struct Offloading {
@@ -62,27 +60,13 @@ impl Rig {
         let mut shard = Shard::new(Offloading { inner: a, offloads }, cfg);
         let now = 1_000_000_000;
         shard.hear(Ipv4Addr::new(10, 0, 0, 2).into(), b.mac(), now);
-        shard.tcp_listen(SocketAddr::from(([0, 0, 0, 0], 80)), 8).unwrap();
+        shard.tcp_listen(SocketAddr::from(([0, 0, 0, 0], PORT)), 8).unwrap();
         Rig { shard, peer: b, now }
     }
 
-    /// A SYN from the peer to port 80; `corrupt` spoils both its IPv4 and TCP checksums.
+    /// A SYN from the peer to the listener; `corrupt` spoils both its IPv4 and TCP checksums.
     fn syn(&mut self, corrupt: bool) {
-        let syn = TcpRepr {
-            src_port: 40000,
-            dst_port: 80,
-            seq_number: 1000,
-            ack_number: None,
-            flags: TcpFlags::SYN,
-            window_len: 65535,
-            window_scale: None,
-            max_seg_size: Some(1460),
-            sack_permitted: false,
-            sack_ranges: [None; 4],
-            timestamp: None,
-            payload_len: 0,
-            urgent_at: 0,
-        };
+        let syn = TcpRepr { max_seg_size: Some(1460), ..base(1000, None, TcpFlags::SYN) };
         let mut f = vec![0u8; 14 + 20 + syn.header_len()];
         EthernetRepr {
             src_addr: EthernetAddress(self.peer.mac().0),
