@@ -196,7 +196,7 @@ impl<N: Nic> Shard<N> {
         let iss = self.iss(&tuple);
         let conn = Connection::connect(&cfg, port, remote.port(), iss, self.now);
         self.stats.tcp_active_opens += 1;
-        let id = self.add_connection(TcpSocket::new(conn, tuple, None, false, true));
+        let id = self.add_connection(TcpSocket::connecting(conn, tuple));
         Ok(id)
     }
 

@@ -14,8 +14,8 @@ use wire::{
 use super::{Shard, ETH};
 use crate::iface::{Answer, Learned};
 use crate::neighbor::{multicast_mac, Lookup};
+use crate::route::TTL;
 
-const TTL: u8 = 64;
 /// Frames waiting for room in the NIC's tx queue before new ones are dropped.
 const TX_BACKLOG: usize = 8192;
 

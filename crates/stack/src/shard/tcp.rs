@@ -45,20 +45,30 @@ pub(super) struct TcpSocket {
 }
 
 impl TcpSocket {
-    pub(super) fn new(
-        conn: Connection,
-        tuple: FourTuple,
-        listener: Option<SocketId>,
-        half_open: bool,
-        owned: bool,
-    ) -> TcpSocket {
+    /// An active open (`connect`): the application holds it from the start.
+    pub(super) fn connecting(conn: Connection, tuple: FourTuple) -> TcpSocket {
+        TcpSocket { owned: true, ..TcpSocket::unclaimed(conn, tuple) }
+    }
+
+    /// A passive open from a SYN to `listener`: half-open until its handshake completes.
+    pub(super) fn from_syn(conn: Connection, tuple: FourTuple, listener: SocketId) -> TcpSocket {
+        TcpSocket { listener: Some(listener), half_open: true, ..TcpSocket::unclaimed(conn, tuple) }
+    }
+
+    /// A passive open from the ACK of a SYN cookie: established at once, never half-open.
+    pub(super) fn from_cookie(conn: Connection, tuple: FourTuple, listener: SocketId) -> TcpSocket {
+        TcpSocket { listener: Some(listener), ..TcpSocket::unclaimed(conn, tuple) }
+    }
+
+    /// No listener, not half-open, not held by the application.
+    fn unclaimed(conn: Connection, tuple: FourTuple) -> TcpSocket {
         TcpSocket {
             conn,
             tuple,
             timer: None,
-            listener,
-            half_open,
-            owned,
+            listener: None,
+            half_open: false,
+            owned: false,
             app_closed: false,
             reported: Readiness::default(),
             arrivals: 0,
@@ -233,7 +243,7 @@ impl<N: Nic> Shard<N> {
         let iss = iss.unwrap_or_else(|| self.iss(&tuple));
         let conn = Connection::accept(&cfg, syn, iss, self.now);
         self.stats.tcp_passive_opens += 1;
-        self.add_connection(TcpSocket::new(conn, tuple, Some(lid), true, false));
+        self.add_connection(TcpSocket::from_syn(conn, tuple, lid));
     }
 
     /// Whether one more challenge ACK may go out now (RFC 5961 section 7): one budget per second
@@ -291,7 +301,7 @@ impl<N: Nic> Shard<N> {
         if !payload.is_empty() || ack.flags.contains(TcpFlags::FIN) {
             conn.handle_segment(self.now, ack, payload);
         }
-        self.add_connection(TcpSocket::new(conn, tuple, Some(lid), false, false));
+        self.add_connection(TcpSocket::from_cookie(conn, tuple, lid));
         true
     }
 
