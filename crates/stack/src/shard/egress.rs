@@ -237,8 +237,14 @@ impl<N: Nic> Shard<N> {
         self.tx.push(buf);
     }
 
-    /// Sends the link layer's answer to a received frame, written over the frame itself.
+    /// Sends the link layer's answer to a received frame, written over the frame itself; when
+    /// the tx backlog is full it is dropped and counted instead. (An answer queued within the
+    /// backlog is never dropped: `transmit` trims only frames queued after the backlog's end.)
     pub(super) fn queue_answer(&mut self, mut buf: N::Buf, answer: Answer) {
+        if self.tx.len() >= TX_BACKLOG {
+            self.link_stats.drop_tx_full += 1;
+            return;
+        }
         let len = answer.write(self.mac, buf.data_mut(), self.checksums.fill_ipv4);
         buf.set_len(len);
         answer.count(&mut self.link_stats);
