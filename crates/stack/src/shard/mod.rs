@@ -193,7 +193,10 @@ pub struct ShardStats {
 
 #[derive(Clone, Copy, Debug)]
 enum TimerKey {
+    /// The connection's own timers (`tcp::Connection::poll_timeout`).
     Socket(SocketId),
+    /// The connection's buffer check (`tcp::BUFFERS_CHECK_NS`).
+    Buffers(SocketId),
     TimeWait(u32),
 }
 
@@ -535,6 +538,7 @@ impl<N: Nic> Shard<N> {
                         self.mark_dirty(id);
                     }
                 }
+                TimerKey::Buffers(id) => self.check_buffers(id),
                 TimerKey::TimeWait(i) => self.time_wait_expired(i),
             }
         }
