@@ -1,7 +1,7 @@
 //! The link-layer control protocols of a shard, the ones that need no socket: ARP, IPv6
 //! neighbor discovery, ICMP and ICMPv6 echo, and the counters of what became of every frame.
 //! The shard reads a frame once (its ingress) and hands the views it made here; what comes back
-//! is an [`Answer`], written over the received buffer itself (no copy, no allocation: headers
+//! is an `Answer`, written over the received buffer itself (no copy, no allocation: headers
 //! rewritten in place, the frame trimmed, the same buffer out in the next tx burst), or the
 //! reason for a drop. Neighbors seen on the way are reported to the shard's neighbor cache.
 //!

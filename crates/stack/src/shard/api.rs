@@ -4,7 +4,8 @@
 //! call returns Linux's errno for Linux's reasons.
 //!
 //! A call changes a connection and marks it dirty; the next pass of the driver sends what it
-//! caused. It must not send frames or touch the demux tables beyond binding and unbinding.
+//! caused (TCP_CORK's release and an abort send at once, through [`super::tcp`]). It must not
+//! build frames or touch the demux tables beyond binding and unbinding.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;

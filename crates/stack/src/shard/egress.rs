@@ -1,6 +1,8 @@
-//! Frames out: Ethernet and IP headers for what the shard sends, the route and the neighbor's
-//! link address (ARP and NDP solicitations for those not known yet, frames parked until they
-//! answer), and the tx queue with its backlog.
+//! Frames out: the frame buffers (one kept ready for the next segment while there are
+//! connections), Ethernet and IP headers for what the shard sends (the IPv4 checksum left to the
+//! NIC if it computes it), the route and the neighbor's link address (ARP and NDP solicitations
+//! for those not known yet, frames parked until they answer), and the tx queue with its backlog
+//! (the link layer's answers that find it full are counted as `drop_tx_full`).
 //!
 //! It builds and queues frames; it must not decide what to send (that is the protocols') nor
 //! read received frames.

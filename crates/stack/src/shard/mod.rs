@@ -15,15 +15,15 @@
 //! The parts, each a submodule that adds an `impl Shard` block of its own:
 //! - this module: the [`Shard`] struct, its settings and counters, and the driver ([`Shard::poll`],
 //!   [`Shard::flush`], the timers, the hand-off between the shards of one process);
-//! - [`sockets`]: the socket slab, socket ids, the dirty and changed lists;
-//! - [`ingress`]: a received frame, read once from Ethernet down to TCP, UDP, ICMP or the link
+//! - `sockets`: the socket slab, socket ids, the dirty and changed lists;
+//! - `ingress`: a received frame, read once from Ethernet down to TCP, UDP, ICMP or the link
 //!   layer ([`crate::iface`]);
-//! - [`egress`]: frames out: IP headers, routing, neighbor resolution, the tx queue;
-//! - [`tcp`]: demux, listeners, SYN cookies, servicing connections;
-//! - [`time_wait`]: compact TIME-WAIT entries;
-//! - [`udp`], [`icmp`]: UDP sockets, ICMP errors;
-//! - [`api`]: the socket calls the runtime makes;
-//! - [`inspect`]: what the observability tools see.
+//! - `egress`: frames out: buffers, IP headers, routing, neighbor resolution, the tx queue;
+//! - `tcp`: demux, listeners, SYN cookies, servicing connections (one copy of the data out);
+//! - `time_wait`: compact TIME-WAIT entries;
+//! - `udp`, `icmp`: UDP sockets, ICMP errors;
+//! - `api`: the socket calls the runtime makes;
+//! - `inspect`: what the observability tools see.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -103,7 +103,7 @@ pub struct ShardConfig {
     /// several, each drives one queue of the interface and the sender's per-flow hash picks the
     /// queue, so a segment may land on a shard that does not hold its connection (the replies
     /// of an active open, above all): a shard then hands a segment it would answer with a RST
-    /// to the others first ([`Shard::take_handed_off`]), shares what ARP and NDP taught it
+    /// to the others first ([`exchange`]), shares what ARP and NDP taught it
     /// ([`Shard::take_heard`]), and takes only the ephemeral ports `port % count == index`, so
     /// that no two shards make the same 4-tuple.
     pub shard_index: u16,

@@ -1,7 +1,9 @@
 //! TCP on the shard: demux of segments to connections, listeners (SO_REUSEPORT groups, SYN and
 //! accept queues, SYN cookies when the SYN queue is full), the shard-wide challenge-ACK budget,
-//! and servicing a connection: sending what it has, turning its events into readiness, arming
-//! its timer, freeing it when done. The protocol itself is the `tcp` crate's.
+//! and servicing a connection: sending what it has (its payload written once, from its send
+//! buffer straight into the frame), turning its events into readiness, arming its timers (its
+//! own, and a check that gives drained rings back), freeing it when done. The protocol itself is
+//! the `tcp` crate's.
 //!
 //! It must not build frames below the transport header (that is [`super::egress`]) nor answer
 //! the application (that is [`super::api`]).
