@@ -1113,7 +1113,8 @@ fn crafted_segments_are_answered_as_the_linux_kernel_answers_them() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let lab = Lab::up("tst-wire", &[]);
     // The kernel's segments as the wire carries them: no TSO/GSO super-packets on its veth.
-    let o = lab.exec("a", &["ethtool", "-K", "tst-wire-k0", "tso", "off", "gso", "off"]).output().unwrap();
+    let kernel_veth = format!("{}-k0", lab.prefix);
+    let o = lab.exec("a", &["ethtool", "-K", &kernel_veth, "tso", "off", "gso", "off"]).output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let wire = wire_py();
     let (pronghorn, kernel) = ("10.99.0.1,fd99::1", "10.98.0.1,fd98::1");
