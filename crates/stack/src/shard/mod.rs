@@ -440,7 +440,7 @@ impl<N: Nic> Shard<N> {
         self.time_wait.len() - self.free_time_wait.len()
     }
 
-    /// Timers armed (connections, TIME-WAIT entries).
+    /// Timers armed (connections and their buffer checks, TIME-WAIT entries).
     pub fn timer_count(&self) -> usize {
         self.timers.len()
     }
