@@ -46,8 +46,8 @@ use std::sync::OnceLock;
 use config::{Config, Congestion, PmdName};
 use nic::dpdk::{DpdkNic, DpdkOptions, Pmd};
 use nic::{MacAddr, Nic};
-pub use stack::shard::Errno;
 use stack::shard::ShardConfig;
+pub use stack::Errno;
 
 pub use accel::Accel;
 pub use datagram::Datagram;

@@ -1,16 +1,20 @@
 //! The link-layer control protocols of a shard, the ones that need no socket: ARP, IPv6
-//! neighbor discovery, ICMP and ICMPv6 echo. Each frame is answered in the received buffer
-//! itself (no copy, no allocation): headers are rewritten in place, the frame is trimmed, and the
-//! same buffer goes out in the next tx burst. Neighbors seen on the way are reported to the
-//! shard's neighbor cache.
+//! neighbor discovery, ICMP and ICMPv6 echo, and the counters of what became of every frame.
+//! The shard reads a frame once (its ingress) and hands the views it made here; what comes back
+//! is an `Answer`, written over the received buffer itself (no copy, no allocation: headers
+//! rewritten in place, the frame trimmed, the same buffer out in the next tx burst), or the
+//! reason for a drop. Neighbors seen on the way are reported to the shard's neighbor cache.
 //!
-//! It must not know about connections: TCP and UDP are the shard's ([`crate::shard`]).
+//! It must not know about connections or parse what the shard already parsed: TCP, UDP and
+//! ICMP errors are the shard's ([`crate::shard`]).
 
 use wire::{
-    ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, Icmpv4Message, Icmpv4Packet,
+    ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, Icmpv4Message, Icmpv4Packet, Icmpv6Message,
     Icmpv6Packet, Icmpv6Repr, IpAddress, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet,
-    Ipv6Repr, Ipv6UpperLayer, NdiscNeighborFlags, NdiscRepr,
+    Ipv6Repr, NdiscNeighborFlags, NdiscRepr,
 };
+
+use crate::route::TTL;
 
 /// What happened to frames, for `pronghorn stat` and tests. Every frame received ends in exactly
 /// one of: answered, or one of the `drop_*` counters.
@@ -56,13 +60,6 @@ impl IfaceStats {
     }
 }
 
-/// What to do with a received frame.
-pub(crate) enum Verdict {
-    /// It was rewritten in place into a reply of this length: send it.
-    Reply(usize),
-    Drop(Drop),
-}
-
 pub(crate) enum Drop {
     NotForUs,
     Malformed,
@@ -81,8 +78,6 @@ impl From<wire::Error> for Drop {
     }
 }
 
-const TTL: u8 = 64;
-
 /// A neighbor's link-layer address seen in ARP or neighbor discovery.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Learned {
@@ -92,52 +87,107 @@ pub(crate) struct Learned {
     pub answer: bool,
 }
 
-/// Answers ARP, neighbor solicitations and echo requests in place; reports neighbors seen.
-pub(crate) fn handle_frame(
+const ETH: usize = wire::ethernet::HEADER_LEN;
+
+/// The reply to a received frame, to be written over it: what it needs from the request was read
+/// when the request was.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Answer {
+    /// An ARP reply, to `to`.
+    Arp { reply: ArpRepr, to: EthernetAddress },
+    /// An echo reply: the request's ICMP message (at `icmp_at`, `icmp_len` bytes) moved up over
+    /// the IP options, from our address `from` back to `to`.
+    EchoV4 { icmp_at: usize, icmp_len: usize, from: Ipv4Address, to: Ipv4Address },
+    /// The same over IPv6, moved up over any extension headers.
+    EchoV6 { icmp_at: usize, icmp_len: usize, from: Ipv6Address, to: Ipv6Address },
+    /// A neighbor advertisement for `target`, from `target` to `to` at `to_mac`.
+    NeighborAdvert { target: Ipv6Address, flags: NdiscNeighborFlags, to: Ipv6Address, to_mac: EthernetAddress },
+}
+
+impl Answer {
+    /// Writes the reply over `frame` (the request, whose Ethernet header is still in place) from
+    /// our `mac`; returns its length. `fill_ipv4_checksum`: the NIC does not compute the IPv4
+    /// header checksum.
+    pub(crate) fn write(&self, mac: EthernetAddress, frame: &mut [u8], fill_ipv4_checksum: bool) -> usize {
+        let (len, dst_mac) = match *self {
+            Answer::Arp { reply, to } => {
+                let len = ETH + reply.buffer_len();
+                reply.emit(&mut ArpPacket::new_unchecked(&mut frame[ETH..len]));
+                (len, to)
+            }
+            Answer::EchoV4 { icmp_at, icmp_len, from, to } => {
+                let start = ETH + wire::ipv4::HEADER_LEN;
+                frame.copy_within(icmp_at..icmp_at + icmp_len, start);
+                let ip = Ipv4Repr {
+                    src_addr: from,
+                    dst_addr: to,
+                    next_header: IpProtocol::Icmp,
+                    payload_len: icmp_len,
+                    hop_limit: TTL,
+                };
+                ip.emit(&mut Ipv4Packet::new_unchecked(&mut frame[ETH..start]), fill_ipv4_checksum);
+                let mut icmp = Icmpv4Packet::new_unchecked(&mut frame[start..start + icmp_len]);
+                icmp.set_msg_type(Icmpv4Message::EchoReply);
+                icmp.set_msg_code(0);
+                icmp.fill_checksum();
+                (start + icmp_len, EthernetFrame::new_unchecked(&*frame).src_addr())
+            }
+            Answer::EchoV6 { icmp_at, icmp_len, from, to } => {
+                let start = ETH + wire::ipv6::HEADER_LEN;
+                frame.copy_within(icmp_at..icmp_at + icmp_len, start);
+                let ip = Ipv6Repr {
+                    src_addr: from,
+                    dst_addr: to,
+                    next_header: IpProtocol::Icmpv6,
+                    payload_len: icmp_len,
+                    hop_limit: TTL,
+                };
+                ip.emit(&mut Ipv6Packet::new_unchecked(&mut frame[ETH..start]));
+                let mut icmp = Icmpv6Packet::new_unchecked(&mut frame[start..start + icmp_len]);
+                icmp.set_msg_type(Icmpv6Message::EchoReply);
+                icmp.set_msg_code(0);
+                icmp.fill_checksum(&from, &to);
+                (start + icmp_len, EthernetFrame::new_unchecked(&*frame).src_addr())
+            }
+            Answer::NeighborAdvert { target, flags, to, to_mac } => {
+                let na = Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert { flags, target_addr: target, lladdr: Some(mac) });
+                let start = ETH + wire::ipv6::HEADER_LEN;
+                let len = na.buffer_len();
+                let ip = Ipv6Repr {
+                    src_addr: target,
+                    dst_addr: to,
+                    next_header: IpProtocol::Icmpv6,
+                    payload_len: len,
+                    hop_limit: 255,
+                };
+                ip.emit(&mut Ipv6Packet::new_unchecked(&mut frame[ETH..start]));
+                na.emit(&mut Icmpv6Packet::new_unchecked(&mut frame[start..start + len]), &target, &to, true);
+                (start + len, to_mac)
+            }
+        };
+        let mut eth = EthernetFrame::new_unchecked(&mut *frame);
+        eth.set_dst_addr(dst_mac);
+        eth.set_src_addr(mac);
+        len
+    }
+
+    /// Counts the reply as sent.
+    pub(crate) fn count(&self, stats: &mut IfaceStats) {
+        *match self {
+            Answer::Arp { .. } => &mut stats.arp_replies,
+            Answer::EchoV4 { .. } | Answer::EchoV6 { .. } => &mut stats.echo_replies,
+            Answer::NeighborAdvert { .. } => &mut stats.nd_adverts,
+        } += 1;
+    }
+}
+
+/// An ARP packet (the Ethernet payload) to `ip`: a request is answered; the sender is reported.
+pub(crate) fn arp(
     mac: EthernetAddress,
-    ipv4: Option<Ipv4Address>,
-    ipv6: Option<Ipv6Address>,
-    ll6: Ipv6Address,
-    stats: &mut IfaceStats,
-    frame: &mut [u8],
+    ip: Ipv4Address,
+    payload: &[u8],
     learned: &mut Option<Learned>,
-) -> Verdict {
-    let eth = match EthernetFrame::new_checked(&*frame) {
-        Ok(e) => e,
-        Err(_) => return Verdict::Drop(Drop::Malformed),
-    };
-    let dst = eth.dst_addr();
-    let ethertype = eth.ethertype();
-    let for_us = dst == mac || dst.is_broadcast() || (dst.0[0] == 0x33 && dst.0[1] == 0x33);
-    if !for_us {
-        return Verdict::Drop(Drop::NotForUs);
-    }
-    let r = match ethertype {
-        EtherType::Arp => {
-            ipv4.map_or(Err(Drop::NotForUs), |ip| arp(mac, ip, frame, learned).inspect(|_| stats.arp_replies += 1))
-        }
-        EtherType::Ipv4 => {
-            ipv4.map_or(Err(Drop::NotForUs), |ip| ipv4_in(mac, ip, frame).inspect(|_| stats.echo_replies += 1))
-        }
-        EtherType::Ipv6 => ipv6.map_or(Err(Drop::NotForUs), |ip| ipv6_in(mac, ip, ll6, stats, frame, learned)),
-        _ => Err(Drop::Unhandled),
-    };
-    match r {
-        Ok(len) => Verdict::Reply(len),
-        Err(d) => Verdict::Drop(d),
-    }
-}
-
-/// Turns the Ethernet header of `frame` around: the reply goes back where it came from.
-fn eth_reply(mac: EthernetAddress, frame: &mut [u8]) {
-    let mut eth = EthernetFrame::new_unchecked(frame);
-    let src = eth.src_addr();
-    eth.set_dst_addr(src);
-    eth.set_src_addr(mac);
-}
-
-fn arp(mac: EthernetAddress, ip: Ipv4Address, frame: &mut [u8], learned: &mut Option<Learned>) -> Result<usize, Drop> {
-    let payload = &frame[wire::ethernet::HEADER_LEN..];
+) -> Result<Answer, Drop> {
     let req = ArpRepr::parse(&ArpPacket::new_checked(payload)?)?;
     let ArpRepr::EthernetIpv4 { operation, source_hardware_addr, source_protocol_addr, target_protocol_addr, .. } = req;
     if target_protocol_addr != ip {
@@ -160,130 +210,61 @@ fn arp(mac: EthernetAddress, ip: Ipv4Address, frame: &mut [u8], learned: &mut Op
         target_hardware_addr: source_hardware_addr,
         target_protocol_addr: source_protocol_addr,
     };
-    let len = wire::ethernet::HEADER_LEN + reply.buffer_len();
-    reply.emit(&mut ArpPacket::new_unchecked(&mut frame[wire::ethernet::HEADER_LEN..len]));
-    let mut eth = EthernetFrame::new_unchecked(&mut *frame);
-    eth.set_dst_addr(source_hardware_addr);
-    eth.set_src_addr(mac);
-    Ok(len)
+    Ok(Answer::Arp { reply, to: source_hardware_addr })
 }
 
-fn ipv4_in(mac: EthernetAddress, ip: Ipv4Address, frame: &mut [u8]) -> Result<usize, Drop> {
-    const ETH: usize = wire::ethernet::HEADER_LEN;
-    let packet = Ipv4Packet::new_checked(&frame[ETH..])?;
-    if packet.dst_addr() != ip {
-        return Err(Drop::NotForUs);
-    }
-    if packet.is_fragment() {
-        return Err(Drop::Fragment);
-    }
-    let repr = Ipv4Repr::parse(&packet, true)?;
-    if repr.next_header != IpProtocol::Icmp {
-        return Err(Drop::Unhandled);
-    }
-    let header_len = packet.header_len() as usize;
-    let icmp_len = repr.payload_len;
-    let icmp = Icmpv4Packet::new_checked(&frame[ETH + header_len..ETH + header_len + icmp_len])?;
-    if !icmp.verify_checksum() {
-        return Err(Drop::Checksum);
-    }
+/// An ICMP message to us whose checksum was checked (at `icmp_at` in the frame), that is no
+/// error for a socket: an echo request is answered.
+pub(crate) fn icmpv4(ip: &Ipv4Repr, icmp: &Icmpv4Packet<&[u8]>, icmp_at: usize) -> Result<Answer, Drop> {
     if icmp.msg_type() != Icmpv4Message::EchoRequest {
         return Err(Drop::Unhandled);
     }
-    // The reply carries no IP options: move the ICMP message up if the request had some.
-    let ip_start = ETH;
-    let icmp_start = ip_start + wire::ipv4::HEADER_LEN;
-    frame.copy_within(ETH + header_len..ETH + header_len + icmp_len, icmp_start);
-    let reply = Ipv4Repr {
-        src_addr: ip,
-        dst_addr: repr.src_addr,
-        next_header: IpProtocol::Icmp,
-        payload_len: icmp_len,
-        hop_limit: TTL,
-    };
-    reply.emit(&mut Ipv4Packet::new_unchecked(&mut frame[ip_start..icmp_start]), true);
-    let mut icmp = Icmpv4Packet::new_unchecked(&mut frame[icmp_start..icmp_start + icmp_len]);
-    icmp.set_msg_type(Icmpv4Message::EchoReply);
-    icmp.set_msg_code(0);
-    icmp.fill_checksum();
-    eth_reply(mac, frame);
-    Ok(icmp_start + icmp_len)
+    Ok(Answer::EchoV4 { icmp_at, icmp_len: ip.payload_len, from: ip.dst_addr, to: ip.src_addr })
 }
 
-fn ipv6_in(
-    mac: EthernetAddress,
-    ip: Ipv6Address,
-    ll6: Ipv6Address,
-    stats: &mut IfaceStats,
-    frame: &mut [u8],
+/// Our IPv6 addresses and how the packet was addressed: to one of them, or to a group we are in.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ipv6Dst {
+    pub ours: Ipv6Address,
+    pub link_local: Ipv6Address,
+    pub to_us: bool,
+    pub to_group: bool,
+}
+
+/// An ICMPv6 message (`icmp_len` bytes at `icmp_at` in the frame, its checksum checked) that is
+/// no error for a socket: echo requests to us and neighbor solicitations for us are answered,
+/// advertisements reported. `sender` is the frame's link source.
+pub(crate) fn icmpv6(
+    ip: &Ipv6Repr,
+    dst: Ipv6Dst,
+    icmp: &Icmpv6Packet<&[u8]>,
+    (icmp_at, icmp_len): (usize, usize),
+    sender: EthernetAddress,
     learned: &mut Option<Learned>,
-) -> Result<usize, Drop> {
-    const ETH: usize = wire::ethernet::HEADER_LEN;
-    let packet = Ipv6Packet::new_checked(&frame[ETH..])?;
-    let repr = Ipv6Repr::parse(&packet)?;
-    let dst = repr.dst_addr;
-    let ours = dst == ip || dst == ll6;
-    let group = dst == Ipv6Address::LINK_LOCAL_ALL_NODES || dst == ip.solicited_node() || dst == ll6.solicited_node();
-    if !ours && !group {
-        return Err(Drop::NotForUs);
-    }
-    let (proto, offset) = match packet.upper_layer()? {
-        Ipv6UpperLayer::Protocol { protocol, offset } => (protocol, offset),
-        Ipv6UpperLayer::Fragment { .. } => return Err(Drop::Fragment),
-    };
-    if proto != IpProtocol::Icmpv6 {
-        return Err(Drop::Unhandled);
-    }
-    let icmp_start = ETH + wire::ipv6::HEADER_LEN + offset;
-    let icmp_end = ETH + wire::ipv6::HEADER_LEN + repr.payload_len;
-    if icmp_start > icmp_end {
-        return Err(Drop::Malformed);
-    }
-    let icmp = Icmpv6Packet::new_checked(&frame[icmp_start..icmp_end])?;
-    if !icmp.verify_checksum(&repr.src_addr, &repr.dst_addr) {
-        return Err(Drop::Checksum);
-    }
+) -> Result<Answer, Drop> {
     match icmp.msg_type() {
-        wire::Icmpv6Message::EchoRequest if ours => {
-            let len = icmp_end - icmp_start;
-            // The reply has no extension headers: move the message up if the request had some.
-            let new_start = ETH + wire::ipv6::HEADER_LEN;
-            frame.copy_within(icmp_start..icmp_end, new_start);
-            let reply = Ipv6Repr {
-                src_addr: dst,
-                dst_addr: repr.src_addr,
-                next_header: IpProtocol::Icmpv6,
-                payload_len: len,
-                hop_limit: TTL,
-            };
-            reply.emit(&mut Ipv6Packet::new_unchecked(&mut frame[ETH..new_start]));
-            let mut icmp = Icmpv6Packet::new_unchecked(&mut frame[new_start..new_start + len]);
-            icmp.set_msg_type(wire::Icmpv6Message::EchoReply);
-            icmp.set_msg_code(0);
-            icmp.fill_checksum(&reply.src_addr, &reply.dst_addr);
-            eth_reply(mac, frame);
-            stats.echo_replies += 1;
-            Ok(new_start + len)
+        Icmpv6Message::EchoRequest if dst.to_us => {
+            Ok(Answer::EchoV6 { icmp_at, icmp_len, from: ip.dst_addr, to: ip.src_addr })
         }
-        wire::Icmpv6Message::NeighborSolicit => {
-            let ns = Icmpv6Repr::parse(&icmp, &repr.src_addr, &repr.dst_addr, false)?;
+        Icmpv6Message::NeighborSolicit => {
+            let ns = Icmpv6Repr::parse(icmp, &ip.src_addr, &ip.dst_addr, false)?;
             let Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { target_addr: target, lladdr }) = ns else {
                 return Err(Drop::Malformed);
             };
             // RFC 4861 7.1.1: only from the link itself.
-            if repr.hop_limit != 255 {
+            if ip.hop_limit != 255 {
                 return Err(Drop::Malformed);
             }
-            if target != ip && target != ll6 {
+            if target != dst.ours && target != dst.link_local {
                 return Err(Drop::NotForUs);
             }
-            if let (Some(mac), false) = (lladdr, repr.src_addr.is_unspecified()) {
-                *learned = Some(Learned { ip: IpAddress::V6(repr.src_addr), mac, answer: false });
+            if let (Some(mac), false) = (lladdr, ip.src_addr.is_unspecified()) {
+                *learned = Some(Learned { ip: IpAddress::V6(ip.src_addr), mac, answer: false });
             }
             // RFC 4861 7.2.4: to the soliciting address, or to all nodes from the unspecified one.
-            let solicited = !repr.src_addr.is_unspecified();
-            let (to_ip, to_mac) = if solicited {
-                (repr.src_addr, EthernetFrame::new_unchecked(&*frame).src_addr())
+            let solicited = !ip.src_addr.is_unspecified();
+            let (to, to_mac) = if solicited {
+                (ip.src_addr, sender)
             } else {
                 (Ipv6Address::LINK_LOCAL_ALL_NODES, EthernetAddress([0x33, 0x33, 0, 0, 0, 1]))
             };
@@ -292,32 +273,11 @@ fn ipv6_in(
             } else {
                 NdiscNeighborFlags::OVERRIDE
             });
-            let na = Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert { flags, target_addr: target, lladdr: Some(mac) });
-            let start = ETH + wire::ipv6::HEADER_LEN;
-            let len = na.buffer_len();
-            let reply = Ipv6Repr {
-                src_addr: target,
-                dst_addr: to_ip,
-                next_header: IpProtocol::Icmpv6,
-                payload_len: len,
-                hop_limit: 255,
-            };
-            reply.emit(&mut Ipv6Packet::new_unchecked(&mut frame[ETH..start]));
-            na.emit(
-                &mut Icmpv6Packet::new_unchecked(&mut frame[start..start + len]),
-                &reply.src_addr,
-                &reply.dst_addr,
-                true,
-            );
-            let mut eth = EthernetFrame::new_unchecked(&mut *frame);
-            eth.set_dst_addr(to_mac);
-            eth.set_src_addr(mac);
-            stats.nd_adverts += 1;
-            Ok(start + len)
+            Ok(Answer::NeighborAdvert { target, flags, to, to_mac })
         }
-        wire::Icmpv6Message::NeighborAdvert if ours || group => {
-            let na = Icmpv6Repr::parse(&icmp, &repr.src_addr, &repr.dst_addr, false)?;
-            if repr.hop_limit != 255 {
+        Icmpv6Message::NeighborAdvert if dst.to_us || dst.to_group => {
+            let na = Icmpv6Repr::parse(icmp, &ip.src_addr, &ip.dst_addr, false)?;
+            if ip.hop_limit != 255 {
                 return Err(Drop::Malformed);
             }
             if let Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert { target_addr, lladdr: Some(mac), .. }) = na {

@@ -6,6 +6,7 @@
 //! sleeps: time comes in as `now`.
 
 pub mod echo;
+pub mod errno;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod iface;
@@ -16,6 +17,7 @@ pub mod shard;
 pub mod syncookie;
 pub mod table;
 pub mod timer;
+pub use errno::Errno;
 pub use tcp::Config as TcpConfig;
 pub use tcp::CongestionAlgorithm;
 pub use tcp::Ecn as TcpEcn;

@@ -1,5 +1,6 @@
 //! Routing for one interface: its subnets (IPv4 and IPv6) and an optional default gateway per
-//! family. `next_hop(dst)` answers which neighbor a packet for `dst` goes to.
+//! family. `next_hop(dst)` answers which neighbor a packet for `dst` goes to; [`TTL`] is how
+//! far a packet we originate may travel.
 //!
 //! It owns that small configuration and nothing else. It must not resolve link-layer addresses
 //! (that is [`crate::neighbor`]) or hold per-destination state; a lookup is a check against a
@@ -31,6 +32,11 @@ impl fmt::Display for RouteError {
 }
 
 impl std::error::Error for RouteError {}
+
+/// The IPv4 TTL and IPv6 hop limit of every packet the stack sends (neighbor discovery aside,
+/// which RFC 4861 pins at 255): Linux's `net.ipv4.ip_default_ttl` and
+/// `net.ipv6.conf.*.hop_limit`.
+pub const TTL: u8 = 64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Subnet<A> {

@@ -340,3 +340,40 @@ fn under_faults_every_answer_is_correct_and_every_frame_accounted_for() {
     drop(r.iface);
     assert_eq!(r.peer.pool_available(), r.peer.pool_size(), "peer buffers leaked");
 }
+
+/// Replies that find the tx backlog full (the NIC's queue stays full: here the peer never reads)
+/// are dropped and counted as `drop_tx_full`, not as answered: every received frame is still
+/// either answered or counted as a drop.
+#[test]
+fn replies_that_find_the_tx_queue_full_are_dropped_and_counted() {
+    const WIRE: usize = 64;
+    let (a, b) = pair(MemConfig { queue_len: WIRE, pool_size: 10_000, ..MemConfig::default() });
+    let our_mac = EthernetAddress(a.mac().0);
+    let peer_mac = EthernetAddress(b.mac().0);
+    let cfg = ShardConfig::new(a.mac(), Some((OUR_IP.into(), 24)), None, [7; 32]);
+    let mut r = Rig { iface: Shard::new(a, cfg), peer: b, our_mac, peer_mac };
+    // What the wire takes, then what the shard holds back for it (its tx backlog, 8192
+    // frames), then more.
+    let backlog = 8192;
+    let n = WIRE + backlog + 100;
+    for _ in 0..n / 32 + 1 {
+        let mut burst: Vec<_> = (0..32)
+            .map(|_| {
+                let f = arp_request(&r, OUR_IP);
+                let mut b = r.peer.alloc().unwrap();
+                b.set_len(f.len());
+                b.data_mut().copy_from_slice(&f);
+                b
+            })
+            .collect();
+        r.peer.tx_burst(&mut burst);
+        r.iface.poll(0);
+    }
+    let s = r.stats();
+    let sent = (n / 32 + 1) * 32;
+    assert_eq!(s.rx_frames, sent as u64);
+    assert_eq!(s.arp_replies, (WIRE + backlog) as u64, "{s:?}");
+    assert_eq!(s.drop_tx_full, (sent - WIRE - backlog) as u64, "{s:?}");
+    assert_eq!(s.rx_frames, s.arp_replies + s.dropped(), "{s:?}");
+    assert_eq!(r.iface.stats().tx_queue_full, 0, "no answer was queued and then thrown away");
+}

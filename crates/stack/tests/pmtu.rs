@@ -181,6 +181,12 @@ impl Peer {
 
     /// The router's ICMP error quoting `quote`, announcing `mtu`.
     fn too_big(&mut self, quote: &[u8], mtu: u16) {
+        let f = self.too_big_frame(quote, mtu);
+        self.send(f);
+    }
+
+    /// The frame of [`Peer::too_big`].
+    fn too_big_frame(&self, quote: &[u8], mtu: u16) -> Vec<u8> {
         let (src, dst) = (self.local, self.remote);
         match (src, dst) {
             (IpAddress::V4(_), IpAddress::V4(_)) => {
@@ -198,10 +204,9 @@ impl Peer {
                     header: inner,
                     data: &quote[20..],
                 };
-                let f = frame(self, IpProtocol::Icmp, icmp.buffer_len(), |b| {
+                frame(self, IpProtocol::Icmp, icmp.buffer_len(), |b| {
                     icmp.emit(&mut Icmpv4Packet::new_unchecked(b), true)
-                });
-                self.send(f);
+                })
             }
             (IpAddress::V6(s), IpAddress::V6(d)) => {
                 let q = Ipv6Packet::new_unchecked(&quote[..40]);
@@ -213,10 +218,9 @@ impl Peer {
                     hop_limit: q.hop_limit(),
                 };
                 let icmp = Icmpv6Repr::PktTooBig { mtu: u32::from(mtu), header: inner, data: &quote[40..] };
-                let f = frame(self, IpProtocol::Icmpv6, icmp.buffer_len(), |b| {
+                frame(self, IpProtocol::Icmpv6, icmp.buffer_len(), |b| {
                     icmp.emit(&mut Icmpv6Packet::new_unchecked(b), &s, &d, true)
-                });
-                self.send(f);
+                })
             }
             _ => unreachable!(),
         }
@@ -255,6 +259,28 @@ fn rfc1191_fragmentation_needed_lowers_the_segment_size() {
 #[test]
 fn rfc8201_packet_too_big_lowers_the_segment_size() {
     lowers_the_segment_size(true, 1280, 1280 - 60);
+}
+
+/// Linux drops a frame sent to another host's MAC before any protocol sees it (`ip_rcv`,
+/// PACKET_OTHERHOST): an ICMP error in one changes nothing and is counted as not for us.
+fn ignores_an_error_for_another_hosts_mac(v6: bool) {
+    let mut p = Peer::new(v6);
+    let (c, segs) = p.connect_and_receive();
+    let mss = p.shard.tcp_info(c).unwrap().snd_mss;
+    let not_for_us = p.shard.link_stats().drop_not_for_us;
+    let mut f = p.too_big_frame(&segs[0].2, 1200);
+    EthernetFrame::new_unchecked(&mut f[..]).set_dst_addr(EthernetAddress([0x02, 9, 9, 9, 9, 9]));
+    p.send(f);
+    assert_eq!(p.shard.stats().pmtu_reductions, 0);
+    assert_eq!(p.shard.stats().icmp_too_big_ignored, 0);
+    assert_eq!(p.shard.tcp_info(c).unwrap().snd_mss, mss);
+    assert_eq!(p.shard.link_stats().drop_not_for_us, not_for_us + 1);
+}
+
+#[test]
+fn an_icmp_error_in_a_frame_for_another_hosts_mac_is_not_ours() {
+    ignores_an_error_for_another_hosts_mac(false);
+    ignores_an_error_for_another_hosts_mac(true);
 }
 
 /// A SYN from a peer the neighbor cache does not know: a shard that owns its interface asks for

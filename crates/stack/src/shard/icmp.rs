@@ -1,17 +1,22 @@
-//! ICMP errors to one of our addresses, parsed once: what the message says and the start of the
-//! packet of ours it quotes. Path MTU (TCP) and UDP's "port unreachable" both read them here.
+//! ICMP errors to one of our addresses: what the message says and the start of the packet of
+//! ours it quotes, read from the ICMP message ingress made (its checksum already checked), and
+//! handed to what they concern: path MTU to the TCP connection, "unreachable" to the UDP socket.
+//!
+//! It must not answer anything: an error that concerns nothing here goes back to ingress, which
+//! counts it.
 
+use nic::Nic;
 use wire::{
-    EtherType, EthernetFrame, Icmpv4DstUnreachable, Icmpv4Packet, Icmpv4Repr, Icmpv6DstUnreachable, Icmpv6Packet,
-    Icmpv6Repr, IpAddress, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, Ipv6UpperLayer,
+    Icmpv4DstUnreachable, Icmpv4Packet, Icmpv4Repr, Icmpv6DstUnreachable, Icmpv6Packet, Icmpv6Repr, IpAddress,
+    IpProtocol, Ipv6Address,
 };
 
 use super::{Errno, Shard};
-use nic::Nic;
+use crate::table::FourTuple;
 
 /// What an ICMP error says about a packet we sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum IcmpErrorKind {
+enum IcmpErrorKind {
     /// "Fragmentation needed" (IPv4) or "packet too big" (IPv6): the path's MTU.
     TooBig { mtu: u32 },
     /// Destination unreachable, with the errno Linux reports to a connected socket for its code
@@ -21,20 +26,63 @@ pub(super) enum IcmpErrorKind {
 
 /// An ICMP error and the packet it quotes.
 pub(super) struct IcmpError<'a> {
-    pub kind: IcmpErrorKind,
+    kind: IcmpErrorKind,
     /// The quoted packet's protocol, source (ours) and destination (the peer).
-    pub proto: IpProtocol,
-    pub src: IpAddress,
-    pub dst: IpAddress,
+    proto: IpProtocol,
+    src: IpAddress,
+    dst: IpAddress,
     /// The quoted bytes after its IP header (the transport header first).
-    pub data: &'a [u8],
+    data: &'a [u8],
     /// The length of the quoted IP header (for the transport payload the path carries).
-    pub ip_header_len: usize,
+    ip_header_len: usize,
 }
 
 impl<'a> IcmpError<'a> {
+    /// An ICMP message to us (its checksum checked): the error it is, if one we act on.
+    pub(super) fn from_v4(icmp: &Icmpv4Packet<&'a [u8]>) -> Option<IcmpError<'a>> {
+        let (kind, header, data) = match Icmpv4Repr::parse(icmp, false).ok()? {
+            Icmpv4Repr::DstUnreachable { reason: Icmpv4DstUnreachable::FragRequired, next_hop_mtu, header, data } => {
+                // RFC 1191: a router that does not say is treated as the IPv4 minimum.
+                let mtu = if next_hop_mtu == 0 { 576 } else { next_hop_mtu };
+                (IcmpErrorKind::TooBig { mtu: u32::from(mtu) }, header, data)
+            }
+            Icmpv4Repr::DstUnreachable { reason, header, data, .. } => {
+                (IcmpErrorKind::Unreachable(unreachable_errno_v4(reason)), header, data)
+            }
+            _ => return None,
+        };
+        Some(IcmpError {
+            kind,
+            proto: header.next_header,
+            src: IpAddress::V4(header.src_addr),
+            dst: IpAddress::V4(header.dst_addr),
+            data,
+            ip_header_len: wire::ipv4::HEADER_LEN,
+        })
+    }
+
+    /// An ICMPv6 message from `src` to `dst` (us; its checksum checked): the error it is, if one
+    /// we act on.
+    pub(super) fn from_v6(icmp: &Icmpv6Packet<&'a [u8]>, src: &Ipv6Address, dst: &Ipv6Address) -> Option<Self> {
+        let (kind, header, data) = match Icmpv6Repr::parse(icmp, src, dst, false).ok()? {
+            Icmpv6Repr::PktTooBig { mtu, header, data } => (IcmpErrorKind::TooBig { mtu }, header, data),
+            Icmpv6Repr::DstUnreachable { reason, header, data } => {
+                (IcmpErrorKind::Unreachable(unreachable_errno_v6(reason)), header, data)
+            }
+            _ => return None,
+        };
+        Some(IcmpError {
+            kind,
+            proto: header.next_header,
+            src: IpAddress::V6(header.src_addr),
+            dst: IpAddress::V6(header.dst_addr),
+            data,
+            ip_header_len: wire::ipv6::HEADER_LEN,
+        })
+    }
+
     /// The quoted transport ports (source: ours).
-    pub fn ports(&self) -> Option<(u16, u16)> {
+    fn ports(&self) -> Option<(u16, u16)> {
         let p = self.data.get(..4)?;
         Some((u16::from_be_bytes([p[0], p[1]]), u16::from_be_bytes([p[2], p[3]])))
     }
@@ -59,72 +107,25 @@ fn unreachable_errno_v6(code: Icmpv6DstUnreachable) -> Option<Errno> {
 }
 
 impl<N: Nic> Shard<N> {
-    /// The ICMP error `frame` carries, if it is one to one of our addresses.
-    pub(super) fn icmp_error<'a>(&self, frame: &'a [u8]) -> Option<IcmpError<'a>> {
-        let eth = EthernetFrame::new_checked(frame).ok()?;
-        match eth.ethertype() {
-            EtherType::Ipv4 => {
-                let ip = Ipv4Packet::new_checked(&frame[super::ETH..]).ok()?;
-                if Some(ip.dst_addr()) != self.ipv4 || ip.next_header() != IpProtocol::Icmp || ip.is_fragment() {
-                    return None;
-                }
-                Ipv4Repr::parse(&ip, true).ok()?;
-                let start = super::ETH + ip.header_len() as usize;
-                let icmp = Icmpv4Packet::new_checked(frame.get(start..super::ETH + ip.total_len() as usize)?).ok()?;
-                let (kind, header, data) = match Icmpv4Repr::parse(&icmp, true).ok()? {
-                    Icmpv4Repr::DstUnreachable {
-                        reason: Icmpv4DstUnreachable::FragRequired,
-                        next_hop_mtu,
-                        header,
-                        data,
-                    } => {
-                        // RFC 1191: a router that does not say is treated as the IPv4 minimum.
-                        let mtu = if next_hop_mtu == 0 { 576 } else { next_hop_mtu };
-                        (IcmpErrorKind::TooBig { mtu: u32::from(mtu) }, header, data)
-                    }
-                    Icmpv4Repr::DstUnreachable { reason, header, data, .. } => {
-                        (IcmpErrorKind::Unreachable(unreachable_errno_v4(reason)), header, data)
-                    }
-                    _ => return None,
-                };
-                Some(IcmpError {
-                    kind,
-                    proto: header.next_header,
-                    src: IpAddress::V4(header.src_addr),
-                    dst: IpAddress::V4(header.dst_addr),
-                    data,
-                    ip_header_len: wire::ipv4::HEADER_LEN,
-                })
+    /// Hands an ICMP error to the connection or socket it concerns; false when it concerns none
+    /// (then it is the link layer's to count).
+    pub(super) fn icmp_error_input(&mut self, err: &IcmpError) -> bool {
+        match (err.kind, err.proto, err.ports()) {
+            (IcmpErrorKind::TooBig { mtu }, IpProtocol::Tcp, Some((sport, dport))) if err.data.len() >= 8 => {
+                let d = err.data;
+                let seq = u32::from_be_bytes([d[4], d[5], d[6], d[7]]);
+                let headers = (err.ip_header_len + wire::tcp::HEADER_LEN) as u32;
+                let mss = mtu.saturating_sub(headers).min(u32::from(u16::MAX)) as u16;
+                let tuple = FourTuple::new((err.src, sport), (err.dst, dport));
+                self.path_mtu(tuple, mss, seq);
+                true
             }
-            EtherType::Ipv6 => {
-                let ip = Ipv6Packet::new_checked(&frame[super::ETH..]).ok()?;
-                let repr = Ipv6Repr::parse(&ip).ok()?;
-                if Some(repr.dst_addr) != self.ipv6 && repr.dst_addr != self.ipv6_link_local {
-                    return None;
-                }
-                let Ipv6UpperLayer::Protocol { protocol: IpProtocol::Icmpv6, offset } = ip.upper_layer().ok()? else {
-                    return None;
-                };
-                let start = super::ETH + wire::ipv6::HEADER_LEN + offset;
-                let end = super::ETH + wire::ipv6::HEADER_LEN + repr.payload_len;
-                let icmp = Icmpv6Packet::new_checked(frame.get(start..end)?).ok()?;
-                let (kind, header, data) = match Icmpv6Repr::parse(&icmp, &repr.src_addr, &repr.dst_addr, true).ok()? {
-                    Icmpv6Repr::PktTooBig { mtu, header, data } => (IcmpErrorKind::TooBig { mtu }, header, data),
-                    Icmpv6Repr::DstUnreachable { reason, header, data } => {
-                        (IcmpErrorKind::Unreachable(unreachable_errno_v6(reason)), header, data)
-                    }
-                    _ => return None,
-                };
-                Some(IcmpError {
-                    kind,
-                    proto: header.next_header,
-                    src: IpAddress::V6(header.src_addr),
-                    dst: IpAddress::V6(header.dst_addr),
-                    data,
-                    ip_header_len: wire::ipv6::HEADER_LEN,
-                })
+            (IcmpErrorKind::Unreachable(errno), IpProtocol::Udp, Some((sport, dport))) => {
+                let (local, remote) = ((err.src, sport), (err.dst, dport));
+                self.udp_unreachable(local, remote, errno);
+                true
             }
-            _ => None,
+            _ => false,
         }
     }
 }

@@ -14,9 +14,10 @@ use std::net::SocketAddr;
 use nic::{Nic, PacketBuf};
 use wire::{
     Icmpv4DstUnreachable, Icmpv4Packet, Icmpv4Repr, Icmpv6DstUnreachable, Icmpv6Packet, Icmpv6Repr, IpAddress,
-    IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, UdpPacket, UdpRepr,
+    IpProtocol, UdpPacket, UdpRepr,
 };
 
+use super::ingress::{IpHeader, Transport};
 use super::{is_unspecified, to_ip, to_std, Errno, Shard, Socket};
 
 /// An address and port.
@@ -165,35 +166,37 @@ const ICMPV4_ERROR_MAX: usize = 576;
 const ICMPV6_ERROR_MAX: usize = 1280;
 
 impl<N: Nic> Shard<N> {
-    /// A UDP datagram to one of our addresses; `ip` is the whole IP packet (for an ICMP quote).
-    pub(super) fn udp_input(&mut self, src: IpAddress, dst: IpAddress, ip: &[u8], seg: &[u8]) {
+    /// A UDP datagram to one of our addresses, as ingress read the layers below; `ip_payload`
+    /// is what follows the fixed IP header (an ICMP error quotes it). Returns true when no
+    /// socket here takes it and `may_hand_off`: another shard of the process may hold one.
+    pub(super) fn udp_input(&mut self, t: &Transport, ip_payload: &[u8], seg: &[u8], may_hand_off: bool) -> bool {
+        let (src, dst) = (t.src, t.dst);
         let Ok(packet) = UdpPacket::new_checked(seg) else {
             self.stats.udp_bad_checksum += 1;
-            return;
+            return false;
         };
-        let Ok(repr) = UdpRepr::parse(&packet, &src, &dst, true) else {
+        let Ok(repr) = UdpRepr::parse(&packet, &src, &dst, self.checksums.verify_l4) else {
             self.stats.udp_bad_checksum += 1;
-            return;
+            return false;
         };
         let from = (src, repr.src_port);
         let Some(id) = self.udp_lookup((dst, repr.dst_port), from) else {
-            if self.may_hand_off {
-                self.hand_off_this = true;
-                return;
+            if may_hand_off {
+                return true;
             }
             self.stats.udp_no_port += 1;
-            self.port_unreachable(src, dst, ip);
-            return;
+            self.port_unreachable(&t.ip, ip_payload);
+            return false;
         };
         self.stats.udp_rx_datagrams += 1;
         let payload = packet.payload();
         let default = self.cfg.udp_rcvbuf;
         let mut data = self.free_datagrams.pop().unwrap_or_default();
-        let Some(Socket::Udp(u)) = self.socket_mut(id) else { return };
+        let Some(Socket::Udp(u)) = self.socket_mut(id) else { return false };
         if u.rx_bytes + payload.len() > u.rcvbuf.unwrap_or(default) {
             self.stats.udp_rcvbuf_errors += 1;
             self.free_datagrams.push(data);
-            return;
+            return false;
         }
         data.clear();
         data.extend_from_slice(payload);
@@ -201,6 +204,7 @@ impl<N: Nic> Shard<N> {
         u.rx.push_back(Datagram { from, data });
         u.arrivals = u.arrivals.wrapping_add(1);
         self.mark_changed(id);
+        false
     }
 
     /// Whether a UDP socket here takes a datagram to `dst` from `src` (several shards: where
@@ -246,20 +250,21 @@ impl<N: Nic> Shard<N> {
     }
 
     /// Answers a datagram nobody holds with ICMP port unreachable, as Linux does, within the
-    /// rate limits.
-    fn port_unreachable(&mut self, to: IpAddress, ours: IpAddress, ip: &[u8]) {
+    /// rate limits: it quotes the datagram's IP header and what followed it.
+    fn port_unreachable(&mut self, ip: &IpHeader, ip_payload: &[u8]) {
+        let (to, ours) = match ip {
+            IpHeader::V4(h) => (IpAddress::V4(h.src_addr), IpAddress::V4(h.dst_addr)),
+            IpHeader::V6(h) => (IpAddress::V6(h.src_addr), IpAddress::V6(h.dst_addr)),
+        };
         if !self.icmp_limit.allow(to, self.now) {
             self.stats.icmp_out_rate_limited += 1;
             return;
         }
-        match (to, ours) {
-            (IpAddress::V4(_), IpAddress::V4(_)) => {
-                let Ok(packet) = Ipv4Packet::new_checked(ip) else { return };
-                let Ok(header) = Ipv4Repr::parse(&packet, false) else { return };
+        match *ip {
+            IpHeader::V4(header) => {
                 let room =
                     ICMPV4_ERROR_MAX - wire::ipv4::HEADER_LEN - wire::icmpv4::HEADER_LEN - wire::ipv4::HEADER_LEN;
-                let body = &ip[packet.header_len() as usize..];
-                let data = &body[..body.len().min(room)];
+                let data = &ip_payload[..ip_payload.len().min(room)];
                 let repr = Icmpv4Repr::DstUnreachable {
                     reason: Icmpv4DstUnreachable::PortUnreachable,
                     next_hop_mtu: 0,
@@ -273,22 +278,23 @@ impl<N: Nic> Shard<N> {
                 self.stats.icmp_out_dest_unreachs += 1;
                 self.route_out(buf, to);
             }
-            (IpAddress::V6(to6), IpAddress::V6(ours6)) => {
-                let Ok(packet) = Ipv6Packet::new_checked(ip) else { return };
-                let Ok(header) = Ipv6Repr::parse(&packet) else { return };
+            IpHeader::V6(header) => {
                 let room =
                     ICMPV6_ERROR_MAX - wire::ipv6::HEADER_LEN - wire::icmpv6::HEADER_LEN - wire::ipv6::HEADER_LEN;
-                let body = &ip[wire::ipv6::HEADER_LEN..];
-                let data = &body[..body.len().min(room)];
+                let data = &ip_payload[..ip_payload.len().min(room)];
                 let repr = Icmpv6Repr::DstUnreachable { reason: Icmpv6DstUnreachable::PortUnreachable, header, data };
                 let Some((mut buf, l4)) = self.ip_frame(ours, to, IpProtocol::Icmpv6, repr.buffer_len(), 0) else {
                     return;
                 };
-                repr.emit(&mut Icmpv6Packet::new_unchecked(&mut buf.data_mut()[l4..]), &ours6, &to6, true);
+                repr.emit(
+                    &mut Icmpv6Packet::new_unchecked(&mut buf.data_mut()[l4..]),
+                    &header.dst_addr,
+                    &header.src_addr,
+                    true,
+                );
                 self.stats.icmp_out_dest_unreachs += 1;
                 self.route_out(buf, to);
             }
-            _ => {}
         }
     }
 
@@ -450,7 +456,7 @@ impl<N: Nic> Shard<N> {
             &src,
             &dst,
             data,
-            true,
+            self.checksums.fill_l4,
         );
         self.stats.udp_tx_datagrams += 1;
         self.route_out(buf, dst);

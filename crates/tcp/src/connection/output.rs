@@ -327,6 +327,20 @@ impl Connection {
         (base.saturating_sub(header).max(1).min(buf.len())) as u32
     }
 
+    /// The length of the TCP header, options included, of a segment with data that
+    /// [`Connection::poll_transmit`] would return now (SYNs and RSTs, whose headers differ,
+    /// carry none). A stack that passes `poll_transmit` a buffer at this offset in its frame
+    /// can write the header in front of the payload without moving it.
+    #[inline]
+    pub fn data_header_len(&self) -> usize {
+        if self.agreed.sack() && (!self.rcv.ooo.is_empty() || self.rcv.dsack.0 != self.rcv.dsack.1) {
+            // SACK blocks go out: how many fit is the header's to say.
+            return self.header(0, self.snd.nxt).header_len();
+        }
+        // The timestamps option (two NOPs and ten bytes), or none.
+        HEADER_LEN + if self.agreed.timestamps() { 12 } else { 0 }
+    }
+
     /// A header with ACK, our options for a synchronized state, and no window yet.
     pub(super) fn header(&self, now: Instant, seq: u32) -> TcpRepr {
         // RFC 3168 section 6.1.3: every segment echoes congestion until the peer's CWR.

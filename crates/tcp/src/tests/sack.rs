@@ -40,6 +40,32 @@ fn rfc2018_sack_blocks_for_out_of_order_data_most_recent_first() {
 }
 
 #[test]
+fn rfc2018_data_header_len_is_the_header_of_the_next_data_segment() {
+    // The stack places the payload after `data_header_len()` bytes and writes the header in
+    // front of it: the SACK blocks (and a D-SACK block, sent once) change that length.
+    let (mut c, now) = established(&Config::default());
+    let n = PISS + 1;
+    assert_eq!(c.data_header_len(), 20 + 12);
+    feed(&mut c, now, with_ts(data(n + 1000, ISS + 1, 100)));
+    feed(&mut c, now, with_ts(data(n + 3000, ISS + 1, 100)));
+    feed(&mut c, now, with_ts(data(n + 3000, ISS + 1, 100)));
+    c.set_nodelay(true);
+    c.send(&[7; 3000]).unwrap();
+    let mut lens = Vec::new();
+    loop {
+        let predicted = c.data_header_len();
+        let mut buf = [0u8; 1500];
+        let Some(repr) = c.poll_transmit(now, &mut buf) else { break };
+        if repr.payload_len > 0 {
+            assert_eq!(repr.header_len(), predicted);
+            lens.push(predicted);
+        }
+    }
+    // The first data segment carries the D-SACK block as well, the next ones the two blocks.
+    assert_eq!(lens, [20 + 12 + 4 + 24, 20 + 12 + 4 + 16, 20 + 12 + 4 + 16]);
+}
+
+#[test]
 fn rfc2018_four_blocks_without_timestamps() {
     let cfg = Config { timestamps: false, ..Config::default() };
     let (mut c, now) = established(&cfg);

@@ -1,0 +1,255 @@
+//! Frames out: the frame buffers (one kept ready for the next segment while there are
+//! connections), Ethernet and IP headers for what the shard sends (the IPv4 checksum left to the
+//! NIC if it computes it), the route and the neighbor's link address (ARP and NDP solicitations
+//! for those not known yet, frames parked until they answer), and the tx queue with its backlog
+//! (the link layer's answers that find it full are counted as `drop_tx_full`).
+//!
+//! It builds and queues frames; it must not decide what to send (that is the protocols') nor
+//! read received frames.
+
+use nic::{Nic, PacketBuf};
+use wire::{
+    ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Icmpv6Packet,
+    Icmpv6Repr, IpAddress, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, NdiscRepr,
+};
+
+use super::{Shard, ETH};
+use crate::iface::{Answer, Learned};
+use crate::neighbor::{multicast_mac, Lookup};
+use crate::route::TTL;
+
+/// Frames waiting for room in the NIC's tx queue before new ones are dropped.
+const TX_BACKLOG: usize = 8192;
+
+/// Where the transport header starts in a frame to `dst`: after the Ethernet header and the IP
+/// header of its family (the stack sends no IP options or extension headers).
+pub(super) fn transport_offset(dst: IpAddress) -> usize {
+    ETH + match dst {
+        IpAddress::V4(_) => wire::ipv4::HEADER_LEN,
+        IpAddress::V6(_) => wire::ipv6::HEADER_LEN,
+    }
+}
+
+impl<N: Nic> Shard<N> {
+    pub(super) fn expire_neighbors(&mut self) {
+        let mut solicit = std::mem::take(&mut self.solicit);
+        let before = self.neighbors.stats().drop_unresolved;
+        self.neighbors.expire(self.now, |ip| solicit.push(ip));
+        self.stats.tx_unresolved += self.neighbors.stats().drop_unresolved - before;
+        for ip in solicit.drain(..) {
+            self.send_solicitation(ip, None);
+        }
+        self.solicit = solicit;
+    }
+
+    pub(super) fn transmit(&mut self) {
+        if self.tx.is_empty() {
+            return;
+        }
+        if self.capture.is_some() {
+            self.capture_sending();
+        }
+        let sent = self.nic.tx_burst(&mut self.tx);
+        self.link_stats.tx_frames += sent as u64;
+        if self.tx.len() > TX_BACKLOG {
+            let excess = self.tx.len() - TX_BACKLOG;
+            self.stats.tx_queue_full += excess as u64;
+            self.tx.truncate(TX_BACKLOG);
+        }
+        self.tx_captured = self.tx_captured.saturating_sub(sent).min(self.tx.len());
+    }
+
+    pub(super) fn learn(&mut self, l: Learned) {
+        let mut ready = Vec::new();
+        if l.answer {
+            ready.extend(self.neighbors.fill(l.ip, l.mac, self.now));
+        } else {
+            ready.extend(self.neighbors.learn(l.ip, l.mac, self.now));
+        }
+        for mut frame in ready {
+            EthernetFrame::new_unchecked(frame.data_mut()).set_dst_addr(l.mac);
+            self.tx.push(frame);
+        }
+    }
+
+    /// A buffer for a frame to send: the one this pass took and did not use, or a new one.
+    pub(super) fn tx_buffer(&mut self) -> Option<N::Buf> {
+        self.tx_spare.take().or_else(|| self.nic.alloc())
+    }
+
+    /// Keeps a buffer taken and not used for the next frame (`poll` gives it back to the pool
+    /// once no connection is left): a connection with nothing to send costs no buffer.
+    pub(super) fn keep_tx_buffer(&mut self, buf: N::Buf) {
+        self.tx_spare = Some(buf);
+    }
+
+    /// A frame with Ethernet and IP headers for `l4_len` bytes of transport (written by the
+    /// caller at the offset returned), `ecn` in the IP header's ECN field. The Ethernet
+    /// destination is filled by `route_out`.
+    pub(super) fn ip_frame(
+        &mut self,
+        src: IpAddress,
+        dst: IpAddress,
+        proto: IpProtocol,
+        l4_len: usize,
+        ecn: u8,
+    ) -> Option<(N::Buf, usize)> {
+        let Some(mut buf) = self.tx_buffer() else {
+            self.stats.tx_no_buffer += 1;
+            return None;
+        };
+        let l4 = transport_offset(dst);
+        if l4 + l4_len > buf.capacity() {
+            self.stats.tx_no_buffer += 1;
+            self.keep_tx_buffer(buf);
+            return None;
+        }
+        buf.set_len(l4 + l4_len);
+        self.write_headers(buf.data_mut(), src, dst, proto, l4_len, ecn);
+        Some((buf, l4))
+    }
+
+    /// Writes the Ethernet header (all but its destination) and the IP header of a frame that
+    /// carries `l4_len` bytes of `proto` at [`transport_offset`], `ecn` in the IP header's ECN
+    /// field; the IPv4 header checksum is left to the NIC if it computes it.
+    pub(super) fn write_headers(
+        &self,
+        frame: &mut [u8],
+        src: IpAddress,
+        dst: IpAddress,
+        proto: IpProtocol,
+        l4_len: usize,
+        ecn: u8,
+    ) {
+        let ethertype = match dst {
+            IpAddress::V4(_) => EtherType::Ipv4,
+            IpAddress::V6(_) => EtherType::Ipv6,
+        };
+        EthernetRepr { src_addr: self.mac, dst_addr: EthernetAddress([0; 6]), ethertype }
+            .emit(&mut EthernetFrame::new_unchecked(&mut frame[..]));
+        let ip = &mut frame[ETH..transport_offset(dst)];
+        match (src, dst) {
+            (IpAddress::V4(s), IpAddress::V4(d)) => {
+                let repr =
+                    Ipv4Repr { src_addr: s, dst_addr: d, next_header: proto, payload_len: l4_len, hop_limit: TTL };
+                let mut packet = Ipv4Packet::new_unchecked(ip);
+                repr.emit(&mut packet, false);
+                packet.set_ecn(ecn);
+                if self.checksums.fill_ipv4 {
+                    packet.fill_checksum();
+                }
+            }
+            (IpAddress::V6(s), IpAddress::V6(d)) => {
+                let repr =
+                    Ipv6Repr { src_addr: s, dst_addr: d, next_header: proto, payload_len: l4_len, hop_limit: TTL };
+                let mut packet = Ipv6Packet::new_unchecked(ip);
+                repr.emit(&mut packet);
+                packet.set_traffic_class(ecn);
+            }
+            _ => unreachable!("a 4-tuple never mixes families"),
+        }
+    }
+
+    /// Fills the Ethernet destination from the neighbor cache and queues the frame, or parks it
+    /// until the neighbor answers.
+    pub(super) fn route_out(&mut self, mut buf: N::Buf, dst: IpAddress) {
+        let Some(hop) = self.routes.next_hop(dst) else {
+            self.stats.tx_no_route += 1;
+            return;
+        };
+        if let Some(mac) = multicast_mac(hop) {
+            EthernetFrame::new_unchecked(buf.data_mut()).set_dst_addr(mac);
+            self.tx.push(buf);
+            return;
+        }
+        match self.neighbors.lookup(hop, self.now) {
+            Lookup::Hit { mac, send_request } => {
+                EthernetFrame::new_unchecked(buf.data_mut()).set_dst_addr(mac);
+                self.tx.push(buf);
+                if send_request {
+                    self.send_solicitation(hop, Some(mac));
+                }
+            }
+            Lookup::Miss { send_request } => {
+                if self.neighbors.enqueue(hop, buf).is_err() {
+                    self.stats.tx_unresolved += 1;
+                }
+                if send_request {
+                    self.send_solicitation(hop, None);
+                }
+            }
+        }
+    }
+
+    /// An ARP request or an IPv6 neighbor solicitation for `ip`; unicast to `known` when
+    /// re-confirming a stale entry.
+    pub(super) fn send_solicitation(&mut self, ip: IpAddress, known: Option<EthernetAddress>) {
+        let Some(mut buf) = self.nic.alloc() else {
+            self.stats.tx_no_buffer += 1;
+            return;
+        };
+        match ip {
+            IpAddress::V4(target) => {
+                let Some(ours) = self.ipv4 else { return };
+                let arp = ArpRepr::EthernetIpv4 {
+                    operation: ArpOperation::Request,
+                    source_hardware_addr: self.mac,
+                    source_protocol_addr: ours,
+                    target_hardware_addr: EthernetAddress([0; 6]),
+                    target_protocol_addr: target,
+                };
+                buf.set_len(ETH + arp.buffer_len());
+                let data = buf.data_mut();
+                EthernetRepr {
+                    src_addr: self.mac,
+                    dst_addr: known.unwrap_or(EthernetAddress::BROADCAST),
+                    ethertype: EtherType::Arp,
+                }
+                .emit(&mut EthernetFrame::new_unchecked(&mut data[..]));
+                arp.emit(&mut ArpPacket::new_unchecked(&mut data[ETH..]));
+            }
+            IpAddress::V6(target) => {
+                let src = if target.is_link_local() {
+                    self.ipv6_link_local
+                } else {
+                    self.ipv6.unwrap_or(self.ipv6_link_local)
+                };
+                let dst = if known.is_some() { target } else { target.solicited_node() };
+                let ns = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { target_addr: target, lladdr: Some(self.mac) });
+                let len = ns.buffer_len();
+                buf.set_len(ETH + wire::ipv6::HEADER_LEN + len);
+                let data = buf.data_mut();
+                EthernetRepr {
+                    src_addr: self.mac,
+                    dst_addr: known.unwrap_or_else(|| dst.multicast_ethernet()),
+                    ethertype: EtherType::Ipv6,
+                }
+                .emit(&mut EthernetFrame::new_unchecked(&mut data[..]));
+                let ip = Ipv6Repr {
+                    src_addr: src,
+                    dst_addr: dst,
+                    next_header: IpProtocol::Icmpv6,
+                    payload_len: len,
+                    hop_limit: 255,
+                };
+                ip.emit(&mut Ipv6Packet::new_unchecked(&mut data[ETH..ETH + wire::ipv6::HEADER_LEN]));
+                ns.emit(&mut Icmpv6Packet::new_unchecked(&mut data[ETH + wire::ipv6::HEADER_LEN..]), &src, &dst, true);
+            }
+        }
+        self.tx.push(buf);
+    }
+
+    /// Sends the link layer's answer to a received frame, written over the frame itself; when
+    /// the tx backlog is full it is dropped and counted instead. (An answer queued within the
+    /// backlog is never dropped: `transmit` trims only frames queued after the backlog's end.)
+    pub(super) fn queue_answer(&mut self, mut buf: N::Buf, answer: Answer) {
+        if self.tx.len() >= TX_BACKLOG {
+            self.link_stats.drop_tx_full += 1;
+            return;
+        }
+        let len = answer.write(self.mac, buf.data_mut(), self.checksums.fill_ipv4);
+        buf.set_len(len);
+        answer.count(&mut self.link_stats);
+        self.tx.push(buf);
+    }
+}

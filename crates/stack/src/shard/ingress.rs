@@ -1,0 +1,355 @@
+//! A received frame on its way up, read once: the Ethernet header, then the IPv4 or IPv6
+//! header, then the layer above gets the views made so far (as smoltcp's `process_ethernet` ->
+//! `process_ipv4` -> `process_tcp`): TCP and UDP to one of our addresses go to their layer (or
+//! to the process's other shards), ICMP errors to the sockets they concern, and everything else
+//! to the link layer ([`crate::iface`]), which answers ARP, neighbor discovery and echo in place
+//! or names the reason for the drop. Every frame ends in exactly one of those.
+//!
+//! Which frames are ours at the link layer: TCP and UDP (and ICMP errors) to our IP address are
+//! taken when the frame is to our MAC or to any multicast address; the link layer's own answers
+//! and drops need our MAC, broadcast or an IPv6 multicast group (33:33:..), and anything else
+//! is counted as not for us.
+//!
+//! It reads frames and hands them on; it must not build frames (that is [`super::egress`]) nor
+//! keep state of its own beyond the neighbors it gleans.
+
+use nic::{Nic, PacketBuf};
+use wire::{
+    EtherType, EthernetAddress, EthernetFrame, Icmpv4Message, Icmpv4Packet, Icmpv6Message, Icmpv6Packet, IpAddress,
+    IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet, Ipv6Repr, Ipv6UpperLayer, TcpPacket, UdpPacket,
+};
+
+use super::icmp::IcmpError;
+use super::{Shard, ECN_MASK, ETH};
+use crate::iface::{self, Answer, Drop, Ipv6Dst, Learned};
+use crate::neighbor::NeighborState;
+use crate::table::FourTuple;
+
+/// The IP header of a TCP or UDP packet to us, as read (an ICMP error quotes it).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum IpHeader {
+    V4(Ipv4Repr),
+    V6(Ipv6Repr),
+}
+
+/// A TCP or UDP packet to one of our addresses, as the layers below read it: enough for the
+/// transport layer, here or on another shard of the process, without reading them again.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Transport {
+    pub(super) src: IpAddress,
+    pub(super) dst: IpAddress,
+    pub(super) proto: IpProtocol,
+    pub(super) ip: IpHeader,
+    /// The IP header's ECN field (RFC 3168 section 5).
+    pub(super) ecn: u8,
+    /// The sender's link address.
+    pub(super) link_src: EthernetAddress,
+    /// Where the IP payload starts in the frame (after the fixed header; IPv6 extension headers
+    /// are part of it).
+    pub(super) ip_payload: usize,
+    /// The transport segment's bounds in the frame.
+    pub(super) start: usize,
+    pub(super) end: usize,
+}
+
+impl Transport {
+    /// The segment's source and destination ports (the transport layer checked they are there).
+    fn ports(&self, frame: &[u8]) -> (u16, u16) {
+        let seg = &frame[self.start..self.end];
+        match self.proto {
+            IpProtocol::Tcp => {
+                let p = TcpPacket::new_unchecked(seg);
+                (p.src_port(), p.dst_port())
+            }
+            _ => {
+                let p = UdpPacket::new_unchecked(seg);
+                (p.src_port(), p.dst_port())
+            }
+        }
+    }
+}
+
+/// How a frame was addressed at the link layer.
+#[derive(Clone, Copy)]
+struct Link {
+    src: EthernetAddress,
+    /// To our MAC, broadcast or an IPv6 multicast group: the link layer's to answer or count.
+    answerable: bool,
+}
+
+impl Link {
+    /// A drop the link layer counts, if the frame is its to count (else it was not for us).
+    fn drop(self, reason: Drop) -> Outcome {
+        Outcome::Drop(if self.answerable { reason } else { Drop::NotForUs })
+    }
+}
+
+/// What became of a frame once read.
+enum Outcome {
+    /// Taken by a connection, a socket or the ICMP error handling (or dropped and counted by the
+    /// transport layer).
+    Done,
+    /// TCP or UDP that no socket here takes: for the process's other shards.
+    HandOff(Transport),
+    /// The link layer answers it in place.
+    Answer(Answer),
+    Drop(Drop),
+}
+
+impl<N: Nic> Shard<N> {
+    /// A frame from the NIC: read once and handed to whatever it is for.
+    pub(super) fn receive(&mut self, buf: N::Buf) {
+        let may_hand_off = self.cfg.shard_count > 1;
+        match self.process_ethernet(buf.data(), may_hand_off) {
+            Outcome::Done => {}
+            Outcome::HandOff(t) => self.hand_off(buf, t),
+            Outcome::Answer(answer) => self.queue_answer(buf, answer),
+            Outcome::Drop(reason) => self.link_stats.count_drop(reason),
+        }
+    }
+
+    /// A frame another shard of the process could not place, with what it read of it: one this
+    /// shard holds, or its own when no shard holds it (then it is answered as a shard alone
+    /// would, a RST or a port unreachable).
+    pub(super) fn receive_transport(&mut self, buf: N::Buf, t: &Transport) {
+        self.process_transport(buf.data(), t, false);
+    }
+
+    /// Whether this shard holds the connection (or TIME-WAIT entry) or the UDP socket that a
+    /// frame handed off by another shard is for.
+    pub(super) fn holds(&self, t: &Transport, frame: &[u8]) -> bool {
+        let (sport, dport) = t.ports(frame);
+        if t.proto == IpProtocol::Udp {
+            return self.holds_datagram((t.dst, dport), (t.src, sport));
+        }
+        let tuple = FourTuple::new((t.dst, dport), (t.src, sport));
+        self.conns.contains_key(&tuple) || self.time_wait_table.contains_key(&tuple)
+    }
+
+    fn hand_off(&mut self, buf: N::Buf, t: Transport) {
+        match t.proto {
+            IpProtocol::Tcp => self.stats.tcp_handed_off += 1,
+            _ => self.stats.udp_handed_off += 1,
+        }
+        self.handed_off.push((buf, t));
+    }
+
+    fn process_ethernet(&mut self, frame: &[u8], may_hand_off: bool) -> Outcome {
+        let Ok(eth) = EthernetFrame::new_checked(frame) else { return Outcome::Drop(Drop::Malformed) };
+        let dst = eth.dst_addr();
+        if dst != self.mac && !dst.is_multicast() {
+            return Outcome::Drop(Drop::NotForUs);
+        }
+        let answerable = dst == self.mac || dst.is_broadcast() || (dst.0[0] == 0x33 && dst.0[1] == 0x33);
+        let link = Link { src: eth.src_addr(), answerable };
+        match eth.ethertype() {
+            EtherType::Ipv4 => self.process_ipv4(frame, link, may_hand_off),
+            EtherType::Ipv6 => self.process_ipv6(frame, link, may_hand_off),
+            EtherType::Arp if answerable => {
+                let Some(ours) = self.ipv4 else { return Outcome::Drop(Drop::NotForUs) };
+                let mut learned = None;
+                let answer = iface::arp(self.mac, ours, eth.payload(), &mut learned);
+                self.heard_on_link(learned);
+                answer.map_or_else(Outcome::Drop, Outcome::Answer)
+            }
+            _ => link.drop(Drop::Unhandled),
+        }
+    }
+
+    fn process_ipv4(&mut self, frame: &[u8], link: Link, may_hand_off: bool) -> Outcome {
+        let Some(ours) = self.ipv4 else { return Outcome::Drop(Drop::NotForUs) };
+        let ip = match Ipv4Packet::new_checked(&frame[ETH..]) {
+            Ok(ip) => ip,
+            Err(e) => return link.drop(e.into()),
+        };
+        if ip.dst_addr() != ours {
+            return Outcome::Drop(Drop::NotForUs);
+        }
+        if ip.is_fragment() {
+            return link.drop(Drop::Fragment);
+        }
+        let repr = match Ipv4Repr::parse(&ip, self.checksums.verify_ipv4) {
+            Ok(repr) => repr,
+            Err(e) => return link.drop(e.into()),
+        };
+        let ip_payload = ETH + usize::from(ip.header_len());
+        match repr.next_header {
+            IpProtocol::Tcp | IpProtocol::Udp => {
+                let t = Transport {
+                    src: IpAddress::V4(repr.src_addr),
+                    dst: IpAddress::V4(ours),
+                    proto: repr.next_header,
+                    ip: IpHeader::V4(repr),
+                    ecn: ip.ecn(),
+                    link_src: link.src,
+                    ip_payload,
+                    start: ip_payload,
+                    end: ETH + usize::from(ip.total_len()),
+                };
+                self.process_transport(frame, &t, may_hand_off)
+            }
+            IpProtocol::Icmp => self.process_icmpv4(&repr, ip.payload(), ip_payload, link),
+            _ => link.drop(Drop::Unhandled),
+        }
+    }
+
+    /// An ICMP message (`at` in the frame) to us: an error for a socket, else the link layer's.
+    fn process_icmpv4(&mut self, ip: &Ipv4Repr, message: &[u8], at: usize, link: Link) -> Outcome {
+        let icmp = match Icmpv4Packet::new_checked(message) {
+            Ok(icmp) => icmp,
+            Err(e) => return link.drop(e.into()),
+        };
+        if !icmp.verify_checksum() {
+            return link.drop(Drop::Checksum);
+        }
+        if icmp.msg_type() == Icmpv4Message::DstUnreachable {
+            if let Some(err) = IcmpError::from_v4(&icmp) {
+                if self.icmp_error_input(&err) {
+                    return Outcome::Done;
+                }
+            }
+        }
+        if !link.answerable {
+            return Outcome::Drop(Drop::NotForUs);
+        }
+        iface::icmpv4(ip, &icmp, at).map_or_else(Outcome::Drop, Outcome::Answer)
+    }
+
+    fn process_ipv6(&mut self, frame: &[u8], link: Link, may_hand_off: bool) -> Outcome {
+        let Some(ours) = self.ipv6 else { return Outcome::Drop(Drop::NotForUs) };
+        let ip = match Ipv6Packet::new_checked(&frame[ETH..]) {
+            Ok(ip) => ip,
+            Err(e) => return link.drop(e.into()),
+        };
+        let repr = match Ipv6Repr::parse(&ip) {
+            Ok(repr) => repr,
+            Err(e) => return link.drop(e.into()),
+        };
+        let ll = self.ipv6_link_local;
+        let dst = repr.dst_addr;
+        let to = Ipv6Dst {
+            ours,
+            link_local: ll,
+            to_us: dst == ours || dst == ll,
+            to_group: dst == Ipv6Address::LINK_LOCAL_ALL_NODES
+                || dst == ours.solicited_node()
+                || dst == ll.solicited_node(),
+        };
+        if !to.to_us && !to.to_group {
+            return Outcome::Drop(Drop::NotForUs);
+        }
+        let (proto, offset) = match ip.upper_layer() {
+            Ok(Ipv6UpperLayer::Protocol { protocol, offset }) => (protocol, offset),
+            Ok(Ipv6UpperLayer::Fragment { .. }) => return link.drop(Drop::Fragment),
+            Err(e) => return link.drop(e.into()),
+        };
+        let ip_payload = ETH + wire::ipv6::HEADER_LEN;
+        let start = ip_payload + offset;
+        let end = ip_payload + repr.payload_len;
+        match proto {
+            IpProtocol::Tcp | IpProtocol::Udp if to.to_us && start <= end => {
+                let t = Transport {
+                    src: IpAddress::V6(repr.src_addr),
+                    dst: IpAddress::V6(dst),
+                    proto,
+                    ip: IpHeader::V6(repr),
+                    ecn: ip.traffic_class() & ECN_MASK,
+                    link_src: link.src,
+                    ip_payload,
+                    start,
+                    end,
+                };
+                self.process_transport(frame, &t, may_hand_off)
+            }
+            IpProtocol::Icmpv6 if start <= end => self.process_icmpv6(&repr, to, frame, (start, end), link),
+            IpProtocol::Icmpv6 => link.drop(Drop::Malformed),
+            _ => link.drop(Drop::Unhandled),
+        }
+    }
+
+    /// An ICMPv6 message (at `start..end` in the frame): an error for a socket, else the link
+    /// layer's.
+    fn process_icmpv6(
+        &mut self,
+        ip: &Ipv6Repr,
+        to: Ipv6Dst,
+        frame: &[u8],
+        (start, end): (usize, usize),
+        link: Link,
+    ) -> Outcome {
+        let icmp = match Icmpv6Packet::new_checked(&frame[start..end]) {
+            Ok(icmp) => icmp,
+            Err(e) => return link.drop(e.into()),
+        };
+        if !icmp.verify_checksum(&ip.src_addr, &ip.dst_addr) {
+            return link.drop(Drop::Checksum);
+        }
+        let error = matches!(icmp.msg_type(), Icmpv6Message::DstUnreachable | Icmpv6Message::PktTooBig);
+        if error && to.to_us {
+            if let Some(err) = IcmpError::from_v6(&icmp, &ip.src_addr, &ip.dst_addr) {
+                if self.icmp_error_input(&err) {
+                    return Outcome::Done;
+                }
+            }
+        }
+        if !link.answerable {
+            return Outcome::Drop(Drop::NotForUs);
+        }
+        let mut learned = None;
+        let answer = iface::icmpv6(ip, to, &icmp, (start, end - start), link.src, &mut learned);
+        self.heard_on_link(learned);
+        answer.map_or_else(Outcome::Drop, Outcome::Answer)
+    }
+
+    /// A TCP or UDP packet to us, to its layer; handed off when no socket here takes it and
+    /// `may_hand_off` (the process's other shards have not seen it yet).
+    fn process_transport(&mut self, frame: &[u8], t: &Transport, may_hand_off: bool) -> Outcome {
+        if self.cfg.glean_neighbors {
+            self.glean(t.src, t.link_src);
+        }
+        let seg = &frame[t.start..t.end];
+        let unplaced = match t.proto {
+            IpProtocol::Tcp => self.tcp_input(t, seg, may_hand_off),
+            _ => self.udp_input(t, &frame[t.ip_payload..t.end], seg, may_hand_off),
+        };
+        if unplaced {
+            Outcome::HandOff(*t)
+        } else {
+            Outcome::Done
+        }
+    }
+
+    /// ARP or neighbor discovery named a neighbor: the cache learns it, and with several
+    /// shards, so do the others.
+    fn heard_on_link(&mut self, learned: Option<Learned>) {
+        if let Some(l) = learned {
+            if self.cfg.shard_count > 1 {
+                self.heard.push(l);
+            }
+            self.learn(l);
+        }
+    }
+
+    /// An on-link `src` sent us a frame from `mac` (a shared interface: see
+    /// `ShardConfig::glean_neighbors`). The answers to our own ARP requests and probes may go to
+    /// another process's queue, so the peer's own frames stand in for them: an unknown sender is
+    /// learned (unconfirmed), an incomplete entry is resolved with the frame's source (its
+    /// waiting packets leave), and a stale entry with that address is confirmed. Otherwise an
+    /// entry that expired would be probed, fail when the answer went elsewhere, and hold our
+    /// packets for a second or more (seen as SYN-ACKs that never came, with two nginx workers).
+    fn glean(&mut self, src: IpAddress, mac: EthernetAddress) {
+        if !self.routes.is_on_link(src) || mac.is_multicast() {
+            return;
+        }
+        self.glean_address(src, mac);
+    }
+
+    pub(super) fn glean_address(&mut self, src: IpAddress, mac: EthernetAddress) {
+        match self.neighbors.state(src, self.now) {
+            Some((NeighborState::Reachable, Some(m))) if m == mac => {}
+            Some((NeighborState::Stale, Some(m))) if m == mac => self.neighbors.confirm(src, self.now),
+            Some((NeighborState::Incomplete, _)) => self.learn(Learned { ip: src, mac, answer: true }),
+            _ => self.learn(Learned { ip: src, mac, answer: false }),
+        }
+    }
+}

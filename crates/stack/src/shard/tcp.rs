@@ -1,0 +1,688 @@
+//! TCP on the shard: demux of segments to connections, listeners (SO_REUSEPORT groups, SYN and
+//! accept queues, SYN cookies when the SYN queue is full), the shard-wide challenge-ACK budget,
+//! and servicing a connection: sending what it has (its payload written once, from its send
+//! buffer straight into the frame), turning its events into readiness, arming its timers (its
+//! own, and a check that gives drained rings back), freeing it when done. The protocol itself is
+//! the `tcp` crate's.
+//!
+//! It must not build frames below the transport header (that is [`super::egress`]) nor answer
+//! the application (that is [`super::api`]).
+
+use std::collections::VecDeque;
+
+use nic::{Nic, PacketBuf};
+use tcp::{Connection, CookieOptions, Event as TcpEvent, TimeWait};
+use wire::{IpAddress, IpProtocol, TcpFlags, TcpPacket, TcpRepr};
+
+use super::api::{Buffers, Readiness};
+use super::egress::transport_offset;
+use super::ingress::Transport;
+use super::sockets::Socket;
+use super::time_wait::TimeWaitInput;
+use super::{Shard, SocketId, TimerKey, ECN_CE, ECN_ECT0, ECN_NOT_ECT};
+use crate::syncookie::siphash24;
+use crate::table::FourTuple;
+use crate::timer::TimerHandle;
+
+/// How often a connection that holds send or receive rings is looked at: rings that hold
+/// nothing then go back to the thread's spare list (`tcp::Connection::release_buffers`), so an
+/// idle connection costs its state, not 2 x 128 KiB of rings, as a Linux socket whose queues
+/// drained holds no buffer memory. Releasing them every time they drain instead cost 4% more
+/// instructions per 64-byte request/response (stack-scale, callgrind); once a second costs an
+/// active connection one release and one reuse.
+const BUFFERS_CHECK_NS: u64 = 1_000_000_000;
+
+pub(super) struct TcpSocket {
+    pub(super) conn: Connection,
+    pub(super) tuple: FourTuple,
+    pub(super) timer: Option<TimerHandle>,
+    /// The listener this passive connection came from, until it is accepted.
+    pub(super) listener: Option<SocketId>,
+    /// Counted in the listener's half-open total (SYN-RECEIVED, not a cookie).
+    pub(super) half_open: bool,
+    /// The application holds it (connected, or accepted).
+    pub(super) owned: bool,
+    /// The application closed it: free it once the connection is over.
+    pub(super) app_closed: bool,
+    /// Readiness when last reported, to report every change exactly once.
+    pub(super) reported: Readiness,
+    /// Data (or the end of stream) arrivals so far (see [`Shard::arrivals`]).
+    pub(super) arrivals: u32,
+    /// TCP_NODELAY as the application set it.
+    pub(super) nodelay: bool,
+    /// The connection's counters already added to `ShardStats`.
+    pub(super) counted: tcp::Counters,
+    /// The next look at its rings (see [`BUFFERS_CHECK_NS`]), while it has any.
+    pub(super) buffers_timer: Option<TimerHandle>,
+}
+
+impl TcpSocket {
+    /// An active open (`connect`): the application holds it from the start.
+    pub(super) fn connecting(conn: Connection, tuple: FourTuple) -> TcpSocket {
+        TcpSocket { owned: true, ..TcpSocket::unclaimed(conn, tuple) }
+    }
+
+    /// A passive open from a SYN to `listener`: half-open until its handshake completes.
+    pub(super) fn from_syn(conn: Connection, tuple: FourTuple, listener: SocketId) -> TcpSocket {
+        TcpSocket { listener: Some(listener), half_open: true, ..TcpSocket::unclaimed(conn, tuple) }
+    }
+
+    /// A passive open from the ACK of a SYN cookie: established at once, never half-open.
+    pub(super) fn from_cookie(conn: Connection, tuple: FourTuple, listener: SocketId) -> TcpSocket {
+        TcpSocket { listener: Some(listener), ..TcpSocket::unclaimed(conn, tuple) }
+    }
+
+    /// No listener, not half-open, not held by the application.
+    fn unclaimed(conn: Connection, tuple: FourTuple) -> TcpSocket {
+        TcpSocket {
+            conn,
+            tuple,
+            timer: None,
+            listener: None,
+            half_open: false,
+            owned: false,
+            app_closed: false,
+            reported: Readiness::default(),
+            arrivals: 0,
+            nodelay: false,
+            counted: tcp::Counters::default(),
+            buffers_timer: None,
+        }
+    }
+}
+
+/// The listeners of one local address: one, or several that all set SO_REUSEPORT.
+pub(super) struct ListenGroup {
+    pub(super) reuseport: bool,
+    pub(super) members: Vec<SocketId>,
+}
+
+pub(super) struct Listener {
+    pub(super) local: (IpAddress, u16),
+    pub(super) backlog: usize,
+    pub(super) half_open: usize,
+    pub(super) accept_queue: VecDeque<SocketId>,
+    /// Connections queued so far (see [`Shard::arrivals`]).
+    pub(super) arrivals: u32,
+    /// The application waits on it (see [`Shard::tcp_listener_watched`]).
+    pub(super) watched: bool,
+    /// Its connections' buffers, from the SYN on (Linux's children inherit the listener's).
+    pub(super) buffers: Buffers,
+}
+
+impl<N: Nic> Shard<N> {
+    pub(super) fn path_mtu(&mut self, tuple: FourTuple, mss: u16, seq: u32) {
+        let Some(&id) = self.conns.get(&tuple) else {
+            self.stats.icmp_too_big_ignored += 1;
+            return;
+        };
+        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+            if s.conn.path_mtu_reduced(mss, seq) {
+                self.stats.pmtu_reductions += 1;
+                self.mark_dirty(id);
+            } else {
+                self.stats.icmp_too_big_ignored += 1;
+            }
+        }
+    }
+
+    /// A TCP segment to us, as ingress read the layers below. Returns true when nothing here
+    /// takes it and `may_hand_off`: another shard of the process may hold its connection (else
+    /// it is answered here, with a RST if it calls for one).
+    pub(super) fn tcp_input(&mut self, t: &Transport, seg: &[u8], may_hand_off: bool) -> bool {
+        let (src, dst) = (t.src, t.dst);
+        let Ok(packet) = TcpPacket::new_checked(seg) else {
+            self.stats.tcp_malformed += 1;
+            return false;
+        };
+        let repr = match TcpRepr::parse(&packet, &src, &dst, self.checksums.verify_l4) {
+            Ok(r) => r,
+            Err(wire::Error::Checksum) => {
+                self.stats.tcp_bad_checksum += 1;
+                return false;
+            }
+            Err(_) => {
+                self.stats.tcp_malformed += 1;
+                return false;
+            }
+        };
+        self.stats.tcp_rx_segments += 1;
+        let payload = &seg[packet.header_len() as usize..][..repr.payload_len];
+        let tuple = FourTuple::new((dst, repr.dst_port), (src, repr.src_port));
+
+        if let Some(&id) = self.conns.get(&tuple) {
+            let now = self.now;
+            let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return false };
+            s.conn.handle_segment_ce(now, &repr, payload, t.ecn == ECN_CE);
+            if s.conn.challenge_ack_pending() && !self.take_challenge_ack() {
+                if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+                    s.conn.cancel_challenge_ack();
+                }
+            }
+            self.mark_dirty(id);
+            return false;
+        }
+        let reopen_iss = match self.time_wait_input(&tuple, &repr) {
+            TimeWaitInput::NoEntry => None,
+            TimeWaitInput::Done => return false,
+            TimeWaitInput::Reopen { iss } => Some(iss),
+        };
+        // RFC 9293 3.10.7.2, LISTEN: first, a RST is ignored (a SYN with RST too, as in Linux);
+        // second, an ACK is answered with a RST (once no SYN cookie matches it); third, a SYN
+        // opens a connection; anything else has no ACK and is dropped.
+        let rst = repr.flags.contains(TcpFlags::RST);
+        let is_syn = repr.flags.contains(TcpFlags::SYN) && repr.ack_number.is_none() && !rst;
+        let is_ack = repr.ack_number.is_some() && !repr.flags.contains(TcpFlags::SYN) && !rst;
+        if let Some(lid) = self.listeners.lookup((dst, repr.dst_port)).map(|g| self.group_member(g, &tuple)) {
+            if is_syn {
+                // A SYN that is itself ECN-capable (or CE-marked) is no ECN-setup SYN (RFC 3168
+                // section 6.1.1 forbids ECT on SYNs; Linux `tcp_ecn_create_request`).
+                let mut syn = repr;
+                if t.ecn != ECN_NOT_ECT {
+                    syn.flags.remove(TcpFlags::ECE | TcpFlags::CWR);
+                }
+                self.syn_to_listener(lid, tuple, &syn, reopen_iss);
+                return false;
+            }
+            if is_ack && self.cookie_ack(lid, tuple, &repr, payload) {
+                return false;
+            }
+            if repr.ack_number.is_none() {
+                return false;
+            }
+        }
+        if may_hand_off {
+            // Another shard of the process may hold the connection: it decides.
+            return true;
+        }
+        if let Some(rst) = tcp::rst_for_unmatched(&repr, payload.len()) {
+            self.stats.tcp_rst_sent += 1;
+            self.send_tcp(&tuple, &rst);
+        }
+        false
+    }
+
+    /// The listener of `group` that takes connection `tuple`: with SO_REUSEPORT, a keyed hash
+    /// of the 4-tuple spreads connections over the members the application waits on (all of
+    /// them while it waits on none), and sends a SYN-cookie ACK to the member its SYN went to
+    /// (the group being unchanged).
+    pub(super) fn group_member(&self, group: &ListenGroup, tuple: &FourTuple) -> SocketId {
+        if group.members.len() == 1 {
+            return group.members[0];
+        }
+        let watched = |id: &&SocketId| matches!(self.socket(**id), Some(Socket::Listener(l)) if l.watched);
+        let n = group.members.iter().filter(watched).count();
+        let key: [u8; 16] = self.cfg.secret[4..20].try_into().unwrap();
+        let hash = siphash24(&key, &tuple_bytes(tuple));
+        if n == 0 {
+            return group.members[(hash % group.members.len() as u64) as usize];
+        }
+        *group.members.iter().filter(watched).nth((hash % n as u64) as usize).unwrap()
+    }
+
+    pub(super) fn syn_to_listener(&mut self, lid: SocketId, tuple: FourTuple, syn: &TcpRepr, iss: Option<u32>) {
+        let syn_backlog = self.cfg.syn_backlog;
+        let buffers = match self.socket(lid) {
+            Some(Socket::Listener(l)) => l.buffers,
+            _ => return,
+        };
+        let cfg = self.conn_config(&tuple, buffers);
+        let Some(Socket::Listener(l)) = self.socket_mut(lid) else { return };
+        if l.accept_queue.len() >= l.backlog {
+            self.stats.tcp_listen_overflows += 1;
+            return;
+        }
+        if l.half_open >= syn_backlog {
+            // SYN flood (or just a burst): answer statelessly. The cookie keeps the MSS; the
+            // other options are not offered, nor ECN, so the SYN-ACK promises nothing we cannot
+            // keep.
+            let (isn, mss) = self.cookies.encode(&tuple, syn.seq_number, syn.max_seg_size.unwrap_or(536), self.now);
+            let stripped = TcpRepr {
+                max_seg_size: Some(mss),
+                window_scale: None,
+                sack_permitted: false,
+                timestamp: None,
+                flags: syn.flags - (TcpFlags::ECE | TcpFlags::CWR),
+                ..*syn
+            };
+            let mut c = Connection::accept(&cfg, &stripped, isn, self.now);
+            if let Some(synack) = c.poll_transmit(self.now, &mut []) {
+                self.stats.tcp_syncookies_sent += 1;
+                self.send_tcp(&tuple, &synack);
+            }
+            return;
+        }
+        l.half_open += 1;
+        let iss = iss.unwrap_or_else(|| self.iss(&tuple));
+        let conn = Connection::accept(&cfg, syn, iss, self.now);
+        self.stats.tcp_passive_opens += 1;
+        self.add_connection(TcpSocket::from_syn(conn, tuple, lid));
+    }
+
+    /// Whether one more challenge ACK may go out now (RFC 5961 section 7): one budget per second
+    /// of the shard's clock for all its connections, drawn from the keyed hash of the second
+    /// between half and one and a half times `challenge_ack_limit` (see [`ShardConfig`]).
+    pub(super) fn take_challenge_ack(&mut self) -> bool {
+        let limit = self.cfg.challenge_ack_limit;
+        if limit == u32::MAX {
+            return true;
+        }
+        let second = self.now / 1_000_000_000;
+        if second != self.challenge_second {
+            self.challenge_second = second;
+            let key: [u8; 16] = self.cfg.secret[8..24].try_into().unwrap();
+            let mut msg = *b"challenge-ack/second";
+            msg[12..].copy_from_slice(&second.to_le_bytes());
+            let draw = siphash24(&key, &msg) % u64::from(limit.max(1));
+            let budget = u64::from(limit.div_ceil(2)) + draw;
+            self.challenge_left = budget.min(u64::from(u32::MAX)) as u32;
+        }
+        if self.challenge_left == 0 {
+            self.stats.tcp_challenge_acks_skipped += 1;
+            return false;
+        }
+        self.challenge_left -= 1;
+        true
+    }
+
+    /// An ACK at a listener with no connection: the third step of a SYN-cookie handshake?
+    pub(super) fn cookie_ack(&mut self, lid: SocketId, tuple: FourTuple, ack: &TcpRepr, payload: &[u8]) -> bool {
+        let Some(ack_number) = ack.ack_number else { return false };
+        let tsecr = ack.timestamp.map(|(_, ecr)| ecr);
+        let Some(info) =
+            self.cookies.check(&tuple, ack_number.wrapping_sub(1), ack.seq_number.wrapping_sub(1), tsecr, self.now)
+        else {
+            self.stats.tcp_syncookies_failed += 1;
+            return false;
+        };
+        match self.socket(lid) {
+            Some(Socket::Listener(l)) if l.accept_queue.len() < l.backlog => {}
+            _ => {
+                self.stats.tcp_listen_overflows += 1;
+                return true;
+            }
+        }
+        self.stats.tcp_syncookies_ok += 1;
+        self.stats.tcp_passive_opens += 1;
+        let buffers = match self.socket(lid) {
+            Some(Socket::Listener(l)) => l.buffers,
+            _ => Buffers::default(),
+        };
+        let cfg = self.conn_config(&tuple, buffers);
+        let opts = CookieOptions { mss: info.mss, window_scale: None, sack_permitted: false, timestamps: false };
+        let mut conn = Connection::from_cookie(&cfg, ack, opts, self.now);
+        if !payload.is_empty() || ack.flags.contains(TcpFlags::FIN) {
+            conn.handle_segment(self.now, ack, payload);
+        }
+        self.add_connection(TcpSocket::from_cookie(conn, tuple, lid));
+        true
+    }
+
+    /// Sends what the connection has, handles its events, re-arms its timer, frees it when done.
+    pub(super) fn service(&mut self, id: SocketId) {
+        self.send_segments(id);
+        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+            let now = s.conn.counters();
+            let before = std::mem::replace(&mut s.counted, now);
+            let new = |f: fn(&tcp::Counters) -> u32| u64::from(f(&now).wrapping_sub(f(&before)));
+            let t = &mut self.stats;
+            t.tcp_retrans_segments += new(|c| c.retransmits);
+            t.tcp_timeouts += new(|c| c.timeouts);
+            t.tcp_loss_probes += new(|c| c.loss_probes);
+            t.tcp_loss_probe_recoveries += new(|c| c.loss_probe_recoveries);
+            t.tcp_rack_lost += new(|c| c.rack_lost);
+            t.tcp_lost_retransmits += new(|c| c.lost_retransmits);
+            t.tcp_challenge_acks_skipped += new(|c| c.challenge_acks_skipped);
+        }
+        while let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+            let Some(ev) = s.conn.poll_event() else { break };
+            self.tcp_event(id, ev);
+        }
+        // Events say what happened; readiness is what the application waits on. Report every
+        // change of it (an ACK that frees send space is not always an event of the connection).
+        let now_ready = self.readiness(id);
+        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+            let owned = s.owned;
+            if std::mem::replace(&mut s.reported, now_ready) != now_ready && owned {
+                self.mark_changed(id);
+            }
+        }
+        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+            let deadline = s.conn.poll_timeout();
+            let timer = s.timer;
+            let check_buffers = s.buffers_timer.is_none() && s.conn.buffers_allocated() != (false, false);
+            let new = match (deadline, timer) {
+                (Some(d), Some(h)) if self.timers.reschedule(h, d) => Some(h),
+                (Some(d), _) => Some(self.timers.insert(d, TimerKey::Socket(id))),
+                (None, Some(h)) => {
+                    self.timers.cancel(h);
+                    None
+                }
+                (None, None) => None,
+            };
+            let buffers = check_buffers.then(|| self.timers.insert(self.now + BUFFERS_CHECK_NS, TimerKey::Buffers(id)));
+            if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+                s.timer = new;
+                s.buffers_timer = s.buffers_timer.or(buffers);
+            }
+        }
+    }
+
+    /// A connection's buffer check is due: rings that hold nothing (all sent data acknowledged,
+    /// all received data read) go back to the thread's spare list, to be taken again on use;
+    /// rings in use are looked at again in [`BUFFERS_CHECK_NS`].
+    pub(super) fn check_buffers(&mut self, id: SocketId) {
+        let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
+        s.conn.release_buffers();
+        s.buffers_timer = None;
+        if s.conn.buffers_allocated() != (false, false) {
+            let timer = self.timers.insert(self.now + BUFFERS_CHECK_NS, TimerKey::Buffers(id));
+            if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+                s.buffers_timer = Some(timer);
+            }
+        }
+    }
+
+    pub(super) fn tcp_event(&mut self, id: SocketId, ev: TcpEvent) {
+        let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
+        match ev {
+            TcpEvent::Connected => {
+                if let Some(lid) = s.listener {
+                    let counted = std::mem::replace(&mut s.half_open, false);
+                    let queued = match self.socket_mut(lid) {
+                        Some(Socket::Listener(l)) => {
+                            if counted {
+                                l.half_open -= 1;
+                            }
+                            l.accept_queue.push_back(id);
+                            l.arrivals = l.arrivals.wrapping_add(1);
+                            true
+                        }
+                        _ => false,
+                    };
+                    if queued {
+                        self.mark_changed(lid);
+                    } else {
+                        // The listener went away during the handshake.
+                        self.abort_and_free(id);
+                    }
+                } else {
+                    self.mark_changed(id);
+                }
+            }
+            TcpEvent::Readable | TcpEvent::ReadClosed => {
+                s.arrivals = s.arrivals.wrapping_add(1);
+                self.mark_changed(id);
+            }
+            TcpEvent::Writable => self.mark_changed(id),
+            TcpEvent::Urgent => {
+                // Linux signals the socket's owner; a connection nobody accepted yet has none.
+                if s.owned {
+                    self.urgent.push(id);
+                }
+            }
+            TcpEvent::Reset | TcpEvent::TimedOut | TcpEvent::Closed => {
+                if s.owned && !s.app_closed {
+                    // The application still holds the socket, but the 4-tuple is free again, as
+                    // on Linux: a peer that reuses its port must reach the listener, not be
+                    // reset by this dead connection (nginx keeps a reset keep-alive connection
+                    // open until its next read; wrk then saw "write errors").
+                    let tuple = s.tuple;
+                    if self.conns.get(&tuple) == Some(&id) {
+                        self.conns.remove(&tuple);
+                    }
+                    self.mark_changed(id);
+                } else {
+                    self.free_tcp(id);
+                }
+            }
+            TcpEvent::TimeWait => {
+                if s.owned && !s.app_closed {
+                    // The application still holds the socket (nginx's lingering close: it shut
+                    // down its side and reads until the peer's FIN). As on Linux, TIME-WAIT is
+                    // kept for the 4-tuple from now on, so a peer that reuses its port is judged
+                    // by RFC 6191, not challenged by this connection (that stalled wrk's
+                    // Connection: close runs a second per reused port).
+                    let (tw, tuple) = (TimeWait::from(&s.conn), s.tuple);
+                    if self.conns.get(&tuple) == Some(&id) {
+                        self.conns.remove(&tuple);
+                    }
+                    self.insert_time_wait(tw, tuple);
+                    self.mark_changed(id);
+                } else {
+                    self.enter_time_wait(id);
+                }
+            }
+        }
+    }
+
+    pub(super) fn abort_and_free(&mut self, id: SocketId) {
+        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+            s.conn.abort();
+            self.send_segments(id);
+        }
+        self.free_tcp(id);
+    }
+
+    /// Removes a TCP socket from the demux table, the timer wheel, its listener, and the slab.
+    pub(super) fn free_tcp(&mut self, id: SocketId) {
+        let Some(Socket::Tcp(s)) = self.take_socket(id) else { return };
+        if self.conns.get(&s.tuple) == Some(&id) {
+            self.conns.remove(&s.tuple);
+        }
+        for h in [s.timer, s.buffers_timer].into_iter().flatten() {
+            self.timers.cancel(h);
+        }
+        if let Some(lid) = s.listener {
+            if let Some(Socket::Listener(l)) = self.socket_mut(lid) {
+                if s.half_open {
+                    l.half_open -= 1;
+                }
+                l.accept_queue.retain(|&c| c != id);
+            }
+        }
+    }
+
+    pub(super) fn iss(&self, tuple: &FourTuple) -> u32 {
+        // RFC 6528: a keyed hash of the 4-tuple plus a 4 µs clock.
+        let key: [u8; 16] = self.cfg.secret[16..32].try_into().unwrap();
+        (siphash24(&key, &tuple_bytes(tuple)) as u32).wrapping_add((self.now / 4_000) as u32)
+    }
+
+    /// The per-connection TCP settings: the MSS of the family, a timestamp offset hashed from
+    /// the addresses (so values between two hosts keep growing across connections), the
+    /// socket's buffers.
+    pub(super) fn conn_config(&self, tuple: &FourTuple, buffers: Buffers) -> tcp::Config {
+        let mut cfg = self.cfg.tcp;
+        cfg.rcv_buf = buffers.recv.unwrap_or(cfg.rcv_buf);
+        cfg.snd_buf = buffers.send.unwrap_or(cfg.snd_buf);
+        if !tuple.is_ipv4() {
+            cfg.mss = cfg.mss.saturating_sub(20);
+        }
+        let key: [u8; 16] = self.cfg.secret[0..16].try_into().unwrap();
+        let mut addrs = [0u8; 32];
+        addrs[..16].copy_from_slice(tuple.local_addr_bytes());
+        addrs[16..].copy_from_slice(tuple.remote_addr_bytes());
+        cfg.ts_offset = siphash24(&key, &addrs) as u32;
+        cfg
+    }
+
+    /// Sends what the connection has to send, a frame per segment and one copy of the data:
+    /// the connection writes the payload from its send buffer straight into the frame, after
+    /// the headers it will get ([`Connection::data_header_len`]), and the headers are written
+    /// in front of it.
+    pub(super) fn send_segments(&mut self, id: SocketId) {
+        let now = self.now;
+        loop {
+            let Some(mut buf) = self.tx_buffer() else { return self.lose_segments(id) };
+            let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return self.keep_tx_buffer(buf) };
+            let at = transport_offset(s.tuple.remote().0) + s.conn.data_header_len();
+            buf.set_len(buf.capacity());
+            let Some(repr) = s.conn.poll_transmit(now, &mut buf.data_mut()[at..]) else {
+                return self.keep_tx_buffer(buf);
+            };
+            // Only SYNs and RSTs have other headers, and they carry no data.
+            debug_assert!(repr.payload_len == 0 || transport_offset(s.tuple.remote().0) + repr.header_len() == at);
+            let ecn = if s.conn.transmit_ect() { ECN_ECT0 } else { ECN_NOT_ECT };
+            let tuple = s.tuple;
+            self.emit_tcp(buf, &tuple, &repr, ecn);
+        }
+    }
+
+    /// No buffer for a frame: what the connection has to send now is lost, and counted, as if
+    /// the wire had dropped it (its retransmission repairs it).
+    fn lose_segments(&mut self, id: SocketId) {
+        let now = self.now;
+        let mut payload = vec![0u8; usize::from(self.nic.mtu())];
+        while let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+            if s.conn.poll_transmit(now, &mut payload).is_none() {
+                break;
+            }
+            self.stats.tx_no_buffer += 1;
+        }
+    }
+
+    /// A segment without data that is not ECN-capable: a RST, TIME-WAIT's ACK, the SYN-ACK of
+    /// a SYN cookie.
+    pub(super) fn send_tcp(&mut self, tuple: &FourTuple, repr: &TcpRepr) {
+        debug_assert_eq!(repr.payload_len, 0);
+        let Some(buf) = self.tx_buffer() else {
+            self.stats.tx_no_buffer += 1;
+            return;
+        };
+        self.emit_tcp(buf, tuple, repr, ECN_NOT_ECT);
+    }
+
+    /// Writes the headers of a segment whose payload is in place in `buf` (ECN field `ecn`) and
+    /// sends it.
+    fn emit_tcp(&mut self, mut buf: N::Buf, tuple: &FourTuple, repr: &TcpRepr, ecn: u8) {
+        let (src, _) = tuple.local();
+        let (dst, _) = tuple.remote();
+        let at = transport_offset(dst);
+        let len = repr.buffer_len();
+        buf.set_len(at + len);
+        self.write_headers(buf.data_mut(), src, dst, IpProtocol::Tcp, len, ecn);
+        let fill = self.checksums.fill_l4;
+        repr.emit_header(&mut TcpPacket::new_unchecked(&mut buf.data_mut()[at..]), &src, &dst, fill);
+        self.stats.tcp_tx_segments += 1;
+        self.route_out(buf, dst);
+    }
+
+    /// A new connection in the slab and the demux table, due for a first transmit.
+    pub(super) fn add_connection(&mut self, sock: TcpSocket) -> SocketId {
+        let tuple = sock.tuple;
+        let id = self.alloc(Socket::Tcp(Box::new(sock)));
+        self.conns.insert(tuple, id);
+        self.mark_dirty(id);
+        id
+    }
+}
+
+fn tuple_bytes(t: &FourTuple) -> [u8; 36] {
+    let mut b = [0u8; 36];
+    b[..16].copy_from_slice(t.local_addr_bytes());
+    b[16..32].copy_from_slice(t.remote_addr_bytes());
+    b[32..34].copy_from_slice(&t.local_port().to_be_bytes());
+    b[34..36].copy_from_slice(&t.remote_port().to_be_bytes());
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{Ipv4Addr, SocketAddr};
+
+    use nic::mem::{pair, MemConfig, MemNic};
+    use nic::Nic;
+
+    use super::super::{Shard, ShardConfig, SocketId};
+    use super::{Socket, BUFFERS_CHECK_NS};
+
+    /// Two shards over the in-memory pair; a connection from the client to the server's port
+    /// 80, accepted. Returns (client shard, its socket, server shard, its socket, the time).
+    fn connected() -> (Shard<MemNic>, SocketId, Shard<MemNic>, SocketId, u64) {
+        let (a, b) = pair(MemConfig::default());
+        let (sa, ca) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        let (amac, bmac) = (a.mac(), b.mac());
+        let mut server = Shard::new(a, ShardConfig::new(amac, Some((sa, 24)), None, [1; 32]));
+        let mut client = Shard::new(b, ShardConfig::new(bmac, Some((ca, 24)), None, [2; 32]));
+        let now = 1_000_000_000;
+        server.hear(ca.into(), bmac, now);
+        client.hear(sa.into(), amac, now);
+        let listener = server.tcp_listen(SocketAddr::from((sa, 80)), 8).unwrap();
+        let c = client.tcp_connect(SocketAddr::from((sa, 80))).unwrap();
+        let s = loop {
+            client.poll(now);
+            server.poll(now);
+            if let Ok((s, _)) = server.tcp_accept(listener) {
+                break s;
+            }
+        };
+        (client, c, server, s, now)
+    }
+
+    fn rings(shard: &Shard<MemNic>, id: SocketId) -> (bool, bool) {
+        match shard.socket(id) {
+            Some(Socket::Tcp(s)) => s.conn.buffers_allocated(),
+            _ => panic!("no connection"),
+        }
+    }
+
+    /// Rings that drained go back within a buffer check, both ends; the check is not left armed.
+    #[test]
+    fn rings_that_drained_are_released_at_the_next_buffer_check() {
+        let (mut client, c, mut server, s, mut now) = connected();
+        let timers = (client.timer_count(), server.timer_count());
+        client.tcp_send(c, b"request").unwrap();
+        let mut buf = [0u8; 64];
+        let mut got = 0;
+        while got < 7 {
+            client.poll(now);
+            server.poll(now);
+            got += server.tcp_recv(s, &mut buf).unwrap_or(0);
+        }
+        server.tcp_send(s, b"response").unwrap();
+        let mut got = 0;
+        while got < 8 {
+            server.poll(now);
+            client.poll(now);
+            got += client.tcp_recv(c, &mut buf).unwrap_or(0);
+        }
+        // Everything read; the last ACKs go out (delayed ones after their timer).
+        now += 500_000_000;
+        for _ in 0..4 {
+            client.poll(now);
+            server.poll(now);
+        }
+        assert_eq!((rings(&client, c), rings(&server, s)), ((true, true), (true, true)), "in use until a check");
+        now += BUFFERS_CHECK_NS;
+        client.poll(now);
+        server.poll(now);
+        assert_eq!((rings(&client, c), rings(&server, s)), ((false, false), (false, false)));
+        assert_eq!((client.timer_count(), server.timer_count()), timers, "no check left armed");
+    }
+
+    /// Rings that hold data stay, and are looked at again.
+    #[test]
+    fn rings_in_use_stay_and_are_checked_again() {
+        let (mut client, c, mut server, s, mut now) = connected();
+        client.tcp_send(c, b"unread").unwrap();
+        client.poll(now);
+        now += 500_000_000; // the server's delayed ACK
+        for _ in 0..4 {
+            server.poll(now);
+            client.poll(now);
+        }
+        now += BUFFERS_CHECK_NS;
+        client.poll(now);
+        server.poll(now);
+        // The server has not read it: its receive ring stays; the client's data was
+        // acknowledged: its send ring went back.
+        assert_eq!(rings(&server, s), (false, true));
+        assert_eq!(rings(&client, c), (false, false));
+        let armed = server.timer_count();
+        now += BUFFERS_CHECK_NS;
+        server.poll(now);
+        assert_eq!(rings(&server, s), (false, true));
+        assert_eq!(server.timer_count(), armed, "checked again later");
+    }
+}
