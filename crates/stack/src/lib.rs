@@ -1,6 +1,8 @@
-//! One shard of the stack: a NIC queue, the interface on it, and (as the stack issue lands) the
-//! IP layer, TCP/UDP demux, timers and sockets above it. A shard is driven by `poll(now)` from
-//! one thread and shares nothing with other shards.
+//! One shard of the stack: a NIC queue, the interface on it (ARP, NDP, ICMP), the neighbor
+//! cache and routes, the IP layer, TCP and UDP demux, listeners and SYN cookies, TIME-WAIT,
+//! one timer wheel and the socket API above it. A shard is driven by `poll(now)` from one
+//! thread and shares nothing with other shards (the shards of one process hand each other the
+//! frames that reached the wrong queue: `shard::exchange`).
 //!
 //! [`shard::Shard`] is the whole of it; the other modules are its parts. It never reads a clock or
 //! sleeps: time comes in as `now`.
