@@ -120,35 +120,33 @@ impl Rig {
 
     /// Like [`Rig::segment`], with `ecn` in the ECN field of the IP header.
     pub fn segment_ecn(&mut self, repr: &TcpRepr, payload: &[u8], ecn: u8) {
-        let tcp_len = repr.header_len() + payload.len();
-        let mut f = vec![0u8; 14 + 20 + tcp_len];
-        EthernetRepr {
-            src_addr: EthernetAddress(self.peer.mac().0),
-            dst_addr: EthernetAddress(self.shard.nic().mac().0),
-            ethertype: EtherType::Ipv4,
-        }
-        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
-        let ip = Ipv4Repr {
-            src_addr: PEER,
-            dst_addr: SERVER,
-            next_header: IpProtocol::Tcp,
-            payload_len: tcp_len,
-            hop_limit: 64,
-        };
-        let mut packet = Ipv4Packet::new_unchecked(&mut f[14..34]);
-        ip.emit(&mut packet, true);
-        packet.set_ecn(ecn);
-        packet.fill_checksum();
-        let r = TcpRepr { payload_len: payload.len(), ..*repr };
-        r.emit(
-            &mut TcpPacket::new_unchecked(&mut f[34..]),
-            &IpAddress::V4(PEER),
-            &IpAddress::V4(SERVER),
-            payload,
-            true,
-        );
+        let f = peer_frame(self.peer.mac().0, self.shard.nic().mac().0, repr, payload, ecn);
         self.inject(&f);
     }
+}
+
+/// An Ethernet frame from [`PEER`] at `src_mac` to [`SERVER`] at `dst_mac` carrying `repr`
+/// with `payload` (its `payload_len` set to fit), `ecn` in the IP header's ECN field, every
+/// checksum right.
+pub fn peer_frame(src_mac: [u8; 6], dst_mac: [u8; 6], repr: &TcpRepr, payload: &[u8], ecn: u8) -> Vec<u8> {
+    let tcp_len = repr.header_len() + payload.len();
+    let mut f = vec![0u8; 14 + 20 + tcp_len];
+    EthernetRepr { src_addr: EthernetAddress(src_mac), dst_addr: EthernetAddress(dst_mac), ethertype: EtherType::Ipv4 }
+        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+    let ip = Ipv4Repr {
+        src_addr: PEER,
+        dst_addr: SERVER,
+        next_header: IpProtocol::Tcp,
+        payload_len: tcp_len,
+        hop_limit: 64,
+    };
+    let mut packet = Ipv4Packet::new_unchecked(&mut f[14..34]);
+    ip.emit(&mut packet, true);
+    packet.set_ecn(ecn);
+    packet.fill_checksum();
+    let r = TcpRepr { payload_len: payload.len(), ..*repr };
+    r.emit(&mut TcpPacket::new_unchecked(&mut f[34..]), &IpAddress::V4(PEER), &IpAddress::V4(SERVER), payload, true);
+    f
 }
 
 /// A segment from [`PEER_PORT`] to [`PORT`], no options, window 65535.

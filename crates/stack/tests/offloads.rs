@@ -6,12 +6,9 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 use nic::mem::{pair, MemBuf, MemConfig, MemNic};
 use nic::{Link, MacAddr, Nic, NicStats, Offloads, PacketBuf};
-use stack::fuzzing::{base, PEER, PORT, SERVER as US};
+use stack::fuzzing::{base, peer_frame, PEER, PORT, SERVER as US};
 use stack::shard::{Shard, ShardConfig};
-use wire::{
-    checksum, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpAddress, IpProtocol, Ipv4Packet, Ipv4Repr,
-    TcpFlags, TcpPacket, TcpRepr, UdpPacket,
-};
+use wire::{checksum, IpAddress, IpProtocol, Ipv4Packet, TcpFlags, TcpPacket, TcpRepr, UdpPacket};
 
 /// The in-memory NIC, reporting `offloads`.
 struct Offloading {
@@ -67,22 +64,7 @@ impl Rig {
     /// A SYN from the peer to the listener; `corrupt` spoils both its IPv4 and TCP checksums.
     fn syn(&mut self, corrupt: bool) {
         let syn = TcpRepr { max_seg_size: Some(1460), ..base(1000, None, TcpFlags::SYN) };
-        let mut f = vec![0u8; 14 + 20 + syn.header_len()];
-        EthernetRepr {
-            src_addr: EthernetAddress(self.peer.mac().0),
-            dst_addr: EthernetAddress(self.shard.nic().mac().0),
-            ethertype: EtherType::Ipv4,
-        }
-        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
-        let ip = Ipv4Repr {
-            src_addr: PEER,
-            dst_addr: US,
-            next_header: IpProtocol::Tcp,
-            payload_len: syn.header_len(),
-            hop_limit: 64,
-        };
-        ip.emit(&mut Ipv4Packet::new_unchecked(&mut f[14..34]), true);
-        syn.emit(&mut TcpPacket::new_unchecked(&mut f[34..]), &IpAddress::V4(PEER), &IpAddress::V4(US), &[], true);
+        let mut f = peer_frame(self.peer.mac().0, self.shard.nic().mac().0, &syn, &[], 0);
         if corrupt {
             f[14 + 10] ^= 0x5a; // the IPv4 header checksum
             f[34 + 16] ^= 0x5a; // the TCP checksum
