@@ -77,6 +77,20 @@ impl Fd {
             Fd::Epoll(_) => true,
         }
     }
+
+    /// Sets the socket's O_NONBLOCK (an epoll fd's stays with the kernel's placeholder).
+    pub(crate) fn set_nonblock(&mut self, on: bool) {
+        match self {
+            Fd::Pending { nonblock }
+            | Fd::Bound { nonblock, .. }
+            | Fd::Listening { nonblock, .. }
+            | Fd::Listener { nonblock, .. }
+            | Fd::Conn { nonblock, .. }
+            | Fd::UdpPending { nonblock, .. }
+            | Fd::Udp { nonblock, .. } => *nonblock = on,
+            Fd::Epoll(_) => {}
+        }
+    }
 }
 
 /// One tracked fd.

@@ -775,16 +775,7 @@ impl<N: Nic + 'static> Accel<N> {
         self.with(|rt| {
             for f in rt.same_socket(fd) {
                 if let Some(e) = rt.fds.get_mut(f) {
-                    match &mut e.fd {
-                        Fd::Pending { nonblock }
-                        | Fd::Bound { nonblock, .. }
-                        | Fd::Listening { nonblock, .. }
-                        | Fd::Listener { nonblock, .. }
-                        | Fd::Conn { nonblock, .. }
-                        | Fd::UdpPending { nonblock, .. }
-                        | Fd::Udp { nonblock, .. } => *nonblock = on,
-                        Fd::Epoll(_) => {}
-                    }
+                    e.fd.set_nonblock(on);
                 }
             }
         });

@@ -20,7 +20,7 @@ use runtime::{Accel, Errno};
 use stack::echo::EchoServer;
 use stack::shard::{Shard, ShardConfig, SocketId};
 
-use common::{done, within};
+use common::{done, within, NicWithPeer};
 
 const OURS: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -112,34 +112,14 @@ impl Peer {
 
 /// One queue of the runtime's interface; receiving runs the peer first. Only the runtime's
 /// lock holder touches it, so the shared peer needs no lock of its own.
-struct QueueNic {
-    mine: MemNic,
-    peer: Rc<RefCell<Peer>>,
-}
+type QueueNic = NicWithPeer<SharedPeer>;
 
-impl Nic for QueueNic {
-    type Buf = MemBuf;
-    fn rx_burst(&mut self, out: &mut Vec<MemBuf>, max: usize) -> usize {
-        self.peer.borrow_mut().run();
-        self.mine.rx_burst(out, max)
-    }
-    fn tx_burst(&mut self, bufs: &mut Vec<MemBuf>) -> usize {
-        self.mine.tx_burst(bufs)
-    }
-    fn alloc(&mut self) -> Option<MemBuf> {
-        self.mine.alloc()
-    }
-    fn mac(&self) -> MacAddr {
-        OUR_MAC
-    }
-    fn mtu(&self) -> u16 {
-        self.mine.mtu()
-    }
-    fn link(&self) -> Link {
-        self.mine.link()
-    }
-    fn stats(&self) -> NicStats {
-        self.mine.stats()
+/// The one peer behind both queues.
+struct SharedPeer(Rc<RefCell<Peer>>);
+
+impl common::Peer for SharedPeer {
+    fn run(&mut self) {
+        self.0.borrow_mut().run();
     }
 }
 
@@ -176,7 +156,10 @@ fn lab() -> Lab {
         clock: MonotonicClock::new(),
         buf: vec![0; 65536],
     }));
-    let nics = vec![QueueNic { mine: a0, peer: peer.clone() }, QueueNic { mine: a1, peer: peer.clone() }];
+    let nics = vec![
+        NicWithPeer { mine: a0, peer: SharedPeer(peer.clone()) },
+        NicWithPeer { mine: a1, peer: SharedPeer(peer.clone()) },
+    ];
     Lab { rt: Accel::with_nics(cfg, nics), peer: Box::leak(Box::new(PeerHandle(peer))) }
 }
 
