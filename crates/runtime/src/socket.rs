@@ -44,10 +44,7 @@ impl<N: Nic + 'static> Runtime<N> {
         }
         self.shards.add_siblings(id, others);
         if opts.buffers() != Buffers::default() {
-            let group: Vec<SocketId> = self.shards.group(id).collect();
-            for l in group {
-                let _ = self.shards.of(l).tcp_set_buffers(l, opts.buffers());
-            }
+            self.set_listener_buffers(id, opts.buffers());
         }
         let entry = self.fds.get_mut(fd).unwrap();
         entry.fd = Fd::Listener { id, nonblock };
@@ -93,11 +90,32 @@ impl<N: Nic + 'static> Runtime<N> {
         }
     }
 
-    /// `fd` and the other fds of the same shard socket (dup'd ones), or `fd` alone.
-    pub(crate) fn same_socket(&self, fd: i32) -> Vec<i32> {
-        match self.fds.get(fd).and_then(|e| e.fd.socket()).and_then(|id| self.socks.get(id)) {
-            Some(st) if !st.fds.is_empty() => st.fds.clone(),
-            _ => vec![fd],
+    /// Runs `f` on the entry of `fd` and of every other fd of the same shard socket (dup'd
+    /// ones), or of `fd` alone.
+    pub(crate) fn each_fd_of_socket(&mut self, fd: i32, mut f: impl FnMut(&mut Entry)) {
+        let id = self.fds.get(fd).and_then(|e| e.fd.socket());
+        match id.and_then(|id| self.socks.get(id)) {
+            Some(st) if !st.fds.is_empty() => {
+                for &other in &st.fds {
+                    if let Some(e) = self.fds.get_mut(other) {
+                        f(e);
+                    }
+                }
+            }
+            _ => {
+                if let Some(e) = self.fds.get_mut(fd) {
+                    f(e);
+                }
+            }
+        }
+    }
+
+    /// Applies `buffers` to listener `id` on every shard, for the connections it makes from
+    /// now on.
+    pub(crate) fn set_listener_buffers(&mut self, id: SocketId, buffers: Buffers) {
+        let group: Vec<SocketId> = self.shards.group(id).collect();
+        for l in group {
+            let _ = self.shards.of(l).tcp_set_buffers(l, buffers);
         }
     }
 
@@ -206,9 +224,16 @@ impl<N: Nic + 'static> Runtime<N> {
     }
 }
 
-/// SO_RCVLOWAT and SO_OOBINLINE set before the connection existed (an accepted one inherits
-/// its listener's).
-fn apply_read_options<N: Nic>(shard: &mut Shard<N>, id: SocketId, opts: &SockOpts) {
+/// The options set before the connection existed (an accepted one inherits its listener's):
+/// TCP_NODELAY, SO_KEEPALIVE with its timings, SO_RCVLOWAT and SO_OOBINLINE. The buffer sizes
+/// went with its creation.
+fn apply_conn_options<N: Nic>(shard: &mut Shard<N>, id: SocketId, opts: &SockOpts) {
+    if opts.nodelay {
+        let _ = shard.tcp_set_nodelay(id, true);
+    }
+    if let Some(ka) = opts.keepalive() {
+        let _ = shard.tcp_set_keepalive(id, Some(ka));
+    }
     if opts.rcvlowat > 1 {
         let _ = shard.tcp_set_rcvlowat(id, opts.rcvlowat);
     }
@@ -460,13 +485,7 @@ impl<N: Nic + 'static> Accel<N> {
                         return Call::Done(Err(e));
                     }
                     let opts = rt.fds.get(fd).map(|e| e.opts).unwrap_or_default();
-                    if opts.nodelay {
-                        let _ = shard.tcp_set_nodelay(conn, true);
-                    }
-                    if opts.keepalive {
-                        let _ = shard.tcp_set_keepalive(conn, opts.keepalive());
-                    }
-                    apply_read_options(shard, conn, &opts);
+                    apply_conn_options(shard, conn, &opts);
                     rt.routing.accepted += 1;
                     let mut entry = Entry::new(Fd::Conn { id: conn, nonblock: flags & libc::SOCK_NONBLOCK != 0 });
                     entry.opts = opts;
@@ -506,13 +525,7 @@ impl<N: Nic + 'static> Accel<N> {
                     }
                     let entry = rt.fds.remove(fd).unwrap();
                     let shard = rt.shards.of(id);
-                    if entry.opts.nodelay {
-                        let _ = shard.tcp_set_nodelay(id, true);
-                    }
-                    if let Some(ka) = entry.opts.keepalive() {
-                        let _ = shard.tcp_set_keepalive(id, Some(ka));
-                    }
-                    apply_read_options(shard, id, &entry.opts);
+                    apply_conn_options(shard, id, &entry.opts);
                     rt.routing.accelerated_connect += 1;
                     rt.adopt(fd, Entry { fd: Fd::Conn { id, nonblock }, connecting: nonblock, ..entry }, id);
                     rt.flush_shard();
@@ -673,8 +686,7 @@ impl<N: Nic + 'static> Accel<N> {
                         Call::Done(Err(Errno::EAGAIN))
                     }
                 }
-                Err(Errno::EAGAIN) if sent > 0 && nonblock => Call::Done(Ok(sent)),
-                Err(e) if sent > 0 && e != Errno::EAGAIN => Call::Done(Ok(sent)),
+                // What was sent before an error is the answer (`partial`).
                 Err(e) => Call::Done(Err(e)),
             }
         });
@@ -773,11 +785,7 @@ impl<N: Nic + 'static> Accel<N> {
     /// shared in the kernel the same way): every fd of the socket sees the change.
     pub fn set_nonblock(&self, fd: i32, on: bool) {
         self.with(|rt| {
-            for f in rt.same_socket(fd) {
-                if let Some(e) = rt.fds.get_mut(f) {
-                    e.fd.set_nonblock(on);
-                }
-            }
+            rt.each_fd_of_socket(fd, |e| e.fd.set_nonblock(on));
         });
     }
 

@@ -103,23 +103,17 @@ impl<N: Nic + 'static> Accel<N> {
     /// has them); on a still-pending socket they also go to its kernel socket.
     pub fn setsockopt(&self, fd: i32, level: i32, name: i32, value: &[u8]) -> Call<()> {
         self.with(|rt| {
-            let pending = matches!(rt.fds.kind(fd), Some(Fd::Pending { .. } | Fd::UdpPending { .. }));
-            let id = match rt.fds.kind(fd) {
-                Some(Fd::Conn { id, .. }) => Some(*id),
+            // (the shard socket the option applies to, whether it is UDP, still pending)
+            let (id, udp, pending) = match rt.fds.kind(fd) {
+                Some(Fd::Conn { id, .. }) => (Some(*id), false, false),
                 // Linux's UDP passes other levels to ip_setsockopt, which knows only SOL_IP.
                 Some(Fd::Udp { .. }) if level == libc::IPPROTO_TCP => return Call::Done(Err(Errno(libc::ENOPROTOOPT))),
-                Some(Fd::Udp { id, .. }) => Some(*id),
-                Some(
-                    Fd::Pending { .. }
-                    | Fd::Bound { .. }
-                    | Fd::Listening { .. }
-                    | Fd::Listener { .. }
-                    | Fd::UdpPending { .. },
-                ) => None,
+                Some(Fd::Udp { id, .. }) => (Some(*id), true, false),
+                Some(Fd::Pending { .. } | Fd::UdpPending { .. }) => (None, false, true),
+                Some(Fd::Bound { .. } | Fd::Listening { .. } | Fd::Listener { .. }) => (None, false, false),
                 _ => return Call::Kernel,
             };
             let limits = rt.limits;
-            let udp = matches!(rt.fds.kind(fd), Some(Fd::Udp { .. }));
             let o = &mut rt.fds.get_mut(fd).unwrap().opts;
             let int = int_of(value);
             let need_int = |v: Option<i32>| v.ok_or(Errno::EINVAL);
@@ -165,24 +159,20 @@ impl<N: Nic + 'static> Accel<N> {
                 return Call::Done(Err(e));
             }
             // Options belong to the socket: dup'd fds read back the same.
-            for other in rt.same_socket(fd) {
-                if let Some(e) = rt.fds.get_mut(other) {
-                    e.opts = o;
-                }
-            }
+            rt.each_fd_of_socket(fd, |e| e.opts = o);
             if pending {
                 return Call::Kernel;
             }
             if let Some(&Fd::Listener { id, .. }) = rt.fds.kind(fd) {
                 if matches!((level, name), (libc::SOL_SOCKET, libc::SO_RCVBUF | libc::SO_SNDBUF | libc::SO_RCVLOWAT)) {
-                    // For the connections it makes from now on, on every shard.
-                    let group: Vec<_> = rt.shards.group(id).collect();
-                    for l in group {
-                        let _ = rt.shards.of(l).tcp_set_buffers(l, o.buffers());
-                    }
+                    rt.set_listener_buffers(id, o.buffers());
                 }
             }
-            if let Some(id) = id {
+            if let (Some(id), true) = (id, udp) {
+                if (level, name) == (libc::SOL_SOCKET, libc::SO_RCVBUF) {
+                    let _ = rt.shards.of(id).udp_set_rcvbuf(id, o.rcvbuf.map(|b| b as usize));
+                }
+            } else if let Some(id) = id {
                 let shard = rt.shards.of(id);
                 match (level, name) {
                     (libc::IPPROTO_TCP, libc::TCP_NODELAY) => {
@@ -196,9 +186,6 @@ impl<N: Nic + 'static> Accel<N> {
                     (libc::IPPROTO_TCP, libc::TCP_CORK) if int == Some(0) => {
                         let _ = shard.tcp_push(id);
                         rt.flush_shard();
-                    }
-                    (libc::SOL_SOCKET, libc::SO_RCVBUF) if udp => {
-                        let _ = shard.udp_set_rcvbuf(id, o.rcvbuf.map(|b| b as usize));
                     }
                     (libc::SOL_SOCKET, libc::SO_RCVBUF | libc::SO_SNDBUF) => {
                         let _ = shard.tcp_set_buffers(id, o.buffers());
