@@ -9,16 +9,8 @@ use crate::{fail, with_scratch, write_addr};
 /// The largest UDP payload (65535 - 8 - 20): a vectored call needs no more room than this.
 const MAX_DATAGRAM: usize = 65_507;
 
-fn total(iov: &[iovec]) -> usize {
-    iov.iter().map(|v| v.iov_len).sum()
-}
-
-unsafe fn slices(iov: *const iovec, cnt: usize) -> &'static [iovec] {
-    if iov.is_null() || cnt == 0 {
-        &[]
-    } else {
-        std::slice::from_raw_parts(iov, cnt)
-    }
+fn total(iov: &[std::io::IoSlice<'_>]) -> usize {
+    iov.iter().map(|v| v.len()).sum()
 }
 
 /// Receives one datagram into `iov` (a single buffer is filled directly; several through the
@@ -32,20 +24,17 @@ pub(crate) unsafe fn recv(
     len: *mut socklen_t,
     msg_flags: Option<&mut c_int>,
 ) -> Option<ssize_t> {
-    let iov = slices(iov, cnt);
-    let r = match iov {
+    let r = match crate::io_slices_mut(iov, cnt) {
         [] => runtime::recv_datagram(fd, &mut [], flags),
-        [one] => {
-            runtime::recv_datagram(fd, std::slice::from_raw_parts_mut(one.iov_base as *mut u8, one.iov_len), flags)
-        }
+        [one] => runtime::recv_datagram(fd, one, flags),
         many => with_scratch(|s| {
-            s.resize(total(many).min(MAX_DATAGRAM), 0);
+            s.resize(many.iter().map(|v| v.len()).sum::<usize>().min(MAX_DATAGRAM), 0);
             let r = runtime::recv_datagram(fd, s, flags);
             if let Call::Done(Ok(d)) = &r {
                 let mut left = &s[..d.len.min(s.len())];
-                for v in many {
-                    let n = left.len().min(v.iov_len);
-                    std::ptr::copy_nonoverlapping(left.as_ptr(), v.iov_base as *mut u8, n);
+                for v in many.iter_mut() {
+                    let n = left.len().min(v.len());
+                    v[..n].copy_from_slice(&left[..n]);
                     left = &left[n..];
                 }
             }
@@ -73,17 +62,14 @@ pub(crate) unsafe fn send(
     flags: c_int,
     to: Option<std::net::SocketAddr>,
 ) -> Option<ssize_t> {
-    let iov = slices(iov, cnt);
-    let r = match iov {
+    let r = match crate::io_slices(iov, cnt) {
         [] => runtime::send_datagram(fd, &[], to, flags),
-        [one] => {
-            runtime::send_datagram(fd, std::slice::from_raw_parts(one.iov_base as *const u8, one.iov_len), to, flags)
-        }
+        [one] => runtime::send_datagram(fd, one, to, flags),
         many if total(many) > MAX_DATAGRAM => Call::Done(Err(runtime::Errno::EMSGSIZE)),
         many => with_scratch(|s| {
             s.clear();
             for v in many {
-                s.extend_from_slice(std::slice::from_raw_parts(v.iov_base as *const u8, v.iov_len));
+                s.extend_from_slice(v);
             }
             runtime::send_datagram(fd, s, to, flags)
         }),
