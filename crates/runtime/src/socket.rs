@@ -617,7 +617,9 @@ impl<N: Nic + 'static> Accel<N> {
                 return Call::Done(Ok(got));
             }
             tries += 1;
-            if tries > 1 && !timed_out && !wakes_a_reader(shard, id) {
+            // A woken blocking reader reads once SO_RCVLOWAT is met; a non-blocking one takes
+            // whatever is there (its retry follows an inline poll of the shard, not a wakeup).
+            if blocking && tries > 1 && !timed_out && !wakes_a_reader(shard, id) {
                 return Call::Done(Err(Errno::EAGAIN));
             }
             let r = if peek { peek_into(shard, id, bufs) } else { recv_into(shard, id, bufs, got) };
