@@ -164,12 +164,15 @@ impl SentLog {
         self.entries().first().filter(|s| s.flags & RETRANS == 0).map(|s| s.xmit)
     }
 
-    /// The entries that overlap `[s, e)`, each with the end of its part in it.
+    /// The entries that overlap `[s, e)`, each with the end of its part in it. The entries
+    /// follow each other in sequence order, so the walk starts at the first that ends above `s`
+    /// and stops at the first that starts at `e` or later.
     pub(crate) fn overlapping(&self, s: u32, e: u32) -> impl Iterator<Item = (u32, Sent)> + '_ {
         self.entries()
             .iter()
             .enumerate()
-            .filter(move |&(i, sent)| seq::lt(self.start_of(i), e) && seq::gt(sent.end, s))
+            .skip_while(move |&(_, sent)| seq::le(sent.end, s))
+            .take_while(move |&(i, _)| seq::lt(self.start_of(i), e))
             .map(move |(_, sent)| (seq::min(sent.end, e), *sent))
     }
 
