@@ -50,6 +50,9 @@ pub(super) struct Transport {
     /// The transport segment's bounds in the frame.
     pub(super) start: usize,
     pub(super) end: usize,
+    /// The transport layer of a shard read it whole and found its checksum right (set when
+    /// it is handed to another shard, which need not check again).
+    pub(super) verified: bool,
 }
 
 impl Transport {
@@ -127,6 +130,7 @@ impl<N: Nic> Shard<N> {
     }
 
     fn hand_off(&mut self, buf: N::Buf, t: Transport) {
+        let t = Transport { verified: true, ..t };
         match t.proto {
             IpProtocol::Tcp => self.stats.tcp_handed_off += 1,
             _ => self.stats.udp_handed_off += 1,
@@ -185,6 +189,7 @@ impl<N: Nic> Shard<N> {
                     ip_payload,
                     start: ip_payload,
                     end: ETH + usize::from(ip.total_len()),
+                    verified: false,
                 };
                 self.process_transport(frame, &t, may_hand_off)
             }
@@ -258,6 +263,7 @@ impl<N: Nic> Shard<N> {
                     ip_payload,
                     start,
                     end,
+                    verified: false,
                 };
                 self.process_transport(frame, &t, may_hand_off)
             }

@@ -135,7 +135,7 @@ impl<N: Nic> Shard<N> {
             self.stats.tcp_malformed += 1;
             return false;
         };
-        let repr = match TcpRepr::parse(&packet, &src, &dst, self.checksums.verify_l4) {
+        let repr = match TcpRepr::parse(&packet, &src, &dst, self.checksums.verify_l4 && !t.verified) {
             Ok(r) => r,
             Err(wire::Error::Checksum) => {
                 self.stats.tcp_bad_checksum += 1;

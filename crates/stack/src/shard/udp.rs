@@ -175,7 +175,7 @@ impl<N: Nic> Shard<N> {
             self.stats.udp_bad_checksum += 1;
             return false;
         };
-        let Ok(repr) = UdpRepr::parse(&packet, &src, &dst, self.checksums.verify_l4) else {
+        let Ok(repr) = UdpRepr::parse(&packet, &src, &dst, self.checksums.verify_l4 && !t.verified) else {
             self.stats.udp_bad_checksum += 1;
             return false;
         };
@@ -233,11 +233,11 @@ impl<N: Nic> Shard<N> {
             }
         }
         if group.reuseport && unconnected > 1 {
-            let (bytes, port) = match from.0 {
-                IpAddress::V4(a) => (a.0.to_vec(), from.1),
-                IpAddress::V6(a) => (a.0.to_vec(), from.1),
+            let bytes: &[u8] = match &from.0 {
+                IpAddress::V4(a) => &a.0,
+                IpAddress::V6(a) => &a.0,
             };
-            let h = bytes.iter().fold(u32::from(port), |h, &b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+            let h = bytes.iter().fold(u32::from(from.1), |h, &b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
             let pick = h as usize % unconnected;
             return group
                 .members
