@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what pronghorn needs on Debian 12, idempotently: DPDK 22.11 (headers, pkg-config file,
 # the af_xdp/af_packet PMDs), libclang for bindgen, and the lab's tools (scapy and nftables craft
-# segments and keep side b's kernel out of them in tests/lab/wire.py). Builds nothing (go-tpc, the
+# segments and keep side b's kernel out of them in tests/lab/wire.py; hping3 floods in `bench
+# syn-flood`). Builds nothing (go-tpc, the
 # TPC-C client of `pronghorn bench tpcc`, is built on demand by bench/go-tpc.sh).
 set -euo pipefail
 
@@ -13,7 +14,7 @@ packages=(
   redis-server redis-tools iperf3 nginx-light curl sockperf wrk python3-matplotlib
   mariadb-server mariadb-client sysbench
   tshark
-  python3-scapy nftables
+  python3-scapy nftables hping3
 )
 
 missing=()

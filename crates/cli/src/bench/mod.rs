@@ -263,7 +263,9 @@ fn run_clients(
 ) -> Result<Vec<Run>> {
     server.wait_listening(&lab.ns_b, path.addr(), plan.server.port)?;
     let mut runs = Vec::new();
+    let counters = workloads::server_counters(args.workload);
     for client in &plan.clients {
+        let counted = lab.server_counters(path, server, counters)?;
         let before = (cpu_times(&args.server_cpus())?, cpu_times(&args.client_cpus())?);
         let t0 = Instant::now();
         let out = lab.client(&args.client_cpus(), &client.argv).output().context("cannot start the client")?;
@@ -271,7 +273,13 @@ fn run_clients(
         let after = (cpu_times(&args.server_cpus())?, cpu_times(&args.client_cpus())?);
         server.check_alive()?;
         let text = succeeded(path, &client.argv, &out)?;
-        let samples = client.parse(&text).with_context(|| format!("{} path", path.as_str()))?;
+        let mut samples = client.parse(&text).with_context(|| format!("{} path", path.as_str()))?;
+        let grown = lab.server_counters(path, server, counters)?.into_iter().zip(counted).map(|(a, b)| a - b);
+        samples.extend(counters.iter().zip(grown).map(|(&metric, value)| Sample {
+            case: format!("server {}", client.label),
+            metric,
+            value,
+        }));
         eprintln!(
             "  {:<22} {}",
             client.label,
@@ -373,6 +381,52 @@ impl Lab {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &self.ns_b, "taskset", "-c", cpus]).args(argv).stdin(Stdio::null());
         c
+    }
+
+    /// The server's `names` counters: the namespace's own (nstat) on the kernel path, the
+    /// process's (`pronghorn stat`) on pronghorn's.
+    fn server_counters(&self, path: StackPath, server: &Server, names: &[&str]) -> Result<Vec<f64>> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let out = match path {
+            StackPath::Kernel => {
+                Command::new("ip").args(["netns", "exec", &self.ns_a, "nstat", "-asz"]).args(names).output()
+            }
+            StackPath::Pronghorn => {
+                Command::new(&self.exe).args(["stat", "--json", &server.child.id().to_string()]).output()
+            }
+        }
+        .context("cannot read the server's counters")?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            bail!(
+                "cannot read the {} server's counters: {}",
+                path.as_str(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        let value = |name: &str| -> Option<f64> {
+            match path {
+                StackPath::Kernel => text
+                    .lines()
+                    .find_map(|l| {
+                        l.split_whitespace()
+                            .collect::<Vec<_>>()
+                            .get(..2)
+                            .filter(|w| w[0] == name)
+                            .map(|w| w[1].to_string())
+                    })
+                    .and_then(|v| v.parse().ok()),
+                StackPath::Pronghorn => {
+                    serde_json::from_str::<serde_json::Value>(&text).ok()?.get("mib")?.get(name)?.as_f64()
+                }
+            }
+        };
+        names
+            .iter()
+            .map(|n| value(n).with_context(|| format!("the {} server has no counter {n}", path.as_str())))
+            .collect()
     }
 
     fn start_server(&self, exe: &Path, path: StackPath, plan: &Plan, cpus: &str) -> Result<Server> {

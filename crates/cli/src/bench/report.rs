@@ -159,7 +159,9 @@ pub fn facts(pmd: &str, server_cpu: usize, client_cpu: usize, workload: Name) ->
     );
     f.insert("date", run("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]));
     let versions = match workload {
-        Name::Redis | Name::RedisCps => [run("redis-server", &["--version"]), run("redis-benchmark", &["--version"])],
+        Name::Redis | Name::RedisCps | Name::SynFlood => {
+            [run("redis-server", &["--version"]), run("redis-benchmark", &["--version"])]
+        }
         Name::Latency => [run("sockperf", &["--version"]), String::new()],
         Name::Bulk => [run("iperf3", &["--version"]), String::new()],
         Name::Http => [run("nginx", &["-v"]), run("wrk", &["-v"])],

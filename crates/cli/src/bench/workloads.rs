@@ -28,6 +28,9 @@ pub enum Name {
     Tpcc,
     /// Stack-level: N idle + 1 active connection over the in-memory NIC (no kernel path).
     Scale,
+    /// redis-benchmark GET (kept connections and a connection per request) with and without a
+    /// bounded SYN flood from a second address of side b (bench/syn_flood.sh, hping3).
+    SynFlood,
 }
 
 impl Name {
@@ -41,6 +44,7 @@ impl Name {
             Name::Mariadb => "mariadb",
             Name::Tpcc => "tpcc",
             Name::Scale => "scale",
+            Name::SynFlood => "syn-flood",
         }
     }
 }
@@ -64,6 +68,8 @@ pub fn metric_info(metric: &str) -> (&'static str, bool) {
         "p50_ms" | "p95_ms" | "p99_ms" => ("ms", false),
         "deadlocks" => ("retried", false),
         "p50_us" | "p99_us" | "p999_us" => ("us", false),
+        "syns_per_s" => ("SYNs/s sent by the flood", true),
+        m if m.starts_with("TcpExt") => ("count", true),
         _ => ("", true),
     }
 }
@@ -115,6 +121,17 @@ pub struct Plan {
 
 fn argv(words: &[&str]) -> Vec<String> {
     words.iter().map(|s| s.to_string()).collect()
+}
+
+/// The server's MIB counters (nstat's names, which `pronghorn stat` shares) that `name` reports:
+/// their increase over each client run is a sample of that run.
+pub fn server_counters(name: Name) -> &'static [&'static str] {
+    match name {
+        Name::SynFlood => {
+            &["TcpExtSyncookiesSent", "TcpExtSyncookiesRecv", "TcpExtSyncookiesFailed", "TcpExtListenOverflows"]
+        }
+        _ => &[],
+    }
 }
 
 /// The plan of `name` against a server at `addr`. `quick` shrinks counts for a smoke run; `dir`
@@ -351,6 +368,64 @@ pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path, workers: u16) -> Re
                         consistency conditions 1-3 (warehouse and district year-to-date totals, order ids, new-order \
                         ids) must hold."
                     .into(),
+            }
+        }
+        Name::SynFlood => {
+            require("hping3", "hping3")?;
+            let script = super::repo_file("bench/syn_flood.sh")
+                .context("bench/syn_flood.sh not found: run from the repository root")?;
+            let max_syns = if quick { "200000" } else { "1000000" };
+            let mut clients = Vec::new();
+            // The flood's half-open connections outlive it (SYN-ACKs are retransmitted for a
+            // minute), so every case without flood runs first.
+            for flood in [false, true] {
+                for keepalive in [true, false] {
+                    let (n, k, mode) = match (quick, keepalive) {
+                        (true, true) => ("50000", "1", "-c 50"),
+                        (false, true) => ("300000", "1", "-c 50"),
+                        (true, false) => ("5000", "0", "-k 0 -c 50"),
+                        (false, false) => ("30000", "0", "-k 0 -c 50"),
+                    };
+                    let bench = argv(&[
+                        "redis-benchmark",
+                        "-h",
+                        addr,
+                        "-p",
+                        "6379",
+                        "-t",
+                        "get",
+                        "-d",
+                        "3",
+                        "-c",
+                        "50",
+                        "-k",
+                        k,
+                        "-n",
+                        n,
+                        "--csv",
+                    ]);
+                    let mut a = Vec::new();
+                    if flood {
+                        a.extend(argv(&["bash", &script.display().to_string(), addr, "6379", max_syns, "--"]));
+                    }
+                    a.extend(bench);
+                    let label = format!("{mode}{}", if flood { " SYN flood" } else { "" });
+                    clients.push(Client { label, argv: a, parse: parse_redis_under_flood });
+                }
+            }
+            Plan {
+                server: redis_server(addr),
+                setup: None,
+                clients,
+                after: None,
+                about: "redis-benchmark GET (-d 3, 50 clients; kept connections, and -k 0: a new connection per \
+                        request) against one redis-server, each case with no flood and then during a SYN flood: \
+                        bench/syn_flood.sh sends at most 1,000,000 SYNs (quick: 200,000) with hping3 to the server's \
+                        port from a second address of side b whose RSTs are dropped, for as long as the client runs, \
+                        on the client's core. The figure that matters is each path's rps under flood over its rps \
+                        without (the issue asks for at least half); syns_per_s is the flood's rate as hping3 counted \
+                        it."
+                .into(),
             }
         }
         Name::Scale => bail!("scale has no server: it runs bench/stack_scale.sh"),
@@ -607,6 +682,27 @@ fn parse_redis_csv(client: &Client, out: &str) -> Result<Vec<Sample>> {
     Ok(samples)
 }
 
+/// redis-benchmark's CSV, and the flood's rate when bench/syn_flood.sh ran it
+/// (`flood: N SYNs in S s`).
+fn parse_redis_under_flood(client: &Client, out: &str) -> Result<Vec<Sample>> {
+    let mut samples = parse_redis_csv(client, out)?;
+    if let Some(line) = out.lines().find(|l| l.starts_with("flood: ")) {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let (Some(n), Some(s)) =
+            (w.get(1).and_then(|n| n.parse::<f64>().ok()), w.get(4).and_then(|s| s.parse::<f64>().ok()))
+        else {
+            bail!("unreadable flood line {line:?}");
+        };
+        if n == 0.0 || s <= 0.0 {
+            bail!("the flood sent nothing: {line:?}");
+        }
+        samples.push(Sample { case: format!("flood {}", client.label), metric: "syns_per_s", value: n / s });
+    } else if client.argv.iter().any(|a| a.ends_with("syn_flood.sh")) {
+        bail!("bench/syn_flood.sh printed no `flood:` line");
+    }
+    Ok(samples)
+}
+
 fn check_redis_value(out: &str) -> Result<()> {
     let v = out.trim_end_matches('\n');
     if v.len() != 3 {
@@ -732,6 +828,24 @@ mod tests {
         assert_eq!((s[5].case.as_str(), s[5].metric, s[5].value), ("GET -c 50", "p99_ms", 0.303));
         assert!(parse_redis_csv(&client("x"), "Error: Connection reset by peer\n").is_err());
         assert!(parse_redis_csv(&client("x"), "").is_err());
+    }
+
+    #[test]
+    fn a_flooded_run_reports_the_flood_rate_and_needs_its_line() {
+        let csv = "\"test\",\"rps\",\"avg_latency_ms\",\"min_latency_ms\",\"p50_latency_ms\",\"p95_latency_ms\",\"p99_latency_ms\",\"max_latency_ms\"\n\
+                   \"GET\",\"40000.00\",\"0.219\",\"0.064\",\"0.223\",\"0.263\",\"0.311\",\"1.047\"\n";
+        let flooded = Client {
+            label: "-c 50 SYN flood".into(),
+            argv: argv(&["bash", "bench/syn_flood.sh", "10.98.0.1", "6379", "10", "--", "redis-benchmark"]),
+            parse: parse_redis_under_flood,
+        };
+        let s = flooded.parse(&format!("{csv}flood: 50000 SYNs in 2.50 s\n")).unwrap();
+        let last = s.last().unwrap();
+        assert_eq!((last.metric, last.value), ("syns_per_s", 20000.0));
+        assert!(flooded.parse(csv).is_err(), "a flooded run without its flood line");
+        assert!(flooded.parse(&format!("{csv}flood: 0 SYNs in 2.50 s\n")).is_err(), "a flood that sent nothing");
+        let plain = Client { label: "-c 50".into(), argv: argv(&["redis-benchmark"]), parse: parse_redis_under_flood };
+        assert_eq!(plain.parse(csv).unwrap().len(), 3);
     }
 
     #[test]
