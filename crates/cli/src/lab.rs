@@ -453,7 +453,14 @@ fn build(a: &UpArgs, n: &Names) -> Result<()> {
     reserve_hugepages(a, n, &mut state)?;
 
     let cfg = Config {
-        nic: NicConfig { pmd: a.pmd, iface: n.veth_a.clone(), eal_args: Vec::new(), mbufs: 8191, queues: a.queues },
+        nic: NicConfig {
+            pmd: a.pmd,
+            iface: n.veth_a.clone(),
+            eal_args: Vec::new(),
+            mbufs: 8191,
+            queues: a.queues,
+            fault: String::new(),
+        },
         ipv4: Some(Ipv4Config { address: a.ipv4_a, gateway: None }),
         ipv6: Some(Ipv6Config { address: a.ipv6_a, gateway: None }),
         runtime: Default::default(),
@@ -510,7 +517,14 @@ fn build_nodes(a: &UpArgs, n: &Names) -> Result<()> {
         sh(v, "ip", &["-n", &n.ns_b, "link", "set", &peer, "up"])?;
         let (v4, v6) = node_addresses(a, k);
         let cfg = Config {
-            nic: NicConfig { pmd: a.pmd, iface: veth.clone(), eal_args: Vec::new(), mbufs: 8191, queues: a.queues },
+            nic: NicConfig {
+                pmd: a.pmd,
+                iface: veth.clone(),
+                eal_args: Vec::new(),
+                mbufs: 8191,
+                queues: a.queues,
+                fault: String::new(),
+            },
             ipv4: Some(Ipv4Config { address: v4, gateway: None }),
             ipv6: Some(Ipv6Config { address: v6, gateway: None }),
             runtime: Default::default(),

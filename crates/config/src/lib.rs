@@ -12,6 +12,7 @@
 //! eal_args = []           # extra DPDK EAL arguments
 //! mbufs = 8191            # packet buffers in the pool
 //! queues = 1              # processes sharing the interface, one queue each (nginx workers)
+//! fault = ""              # injected faults for tests, e.g. "loss=0.01" (none by default)
 //!
 //! [ipv4]
 //! address = "10.99.0.1/24"
@@ -191,6 +192,12 @@ pub struct NicConfig {
     /// queues. Each process claims the lowest free one when it opens the NIC.
     #[serde(default = "default_queues")]
     pub queues: u16,
+    /// Faults injected on the interface's frames, in `pronghorn echo --fault`'s syntax
+    /// (`loss=0.01,dup=0.001,corrupt=0.0001,ce=0.01,seed=N,dir=rx|tx|both`): for testing a real
+    /// server under loss. Empty: none. Faults that hold frames back (`delay_us`, `reorder`) are
+    /// refused: a shard asleep on the NIC would not release them on time.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub fault: String,
 }
 
 fn default_queues() -> u16 {
@@ -386,6 +393,17 @@ impl Config {
                 "nic.queues = {} needs pmd = \"af_xdp\" (af_packet cannot share an interface between processes)",
                 n.queues
             ));
+        }
+        match n.fault.parse::<nic::fault::FaultConfig>() {
+            Err(e) => return Err(format!("nic.fault: {e}")),
+            Ok(f) if f.delay_us > 0 || f.reorder > 0.0 => {
+                return Err(format!(
+                    "nic.fault \"{}\": delay_us and reorder hold frames back, which a shard asleep on the NIC would not \
+                     release on time; use them with `pronghorn echo --fault` (loss, dup, corrupt and ce are accepted here)",
+                    n.fault
+                ))
+            }
+            Ok(_) => {}
         }
         if self.ipv4.is_none() && self.ipv6.is_none() {
             return Err("give at least one of [ipv4] or [ipv6] with an address".into());
@@ -584,6 +602,22 @@ address = "fd99::1/64"
         assert!(e.contains("nic.queues must be 1 to 64"), "{e}");
         let e = err(&GOOD.replace("[nic]", "[nic]\nqueues = 2").replace("af_xdp", "af_packet"));
         assert!(e.contains("needs pmd = \"af_xdp\""), "{e}");
+    }
+
+    #[test]
+    fn faults_that_drop_or_damage_frames_are_accepted_and_those_that_hold_them_are_not() {
+        let c = parse(&GOOD.replace("[nic]", "[nic]\nfault = \"loss=0.01,seed=7\"")).unwrap();
+        assert_eq!(c.nic.fault, "loss=0.01,seed=7");
+        assert!(parse(GOOD).unwrap().nic.fault.is_empty());
+        assert!(!parse(GOOD).unwrap().to_toml().contains("fault"), "no fault key written when there is none");
+        let e = err(&GOOD.replace("[nic]", "[nic]\nfault = \"los=0.01\""));
+        assert!(e.contains("nic.fault: unknown fault key \"los\""), "{e}");
+        let e = err(&GOOD.replace("[nic]", "[nic]\nfault = \"loss=2\""));
+        assert!(e.contains("nic.fault: fault \"loss\" must be a probability"), "{e}");
+        for holding in ["delay_us=100", "loss=0.01,reorder=0.01"] {
+            let e = err(&GOOD.replace("[nic]", &format!("[nic]\nfault = \"{holding}\"")));
+            assert!(e.contains("delay_us and reorder hold frames back"), "{e}");
+        }
     }
 
     #[test]

@@ -710,6 +710,11 @@ impl<N: Nic, C: Clock> Nic for FaultyNic<N, C> {
         self.inner.stats()
     }
 
+    /// The inner NIC's pool (frames held back by a delay or reorder count as in use).
+    fn pool_usage(&self) -> Option<(u64, u64)> {
+        self.inner.pool_usage()
+    }
+
     /// The inner NIC's fd. It does not become readable when a held rx frame comes due: a shard
     /// that sleeps on it should wake by [`next_release_ns`](FaultyNic::next_release_ns) too.
     fn rx_interrupt_fd(&self) -> Option<RawFd> {

@@ -44,7 +44,9 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 use config::{Config, Congestion, PmdName};
+use nic::clock::MonotonicClock;
 use nic::dpdk::{DpdkNic, DpdkOptions, Pmd};
+use nic::fault::{FaultConfig, FaultyNic};
 use nic::{MacAddr, Nic};
 use stack::shard::ShardConfig;
 pub use stack::Errno;
@@ -129,10 +131,14 @@ pub struct RoutingStats {
     pub kernel_udp: u64,
 }
 
-static RUNTIME: OnceLock<Option<&'static Accel<DpdkNic>>> = OnceLock::new();
+/// The NIC of an accelerated process: a DPDK port behind the fault injector, which passes every
+/// frame straight through unless `nic.fault` asks for faults.
+type ProcessNic = FaultyNic<DpdkNic, MonotonicClock>;
+
+static RUNTIME: OnceLock<Option<&'static Accel<ProcessNic>>> = OnceLock::new();
 
 /// The runtime when this process is the one `pronghorn run` accelerates.
-fn global() -> Option<&'static Accel<DpdkNic>> {
+fn global() -> Option<&'static Accel<ProcessNic>> {
     if FORKED.load(Ordering::Relaxed) {
         return None;
     }
@@ -161,7 +167,7 @@ fn global() -> Option<&'static Accel<DpdkNic>> {
 }
 
 /// The process-wide runtime held across fork() (see `ForkHold`).
-pub struct Fork(Option<accel::ForkHold<'static, DpdkNic>>);
+pub struct Fork(Option<accel::ForkHold<'static, ProcessNic>>);
 
 /// preload's fork(), just before the real one.
 pub fn fork_prepare() -> Fork {
@@ -178,7 +184,7 @@ pub fn fork_done(hold: Fork, child: bool) {
 
 /// The process-wide runtime's address (null when there is none): only it gets a cleanup helper.
 fn global_ptr() -> *const () {
-    RUNTIME.get().copied().flatten().map_or(std::ptr::null(), |a| a as *const Accel<DpdkNic> as *const ())
+    RUNTIME.get().copied().flatten().map_or(std::ptr::null(), |a| a as *const Accel<ProcessNic> as *const ())
 }
 
 /// The shard settings a config describes, for a NIC with address `mac` (also `pronghorn
@@ -220,8 +226,10 @@ pub fn tcp_config(cfg: &Config) -> stack::TcpConfig {
     stack::TcpConfig { congestion, ecn, ..stack::TcpConfig::default() }
 }
 
-fn open_dpdk(cfg: &Config) -> Result<Vec<DpdkNic>, String> {
-    DpdkNic::open_shards(&dpdk_options(cfg)).map_err(|e| e.to_string())
+fn open_dpdk(cfg: &Config) -> Result<Vec<ProcessNic>, String> {
+    let faults: FaultConfig = cfg.nic.fault.parse().map_err(|e| format!("nic.fault: {e}"))?;
+    let ports = DpdkNic::open_shards(&dpdk_options(cfg)).map_err(|e| e.to_string())?;
+    Ok(ports.into_iter().map(|port| FaultyNic::new(port, faults.clone(), MonotonicClock::new())).collect())
 }
 
 extern "C" fn close_port_at_exit() {
