@@ -46,14 +46,10 @@ WORK=$(mktemp -d)
 SERVER=
 READER=
 
+source "$ROOT/bench/redis_lab.sh"
 cleanup() {
     [[ -n $READER ]] && kill "$READER" 2>/dev/null || true
-    if [[ -n $SERVER ]]; then
-        kill "$SERVER" 2>/dev/null || true
-        wait "$SERVER" 2>/dev/null || true
-    fi
-    "$PH" lab down --prefix $PREFIX >/dev/null 2>&1 || true
-    rm -rf "$WORK"
+    redis_lab_cleanup
 }
 trap cleanup EXIT
 
@@ -62,13 +58,7 @@ taskset -c 1 "$PH" lab exec --prefix $PREFIX a -- "$PH" run -- \
     redis-server --bind 10.99.0.1 --port 6379 --save '' --appendonly no --protected-mode no \
     >"$WORK/server.log" 2>&1 &
 SERVER=$!
-for _ in $(seq 100); do
-    "$PH" lab exec --prefix $PREFIX b -- redis-cli -h 10.99.0.1 ping 2>/dev/null | grep -q PONG && break
-    sleep 0.1
-done
-"$PH" lab exec --prefix $PREFIX b -- redis-cli -h 10.99.0.1 ping | grep -q PONG ||
-    { echo "observe_cost.sh: redis-server did not answer: $(tail -3 "$WORK/server.log")" >&2; exit 1; }
-PID=$("$PH" ps --json | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["pid"])')
+PID=$(redis_lab_ready observe_cost.sh)
 
 client() { # label round
     taskset -c 0 "$PH" lab exec --prefix $PREFIX b -- \

@@ -41,15 +41,8 @@ NAME=soak$([[ $QUICK == 1 ]] && echo -quick || true)
 WORK=$(mktemp -d)
 SERVER=
 
-cleanup() {
-    if [[ -n $SERVER ]]; then
-        kill "$SERVER" 2>/dev/null || true
-        wait "$SERVER" 2>/dev/null || true
-    fi
-    "$PH" lab down --prefix $PREFIX >/dev/null 2>&1 || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+source "$ROOT/bench/redis_lab.sh"
+trap redis_lab_cleanup EXIT
 
 ulimit -n 20000
 "$PH" lab up --prefix $PREFIX >/dev/null
@@ -60,13 +53,7 @@ taskset -c 1 ip netns exec $PREFIX-a "$PH" run --config "$CONFIG" -- \
     redis-server --bind 10.99.0.1 --port 6379 --save '' --appendonly no --protected-mode no \
     --maxclients $((CONNS + 100)) --tcp-backlog 4096 >"$WORK/server.log" 2>&1 &
 SERVER=$!
-for _ in $(seq 100); do
-    "$PH" lab exec --prefix $PREFIX b -- redis-cli -h 10.99.0.1 ping 2>/dev/null | grep -q PONG && break
-    sleep 0.1
-done
-"$PH" lab exec --prefix $PREFIX b -- redis-cli -h 10.99.0.1 ping | grep -q PONG ||
-    { echo "soak.sh: redis-server did not answer: $(tail -3 "$WORK/server.log")" >&2; exit 1; }
-PID=$("$PH" ps --json | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["pid"])')
+PID=$(redis_lab_ready soak.sh)
 
 sample() { # label: one JSON line with the stat and RSS
     local rss
