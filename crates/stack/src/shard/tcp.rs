@@ -151,6 +151,7 @@ impl<N: Nic> Shard<N> {
         let tuple = FourTuple::new((dst, repr.dst_port), (src, repr.src_port));
 
         if let Some(&id) = self.conns.get(&tuple) {
+            self.glean(t);
             let now = self.now;
             let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return false };
             s.conn.handle_segment_ce(now, &repr, payload, t.ecn == ECN_CE);
