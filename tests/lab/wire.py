@@ -478,6 +478,16 @@ def ack_of_unsent_data(c):
 
 
 @on_a_connection
+def data_with_an_mss_option_of_wrong_length(c):
+    """Linux's tcp_parse_options skips a known option whose length is wrong for its kind (here
+    an MSS of length 3) and reads on by its length: the segment is processed."""
+    from scapy.all import TCP
+    p = c.data(b"m" * 10)
+    p[TCP].options = [(2, b"\x05"), ("NOP", None)] + p[TCP].options
+    c.step("10 bytes with an MSS option of length 3", [p])
+
+
+@on_a_connection
 def sack_of_out_of_order_data_with_fin(c):
     """The SACK block for out-of-order data that ends with a FIN covers the FIN (Linux's
     `tcp_data_queue_ofo` counts the FIN in the segment's end_seq)."""
@@ -578,7 +588,7 @@ CASES = LISTENER_CASES + [
     challenge_ack_burst, out_of_window_burst,
     paws_blind_segment_with_unacceptable_ack, paws_old_timestamp, paws_burst,
     dsack_for_duplicate_data, ack_of_unsent_data, old_ack_one_below_snd_una, old_ack_100_below_snd_una,
-    sack_of_out_of_order_data_with_fin, zero_window_probes,
+    data_with_an_mss_option_of_wrong_length, sack_of_out_of_order_data_with_fin, zero_window_probes,
     ecn_setup_syn, ecn_setup_syn_over_ipv6, ecn_not_asked, ecn_setup_syn_with_ece_only, ecn_setup_syn_that_is_ect,
 ]
 
