@@ -4,7 +4,8 @@
 `wire.py server ADDR[,ADDR6] PORT` runs in side a: the listener the conversations talk to,
 under `pronghorn run` on pronghorn's addresses and plainly on the lab's kernel path (10.98.0.1,
 fd98::1). On PORT it reads and discards; on PORT + 1 it greets: GREETING bytes as soon as it
-accepts, and half as many more after it reads a "g".
+accepts, and half as many more after it reads a "g"; on PORT + 2 it never reads (a receive
+buffer of SMALL_RCVBUF, so that a few segments close the window).
 
 `wire.py compare PRONGHORN[,PRONGHORN6] KERNEL[,KERNEL6] PORT [CASE...]` runs in side b (root,
 Debian's python3-scapy and nftables): each case is a conversation of crafted segments sent with
@@ -37,6 +38,7 @@ import sys
 import time
 
 GREETING = 1000
+SMALL_RCVBUF = 4096
 QUIET = 0.5
 STEP_LIMIT = 5.0
 FIRST_PORT = 5000  # our source ports: 5000-5999, outside side b's ephemeral range
@@ -51,15 +53,18 @@ FLAG_ORDER = "FSRPAUEC"
 
 def server(addrs, port):
     sel = selectors.DefaultSelector()
+    unread = []  # PORT + 2's connections, held open and never read
     for addr in addrs:
         family = socket.AF_INET6 if ":" in addr else socket.AF_INET
-        for p, greets in ((port, False), (port + 1, True)):
+        for p, mode in ((port, "discard"), (port + 1, "greet"), (port + 2, "never-read")):
             l = socket.socket(family, socket.SOCK_STREAM)
             l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if mode == "never-read":
+                l.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SMALL_RCVBUF)
             l.bind((addr, p))
             l.listen(64)
             l.setblocking(False)
-            sel.register(l, selectors.EVENT_READ, ("listener", greets))
+            sel.register(l, selectors.EVENT_READ, ("listener", mode))
     print("ready", flush=True)
     while True:
         for key, _ in sel.select():
@@ -69,7 +74,11 @@ def server(addrs, port):
                     c, _ = key.fileobj.accept()
                 except BlockingIOError:
                     continue
+                if state == "never-read":
+                    unread.append(c)
+                    continue
                 c.setblocking(False)
+                state = state == "greet"
                 if state:
                     c.send(b"G" * GREETING)
                 sel.register(c, selectors.EVENT_READ, ("conn", {"greets": state}))
@@ -138,6 +147,7 @@ class Conn:
     def __init__(self, t, sport, dport):
         self.t, self.sport, self.dport = t, sport, dport
         self.isn = 0x10000000 + sport * 0x10000
+        self.anchor = self.isn  # what "c+N" in a transcript counts from
         self.nxt = self.isn
         self.srv_isn = None
         self.rcv_nxt = None
@@ -241,6 +251,11 @@ class Conn:
         if "S" in flags and "A" in flags:
             self.srv_isn = tcp.seq
             self.rcv_nxt = (tcp.seq + 1) & 0xffffffff
+            self.srv_window = tcp.window  # in bytes: a SYN's is never scaled
+            self.srv_wscale = 0
+            for kind, value in tcp.options:
+                if kind == "WScale":
+                    self.srv_wscale = value
         elif self.rcv_nxt is not None and "R" not in flags:
             end = (tcp.seq + len(tcp.payload) + ("F" in flags)) & 0xffffffff
             if 0 < (end - self.rcv_nxt) & 0xffffffff < 1 << 30:
@@ -251,7 +266,7 @@ class Conn:
 
     def _rel(self, v, space):
         """`v` as an offset from the server's ISN ("s") or ours ("c"), `space` tried first."""
-        anchors = {"s": self.srv_isn, "c": self.isn}
+        anchors = {"s": self.srv_isn, "c": self.anchor}
         for name in (space, "c" if space == "s" else "s"):
             base = anchors[name]
             if base is None:
@@ -356,6 +371,7 @@ LISTENER_CASES = [
     to_listener("listener_bare_ack", "bare ACK to a listener", "A", ack_offset=7777),
     to_listener("listener_syn_ack", "SYN-ACK to a listener", "SA", ack_offset=7777, syn_options=True),
     to_listener("listener_fin_ack", "FIN-ACK to a listener", "FA", ack_offset=7777),
+    to_listener("listener_syn_fin", "SYN+FIN to a listener", "SF", syn_options=True),
 ]
 
 
@@ -461,6 +477,62 @@ def ack_of_unsent_data(c):
     c.step("the same data with the right ACK", [c.data(b"u" * 10)])
 
 
+@on_a_connection
+def data_with_an_mss_option_of_wrong_length(c):
+    """Linux's tcp_parse_options skips a known option whose length is wrong for its kind (here
+    an MSS of length 3) and reads on by its length: the segment is processed."""
+    from scapy.all import TCP
+    p = c.data(b"m" * 10)
+    p[TCP].options = [(2, b"\x05"), ("NOP", None)] + p[TCP].options
+    c.step("10 bytes with an MSS option of length 3", [p])
+
+
+@on_a_connection
+def sack_of_out_of_order_data_with_fin(c):
+    """The SACK block for out-of-order data that ends with a FIN covers the FIN (Linux's
+    `tcp_data_queue_ofo` counts the FIN in the segment's end_seq)."""
+    start = c.nxt
+    c.step("100 bytes and FIN, 100 bytes ahead of RCV.NXT",
+           [c.seg("FPA", seq=start + 100, data=b"f" * 100)])
+
+
+def zero_window_probes(t):
+    """Probes of a closed window (the listener never reads). Linux 6.x drops a segment whose
+    data runs past the window while unread data waits (`tcp_sequence`,
+    SKB_DROP_REASON_TCP_INVALID_END_SEQUENCE): a one-byte probe at RCV.NXT is answered with a
+    duplicate ACK that echoes TS.Recent, the TSval of the last acceptable segment, not the
+    probe's (RFC 7323 section 4.3)."""
+    from scapy.all import TCP
+    c = t.conn(2)
+    c.establish()
+    c.step("ACK", [c.seg("A")])
+    # Fill the window, a window's worth at a time (how much each stack takes depends on its
+    # buffers: recorded only as whether the window closed). Then the TSvals start again from
+    # the same value on both.
+    closed = False
+    for _ in range(30):
+        window = c.srv_window
+        if window == 0:
+            closed = True
+            break
+        sizes = [min(1000, window - at) for at in range(0, window, 1000)]
+        answers = c.step("fill", [c.data(b"z" * n) for n in sizes])
+        c.steps.pop()
+        acks = [p[TCP] for p in answers if "A" in str(p[TCP].flags)]
+        if not acks:
+            break
+        c.nxt, c.srv_window = acks[-1].ack, acks[-1].window << c.srv_wscale
+    c.steps.append(["fill the window", ["the window closed" if closed else "the window stayed open"]])
+    # From here "c+N" counts from where the window closed, and TSvals go on from one value.
+    c.anchor = c.nxt
+    c.ts = TS_BASE + 1000
+    c.step("ACK at RCV.NXT", [c.seg("A")])
+    c.step("probe: one byte at RCV.NXT", [c.seg("PA", data=b"p")])
+    c.step("probe: no data, one below RCV.NXT", [c.seg("A", seq=c.nxt - 1)])
+    c.reset()
+    return c.steps
+
+
 def ecn_setup_syn(t):
     """RFC 3168 6.1.1: an ECN-setup SYN (ECE, CWR) is answered with ECE on the SYN-ACK; then
     data is ECT(0), CE is echoed with ECE until our CWR, and our ECE makes the server set CWR
@@ -516,6 +588,7 @@ CASES = LISTENER_CASES + [
     challenge_ack_burst, out_of_window_burst,
     paws_blind_segment_with_unacceptable_ack, paws_old_timestamp, paws_burst,
     dsack_for_duplicate_data, ack_of_unsent_data, old_ack_one_below_snd_una, old_ack_100_below_snd_una,
+    data_with_an_mss_option_of_wrong_length, sack_of_out_of_order_data_with_fin, zero_window_probes,
     ecn_setup_syn, ecn_setup_syn_over_ipv6, ecn_not_asked, ecn_setup_syn_with_ece_only, ecn_setup_syn_that_is_ect,
 ]
 

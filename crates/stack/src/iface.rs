@@ -14,6 +14,7 @@ use wire::{
     Ipv6Repr, NdiscNeighborFlags, NdiscRepr,
 };
 
+use crate::neighbor::{Replace, Update};
 use crate::route::TTL;
 
 /// What happened to frames, for `pronghorn stat` and tests. Every frame received ends in exactly
@@ -78,13 +79,13 @@ impl From<wire::Error> for Drop {
     }
 }
 
-/// A neighbor's link-layer address seen in ARP or neighbor discovery.
+/// A neighbor's link-layer address seen in ARP or neighbor discovery, and what the message
+/// may change in the cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Learned {
     pub ip: IpAddress,
     pub mac: EthernetAddress,
-    /// An answer to our own query (ARP reply, neighbor advertisement), not just a sighting.
-    pub answer: bool,
+    pub update: Update,
 }
 
 const ETH: usize = wire::ethernet::HEADER_LEN;
@@ -181,24 +182,46 @@ impl Answer {
     }
 }
 
-/// An ARP packet (the Ethernet payload) to `ip`: a request is answered; the sender is reported.
+/// An ARP packet (the Ethernet payload) heard on the link, in a frame to our MAC if `unicast`
+/// (else broadcast): a request for our address `ip` is answered. Its sender is reported as
+/// Linux's `arp_process` takes it with `arp_accept=0`: the sender of a request for our address
+/// gets an entry, or its new address, stale (`neigh_event_ns`); any other ARP (a reply, a
+/// gratuitous ARP, another host's request) only updates an entry that exists: a different
+/// address replaces the cached one once the entry has been unchanged for the locktime, or at
+/// once for a gratuitous ARP, and a reply to our MAC makes the entry reachable.
 pub(crate) fn arp(
     mac: EthernetAddress,
     ip: Ipv4Address,
     payload: &[u8],
+    unicast: bool,
     learned: &mut Option<Learned>,
 ) -> Result<Answer, Drop> {
     let req = ArpRepr::parse(&ArpPacket::new_checked(payload)?)?;
-    let ArpRepr::EthernetIpv4 { operation, source_hardware_addr, source_protocol_addr, target_protocol_addr, .. } = req;
-    if target_protocol_addr != ip {
-        return Err(Drop::NotForUs);
+    let ArpRepr::EthernetIpv4 {
+        operation,
+        source_hardware_addr: sha,
+        source_protocol_addr: sip,
+        target_hardware_addr: tha,
+        target_protocol_addr: tip,
+    } = req;
+    let request_for_us = operation == ArpOperation::Request && tip == ip;
+    if sip.is_unicast() && sha.is_unicast() && sip != ip {
+        let update = if request_for_us {
+            Update::REQUEST
+        } else {
+            // Linux `arp_is_garp`: the sender announces itself (a reply also names itself as
+            // the target).
+            let gratuitous = sip == tip && (operation == ArpOperation::Request || tha == sha);
+            Update {
+                create: false,
+                reachable: operation == ArpOperation::Reply && unicast,
+                replace: if gratuitous { Replace::Always } else { Replace::AfterLocktime },
+            }
+        };
+        *learned = Some(Learned { ip: IpAddress::V4(sip), mac: sha, update });
     }
-    if source_protocol_addr.is_unicast() && source_hardware_addr.is_unicast() {
-        *learned = Some(Learned {
-            ip: IpAddress::V4(source_protocol_addr),
-            mac: source_hardware_addr,
-            answer: operation == ArpOperation::Reply,
-        });
+    if tip != ip {
+        return Err(Drop::NotForUs);
     }
     if operation != ArpOperation::Request {
         return Err(Drop::Unhandled);
@@ -207,10 +230,10 @@ pub(crate) fn arp(
         operation: ArpOperation::Reply,
         source_hardware_addr: mac,
         source_protocol_addr: ip,
-        target_hardware_addr: source_hardware_addr,
-        target_protocol_addr: source_protocol_addr,
+        target_hardware_addr: sha,
+        target_protocol_addr: sip,
     };
-    Ok(Answer::Arp { reply, to: source_hardware_addr })
+    Ok(Answer::Arp { reply, to: sha })
 }
 
 /// An ICMP message to us whose checksum was checked (at `icmp_at` in the frame), that is no
@@ -258,8 +281,9 @@ pub(crate) fn icmpv6(
             if target != dst.ours && target != dst.link_local {
                 return Err(Drop::NotForUs);
             }
+            // RFC 4861 7.2.3: the solicitor's address is created or updated, stale.
             if let (Some(mac), false) = (lladdr, ip.src_addr.is_unspecified()) {
-                *learned = Some(Learned { ip: IpAddress::V6(ip.src_addr), mac, answer: false });
+                *learned = Some(Learned { ip: IpAddress::V6(ip.src_addr), mac, update: Update::REQUEST });
             }
             // RFC 4861 7.2.4: to the soliciting address, or to all nodes from the unspecified one.
             let solicited = !ip.src_addr.is_unspecified();
@@ -280,8 +304,15 @@ pub(crate) fn icmpv6(
             if ip.hop_limit != 255 {
                 return Err(Drop::Malformed);
             }
-            if let Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert { target_addr, lladdr: Some(mac), .. }) = na {
-                *learned = Some(Learned { ip: IpAddress::V6(target_addr), mac, answer: true });
+            // RFC 4861 7.2.5: no entry is made; without Override a different address is not
+            // taken (a reachable entry goes stale); Solicited proves reachability.
+            if let Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert { flags, target_addr, lladdr: Some(mac) }) = na {
+                let update = Update {
+                    create: false,
+                    reachable: flags.solicited(),
+                    replace: if flags.override_() { Replace::Always } else { Replace::Weak },
+                };
+                *learned = Some(Learned { ip: IpAddress::V6(target_addr), mac, update });
             }
             Err(Drop::Unhandled)
         }

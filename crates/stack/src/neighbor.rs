@@ -14,10 +14,10 @@
 //!   `max_probes` unanswered requests the entry is removed and its packets dropped and counted.
 //!   Retries are driven by [`NeighborCache::expire`] (or lazily by `lookup`), in a FIFO ordered by
 //!   due time: the retry interval is constant, so appending keeps it sorted.
-//! - **Reachable**: confirmed by a reply ([`NeighborCache::fill`]) or by upper-layer progress
+//! - **Reachable**: confirmed by a reply ([`NeighborCache::update`]) or by upper-layer progress
 //!   ([`NeighborCache::confirm`]) less than `reachable_ns` ago.
 //! - **Stale**: reachability expired, or the address was only learned from the peer's own
-//!   request ([`NeighborCache::learn`]). Still used. On first use a `delay_ns` grace period
+//!   request ([`Update::REQUEST`]). Still used. On first use a `delay_ns` grace period
 //!   starts (Linux's DELAY: time for a confirmation to arrive); then up to `max_probes` unicast
 //!   requests one `retrans_ns` apart; if none is answered the entry is dropped and the next
 //!   packet starts a fresh resolution.
@@ -26,6 +26,16 @@
 //! staleness is a comparison and the oldest stale entry (the one evicted when the cache is full)
 //! is the head of that FIFO or of the FIFO of learned entries. Incomplete entries are never
 //! evicted; when all entries are incomplete or reachable a new resolution is refused and counted.
+//!
+//! # Who may change an entry (Linux's `neigh_update`)
+//! What a message may do is its [`Update`]: whether it makes an entry for an unknown address
+//! (only the neighbor's own request to us does: Linux `neigh_event_ns`; unsolicited ARP replies
+//! and advertisements do not, as with `arp_accept=0` and RFC 4861 section 7.2.5), whether it
+//! proves reachability, and whether a different link-layer address replaces a resolved entry's:
+//! always (requests, gratuitous ARP, advertisements with Override), only when the entry has not
+//! changed for `locktime_ns` (other ARP: the first of several answers wins), never but a
+//! reachable entry goes stale (advertisements without Override), or never (what the shard
+//! gleans from TCP and UDP frames). An incomplete entry takes any address it is given.
 //!
 //! Multicast and broadcast destinations map to their Ethernet groups without an entry. The
 //! subnet-directed broadcast is the caller's to map (see [`crate::route::Routes`]).
@@ -60,6 +70,9 @@ pub struct NeighborConfig {
     pub retrans_ns: u64,
     /// Requests before giving up (`mcast_solicit` / `ucast_solicit`).
     pub max_probes: u8,
+    /// How long after an entry changed an ARP reply with another address is ignored
+    /// (`locktime`; see [`Replace::AfterLocktime`]).
+    pub locktime_ns: u64,
     /// Packets queued per unresolved address (`unres_qlen`).
     pub queue_per_entry: usize,
     /// Packets queued over all unresolved addresses.
@@ -76,6 +89,7 @@ impl Default for NeighborConfig {
             delay_ns: 5_000_000_000,
             retrans_ns: 1_000_000_000,
             max_probes: 3,
+            locktime_ns: 1_000_000_000,
             // Linux: unres_qlen 101 (derived from unres_qlen_bytes = 212992): a burst of
             // datagrams to a new neighbor is not cut to its first three.
             queue_per_entry: 101,
@@ -120,6 +134,43 @@ pub enum Lookup {
     Miss { send_request: bool },
 }
 
+/// What a received message says of a neighbor's address, and how far it may change the cache
+/// (Linux's `neigh_update` and the flags ARP and NDP pass it; see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Update {
+    /// An unknown address gets an entry; otherwise the message is ignored for it.
+    pub create: bool,
+    /// The address is proven reachable (a unicast ARP reply, a solicited advertisement): the
+    /// entry becomes reachable. Otherwise a new address leaves the entry stale and the same
+    /// address leaves its state as it was.
+    pub reachable: bool,
+    /// What a different address does to a resolved entry.
+    pub replace: Replace,
+}
+
+impl Update {
+    /// The neighbor's own request to us (an ARP request for our address; a neighbor
+    /// solicitation with its link-layer address, RFC 4861 section 7.2.3): an unknown address
+    /// gets a stale entry, a known one takes the new address and goes stale (Linux
+    /// `neigh_event_ns`).
+    pub const REQUEST: Update = Update { create: true, reachable: false, replace: Replace::Always };
+}
+
+/// What a different link-layer address does to a resolved (reachable or stale) entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Replace {
+    /// It replaces the cached one (Linux NEIGH_UPDATE_F_OVERRIDE).
+    Always,
+    /// Only if the entry has not changed for `locktime_ns`: of several ARP replies in a row the
+    /// first wins (Linux `arp_process`).
+    AfterLocktime,
+    /// Never; a reachable entry goes stale (NEIGH_UPDATE_F_WEAK_OVERRIDE: an advertisement
+    /// without the Override flag, RFC 4861 section 7.2.5).
+    Weak,
+    /// Never.
+    Never,
+}
+
 /// The state of an entry, for display and tests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NeighborState {
@@ -140,6 +191,8 @@ struct Entry {
     next_probe_at: u64,
     /// Confirmed: end of reachability. Unconfirmed: when learned (stale since).
     expires_at: u64,
+    /// When an [`Update`] last changed the address or the state (Linux `updated`).
+    updated_at: u64,
     prev: u32,
     next: u32,
     q_head: u32,
@@ -385,40 +438,44 @@ impl<P> NeighborCache<P> {
         Ok(())
     }
 
-    /// A reply (ARP reply, solicited neighbor advertisement) says `ip` is at `mac`: the entry
-    /// becomes reachable and its waiting packets come back to be sent to `mac`. A reply for an
-    /// address with no entry is ignored (no unsolicited entries, as Linux without `arp_accept`).
-    pub fn fill(&mut self, ip: IpAddress, mac: EthernetAddress, now: u64) -> Drain<'_, P> {
-        let head = match self.index.get(&key(addr16(ip))) {
-            Some(&i) => {
-                let head = self.resolve(i, mac);
-                self.set_confirmed(i, now);
-                head
-            }
-            None => NIL,
-        };
-        Drain { pool: &mut self.pool, head }
-    }
-
-    /// The peer's own request (ARP request, neighbor solicitation with a source link-layer
-    /// address) says `ip` is at `mac`, unconfirmed: a new entry is made stale, an incomplete one
-    /// gets the address (its packets come back to be sent), a known one with another address is
-    /// updated and made stale; a known one with the same address is left alone.
-    pub fn learn(&mut self, ip: IpAddress, mac: EthernetAddress, now: u64) -> Drain<'_, P> {
+    /// A message says `ip` is at `mac`; `update` says how far that may change the cache (see
+    /// the module doc). An incomplete entry that gets its address gives back its waiting
+    /// packets, to be sent to `mac`.
+    pub fn update(&mut self, ip: IpAddress, mac: EthernetAddress, now: u64, update: Update) -> Drain<'_, P> {
         let addr = addr16(ip);
         let mut head = NIL;
         match self.index.get(&key(addr)) {
-            Some(&i) => {
-                let e = &self.entries[i as usize];
-                if e.list == INCOMPLETE || e.mac != mac {
-                    head = self.resolve(i, mac);
-                    self.set_unconfirmed(i, now);
-                }
-            }
-            None => {
+            None if update.create => {
                 if let Some(i) = self.alloc(addr, now) {
                     self.entries[i as usize].mac = mac;
-                    self.set_unconfirmed(i, now);
+                    self.set_state(i, update.reachable, now);
+                }
+            }
+            None => {}
+            Some(&i) => {
+                let e = &self.entries[i as usize];
+                let reachable = e.list == CONFIRMED && now < e.expires_at;
+                if e.list == INCOMPLETE {
+                    head = self.resolve(i, mac);
+                    self.set_state(i, update.reachable, now);
+                } else if e.mac == mac {
+                    if update.reachable && reachable {
+                        self.set_confirmed(i, now);
+                    } else if update.reachable {
+                        self.set_state(i, true, now);
+                    }
+                } else {
+                    let replace = match update.replace {
+                        Replace::Always => true,
+                        Replace::AfterLocktime => now >= e.updated_at.saturating_add(self.cfg.locktime_ns),
+                        Replace::Weak | Replace::Never => false,
+                    };
+                    if replace {
+                        self.resolve(i, mac);
+                        self.set_state(i, update.reachable, now);
+                    } else if update.replace == Replace::Weak && reachable {
+                        self.set_state(i, false, now);
+                    }
                 }
             }
         }
@@ -535,6 +592,16 @@ impl<P> NeighborCache<P> {
         head
     }
 
+    /// An update's outcome for entry `i`: reachable or stale, changed now.
+    fn set_state(&mut self, i: u32, reachable: bool, now: u64) {
+        if reachable {
+            self.set_confirmed(i, now);
+        } else {
+            self.set_unconfirmed(i, now);
+        }
+        self.entries[i as usize].updated_at = now;
+    }
+
     fn set_confirmed(&mut self, i: u32, now: u64) {
         let e = &mut self.entries[i as usize];
         e.expires_at = now.saturating_add(self.cfg.reachable_ns);
@@ -566,6 +633,7 @@ impl<P> NeighborCache<P> {
             q_len: 0,
             next_probe_at: UNUSED,
             expires_at: 0,
+            updated_at: now,
             prev: NIL,
             next: NIL,
             q_head: NIL,
@@ -667,6 +735,8 @@ mod tests {
     use wire::{Ipv4Address, Ipv6Address};
 
     const SEC: u64 = 1_000_000_000;
+    /// A solicited advertisement with Override: an existing entry takes the address, reachable.
+    const ANSWER: Update = Update { create: false, reachable: true, replace: Replace::Always };
     const MAC_A: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 0xa]);
     const MAC_B: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 0xb]);
 
@@ -695,7 +765,7 @@ mod tests {
         assert_eq!(c.enqueue(ip(1), 2), Ok(()));
         assert_eq!(c.pending(), 2);
         assert_eq!(c.state(ip(1), SEC / 2), Some((NeighborState::Incomplete, None)));
-        let drained: Vec<u32> = c.fill(ip(1), MAC_A, SEC / 2).collect();
+        let drained: Vec<u32> = c.update(ip(1), MAC_A, SEC / 2, ANSWER).collect();
         assert_eq!(drained, vec![1, 2]);
         assert_eq!(c.pending(), 0);
         assert_eq!(c.lookup(ip(1), SEC), hit(MAC_A, false));
@@ -727,7 +797,7 @@ mod tests {
         let s = *c.stats();
         assert_eq!((s.requests, s.failed, s.drop_unresolved), (3, 1, 1));
         // A late reply does not create an entry.
-        assert_eq!(c.fill(ip(1), MAC_A, 3 * SEC).count(), 0);
+        assert_eq!(c.update(ip(1), MAC_A, 3 * SEC, ANSWER).count(), 0);
         assert!(c.is_empty());
     }
 
@@ -755,7 +825,7 @@ mod tests {
         }
         assert_eq!(c.stats().drop_queue_overflow, 2);
         assert_eq!(c.pending(), 3);
-        assert_eq!(c.fill(ip(1), MAC_A, 0).collect::<Vec<_>>(), vec![3, 4, 5]);
+        assert_eq!(c.update(ip(1), MAC_A, 0, ANSWER).collect::<Vec<_>>(), vec![3, 4, 5]);
     }
 
     #[test]
@@ -776,7 +846,7 @@ mod tests {
         // Nothing pending for this address.
         assert_eq!(c.enqueue(ip(3), 20), Err(20));
         assert_eq!(c.stats().drop_no_entry, 1);
-        assert_eq!(c.fill(ip(2), MAC_B, 0).collect::<Vec<_>>(), vec![10]);
+        assert_eq!(c.update(ip(2), MAC_B, 0, ANSWER).collect::<Vec<_>>(), vec![10]);
         assert_eq!(c.enqueue(ip(2), 12), Err(12), "resolved: nothing to queue for");
     }
 
@@ -784,7 +854,7 @@ mod tests {
     fn reachable_stale_delay_probe_fail() {
         let mut c = cache();
         c.lookup(ip(1), 0);
-        let _ = c.fill(ip(1), MAC_A, 0);
+        let _ = c.update(ip(1), MAC_A, 0, ANSWER);
         assert_eq!(c.lookup(ip(1), 30 * SEC - 1), hit(MAC_A, false));
         // Stale: still used; the delay starts at first use.
         assert_eq!(c.lookup(ip(1), 30 * SEC), hit(MAC_A, false));
@@ -805,7 +875,7 @@ mod tests {
     fn confirmation_refreshes_a_stale_entry() {
         let mut c = cache();
         c.lookup(ip(1), 0);
-        let _ = c.fill(ip(1), MAC_A, 0);
+        let _ = c.update(ip(1), MAC_A, 0, ANSWER);
         assert_eq!(c.lookup(ip(1), 31 * SEC), hit(MAC_A, false));
         c.confirm(ip(1), 32 * SEC);
         assert_eq!(c.lookup(ip(1), 40 * SEC), hit(MAC_A, false));
@@ -813,7 +883,7 @@ mod tests {
         // A reply during probing does too.
         assert_eq!(c.lookup(ip(1), 62 * SEC), hit(MAC_A, false));
         assert_eq!(c.lookup(ip(1), 67 * SEC), hit(MAC_A, true));
-        let _ = c.fill(ip(1), MAC_B, 67 * SEC);
+        let _ = c.update(ip(1), MAC_B, 67 * SEC, ANSWER);
         assert_eq!(c.lookup(ip(1), 68 * SEC), hit(MAC_B, false));
         // Confirming an unknown address does nothing.
         c.confirm(ip(9), 0);
@@ -824,31 +894,116 @@ mod tests {
     fn learn_from_peer_requests() {
         let mut c = cache();
         // Unknown: a stale entry.
-        assert_eq!(c.learn(ip(1), MAC_A, 0).count(), 0);
+        assert_eq!(c.update(ip(1), MAC_A, 0, Update::REQUEST).count(), 0);
         assert_eq!(c.state(ip(1), 0), Some((NeighborState::Stale, Some(MAC_A))));
         assert_eq!(c.lookup(ip(1), 0), hit(MAC_A, false));
         // Same address: untouched (the delay keeps running).
-        let _ = c.learn(ip(1), MAC_A, 4 * SEC);
+        let _ = c.update(ip(1), MAC_A, 4 * SEC, Update::REQUEST);
         assert_eq!(c.lookup(ip(1), 5 * SEC), hit(MAC_A, true));
         // A new address: updated, probing reset.
-        let _ = c.learn(ip(1), MAC_B, 5 * SEC);
+        let _ = c.update(ip(1), MAC_B, 5 * SEC, Update::REQUEST);
         assert_eq!(c.lookup(ip(1), 6 * SEC), hit(MAC_B, false));
         // An incomplete entry gets its address and its packets back.
         c.lookup(ip(2), 0);
         c.enqueue(ip(2), 5).unwrap();
-        assert_eq!(c.learn(ip(2), MAC_A, SEC).collect::<Vec<_>>(), vec![5]);
+        assert_eq!(c.update(ip(2), MAC_A, SEC, Update::REQUEST).collect::<Vec<_>>(), vec![5]);
         assert_eq!(c.state(ip(2), SEC), Some((NeighborState::Stale, Some(MAC_A))));
         assert_eq!(c.stats().resolved, 1);
+    }
+
+    #[test]
+    fn only_the_neighbors_own_request_makes_an_entry() {
+        let mut c = cache();
+        let replies = [
+            Update { create: false, reachable: true, replace: Replace::AfterLocktime },
+            Update { create: false, reachable: false, replace: Replace::Always },
+            Update { create: false, reachable: true, replace: Replace::Weak },
+            Update { create: false, reachable: true, replace: Replace::Never },
+        ];
+        for u in replies {
+            assert_eq!(c.update(ip(1), MAC_A, 0, u).count(), 0);
+            assert!(c.is_empty(), "{u:?}");
+        }
+        let _ = c.update(ip(1), MAC_A, 0, Update::REQUEST);
+        assert_eq!(c.state(ip(1), 0), Some((NeighborState::Stale, Some(MAC_A))));
+    }
+
+    /// A cache whose request for ip(1) at 0 was answered with MAC_A by `u` (which proves
+    /// reachability).
+    fn resolved_by(u: Update) -> NeighborCache<u32> {
+        let mut c = cache();
+        c.lookup(ip(1), 0);
+        let _ = c.update(ip(1), MAC_A, 0, u);
+        assert_eq!(c.state(ip(1), 0), Some((NeighborState::Reachable, Some(MAC_A))));
+        c
+    }
+
+    #[test]
+    fn arp_replies_replace_an_address_only_after_locktime() {
+        let arp_reply = Update { create: false, reachable: true, replace: Replace::AfterLocktime };
+        let mut c = resolved_by(arp_reply);
+        // A second answer within a second of the first loses.
+        let _ = c.update(ip(1), MAC_B, SEC - 1, arp_reply);
+        assert_eq!(c.state(ip(1), SEC - 1), Some((NeighborState::Reachable, Some(MAC_A))));
+        // The same address again changes nothing (nor restarts the lock).
+        let _ = c.update(ip(1), MAC_A, SEC / 2, arp_reply);
+        let _ = c.update(ip(1), MAC_B, SEC, arp_reply);
+        assert_eq!(c.state(ip(1), SEC), Some((NeighborState::Reachable, Some(MAC_B))));
+        // A broadcast reply with the same address does not demote a reachable entry.
+        let broadcast = Update { reachable: false, ..arp_reply };
+        let _ = c.update(ip(1), MAC_B, 3 * SEC, broadcast);
+        assert_eq!(c.state(ip(1), 3 * SEC), Some((NeighborState::Reachable, Some(MAC_B))));
+    }
+
+    #[test]
+    fn rfc4861_advert_without_override_keeps_the_address() {
+        // RFC 4861 7.2.5.
+        let advert = |solicited, override_| Update {
+            create: false,
+            reachable: solicited,
+            replace: if override_ { Replace::Always } else { Replace::Weak },
+        };
+        let mut c = cache();
+        c.lookup(ip(1), 0);
+        c.enqueue(ip(1), 9).unwrap();
+        // Incomplete: any advertisement resolves it, reachable if solicited.
+        assert_eq!(c.update(ip(1), MAC_A, 0, advert(false, false)).collect::<Vec<_>>(), vec![9]);
+        assert_eq!(c.state(ip(1), 0), Some((NeighborState::Stale, Some(MAC_A))));
+        let _ = c.update(ip(1), MAC_A, 0, advert(true, false));
+        assert_eq!(c.state(ip(1), 0), Some((NeighborState::Reachable, Some(MAC_A))));
+        // Another address without Override: a reachable entry goes stale, its address kept...
+        let _ = c.update(ip(1), MAC_B, SEC, advert(true, false));
+        assert_eq!(c.state(ip(1), SEC), Some((NeighborState::Stale, Some(MAC_A))));
+        // ...and a stale one ignores it.
+        let _ = c.update(ip(1), MAC_B, SEC, advert(true, false));
+        assert_eq!(c.state(ip(1), SEC), Some((NeighborState::Stale, Some(MAC_A))));
+        // With Override the address is replaced: stale if unsolicited, reachable if solicited.
+        let _ = c.update(ip(1), MAC_B, SEC, advert(false, true));
+        assert_eq!(c.state(ip(1), SEC), Some((NeighborState::Stale, Some(MAC_B))));
+        let _ = c.update(ip(1), MAC_B, SEC, advert(true, true));
+        assert_eq!(c.state(ip(1), SEC), Some((NeighborState::Reachable, Some(MAC_B))));
+    }
+
+    #[test]
+    fn never_replace_resolves_and_confirms_only() {
+        let glean = Update { create: false, reachable: true, replace: Replace::Never };
+        let mut c = resolved_by(glean);
+        let _ = c.update(ip(1), MAC_B, 5 * SEC, glean);
+        assert_eq!(c.state(ip(1), 5 * SEC), Some((NeighborState::Reachable, Some(MAC_A))));
+        let _ = c.update(ip(1), MAC_B, 40 * SEC, glean);
+        assert_eq!(c.state(ip(1), 40 * SEC), Some((NeighborState::Stale, Some(MAC_A))));
+        let _ = c.update(ip(1), MAC_A, 40 * SEC, glean);
+        assert_eq!(c.state(ip(1), 40 * SEC), Some((NeighborState::Reachable, Some(MAC_A))));
     }
 
     #[test]
     fn eviction_takes_the_oldest_stale_entry() {
         let mut c: NeighborCache<u32> = NeighborCache::new(NeighborConfig { capacity: 3, ..NeighborConfig::default() });
         c.lookup(ip(1), 0);
-        let _ = c.fill(ip(1), MAC_A, 0);
+        let _ = c.update(ip(1), MAC_A, 0, ANSWER);
         c.lookup(ip(2), SEC);
-        let _ = c.fill(ip(2), MAC_A, SEC);
-        let _ = c.learn(ip(3), MAC_B, 2 * SEC);
+        let _ = c.update(ip(2), MAC_A, SEC, ANSWER);
+        let _ = c.update(ip(3), MAC_B, 2 * SEC, Update::REQUEST);
         assert_eq!(c.len(), 3);
         // 1 and 2 are reachable: the learned 3 goes.
         assert_eq!(c.lookup(ip(4), 3 * SEC), miss(true));
@@ -858,19 +1013,19 @@ mod tests {
         assert_eq!(c.lookup(ip(5), 4 * SEC), miss(false));
         assert_eq!(c.enqueue(ip(5), 1), Err(1));
         assert_eq!(c.stats().table_full, 1);
-        let _ = c.fill(ip(4), MAC_B, 4 * SEC);
+        let _ = c.update(ip(4), MAC_B, 4 * SEC, ANSWER);
         // At 40 s all are stale; 1 has been stale longest (since 30 s).
         assert_eq!(c.lookup(ip(5), 40 * SEC), miss(true));
         assert_eq!(c.state(ip(1), 40 * SEC), None);
         assert!(c.state(ip(2), 40 * SEC).is_some());
-        let _ = c.fill(ip(5), MAC_A, 40 * SEC);
+        let _ = c.update(ip(5), MAC_A, 40 * SEC, ANSWER);
         assert!(c.remove(ip(4)));
-        let _ = c.learn(ip(6), MAC_A, 40 * SEC);
+        let _ = c.update(ip(6), MAC_A, 40 * SEC, Update::REQUEST);
         // 2 has been stale since 31 s, the learned 6 since 40 s: 2 goes.
         assert_eq!(c.lookup(ip(7), 41 * SEC), miss(true));
         assert_eq!(c.state(ip(2), 41 * SEC), None);
         assert!(c.state(ip(6), 41 * SEC).is_some());
-        let _ = c.fill(ip(7), MAC_B, 41 * SEC);
+        let _ = c.update(ip(7), MAC_B, 41 * SEC, ANSWER);
         // At 80 s: 5 stale since 70 s, 7 since 71 s, 6 since 40 s: 6 goes.
         assert_eq!(c.lookup(ip(8), 80 * SEC), miss(true));
         assert_eq!(c.state(ip(6), 80 * SEC), None);
@@ -899,7 +1054,7 @@ mod tests {
         let mut sent = Vec::new();
         c.expire(SEC, |ip| sent.push(ip));
         assert_eq!(sent, vec![a]);
-        assert_eq!(c.fill(a, MAC_A, SEC).collect::<Vec<_>>(), vec![1]);
+        assert_eq!(c.update(a, MAC_A, SEC, ANSWER).collect::<Vec<_>>(), vec![1]);
         assert_eq!(c.lookup(a, SEC), hit(MAC_A, false));
     }
 
@@ -923,7 +1078,7 @@ mod tests {
                 assert!(c.enqueue(ip(1), Pkt(drops.clone())).is_ok());
                 assert!(c.enqueue(ip(2), Pkt(drops.clone())).is_ok());
             }
-            let mut d = c.fill(ip(1), MAC_A, t);
+            let mut d = c.update(ip(1), MAC_A, t, ANSWER);
             drop(d.next());
             drop(d);
             for s in 1..=3 {

@@ -38,6 +38,20 @@ fn rfc9293_listen_ignores_any_segment_with_rst() {
 }
 
 #[test]
+fn listen_discards_a_syn_that_carries_fin_as_linux_does() {
+    for cookies in [false, true] {
+        let mut r = rig(cookies);
+        let sockets = r.shard.socket_count();
+        let flags = TcpFlags::SYN | TcpFlags::FIN;
+        r.segment(&TcpRepr { max_seg_size: Some(1460), ..base(1000, None, flags) }, &[]);
+        assert_eq!(r.replies(), [], "cookies {cookies}");
+        assert_eq!(r.shard.socket_count(), sockets, "a half-open connection was made");
+        let stats = *r.shard.stats();
+        assert_eq!((stats.tcp_passive_opens, stats.tcp_syncookies_sent), (0, 0));
+    }
+}
+
+#[test]
 fn rfc9293_listen_drops_segments_without_ack_and_resets_those_with_one() {
     for cookies in [false, true] {
         let mut r = rig(cookies);

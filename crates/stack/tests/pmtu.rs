@@ -2,9 +2,13 @@
 //! of a connection lowers that connection's segment size; one that quotes nothing in flight is
 //! ignored and counted. The test plays the peer (and the router) with hand-built frames.
 //!
-//! The same peer also checks how a shard on an interface shared by several processes learns
-//! its neighbors (the answer to its own ARP may reach another process's queue), and that a
-//! connection that ended while the application still holds it frees its 4-tuple.
+//! The same peer also checks how a shard learns its neighbors: on an interface shared by
+//! several processes (the answer to its own ARP may reach another process's queue) from the
+//! frames of known connections, which never make an entry nor change an address, so a forged
+//! frame cannot redirect our traffic; and from ARP and NDP as Linux takes them (`arp_accept=0`,
+//! its ARP locktime, RFC 4861 section 7.2.5): each forged frame is followed by the MAC our next
+//! segment goes to. And that a connection that ended while the application still holds it
+//! frees its 4-tuple.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -32,6 +36,18 @@ struct Peer {
     local: IpAddress,
     remote: IpAddress,
     now: u64,
+}
+
+/// Another host on the link, forging the peer's frames.
+const ATTACKER_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0x66];
+
+/// An ARP packet's sender protocol address, target hardware and protocol addresses.
+type ArpAddrs = (Ipv4Addr, [u8; 6], Ipv4Addr);
+
+/// `f` with its Ethernet source made `mac`.
+fn from_mac(mut f: Vec<u8>, mac: [u8; 6]) -> Vec<u8> {
+    f[6..12].copy_from_slice(&mac);
+    f
 }
 
 /// A frame from the peer: Ethernet, IP (v4 or v6 by `remote`), then `l4` with protocol `proto`.
@@ -121,11 +137,70 @@ impl Peer {
 
     fn tcp(&mut self, seq: u32, ack: Option<u32>, flags: TcpFlags, mss: Option<u16>) {
         let repr = TcpRepr { max_seg_size: mss, ..tcp::bare_segment(40000, 80, seq, ack, flags, 65535) };
-        let (l, r) = (self.local, self.remote);
-        let f = frame(self, IpProtocol::Tcp, repr.header_len(), |b| {
-            repr.emit(&mut TcpPacket::new_unchecked(b), &l, &r, &[], true)
-        });
+        let f = self.tcp_frame(&repr);
         self.send(f);
+    }
+
+    /// The frame of a segment from the peer (no payload), checksums right.
+    fn tcp_frame(&self, repr: &TcpRepr) -> Vec<u8> {
+        let (l, r) = (self.local, self.remote);
+        frame(self, IpProtocol::Tcp, repr.header_len(), |b| {
+            repr.emit(&mut TcpPacket::new_unchecked(b), &l, &r, &[], true)
+        })
+    }
+
+    /// The frame of a datagram from the peer's `sport` to the shard's `dport`.
+    fn udp_frame(&self, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+        let (l, r) = (self.local, self.remote);
+        frame(self, IpProtocol::Udp, 8 + payload.len(), |b| {
+            let repr = wire::UdpRepr { src_port: sport, dst_port: dport };
+            repr.emit(&mut wire::UdpPacket::new_unchecked(b), &l, &r, payload, true)
+        })
+    }
+
+    /// An ARP packet to the shard in a frame from `sha` to `eth_dst`.
+    fn arp(&mut self, operation: wire::ArpOperation, sha: [u8; 6], (sip, tha, tip): ArpAddrs, eth_dst: [u8; 6]) {
+        let arp = wire::ArpRepr::EthernetIpv4 {
+            operation,
+            source_hardware_addr: EthernetAddress(sha),
+            source_protocol_addr: sip.into(),
+            target_hardware_addr: EthernetAddress(tha),
+            target_protocol_addr: tip.into(),
+        };
+        let mut f = vec![0u8; 42];
+        EthernetRepr { src_addr: EthernetAddress(sha), dst_addr: EthernetAddress(eth_dst), ethertype: EtherType::Arp }
+            .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+        arp.emit(&mut wire::ArpPacket::new_unchecked(&mut f[14..]));
+        self.send(f);
+    }
+
+    /// A neighbor advertisement for the peer's address, advertising `lladdr`, from that MAC.
+    fn advert(&mut self, flags: u8, lladdr: [u8; 6]) {
+        let IpAddress::V6(target) = self.local else { unreachable!() };
+        let na = Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+            flags: wire::NdiscNeighborFlags(flags),
+            target_addr: target,
+            lladdr: Some(EthernetAddress(lladdr)),
+        });
+        let (src, dst) = (self.local, self.remote);
+        let f = frame(self, IpProtocol::Icmpv6, na.buffer_len(), |b| {
+            let (IpAddress::V6(s), IpAddress::V6(d)) = (src, dst) else { unreachable!() };
+            na.emit(&mut Icmpv6Packet::new_unchecked(b), &s, &d, true)
+        });
+        self.send(from_mac(f, lladdr));
+    }
+
+    /// Where the shard's next data segment on connection `c` goes (its Ethernet destination);
+    /// the peer then acknowledges everything, so that nothing waits for a retransmission.
+    fn next_segment_goes_to(&mut self, c: SocketId) -> [u8; 6] {
+        assert_eq!(self.shard.tcp_send(c, b"next"), Ok(4));
+        let frames = self.take();
+        let (f, seg) =
+            frames.iter().find_map(|f| self.tcp_of(f).filter(|s| s.1 > 0).map(|s| (f, s.0))).expect("a data segment");
+        let end = seg.seq_number.wrapping_add(seg.payload_len as u32);
+        self.tcp(seg.ack_number.unwrap(), Some(end), TcpFlags::ACK, None);
+        self.take();
+        EthernetFrame::new_checked(&f[..]).unwrap().dst_addr().0
     }
 
     /// A connection from the peer to the shard's port 80, accepted; the shard then sends 4000
@@ -283,27 +358,34 @@ fn an_icmp_error_in_a_frame_for_another_hosts_mac_is_not_ours() {
     ignores_an_error_for_another_hosts_mac(true);
 }
 
-/// A SYN from a peer the neighbor cache does not know: a shard that owns its interface asks for
-/// the peer's address first (ARP / neighbor solicitation); one that shares it takes the address
-/// from the SYN's frame and answers at once.
+/// A SYN from a peer the neighbor cache does not know: the shard asks for the peer's address
+/// (ARP / neighbor solicitation) before it answers, shared interface or not (a SYN belongs to
+/// no connection yet, and such a frame never makes an entry). On a shared interface the answer
+/// may reach another process: the peer's SYN again, now a frame of the half-open connection,
+/// resolves the address and the SYN-ACK leaves; a shard that owns its interface keeps waiting
+/// for the answer.
 fn answers_an_unknown_peer(v6: bool, glean: bool) {
     let mut p = Peer::with(v6, glean);
     let any: IpAddr = if v6 { Ipv6Addr::UNSPECIFIED.into() } else { Ipv4Addr::UNSPECIFIED.into() };
     p.shard.tcp_listen(SocketAddr::new(any, 80), 8).unwrap();
+    let synack_in = |p: &Peer, out: &[Vec<u8>]| {
+        out.iter().find(|f| p.tcp_of(f).is_some_and(|s| s.0.flags.contains(TcpFlags::SYN | TcpFlags::ACK))).cloned()
+    };
     p.tcp(1000, None, TcpFlags::SYN, Some(1400));
     let out = p.take();
-    let synack = out.iter().find(|f| p.tcp_of(f).is_some_and(|s| s.0.flags.contains(TcpFlags::SYN | TcpFlags::ACK)));
     let asked = out.iter().any(|f| {
         let eth = EthernetFrame::new_checked(&f[..]).unwrap();
         eth.ethertype() == EtherType::Arp || (eth.ethertype() == EtherType::Ipv6 && p.tcp_of(f).is_none())
     });
+    assert!(synack_in(&p, &out).is_none(), "the SYN-ACK waits for the peer's address");
+    assert!(asked, "the shard asks for the peer's address");
+    p.tcp(1000, None, TcpFlags::SYN, Some(1400));
+    let out = p.take();
     if glean {
-        let f = synack.expect("the SYN-ACK goes out at once");
+        let f = synack_in(&p, &out).expect("the SYN-ACK leaves");
         assert_eq!(EthernetFrame::new_checked(&f[..]).unwrap().dst_addr(), EthernetAddress(p.nic.mac().0));
-        assert!(!asked, "no solicitation needed");
     } else {
-        assert!(synack.is_none(), "the SYN-ACK waits for the peer's address");
-        assert!(asked, "the shard asks for the peer's address");
+        assert!(synack_in(&p, &out).is_none(), "still waiting");
     }
 }
 
@@ -314,9 +396,92 @@ fn an_unshared_interface_resolves_an_unknown_peer_before_answering() {
 }
 
 #[test]
-fn a_shared_interface_learns_an_unknown_peer_from_its_frame() {
+fn a_shared_interface_resolves_an_unknown_peer_from_a_frame_of_its_connection() {
     answers_an_unknown_peer(false, true);
     answers_an_unknown_peer(true, true);
+}
+
+/// A forged segment of a live connection (right 4-tuple and checksums, another MAC) on a shared
+/// interface, where frames of known connections are gleaned: the peer's entry keeps its address.
+fn forged_segment_does_not_redirect(v6: bool) {
+    let mut p = Peer::with(v6, true);
+    let (c, segs) = p.connect_and_receive();
+    let peer_mac = p.nic.mac().0;
+    assert_eq!(p.next_segment_goes_to(c), peer_mac);
+    let ack = segs.iter().map(|s| s.0.seq_number.wrapping_add(s.1 as u32)).max().unwrap();
+    let forged = p.tcp_frame(&tcp::bare_segment(40000, 80, 1001, Some(ack), TcpFlags::ACK, 65535));
+    p.send(from_mac(forged, ATTACKER_MAC));
+    assert_eq!(p.next_segment_goes_to(c), peer_mac, "v6 {v6}");
+}
+
+#[test]
+fn a_forged_segment_of_a_connection_does_not_redirect_its_peer() {
+    forged_segment_does_not_redirect(false);
+    forged_segment_does_not_redirect(true);
+}
+
+/// The same with a datagram to a UDP socket connected to the peer.
+#[test]
+fn a_forged_datagram_of_a_connected_socket_does_not_redirect_its_peer() {
+    let mut p = Peer::with(false, true);
+    let (c, _) = p.connect_and_receive();
+    let peer_mac = p.nic.mac().0;
+    let u = p.shard.udp_bind(SocketAddr::new(S4.into(), 5353)).unwrap();
+    p.shard.udp_connect(u, Some(SocketAddr::new(P4.into(), 5000))).unwrap();
+    let real = p.udp_frame(5000, 5353, b"real");
+    p.send(real);
+    let forged = p.udp_frame(5000, 5353, b"forged");
+    p.send(from_mac(forged, ATTACKER_MAC));
+    assert_eq!(p.shard.udp_recv(u, &mut [0u8; 16], false).map(|r| r.len), Ok(4));
+    assert_eq!(p.next_segment_goes_to(c), peer_mac);
+}
+
+/// Linux with `arp_accept=0`: an unsolicited ARP reply makes no entry (our next packet to that
+/// address asks for it first); a gratuitous ARP updates an entry that exists; an ARP reply with
+/// another address within the locktime (1 s) of the entry's last change loses to the first.
+#[test]
+fn arp_follows_linux_arp_accept_0_and_its_locktime() {
+    use wire::ArpOperation::{Reply, Request};
+    let mut p = Peer::new(false);
+    let (c, _) = p.connect_and_receive();
+    let (peer_mac, ours) = (p.nic.mac().0, p.shard.nic().mac().0);
+    assert_eq!(p.next_segment_goes_to(c), peer_mac);
+    let other = Ipv4Addr::new(10, 0, 0, 3);
+    p.arp(Reply, ATTACKER_MAC, (other, ours, S4), ours);
+    let c2 = p.shard.tcp_connect(SocketAddr::new(other.into(), 80)).unwrap();
+    let out = p.take();
+    let to_attacker = out.iter().any(|f| f[..6] == ATTACKER_MAC);
+    let asked = out.iter().any(|f| EthernetFrame::new_checked(&f[..]).unwrap().ethertype() == EtherType::Arp);
+    assert!(!to_attacker && asked, "the unsolicited reply made no entry");
+    p.shard.abort(c2).unwrap();
+    p.take();
+    // A gratuitous ARP (a request for its own address, broadcast) moves the peer.
+    let new_mac = [2, 0, 0, 0, 0, 0x77];
+    p.now += 2_000_000_000;
+    p.arp(Request, new_mac, (P4, [0; 6], P4), [0xff; 6]);
+    assert_eq!(p.next_segment_goes_to(c), new_mac);
+    // Just moved: a reply with yet another address within the locktime is ignored...
+    p.arp(Reply, ATTACKER_MAC, (P4, ours, S4), ours);
+    assert_eq!(p.next_segment_goes_to(c), new_mac);
+    // ...after it, taken.
+    p.now += 1_000_000_000;
+    p.arp(Reply, peer_mac, (P4, ours, S4), ours);
+    assert_eq!(p.next_segment_goes_to(c), peer_mac);
+}
+
+/// RFC 4861 section 7.2.5: an unsolicited advertisement without the Override flag does not
+/// change a reachable entry's address (the entry goes stale); with Override it does.
+#[test]
+fn rfc4861_an_advert_without_override_does_not_redirect_a_reachable_neighbor() {
+    let (solicited, override_) = (wire::NdiscNeighborFlags::SOLICITED, wire::NdiscNeighborFlags::OVERRIDE);
+    let mut p = Peer::new(true);
+    let (c, _) = p.connect_and_receive();
+    let peer_mac = p.nic.mac().0;
+    p.advert(solicited | override_, peer_mac); // reachable
+    p.advert(0, ATTACKER_MAC);
+    assert_eq!(p.next_segment_goes_to(c), peer_mac);
+    p.advert(override_, ATTACKER_MAC);
+    assert_eq!(p.next_segment_goes_to(c), ATTACKER_MAC);
 }
 
 /// RFC 9293 3.10.7.4 / Linux: a connection reset by the peer leaves the demux table at once,
@@ -371,17 +536,27 @@ fn time_wait_while_the_application_holds_the_socket_lets_a_new_syn_in() {
 fn a_shared_interface_resolves_a_waiting_neighbor_from_its_frames() {
     for glean in [false, true] {
         let mut p = Peer::with(false, glean);
-        p.shard.tcp_connect(SocketAddr::new(P4.into(), 9000)).unwrap();
+        let c = p.shard.tcp_connect(SocketAddr::new(P4.into(), 9000)).unwrap();
         let first = p.take();
         let asked = first.iter().any(|f| EthernetFrame::new_checked(&f[..]).unwrap().ethertype() == EtherType::Arp);
         assert!(asked && first.iter().all(|f| p.tcp_of(f).is_none()), "the SYN waits for an ARP answer");
-        // Any frame of the peer's (here a segment to a closed port).
+        let syn_left = |p: &mut Peer| {
+            let out = p.take();
+            out.iter().filter_map(|f| p.tcp_of(f)).any(|s| s.0.dst_port == 9000 && s.0.flags.contains(TcpFlags::SYN))
+        };
+        // A frame of no connection (here a segment to a closed port) resolves nothing.
         p.tcp(5000, Some(1), TcpFlags::ACK, None);
-        let syn_left = p
-            .take()
-            .iter()
-            .filter_map(|f| p.tcp_of(f))
-            .any(|s| s.0.dst_port == 9000 && s.0.flags.contains(TcpFlags::SYN));
-        assert_eq!(syn_left, glean, "glean {glean}");
+        assert!(!syn_left(&mut p), "glean {glean}");
+        // A frame of the connection does (here the peer's own SYN: a simultaneous open).
+        let port = p.shard.local_addr(c).unwrap().port();
+        let syn = tcp::bare_segment(9000, port, 7000, None, TcpFlags::SYN, 65535);
+        let f = p.tcp_frame(&syn);
+        // Not with a bad checksum.
+        let mut bad = f.clone();
+        bad[14 + 20 + 16] ^= 0xff;
+        p.send(bad);
+        assert!(!syn_left(&mut p), "glean {glean}");
+        p.send(f);
+        assert_eq!(syn_left(&mut p), glean, "glean {glean}");
     }
 }

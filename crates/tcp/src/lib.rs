@@ -83,7 +83,7 @@ mod tests;
 pub use config::{Config, Ecn, Keepalive};
 pub use congestion::{Congestion, CongestionAlgorithm, CongestionControl, Cubic, NewReno};
 pub use connection::{Connection, CookieOptions, Counters, Error, Event, Info, State};
-pub use segment::{bare_segment, rst, rst_for_unmatched};
+pub use segment::{bare_segment, opens_connection, rst, rst_for_unmatched};
 pub use time_wait::{TimeWait, TimeWaitAction};
 
 /// A point in time: nanoseconds since an origin the caller chooses (a monotonic clock).

@@ -39,6 +39,16 @@ pub fn rst(src_port: u16, dst_port: u16, seq: u32, ack: Option<u32>) -> TcpRepr 
     bare_segment(src_port, dst_port, seq, ack, TcpFlags::RST, 0)
 }
 
+/// Whether a segment that matches no connection opens one at a listener (RFC 9293 3.10.7.2,
+/// LISTEN, third check): a SYN without ACK and RST. One that also carries FIN is discarded, as
+/// Linux's `tcp_rcv_state_process` discards it in TCP_LISTEN (SKB_DROP_REASON_TCP_FLAGS): no
+/// legitimate open sets both, and answering it tells a scanner what listens.
+pub fn opens_connection(seg: &TcpRepr) -> bool {
+    seg.flags.contains(TcpFlags::SYN)
+        && seg.ack_number.is_none()
+        && !seg.flags.intersects(TcpFlags::RST | TcpFlags::FIN)
+}
+
 /// The reply to a segment that matches no connection (RFC 9293 3.10.7.1, state CLOSED): nothing
 /// to a RST; otherwise a RST that the sender will accept: `<SEQ=SEG.ACK><CTL=RST>` if the segment
 /// had an ACK, else `<SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>`.

@@ -21,7 +21,8 @@ pub fn frame_both_ways(data: &[u8]) {
 }
 
 /// Arbitrary bytes as a TCP option area: the walk ends, never panics, and every option survives
-/// emit and parse; areas that fit a header also go through `TcpRepr::parse` inside a segment.
+/// emit and parse; areas that fit a header also go through `TcpRepr::parse` inside a segment,
+/// which they never make fail.
 pub fn tcp_options(data: &[u8]) {
     let _ = TcpOption::parse(data);
 
@@ -48,13 +49,9 @@ pub fn tcp_options(data: &[u8]) {
         packet.options_mut()[..data.len()].copy_from_slice(data);
         let addr = IpAddress::V4(Ipv4Address::new(10, 0, 0, 1));
         let packet = TcpPacket::new_checked(&segment[..]).unwrap();
-        let parsed = TcpRepr::parse(&packet, &addr, &addr, false);
-        // The segment parses exactly when every option up to End of Option List does.
-        let options_ok = TcpOptions::new(packet.options()).all(|o| o.is_ok());
-        assert_eq!(parsed.is_ok(), options_ok);
-        if let Ok(repr) = parsed {
-            assert_eq!(repr.payload_len, 1);
-        }
+        // Options never fail a segment (Linux's tcp_parse_options skips or stops instead).
+        let repr = TcpRepr::parse(&packet, &addr, &addr, false).unwrap();
+        assert_eq!(repr.payload_len, 1);
     }
 }
 

@@ -430,6 +430,14 @@ pub enum TcpOption<'a> {
         /// TSecr: the echoed TSval.
         tsecr: u32,
     },
+    /// A known kind (MSS, window scale, SACK permitted, SACK, timestamps) whose length is wrong
+    /// for it: skipped, the segment processed without it, as Linux's `tcp_parse_options` does.
+    WrongLength {
+        /// Kind.
+        kind: u8,
+        /// The option's bytes after the kind and length octets.
+        data: &'a [u8],
+    },
     /// Any other kind: its bytes after the kind and length octets.
     Unknown {
         /// Kind.
@@ -442,9 +450,11 @@ pub enum TcpOption<'a> {
 impl<'a> TcpOption<'a> {
     /// Reads the option at the start of `data`; returns it and the bytes after it.
     ///
-    /// Empty input is `Err(Truncated)`. A missing length octet, a length below 2 or beyond
-    /// `data`, or a known kind with the wrong length (MSS 4, window scale 3, SACK permitted 2,
-    /// SACK 2 + 8n with n from 1 to 4, timestamps 10) is `Err(Malformed)`.
+    /// Empty input is `Err(Truncated)`; a missing length octet or a length below 2 or beyond
+    /// `data` is `Err(Malformed)` (no option boundary can be trusted after it). A known kind
+    /// with the wrong length for it (MSS 4, window scale 3, SACK permitted 2, SACK 2 + 8n with
+    /// n from 1 to 4, timestamps 10) is [`TcpOption::WrongLength`]: its length octet still
+    /// says where the next option starts.
     pub fn parse(data: &'a [u8]) -> Result<(TcpOption<'a>, &'a [u8])> {
         let (&kind, after_kind) = data.split_first().ok_or(Error::Truncated)?;
         match kind {
@@ -479,7 +489,7 @@ impl<'a> TcpOption<'a> {
                 | option_kind::SACK
                 | option_kind::TIMESTAMPS,
                 _,
-            ) => return Err(Error::Malformed),
+            ) => TcpOption::WrongLength { kind, data: body },
             _ => TcpOption::Unknown { kind, data: body },
         };
         Ok((parsed, rest))
@@ -494,7 +504,7 @@ impl<'a> TcpOption<'a> {
             TcpOption::SackPermitted => 2,
             TcpOption::SackRange(blocks) => 2 + 8 * blocks.iter().flatten().count(),
             TcpOption::Timestamps { .. } => 10,
-            TcpOption::Unknown { data, .. } => 2 + data.len(),
+            TcpOption::WrongLength { data, .. } | TcpOption::Unknown { data, .. } => 2 + data.len(),
         }
     }
 
@@ -529,7 +539,7 @@ impl<'a> TcpOption<'a> {
                 be::set_u32(option, 2, tsval);
                 be::set_u32(option, 6, tsecr);
             }
-            TcpOption::Unknown { kind, data } => {
+            TcpOption::WrongLength { kind, data } | TcpOption::Unknown { kind, data } => {
                 option[0] = kind;
                 option[2..].copy_from_slice(data);
             }
@@ -542,7 +552,8 @@ impl<'a> TcpOption<'a> {
 }
 
 /// The options of a TCP header, in order. Ends after `EndOfList`; yields `Err` once and stops at
-/// the first malformed option. Every step consumes at least one byte, so it always ends.
+/// an option whose length octet is missing, below 2 or runs past the end. Every step consumes
+/// at least one byte, so it always ends.
 #[derive(Debug, Clone)]
 pub struct TcpOptions<'a> {
     rest: &'a [u8],
@@ -609,11 +620,15 @@ pub struct TcpRepr {
 }
 
 impl TcpRepr {
-    /// Reads a segment sent from `src_addr` to `dst_addr`: checks the lengths, non-zero ports,
-    /// the checksum (if `verify_checksum`) and every option. Options are read whatever the
-    /// flags (the state machine ignores those that do not belong, like MSS outside a SYN); for a
-    /// repeated option the last wins; unknown options are skipped; the urgent pointer is read
-    /// whatever URG says.
+    /// Reads a segment sent from `src_addr` to `dst_addr`: checks the lengths, non-zero ports
+    /// and the checksum (if `verify_checksum`). Options are read whatever the flags (the state
+    /// machine ignores those that do not belong, like MSS outside a SYN); for a repeated option
+    /// the last wins; the urgent pointer is read whatever URG says.
+    ///
+    /// Options never make a segment fail to parse, as in Linux's `tcp_parse_options`: unknown
+    /// options and known ones with the wrong length are skipped, and an option whose length
+    /// octet is missing, below 2 or runs past the option area ends the walk, keeping the
+    /// options read before it.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(
         packet: &TcpPacket<&T>,
         src_addr: &IpAddress,
@@ -642,14 +657,17 @@ impl TcpRepr {
             payload_len: packet.payload().len(),
             urgent_at: packet.urgent_at(),
         };
-        for option in TcpOptions::new(packet.options()) {
-            match option? {
+        for option in TcpOptions::new(packet.options()).map_while(Result::ok) {
+            match option {
                 TcpOption::MaxSegmentSize(mss) => repr.max_seg_size = Some(mss),
                 TcpOption::WindowScale(shift) => repr.window_scale = Some(shift.min(14)),
                 TcpOption::SackPermitted => repr.sack_permitted = true,
                 TcpOption::SackRange(blocks) => repr.sack_ranges = blocks,
                 TcpOption::Timestamps { tsval, tsecr } => repr.timestamp = Some((tsval, tsecr)),
-                TcpOption::EndOfList | TcpOption::NoOperation | TcpOption::Unknown { .. } => {}
+                TcpOption::EndOfList
+                | TcpOption::NoOperation
+                | TcpOption::WrongLength { .. }
+                | TcpOption::Unknown { .. } => {}
             }
         }
         Ok(repr)
@@ -1021,45 +1039,94 @@ mod tests {
         assert_eq!(!checksum::data(&bytes), 0x953b);
     }
 
+    /// A segment from 1 to 2 with `options` (padded with EOL to a multiple of 4) and one byte
+    /// of data, checksum filled.
+    fn segment_with_options(options: &[u8]) -> std::vec::Vec<u8> {
+        let (src, dst) = v4_addrs();
+        let header_len = HEADER_LEN + options.len().div_ceil(4) * 4;
+        let mut bytes = std::vec![0u8; header_len + 1];
+        let mut packet = TcpPacket::new_unchecked(&mut bytes[..]);
+        packet.set_src_port(1);
+        packet.set_dst_port(2);
+        packet.set_header_len(header_len as u8);
+        packet.set_flags(TcpFlags::SYN);
+        packet.options_mut()[..options.len()].copy_from_slice(options);
+        packet.fill_checksum(&src, &dst);
+        bytes
+    }
+
     #[test]
-    fn malformed_options_rejected() {
+    fn option_walk_stops_where_no_length_can_be_trusted() {
+        // Linux's tcp_parse_options returns at these, keeping what it read before.
         let bad: &[&[u8]] = &[
-            &[2],                                   // kind without length
-            &[2, 0, 0, 0],                          // length 0
-            &[3, 1, 0, 0],                          // length 1
-            &[1, 2, 4, 5],                          // MSS cut short
-            &[2, 3, 5, 0],                          // MSS of length 3
-            &[3, 4, 7, 0],                          // window scale of length 4
-            &[4, 3, 0, 0],                          // SACK permitted of length 3
-            &[8, 10, 0, 0, 0, 0],                   // timestamps cut short
-            &[8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], // timestamps of length 12
-            &[5, 2, 0, 0],                          // SACK with no block
-            &[5, 11, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], // SACK of length 11
-            &[1, 1, 200, 40, 0, 0],                 // unknown kind longer than the options
-            &[1, 1, 1, 1, 2, 4, 5, 180, 3],         // good options then a cut one
+            &[2],                   // kind without length
+            &[2, 0, 0, 0],          // length 0
+            &[3, 1, 0, 0],          // length 1
+            &[1, 2, 4, 5],          // MSS cut short
+            &[8, 10, 0, 0, 0, 0],   // timestamps cut short
+            &[1, 1, 200, 40, 0, 0], // unknown kind longer than the options
         ];
         let (src, dst) = v4_addrs();
         for options in bad {
             let parsed: std::vec::Vec<_> = TcpOptions::new(options).collect();
             assert_eq!(parsed.last(), Some(&Err(Error::Malformed)), "{options:?}");
 
-            // The same options in a real segment: padded with EOL to a multiple of 4.
-            let header_len = HEADER_LEN + options.len().div_ceil(4) * 4;
-            let mut bytes = std::vec![0u8; header_len];
-            let mut packet = TcpPacket::new_unchecked(&mut bytes[..]);
-            packet.set_src_port(1);
-            packet.set_dst_port(2);
-            packet.set_header_len(header_len as u8);
-            packet.options_mut()[..options.len()].copy_from_slice(options);
-            packet.fill_checksum(&src, &dst);
+            // In a segment, the segment is still read, without options.
+            let bytes = segment_with_options(options);
             let packet = TcpPacket::new_checked(&bytes[..]).unwrap();
-            assert_eq!(TcpRepr::parse(&packet, &src, &dst, true), Err(Error::Malformed), "{options:?}");
+            let repr = TcpRepr::parse(&packet, &src, &dst, true).unwrap();
+            assert_eq!((repr.max_seg_size, repr.timestamp, repr.payload_len), (None, None, 1), "{options:?}");
         }
+        // Options before the bad one count: a good MSS, then a cut window scale.
+        let bytes = segment_with_options(&[1, 1, 2, 4, 5, 180, 3, 1, 1]);
+        let packet = TcpPacket::new_checked(&bytes[..]).unwrap();
+        let repr = TcpRepr::parse(&packet, &src, &dst, true).unwrap();
+        assert_eq!((repr.max_seg_size, repr.window_scale), (Some(1460), None));
+        assert_eq!(TcpOption::parse(&[]), Err(Error::Truncated));
+    }
+
+    #[test]
+    fn known_option_of_wrong_length_is_skipped() {
+        // Linux ignores a known option whose length is wrong for its kind and goes on by its
+        // length octet.
+        let wrong: &[(&[u8], u8)] = &[
+            (&[2, 3, 5], 2),                             // MSS of length 3
+            (&[2, 5, 5, 180, 0], 2),                     // MSS of length 5
+            (&[3, 4, 7, 0], 3),                          // window scale of length 4
+            (&[4, 3, 0], 4),                             // SACK permitted of length 3
+            (&[8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], 8), // timestamps of length 12
+            (&[5, 2], 5),                                // SACK with no block
+            (&[5, 11, 0, 0, 0, 0, 0, 0, 0, 0, 0], 5),    // SACK of length 11
+        ];
+        let (src, dst) = v4_addrs();
+        // Each, followed by a good MSS and window scale.
+        for (option, kind) in wrong {
+            let mut options = option.to_vec();
+            options.extend_from_slice(&[2, 4, 2, 0, 3, 3, 9]);
+            let parsed: std::vec::Vec<_> = TcpOptions::new(&options).collect();
+            assert_eq!(
+                parsed,
+                [
+                    Ok(TcpOption::WrongLength { kind: *kind, data: &option[2..] }),
+                    Ok(TcpOption::MaxSegmentSize(512)),
+                    Ok(TcpOption::WindowScale(9)),
+                ],
+                "{option:?}"
+            );
+            let bytes = segment_with_options(&options);
+            let packet = TcpPacket::new_checked(&bytes[..]).unwrap();
+            let repr = TcpRepr::parse(&packet, &src, &dst, true).unwrap();
+            assert_eq!((repr.max_seg_size, repr.window_scale, repr.payload_len), (Some(512), Some(9), 1));
+            assert_eq!((repr.sack_permitted, repr.sack_ranges, repr.timestamp), (false, [None; 4], None));
+        }
+        // A wrong one after a good one of the same kind leaves the good one.
+        let bytes = segment_with_options(&[8, 10, 0, 0, 0, 7, 0, 0, 0, 0, 8, 9, 0, 0, 0, 0, 0, 0, 0]);
+        let packet = TcpPacket::new_checked(&bytes[..]).unwrap();
+        assert_eq!(TcpRepr::parse(&packet, &src, &dst, true).unwrap().timestamp, Some((7, 0)));
         // SACK of 5 blocks (42 bytes) is more than an option area holds.
         let mut five = [0u8; 42];
         five[..2].copy_from_slice(&[5, 42]);
-        assert_eq!(TcpOption::parse(&five), Err(Error::Malformed));
-        assert_eq!(TcpOption::parse(&[]), Err(Error::Truncated));
+        assert_eq!(TcpOption::parse(&five), Ok((TcpOption::WrongLength { kind: 5, data: &five[2..] }, &[][..])));
     }
 
     #[test]
@@ -1085,6 +1152,7 @@ mod tests {
             TcpOption::SackPermitted,
             TcpOption::SackRange([Some((1, 2)), Some((3, 4)), Some((5, 6)), Some((7, 8))]),
             TcpOption::Timestamps { tsval: 1, tsecr: 2 },
+            TcpOption::WrongLength { kind: 2, data: &[1, 2, 3] },
             TcpOption::Unknown { kind: 254, data: &[1, 2, 3] },
         ];
         for option in options {

@@ -252,6 +252,25 @@ fn write_fuzz_corpus() {
     let syn = TcpPacket::new_checked(&TCP_SYN[ip..]).unwrap();
     std::fs::write(options.join("linux_syn"), syn.options()).unwrap();
     std::fs::write(options.join("sack_3_blocks"), SACK_WITH_TIMESTAMPS).unwrap();
+    std::fs::write(options.join("wrong_lengths"), WRONG_LENGTHS).unwrap();
+}
+
+/// MSS of length 3, window scale of length 4, timestamps, then a window scale whose length
+/// octet is 1: skipped, skipped, read, end of the walk.
+const WRONG_LENGTHS: [u8; 20] = [2, 3, 5, 3, 4, 7, 0, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2, 3, 1, 1];
+
+#[test]
+fn wrong_lengths_seed_parses() {
+    let options: Vec<_> = TcpOptions::new(&WRONG_LENGTHS).collect();
+    assert_eq!(
+        options,
+        [
+            Ok(TcpOption::WrongLength { kind: 2, data: &[5] }),
+            Ok(TcpOption::WrongLength { kind: 3, data: &[7, 0] }),
+            Ok(TcpOption::Timestamps { tsval: 1, tsecr: 2 }),
+            Err(Error::Malformed),
+        ]
+    );
 }
 
 /// NOP NOP timestamps NOP NOP SACK with three blocks: a Linux ACK during loss recovery.

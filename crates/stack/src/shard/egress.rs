@@ -59,13 +59,10 @@ impl<N: Nic> Shard<N> {
         self.tx_captured = self.tx_captured.saturating_sub(sent).min(self.tx.len());
     }
 
+    /// What ARP, NDP or a gleaned frame said of a neighbor, into the cache; the frames that
+    /// waited for its address leave.
     pub(super) fn learn(&mut self, l: Learned) {
-        let mut ready = Vec::new();
-        if l.answer {
-            ready.extend(self.neighbors.fill(l.ip, l.mac, self.now));
-        } else {
-            ready.extend(self.neighbors.learn(l.ip, l.mac, self.now));
-        }
+        let ready: Vec<_> = self.neighbors.update(l.ip, l.mac, self.now, l.update).collect();
         for mut frame in ready {
             EthernetFrame::new_unchecked(frame.data_mut()).set_dst_addr(l.mac);
             self.tx.push(frame);

@@ -11,7 +11,7 @@
 //! is counted as not for us.
 //!
 //! It reads frames and hands them on; it must not build frames (that is [`super::egress`]) nor
-//! keep state of its own beyond the neighbors it gleans.
+//! keep state of its own beyond the neighbors it gleans from the frames of known connections.
 
 use nic::{Nic, PacketBuf};
 use wire::{
@@ -22,7 +22,7 @@ use wire::{
 use super::icmp::IcmpError;
 use super::{Shard, ECN_MASK, ETH};
 use crate::iface::{self, Answer, Drop, Ipv6Dst, Learned};
-use crate::neighbor::NeighborState;
+use crate::neighbor::{NeighborState, Replace, Update};
 use crate::table::FourTuple;
 
 /// The IP header of a TCP or UDP packet to us, as read (an ICMP error quotes it).
@@ -152,7 +152,7 @@ impl<N: Nic> Shard<N> {
             EtherType::Arp if answerable => {
                 let Some(ours) = self.ipv4 else { return Outcome::Drop(Drop::NotForUs) };
                 let mut learned = None;
-                let answer = iface::arp(self.mac, ours, eth.payload(), &mut learned);
+                let answer = iface::arp(self.mac, ours, eth.payload(), dst == self.mac, &mut learned);
                 self.heard_on_link(learned);
                 answer.map_or_else(Outcome::Drop, Outcome::Answer)
             }
@@ -310,9 +310,6 @@ impl<N: Nic> Shard<N> {
     /// A TCP or UDP packet to us, to its layer; handed off when no socket here takes it and
     /// `may_hand_off` (the process's other shards have not seen it yet).
     fn process_transport(&mut self, frame: &[u8], t: &Transport, may_hand_off: bool) -> Outcome {
-        if self.cfg.glean_neighbors {
-            self.glean(t.src, t.link_src);
-        }
         let seg = &frame[t.start..t.end];
         let unplaced = match t.proto {
             IpProtocol::Tcp => self.tcp_input(t, seg, may_hand_off),
@@ -336,26 +333,28 @@ impl<N: Nic> Shard<N> {
         }
     }
 
-    /// An on-link `src` sent us a frame from `mac` (a shared interface: see
-    /// `ShardConfig::glean_neighbors`). The answers to our own ARP requests and probes may go to
-    /// another process's queue, so the peer's own frames stand in for them: an unknown sender is
-    /// learned (unconfirmed), an incomplete entry is resolved with the frame's source (its
-    /// waiting packets leave), and a stale entry with that address is confirmed. Otherwise an
-    /// entry that expired would be probed, fail when the answer went elsewhere, and hold our
-    /// packets for a second or more (seen as SYN-ACKs that never came, with two nginx workers).
-    fn glean(&mut self, src: IpAddress, mac: EthernetAddress) {
-        if !self.routes.is_on_link(src) || mac.is_multicast() {
+    /// A frame of a known connection (one the transport layer checked and placed: see
+    /// `ShardConfig::glean_neighbors`) came from `t.link_src` (a shared interface, where the
+    /// answers to our own ARP requests and probes may go to another process's queue, so the
+    /// peer's own frames stand in for them). It may only resolve an incomplete entry for its
+    /// sender (the packets that waited leave) or confirm a stale entry with that very address:
+    /// it never makes an entry nor changes an address ([`Replace::Never`]), so a forged segment
+    /// cannot redirect our traffic. Without it an entry that expired would be probed, fail when
+    /// the answer went elsewhere, and hold our packets for a second or more (seen as SYN-ACKs
+    /// that never came, with two nginx workers).
+    pub(super) fn glean(&mut self, t: &Transport) {
+        let (src, mac) = (t.src, t.link_src);
+        if !self.cfg.glean_neighbors || !self.routes.is_on_link(src) || mac.is_multicast() {
             return;
         }
-        self.glean_address(src, mac);
-    }
-
-    pub(super) fn glean_address(&mut self, src: IpAddress, mac: EthernetAddress) {
-        match self.neighbors.state(src, self.now) {
-            Some((NeighborState::Reachable, Some(m))) if m == mac => {}
-            Some((NeighborState::Stale, Some(m))) if m == mac => self.neighbors.confirm(src, self.now),
-            Some((NeighborState::Incomplete, _)) => self.learn(Learned { ip: src, mac, answer: true }),
-            _ => self.learn(Learned { ip: src, mac, answer: false }),
+        let wanted = match self.neighbors.state(src, self.now) {
+            Some((NeighborState::Incomplete, _)) => true,
+            Some((NeighborState::Stale, Some(known))) => known == mac,
+            _ => false,
+        };
+        if wanted {
+            let update = Update { create: false, reachable: true, replace: Replace::Never };
+            self.learn(Learned { ip: src, mac, update });
         }
     }
 }

@@ -31,7 +31,7 @@ use nic::{MacAddr, Nic, Offloads, PacketBuf};
 use wire::{EthernetAddress, IpAddress, Ipv4Address, Ipv6Address};
 
 use crate::iface::{IfaceStats, Learned};
-use crate::neighbor::{NeighborCache, NeighborConfig};
+use crate::neighbor::{NeighborCache, NeighborConfig, Update};
 use crate::ports::EphemeralPorts;
 use crate::route::Routes;
 use crate::syncookie::SynCookies;
@@ -96,8 +96,11 @@ pub struct ShardConfig {
     /// random bytes from the caller (this crate has no randomness).
     pub secret: [u8; 32],
     /// The interface is shared with other processes, a queue each: answers to our ARP and
-    /// neighbor solicitations may reach another process's queue, so an on-link sender of TCP or
-    /// UDP to us that the cache does not know is learned from the frame (see `Shard::glean`).
+    /// neighbor solicitations may reach another process's queue, so the frames of known
+    /// connections stand in for them (a TCP segment to a connection in the table, a datagram to
+    /// a UDP socket connected to its sender, checksums checked): they may resolve the sender's
+    /// incomplete entry or confirm a stale one with the same address, never make an entry or
+    /// change an address (see `Shard::glean`).
     pub glean_neighbors: bool,
     /// This shard's place among the process's shards (`index` of `count`; 0 of 1 alone). With
     /// several, each drives one queue of the interface and the sender's per-flow hash picks the
@@ -290,7 +293,7 @@ pub fn exchange<N: Nic>(shards: &mut [Shard<N>], now: u64) -> usize {
         return 0;
     }
     let mut frames = Vec::new();
-    let mut heard = Vec::new();
+    let mut heard: Vec<Learned> = Vec::new();
     for from in 0..shards.len() {
         shards[from].take_handed_off(&mut frames);
         shards[from].take_heard(&mut heard);
@@ -299,10 +302,10 @@ pub fn exchange<N: Nic>(shards: &mut [Shard<N>], now: u64) -> usize {
             shards[to].receive_handed_off(buf, &t, now);
             moved += 1;
         }
-        for &(ip, mac) in &heard {
+        for &l in &heard {
             for (k, s) in shards.iter_mut().enumerate() {
                 if k != from {
-                    s.hear(ip, mac, now);
+                    s.hear_from_sibling(l, now);
                 }
             }
         }
@@ -498,21 +501,29 @@ impl<N: Nic> Shard<N> {
         self.transmit();
     }
 
-    /// The neighbors ARP and NDP taught this shard since the last call (address, link address),
-    /// for the process's other shards: the answer to one shard's query lands on any queue.
-    pub fn take_heard(&mut self, out: &mut Vec<(IpAddr, MacAddr)>) {
-        out.extend(self.heard.drain(..).map(|l| (to_std(l.ip), MacAddr(l.mac.0))));
+    /// What ARP and NDP taught this shard since the last call, for the process's other shards:
+    /// the answer to one shard's query lands on any queue.
+    fn take_heard(&mut self, out: &mut Vec<Learned>) {
+        out.append(&mut self.heard);
     }
 
-    /// Another shard of the process learned that `ip` is at `mac`: an incomplete entry here is
-    /// resolved (its waiting frames leave), a stale one confirmed, an unknown one learned.
-    pub fn hear(&mut self, ip: IpAddr, mac: MacAddr, now: u64) {
+    /// An ARP or NDP message another shard of the process received: this shard's cache takes
+    /// it as its own would have (an incomplete entry here is resolved and its waiting frames
+    /// leave; nothing is made or changed that the message itself could not).
+    fn hear_from_sibling(&mut self, l: Learned, now: u64) {
         self.now = self.now.max(now);
-        let ip = to_ip(ip);
-        if self.routes.is_on_link(ip) {
-            self.glean_address(ip, EthernetAddress(mac.0));
+        if self.routes.is_on_link(l.ip) {
+            self.learn(l);
             self.transmit();
         }
+    }
+
+    /// The on-link neighbor `ip` asked for our address from `mac`, as its ARP request or
+    /// neighbor solicitation would say: the cache makes (or updates) its entry, stale (Linux
+    /// `neigh_event_ns`). Tests and tools introduce a peer this way.
+    pub fn hear(&mut self, ip: IpAddr, mac: MacAddr, now: u64) {
+        let l = Learned { ip: to_ip(ip), mac: EthernetAddress(mac.0), update: Update::REQUEST };
+        self.hear_from_sibling(l, now);
     }
 
     /// Sends what application calls queued (segments of written data, ACKs of read data)

@@ -151,6 +151,7 @@ impl<N: Nic> Shard<N> {
         let tuple = FourTuple::new((dst, repr.dst_port), (src, repr.src_port));
 
         if let Some(&id) = self.conns.get(&tuple) {
+            self.glean(t);
             let now = self.now;
             let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return false };
             s.conn.handle_segment_ce(now, &repr, payload, t.ecn == ECN_CE);
@@ -169,9 +170,10 @@ impl<N: Nic> Shard<N> {
         };
         // RFC 9293 3.10.7.2, LISTEN: first, a RST is ignored (a SYN with RST too, as in Linux);
         // second, an ACK is answered with a RST (once no SYN cookie matches it); third, a SYN
-        // opens a connection; anything else has no ACK and is dropped.
+        // opens a connection (not one with FIN: `tcp::opens_connection`); anything else has no
+        // ACK and is dropped.
         let rst = repr.flags.contains(TcpFlags::RST);
-        let is_syn = repr.flags.contains(TcpFlags::SYN) && repr.ack_number.is_none() && !rst;
+        let is_syn = tcp::opens_connection(&repr);
         let is_ack = repr.ack_number.is_some() && !repr.flags.contains(TcpFlags::SYN) && !rst;
         if let Some(lid) = self.listeners.lookup((dst, repr.dst_port)).map(|g| self.group_member(g, &tuple)) {
             if is_syn {

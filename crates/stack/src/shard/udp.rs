@@ -189,6 +189,10 @@ impl<N: Nic> Shard<N> {
             return false;
         };
         self.stats.udp_rx_datagrams += 1;
+        if matches!(self.socket(id), Some(Socket::Udp(u)) if u.remote == Some(from)) {
+            // A datagram of a connected socket's peer: a known flow (`Shard::glean`).
+            self.glean(t);
+        }
         let payload = packet.payload();
         let default = self.cfg.udp_rcvbuf;
         let mut data = self.free_datagrams.pop().unwrap_or_default();

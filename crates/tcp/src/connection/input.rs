@@ -176,7 +176,7 @@ impl Connection {
         }
 
         // First: the sequence number.
-        if !self.acceptable(seq, seg_len, rst) {
+        if !self.acceptable(seq, seg_len, rst) || self.runs_past_window_over_unread(seq, payload.len()) {
             if !rst {
                 self.answer_invalid(now, syn, seg_len);
                 if !syn && seq::lt(seq, self.rcv.nxt) {
@@ -275,6 +275,17 @@ impl Connection {
             (_, 0) => seq == nxt,
             _ => seq::in_window(seq, nxt, wnd) || seq::in_window(seq.wrapping_add(len - 1), nxt, wnd),
         }
+    }
+
+    /// Linux 6.x's `tcp_sequence` (SKB_DROP_REASON_TCP_INVALID_END_SEQUENCE): data that runs
+    /// past the window we advertised is acceptable only when the application has read
+    /// everything before it. Otherwise the whole segment is not (answered with an ACK, its
+    /// ACK field and timestamp unused), so a zero-window probe of one byte at RCV.NXT leaves
+    /// TS.Recent with the last segment that was acceptable and the answer echoes that one
+    /// (RFC 7323 section 4.3), not the probe's. A FIN may sit just past the window.
+    fn runs_past_window_over_unread(&self, seq: u32, data_len: usize) -> bool {
+        let right_edge = self.rcv.nxt.wrapping_add(self.rcv.wnd());
+        data_len > 0 && seq::gt(seq.wrapping_add(data_len as u32), right_edge) && self.rcv.buf.len() > 0
     }
 
     /// RFC 2883: `[start, end)` arrived again; report it as the first SACK block of an ACK sent

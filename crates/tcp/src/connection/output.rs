@@ -354,9 +354,21 @@ impl Connection {
 
     /// SACK blocks for our out-of-order data, most recent first (RFC 2018 section 4), after a
     /// D-SACK block if data arrived twice (RFC 2883 section 4): 4 fit in the options, 3 next
-    /// to timestamps.
+    /// to timestamps. A FIN held ahead of a hole takes a sequence number too: the block that
+    /// ends where it sits covers it, or it has a block of its own (Linux queues it out of
+    /// order with the data and SACKs its `end_seq`).
     fn sack_blocks(&self) -> [Option<(u32, u32)>; 4] {
         let mut blocks = if self.agreed.sack() { self.rcv.ooo.blocks() } else { [None; 4] };
+        if self.agreed.sack() && self.rcv.fin_ahead {
+            let fin = self.rcv.fin;
+            match blocks.iter_mut().flatten().find(|(_, right)| *right == fin) {
+                Some(block) => block.1 = fin.wrapping_add(1),
+                None => {
+                    blocks.copy_within(0..3, 1);
+                    blocks[0] = Some((fin, fin.wrapping_add(1)));
+                }
+            }
+        }
         if self.agreed.sack() && self.rcv.dsack.0 != self.rcv.dsack.1 {
             blocks.copy_within(0..3, 1);
             blocks[0] = Some(self.rcv.dsack);

@@ -339,3 +339,39 @@ fn rfc7323_a_retransmission_of_what_we_acknowledged_last_moves_ts_recent_as_in_l
     assert_eq!(a.repr.sack_ranges[0], Some((PISS + 1, PISS + 101)));
     assert_eq!(a.repr.timestamp.unwrap().1, 802);
 }
+
+#[test]
+fn rfc7323_zero_window_probe_does_not_move_ts_recent() {
+    // A closed window with unread data: Linux 6.x does not accept a segment whose data runs
+    // past the window (tcp_sequence), so a one-byte probe at RCV.NXT is answered with an ACK
+    // that echoes the TSval of the last acceptable segment, not the probe's.
+    let cfg = Config { rcv_buf: 1000, window_scale: false, sack: false, ..Config::default() };
+    let (mut c, now) = established(&cfg);
+    let n = PISS + 1;
+    feed(&mut c, now, ts(data(n, ISS + 1, 1000), 800, 1000));
+    let now = c.poll_timeout().unwrap(); // the delayed ACK
+    c.handle_timeout(now);
+    let a = poll_one(&mut c, now);
+    assert_eq!((a.ack(), a.repr.window_len), (Some(n + 1000), 0));
+    assert_eq!(a.repr.timestamp.map(|(_, ecr)| ecr), Some(800));
+    // Our data goes out meanwhile: the probe's ACK field acknowledges it.
+    c.send(b"abc").unwrap();
+    poll_one(&mut c, now);
+    feed(&mut c, now, ts(data(n + 1000, ISS + 4, 1), 900, 1000));
+    let a = poll_one(&mut c, now);
+    assert_eq!((a.ack(), a.repr.window_len), (Some(n + 1000), 0));
+    assert_eq!(a.repr.timestamp.map(|(_, ecr)| ecr), Some(800), "TS.Recent kept");
+    // Not acceptable at all: its ACK is not taken either (as in Linux).
+    assert_eq!(c.info().bytes_in_flight, 3);
+    // A pure ACK at RCV.NXT is acceptable: TS.Recent moves, the ACK is taken.
+    feed(&mut c, now, ts(ack(n + 1000, ISS + 4, 1000), 901, 1000));
+    assert_eq!(c.info().bytes_in_flight, 0);
+    // Once everything was read (the window update goes out), the byte is taken, and its TSval.
+    assert_eq!(read_all(&mut c).len(), 1000);
+    assert!(poll_one(&mut c, now).repr.window_len > 0);
+    feed(&mut c, now, ts(data(n + 1000, ISS + 4, 1), 950, 1000));
+    assert_eq!(c.recv_available(), 1);
+    let now = c.poll_timeout().unwrap();
+    c.handle_timeout(now);
+    assert_eq!(poll_one(&mut c, now).repr.timestamp.map(|(_, ecr)| ecr), Some(950));
+}

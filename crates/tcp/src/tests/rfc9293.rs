@@ -350,6 +350,20 @@ fn rfc9293_data_after_close_is_reset() {
 }
 
 #[test]
+fn rfc9293_listen_opens_a_connection_only_for_a_syn_without_ack_rst_or_fin() {
+    let syn = peer_syn(&Config::default());
+    assert!(crate::opens_connection(&syn));
+    let ece = TcpRepr { flags: TcpFlags::SYN | TcpFlags::ECE | TcpFlags::CWR | TcpFlags::PSH, ..syn };
+    assert!(crate::opens_connection(&ece));
+    // Linux discards a SYN that also carries FIN in LISTEN (tcp_rcv_state_process); RST and
+    // ACK are RFC 9293's first and second checks.
+    for flags in [TcpFlags::SYN | TcpFlags::FIN, TcpFlags::SYN | TcpFlags::RST, TcpFlags::FIN, TcpFlags::empty()] {
+        assert!(!crate::opens_connection(&TcpRepr { flags, ..syn }), "{flags:?}");
+    }
+    assert!(!crate::opens_connection(&TcpRepr { ack_number: Some(1), flags: TcpFlags::SYN | TcpFlags::ACK, ..syn }));
+}
+
+#[test]
 fn rfc9293_segment_acceptability_four_cases() {
     // A 1000-byte receive buffer: RCV.WND = 1000.
     let cfg = Config { rcv_buf: 1000, ..plain() };
@@ -369,17 +383,20 @@ fn rfc9293_segment_acceptability_four_cases() {
     feed(&mut c, now, data(nxt - 10, ISS + 1, 20)); // the tail is new
     assert_eq!(c.recv_available(), 10);
     let nxt = nxt + 10;
-    feed(&mut c, now, data(nxt + 985, ISS + 1, 20)); // starts in, ends out: trimmed, out of order
-    let a = poll_one(&mut c, now);
-    assert_eq!(a.ack(), Some(nxt));
+    // Starts in, ends out, while unread data waits: not acceptable (Linux 6.x `tcp_sequence`;
+    // once everything is read it is, trimmed: see the end).
+    feed(&mut c, now, data(nxt + 985, ISS + 1, 20));
+    assert_eq!(poll_one(&mut c, now).ack(), Some(nxt));
     feed(&mut c, now, data(nxt + 1000, ISS + 1, 20)); // all beyond
     assert_eq!(poll_one(&mut c, now).ack(), Some(nxt));
     feed(&mut c, now, data(nxt - 20, ISS + 1, 20)); // all old
     assert_eq!(poll_one(&mut c, now).ack(), Some(nxt));
-    // Fill the window to zero without reading.
-    feed(&mut c, now, data(nxt, ISS + 1, 985));
+    // Fill the window to zero without reading (the ACK is delayed).
+    feed(&mut c, now, data(nxt, ISS + 1, 990));
+    now = c.poll_timeout().unwrap();
+    c.handle_timeout(now);
     let a = poll_one(&mut c, now);
-    let nxt = nxt + 1000 - 10;
+    let nxt = nxt + 990;
     assert_eq!((a.ack(), a.repr.window_len), (Some(nxt), 0));
     // Zero length, zero window: only SEG.SEQ = RCV.NXT, and its ACK and window are used.
     feed(&mut c, now, ack(nxt, ISS + 1, 4321));
@@ -388,13 +405,23 @@ fn rfc9293_segment_acceptability_four_cases() {
     now += limit;
     feed(&mut c, now, ack(nxt + 1, ISS + 1, 100));
     assert_eq!(poll_one(&mut c, now).ack(), Some(nxt));
-    // Data, zero window: not acceptable, but the ACK is processed; the data is not kept.
+    // Data, zero window, unread data waiting: not acceptable at all (Linux 6.x), answered; its
+    // ACK is not taken and its data not kept.
     c.send(b"abc").unwrap();
     poll_one(&mut c, now);
     feed(&mut c, now, data(nxt, ISS + 4, 5));
     let a = poll_one(&mut c, now);
     assert_eq!((a.ack(), a.repr.window_len), (Some(nxt), 0));
-    assert_eq!(c.info().bytes_in_flight, 0);
+    assert_eq!(c.info().bytes_in_flight, 3);
+    assert_eq!(c.recv_available(), 1000);
+    // Everything read, the window open again: data that starts in and ends out is acceptable,
+    // trimmed to the window and held out of order until the hole before it fills.
+    assert_eq!(read_all(&mut c).len(), 1000);
+    assert_eq!(poll_one(&mut c, now).repr.window_len, 1000);
+    feed(&mut c, now, data(nxt + 995, ISS + 4, 20));
+    assert_eq!(poll_one(&mut c, now).ack(), Some(nxt));
+    feed(&mut c, now, data(nxt, ISS + 4, 995));
+    assert_eq!(poll_one(&mut c, now).ack(), Some(nxt + 1000));
     assert_eq!(c.recv_available(), 1000);
 }
 

@@ -40,6 +40,30 @@ fn rfc2018_sack_blocks_for_out_of_order_data_most_recent_first() {
 }
 
 #[test]
+fn rfc2018_sack_block_covers_an_out_of_order_fin() {
+    // Linux queues an out-of-order FIN with its data and SACKs up to its end_seq: the block
+    // covers the FIN's sequence number, and a FIN alone ahead of a hole has a block of its own.
+    let (mut c, now) = established(&Config::default());
+    let n = PISS + 1;
+    let fin = |repr: TcpRepr| TcpRepr { flags: repr.flags | TcpFlags::FIN, ..repr };
+    feed(&mut c, now, with_ts(fin(data(n + 100, ISS + 1, 100))));
+    let a = poll_one(&mut c, now);
+    assert_eq!(a.ack(), Some(n));
+    assert_eq!(a.repr.sack_ranges, [Some((n + 100, n + 201)), None, None, None]);
+    // The hole filled: everything, the FIN included, is acknowledged.
+    feed(&mut c, now, with_ts(data(n, ISS + 1, 100)));
+    let a = poll_one(&mut c, now);
+    assert_eq!((a.ack(), a.repr.sack_ranges), (Some(n + 201), [None; 4]));
+
+    let (mut c, now) = established(&Config::default());
+    feed(&mut c, now, with_ts(data(n + 100, ISS + 1, 100)));
+    poll_one(&mut c, now);
+    feed(&mut c, now, with_ts(fin(data(n + 300, ISS + 1, 0))));
+    let a = poll_one(&mut c, now);
+    assert_eq!(a.repr.sack_ranges, [Some((n + 300, n + 301)), Some((n + 100, n + 200)), None, None]);
+}
+
+#[test]
 fn rfc2018_data_header_len_is_the_header_of_the_next_data_segment() {
     // The stack places the payload after `data_header_len()` bytes and writes the header in
     // front of it: the SACK blocks (and a D-SACK block, sent once) change that length.
