@@ -18,8 +18,8 @@
 //!
 //! Layout: `accel` (state, lock, stack pass, routing), `fdtable`, `socket` (the TCP calls, over
 //! the caller's iovecs), `datagram` (UDP), `sockopt`, `urgent` (MSG_OOB, SIOCATMARK, SIGURG), `wait` (parkers, driver role, stack
-//! thread), `epoll`, `poll`, `process` (fork, exit, privilege drop), `observe` (the stats
-//! region and the control socket). The process-wide instance is DPDK's; tests build their own
+//! thread), `epoll`, `poll`, `process` (fork, exit, privilege drop), `secret` (the shards' hash
+//! keys), `observe` (the stats region and the control socket). The process-wide instance is DPDK's; tests build their own
 //! over the in-memory NIC.
 //!
 //! It must not be reached through libc symbols: inside the preloaded library those are our own
@@ -33,6 +33,7 @@ pub mod observe;
 mod poll;
 mod process;
 pub mod real;
+mod secret;
 mod shards;
 mod socket;
 mod sockopt;
@@ -52,6 +53,7 @@ pub use stack::Errno;
 pub use accel::Accel;
 pub use datagram::Datagram;
 pub use process::{forked_child_socket, ENV_EXE};
+pub use secret::random_secret;
 pub use wait::WaitStats;
 
 /// The variable `pronghorn run` sets to the pid it execs into: only that process is accelerated.
