@@ -139,9 +139,19 @@ fn global() -> Option<&'static Accel<DpdkNic>> {
         return None;
     }
     *RUNTIME.get_or_init(|| {
-        let pid = std::env::var(ENV_PID).ok()?.parse::<u32>().ok()?;
-        if pid != std::process::id() {
-            return None;
+        let secure_exec = unsafe { libc::getauxval(libc::AT_SECURE) } != 0;
+        match start_decision(std::env::var(ENV_PID).ok().as_deref(), std::process::id(), secure_exec) {
+            Start::Kernel => return None,
+            Start::RefuseSecureExec => {
+                eprintln!(
+                    "pronghorn: pid {} runs set-user-ID, set-group-ID or with file capabilities (AT_SECURE): its \
+                     environment (PRONGHORN_CONFIG, PRONGHORN_RUN_DIR, PRONGHORN_EXE) is not trusted, so every socket \
+                     stays on the kernel",
+                    std::process::id()
+                );
+                return None;
+            }
+            Start::Accelerate => {}
         }
         let path = Config::locate(None).ok()?;
         let cfg = match Config::load(&path) {
@@ -160,6 +170,31 @@ fn global() -> Option<&'static Accel<DpdkNic>> {
         unsafe { libc::atexit(close_port_at_exit) };
         Some(me)
     })
+}
+
+/// What the process-wide runtime does in this process.
+#[derive(Debug, PartialEq)]
+enum Start {
+    /// `pronghorn run` did not name this process: it is not accelerated.
+    Kernel,
+    /// Named, but running with privileges its caller does not have (AT_SECURE, as for a
+    /// set-user-ID program): the variables that name the config, the run directory and the
+    /// cleanup helper come from the caller and the config's `eal_args` can make DPDK load code,
+    /// so nothing of them is used (glibc ignores LD_PRELOAD paths in such a process for the same
+    /// reason). The sockets stay on the kernel and the process says so once.
+    RefuseSecureExec,
+    Accelerate,
+}
+
+/// The decision for process `pid` given `ENV_PID`'s value and the auxiliary vector's AT_SECURE.
+fn start_decision(env_pid: Option<&str>, pid: u32, secure_exec: bool) -> Start {
+    if env_pid.and_then(|p| p.parse::<u32>().ok()) != Some(pid) {
+        Start::Kernel
+    } else if secure_exec {
+        Start::RefuseSecureExec
+    } else {
+        Start::Accelerate
+    }
 }
 
 /// The process-wide runtime held across fork() (see `ForkHold`).
@@ -356,5 +391,18 @@ pub fn tcp_info(fd: i32) -> Call<libc::tcp_info> {
     match global().map(|a| a.tcp_info(fd)) {
         Some(Call::Done(r)) => Call::Done(r.map(|i| sockopt::linux_tcp_info(&i))),
         _ => Call::Kernel,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secure_exec_process_is_never_accelerated() {
+        assert_eq!(start_decision(Some("42"), 42, true), Start::RefuseSecureExec);
+        assert_eq!(start_decision(Some("42"), 42, false), Start::Accelerate);
+        assert_eq!(start_decision(Some("41"), 42, false), Start::Kernel);
+        assert_eq!(start_decision(None, 42, true), Start::Kernel);
     }
 }
