@@ -7,7 +7,11 @@ HOST:PORT (a kernel host in the accelerated subnet) and prints one JSON object o
 - after: the parent connects (its NIC opens), then forks. The child's use of the inherited
   connection fails with EOPNOTSUPP; a program it execs does not inherit the socket (close on
   exec); the parent's connection still echoes afterwards.
+- _Fork, daemon: glibc's fork without atfork handlers, and daemon(), which forks inside libc,
+  make children like fork's: the inherited connection fails with EOPNOTSUPP. daemon() ends the
+  parent, so its child prints the observations.
 """
+import ctypes
 import errno
 import json
 import os
@@ -62,5 +66,27 @@ out["after: child send gets EOPNOTSUPP and exec closes it"] = code == 0
 if code != 0:
     out["after: child exit code"] = code
 out["after: parent still echoes"] = echo(s, b"parent, after the child")
-s.close()
-print(json.dumps(out, sort_keys=True))
+
+
+def inherited_send_fails():
+    try:
+        s.send(b"x")
+        return False
+    except OSError as e:
+        return e.errno == errno.EOPNOTSUPP
+
+
+libc = ctypes.CDLL(None, use_errno=True)
+pid = libc._Fork()
+if pid == 0:
+    os._exit(0 if inherited_send_fails() else 1)
+out["_Fork: child send gets EOPNOTSUPP"] = child_status(pid) == 0
+out["_Fork: parent still echoes"] = echo(s, b"parent, after _Fork")
+
+sys.stdout.flush()
+if libc.daemon(1, 1) != 0:
+    out["daemon: failed"] = ctypes.get_errno()
+# Only the daemon's child gets here (the parent exited inside daemon()).
+out["daemon: child send gets EOPNOTSUPP"] = inherited_send_fails()
+print(json.dumps(out, sort_keys=True), flush=True)
+os._exit(0)
