@@ -1931,7 +1931,7 @@ fn a_running_redis_is_seen_by_ps_conns_stat_lat_and_pcap() {
                 && p["address"].as_str().unwrap_or("").contains("10.99.0.1/24")
         })
         .unwrap_or_else(|| panic!("ps does not list the redis-server: {procs:?}"));
-    assert_eq!(me["interface"], "tst-observe-a0", "{me}");
+    assert_eq!(me["interface"], format!("{}-a0", lab.prefix), "{me}");
     assert_eq!(me["shards"], 1, "{me}");
     let pid = me["pid"].as_u64().unwrap().to_string();
     let o = pronghorn(&["ps"]);
