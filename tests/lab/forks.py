@@ -7,7 +7,13 @@ HOST:PORT (a kernel host in the accelerated subnet) and prints one JSON object o
 - after: the parent connects (its NIC opens), then forks. The child's use of the inherited
   connection fails with EOPNOTSUPP; a program it execs does not inherit the socket (close on
   exec); the parent's connection still echoes afterwards.
+- nic fds: the NIC's AF_XDP or AF_PACKET sockets and BPF objects, once open, are close-on-exec
+  (a program the server execs never holds a raw socket on the interface).
+- _Fork, daemon: glibc's fork without atfork handlers, and daemon(), which forks inside libc,
+  make children like fork's: the inherited connection fails with EOPNOTSUPP. daemon() ends the
+  parent, so its child prints the observations.
 """
+import ctypes
 import errno
 import json
 import os
@@ -45,6 +51,42 @@ out["before: child echoed"] = child_status(pid) == 0
 # The parent serves; a child forked now cannot use the parent's port.
 s = socket.create_connection((host, port), timeout=10)
 out["after: parent echoed"] = echo(s, b"parent, first")
+
+
+def nic_fds():
+    """The fds of the NIC: AF_PACKET (17) or AF_XDP (44) sockets, BPF maps and programs."""
+    found = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        if link.startswith("anon_inode:bpf"):
+            found.append(int(name))
+        elif link.startswith("socket:") and socket_domain(int(name)) in (17, 44):
+            found.append(int(name))
+    return found
+
+
+def socket_domain(fd):
+    """SO_DOMAIN (Python's socket(fileno=) needs getsockname, which AF_XDP lacks)."""
+    value, size = ctypes.c_int(), ctypes.c_uint(4)
+    libc = ctypes.CDLL(None)
+    if libc.getsockopt(fd, socket.SOL_SOCKET, 39, ctypes.byref(value), ctypes.byref(size)) != 0:
+        return None
+    return value.value
+
+
+def cloexec(fd):
+    with open(f"/proc/self/fdinfo/{fd}") as f:
+        flags = next(line for line in f if line.startswith("flags:")).split()[1]
+    return int(flags, 8) & 0o2000000 != 0
+
+
+fds = nic_fds()
+out["nic fds: the NIC's sockets and BPF fds are close-on-exec"] = bool(fds) and all(cloexec(fd) for fd in fds)
+if not out["nic fds: the NIC's sockets and BPF fds are close-on-exec"]:
+    out["nic fds: not close-on-exec"] = [(fd, os.readlink(f"/proc/self/fd/{fd}")) for fd in fds if not cloexec(fd)]
 pid = os.fork()
 if pid == 0:
     try:
@@ -62,5 +104,27 @@ out["after: child send gets EOPNOTSUPP and exec closes it"] = code == 0
 if code != 0:
     out["after: child exit code"] = code
 out["after: parent still echoes"] = echo(s, b"parent, after the child")
-s.close()
-print(json.dumps(out, sort_keys=True))
+
+
+def inherited_send_fails():
+    try:
+        s.send(b"x")
+        return False
+    except OSError as e:
+        return e.errno == errno.EOPNOTSUPP
+
+
+libc = ctypes.CDLL(None, use_errno=True)
+pid = libc._Fork()
+if pid == 0:
+    os._exit(0 if inherited_send_fails() else 1)
+out["_Fork: child send gets EOPNOTSUPP"] = child_status(pid) == 0
+out["_Fork: parent still echoes"] = echo(s, b"parent, after _Fork")
+
+sys.stdout.flush()
+if libc.daemon(1, 1) != 0:
+    out["daemon: failed"] = ctypes.get_errno()
+# Only the daemon's child gets here (the parent exited inside daemon()).
+out["daemon: child send gets EOPNOTSUPP"] = inherited_send_fails()
+print(json.dumps(out, sort_keys=True), flush=True)
+os._exit(0)

@@ -68,7 +68,7 @@ pub fn run(args: EchoArgs) -> Result<i32> {
     for sig in [libc::SIGINT, libc::SIGTERM] {
         unsafe { libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t) };
     }
-    let shard_cfg = runtime::shard_config(&cfg, nic.mac(), random_secret()?);
+    let shard_cfg = runtime::shard_config(&cfg, nic.mac(), runtime::random_secret().map_err(anyhow::Error::msg)?);
     let mode = match args.connect {
         Some(server) => Mode::Client { server, bytes: args.bytes, conns: args.conns },
         None => Mode::Server,
@@ -100,14 +100,6 @@ pub fn run(args: EchoArgs) -> Result<i32> {
 enum Mode {
     Server,
     Client { server: std::net::SocketAddr, bytes: u64, conns: usize },
-}
-
-/// Keys for the shard's hashes (ISS, SYN cookies, ports), from the kernel's random source.
-fn random_secret() -> Result<[u8; 32]> {
-    let mut secret = [0u8; 32];
-    let n = unsafe { libc::getrandom(secret.as_mut_ptr().cast(), secret.len(), 0) };
-    anyhow::ensure!(n == secret.len() as isize, "getrandom failed: {}", std::io::Error::last_os_error());
-    Ok(secret)
 }
 
 fn serve<N: Nic>(

@@ -19,7 +19,7 @@ use clap::Args;
 #[derive(Args)]
 pub struct ReapArgs {
     /// The accelerated process to wait for.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::inspect::parse_pid)]
     pid: u32,
     /// The interface its DPDK port drove.
     #[arg(long)]

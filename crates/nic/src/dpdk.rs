@@ -483,6 +483,7 @@ fn open_inner(opts: &DpdkOptions, queue: u16) -> Result<Vec<(Port, QueueSetup)>,
     args.extend(opts.eal_args.iter().cloned());
     // af_packet opens its socket while the EAL probes the vdev, af_xdp at queue setup: look for
     // the PMD's sockets among everything opened from here on.
+    let fds_at_start = fds_linked(|_| true);
     let mut fds_before = socket_fds();
     let cargs: Vec<CString> = args.iter().map(|a| CString::new(a.as_str()).unwrap_or_default()).collect();
     let mut argv: Vec<*mut libc::c_char> = cargs.iter().map(|a| a.as_ptr() as *mut libc::c_char).collect();
@@ -562,6 +563,7 @@ fn open_inner(opts: &DpdkOptions, queue: u16) -> Result<Vec<(Port, QueueSetup)>,
         };
         ports.push((p, (MacAddr(mac.addr_bytes), mtu, rx_fd)));
     }
+    close_nic_fds_on_exec(&fds_at_start, opts.pmd.socket_domain());
     Ok(ports)
 }
 
@@ -638,17 +640,39 @@ fn current_affinity() -> libc::cpu_set_t {
     set
 }
 
-/// The socket fds this process has open.
-fn socket_fds() -> Vec<RawFd> {
+/// The fds this process has open whose /proc/self/fd link (`socket:[N]`, `anon_inode:bpf-map`,
+/// a path) `keep` accepts.
+fn fds_linked(keep: impl Fn(&str) -> bool) -> Vec<RawFd> {
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return Vec::new() };
     dir.flatten()
         .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<RawFd>().ok()))
-        .filter(|&fd| {
-            std::fs::read_link(format!("/proc/self/fd/{fd}"))
-                .map(|p| p.to_string_lossy().starts_with("socket:"))
-                .unwrap_or(false)
-        })
+        .filter(|&fd| std::fs::read_link(format!("/proc/self/fd/{fd}")).is_ok_and(|p| keep(&p.to_string_lossy())))
         .collect()
+}
+
+/// The socket fds this process has open.
+fn socket_fds() -> Vec<RawFd> {
+    fds_linked(|link| link.starts_with("socket:"))
+}
+
+/// Sets close-on-exec on the fds the port opened since `before`: its AF_XDP or AF_PACKET
+/// sockets and the BPF maps and programs libxdp keeps. DPDK opens some without it, and a program
+/// the server execs (a helper, perhaps after the server dropped root) must not inherit a
+/// socket that receives and sends raw frames on the interface. Other fds opened meanwhile (by
+/// the application's other threads) are left as they are.
+fn close_nic_fds_on_exec(before: &[RawFd], domain: libc::c_int) {
+    let nic_fds = fds_linked(|link| link.starts_with("socket:") || link.starts_with("anon_inode:bpf"));
+    for fd in nic_fds.into_iter().filter(|fd| !before.contains(fd)) {
+        if socket_domain(fd).is_some_and(|d| d != domain) {
+            continue;
+        }
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
+    }
 }
 
 fn socket_domain(fd: RawFd) -> Option<libc::c_int> {

@@ -24,7 +24,11 @@ pub(crate) unsafe fn recv(
     len: *mut socklen_t,
     msg_flags: Option<&mut c_int>,
 ) -> Option<ssize_t> {
-    let r = match crate::io_slices_mut(iov, cnt) {
+    let mut bufs = match crate::io_slices_mut(iov, cnt) {
+        Ok(bufs) => bufs,
+        Err(e) => return Some(fail(e)),
+    };
+    let r = match &mut bufs[..] {
         [] => runtime::recv_datagram(fd, &mut [], flags),
         [one] => runtime::recv_datagram(fd, one, flags),
         many => with_scratch(|s| {
@@ -62,7 +66,11 @@ pub(crate) unsafe fn send(
     flags: c_int,
     to: Option<std::net::SocketAddr>,
 ) -> Option<ssize_t> {
-    let r = match crate::io_slices(iov, cnt) {
+    let bufs = match crate::io_slices(iov, cnt) {
+        Ok(bufs) => bufs,
+        Err(e) => return Some(fail(e)),
+    };
+    let r = match &bufs[..] {
         [] => runtime::send_datagram(fd, &[], to, flags),
         [one] => runtime::send_datagram(fd, one, to, flags),
         many if total(many) > MAX_DATAGRAM => Call::Done(Err(runtime::Errno::EMSGSIZE)),

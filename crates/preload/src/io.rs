@@ -17,7 +17,10 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
         return datagram::recv(fd, &iov, 1, 0, std::ptr::null_mut(), std::ptr::null_mut(), None)
             .unwrap_or_else(|| real::read(fd, buf, n));
     }
-    let b = std::slice::from_raw_parts_mut(buf as *mut u8, n);
+    let b = match crate::c_slice_mut(buf as *mut u8, n) {
+        Ok(b) => b,
+        Err(e) => return fail(e),
+    };
     size(runtime::recv(fd, b, false), || real::read(fd, buf, n))
 }
 
@@ -29,7 +32,10 @@ pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_i
         return datagram::recv(fd, &iov, 1, flags, std::ptr::null_mut(), std::ptr::null_mut(), None)
             .unwrap_or_else(|| real::recv(fd, buf, n, flags));
     }
-    let b = std::slice::from_raw_parts_mut(buf as *mut u8, n);
+    let b = match crate::c_slice_mut(buf as *mut u8, n) {
+        Ok(b) => b,
+        Err(e) => return fail(e),
+    };
     let r = if flags & libc::MSG_OOB != 0 {
         runtime::recv_urgent(fd, b, flags & libc::MSG_PEEK != 0)
     } else {
@@ -69,12 +75,18 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
         let iov = datagram::one(buf as *mut c_void, n);
         return datagram::send(fd, &iov, 1, 0, None).unwrap_or_else(|| real::write(fd, buf, n));
     }
-    let b = std::slice::from_raw_parts(buf as *const u8, n);
+    let b = match crate::c_slice(buf as *const u8, n) {
+        Ok(b) => b,
+        Err(e) => return fail(e),
+    };
     size(runtime::send(fd, b, false), || real::write(fd, buf, n))
 }
 
 unsafe fn send_flags(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
-    let b = std::slice::from_raw_parts(buf as *const u8, n);
+    let b = match crate::c_slice(buf as *const u8, n) {
+        Ok(b) => b,
+        Err(e) => return fail(e),
+    };
     let dontwait = flags & libc::MSG_DONTWAIT != 0;
     let r =
         if flags & libc::MSG_OOB != 0 { runtime::send_urgent(fd, b, dontwait) } else { runtime::send(fd, b, dontwait) };
@@ -119,8 +131,11 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssiz
         return datagram::recv(fd, iov, cnt.max(0) as usize, 0, std::ptr::null_mut(), std::ptr::null_mut(), None)
             .unwrap_or_else(|| real::readv(fd, iov, cnt));
     }
-    let bufs = crate::io_slices_mut(iov, cnt.max(0) as usize);
-    size(runtime::recv_vectored(fd, bufs, 0), || real::readv(fd, iov, cnt))
+    let mut bufs = match crate::io_slices_mut(iov, cnt.max(0) as usize) {
+        Ok(bufs) => bufs,
+        Err(e) => return fail(e),
+    };
+    size(runtime::recv_vectored(fd, &mut bufs, 0), || real::readv(fd, iov, cnt))
 }
 
 #[no_mangle]
@@ -129,8 +144,11 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssi
     if runtime::datagram(fd) {
         return datagram::send(fd, iov, cnt.max(0) as usize, 0, None).unwrap_or_else(|| real::writev(fd, iov, cnt));
     }
-    let bufs = crate::io_slices(iov, cnt.max(0) as usize);
-    size(runtime::send_vectored(fd, bufs, false), || real::writev(fd, iov, cnt))
+    let bufs = match crate::io_slices(iov, cnt.max(0) as usize) {
+        Ok(bufs) => bufs,
+        Err(e) => return fail(e),
+    };
+    size(runtime::send_vectored(fd, &bufs, false), || real::writev(fd, iov, cnt))
 }
 
 /// sendfile from a file to an accelerated socket: read a chunk, send it.
@@ -196,11 +214,11 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int
     m.msg_flags = 0;
     if flags & libc::MSG_OOB != 0 {
         // The urgent byte, into the first buffer with room (no address: Linux gives none).
-        let iovs = std::slice::from_raw_parts(m.msg_iov, m.msg_iovlen);
-        let first = iovs
-            .iter()
-            .find(|v| v.iov_len > 0)
-            .map_or(&mut [][..], |v| std::slice::from_raw_parts_mut(v.iov_base as *mut u8, v.iov_len));
+        let mut bufs = match crate::io_slices_mut(m.msg_iov, m.msg_iovlen) {
+            Ok(bufs) => bufs,
+            Err(e) => return fail(e),
+        };
+        let first = bufs.iter_mut().find(|v| !v.is_empty()).map_or(&mut [][..], |v| &mut v[..]);
         m.msg_namelen = 0;
         let r = size(runtime::recv_urgent(fd, first, flags & libc::MSG_PEEK != 0), || real::recvmsg(fd, msg, flags));
         if r > 0 {
@@ -210,9 +228,12 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int
     }
     // A stream socket names no sender (Linux: msg_namelen 0).
     m.msg_namelen = 0;
-    let bufs = crate::io_slices_mut(m.msg_iov, m.msg_iovlen);
+    let mut bufs = match crate::io_slices_mut(m.msg_iov, m.msg_iovlen) {
+        Ok(bufs) => bufs,
+        Err(e) => return fail(e),
+    };
     let flags_in = flags & (libc::MSG_DONTWAIT | libc::MSG_PEEK | libc::MSG_WAITALL);
-    size(runtime::recv_vectored(fd, bufs, flags_in), || real::recvmsg(fd, msg, flags))
+    size(runtime::recv_vectored(fd, &mut bufs, flags_in), || real::recvmsg(fd, msg, flags))
 }
 
 #[no_mangle]
@@ -225,17 +246,23 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_i
     }
     if flags & libc::MSG_OOB != 0 {
         // Urgent data: its last byte is the mark, so the iovecs go as one buffer.
-        let iovs = crate::io_slices(m.msg_iov, m.msg_iovlen);
+        let iovs = match crate::io_slices(m.msg_iov, m.msg_iovlen) {
+            Ok(iovs) => iovs,
+            Err(e) => return fail(e),
+        };
         return crate::with_scratch(|data| {
             data.clear();
-            for v in iovs {
+            for v in iovs.iter() {
                 data.extend_from_slice(v);
             }
             send_flags(fd, data.as_ptr().cast(), data.len(), flags)
         });
     }
-    let bufs = crate::io_slices(m.msg_iov, m.msg_iovlen);
-    match runtime::send_vectored(fd, bufs, flags & libc::MSG_DONTWAIT != 0) {
+    let bufs = match crate::io_slices(m.msg_iov, m.msg_iovlen) {
+        Ok(bufs) => bufs,
+        Err(e) => return fail(e),
+    };
+    match runtime::send_vectored(fd, &bufs, flags & libc::MSG_DONTWAIT != 0) {
         Call::Done(Err(e)) if e == Errno::EPIPE && flags & libc::MSG_NOSIGNAL != 0 => fail(e),
         r => size(r, || real::sendmsg(fd, msg, flags)),
     }
@@ -285,7 +312,7 @@ pub unsafe extern "C" fn sendmmsg(fd: c_int, msgs: *mut libc::mmsghdr, vlen: lib
     for i in 0..vlen as usize {
         let m = &mut *msgs.add(i);
         let want: usize =
-            std::slice::from_raw_parts(m.msg_hdr.msg_iov, m.msg_hdr.msg_iovlen).iter().map(|v| v.iov_len).sum();
+            crate::c_slice(m.msg_hdr.msg_iov, m.msg_hdr.msg_iovlen).unwrap_or(&[]).iter().map(|v| v.iov_len).sum();
         let n = sendmsg(fd, &m.msg_hdr, flags);
         if n < 0 {
             if done > 0 {

@@ -14,6 +14,8 @@
 
 #![allow(clippy::missing_safety_doc)]
 
+use std::borrow::Cow;
+use std::io::{IoSlice, IoSliceMut};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 use libc::{c_int, sockaddr, socklen_t, ssize_t};
@@ -55,20 +57,78 @@ fn with_scratch<T>(f: impl FnOnce(&mut Vec<u8>) -> T) -> T {
     })
 }
 
-/// The caller's iovecs as the slices the runtime takes: `IoSlice` and `IoSliceMut` have
-/// `iovec`'s layout on Unix (std guarantees it), so nothing is copied.
-unsafe fn io_slices<'a>(iov: *const libc::iovec, cnt: usize) -> &'a [std::io::IoSlice<'a>] {
-    if iov.is_null() || cnt == 0 {
-        return &[];
+/// `n` elements at `ptr` from a C caller as a slice. `slice::from_raw_parts` wants a non-null,
+/// aligned pointer even for no elements, and callers pass `(NULL, 0)`: no elements is the empty
+/// slice whatever the pointer; a null pointer with elements is EFAULT, as the kernel answers.
+/// Every hook makes its slices here.
+unsafe fn c_slice<'a, T>(ptr: *const T, n: usize) -> Result<&'a [T], Errno> {
+    match (n, ptr.is_null()) {
+        (0, _) => Ok(&[]),
+        (_, true) => Err(Errno(libc::EFAULT)),
+        _ => Ok(std::slice::from_raw_parts(ptr, n)),
     }
-    std::slice::from_raw_parts(iov.cast(), cnt)
 }
 
-unsafe fn io_slices_mut<'a>(iov: *const libc::iovec, cnt: usize) -> &'a mut [std::io::IoSliceMut<'a>] {
-    if iov.is_null() || cnt == 0 {
-        return &mut [];
+unsafe fn c_slice_mut<'a, T>(ptr: *mut T, n: usize) -> Result<&'a mut [T], Errno> {
+    match (n, ptr.is_null()) {
+        (0, _) => Ok(&mut []),
+        (_, true) => Err(Errno(libc::EFAULT)),
+        _ => Ok(std::slice::from_raw_parts_mut(ptr, n)),
     }
-    std::slice::from_raw_parts_mut(iov as *mut std::io::IoSliceMut<'a>, cnt)
+}
+
+/// The caller's iovecs as the slices the runtime takes: `IoSlice` and `IoSliceMut` have
+/// `iovec`'s layout on Unix (std guarantees it), so nothing is copied, unless an entry has a
+/// null base (`{NULL, 0}` is valid in C, but an `IoSlice` of it would make a slice of a null
+/// pointer): then a copy with such entries empty.
+unsafe fn io_slices<'a>(iov: *const libc::iovec, cnt: usize) -> Result<Cow<'a, [IoSlice<'a>]>, Errno> {
+    let vecs = c_slice(iov, cnt)?;
+    if vecs.iter().all(|v| !v.iov_base.is_null()) {
+        return Ok(Cow::Borrowed(std::slice::from_raw_parts(vecs.as_ptr().cast(), vecs.len())));
+    }
+    vecs.iter()
+        .map(|v| Ok(IoSlice::new(c_slice(v.iov_base as *const u8, v.iov_len)?)))
+        .collect::<Result<_, _>>()
+        .map(Cow::Owned)
+}
+
+/// `io_slices` for the calls that fill the buffers.
+enum IoSlicesMut<'a> {
+    Borrowed(&'a mut [IoSliceMut<'a>]),
+    Owned(Vec<IoSliceMut<'a>>),
+}
+
+impl<'a> std::ops::Deref for IoSlicesMut<'a> {
+    type Target = [IoSliceMut<'a>];
+    fn deref(&self) -> &Self::Target {
+        match self {
+            IoSlicesMut::Borrowed(b) => b,
+            IoSlicesMut::Owned(v) => v,
+        }
+    }
+}
+
+impl std::ops::DerefMut for IoSlicesMut<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        match self {
+            IoSlicesMut::Borrowed(b) => b,
+            IoSlicesMut::Owned(v) => v,
+        }
+    }
+}
+
+unsafe fn io_slices_mut<'a>(iov: *const libc::iovec, cnt: usize) -> Result<IoSlicesMut<'a>, Errno> {
+    let vecs = c_slice(iov, cnt)?;
+    if vecs.iter().all(|v| !v.iov_base.is_null()) {
+        return Ok(IoSlicesMut::Borrowed(std::slice::from_raw_parts_mut(
+            vecs.as_ptr() as *mut IoSliceMut<'a>,
+            vecs.len(),
+        )));
+    }
+    vecs.iter()
+        .map(|v| Ok(IoSliceMut::new(c_slice_mut(v.iov_base as *mut u8, v.iov_len)?)))
+        .collect::<Result<_, _>>()
+        .map(IoSlicesMut::Owned)
 }
 
 fn set_errno(e: Errno) {
@@ -150,5 +210,45 @@ fn size(r: Call<usize>, kernel: impl FnOnce() -> ssize_t) -> ssize_t {
             }
             fail(e)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_null_buffer_of_no_bytes_is_empty_and_of_some_bytes_is_efault() {
+        unsafe {
+            assert!(c_slice::<u8>(std::ptr::null(), 0).unwrap().is_empty());
+            assert!(c_slice_mut::<u8>(std::ptr::null_mut(), 0).unwrap().is_empty());
+            assert_eq!(c_slice::<u8>(std::ptr::null(), 3).unwrap_err(), Errno(libc::EFAULT));
+            assert_eq!(c_slice_mut::<libc::pollfd>(std::ptr::null_mut(), 1).unwrap_err(), Errno(libc::EFAULT));
+        }
+    }
+
+    /// `{NULL, 0}` entries are valid iovecs: they read as empty buffers (reinterpreted as
+    /// `IoSlice`s they made slices of a null pointer, which debug builds abort on).
+    #[test]
+    fn iovecs_with_null_bases_are_empty_buffers_or_efault() {
+        let mut data = *b"abc";
+        let iov = [
+            libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 },
+            libc::iovec { iov_base: data.as_mut_ptr().cast(), iov_len: 3 },
+        ];
+        unsafe {
+            let bufs = io_slices(iov.as_ptr(), 2).unwrap();
+            assert_eq!(bufs.iter().map(|b| &b[..]).collect::<Vec<_>>(), [&b""[..], b"abc"]);
+            let mut bufs = io_slices_mut(iov.as_ptr(), 2).unwrap();
+            bufs[1][0] = b'x';
+            assert!(bufs[0].is_empty());
+            assert!(io_slices(std::ptr::null(), 0).unwrap().is_empty());
+            assert!(io_slices_mut(std::ptr::null(), 0).unwrap().is_empty());
+            let bad = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 5 }];
+            assert_eq!(io_slices(bad.as_ptr(), 1).unwrap_err(), Errno(libc::EFAULT));
+            assert!(io_slices_mut(bad.as_ptr(), 1).is_err());
+            assert_eq!(io_slices(std::ptr::null(), 2).unwrap_err(), Errno(libc::EFAULT));
+        }
+        assert_eq!(&data, b"xbc");
     }
 }

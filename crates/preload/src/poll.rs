@@ -39,7 +39,10 @@ pub unsafe extern "C" fn epoll_wait(epfd: c_int, evs: *mut libc::epoll_event, ma
     if !tracked(epfd) || max <= 0 {
         return real::epoll_wait(epfd, evs, max, timeout);
     }
-    let out = std::slice::from_raw_parts_mut(evs, max as usize);
+    let out = match crate::c_slice_mut(evs, max as usize) {
+        Ok(out) => out,
+        Err(e) => return fail(e),
+    };
     match runtime::epoll_wait(epfd, out, timeout) {
         Call::Kernel => real::epoll_wait(epfd, evs, max, timeout),
         Call::Done(Ok(n)) => n as c_int,
@@ -80,10 +83,7 @@ pub unsafe extern "C" fn epoll_pwait2(
 
 #[no_mangle]
 pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
-    if fds.is_null() || n == 0 {
-        return real::poll(fds, n, timeout);
-    }
-    let slice = std::slice::from_raw_parts_mut(fds, n as usize);
+    let Ok(slice @ [_, ..]) = crate::c_slice_mut(fds, n as usize) else { return real::poll(fds, n, timeout) };
     match runtime::poll(slice, timeout) {
         Call::Kernel => real::poll(fds, n, timeout),
         Call::Done(Ok(k)) => k as c_int,
@@ -219,7 +219,7 @@ pub unsafe extern "C" fn ppoll(
     ts: *const libc::timespec,
     mask: *const libc::sigset_t,
 ) -> c_int {
-    let slice = if fds.is_null() { &mut [][..] } else { std::slice::from_raw_parts_mut(fds, n as usize) };
+    let slice = crate::c_slice_mut(fds, n as usize).unwrap_or(&mut []);
     if !slice.iter().any(|p| tracked(p.fd)) {
         return real::ppoll(fds, n, ts, mask);
     }

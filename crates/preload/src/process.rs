@@ -1,15 +1,37 @@
-//! The process: fork (the runtime decides what a child keeps), and the credential changes
+//! The process: fork, _Fork and daemon (the runtime decides what a child keeps), and the credential changes
 //! that must open the NIC while the process may still (setuid and friends).
 
 use libc::{c_int, size_t};
 use runtime::real;
 
-#[no_mangle]
-pub unsafe extern "C" fn fork() -> libc::pid_t {
+/// Runs the real `fork` or `_Fork` with the runtime held across it.
+unsafe fn forked(real_fork: unsafe fn() -> libc::pid_t) -> libc::pid_t {
     let hold = runtime::fork_prepare();
-    let pid = real::fork();
+    let pid = real_fork();
     runtime::fork_done(hold, pid == 0);
     pid
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fork() -> libc::pid_t {
+    forked(real::fork)
+}
+
+/// glibc's fork without atfork handlers (2.34): a child all the same.
+#[no_mangle]
+pub unsafe extern "C" fn _Fork() -> libc::pid_t {
+    forked(real::_Fork)
+}
+
+/// glibc's daemon() forks inside libc (our fork never sees it), exits in the parent and returns
+/// in the child, whose failure (setsid, /dev/null) also reads -1: the pid tells them apart.
+#[no_mangle]
+pub unsafe extern "C" fn daemon(nochdir: c_int, noclose: c_int) -> c_int {
+    let hold = runtime::fork_prepare();
+    let before = libc::getpid();
+    let rc = real::daemon(nochdir, noclose);
+    runtime::fork_done(hold, libc::getpid() != before);
+    rc
 }
 
 // Credential changes: a server that drops root before its first socket (mariadbd --user=mysql,

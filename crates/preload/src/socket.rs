@@ -88,7 +88,10 @@ pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut s
 #[no_mangle]
 pub unsafe extern "C" fn setsockopt(fd: c_int, level: c_int, opt: c_int, val: *const c_void, len: socklen_t) -> c_int {
     gate!(fd, real::setsockopt(fd, level, opt, val, len));
-    let bytes = if val.is_null() { &[][..] } else { std::slice::from_raw_parts(val as *const u8, len as usize) };
+    let bytes = match crate::c_slice(val as *const u8, len as usize) {
+        Ok(bytes) => bytes,
+        Err(e) => return fail(e),
+    };
     int(runtime::setsockopt(fd, level, opt, bytes), || real::setsockopt(fd, level, opt, val, len))
 }
 
@@ -119,7 +122,10 @@ pub unsafe extern "C" fn getsockopt(
             _ => fail(Errno(libc::EFAULT)),
         };
     }
-    let out = std::slice::from_raw_parts_mut(val as *mut u8, *len as usize);
+    let out = match crate::c_slice_mut(val as *mut u8, *len as usize) {
+        Ok(out) => out,
+        Err(e) => return fail(e),
+    };
     match runtime::getsockopt(fd, level, opt, out) {
         Call::Kernel => real::getsockopt(fd, level, opt, val, len),
         Call::Done(Ok(n)) => {

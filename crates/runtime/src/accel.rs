@@ -281,10 +281,18 @@ impl<N: Nic + 'static> Runtime<N> {
             };
             match opened {
                 Ok(nics) if !nics.is_empty() => {
-                    self.rx_fds = nics.iter().map(|n| n.rx_interrupt_fd()).collect();
                     let count = nics.len() as u16;
-                    let shards =
+                    let rx_fds = nics.iter().map(|n| n.rx_interrupt_fd()).collect();
+                    let shards: Result<Vec<_>, String> =
                         nics.into_iter().enumerate().map(|(k, nic)| self.make_shard(nic, k as u16, count)).collect();
+                    let shards = match shards {
+                        Ok(shards) => shards,
+                        Err(e) => {
+                            self.init_failed(e);
+                            return Err(Errno(libc::ENETDOWN));
+                        }
+                    };
+                    self.rx_fds = rx_fds;
                     self.shards.start(shards);
                     if self.me.is_some_and(|me| std::ptr::eq(me as *const Accel<N> as *const (), crate::global_ptr())) {
                         crate::process::start_reaper(&self.cfg.nic.iface, self.cfg.nic.queues);
@@ -307,14 +315,14 @@ impl<N: Nic + 'static> Runtime<N> {
         Ok(&mut self.shards)
     }
 
-    fn make_shard(&self, nic: N, index: u16, count: u16) -> Shard<N> {
-        let mut secret = [0u8; 32];
-        unsafe { libc::getrandom(secret.as_mut_ptr().cast(), 32, 0) };
+    /// A shard over `nic`, keyed from the kernel's random source (no key: no shard).
+    fn make_shard(&self, nic: N, index: u16, count: u16) -> Result<Shard<N>, String> {
+        let secret = crate::secret::random_secret()?;
         let mut cfg = crate::shard_config(&self.cfg, nic.mac(), secret);
         cfg.glean_neighbors = self.cfg.nic.queues > 1;
         cfg.shard_index = index;
         cfg.shard_count = count;
-        Shard::new(nic, cfg)
+        Ok(Shard::new(nic, cfg))
     }
 
     /// Whether `ip` is one of the accelerated addresses.

@@ -18,8 +18,8 @@
 //!
 //! Layout: `accel` (state, lock, stack pass, routing), `fdtable`, `socket` (the TCP calls, over
 //! the caller's iovecs), `datagram` (UDP), `sockopt`, `urgent` (MSG_OOB, SIOCATMARK, SIGURG), `wait` (parkers, driver role, stack
-//! thread), `epoll`, `poll`, `process` (fork, exit, privilege drop), `observe` (the stats
-//! region and the control socket). The process-wide instance is DPDK's; tests build their own
+//! thread), `epoll`, `poll`, `process` (fork, exit, privilege drop), `secret` (the shards' hash
+//! keys), `observe` (the stats region and the control socket). The process-wide instance is DPDK's; tests build their own
 //! over the in-memory NIC.
 //!
 //! It must not be reached through libc symbols: inside the preloaded library those are our own
@@ -33,6 +33,7 @@ pub mod observe;
 mod poll;
 mod process;
 pub mod real;
+mod secret;
 mod shards;
 mod socket;
 mod sockopt;
@@ -40,7 +41,7 @@ mod urgent;
 mod wait;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 use config::{Config, Congestion, PmdName};
@@ -54,18 +55,72 @@ pub use stack::Errno;
 pub use accel::Accel;
 pub use datagram::Datagram;
 pub use process::{forked_child_socket, ENV_EXE};
+pub use secret::random_secret;
 pub use wait::WaitStats;
 
 /// The variable `pronghorn run` sets to the pid it execs into: only that process is accelerated.
 pub const ENV_PID: &str = "PRONGHORN_ACCEL_PID";
 
-const MAX_FDS: usize = 1 << 16;
+/// fds per chunk of the tracked-fd table.
+const CHUNK_BITS: u32 = 16;
+const CHUNK: usize = 1 << CHUNK_BITS;
+type Chunk = [AtomicU8; CHUNK];
 
 /// Per fd: 0 = not ours, 1 = an accelerated or pending TCP socket, 2 = an epoll set, 3 = an
-/// accelerated or pending UDP socket (`TRACKED_DATAGRAM`).
-static TRACKED: [AtomicU8; MAX_FDS] = [const { AtomicU8::new(0) }; MAX_FDS];
+/// accelerated or pending UDP socket (`TRACKED_DATAGRAM`). Every fd a process can have
+/// (0..=i32::MAX, a server may raise `ulimit -n` to millions): the first chunk is static (the
+/// kernel fast path is one atomic load); the others are made when an fd in them is first
+/// tracked and kept for the life of the process (64 KiB each).
+static TRACKED: Chunk = [const { AtomicU8::new(0) }; CHUNK];
+static TRACKED_HIGH: [AtomicPtr<Chunk>; 1 << (31 - CHUNK_BITS)] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; 1 << (31 - CHUNK_BITS)];
 /// Set in a forked child: the parent's shard must not be touched.
 static FORKED: AtomicBool = AtomicBool::new(false);
+
+/// The tracked-fd table's entry for `fd` (`None`: not tracked, never was).
+#[inline]
+fn tracked_slot(fd: i32) -> Option<&'static AtomicU8> {
+    let fd = usize::try_from(fd).ok()?;
+    if fd < CHUNK {
+        return Some(&TRACKED[fd]);
+    }
+    let chunk = TRACKED_HIGH[fd >> CHUNK_BITS].load(Ordering::Acquire);
+    // SAFETY: a chunk, once published, is never freed.
+    (!chunk.is_null()).then(|| unsafe { &(*chunk)[fd & (CHUNK - 1)] })
+}
+
+/// What `fd` is in the tracked-fd table (0: not ours).
+#[inline]
+fn tracked_state(fd: i32) -> u8 {
+    tracked_slot(fd).map_or(0, |s| s.load(Ordering::Relaxed))
+}
+
+/// Records what `fd` is, making its chunk of the table if it has none yet.
+fn set_tracked_state(fd: i32, state: u8) {
+    let Ok(index) = usize::try_from(fd) else { return };
+    if let Some(slot) = tracked_slot(fd) {
+        slot.store(state, Ordering::Relaxed);
+        return;
+    }
+    if state == 0 {
+        return;
+    }
+    let made = Box::into_raw(Box::new([const { AtomicU8::new(0) }; CHUNK]));
+    let chunk = match TRACKED_HIGH[index >> CHUNK_BITS].compare_exchange(
+        std::ptr::null_mut(),
+        made,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        Ok(_) => made,
+        Err(theirs) => {
+            // SAFETY: `made` was never published.
+            drop(unsafe { Box::from_raw(made) });
+            theirs
+        }
+    };
+    unsafe { (*chunk)[index & (CHUNK - 1)].store(state, Ordering::Relaxed) };
+}
 
 thread_local! {
     /// Set while this thread is inside the runtime: calls it makes (DPDK's own sockets, epoll
@@ -73,33 +128,28 @@ thread_local! {
     static INSIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Whether the runtime should look at `fd` at all: one atomic load on the kernel fast path.
+/// Whether the runtime should look at `fd` at all: one atomic load on the kernel fast path
+/// (below 65536; two above).
 #[inline]
 pub fn tracked(fd: i32) -> bool {
-    (fd as usize) < MAX_FDS
-        && fd >= 0
-        && TRACKED[fd as usize].load(Ordering::Relaxed) != 0
-        && !INSIDE.try_with(|i| i.get()).unwrap_or(true)
+    tracked_state(fd) != 0 && !INSIDE.try_with(|i| i.get()).unwrap_or(true)
 }
 
+const TRACKED_EPOLL: u8 = 2;
 const TRACKED_DATAGRAM: u8 = 3;
 
 /// Whether tracked `fd` is a UDP socket (its reads and writes are datagrams): one atomic load.
 #[inline]
 pub fn datagram(fd: i32) -> bool {
-    (fd as usize) < MAX_FDS && fd >= 0 && TRACKED[fd as usize].load(Ordering::Relaxed) == TRACKED_DATAGRAM
+    tracked_state(fd) == TRACKED_DATAGRAM
 }
 
 fn set_tracked(fd: i32, on: bool) {
-    if (fd as usize) < MAX_FDS && fd >= 0 {
-        TRACKED[fd as usize].store(on as u8, Ordering::Relaxed);
-    }
+    set_tracked_state(fd, on as u8);
 }
 
 fn set_tracked_datagram(fd: i32) {
-    if (fd as usize) < MAX_FDS && fd >= 0 {
-        TRACKED[fd as usize].store(TRACKED_DATAGRAM, Ordering::Relaxed);
-    }
+    set_tracked_state(fd, TRACKED_DATAGRAM);
 }
 
 fn inside() -> bool {
@@ -143,9 +193,19 @@ fn global() -> Option<&'static Accel<ProcessNic>> {
         return None;
     }
     *RUNTIME.get_or_init(|| {
-        let pid = std::env::var(ENV_PID).ok()?.parse::<u32>().ok()?;
-        if pid != std::process::id() {
-            return None;
+        let secure_exec = unsafe { libc::getauxval(libc::AT_SECURE) } != 0;
+        match start_decision(std::env::var(ENV_PID).ok().as_deref(), std::process::id(), secure_exec) {
+            Start::Kernel => return None,
+            Start::RefuseSecureExec => {
+                eprintln!(
+                    "pronghorn: pid {} runs set-user-ID, set-group-ID or with file capabilities (AT_SECURE): its \
+                     environment (PRONGHORN_CONFIG, PRONGHORN_RUN_DIR, PRONGHORN_EXE) is not trusted, so every socket \
+                     stays on the kernel",
+                    std::process::id()
+                );
+                return None;
+            }
+            Start::Accelerate => {}
         }
         let path = Config::locate(None).ok()?;
         let cfg = match Config::load(&path) {
@@ -164,6 +224,31 @@ fn global() -> Option<&'static Accel<ProcessNic>> {
         unsafe { libc::atexit(close_port_at_exit) };
         Some(me)
     })
+}
+
+/// What the process-wide runtime does in this process.
+#[derive(Debug, PartialEq)]
+enum Start {
+    /// `pronghorn run` did not name this process: it is not accelerated.
+    Kernel,
+    /// Named, but running with privileges its caller does not have (AT_SECURE, as for a
+    /// set-user-ID program): the variables that name the config, the run directory and the
+    /// cleanup helper come from the caller and the config's `eal_args` can make DPDK load code,
+    /// so nothing of them is used (glibc ignores LD_PRELOAD paths in such a process for the same
+    /// reason). The sockets stay on the kernel and the process says so once.
+    RefuseSecureExec,
+    Accelerate,
+}
+
+/// The decision for process `pid` given `ENV_PID`'s value and the auxiliary vector's AT_SECURE.
+fn start_decision(env_pid: Option<&str>, pid: u32, secure_exec: bool) -> Start {
+    if env_pid.and_then(|p| p.parse::<u32>().ok()) != Some(pid) {
+        Start::Kernel
+    } else if secure_exec {
+        Start::RefuseSecureExec
+    } else {
+        Start::Accelerate
+    }
 }
 
 /// The process-wide runtime held across fork() (see `ForkHold`).
@@ -270,8 +355,8 @@ pub fn epoll_created(epfd: i32) {
     if epfd < 0 || inside() {
         return;
     }
-    if global().is_some_and(|a| a.epoll_created(epfd)) && (epfd as usize) < MAX_FDS {
-        TRACKED[epfd as usize].store(2, Ordering::Relaxed);
+    if global().is_some_and(|a| a.epoll_created(epfd)) {
+        set_tracked_state(epfd, TRACKED_EPOLL);
     }
 }
 
@@ -362,5 +447,31 @@ pub fn tcp_info(fd: i32) -> Call<libc::tcp_info> {
     match global().map(|a| a.tcp_info(fd)) {
         Some(Call::Done(r)) => Call::Done(r.map(|i| sockopt::linux_tcp_info(&i))),
         _ => Call::Kernel,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_fd_a_process_can_have_is_tracked() {
+        for fd in [65_535, 65_536, 131_071, 1 << 20, i32::MAX] {
+            assert_eq!(tracked_state(fd), 0);
+            set_tracked_datagram(fd);
+            assert!(tracked(fd) && datagram(fd), "fd {fd}");
+            set_tracked(fd, false);
+            assert!(!tracked(fd), "fd {fd}");
+        }
+        set_tracked(-1, true);
+        assert!(!tracked(-1));
+    }
+
+    #[test]
+    fn a_secure_exec_process_is_never_accelerated() {
+        assert_eq!(start_decision(Some("42"), 42, true), Start::RefuseSecureExec);
+        assert_eq!(start_decision(Some("42"), 42, false), Start::Accelerate);
+        assert_eq!(start_decision(Some("41"), 42, false), Start::Kernel);
+        assert_eq!(start_decision(None, 42, true), Start::Kernel);
     }
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use nic::Nic;
 
 use crate::accel::Accel;
-use crate::{real, Errno, FORKED, MAX_FDS, TRACKED};
+use crate::{real, Errno, FORKED};
 
 impl<N: Nic + 'static> Accel<N> {
     /// The process is about to change its credentials (setuid, setgid, setgroups, ...): a
@@ -142,11 +142,7 @@ fn spawn_reaper(exe: &str, iface: &str, queues: u16) -> Result<(), String> {
 /// silently reaching an eventfd; closing it only closes the placeholder. The child's own new
 /// sockets are the kernel's. (A child forked before the NIC opened keeps the runtime.)
 pub fn forked_child_socket(fd: i32) -> Option<Errno> {
-    if !FORKED.load(Ordering::Relaxed)
-        || fd < 0
-        || fd as usize >= MAX_FDS
-        || !matches!(TRACKED[fd as usize].load(Ordering::Relaxed), 1 | crate::TRACKED_DATAGRAM)
-    {
+    if !FORKED.load(Ordering::Relaxed) || !matches!(crate::tracked_state(fd), 1 | crate::TRACKED_DATAGRAM) {
         return None;
     }
     static SAID: AtomicBool = AtomicBool::new(false);

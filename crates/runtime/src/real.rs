@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 macro_rules! real_fns {
     ($($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
         $(
-            #[allow(clippy::missing_safety_doc)]
+            #[allow(clippy::missing_safety_doc, non_snake_case)]
             pub unsafe fn $name($($arg: $ty),*) -> $ret {
                 static PTR: AtomicUsize = AtomicUsize::new(0);
                 let mut p = PTR.load(Ordering::Relaxed);
@@ -66,6 +66,8 @@ real_fns! {
     poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int;
     eventfd(initval: c_uint, flags: c_int) -> c_int;
     fork() -> libc::pid_t;
+    _Fork() -> libc::pid_t;
+    daemon(nochdir: c_int, noclose: c_int) -> c_int;
     pread(fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t) -> ssize_t;
     sendfile(out: c_int, input: c_int, off: *mut libc::off_t, n: size_t) -> ssize_t;
     ppoll(fds: *mut pollfd, n: nfds_t, ts: *const libc::timespec, mask: *const libc::sigset_t) -> c_int;

@@ -827,6 +827,25 @@ fn vectored_send_and_recv_take_the_callers_buffers_in_turn() {
     });
 }
 
+/// A server with `ulimit -n` raised has fds above 65536 (dup2 to one here: this machine's hard
+/// limit keeps a real one out of reach, the runtime sees only the number): such an fd is
+/// tracked like any other, so the shim hands its writes to the connection (not the
+/// placeholder) and its close to the runtime (which releases the connection).
+#[test]
+fn an_fd_above_65536_is_tracked_like_any_other() {
+    let l = lab("inline");
+    let rt = l.rt;
+    let fd = connect_echo(rt);
+    let high = 70_000 + fd;
+    rt.duplicated(fd, high);
+    assert!(runtime::tracked(high), "fd {high} recorded but not tracked");
+    rt.close(fd);
+    assert_eq!(done(rt.send(high, b"high fd", false)), Ok(7));
+    assert_eq!(within("echo", move || read_exact(rt, high, 7)), b"high fd");
+    rt.close(high);
+    assert!(!runtime::tracked(high));
+}
+
 #[test]
 fn dup_d_fds_share_their_sockets_options_and_o_nonblock() {
     let l = lab("inline");

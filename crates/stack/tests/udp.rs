@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use nic::mem::{pair, MemConfig, MemNic};
 use nic::{Nic, PacketBuf};
-use stack::shard::{Errno, Received, Shard, ShardConfig};
+use stack::shard::{Errno, Received, Shard, ShardConfig, SocketId, DATAGRAM_OVERHEAD, SPARE_DATAGRAMS};
 use wire::{
     EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Icmpv4DstUnreachable, Icmpv4Packet, Icmpv4Repr,
     Icmpv6DstUnreachable, Icmpv6Packet, Icmpv6Repr, IpAddress, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr,
@@ -401,19 +401,70 @@ fn sockets_that_set_so_reuseaddr_share_a_port_and_a_connected_one_gets_its_peers
     });
 }
 
-#[test]
-fn so_rcvbuf_bounds_what_a_socket_queues_and_the_rest_is_counted() {
-    let mut p = Peer::new(false);
-    let id = p.shard.udp_bind(p.addr(53)).unwrap();
-    p.shard.udp_set_rcvbuf(id, Some(250)).unwrap();
-    for _ in 0..5 {
-        p.datagram(4000, 53, &[7; 100]);
-    }
-    let mut buf = [0u8; 200];
+/// Reads every queued datagram of `id`: how many there were.
+fn drain(p: &mut Peer, id: SocketId) -> usize {
+    let mut buf = [0u8; 2048];
     let mut got = 0;
     while p.shard.udp_recv(id, &mut buf, false).is_ok() {
         got += 1;
     }
-    assert_eq!(got, 2, "two of 100 bytes fit in 250");
+    got
+}
+
+/// Each datagram costs its truesize (IP and UDP headers, payload, `DATAGRAM_OVERHEAD`) against
+/// SO_RCVBUF; an empty queue takes one whatever its size, as Linux's does.
+#[test]
+fn so_rcvbuf_bounds_what_a_socket_queues_and_the_rest_is_counted() {
+    let mut p = Peer::new(false);
+    let id = p.shard.udp_bind(p.addr(53)).unwrap();
+    let cost = 20 + 8 + 100 + DATAGRAM_OVERHEAD;
+    p.shard.udp_set_rcvbuf(id, Some(2 * cost)).unwrap();
+    for _ in 0..5 {
+        p.datagram(4000, 53, &[7; 100]);
+    }
+    assert_eq!(drain(&mut p, id), 2, "two datagrams of 100 bytes fit in twice their truesize");
     assert_eq!(p.shard.stats().udp_rcvbuf_errors, 3);
+    p.shard.udp_set_rcvbuf(id, Some(1)).unwrap();
+    p.datagram(4000, 53, &[7; 1000]);
+    p.datagram(4000, 53, &[7; 1]);
+    assert_eq!(drain(&mut p, id), 1, "an empty queue takes one datagram");
+    assert_eq!(p.shard.stats().udp_rcvbuf_errors, 4);
+}
+
+/// Zero-length datagrams are not free: the default SO_RCVBUF (212,992) holds as many as their
+/// truesize allows, the rest are counted as UdpRcvbufErrors (they queued without limit when
+/// only payload bytes were counted).
+#[test]
+fn zero_length_datagrams_are_charged_their_truesize() {
+    both(|v6| {
+        let mut p = Peer::new(v6);
+        let id = p.shard.udp_bind(p.addr(53)).unwrap();
+        let cost = if v6 { 40 } else { 20 } + 8 + DATAGRAM_OVERHEAD;
+        let fit = 212_992 / cost;
+        for _ in 0..fit + 100 {
+            p.datagram(4000, 53, &[]);
+        }
+        assert_eq!(drain(&mut p, id), fit);
+        assert_eq!(p.shard.stats().udp_rcvbuf_errors, 100);
+    });
+}
+
+/// After a burst read and closed, the shard keeps at most `SPARE_DATAGRAMS` datagram buffers.
+#[test]
+fn spare_datagram_buffers_shrink_back_after_a_burst() {
+    let mut p = Peer::new(false);
+    let id = p.shard.udp_bind(p.addr(53)).unwrap();
+    p.shard.udp_set_rcvbuf(id, Some(1 << 20)).unwrap();
+    for _ in 0..SPARE_DATAGRAMS + 200 {
+        p.datagram(4000, 53, &[1; 100]);
+    }
+    assert_eq!(drain(&mut p, id), SPARE_DATAGRAMS + 200);
+    assert_eq!(p.shard.spare_datagram_buffers(), SPARE_DATAGRAMS);
+    let other = p.shard.udp_bind(p.addr(54)).unwrap();
+    p.shard.udp_set_rcvbuf(other, Some(1 << 20)).unwrap();
+    for _ in 0..SPARE_DATAGRAMS + 200 {
+        p.datagram(4000, 54, &[1; 100]);
+    }
+    p.shard.close(other).unwrap();
+    assert_eq!(p.shard.spare_datagram_buffers(), SPARE_DATAGRAMS);
 }

@@ -10,6 +10,7 @@ use super::{control_lines, pick};
 #[derive(Args)]
 pub struct ConnsArgs {
     /// The accelerated process (the only one, if not given).
+    #[arg(value_parser = super::parse_pid)]
     pid: Option<u32>,
     /// One JSON object per socket, one per line.
     #[arg(long)]

@@ -9,6 +9,7 @@ use super::pick;
 #[derive(Args)]
 pub struct LatArgs {
     /// The accelerated process (the only one, if not given).
+    #[arg(value_parser = super::parse_pid)]
     pid: Option<u32>,
     /// One JSON object.
     #[arg(long)]

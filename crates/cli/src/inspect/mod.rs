@@ -12,6 +12,7 @@ mod ps;
 mod stat;
 
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 
@@ -55,7 +56,17 @@ fn dir() -> PathBuf {
 
 /// The pid of a region file name `pronghorn.<pid>.stats`.
 fn pid_of(name: &str) -> Option<u32> {
-    name.strip_prefix("pronghorn.")?.strip_suffix(".stats")?.parse().ok()
+    parse_pid(name.strip_prefix("pronghorn.")?.strip_suffix(".stats")?).ok()
+}
+
+/// A pid as the kernel writes it: decimal digits, no sign, no leading zero, not 0 (Rust's
+/// `parse` takes `+123` and `0123`, which name no process the way the user wrote them).
+pub fn parse_pid(text: &str) -> Result<u32, String> {
+    let canonical = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) && !text.starts_with('0');
+    match text.parse::<u32>() {
+        Ok(pid) if canonical && pid <= i32::MAX as u32 => Ok(pid),
+        _ => Err(format!("{text:?} is not a process id (decimal digits, no sign, no leading zero)")),
+    }
 }
 
 /// Every live accelerated process whose region this user may read, and how many it may not.
@@ -126,6 +137,13 @@ pub fn pick(pid: Option<u32>) -> Result<Process> {
 /// Sends `request` to `pid`'s control socket; the connected stream, its answer to come.
 pub fn control(pid: u32, request: &str) -> Result<UnixStream> {
     let path = region::control_path(&dir(), pid);
+    // Not through a symbolic link to some other socket, which root would talk to.
+    match std::fs::symlink_metadata(&path) {
+        Ok(m) if !m.file_type().is_socket() => {
+            bail!("pid {pid}'s control socket {} is not a socket: not connecting to it", path.display())
+        }
+        _ => {}
+    }
     let mut s = match UnixStream::connect(&path) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {

@@ -15,7 +15,7 @@ use super::{control, pick};
 #[derive(Args)]
 pub struct PcapArgs {
     /// The accelerated process (the only one, if not given; a number first is taken as the pid).
-    #[arg(long)]
+    #[arg(long, value_parser = super::parse_pid)]
     pid: Option<u32>,
     /// The pcapng file to write.
     #[arg(short = 'w', value_name = "FILE")]
@@ -63,7 +63,7 @@ fn pad(body: &mut Vec<u8>) {
 
 pub fn run(mut args: PcapArgs) -> Result<i32> {
     if args.pid.is_none() {
-        if let Some(pid) = args.filter.first().and_then(|w| w.parse::<u32>().ok()) {
+        if let Some(pid) = args.filter.first().and_then(|w| super::parse_pid(w).ok()) {
             args.pid = Some(pid);
             args.filter.remove(0);
         }

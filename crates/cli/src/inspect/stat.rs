@@ -14,6 +14,7 @@ use super::{control_lines, pick, ps::summary, Process};
 #[derive(Args)]
 pub struct StatArgs {
     /// The accelerated process (the only one, if not given).
+    #[arg(value_parser = super::parse_pid)]
     pid: Option<u32>,
     /// Print rates every S seconds (per second, over the interval) until interrupted.
     #[arg(long, value_name = "S")]

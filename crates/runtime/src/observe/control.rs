@@ -1,6 +1,10 @@
 //! The control socket: `pronghorn.<pid>.ctl` in the run directory, a Unix stream socket of
 //! mode 0600 that also checks its peer's credentials (root or the process's own user). A
-//! thread of its own (`pronghorn-ctl`, asleep in accept) answers one request per connection:
+//! thread of its own (`pronghorn-ctl`, asleep in accept) hands each connection to a thread that
+//! answers its one request (at most `MAX_CLIENTS` at once, more are told so and closed), so a
+//! client that never sends or never reads holds only its own. The request is one line of at most
+//! `MAX_REQUEST` bytes that must arrive within `CLIENT_TIMEOUT_MS` of connecting; an answer the
+//! client does not take for that long (SO_SNDTIMEO) ends the connection. Requests:
 //!
 //! - `stat`: the NIC's own counters read now and every counter copied into the region; `ok`.
 //! - `conns`: a line per socket (`key=value` fields, see `conn_line`), then `end`.
@@ -8,16 +12,17 @@
 //!   epoch in ns), then a record per frame the shards receive or send, until the client goes
 //!   away: at_ns u64, shard u32, direction u8 (0 in, 1 out, 255: `len` frames were dropped
 //!   because the reader was slow), 3 zero bytes, len u32, caplen u32, caplen bytes; all
-//!   little-endian.
+//!   little-endian. One capture at a time.
 //!
 //! The thread's own socket calls go to the kernel (INSIDE), and it takes the runtime's lock
 //! only to copy what it answers with, never while writing to the client.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use nic::Nic;
 use stack::shard::{CapturedFrame, Direction, SocketRow};
@@ -33,6 +38,17 @@ pub const PCAP_MAGIC: u32 = u32::from_le_bytes(*b"PHCP");
 const CAPTURE_LIMIT: usize = 65_536;
 /// How often a capture's frames are collected.
 const CAPTURE_EVERY_MS: i32 = 10;
+/// The longest request line (longer: an error naming the limit).
+pub const MAX_REQUEST: usize = 4096;
+/// How long a client has to send its request, and to take each part of its answer.
+pub const CLIENT_TIMEOUT_MS: i32 = 5000;
+/// Connections served at once.
+pub const MAX_CLIENTS: usize = 8;
+
+/// Connections being served.
+static CLIENTS: AtomicUsize = AtomicUsize::new(0);
+/// Set while a capture runs (the shards keep one).
+static CAPTURING: AtomicBool = AtomicBool::new(false);
 
 pub(crate) fn start<N: Nic + 'static>(me: &'static Accel<N>, path: PathBuf) -> std::io::Result<()> {
     let _ = std::fs::remove_file(&path);
@@ -46,10 +62,62 @@ pub(crate) fn start<N: Nic + 'static>(me: &'static Accel<N>, path: PathBuf) -> s
                 let _ = (&stream).write_all(b"error: not the process's user\n");
                 continue;
             }
-            serve(me, stream);
+            if CLIENTS.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
+                CLIENTS.fetch_sub(1, Ordering::AcqRel);
+                send_all(stream.as_raw_fd(), format!("error: busy ({MAX_CLIENTS} clients already)\n").as_bytes());
+                continue;
+            }
+            let spawned = std::thread::Builder::new().name("pronghorn-ctl-client".into()).spawn(move || {
+                INSIDE.with(|i| i.set(true));
+                serve(me, stream);
+                CLIENTS.fetch_sub(1, Ordering::AcqRel);
+            });
+            if spawned.is_err() {
+                CLIENTS.fetch_sub(1, Ordering::AcqRel);
+            }
         }
     })?;
     Ok(())
+}
+
+/// The request line on `fd`, read within `timeout_ms` of now and at most `MAX_REQUEST` bytes
+/// long (without its newline; a client that closes after the line may omit it).
+fn read_request(fd: i32, timeout_ms: i32) -> Result<String, String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms as u64);
+    let mut line = Vec::new();
+    let mut chunk = [0u8; 512];
+    loop {
+        if let Some(end) = line.iter().position(|&b| b == b'\n') {
+            line.truncate(end);
+            break;
+        }
+        if line.len() > MAX_REQUEST {
+            return Err(format!("request line longer than {MAX_REQUEST} bytes"));
+        }
+        let left_ms = deadline.saturating_duration_since(std::time::Instant::now()).as_nanos().div_ceil(1_000_000);
+        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        let ready = unsafe { real::poll(&mut p, 1, left_ms.min(i32::MAX as u128) as i32) };
+        if ready < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        if ready <= 0 {
+            return Err(format!("no request line within {} ms", timeout_ms));
+        }
+        let want = chunk.len().min(MAX_REQUEST + 1 - line.len().min(MAX_REQUEST));
+        let n = unsafe { real::recv(fd, chunk.as_mut_ptr().cast(), want, libc::MSG_DONTWAIT) };
+        match n {
+            0 => break,
+            n if n > 0 => line.extend_from_slice(&chunk[..n as usize]),
+            _ => match std::io::Error::last_os_error().kind() {
+                std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock => {}
+                _ => return Err(format!("reading the request: {}", std::io::Error::last_os_error())),
+            },
+        }
+    }
+    if line.len() > MAX_REQUEST {
+        return Err(format!("request line longer than {MAX_REQUEST} bytes"));
+    }
+    Ok(String::from_utf8_lossy(&line).into_owned())
 }
 
 /// Root, or the user the process runs as.
@@ -86,10 +154,14 @@ fn send_all(fd: i32, mut buf: &[u8]) -> bool {
 
 fn serve<N: Nic + 'static>(me: &'static Accel<N>, stream: UnixStream) {
     let fd = stream.as_raw_fd();
-    let mut line = String::new();
-    if BufReader::new(&stream).read_line(&mut line).is_err() {
-        return;
-    }
+    let _ = stream.set_write_timeout(Some(std::time::Duration::from_millis(CLIENT_TIMEOUT_MS as u64)));
+    let line = match read_request(fd, CLIENT_TIMEOUT_MS) {
+        Ok(line) => line,
+        Err(e) => {
+            send_all(fd, format!("error: {e}\n").as_bytes());
+            return;
+        }
+    };
     let mut words = line.split_whitespace();
     match words.next() {
         Some("stat") => {
@@ -103,7 +175,12 @@ fn serve<N: Nic + 'static>(me: &'static Accel<N>, stream: UnixStream) {
         }
         Some("pcap") => {
             let snaplen = words.next().and_then(|w| w.parse::<usize>().ok()).unwrap_or(262_144);
+            if CAPTURING.swap(true, Ordering::AcqRel) {
+                send_all(fd, b"error: a capture is already running (one at a time)\n");
+                return;
+            }
             capture(me, &stream, snaplen);
+            CAPTURING.store(false, Ordering::Release);
         }
         _ => {
             send_all(fd, format!("error: unknown request {:?} (stat, conns, pcap SNAPLEN)\n", line.trim()).as_bytes());
@@ -240,4 +317,66 @@ fn capture<N: Nic + 'static>(me: &'static Accel<N>, stream: &UnixStream, snaplen
             s.stop_capture();
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> (UnixStream, UnixStream) {
+        UnixStream::pair().unwrap()
+    }
+
+    #[test]
+    fn a_request_line_is_capped() {
+        let (mut client, server) = pair();
+        client.write_all(&vec![b'x'; MAX_REQUEST + 1]).unwrap();
+        let e = read_request(server.as_raw_fd(), CLIENT_TIMEOUT_MS).unwrap_err();
+        assert!(e.contains("longer than 4096 bytes"), "{e}");
+        let (mut client, server) = pair();
+        client.write_all(&[vec![b'x'; MAX_REQUEST], b"\n".to_vec()].concat()).unwrap();
+        assert_eq!(read_request(server.as_raw_fd(), CLIENT_TIMEOUT_MS).unwrap().len(), MAX_REQUEST);
+    }
+
+    #[test]
+    fn a_client_that_sends_nothing_times_out() {
+        let (mut client, server) = pair();
+        client.write_all(b"sta").unwrap();
+        let e = read_request(server.as_raw_fd(), 1).unwrap_err();
+        assert!(e.contains("no request line within"), "{e}");
+        client.write_all(b"t\n").unwrap();
+    }
+
+    #[test]
+    fn a_request_split_over_writes_is_one_line() {
+        let (mut client, server) = pair();
+        client.write_all(b"co").unwrap();
+        client.write_all(b"nns\nrest").unwrap();
+        assert_eq!(read_request(server.as_raw_fd(), CLIENT_TIMEOUT_MS).unwrap(), "conns");
+        let (mut client, server) = pair();
+        client.write_all(b"stat").unwrap();
+        drop(client);
+        assert_eq!(read_request(server.as_raw_fd(), CLIENT_TIMEOUT_MS).unwrap(), "stat");
+    }
+
+    /// A client that connects and sends nothing does not keep the next one from its answer.
+    #[test]
+    fn a_silent_client_does_not_block_the_others() {
+        use std::io::{BufRead, BufReader};
+        let toml = "[nic]\npmd = \"af_xdp\"\niface = \"mem0\"\n[ipv4]\naddress = \"10.0.0.1/24\"\n";
+        let cfg = config::Config::parse(toml, std::path::Path::new("control.toml")).unwrap();
+        let (nic, _peer) = nic::mem::pair(nic::mem::MemConfig::default());
+        let me = Accel::with_nic(cfg, nic);
+        let dir = std::env::temp_dir().join(format!("pronghorn-control-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.ctl");
+        start(me, path.clone()).unwrap();
+        let _silent = UnixStream::connect(&path).unwrap();
+        let mut asking = UnixStream::connect(&path).unwrap();
+        asking.write_all(b"conns\n").unwrap();
+        let lines: Vec<String> = BufReader::new(asking).lines().map(|l| l.unwrap()).collect();
+        assert_eq!(lines.last().map(String::as_str), Some("end"), "{lines:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

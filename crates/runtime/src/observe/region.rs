@@ -278,11 +278,20 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Reads the region at `path` consistently. Errors: no such file, no permission (the
-    /// region is its owner's), not a region of this pronghorn's layout.
+    /// region is its owner's), not a regular file (a symbolic link or a FIFO that another user
+    /// put in the shared run directory is neither followed nor waited on), not a region of this
+    /// pronghorn's layout.
     pub fn read(path: &Path) -> io::Result<Snapshot> {
-        let file = File::open(path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(path)?;
+        let meta = file.metadata()?;
+        if !meta.file_type().is_file() {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "not a regular file"));
+        }
         let len = std::mem::size_of::<Layout>();
-        if file.metadata()?.len() != len as u64 {
+        if meta.len() != len as u64 {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "not a stats region of this pronghorn version"));
         }
         let map = unsafe {
@@ -399,6 +408,28 @@ mod tests {
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
         r.remove();
         assert!(!path.exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Another user's symbolic link or FIFO in the shared run directory: a reader (root's
+    /// `pronghorn ps`) neither follows the link nor blocks opening the FIFO.
+    #[test]
+    fn a_region_is_read_only_from_a_regular_file() {
+        let dir = std::env::temp_dir().join(format!("pronghorn-region-kinds-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let real = stats_path(&dir, 4243);
+        let r = Region::create(&real).unwrap();
+        assert!(Snapshot::read(&real).is_ok());
+        let link = stats_path(&dir, 4244);
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert!(Snapshot::read(&link).is_err(), "a symbolic link was followed");
+        let fifo = stats_path(&dir, 4245);
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = Snapshot::read(&fifo).err().expect("a FIFO read as a region");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+        r.remove();
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -417,7 +417,9 @@ impl<N: Nic> Shard<N> {
                 let local = u.local;
                 self.udp_unbind(id, local);
                 if let Some(Socket::Udp(u)) = self.take_socket(id) {
-                    self.free_datagrams.extend(u.into_buffers());
+                    for data in u.into_buffers() {
+                        self.recycle_datagram(data);
+                    }
                 }
                 Ok(())
             }

@@ -52,7 +52,7 @@ pub use crate::errno::Errno;
 pub use api::{Buffers, Readiness};
 pub use inspect::{state_name, CapturedFrame, Direction, SocketRow};
 pub use sockets::SocketId;
-pub use udp::Received;
+pub use udp::{Received, DATAGRAM_OVERHEAD, SPARE_DATAGRAMS};
 
 use ingress::Transport;
 use sockets::{Slot, Socket};
@@ -88,7 +88,8 @@ pub struct ShardConfig {
     /// in Linux since 6.0, where it was 1000 before): no shared limit; each connection limits
     /// its own (`tcp::Config::invalid_ratelimit`), which leaks nothing about the others.
     pub challenge_ack_limit: u32,
-    /// Bytes a UDP socket may hold unread before datagrams are dropped.
+    /// What a UDP socket's unread datagrams may cost (each its truesize: headers, payload and
+    /// `udp::DATAGRAM_OVERHEAD`) before datagrams are dropped.
     pub udp_rcvbuf: usize,
     /// Connection-table capacity reserved up front (a resize at a million entries costs ~50 ms).
     pub expected_connections: usize,

@@ -23,6 +23,23 @@ use super::{is_unspecified, to_ip, to_std, Errno, Shard, Socket};
 /// An address and port.
 type Endpoint = (IpAddress, u16);
 
+/// What a queued datagram costs against SO_RCVBUF beyond its IP and UDP headers and payload, as
+/// Linux charges an skb's truesize rather than its payload (a queue of empty datagrams is not
+/// free): the sk_buff and its skb_shared_info alone are 576 bytes on x86-64 (SKB_TRUESIZE(0)),
+/// and Linux 6.18 charges 832 bytes for an empty IPv4 datagram received over loopback (512 of
+/// them fill an SO_RCVBUF of 425,984). 768 keeps an empty IPv4 datagram at 796 bytes.
+pub const DATAGRAM_OVERHEAD: usize = 768;
+
+/// Freed datagram buffers kept for reuse at most (each at most an MTU's payload): after a burst
+/// the rest go back to the allocator.
+pub const SPARE_DATAGRAMS: usize = 256;
+
+/// What a datagram of `payload` bytes from `from` costs against SO_RCVBUF.
+fn truesize(from: &Endpoint, payload: usize) -> usize {
+    let ip = if matches!(from.0, IpAddress::V4(_)) { wire::ipv4::HEADER_LEN } else { wire::ipv6::HEADER_LEN };
+    ip + wire::udp::HEADER_LEN + payload + DATAGRAM_OVERHEAD
+}
+
 /// One received datagram.
 pub(super) struct Datagram {
     from: Endpoint,
@@ -36,7 +53,9 @@ pub(super) struct UdpSocket {
     remote: Option<Endpoint>,
     rx: VecDeque<Datagram>,
     rx_bytes: usize,
-    /// SO_RCVBUF: the most bytes queued (`None`: the shard's `udp_rcvbuf`).
+    /// What the queued datagrams cost against SO_RCVBUF (`truesize`).
+    rx_charged: usize,
+    /// SO_RCVBUF: the most the queued datagrams may cost (`None`: the shard's `udp_rcvbuf`).
     rcvbuf: Option<usize>,
     /// An ICMP error for the connected peer, reported once (SO_ERROR, or the next call).
     error: Option<Errno>,
@@ -73,6 +92,18 @@ impl UdpSocket {
 }
 
 impl<N: Nic> Shard<N> {
+    /// Keeps a freed datagram buffer for the next datagram, up to `SPARE_DATAGRAMS`.
+    pub(super) fn recycle_datagram(&mut self, data: Vec<u8>) {
+        if self.free_datagrams.len() < SPARE_DATAGRAMS {
+            self.free_datagrams.push(data);
+        }
+    }
+
+    /// Freed datagram buffers kept for reuse.
+    pub fn spare_datagram_buffers(&self) -> usize {
+        self.free_datagrams.len()
+    }
+
     /// A UDP socket closes: it leaves its address's group (the last one frees the address).
     pub(super) fn udp_unbind(&mut self, id: super::SocketId, local: Endpoint) {
         let empty = self.udp_binds.get_mut(local).is_some_and(|g| {
@@ -195,16 +226,20 @@ impl<N: Nic> Shard<N> {
         }
         let payload = packet.payload();
         let default = self.cfg.udp_rcvbuf;
-        let mut data = self.free_datagrams.pop().unwrap_or_default();
+        let cost = truesize(&from, payload.len());
         let Some(Socket::Udp(u)) = self.socket_mut(id) else { return false };
-        if u.rx_bytes + payload.len() > u.rcvbuf.unwrap_or(default) {
+        // Linux's rule (__udp_enqueue_schedule_skb): an empty queue takes one datagram whatever
+        // its size; otherwise it must fit.
+        if !u.rx.is_empty() && u.rx_charged + cost > u.rcvbuf.unwrap_or(default) {
             self.stats.udp_rcvbuf_errors += 1;
-            self.free_datagrams.push(data);
             return false;
         }
+        let mut data = self.free_datagrams.pop().unwrap_or_default();
         data.clear();
         data.extend_from_slice(payload);
+        let Some(Socket::Udp(u)) = self.socket_mut(id) else { return false };
         u.rx_bytes += payload.len();
+        u.rx_charged += cost;
         u.rx.push_back(Datagram { from, data });
         u.arrivals = u.arrivals.wrapping_add(1);
         self.mark_changed(id);
@@ -347,6 +382,7 @@ impl<N: Nic> Shard<N> {
             remote: None,
             rx: VecDeque::new(),
             rx_bytes: 0,
+            rx_charged: 0,
             rcvbuf: None,
             error: None,
             arrivals: 0,
@@ -406,7 +442,8 @@ impl<N: Nic> Shard<N> {
         if !peek {
             let d = u.rx.pop_front().expect("the datagram just read");
             u.rx_bytes -= d.data.len();
-            self.free_datagrams.push(d.data);
+            u.rx_charged -= truesize(&d.from, d.data.len());
+            self.recycle_datagram(d.data);
         }
         Ok(got)
     }
@@ -416,8 +453,8 @@ impl<N: Nic> Shard<N> {
         self.udp_recv(id, buf, false).map(|r| (r.len, r.from))
     }
 
-    /// SO_RCVBUF: the most payload bytes it queues (`None`: the shard's default). Datagrams
-    /// already queued stay.
+    /// SO_RCVBUF: the most its queued datagrams may cost, each its `truesize` (`None`: the
+    /// shard's default). Datagrams already queued stay.
     pub fn udp_set_rcvbuf(&mut self, id: super::SocketId, bytes: Option<usize>) -> Result<(), Errno> {
         self.udp(id)?.rcvbuf = bytes;
         Ok(())
