@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what pronghorn needs on Debian 12, idempotently: DPDK 22.11 (headers, pkg-config file,
 # the af_xdp/af_packet PMDs), libclang for bindgen, and the lab's tools (scapy and nftables craft
-# segments and keep side b's kernel out of them in tests/lab/wire.py). Builds nothing (go-tpc, the
+# segments and keep side b's kernel out of them in tests/lab/wire.py; valgrind, strace and perf count
+# what a request costs in bench/request_cost.sh). Builds nothing (go-tpc, the
 # TPC-C client of `pronghorn bench tpcc`, is built on demand by bench/go-tpc.sh).
 set -euo pipefail
 
@@ -14,6 +15,7 @@ packages=(
   mariadb-server mariadb-client sysbench
   tshark
   python3-scapy nftables
+  valgrind strace linux-perf
 )
 
 missing=()
