@@ -81,7 +81,10 @@ def callgrind(args, few, many, tmp):
                    # The client's thread is the peer, not the server: left out. (--toggle-collect
                    # implies --collect-atstart=no unless it is said after.)
                    "--toggle-collect=request_cost::client_thread", "--collect-atstart=yes"] + harness(args, n))
-        outs.append(callgrind_layers.parse(out))
+        profile = callgrind_layers.parse(out)
+        if profile.inclusive(r"^request_cost::(client_thread|Client::answer)$") > 0:
+            raise SystemExit("callgrind counted the client's thread: --toggle-collect no longer names its function")
+        outs.append(profile)
     return callgrind_layers.report(outs[0], outs[1], many - few)
 
 
