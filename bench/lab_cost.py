@@ -7,6 +7,9 @@ For each path, the server runs in side a pinned to core 1 and the client in side
 (as `pronghorn bench` places them):
 - redis-server, redis-benchmark GET -c 50 -d 3 (Redis's epoll loop),
 - mariadbd --user=mysql, sysbench oltp_point_select with 16 threads (a thread per connection).
+Server CPU time per request (task-clock of its threads) is split by binary with a second run
+under `perf record` (the shares of its samples per DSO: the server, libpronghorn, DPDK, libc,
+the kernel).
 The client runs with the server's process watched by `perf stat -p` (context switches and
 system calls of all its threads, in all and by name through the syscall tracepoints); the
 counts are divided by the requests (redis) or transactions (sysbench) of that run. perf watches
@@ -71,24 +74,47 @@ def watched(pid, client, count_of, tmp):
     by name through their tracepoints, in the same run); returns them per unit of work
     (count_of(client output))."""
     stat = os.path.join(tmp, "stat")
-    events = ["context-switches", "raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{n}" for n in NAMED]
+    events = ["task-clock", "context-switches", "raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{n}" for n in NAMED]
     r = sh(["perf", "stat", "-x,", "-o", stat, "-e", ",".join(events), "-p", str(pid), "--"] + client)
     n = count_of(r.stdout)
     values = {}
     with open(stat) as f:
         for line in f:
             v = line.strip().split(",")
-            if len(v) > 2 and v[0].isdigit():
-                values[v[2]] = int(v[0])
+            if len(v) > 2 and re.match(r"^\d+(\.\d+)?$", v[0]):
+                values[v[2]] = float(v[0])
     by_name = {name: values.get(f"syscalls:sys_enter_{name}", 0) / n for name in NAMED}
     total = values.get("raw_syscalls:sys_enter", 0) / n
     by_name["other"] = total - sum(by_name.values())
+    cpu_us = values.get("task-clock", 0) * 1000 / n
     return {
         "work": n,
+        "cpu_us": round(cpu_us, 2),
+        "cpu_us_by_dso": profile(pid, client, cpu_us, tmp),
         "context_switches": round(values.get("context-switches", 0) / n, 3),
         "syscalls": round(total, 3),
         "syscalls_by_name": {k: round(v, 3) for k, v in sorted(by_name.items(), key=lambda kv: -kv[1]) if v >= 0.005},
     }
+
+
+def profile(pid, client, cpu_us, tmp):
+    """Runs `client` once more with `perf record -p pid` and splits the server's CPU time per
+    request (`cpu_us`, from the perf stat run) by the shares of its samples per binary: the
+    server's own code, libpronghorn, DPDK's drivers, libc, the kernel."""
+    data = os.path.join(tmp, "perf.data")
+    sh(["perf", "record", "-q", "-o", data, "-p", str(pid), "--"] + client)
+    report = sh(["perf", "report", "-i", data, "--sort", "dso", "--stdio", "-q"]).stdout
+    return {dso: round(share * cpu_us, 2) for dso, share in parse_dso_shares(report).items() if share * cpu_us >= 0.05}
+
+
+def parse_dso_shares(report):
+    """`perf report --sort dso --stdio -q` lines: `  51.45%  request-cost` -> fractions."""
+    shares = {}
+    for line in report.splitlines():
+        m = re.match(r"^\s*(\d+\.\d+)%\s+(\S.*?)\s*$", line)
+        if m:
+            shares[m.group(2)] = float(m.group(1)) / 100
+    return shares
 
 
 def redis(lab, path, requests, tmp):
@@ -151,12 +177,18 @@ def write_md(path, result):
         f.write("The server in side a on core 1, the client in side b on core 0; the kernel path over a plain veth, "
                 "pronghorn over AF_XDP on its veth. Counted by perf on the server's process (all its threads) while "
                 "the client runs (`perf stat -p`: context switches, and system calls through the raw_syscalls and "
-                "syscalls tracepoints). Per request (redis GET) or per transaction (sysbench point_select: one "
+                "syscalls tracepoints; CPU time is the server's task-clock, split by the shares of a second run's "
+                "`perf record` samples per binary; Debian's redis-server is a link to redis-check-rdb). Per request (redis GET) or per transaction (sysbench point_select: one "
                 "SELECT each).\n\n")
         for w in result["workloads"]:
             f.write(f"## {w['name']}\n\n| per request | kernel | pronghorn |\n|---|---:|---:|\n")
             k, p = w["kernel"], w["pronghorn"]
             f.write(f"| requests counted | {k['work']:,} | {p['work']:,} |\n")
+            f.write(f"| server CPU, us | {k['cpu_us']:.1f} | {p['cpu_us']:.1f} |\n")
+            for dso in sorted(set(k["cpu_us_by_dso"]) | set(p["cpu_us_by_dso"]),
+                              key=lambda d: -max(k["cpu_us_by_dso"].get(d, 0), p["cpu_us_by_dso"].get(d, 0))):
+                f.write(f"| - in {dso}, us | {k['cpu_us_by_dso'].get(dso, 0):.1f} | "
+                        f"{p['cpu_us_by_dso'].get(dso, 0):.1f} |\n")
             f.write(f"| context switches | {k['context_switches']:.2f} | {p['context_switches']:.2f} |\n")
             f.write(f"| system calls | {k['syscalls']:.2f} | {p['syscalls']:.2f} |\n")
             for name in sorted(set(k["syscalls_by_name"]) | set(p["syscalls_by_name"]),
