@@ -2,7 +2,8 @@
 # Installs what pronghorn needs on Debian 12, idempotently: DPDK 22.11 (headers, pkg-config file,
 # the af_xdp/af_packet PMDs), libclang for bindgen, and the lab's tools (scapy and nftables craft
 # segments and keep side b's kernel out of them in tests/lab/wire.py; hping3 floods in `bench
-# syn-flood`). Builds nothing (go-tpc, the
+# syn-flood`; valgrind, strace and perf count what a request costs in bench/request_cost.sh).
+# Builds nothing (go-tpc, the
 # TPC-C client of `pronghorn bench tpcc`, is built on demand by bench/go-tpc.sh).
 set -euo pipefail
 
@@ -15,6 +16,7 @@ packages=(
   mariadb-server mariadb-client sysbench
   tshark
   python3-scapy nftables hping3
+  valgrind strace linux-perf
 )
 
 missing=()

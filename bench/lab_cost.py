@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""System calls and context switches per request of a real server in the lab, on the kernel
+path and under pronghorn (run by bench/lab_cost.sh; needs root, a release build and the lab's
+tools: scripts/setup.sh).
+
+For each path, the server runs in side a pinned to core 1 and the client in side b on core 0
+(as `pronghorn bench` places them):
+- redis-server, redis-benchmark GET -c 50 -d 3 (Redis's epoll loop),
+- mariadbd --user=mysql, sysbench oltp_point_select with 16 threads (a thread per connection).
+Server CPU time per request (task-clock of its threads) is split by binary with a second run
+under `perf record` (the shares of its samples per DSO: the server, libpronghorn, DPDK, libc,
+the kernel).
+The client runs with the server's process watched by `perf stat -p` (context switches and
+system calls of all its threads, in all and by name through the syscall tracepoints); the
+counts are divided by the requests (redis) or transactions (sysbench) of that run. perf watches
+the server only while the client runs, so start-up is not counted.
+Writes bench/results/cost-lab.{json,md}.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+EXE = os.path.abspath("target/release/pronghorn")
+SERVER_CPU, CLIENT_CPU = "1", "0"
+ADDR = {"kernel": "10.98.0.1", "pronghorn": "10.99.0.1"}
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
+
+
+class Lab:
+    def __init__(self, prefix):
+        self.prefix = prefix
+        self.config = f"/run/pronghorn/lab/{prefix}/a.toml"
+
+    def server(self, path, argv, log):
+        cmd = ["ip", "netns", "exec", f"{self.prefix}-a", "taskset", "-c", SERVER_CPU]
+        if path == "pronghorn":
+            cmd += [EXE, "run", "--config", self.config, "--"]
+        # ip netns exec, taskset and pronghorn run exec into the server: the pid is the server's.
+        return subprocess.Popen(cmd + argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+
+    def client(self, argv):
+        return ["ip", "netns", "exec", f"{self.prefix}-b", "taskset", "-c", CLIENT_CPU] + argv
+
+
+def wait_port(lab, addr, port, server, what):
+    for _ in range(600):
+        if server.poll() is not None:
+            raise SystemExit(f"{what} exited ({server.returncode}) before listening")
+        r = subprocess.run(lab.client(["bash", "-c", f"exec 3<>/dev/tcp/{addr}/{port}"]), capture_output=True)
+        if r.returncode == 0:
+            return
+        time.sleep(0.2)
+    raise SystemExit(f"{what} does not listen on {addr}:{port}")
+
+
+# System calls counted by name (the rest is "other"): what a server's request path makes.
+NAMED = ["read", "write", "readv", "writev", "recvfrom", "sendto", "recvmsg", "sendmsg", "epoll_wait",
+         "epoll_pwait", "poll", "ppoll", "select", "futex", "sched_yield", "clock_nanosleep", "ioctl"]
+
+
+def watched(pid, client, count_of, tmp):
+    """Runs `client` with `perf stat -p pid` counting context switches and system calls (all, and
+    by name through their tracepoints, in the same run); returns them per unit of work
+    (count_of(client output))."""
+    stat = os.path.join(tmp, "stat")
+    events = ["task-clock", "context-switches", "raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{n}" for n in NAMED]
+    r = sh(["perf", "stat", "-x,", "-o", stat, "-e", ",".join(events), "-p", str(pid), "--"] + client)
+    n = count_of(r.stdout)
+    values = {}
+    with open(stat) as f:
+        for line in f:
+            v = line.strip().split(",")
+            if len(v) > 2 and re.match(r"^\d+(\.\d+)?$", v[0]):
+                values[v[2]] = float(v[0])
+    by_name = {name: values.get(f"syscalls:sys_enter_{name}", 0) / n for name in NAMED}
+    total = values.get("raw_syscalls:sys_enter", 0) / n
+    by_name["other"] = total - sum(by_name.values())
+    cpu_us = values.get("task-clock", 0) * 1000 / n
+    return {
+        "work": n,
+        "cpu_us": round(cpu_us, 2),
+        "cpu_us_by_dso": profile(pid, client, cpu_us, tmp),
+        "context_switches": round(values.get("context-switches", 0) / n, 3),
+        "syscalls": round(total, 3),
+        "syscalls_by_name": {k: round(v, 3) for k, v in sorted(by_name.items(), key=lambda kv: -kv[1]) if v >= 0.005},
+    }
+
+
+def profile(pid, client, cpu_us, tmp):
+    """Runs `client` once more with `perf record -p pid` and splits the server's CPU time per
+    request (`cpu_us`, from the perf stat run) by the shares of its samples per binary: the
+    server's own code, libpronghorn, DPDK's drivers, libc, the kernel."""
+    data = os.path.join(tmp, "perf.data")
+    sh(["perf", "record", "-q", "-o", data, "-p", str(pid), "--"] + client)
+    report = sh(["perf", "report", "-i", data, "--sort", "dso", "--stdio", "-q"]).stdout
+    return {dso: round(share * cpu_us, 2) for dso, share in parse_dso_shares(report).items() if share * cpu_us >= 0.05}
+
+
+def parse_dso_shares(report):
+    """`perf report --sort dso --stdio -q` lines: `  51.45%  request-cost` -> fractions."""
+    shares = {}
+    for line in report.splitlines():
+        m = re.match(r"^\s*(\d+\.\d+)%\s+(\S.*?)\s*$", line)
+        if m:
+            shares[m.group(2)] = float(m.group(1)) / 100
+    return shares
+
+
+def redis(lab, path, requests, tmp):
+    addr = ADDR[path]
+    log = open(os.path.join(tmp, f"redis-{path}.log"), "w")
+    server = lab.server(path, ["redis-server", "--bind", addr, "--port", "6379", "--save", "", "--appendonly", "no",
+                               "--protected-mode", "no", "--maxclients", "10000"], log)
+    try:
+        wait_port(lab, addr, 6379, server, "redis-server")
+        bench = lab.client(["redis-benchmark", "-h", addr, "-p", "6379", "-c", "50", "-d", "3", "-t", "set,get",
+                            "-n", str(requests), "--csv"])
+        sh(bench)  # warm up, and the keys GET reads
+        get = lab.client(["redis-benchmark", "-h", addr, "-p", "6379", "-c", "50", "-d", "3", "-t", "get",
+                          "-n", str(requests), "--csv"])
+        return watched(server.pid, get, lambda _: requests, tmp)
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def sysbench_transactions(out):
+    m = re.search(r"transactions:\s+(\d+)", out)
+    if not m or int(m.group(1)) == 0:
+        raise SystemExit(f"sysbench ran no transaction: {out[-500:]}")
+    return int(m.group(1))
+
+
+def mariadb(lab, path, seconds, tmp):
+    addr = ADDR[path]
+    home = os.path.join(tmp, f"mariadb-{path}")
+    init = os.path.join(tmp, "init.sql")
+    with open(init, "w") as f:
+        f.write("CREATE USER IF NOT EXISTS 'bench'@'%';\nGRANT ALL ON *.* TO 'bench'@'%';\n"
+                "CREATE DATABASE IF NOT EXISTS sbtest;\n")
+    os.chmod(tmp, 0o755)
+    sh(["install", "-d", "-o", "mysql", "-g", "mysql", home])
+    sh(["mariadb-install-db", "--no-defaults", "--user=mysql", f"--datadir={home}/data",
+        "--auth-root-authentication-method=normal", "--skip-test-db"])
+    log = open(os.path.join(tmp, f"mariadb-{path}.log"), "w")
+    server = lab.server(path, ["mariadbd", "--no-defaults", "--user=mysql", f"--datadir={home}/data",
+                               f"--socket={home}/mysqld.sock", f"--pid-file={home}/mysqld.pid",
+                               f"--bind-address={addr}", "--port=3306", "--skip-log-bin", "--skip-name-resolve",
+                               "--max-connections=400", "--innodb-buffer-pool-size=256M", f"--init-file={init}"], log)
+    try:
+        wait_port(lab, addr, 3306, server, "mariadbd")
+        sysbench = ["sysbench", "--db-driver=mysql", f"--mysql-host={addr}", "--mysql-port=3306",
+                    "--mysql-user=bench", "--mysql-db=sbtest", "--tables=1", "--table-size=10000"]
+        sh(lab.client(sysbench + ["oltp_point_select", "prepare"]))
+        run = lab.client(sysbench + ["--threads=16", f"--time={seconds}", "oltp_point_select", "run"])
+        sh(lab.client(sysbench + ["--threads=16", "--time=2", "oltp_point_select", "run"]))  # warm up
+        return watched(server.pid, run, sysbench_transactions, tmp)
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def write_md(path, result):
+    with open(path, "w") as f:
+        f.write("# System calls and context switches per request, real servers in the lab\n\n")
+        f.write("The server in side a on core 1, the client in side b on core 0; the kernel path over a plain veth, "
+                "pronghorn over AF_XDP on its veth. Counted by perf on the server's process (all its threads) while "
+                "the client runs (`perf stat -p`: context switches, and system calls through the raw_syscalls and "
+                "syscalls tracepoints; CPU time is the server's task-clock, split by the shares of a second run's "
+                "`perf record` samples per binary; Debian's redis-server is a link to redis-check-rdb). Per request (redis GET) or per transaction (sysbench point_select: one "
+                "SELECT each).\n\n")
+        for w in result["workloads"]:
+            f.write(f"## {w['name']}\n\n| per request | kernel | pronghorn |\n|---|---:|---:|\n")
+            k, p = w["kernel"], w["pronghorn"]
+            f.write(f"| requests counted | {k['work']:,} | {p['work']:,} |\n")
+            f.write(f"| server CPU, us | {k['cpu_us']:.1f} | {p['cpu_us']:.1f} |\n")
+            for dso in sorted(set(k["cpu_us_by_dso"]) | set(p["cpu_us_by_dso"]),
+                              key=lambda d: -max(k["cpu_us_by_dso"].get(d, 0), p["cpu_us_by_dso"].get(d, 0))):
+                f.write(f"| - in {dso}, us | {k['cpu_us_by_dso'].get(dso, 0):.1f} | "
+                        f"{p['cpu_us_by_dso'].get(dso, 0):.1f} |\n")
+            f.write(f"| context switches | {k['context_switches']:.2f} | {p['context_switches']:.2f} |\n")
+            f.write(f"| system calls | {k['syscalls']:.2f} | {p['syscalls']:.2f} |\n")
+            for name in sorted(set(k["syscalls_by_name"]) | set(p["syscalls_by_name"]),
+                               key=lambda n: -max(k["syscalls_by_name"].get(n, 0), p["syscalls_by_name"].get(n, 0))):
+                f.write(f"| {name} | {k['syscalls_by_name'].get(name, 0):.2f} | "
+                        f"{p['syscalls_by_name'].get(name, 0):.2f} |\n")
+            f.write("\n")
+        m = result["machine"]
+        f.write(f"Command: `{m['command']}`\n\nMachine: " + ", ".join(f"{k} {v}" for k, v in m.items()
+                                                                   if k != "command") + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--prefix", default="cost", help="the lab (brought up by the wrapper script)")
+    ap.add_argument("--quick", action="store_true", help="fewer requests, shorter runs; cost-lab-quick.*")
+    a = ap.parse_args()
+    for tool in ["perf", "redis-server", "redis-benchmark", "mariadbd", "sysbench"]:
+        if not shutil.which(tool):
+            raise SystemExit(f"lab_cost: {tool} is missing (scripts/setup.sh installs it)")
+    requests, seconds = (20000, 3) if a.quick else (100000, 10)
+    lab = Lab(a.prefix)
+    result = {"workloads": [], "machine": {
+        "command": "bench/lab_cost.sh" + (" --quick" if a.quick else ""),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "git": sh(["git", "rev-parse", "--short", "HEAD"]).stdout.strip(),
+        "cores": os.cpu_count(), "server core": SERVER_CPU, "client core": CLIENT_CPU}}
+    with tempfile.TemporaryDirectory(prefix="lab-cost.") as tmp:
+        for name, run in [(f"redis-benchmark GET -c 50 -d 3, {requests:,} requests",
+                           lambda p: redis(lab, p, requests, tmp)),
+                          (f"sysbench oltp_point_select, 16 threads, {seconds} s",
+                           lambda p: mariadb(lab, p, seconds, tmp))]:
+            w = {"name": name}
+            for path in ["kernel", "pronghorn"]:
+                print(f"lab_cost: {name}, {path}", file=sys.stderr)
+                w[path] = run(path)
+            result["workloads"].append(w)
+    base = "bench/results/cost-lab" + ("-quick" if a.quick else "")
+    json.dump(result, open(base + ".json", "w"), indent=1)
+    write_md(base + ".md", result)
+    print(open(base + ".md").read())
+
+
+if __name__ == "__main__":
+    main()

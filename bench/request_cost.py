@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""What one request costs through pronghorn's runtime, per layer (run by bench/request_cost.sh).
+
+For each case (a request/response pattern over the in-memory NIC, target/release/request-cost),
+runs the harness twice, with FEW and MANY requests, and divides the difference by MANY - FEW
+(setup, connection handshakes and teardown cancel out):
+- under callgrind (instructions per layer, calls into malloc, futex, poll, read, write; the
+  client thread left out with --toggle-collect),
+- under `perf stat` (the runtime's counters: stack passes, sleeps, wakeups; and context
+  switches of the server's threads: the process's minus the client thread's),
+- under `perf trace -s` (system calls by name of the server's threads).
+Native runs are pinned to one core (taskset -c 1, as the lab pins the server). Writes
+bench/results/cost.{json,md} (--quick: cost-quick.*).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import callgrind_layers  # noqa: E402
+
+BIN = "target/release/request-cost"
+CASES = [
+    ("threads-inline", "thread per connection (MariaDB: recv, EAGAIN, poll, recv, send), 16 threads, "
+                       "NIC driven inline (mariadbd pinned to one core stays inline)",
+     ["--pattern", "threads", "--connections", "16", "--drive", "inline"]),
+    ("threads-dedicated", "the same with a stack thread (drive = dedicated: mariadbd on two cores or more)",
+     ["--pattern", "threads", "--connections", "16", "--drive", "dedicated"]),
+    ("epoll", "one epoll event loop (Redis: epoll_wait, read, write), 50 connections, inline",
+     ["--pattern", "epoll", "--connections", "50", "--drive", "inline"]),
+]
+COUNTERS = ["stack_thread_polls", "inline_polls", "sleeps", "wakeups", "tcp_rx_segments", "tcp_tx_segments",
+            "tx_kicks", "rx_fd_signals", "rx_fd_clears"]
+PIN = ["taskset", "-c", "1"]
+REQUEST_BYTES, RESPONSE_BYTES = 64, 256
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
+
+
+def harness(args, requests):
+    sizes = ["--request-bytes", str(REQUEST_BYTES), "--response-bytes", str(RESPONSE_BYTES)]
+    return [BIN] + args + sizes + ["--requests", str(requests)]
+
+
+def differential(few_value, many_value, few, many):
+    return round((many_value - few_value) / (many - few), 3)
+
+
+def counters_and_switches(args, few, many):
+    """The runtime's counters per request, and context switches of the server's threads (perf
+    stat's count for the process minus the client thread's own, from the same run)."""
+    perf = shutil.which("perf")
+    runs = []
+    for n in (few, many):
+        cmd = PIN + (["perf", "stat", "-x,", "-e", "context-switches"] if perf else []) + harness(args, n)
+        r = run(cmd)
+        out = json.loads(r.stdout)
+        switches = next((int(l.split(",")[0]) for l in r.stderr.splitlines()
+                         if l.endswith("context-switches") or ",context-switches," in l), None)
+        out["server_context_switches"] = None if switches is None else switches - out["client_context_switches"]
+        runs.append(out)
+    keys = COUNTERS + (["server_context_switches"] if runs[0]["server_context_switches"] is not None else [])
+    return {k: differential(runs[0][k], runs[1][k], few, many) for k in keys}
+
+
+def callgrind(args, few, many, tmp):
+    outs = []
+    for n in (few, many):
+        out = os.path.join(tmp, f"callgrind.{n}.out")
+        run(PIN + ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                   # The client's thread is the peer, not the server: left out. (--toggle-collect
+                   # implies --collect-atstart=no unless it is said after.)
+                   "--toggle-collect=request_cost::client_thread", "--collect-atstart=yes"] + harness(args, n))
+        profile = callgrind_layers.parse(out)
+        if profile.inclusive(r"^request_cost::(client_thread|Client::answer)$") > 0:
+            raise SystemExit("callgrind counted the client's thread: --toggle-collect no longer names its function")
+        outs.append(profile)
+    return callgrind_layers.report(outs[0], outs[1], many - few)
+
+
+def syscalls(args, few, many, tmp):
+    """System calls by name per request of the server's threads (perf trace -s counts per
+    thread; the thread named `client` is left out)."""
+    if not shutil.which("perf"):
+        return None
+    per = []
+    for n in (few, many):
+        out = os.path.join(tmp, f"trace.{n}")
+        if subprocess.run(PIN + ["perf", "trace", "-s", "-o", out] + harness(args, n), capture_output=True).returncode:
+            return None
+        per.append(parse_trace_summary(open(out).read(), leave_out="client"))
+    names = set(per[0]) | set(per[1])
+    diff = {k: differential(per[0].get(k, 0), per[1].get(k, 0), few, many) for k in names}
+    return {k: v for k, v in sorted(diff.items(), key=lambda kv: -kv[1]) if v > 0.001}
+
+
+def parse_trace_summary(text, leave_out):
+    """`perf trace -s`: per thread, a header `COMM (TID), N events, P%` and a table of
+    `syscall calls errors total min avg max stddev`. Sums the calls of every thread but those
+    whose COMM is `leave_out`."""
+    calls, counted = {}, False
+    for line in text.splitlines():
+        head = re.match(r"^\s*(\S.*) \((\d+)\), \d+ events", line)
+        if head:
+            counted = head.group(1) != leave_out
+            continue
+        f = line.split()
+        if counted and len(f) >= 3 and re.match(r"^[a-z_0-9]+$", f[0]) and f[1].isdigit() and f[2].isdigit():
+            calls[f[0]] = calls.get(f[0], 0) + int(f[1])
+    return calls
+
+
+def machine(command):
+    return {
+        "command": command,
+        "cores": os.cpu_count(), "kernel": platform.release(),
+        "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "git": run(["git", "rev-parse", "--short", "HEAD"]).stdout.strip(),
+        "valgrind": run(["valgrind", "--version"]).stdout.strip(),
+    }
+
+
+def write_md(path, result):
+    cases = result["cases"]
+    names = [c["name"] for c in cases]
+    layers = sorted({l for c in cases for l in c["callgrind"]["layers"]},
+                    key=lambda l: -max(c["callgrind"]["layers"].get(l, 0) for c in cases))
+    with open(path, "w") as f:
+        f.write("# request-cost: what one request costs through the runtime, per layer\n\n")
+        f.write("The runtime (`runtime::Accel`: socket, poll and epoll calls, its lock, stack passes, waits and "
+                "wakeups, the shard, TCP, the NIC) serves request/response exchanges over the in-memory NIC pair; "
+                "a client shard on a thread of its own (left out of every count) answers each response with the "
+                "next request. Requests of "
+                f"{cases[0]['request_bytes']} bytes, answers of {cases[0]['response_bytes']} bytes, TCP_NODELAY. "
+                "Every figure is per request: (run with MANY requests - run with FEW) / (MANY - FEW), so setup "
+                "and teardown cancel out. Instructions are callgrind's (user space only: the kernel's side of "
+                "a system call is not in them; under valgrind the threads run one at a time). Not covered: the "
+                "preload shim's hook entry (it needs the process-wide DPDK runtime) and a real NIC driver.\n\n")
+        for c in cases:
+            f.write(f"- **{c['name']}**: {c['what']}\n")
+        f.write("\n## Instructions per request, by layer (exclusive)\n\n")
+        f.write("| layer | " + " | ".join(names) + " |\n|---|" + "---:|" * len(names) + "\n")
+        for l in layers:
+            f.write(f"| {l} | " + " | ".join(f"{c['callgrind']['layers'].get(l, 0):,.0f}" for c in cases) + " |\n")
+        f.write("| **total** | " + " | ".join(f"**{c['callgrind']['instructions_per_request']:,.0f}**"
+                                             for c in cases) + " |\n")
+        f.write("\n## Inclusive instructions per request of chosen functions\n\n")
+        f.write("| function (and what it calls) | " + " | ".join(names) + " |\n|---|" + "---:|" * len(names) + "\n")
+        for k in cases[0]["callgrind"]["inclusive"]:
+            f.write(f"| {k} | " + " | ".join(f"{c['callgrind']['inclusive'][k]:,.0f}" for c in cases) + " |\n")
+        f.write("\n## Events per request\n\n")
+        f.write("| event | " + " | ".join(names) + " |\n|---|" + "---:|" * len(names) + "\n")
+        rows = [("stack passes by application threads (runtime counter)", lambda c: c["counters"]["inline_polls"]),
+                ("stack passes by the stack thread (runtime counter)", lambda c: c["counters"]["stack_thread_polls"]),
+                ("sleeps (runtime counter)", lambda c: c["counters"]["sleeps"]),
+                ("wakeups asked for (runtime counter)", lambda c: c["counters"]["wakeups"]),
+                ("TCP segments received / sent", lambda c: f"{c['counters']['tcp_rx_segments']:.2f} / "
+                                                           f"{c['counters']['tcp_tx_segments']:.2f}"),
+                ("tx kicks (the NIC's write: AF_XDP's sendto)", lambda c: c["counters"]["tx_kicks"]),
+                ("rx fd clears (the NIC's read: not on AF_XDP)", lambda c: c["counters"]["rx_fd_clears"])]
+        for k in cases[0]["callgrind"]["calls"]:
+            rows.append((f"callgrind: {k}", lambda c, k=k: c["callgrind"]["calls"][k]["per_request"]))
+        if all("server_context_switches" in c["counters"] for c in cases):
+            rows.append(("context switches of the server's threads (perf stat)",
+                         lambda c: c["counters"]["server_context_switches"]))
+        if all(c["syscalls"] for c in cases):
+            rows.append(("system calls of the server's threads (perf trace)", lambda c: sum(c["syscalls"].values())))
+        for label, get in rows:
+            f.write(f"| {label} | " + " | ".join(v if isinstance(v, str) else f"{v:.2f}" for v in map(get, cases))
+                    + " |\n")
+        if all(c["syscalls"] for c in cases):
+            f.write("\n## System calls per request by name, the server's threads (perf trace -s, native)\n\n")
+            calls = sorted({k for c in cases for k in c["syscalls"]},
+                           key=lambda k: -max(c["syscalls"].get(k, 0) for c in cases))
+            f.write("| system call | " + " | ".join(names) + " |\n|---|" + "---:|" * len(names) + "\n")
+            for k in calls:
+                f.write(f"| {k} | " + " | ".join(f"{c['syscalls'].get(k, 0):.2f}" for c in cases) + " |\n")
+        f.write("\nOf the harness's own system calls: the tx kick (a `write` on the kick eventfd, one per transmit "
+                "burst) stands for AF_XDP's `sendto` kick; the `read` that clears the rx eventfd "
+                "(`rx_fd_clears`) has no counterpart on AF_XDP.\n")
+        f.write("\n## Who makes the calls (callgrind, calls per request by caller)\n\n")
+        for c in cases:
+            f.write(f"- **{c['name']}**: " + "; ".join(
+                f"{k}: " + ", ".join(f"`{fn}` {v:.2f}" for fn, v in d["callers"].items())
+                for k, d in c["callgrind"]["calls"].items() if d["callers"]) + "\n")
+        f.write("\n## Top functions per layer (exclusive instructions per request)\n\n")
+        for c in cases:
+            f.write(f"<details><summary>{c['name']}</summary>\n\n")
+            for l, fns in c["callgrind"]["top_functions"].items():
+                if fns:
+                    f.write(f"- {l}: " + "; ".join(f"`{fn}` {v:,.0f}" for fn, v in fns.items()) + "\n")
+            f.write("\n</details>\n\n")
+        m = result["machine"]
+        f.write(f"Command: `{m['command']}` ({result['few']} and {result['many']} requests per case)\n\n")
+        f.write("Machine: " + ", ".join(f"{k} {v}" for k, v in m.items() if k != "command") + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fewer requests, results in cost-quick.*")
+    a = ap.parse_args()
+    few, many = (800, 2400) if a.quick else (4000, 12000)
+    base = "bench/results/cost-quick" if a.quick else "bench/results/cost"
+    command = "bench/request_cost.sh" + (" --quick" if a.quick else "")
+    result = {"machine": machine(command), "few": few, "many": many, "cases": []}
+    with tempfile.TemporaryDirectory(prefix="request-cost.") as tmp:
+        for name, what, args in CASES:
+            print(f"request-cost: {name}", file=sys.stderr)
+            result["cases"].append({
+                "name": name, "what": what, "args": args,
+                "request_bytes": REQUEST_BYTES, "response_bytes": RESPONSE_BYTES,
+                "counters": counters_and_switches(args, few, many),
+                "callgrind": callgrind(args, few, many, tmp),
+                "syscalls": syscalls(args, few, many, tmp),
+            })
+    json.dump(result, open(base + ".json", "w"), indent=1)
+    write_md(base + ".md", result)
+    print(open(base + ".md").read())
+
+
+if __name__ == "__main__":
+    main()

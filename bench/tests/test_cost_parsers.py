@@ -1,0 +1,82 @@
+"""Tests of the parsers behind bench/request_cost.sh, on small fixtures.
+
+  python3 -m unittest discover -s bench/tests
+"""
+
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import callgrind_layers  # noqa: E402
+import request_cost  # noqa: E402
+
+FIXTURES = os.path.join(HERE, "fixtures")
+
+
+class CallgrindLayers(unittest.TestCase):
+    def setUp(self):
+        self.p = callgrind_layers.parse(os.path.join(FIXTURES, "callgrind.out"))
+
+    def test_cost_lines_go_to_the_file_of_inlined_code_and_call_lines_are_not_exclusive(self):
+        ex = {(os.path.basename(f), fn): c for (_, f, fn), c in self.p.exclusive.items()}
+        self.assertEqual(ex[("mod.rs", "stack::shard::Shard<N>::poll")], 130)
+        self.assertEqual(ex[("input.rs", "stack::shard::Shard<N>::poll")], 40)
+        self.assertEqual(ex[("option.rs", "stack::shard::Shard<N>::poll")], 30)
+        self.assertEqual(ex[("memmove-vec-unaligned-erms.S", "__memcpy_avx_unaligned_erms")], 60)
+        self.assertEqual(ex[("wait.rs", "runtime::wait::sleep")], 15)
+        self.assertEqual(ex[("???", "syscall")], 185)
+        self.assertEqual(sum(self.p.exclusive.values()), self.p.summary)
+
+    def test_layers_follow_files_then_symbols_then_named_functions(self):
+        layers, _ = callgrind_layers.layers(self.p)
+        self.assertEqual(dict(layers), {
+            "stack: shard (demux, segments in and out, socket API)": 160,  # its own file + core's, by symbol
+            "tcp: input (segments, ACKs, recovery)": 40,  # inlined from tcp's input.rs
+            "copies (memcpy, memmove, memset)": 60,
+            "runtime: wait and wakeup": 15,
+            "libc: system-call wrappers": 185,
+        })
+
+    def test_inclusive_costs_and_call_counts(self):
+        self.assertEqual(self.p.inclusive(r"^stack::shard::Shard<N>::poll$"), 200 + 60 + 200)
+        self.assertEqual(self.p.inclusive(r"^runtime::wait::sleep$"), 15 + 185)
+        # A call between two functions of the pattern is not counted twice.
+        self.assertEqual(self.p.inclusive(r"^(stack::shard::Shard<N>::poll|runtime::wait::sleep)$"), 460)
+        self.assertEqual(dict(self.p.calls_into(r"^syscall$")), {"runtime::wait::sleep": 2})
+        self.assertEqual(dict(self.p.calls_into(r"^__memcpy")), {"stack::shard::Shard<N>::poll": 3})
+
+    def test_report_divides_the_difference_of_two_runs(self):
+        r = callgrind_layers.report(None, self.p, 10)
+        self.assertEqual(r["instructions_per_request"], 46.0)
+        self.assertEqual(r["layers"]["copies (memcpy, memmove, memset)"], 6.0)
+        self.assertEqual(r["calls"]["futex system calls (syscall())"]["per_request"], 0.2)
+        same = callgrind_layers.report(self.p, self.p, 10)
+        self.assertEqual(same["instructions_per_request"], 0)
+        self.assertTrue(all(v == 0 for v in same["layers"].values()))
+
+    def test_module_paths(self):
+        self.assertEqual(callgrind_layers.module_of("tcp", "connection/input"), "tcp::connection::input")
+        self.assertEqual(callgrind_layers.module_of("stack", "shard/mod"), "stack::shard")
+        self.assertEqual(callgrind_layers.module_of("runtime", "lib"), "runtime")
+        self.assertEqual(callgrind_layers.module_from_symbol("runtime::poll::<impl runtime::accel::Accel<N>>::poll"),
+                         "runtime::poll")
+        self.assertIsNone(callgrind_layers.module_from_symbol("_dl_runtime_resolve_xsave"))
+        self.assertEqual(callgrind_layers.layer_of("libc.so.6", "???", "calloc"),
+                         "allocation (malloc, free, Rust allocator)")
+        self.assertEqual(callgrind_layers.layer_of("x", "/rustc/1/library/std/src/sys/sync/mutex/futex.rs",
+                                                   "runtime::accel::Accel<N>::with"), "runtime: lock")
+
+
+class PerfTraceSummary(unittest.TestCase):
+    def test_sums_every_thread_but_the_one_left_out(self):
+        with open(os.path.join(FIXTURES, "perf-trace-summary.txt")) as f:
+            text = f.read()
+        self.assertEqual(request_cost.parse_trace_summary(text, leave_out="client"),
+                         {"futex": 10, "poll": 4, "sched_getaffinity": 1})
+
+
+if __name__ == "__main__":
+    unittest.main()
