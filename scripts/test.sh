@@ -36,6 +36,9 @@ RUSTDOCFLAGS=-Dwarnings cargo doc -p cli --no-deps --bins --quiet   # its bin sh
 # The lab tests say "skipped" here: they run below, in release, where 256 MiB transfers are quick.
 cargo test --workspace -- --test-threads=2
 
+# The benchmark scripts' parsers (callgrind and perf output) on their fixtures.
+python3 -m unittest discover -s bench/tests
+
 # The stack issue's full-size runs over the in-memory pair with faults (1 GiB; 10,000 connections).
 cargo test --release -p stack --test pair -- --ignored
 
