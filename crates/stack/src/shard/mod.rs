@@ -454,9 +454,10 @@ impl<N: Nic> Shard<N> {
         self.timers.len()
     }
 
-    /// Frames held waiting for a neighbor's address.
+    /// Frames not sent yet: waiting for a neighbor's address, for room in the NIC's queue, or
+    /// (a RST of a closed connection) for a buffer.
     pub fn pending_frames(&self) -> usize {
-        self.neighbors.pending() + self.tx.len()
+        self.neighbors.pending() + self.tx.len() + self.owed_rsts.len()
     }
 
     /// The earliest time `poll` has timer work to do.
