@@ -948,3 +948,30 @@ fn at_exit_connections_still_sending_after_exit_drain_ms_are_reset() {
     let states: Vec<_> = ctl.conns.iter().map(|c| c.state).collect();
     assert_eq!(states, [Some(stack::TcpState::Closed); 2], "reset, not left open");
 }
+
+/// Issue 22, Linux's SO_LINGER with a time (`sk_stream_wait_close`): close() returns once the
+/// data and the FIN are acknowledged, not at once; the peer, reading 2 KiB per run, has then
+/// seen the FIN. Linux lingers so on a non-blocking socket too: the second connection is one.
+#[test]
+fn close_with_so_linger_waits_until_the_fin_is_acknowledged() {
+    for drive in ["inline", "dedicated"] {
+        let l = lab(drive);
+        let rt = l.rt;
+        let (_lfd, conns) = accept_two(&l, 5402);
+        let linger = [1i32.to_ne_bytes(), 30i32.to_ne_bytes()].concat();
+        l.ctl.lock().unwrap().read_per_run = Some(0);
+        for (k, &fd) in conns.iter().enumerate() {
+            if k == 1 {
+                rt.set_nonblock(fd, true);
+            }
+            done(rt.setsockopt(fd, libc::SOL_SOCKET, libc::SO_LINGER, &linger)).unwrap();
+            fill(rt, fd, k as u8);
+        }
+        l.ctl.lock().unwrap().read_per_run = Some(2048);
+        for (k, fd) in conns.into_iter().enumerate() {
+            within("a lingering close", move || rt.close(fd));
+            let state = l.ctl.lock().unwrap().conns[k].state;
+            assert_eq!(state, Some(stack::TcpState::CloseWait), "{drive}, connection {k}: the FIN was through");
+        }
+    }
+}
