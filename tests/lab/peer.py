@@ -11,6 +11,13 @@ what came back), so the Rust test that drives it compares hashes instead of trus
       a kernel echo server (IPv4 and IPv6); prints "ready" when listening
   peer.py udp-echo-client HOST PORT COUNT [--size N]
       COUNT datagrams, each answered (1 s timeout each); reports how many came back identical
+  peer.py write-close-exit HOST PORT BYTES [--seed S]
+      (the server, under pronghorn) accepts one connection, writes BYTES pseudo-random bytes,
+      closes it and exits at once; prints "ready" when listening
+  peer.py slow-read HOST PORT BYTES [--seed S] [--rcvbuf N] [--chunk N]
+      connects with a small receive buffer and reads CHUNK bytes at a time, pausing between
+      reads, until EOF; reports what arrived, whether it ended with EOF or an error, and
+      whether it is the BYTES the seed makes
 """
 import argparse
 import hashlib
@@ -19,6 +26,7 @@ import random
 import socket
 import sys
 import threading
+import time
 
 BLOCK = 1 << 20
 
@@ -145,14 +153,65 @@ def redis_check(host, port):
     return results
 
 
+def write_close_exit(host, port, total, seed):
+    srv = socket.create_server((host, port), family=family(host))
+    print("ready", flush=True)
+    c, _ = srv.accept()
+    rng = random.Random(seed)
+    left = total
+    while left > 0:
+        chunk = rng.randbytes(min(BLOCK, left))
+        c.sendall(chunk)
+        left -= len(chunk)
+    c.close()
+    srv.close()
+    return 0
+
+
+def slow_read(host, port, total, seed, rcvbuf, chunk):
+    s = socket.socket(family(host), socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    s.settimeout(30)
+    s.connect((host, port))
+    got = hashlib.sha256()
+    received = 0
+    error = []
+    eof = False
+    try:
+        while True:
+            data = s.recv(chunk)
+            if not data:
+                eof = True
+                break
+            got.update(data)
+            received += len(data)
+            time.sleep(0.001)  # a slow reader; the verdict waits for EOF, not for time
+    except Exception as e:  # reported, not swallowed
+        error.append(repr(e))
+    s.close()
+    want = hashlib.sha256()
+    rng = random.Random(seed)
+    left = total
+    while left > 0:
+        n = min(BLOCK, left)
+        want.update(rng.randbytes(n))
+        left -= n
+    return {"received": received, "eof": eof, "error": error, "identical": got.hexdigest() == want.hexdigest()}
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="mode", required=True)
-    c = sub.add_parser("tcp-echo-client")
-    c.add_argument("host")
-    c.add_argument("port", type=int)
-    c.add_argument("bytes", type=int)
-    c.add_argument("--seed", type=int, default=1)
+    def stream_parser(mode):
+        """A mode that moves BYTES seeded bytes over a connection to or at HOST PORT."""
+        q = sub.add_parser(mode)
+        q.add_argument("host")
+        q.add_argument("port", type=int)
+        q.add_argument("bytes", type=int)
+        q.add_argument("--seed", type=int, default=1)
+        return q
+
+    c = stream_parser("tcp-echo-client")
     c.add_argument("--conns", type=int, default=1)
     s = sub.add_parser("tcp-echo-server")
     s.add_argument("port", type=int)
@@ -165,6 +224,10 @@ def main():
     u.add_argument("port", type=int)
     u.add_argument("count", type=int)
     u.add_argument("--size", type=int, default=512)
+    stream_parser("write-close-exit")
+    sr = stream_parser("slow-read")
+    sr.add_argument("--rcvbuf", type=int, default=8192)
+    sr.add_argument("--chunk", type=int, default=4096)
     a = p.parse_args()
     if a.mode == "tcp-echo-client":
         results = [None] * a.conns
@@ -178,6 +241,10 @@ def main():
         print(json.dumps({"connections": results}))
     elif a.mode == "redis-check":
         print(json.dumps(redis_check(a.host, a.port)))
+    elif a.mode == "write-close-exit":
+        return write_close_exit(a.host, a.port, a.bytes, a.seed)
+    elif a.mode == "slow-read":
+        print(json.dumps(slow_read(a.host, a.port, a.bytes, a.seed, a.rcvbuf, a.chunk)))
     elif a.mode == "tcp-echo-server":
         tcp_echo_server(a.port, a.once)
     else:

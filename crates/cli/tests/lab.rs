@@ -905,6 +905,33 @@ impl Drop for Accelerated {
     }
 }
 
+/// A directory `<name>-<pid>` for one nginx worker on 10.99.0.1:8080 (`master_process` on or
+/// off, sendfile on): `nginx.conf`, `www/index.html` with `index`, and `www/big.bin`, `big`
+/// pseudo-random bytes, which it returns with the directory.
+fn nginx_site(name: &str, master_process: &str, big: usize, index: &str) -> (PathBuf, Vec<u8>) {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    let www = dir.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    let mut bytes = vec![0u8; big];
+    stack::echo::Stream::new(42).fill(&mut bytes);
+    std::fs::write(www.join("big.bin"), &bytes).unwrap();
+    std::fs::write(www.join("index.html"), index).unwrap();
+    let d = dir.display();
+    std::fs::write(
+        dir.join("nginx.conf"),
+        format!(
+            "daemon off; master_process {master_process}; worker_processes 1; user root;\n\
+             error_log {d}/error.log; pid {d}/nginx.pid;\n\
+             events {{ worker_connections 1024; }}\n\
+             http {{ access_log off; sendfile on; client_body_temp_path {d}; proxy_temp_path {d};\n\
+             fastcgi_temp_path {d}; uwsgi_temp_path {d}; scgi_temp_path {d};\n\
+             server {{ listen 10.99.0.1:8080; root {d}/www; }} }}\n"
+        ),
+    )
+    .unwrap();
+    (dir, bytes)
+}
+
 /// Waits (bounded) until `lab exec b -- cmd` succeeds: the server is up.
 fn until_ok(lab: &Lab, cmd: &[&str]) -> Output {
     for _ in 0..500 {
@@ -961,26 +988,7 @@ fn iperf3_and_nginx_run_unmodified_under_pronghorn_run() {
     drop(iperf);
 
     // nginx without a master process: small pages and a 10 MiB file through sendfile.
-    let dir = std::env::temp_dir().join(format!("pronghorn-nginx-{}", std::process::id()));
-    let www = dir.join("www");
-    std::fs::create_dir_all(&www).unwrap();
-    let mut big = vec![0u8; 10 << 20];
-    stack::echo::Stream::new(42).fill(&mut big);
-    std::fs::write(www.join("big.bin"), &big).unwrap();
-    std::fs::write(www.join("index.html"), "hello from pronghorn\n").unwrap();
-    let d = dir.display();
-    std::fs::write(
-        dir.join("nginx.conf"),
-        format!(
-            "daemon off; master_process off; worker_processes 1; user root;\n\
-             error_log {d}/error.log; pid {d}/nginx.pid;\n\
-             events {{ worker_connections 1024; }}\n\
-             http {{ access_log off; sendfile on; client_body_temp_path {d}; proxy_temp_path {d};\n\
-             fastcgi_temp_path {d}; uwsgi_temp_path {d}; scgi_temp_path {d};\n\
-             server {{ listen 10.99.0.1:8080; root {d}/www; }} }}\n"
-        ),
-    )
-    .unwrap();
+    let (dir, big) = nginx_site("pronghorn-nginx", "off", 10 << 20, "hello from pronghorn\n");
     let conf = dir.join("nginx.conf");
     let nginx =
         Accelerated(lab.exec("a", &[bin(), "run", "--", "nginx", "-c", conf.to_str().unwrap()]).spawn().unwrap());
@@ -2049,5 +2057,78 @@ fn a_running_redis_is_seen_by_ps_conns_stat_lat_and_pcap() {
     eventually("the region and the control socket are removed", || {
         !Path::new(&region).exists() && !Path::new(&control).exists()
     });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 22: a server under pronghorn that writes 4 MiB to a slow kernel reader (a small
+/// receive buffer, paced reads), closes the connection and exits at once: its stack keeps
+/// running at exit until the data and the FIN are through, so the reader gets every byte and
+/// an EOF, not a stall or a reset.
+#[test]
+fn a_server_that_writes_closes_and_exits_delivers_every_byte_and_a_fin() {
+    if !enabled("a_server_that_writes_closes_and_exits_delivers_every_byte_and_a_fin") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::up("tst-exit", &[]);
+    let bytes = (4u64 << 20).to_string();
+    for (host, port) in [("10.99.0.1", "9400"), ("fd99::1", "9401")] {
+        let mut server = lab
+            .exec("a", &[bin(), "run", "--", "python3", &peer_py(), "write-close-exit", host, port, &bytes])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready");
+        let mut server = Accelerated(server);
+        let o = lab.exec("b", &["python3", &peer_py(), "slow-read", host, port, &bytes]).output().unwrap();
+        let status = server.0.wait().unwrap();
+        assert!(status.success(), "the server exited with {status:?}");
+        let json = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            json.contains(&format!("\"received\": {bytes}, \"eof\": true, \"error\": [], \"identical\": true")),
+            "{host}: {}",
+            text(&o)
+        );
+    }
+}
+
+/// Issue 22: `nginx -s quit` (SIGQUIT to the master) while a client downloads a large file
+/// slowly: the worker finishes the response, closes and exits, and what it wrote last still
+/// reaches the client, byte for byte.
+#[test]
+fn nginx_graceful_quit_finishes_a_download_in_progress() {
+    if !enabled("nginx_graceful_quit_finishes_a_download_in_progress") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::up("tst-quit", &[]);
+    let (dir, big) = nginx_site("pronghorn-nginx-quit", "on", 8 << 20, "up\n");
+    let conf = dir.join("nginx.conf");
+    let mut nginx = NginxMaster {
+        child: lab.exec("a", &[bin(), "run", "--", "nginx", "-c", conf.to_str().unwrap()]).spawn().unwrap(),
+        pid_file: dir.join("nginx.pid"),
+    };
+    until_ok(&lab, &["curl", "-sf", "http://10.99.0.1:8080/index.html"]);
+    // A small receive window on the client's side (its namespace's own tcp_rmem), so that the
+    // worker's send buffer is still full when it closes and exits.
+    let o = lab.exec("b", &["sysctl", "-w", "net.ipv4.tcp_rmem=4096 16384 16384"]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    // About two seconds of download at the client's pace.
+    let got = dir.join("big.got");
+    let download = lab
+        .exec("b", &["curl", "-sS", "-f", "-m", "30", "--limit-rate", "4M", "http://10.99.0.1:8080/big.bin", "-o"])
+        .arg(&got)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    eventually("the download is under way", || std::fs::metadata(&got).is_ok_and(|m| m.len() > 1 << 20));
+    nginx.signal("-QUIT", nginx.pid());
+    let o = download.wait_with_output().unwrap();
+    assert!(o.status.success(), "the download failed: {}", text(&o));
+    assert!(std::fs::read(&got).unwrap() == big, "8 MiB file differs");
+    eventually("nginx quit", || nginx.child.try_wait().unwrap().is_some());
     let _ = std::fs::remove_dir_all(&dir);
 }

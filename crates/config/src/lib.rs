@@ -27,6 +27,7 @@
 //! busy_poll_us = 0        # inline: how long a waiting thread polls before it sleeps
 //! stack_cpu = 3           # optional; dedicated: the CPU the stack thread is pinned to
 //! shards = 1              # stacks in this process, each on its own queue with its own thread
+//! exit_drain_ms = 5000    # at exit: the longest wait for connections to send their data and FIN
 //!
 //! [tcp]                   # optional; the defaults
 //! congestion = "cubic"    # or "newreno": congestion control of new connections
@@ -130,6 +131,12 @@ pub struct RuntimeConfig {
     /// listen on every shard, and a connection stays on the shard its queue feeds.
     #[serde(default = "default_shards")]
     pub shards: u16,
+    /// At exit, the longest the process keeps its stacks running (milliseconds) so that its
+    /// connections, closed or still open, send their queued data and their FIN; what is left
+    /// then is reset. A socket with SO_LINGER set waits its linger time instead. Linux sends
+    /// on from orphaned sockets after the process is gone; a user-space stack ends with it.
+    #[serde(default = "default_exit_drain_ms")]
+    pub exit_drain_ms: u32,
 }
 
 impl Default for RuntimeConfig {
@@ -140,8 +147,13 @@ impl Default for RuntimeConfig {
             busy_poll_us: 0,
             stack_cpu: None,
             shards: default_shards(),
+            exit_drain_ms: default_exit_drain_ms(),
         }
     }
+}
+
+fn default_exit_drain_ms() -> u32 {
+    5000
 }
 
 fn default_shards() -> u16 {
@@ -428,6 +440,12 @@ impl Config {
                 r.spin_us, r.busy_poll_us
             ));
         }
+        if r.exit_drain_ms > 600_000 {
+            return Err(format!(
+                "runtime.exit_drain_ms must be 0 to 600000 (milliseconds a process waits at exit for its connections to send), got {}",
+                r.exit_drain_ms
+            ));
+        }
         if let Some(cpu) = r.stack_cpu {
             if cpu >= 1024 {
                 return Err(format!("runtime.stack_cpu {cpu} is not a CPU number (0 to 1023)"));
@@ -553,6 +571,11 @@ address = "fd99::1/64"
         assert!(e.contains("threads") && e.contains("inline") && e.contains("dedicated"), "{e}");
         let e = err(&format!("{GOOD}\n[runtime]\nbusy_poll_us = 5000000\n"));
         assert!(e.contains("runtime.busy_poll_us"), "{e}");
+        assert_eq!(c.runtime.exit_drain_ms, 5000);
+        let c = parse(&format!("{GOOD}\n[runtime]\nexit_drain_ms = 0\n")).unwrap();
+        assert_eq!(c.runtime.exit_drain_ms, 0);
+        let e = err(&format!("{GOOD}\n[runtime]\nexit_drain_ms = 3600000\n"));
+        assert!(e.contains("runtime.exit_drain_ms"), "{e}");
         let e = err(&format!("{GOOD}\n[runtime]\nspin = 5\n"));
         assert!(e.contains("unknown field `spin`"), "{e}");
     }

@@ -144,6 +144,15 @@ impl FdTable {
         self.slots.get_mut(usize::try_from(fd).ok()?)?.take()
     }
 
+    /// The fds of TCP connections and listeners on the shards.
+    pub(crate) fn streams(&self) -> Vec<i32> {
+        let stream = |(fd, e): (usize, &Option<Entry>)| match e {
+            Some(Entry { fd: Fd::Conn { .. } | Fd::Listener { .. }, .. }) => Some(fd as i32),
+            _ => None,
+        };
+        self.slots.iter().enumerate().filter_map(stream).collect()
+    }
+
     /// The fds whose listen() waits for the NIC.
     pub(crate) fn listening(&self) -> Vec<i32> {
         let deferred = |(fd, e): (usize, &Option<Entry>)| match e {

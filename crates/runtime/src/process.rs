@@ -1,12 +1,15 @@
-//! The accelerated process's life: the shard opened before the process gives up root, the port
-//! closed at exit (which detaches the XDP program), and fork (the child never touches the
-//! parent's queues).
+//! The accelerated process's life: the shard opened before the process gives up root, the
+//! connections drained and the port closed at exit (which detaches the XDP program), and fork
+//! (the child never touches the parent's queues).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use nic::Nic;
+use stack::shard::SocketId;
+use stack::TcpState;
 
-use crate::accel::Accel;
+use crate::accel::{Accel, Runtime};
 use crate::{real, Errno, FORKED};
 
 impl<N: Nic + 'static> Accel<N> {
@@ -19,10 +22,12 @@ impl<N: Nic + 'static> Accel<N> {
         });
     }
 
-    /// At exit: frames still queued (replies written just before exit) go out, then the port
-    /// closes (which detaches the XDP program). The stack thread, if any, stops when it sees the
-    /// shard gone.
+    /// At exit: the connections deliver what they were given ([`Accel::drain_at_exit`]), then
+    /// the port closes (which detaches the XDP program). The stack thread, if any, stops when
+    /// it sees the shard gone. A forked child that does not own the NIC never gets here
+    /// (`FORKED`).
     pub fn at_exit(&self) {
+        self.drain_at_exit();
         self.try_with(|rt| {
             rt.poll_shard();
             if EXIT_STATS.get().copied().unwrap_or(false) {
@@ -42,6 +47,97 @@ impl<N: Nic + 'static> Accel<N> {
             rt.stop_observer();
             rt.shards.stop();
         });
+    }
+
+    /// What the kernel does for a process that exits with sockets, and then some: every TCP
+    /// socket still held is closed as if its last fd went (a FIN after its data; a RST when
+    /// received data was left unread or SO_LINGER is 0), and the stacks keep running until
+    /// every connection, those the process closed before included, has sent its data and its
+    /// FIN and seen them acknowledged (FIN-WAIT-2, TIME-WAIT or gone). Linux's orphans send on
+    /// after the process is gone; here the stack ends with the process, so the wait is bounded:
+    /// by the socket's SO_LINGER time where it has one, else by `runtime.exit_drain_ms`. A
+    /// connection still sending then is reset, as Linux resets an orphan it gives up on.
+    ///
+    /// The lock is taken for one pass at a time, never while waiting, so other threads (a
+    /// stack thread, application threads the exit did not stop) go on; if it cannot be taken
+    /// (a thread stopped while holding it) the drain ends.
+    pub(crate) fn drain_at_exit(&self) {
+        let Some(Some(mut drain)) = self.try_with(|rt| rt.shards.is_open().then(|| rt.close_all_for_exit())) else {
+            return;
+        };
+        loop {
+            let Some(Some((work, rx_fds, wait_ms))) = self.try_with(|rt| {
+                let work = rt.poll_shard();
+                rt.drain_step(&mut drain).then(|| (work, rt.rx_fds.clone(), rt.next_wait_ms(None)))
+            }) else {
+                return;
+            };
+            if work == 0 {
+                // Nothing moved: wait for frames or the next timer (a few ms at most).
+                let mut fds: Vec<libc::pollfd> =
+                    rx_fds.iter().flatten().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+                unsafe { real::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait_ms.clamp(1, 10)) };
+            }
+        }
+    }
+}
+
+/// The connections an exiting process waits for, and how long.
+pub(crate) struct ExitDrain {
+    /// When the wait for a connection without SO_LINGER ends (ns, the runtime's clock).
+    deadline: u64,
+    /// Connections closed at exit from a socket with SO_LINGER set: their own deadline.
+    lingering: HashMap<SocketId, u64>,
+    /// After the last deadline: the resets and what is queued leave, then the drain stops.
+    end: u64,
+}
+
+/// Time for the resets sent at the deadline, and frames still queued, to leave.
+const EXIT_RESET_GRACE_NS: u64 = 100_000_000;
+
+impl<N: Nic + 'static> Runtime<N> {
+    /// Closes every TCP socket the process still holds (listeners: their unaccepted
+    /// connections are reset), as the kernel does when the last fd of each goes, and says how
+    /// long each connection may take to finish.
+    fn close_all_for_exit(&mut self) -> ExitDrain {
+        let now = self.now();
+        let deadline = now + u64::from(self.cfg.runtime.exit_drain_ms) * 1_000_000;
+        let mut lingering = HashMap::new();
+        for fd in self.fds.streams() {
+            let Some(entry) = self.fds.get(fd) else { continue };
+            if let (Some(id), Some(secs @ 1..)) = (entry.fd.socket(), entry.opts.linger_s) {
+                lingering.insert(id, now + u64::from(secs) * 1_000_000_000);
+            }
+            self.release(fd);
+        }
+        let last = lingering.values().copied().fold(deadline, u64::max);
+        ExitDrain { deadline, lingering, end: last + EXIT_RESET_GRACE_NS }
+    }
+
+    /// After a pass: resets the connections past their deadline; whether to go on (a
+    /// connection still delivering, or frames still queued, before the end).
+    fn drain_step(&mut self, drain: &mut ExitDrain) -> bool {
+        let now = self.now();
+        let mut unsettled = false;
+        for s in self.shards.all_mut() {
+            let late: Vec<SocketId> = s
+                .connections()
+                .filter(|(_, _, _, info)| {
+                    !matches!(info.state, TcpState::FinWait2 | TcpState::TimeWait | TcpState::Closed)
+                })
+                .map(|(id, ..)| id)
+                .filter(|id| {
+                    unsettled = true;
+                    now >= drain.lingering.get(id).copied().unwrap_or(drain.deadline)
+                })
+                .collect();
+            for id in late {
+                let _ = s.abort(id);
+            }
+            s.flush(now);
+            unsettled |= s.pending_frames() > 0;
+        }
+        unsettled && now < drain.end
     }
 }
 

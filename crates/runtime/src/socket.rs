@@ -154,6 +154,15 @@ impl<N: Nic + 'static> Runtime<N> {
         }
     }
 
+    /// The connection and its SO_LINGER time when closing `fd` closes a connection that
+    /// lingers (`Accel::linger`): its last fd, SO_LINGER on with a time above 0.
+    pub(crate) fn lingers_at_close(&self, fd: i32) -> Option<(SocketId, u32)> {
+        let entry = self.fds.get(fd)?;
+        let (Fd::Conn { id, .. }, Some(secs @ 1..)) = (&entry.fd, entry.opts.linger_s) else { return None };
+        let last = self.socks.get(*id).map_or(true, |st| st.fds == [fd]);
+        (last && self.shards.is_open()).then_some((*id, secs))
+    }
+
     /// Forgets `fd`; closes its shard socket when no other fd refers to it.
     pub(crate) fn release(&mut self, fd: i32) {
         let Some(entry) = self.fds.remove(fd) else { return };
@@ -698,8 +707,15 @@ impl<N: Nic + 'static> Accel<N> {
     /// close: the runtime forgets `fd` (closing the shard socket with its last fd); the caller
     /// then closes the placeholder (or kernel socket, or epoll fd) in the kernel.
     pub fn close(&self, fd: i32) {
-        self.with(|rt| rt.release(fd));
+        let lingering = self.with(|rt| {
+            let lingering = rt.lingers_at_close(fd);
+            rt.release(fd);
+            lingering
+        });
         set_tracked(fd, false);
+        if let Some(Some((id, secs))) = lingering {
+            self.linger(id, secs);
+        }
     }
 
     /// After a successful `dup`/`dup2`/`dup3`/F_DUPFD of `old` to `new`: `new` refers to the same

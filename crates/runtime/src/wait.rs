@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use config::Drive;
 use nic::Nic;
+use stack::shard::SocketId;
 
 use crate::accel::{Accel, Runtime};
 use crate::real;
@@ -421,6 +422,9 @@ pub(crate) fn restarts_after_signal(has_timeout: bool) -> bool {
     })
 }
 
+/// How often a lingering close looks at its connection when nothing wakes it (ms).
+const LINGER_LOOK_MS: i32 = 10;
+
 /// Which way a blocking call waits: SO_RCVTIMEO or SO_SNDTIMEO bounds it.
 #[derive(Clone, Copy)]
 pub(crate) enum Dir {
@@ -536,6 +540,76 @@ impl<N: Nic + 'static> Accel<N> {
                 return Call::Done(Err(Errno(libc::EINTR)));
             }
         }
+    }
+
+    /// `close()` of the last fd of a connection with SO_LINGER `secs` > 0: waits, as Linux's
+    /// `sk_stream_wait_close`, until the FIN is acknowledged (the connection leaves FIN-WAIT-1,
+    /// CLOSING and LAST-ACK, or is gone), `secs` pass, or a signal comes; close() returns 0
+    /// either way. Linux waits so whatever O_NONBLOCK says (`inet_release` passes the linger
+    /// time unconditionally), and so does this. The socket's readiness wakes the waiter; an
+    /// orphan's last changes may not, so it also looks again every [`LINGER_LOOK_MS`].
+    pub(crate) fn linger(&self, id: SocketId, secs: u32) {
+        let start = Instant::now();
+        let deadline = start + Duration::from_secs(u64::from(secs));
+        let mut waited = false;
+        loop {
+            let step = self.with(|rt| {
+                let parker = my_parker();
+                if let Some(p) = &parker {
+                    p.reset();
+                }
+                let closing = |rt: &mut Runtime<N>| {
+                    matches!(
+                        rt.shards.of(id).tcp_state(id),
+                        Ok(stack::TcpState::FinWait1 | stack::TcpState::Closing | stack::TcpState::LastAck)
+                    )
+                };
+                if closing(rt) && rt.wait.inline() {
+                    rt.poll_shard();
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if !closing(rt) || left.is_zero() {
+                    return None;
+                }
+                let limit_ms = (left.as_millis().max(1) as i32).min(LINGER_LOOK_MS);
+                let Some(parker) = parker else {
+                    // Out of fds for a parker: look again after a while.
+                    return Some(None);
+                };
+                rt.socks.entry(id).waiters.push(parker.clone());
+                Some(Some(rt.prepare_sleep(parker, limit_ms, start, false)))
+            });
+            let plan = match step.flatten() {
+                None => break,
+                Some(None) => {
+                    std::thread::sleep(Duration::from_millis(LINGER_LOOK_MS as u64));
+                    continue;
+                }
+                Some(Some(plan)) => plan,
+            };
+            let slept = sleep(&plan, &mut Vec::new());
+            waited = true;
+            self.with(|rt| {
+                rt.after_sleep(&plan);
+                if let Some(st) = rt.socks.get_mut(id) {
+                    st.waiters.retain(|p| !Arc::ptr_eq(p, &plan.parker));
+                }
+                if plan.drives {
+                    rt.poll_shard();
+                }
+            });
+            if slept == -libc::EINTR {
+                break;
+            }
+        }
+        self.with(|rt| {
+            if rt.socks.get(id).is_some_and(|st| st.fds.is_empty() && st.waiters.is_empty()) {
+                rt.socks.remove(id);
+            }
+            if waited {
+                rt.hand_off();
+            }
+        });
     }
 
     /// The stack thread of dedicated mode: polls the NIC and wakes waiters; spins `spin_us` while

@@ -37,6 +37,8 @@ struct PeerCtl {
     /// Connections to open: (to, bytes to send once connected).
     to_open: Vec<(SocketAddr, Vec<u8>)>,
     conns: Vec<PeerConn>,
+    /// Bytes each connection reads per run (a slow reader), `None`: all there is.
+    read_per_run: Option<usize>,
 }
 
 struct PeerConn {
@@ -44,6 +46,10 @@ struct PeerConn {
     unsent: Vec<u8>,
     received: Vec<u8>,
     eof: bool,
+    /// The error that ended its reading (ECONNRESET: reset).
+    error: Option<Errno>,
+    /// Its state when the peer last ran.
+    state: Option<stack::TcpState>,
 }
 
 /// The runtime's NIC: one end of an in-memory pair, with the peer shard on the other end.
@@ -66,24 +72,53 @@ impl Peer for EchoPeer {
         let mut ctl = self.ctl.lock().unwrap();
         for (to, data) in std::mem::take(&mut ctl.to_open) {
             let id = self.peer.tcp_connect(to).expect("peer connect");
-            ctl.conns.push(PeerConn { id, unsent: data, received: Vec::new(), eof: false });
+            ctl.conns.push(PeerConn { id, unsent: data, received: Vec::new(), eof: false, error: None, state: None });
         }
+        let per_run = ctl.read_per_run.unwrap_or(usize::MAX);
         for c in ctl.conns.iter_mut() {
+            c.state = self.peer.tcp_state(c.id).ok();
             if !c.unsent.is_empty() {
                 if let Ok(n) = self.peer.tcp_send(c.id, &c.unsent) {
                     c.unsent.drain(..n);
                 }
             }
-            while !c.eof {
-                match self.peer.tcp_recv(c.id, &mut self.buf) {
-                    Ok(0) => c.eof = true,
-                    Ok(n) => c.received.extend_from_slice(&self.buf[..n]),
-                    Err(_) => break,
-                }
-            }
+            c.read(&mut self.peer, &mut self.buf, per_run);
         }
         drop(ctl);
         self.peer.poll(now);
+    }
+}
+
+impl PeerConn {
+    /// Reads up to `budget` bytes (or to the end of the stream, or an error).
+    fn read(&mut self, peer: &mut Shard<MemNic>, buf: &mut [u8], mut budget: usize) {
+        while !self.eof && budget > 0 {
+            let room = budget.min(buf.len());
+            match peer.tcp_recv(self.id, &mut buf[..room]) {
+                Ok(0) => self.eof = true,
+                Ok(n) => {
+                    self.received.extend_from_slice(&buf[..n]);
+                    budget -= n;
+                }
+                Err(e) => {
+                    if e != Errno::EAGAIN {
+                        self.error = Some(e);
+                    }
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The runtime's NIC goes when its process exits (`at_exit`): what the peer's stack accepted
+/// by then is read, as a kernel reader reads it after the sender is gone.
+impl Drop for EchoPeer {
+    fn drop(&mut self) {
+        let mut ctl = self.ctl.lock().unwrap_or_else(|e| e.into_inner());
+        for c in ctl.conns.iter_mut() {
+            c.read(&mut self.peer, &mut self.buf, usize::MAX);
+        }
     }
 }
 
@@ -93,8 +128,13 @@ struct Lab {
 }
 
 fn lab(drive: &str) -> Lab {
+    lab_with(drive, "")
+}
+
+/// A lab with more `[runtime]` settings (TOML lines).
+fn lab_with(drive: &str, runtime: &str) -> Lab {
     let toml = format!(
-        "[nic]\npmd = \"af_xdp\"\niface = \"mem0\"\n[ipv4]\naddress = \"{OURS}/24\"\n[runtime]\ndrive = \"{drive}\"\nspin_us = 20\n"
+        "[nic]\npmd = \"af_xdp\"\niface = \"mem0\"\n[ipv4]\naddress = \"{OURS}/24\"\n[runtime]\ndrive = \"{drive}\"\nspin_us = 20\n{runtime}"
     );
     let cfg = Config::parse(&toml, Path::new("threads.toml")).unwrap();
     let (a, b) = pair(MemConfig { queue_len: 4096, pool_size: 8192, ..MemConfig::default() });
@@ -864,4 +904,93 @@ fn dup_d_fds_share_their_sockets_options_and_o_nonblock() {
     assert_eq!(done(rt.recv(copy, &mut buf, false, false)), Err(Errno::EAGAIN));
     rt.close(copy);
     rt.close(fd);
+}
+
+/// Two connections from the peer to a listener on `port`, accepted: (listener, conns).
+fn accept_two(l: &Lab, port: u16) -> (i32, [i32; 2]) {
+    let rt = l.rt;
+    let lfd = listener(rt, port, false);
+    let local = SocketAddr::V4(SocketAddrV4::new(OURS, port));
+    l.ctl.lock().unwrap().to_open.extend([(local, Vec::new()), (local, Vec::new())]);
+    let conns = within("accept", move || [0, 1].map(|_| done(rt.accept(lfd, 0)).unwrap().0));
+    (lfd, conns)
+}
+
+/// Writes to `fd` until its send buffer is full (non-blocking; the peer must not be reading):
+/// what it took.
+fn fill(rt: &Accel<PeerNic>, fd: i32, seed: u8) -> Vec<u8> {
+    let chunk: Vec<u8> = (0..65536u32).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect();
+    let mut sent = Vec::new();
+    while let Ok(n) = done(rt.send(fd, &chunk, true)) {
+        sent.extend_from_slice(&chunk[..n]);
+    }
+    sent
+}
+
+/// Issue 22: a process that exits with data queued on a connection it closed and on one it
+/// still holds delivers all of it, and a FIN after it, to a slow reader (2 KiB per run of the
+/// peer: the drain takes many stack passes, where the exit used to make one).
+#[test]
+fn at_exit_closed_and_held_connections_deliver_their_data_and_fin() {
+    for drive in ["inline", "dedicated"] {
+        let l = lab(drive);
+        let rt = l.rt;
+        let (_lfd, [closed, held]) = accept_two(&l, 5400);
+        // The peer reads nothing until the send buffers are full, then 2 KiB per run.
+        l.ctl.lock().unwrap().read_per_run = Some(0);
+        let sent = [fill(rt, closed, 1), fill(rt, held, 2)];
+        assert!(sent.iter().all(|s| s.len() > 64 * 1024), "{drive}: the send buffers hold more than a pass sends");
+        rt.close(closed);
+        l.ctl.lock().unwrap().read_per_run = Some(2048);
+        within("the exit", move || rt.at_exit());
+        let ctl = l.ctl.lock().unwrap();
+        for (c, sent) in ctl.conns.iter().zip(&sent) {
+            assert_eq!((c.received.len(), c.eof, c.error), (sent.len(), true, None), "{drive}: every byte, then a FIN");
+            assert!(c.received == *sent, "{drive}: the bytes sent");
+        }
+    }
+}
+
+/// Issue 22: past `runtime.exit_drain_ms` what is still sending is reset, as the kernel
+/// resets an orphan it gives up on; the exit does not wait for a reader that never reads.
+#[test]
+fn at_exit_connections_still_sending_after_exit_drain_ms_are_reset() {
+    let l = lab_with("inline", "exit_drain_ms = 0\n");
+    let rt = l.rt;
+    let (_lfd, [closed, held]) = accept_two(&l, 5401);
+    l.ctl.lock().unwrap().read_per_run = Some(0);
+    fill(rt, closed, 1);
+    fill(rt, held, 2);
+    rt.close(closed);
+    within("the exit", move || rt.at_exit());
+    let ctl = l.ctl.lock().unwrap();
+    let states: Vec<_> = ctl.conns.iter().map(|c| c.state).collect();
+    assert_eq!(states, [Some(stack::TcpState::Closed); 2], "reset, not left open");
+}
+
+/// Issue 22, Linux's SO_LINGER with a time (`sk_stream_wait_close`): close() returns once the
+/// data and the FIN are acknowledged, not at once; the peer, reading 2 KiB per run, has then
+/// seen the FIN. Linux lingers so on a non-blocking socket too: the second connection is one.
+#[test]
+fn close_with_so_linger_waits_until_the_fin_is_acknowledged() {
+    for drive in ["inline", "dedicated"] {
+        let l = lab(drive);
+        let rt = l.rt;
+        let (_lfd, conns) = accept_two(&l, 5402);
+        let linger = [1i32.to_ne_bytes(), 30i32.to_ne_bytes()].concat();
+        l.ctl.lock().unwrap().read_per_run = Some(0);
+        for (k, &fd) in conns.iter().enumerate() {
+            if k == 1 {
+                rt.set_nonblock(fd, true);
+            }
+            done(rt.setsockopt(fd, libc::SOL_SOCKET, libc::SO_LINGER, &linger)).unwrap();
+            fill(rt, fd, k as u8);
+        }
+        l.ctl.lock().unwrap().read_per_run = Some(2048);
+        for (k, fd) in conns.into_iter().enumerate() {
+            within("a lingering close", move || rt.close(fd));
+            let state = l.ctl.lock().unwrap().conns[k].state;
+            assert_eq!(state, Some(stack::TcpState::CloseWait), "{drive}, connection {k}: the FIN was through");
+        }
+    }
 }

@@ -179,6 +179,7 @@ impl<N: Nic + 'static> Runtime<N> {
                     t.pmtu_reductions,
                     t.icmp_too_big_ignored,
                     t.tx_no_buffer,
+                    t.tx_deferred,
                     t.tx_queue_full,
                     t.tx_no_route,
                     t.tx_unresolved,

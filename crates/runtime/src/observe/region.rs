@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// "PHSTAT" and the layout's version.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT04");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT05");
 
 /// Shards a region has room for (`runtime.shards` is at most 64).
 pub const MAX_SHARDS: usize = 64;
@@ -76,6 +76,7 @@ pub const SHARD_COUNTERS: &[(&str, &str)] = &[
     ("pmtu_reductions", "path MTU reductions believed"),
     ("icmp_too_big_ignored", "ICMP too-big messages not believed"),
     ("tx_no_buffer", "frames not sent: no buffer in the pool"),
+    ("tx_deferred", "times a connection's segments waited for a buffer (sent at a later pass)"),
     ("tx_queue_full", "frames not sent: the NIC's tx queue stayed full"),
     ("tx_no_route", "frames not sent: no route"),
     ("tx_unresolved", "frames dropped: the neighbor never answered"),

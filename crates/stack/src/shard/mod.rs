@@ -187,6 +187,9 @@ pub struct ShardStats {
     pub tcp_lost_retransmits: u64,
     /// Frames not sent: no buffer in the pool.
     pub tx_no_buffer: u64,
+    /// Times a connection's segments (data, FIN, RST, ACK) waited for a buffer: the pool was
+    /// empty, so they stayed owed and went out at a later pass.
+    pub tx_deferred: u64,
     /// Frames not sent: the NIC's tx queue stayed full.
     pub tx_queue_full: u64,
     /// Frames not sent: no route to the destination.
@@ -257,6 +260,10 @@ pub struct Shard<N: Nic> {
     challenge_second: u64,
     challenge_left: u32,
     dirty: Vec<SocketId>,
+    /// Connections whose segments found no frame buffer, serviced again at the next flush.
+    starved: Vec<SocketId>,
+    /// RSTs of connections freed before a frame buffer came for them, sent at the next flush.
+    owed_rsts: Vec<(crate::table::FourTuple, wire::TcpRepr)>,
     changed: Vec<SocketId>,
     /// Connections the application holds whose peer marked new urgent data (SIGURG).
     urgent: Vec<SocketId>,
@@ -391,6 +398,8 @@ impl<N: Nic> Shard<N> {
             challenge_second: u64::MAX,
             challenge_left: 0,
             dirty: Vec::new(),
+            starved: Vec::new(),
+            owed_rsts: Vec::new(),
             changed: Vec::new(),
             urgent: Vec::new(),
             rx: Vec::with_capacity(RX_BURST),
@@ -449,9 +458,10 @@ impl<N: Nic> Shard<N> {
         self.timers.len()
     }
 
-    /// Frames held waiting for a neighbor's address.
+    /// Frames not sent yet: waiting for a neighbor's address, for room in the NIC's queue, or
+    /// (a RST of a closed connection) for a buffer.
     pub fn pending_frames(&self) -> usize {
-        self.neighbors.pending() + self.tx.len()
+        self.neighbors.pending() + self.tx.len() + self.owed_rsts.len()
     }
 
     /// The earliest time `poll` has timer work to do.
@@ -559,6 +569,7 @@ impl<N: Nic> Shard<N> {
     }
 
     fn flush_dirty(&mut self) {
+        self.retry_starved();
         // Handling one socket can dirty others (a listener), so loop until quiet.
         while !self.dirty.is_empty() {
             let mut dirty = std::mem::take(&mut self.dirty);

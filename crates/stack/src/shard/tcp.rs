@@ -32,6 +32,10 @@ use crate::timer::TimerHandle;
 /// active connection one release and one reuse.
 const BUFFERS_CHECK_NS: u64 = 1_000_000_000;
 
+/// RSTs of freed connections a shard keeps while its buffer pool is empty (a few kB; a peer
+/// that makes connections abort while the pool is dry cannot grow it further).
+const OWED_RSTS_MAX: usize = 1024;
+
 pub(super) struct TcpSocket {
     pub(super) conn: Connection,
     pub(super) tuple: FourTuple,
@@ -468,7 +472,8 @@ impl<N: Nic> Shard<N> {
 
     /// Removes a TCP socket from the demux table, the timer wheel, its listener, and the slab.
     pub(super) fn free_tcp(&mut self, id: SocketId) {
-        let Some(Socket::Tcp(s)) = self.take_socket(id) else { return };
+        let Some(Socket::Tcp(mut s)) = self.take_socket(id) else { return };
+        self.keep_owed_rst(&mut s);
         if self.conns.get(&s.tuple) == Some(&id) {
             self.conns.remove(&s.tuple);
         }
@@ -516,7 +521,7 @@ impl<N: Nic> Shard<N> {
     pub(super) fn send_segments(&mut self, id: SocketId) {
         let now = self.now;
         loop {
-            let Some(mut buf) = self.tx_buffer() else { return self.lose_segments(id) };
+            let Some(mut buf) = self.tx_buffer() else { return self.defer_segments(id) };
             let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return self.keep_tx_buffer(buf) };
             let at = transport_offset(s.tuple.remote().0) + s.conn.data_header_len();
             buf.set_len(buf.capacity());
@@ -531,15 +536,41 @@ impl<N: Nic> Shard<N> {
         }
     }
 
-    /// No buffer for a frame: what the connection has to send now is lost, and counted, as if
-    /// the wire had dropped it (its retransmission repairs it).
-    fn lose_segments(&mut self, id: SocketId) {
-        let now = self.now;
-        let mut payload = vec![0u8; usize::from(self.nic.mtu())];
-        while let Some(Socket::Tcp(s)) = self.socket_mut(id) {
-            if s.conn.poll_transmit(now, &mut payload).is_none() {
-                break;
-            }
+    /// No buffer for a frame (the pool is empty): what the connection has to send stays owed
+    /// and it is serviced again at the next flush ([`Shard::retry_starved`]), counted. Drained
+    /// as lost, a FIN waited for a retransmission timeout, and a RST of a connection freed
+    /// right after (an abort, a close with unread data) never left.
+    fn defer_segments(&mut self, id: SocketId) {
+        self.stats.tx_deferred += 1;
+        self.starved.push(id);
+    }
+
+    /// Sends the RSTs of freed connections that waited for a buffer, and services again the
+    /// connections whose output did (each once, whatever it was pushed for), before the
+    /// pass's own work. Cheap when nothing waits: two empty vectors.
+    pub(super) fn retry_starved(&mut self) {
+        while let Some(&(tuple, repr)) = self.owed_rsts.last() {
+            let Some(buf) = self.tx_buffer() else { break };
+            self.owed_rsts.pop();
+            self.emit_tcp(buf, &tuple, &repr, ECN_NOT_ECT);
+        }
+        let mut starved = std::mem::take(&mut self.starved);
+        for id in starved.drain(..) {
+            self.mark_dirty(id);
+        }
+        self.starved = starved;
+    }
+
+    /// A connection being freed still owes its RST (it found no buffer): the shard keeps it,
+    /// up to [`OWED_RSTS_MAX`] (beyond that it is lost, counted as `tx_no_buffer`).
+    fn keep_owed_rst(&mut self, s: &mut TcpSocket) {
+        if !s.conn.owes_rst() {
+            return;
+        }
+        let Some(repr) = s.conn.poll_transmit(self.now, &mut []) else { return };
+        if self.owed_rsts.len() < OWED_RSTS_MAX {
+            self.owed_rsts.push((s.tuple, repr));
+        } else {
             self.stats.tx_no_buffer += 1;
         }
     }
@@ -686,5 +717,46 @@ mod tests {
         server.poll(now);
         assert_eq!(rings(&server, s), (false, true));
         assert_eq!(server.timer_count(), armed, "checked again later");
+    }
+
+    /// Takes every frame buffer the shard could use (its pool's and the one it keeps ready).
+    fn drain_pool(shard: &mut Shard<MemNic>) -> Vec<<MemNic as Nic>::Buf> {
+        let mut held: Vec<_> = shard.tx_spare.take().into_iter().collect();
+        held.extend(std::iter::from_fn(|| shard.nic_mut().alloc()));
+        held
+    }
+
+    /// Ends the connection with `end` on the server while its pool is empty: nothing reaches
+    /// the client, and the wait is counted. Then the buffers come back and both poll once at
+    /// the same time (no retransmission timer can fire): returns the client and its socket.
+    fn end_with_a_dry_pool(end: fn(&mut Shard<MemNic>, SocketId)) -> (Shard<MemNic>, SocketId) {
+        let (mut client, c, mut server, s, now) = connected();
+        let held = drain_pool(&mut server);
+        end(&mut server, s);
+        server.poll(now);
+        client.poll(now);
+        assert_eq!(client.tcp_state(c), Ok(tcp::State::Established), "nothing leaves without a buffer");
+        assert!(server.stats().tx_deferred > 0);
+        drop(held);
+        server.poll(now);
+        client.poll(now);
+        (client, c)
+    }
+
+    /// A FIN that finds the pool empty stays owed and leaves at the first pass after buffers
+    /// come back, not a retransmission timeout later.
+    #[test]
+    fn a_fin_that_found_no_buffer_leaves_when_buffers_return() {
+        let (mut client, c) = end_with_a_dry_pool(|server, s| server.close(s).unwrap());
+        assert_eq!(client.tcp_state(c), Ok(tcp::State::CloseWait));
+        assert_eq!(client.tcp_recv(c, &mut [0u8; 8]), Ok(0), "end of stream");
+    }
+
+    /// The RST of an abort that finds the pool empty is kept past the connection's end and
+    /// leaves at the first pass after buffers come back.
+    #[test]
+    fn a_rst_that_found_no_buffer_leaves_when_buffers_return() {
+        let (mut client, c) = end_with_a_dry_pool(|server, s| server.abort(s).unwrap());
+        assert_eq!(client.tcp_recv(c, &mut [0u8; 8]), Err(crate::errno::Errno::ECONNRESET));
     }
 }

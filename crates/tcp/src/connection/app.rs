@@ -277,6 +277,13 @@ impl Connection {
         self.owed.has(Owed::ChallengeAck)
     }
 
+    /// A RST is waiting to be sent (the next `poll_transmit` returns it). The stack asks before
+    /// it frees a closed connection: a RST the connection could not send yet (no frame buffer)
+    /// is taken out with `poll_transmit` and kept by the stack until it can be.
+    pub fn owes_rst(&self) -> bool {
+        self.owed.has(Owed::Rst)
+    }
+
     /// Drops the pending challenge ACK (an ACK that is due anyway is still sent).
     pub fn cancel_challenge_ack(&mut self) {
         self.owed.remove(Owed::ChallengeAck);
