@@ -9,32 +9,40 @@
 //!   checksum check; application calls (read, write, shutdown, close) and time steps are mixed
 //!   in. Nothing may panic, and the connection must stay within its buffers.
 //!
-//! [`Rig`], a shard with a listener and a peer that sends hand-built segments, is also the
+//! [`Rig`], a shard with listeners and a peer that sends hand-built segments, is also the
 //! harness of the listener tests (`tests/listen.rs`).
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use nic::mem::{pair, MemConfig, MemNic};
 use nic::{Nic, PacketBuf};
 use wire::{
-    ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpAddress, IpProtocol,
-    Ipv4Address, Ipv4Packet, Ipv4Repr, TcpFlags, TcpPacket, TcpRepr,
+    ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Icmpv6Packet,
+    Icmpv6Repr, IpAddress, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet, Ipv6Repr, NdiscRepr,
+    TcpFlags, TcpPacket, TcpRepr,
 };
 
 use crate::shard::{Shard, ShardConfig, SocketId};
 
 pub const SERVER: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
 pub const PEER: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
-/// The listener's port.
+pub const SERVER6: Ipv6Address = Ipv6Address::new(0xfd00, 0, 0, 0, 0, 0, 0, 1);
+pub const PEER6: Ipv6Address = Ipv6Address::new(0xfd00, 0, 0, 0, 0, 0, 0, 2);
+/// The listeners' port.
 pub const PORT: u16 = 80;
 /// The peer's port in [`base`].
 pub const PEER_PORT: u16 = 40000;
 
-/// A shard listening on [`PORT`] (backlog 8) with a UDP socket on 53, and the peer's NIC.
+/// A shard at [`SERVER`]/24 and [`SERVER6`]/64 listening on [`PORT`] of both (backlog 8),
+/// with UDP sockets on 53 of both, and the peer's NIC (the shard knows the peer's link address
+/// for [`PEER`] and [`PEER6`]).
 pub struct Rig {
     pub shard: Shard<MemNic>,
     pub peer: MemNic,
+    /// The IPv4 listener.
     pub listener: SocketId,
+    /// The IPv6 listener.
+    pub listener6: SocketId,
     /// The time passed to `poll`.
     pub now: u64,
 }
@@ -47,13 +55,17 @@ impl Rig {
     /// A rig whose shard configuration `configure` may change first.
     pub fn new(configure: impl FnOnce(&mut ShardConfig)) -> Rig {
         let (a, b) = pair(MemConfig { pool_size: 512, queue_len: 256, ..MemConfig::default() });
-        let mut cfg = ShardConfig::new(a.mac(), Some((Ipv4Addr::new(10, 0, 0, 1), 24)), None, [9; 32]);
+        let server6 = Ipv6Addr::from(SERVER6);
+        let mut cfg = ShardConfig::new(a.mac(), Some((Ipv4Addr::from(SERVER), 24)), Some((server6, 64)), [9; 32]);
         configure(&mut cfg);
         let mut shard = Shard::new(a, cfg);
         let listener = shard.tcp_listen(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), PORT), 8).unwrap();
+        let listener6 = shard.tcp_listen(SocketAddr::new(server6.into(), PORT), 8).unwrap();
         shard.udp_bind(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 53)).unwrap();
-        let mut r = Rig { shard, peer: b, listener, now: 1_000_000_000 };
-        // Introduce the peer (an ARP request for the server), so replies need no resolution.
+        shard.udp_bind(SocketAddr::new(server6.into(), 53)).unwrap();
+        let mut r = Rig { shard, peer: b, listener, listener6, now: 1_000_000_000 };
+        // Introduce the peer (an ARP request and a neighbor solicitation for the server), so
+        // replies need no resolution.
         let arp = ArpRepr::EthernetIpv4 {
             operation: ArpOperation::Request,
             source_hardware_addr: EthernetAddress(r.peer.mac().0),
@@ -69,6 +81,27 @@ impl Rig {
         }
         .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
         arp.emit(&mut ArpPacket::new_unchecked(&mut f[14..]));
+        r.inject(&f);
+        let ns = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+            target_addr: SERVER6,
+            lladdr: Some(EthernetAddress(r.peer.mac().0)),
+        });
+        let ip = Ipv6Repr {
+            src_addr: PEER6,
+            dst_addr: SERVER6.solicited_node(),
+            next_header: IpProtocol::Icmpv6,
+            payload_len: ns.buffer_len(),
+            hop_limit: 255,
+        };
+        let mut f = vec![0u8; 14 + 40 + ns.buffer_len()];
+        EthernetRepr {
+            src_addr: EthernetAddress(r.peer.mac().0),
+            dst_addr: ip.dst_addr.multicast_ethernet(),
+            ethertype: EtherType::Ipv6,
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+        ip.emit(&mut Ipv6Packet::new_unchecked(&mut f[14..54]));
+        ns.emit(&mut Icmpv6Packet::new_unchecked(&mut f[54..]), &ip.src_addr, &ip.dst_addr, true);
         r.inject(&f);
         r.replies();
         r
@@ -96,21 +129,7 @@ impl Rig {
     pub fn replies_with_ecn(&mut self) -> Vec<(TcpRepr, u8)> {
         let mut rx = Vec::new();
         self.peer.rx_burst(&mut rx, 256);
-        let mut out = Vec::new();
-        for b in &rx {
-            let Ok(eth) = EthernetFrame::new_checked(b.data()) else { continue };
-            let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else { continue };
-            if ip.next_header() != IpProtocol::Tcp {
-                continue;
-            }
-            let (s, d) = (IpAddress::V4(ip.src_addr()), IpAddress::V4(ip.dst_addr()));
-            if let Ok(tcp) = TcpPacket::new_checked(ip.payload()) {
-                if let Ok(r) = TcpRepr::parse(&tcp, &s, &d, true) {
-                    out.push((r, ip.ecn()));
-                }
-            }
-        }
-        out
+        rx.iter().filter_map(|b| tcp_in_frame(b.data())).collect()
     }
 
     /// Sends a TCP segment from the peer with `payload`.
@@ -123,29 +142,100 @@ impl Rig {
         let f = peer_frame(self.peer.mac().0, self.shard.nic().mac().0, repr, payload, ecn);
         self.inject(&f);
     }
+
+    /// Sends a TCP segment from `src` to `dst` (see [`ip_frame`]: with one IPv6 address, an
+    /// IPv4 one becomes IPv4-mapped).
+    pub fn segment_between(&mut self, src: IpAddress, dst: IpAddress, repr: &TcpRepr, payload: &[u8]) {
+        let f = ip_frame(self.peer.mac().0, self.shard.nic().mac().0, (src, dst), repr, payload, 0);
+        self.inject(&f);
+    }
+}
+
+/// The TCP segment in an IPv4 or IPv6 frame (no extension headers) with its ECN field.
+fn tcp_in_frame(frame: &[u8]) -> Option<(TcpRepr, u8)> {
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    let (s, d, ecn, seg) = match eth.ethertype() {
+        EtherType::Ipv4 => {
+            let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+            (ip.next_header() == IpProtocol::Tcp).then_some(())?;
+            (IpAddress::V4(ip.src_addr()), IpAddress::V4(ip.dst_addr()), ip.ecn(), ip.payload())
+        }
+        EtherType::Ipv6 => {
+            let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
+            (ip.next_header() == IpProtocol::Tcp).then_some(())?;
+            (IpAddress::V6(ip.src_addr()), IpAddress::V6(ip.dst_addr()), ip.traffic_class() & 0b11, ip.payload())
+        }
+        _ => return None,
+    };
+    let tcp = TcpPacket::new_checked(seg).ok()?;
+    TcpRepr::parse(&tcp, &s, &d, true).ok().map(|r| (r, ecn))
 }
 
 /// An Ethernet frame from [`PEER`] at `src_mac` to [`SERVER`] at `dst_mac` carrying `repr`
 /// with `payload` (its `payload_len` set to fit), `ecn` in the IP header's ECN field, every
 /// checksum right.
 pub fn peer_frame(src_mac: [u8; 6], dst_mac: [u8; 6], repr: &TcpRepr, payload: &[u8], ecn: u8) -> Vec<u8> {
-    let tcp_len = repr.header_len() + payload.len();
-    let mut f = vec![0u8; 14 + 20 + tcp_len];
-    EthernetRepr { src_addr: EthernetAddress(src_mac), dst_addr: EthernetAddress(dst_mac), ethertype: EtherType::Ipv4 }
-        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
-    let ip = Ipv4Repr {
-        src_addr: PEER,
-        dst_addr: SERVER,
-        next_header: IpProtocol::Tcp,
-        payload_len: tcp_len,
-        hop_limit: 64,
+    ip_frame(src_mac, dst_mac, (PEER.into(), SERVER.into()), repr, payload, ecn)
+}
+
+/// An Ethernet frame from `src_mac` to `dst_mac` carrying `repr` with `payload` (its
+/// `payload_len` set to fit) from `src` to `dst`, `ecn` in the IP header's ECN field, every
+/// checksum right. IPv4 when both addresses are; else IPv6, an IPv4 address in it written as
+/// IPv4-mapped (`::ffff:a.b.c.d`), as a dual-stack socket API names it.
+pub fn ip_frame(
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    (src, dst): (IpAddress, IpAddress),
+    repr: &TcpRepr,
+    payload: &[u8],
+    ecn: u8,
+) -> Vec<u8> {
+    let as_v6 = |a: IpAddress| match a {
+        IpAddress::V4(v4) => Ipv6Address::ipv4_mapped(v4),
+        IpAddress::V6(v6) => v6,
     };
-    let mut packet = Ipv4Packet::new_unchecked(&mut f[14..34]);
-    ip.emit(&mut packet, true);
-    packet.set_ecn(ecn);
-    packet.fill_checksum();
+    let v4 = match (src, dst) {
+        (IpAddress::V4(s), IpAddress::V4(d)) => Some((s, d)),
+        _ => None,
+    };
+    let (ethertype, ip_len) = if v4.is_some() { (EtherType::Ipv4, 20) } else { (EtherType::Ipv6, 40) };
+    let tcp_len = repr.header_len() + payload.len();
+    let mut f = vec![0u8; 14 + ip_len + tcp_len];
+    EthernetRepr { src_addr: EthernetAddress(src_mac), dst_addr: EthernetAddress(dst_mac), ethertype }
+        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+    let ip_header = &mut f[14..14 + ip_len];
+    let (src, dst) = match v4 {
+        Some((s, d)) => {
+            let ip = Ipv4Repr {
+                src_addr: s,
+                dst_addr: d,
+                next_header: IpProtocol::Tcp,
+                payload_len: tcp_len,
+                hop_limit: 64,
+            };
+            let mut packet = Ipv4Packet::new_unchecked(ip_header);
+            ip.emit(&mut packet, true);
+            packet.set_ecn(ecn);
+            packet.fill_checksum();
+            (IpAddress::V4(s), IpAddress::V4(d))
+        }
+        None => {
+            let (s, d) = (as_v6(src), as_v6(dst));
+            let ip = Ipv6Repr {
+                src_addr: s,
+                dst_addr: d,
+                next_header: IpProtocol::Tcp,
+                payload_len: tcp_len,
+                hop_limit: 64,
+            };
+            let mut packet = Ipv6Packet::new_unchecked(ip_header);
+            ip.emit(&mut packet);
+            packet.set_traffic_class(ecn);
+            (IpAddress::V6(s), IpAddress::V6(d))
+        }
+    };
     let r = TcpRepr { payload_len: payload.len(), ..*repr };
-    r.emit(&mut TcpPacket::new_unchecked(&mut f[34..]), &IpAddress::V4(PEER), &IpAddress::V4(SERVER), payload, true);
+    r.emit(&mut TcpPacket::new_unchecked(&mut f[14 + ip_len..]), &src, &dst, payload, true);
     f
 }
 

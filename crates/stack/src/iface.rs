@@ -33,6 +33,9 @@ pub struct IfaceStats {
     pub drop_checksum: u64,
     /// IPv4 or IPv6 fragments: not reassembled (yet), dropped and counted.
     pub drop_fragment: u64,
+    /// To our address from a source no peer may send from (Linux's martian sources): see
+    /// `Drop::BadSource`.
+    pub drop_bad_source: u64,
     /// Well formed, but nothing here handles it (TCP/UDP today, other ICMP types, other ethertypes).
     pub drop_unhandled: u64,
     /// Replies dropped because the NIC's tx queue was full.
@@ -46,6 +49,7 @@ impl IfaceStats {
             Drop::Malformed => &mut self.drop_malformed,
             Drop::Checksum => &mut self.drop_checksum,
             Drop::Fragment => &mut self.drop_fragment,
+            Drop::BadSource => &mut self.drop_bad_source,
             Drop::Unhandled => &mut self.drop_unhandled,
         } += 1;
     }
@@ -55,6 +59,7 @@ impl IfaceStats {
             + self.drop_malformed
             + self.drop_checksum
             + self.drop_fragment
+            + self.drop_bad_source
             + self.drop_unhandled
             + self.drop_tx_full
     }
@@ -65,6 +70,10 @@ pub(crate) enum Drop {
     Malformed,
     Checksum,
     Fragment,
+    /// IPv4 from a multicast, broadcast (limited, or our subnet's), `0.0.0.0/8`, loopback or
+    /// our own address; IPv6 from a multicast, loopback or IPv4-mapped address, from one of ours,
+    /// or (TCP and UDP) from `::`.
+    BadSource,
     Unhandled,
 }
 

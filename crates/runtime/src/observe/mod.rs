@@ -145,6 +145,7 @@ impl<N: Nic + 'static> Runtime<N> {
                     i.drop_malformed,
                     i.drop_checksum,
                     i.drop_fragment,
+                    i.drop_bad_source,
                     i.drop_unhandled,
                     i.drop_tx_full,
                     t.tcp_rx_segments,
