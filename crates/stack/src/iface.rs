@@ -114,8 +114,9 @@ pub(crate) enum Answer {
 }
 
 impl Answer {
-    /// Writes the reply over `frame` (the request, whose Ethernet header is still in place) from
-    /// our `mac`; returns its length. `fill_ipv4_checksum`: the NIC does not compute the IPv4
+    /// Writes the reply over `frame` (the request, whose Ethernet header is still in place, and
+    /// the buffer's room after it: a reply may be longer than its request) from our `mac`;
+    /// returns its length. `fill_ipv4_checksum`: the NIC does not compute the IPv4
     /// header checksum.
     pub(crate) fn write(&self, mac: EthernetAddress, frame: &mut [u8], fill_ipv4_checksum: bool) -> usize {
         let (len, dst_mac) = match *self {

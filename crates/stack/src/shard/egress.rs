@@ -247,6 +247,10 @@ impl<N: Nic> Shard<N> {
             self.link_stats.drop_tx_full += 1;
             return;
         }
+        // The answer may be longer than the request: an advertisement carries our link
+        // address, a solicitation from `::` carries none.
+        let room = buf.capacity();
+        buf.set_len(room);
         let len = answer.write(self.mac, buf.data_mut(), self.checksums.fill_ipv4);
         buf.set_len(len);
         answer.count(&mut self.link_stats);
