@@ -561,7 +561,9 @@ impl<N: Nic> Shard<N> {
         let at = transport_offset(dst);
         let len = repr.buffer_len();
         buf.set_len(at + len);
-        self.write_headers(buf.data_mut(), src, dst, IpProtocol::Tcp, len, ecn);
+        if !self.write_headers(buf.data_mut(), src, dst, IpProtocol::Tcp, len, ecn) {
+            return self.keep_tx_buffer(buf);
+        }
         let fill = self.checksums.fill_l4;
         repr.emit_header(&mut TcpPacket::new_unchecked(&mut buf.data_mut()[at..]), &src, &dst, fill);
         self.stats.tcp_tx_segments += 1;
