@@ -115,6 +115,7 @@ impl<N: Nic + 'static> Runtime<N> {
             w.wakeups,
             w.stack_thread_polls,
             w.inline_polls,
+            crate::shield::caught(),
         ];
         debug_assert_eq!(process.len(), PROCESS_COUNTERS.len());
         let shards = self.shards.all();

@@ -98,6 +98,7 @@ pub const PROCESS_COUNTERS: &[(&str, &str)] = &[
     ("wakeups", "wakeups sent"),
     ("stack_thread_polls", "stack passes by stack threads"),
     ("inline_polls", "stack passes by application threads"),
+    ("panics_caught", "calls failed with EIO: an internal error (a panic) caught at the hooks"),
 ];
 
 /// The latency stages (`pronghorn lat`): (name, what is measured).
