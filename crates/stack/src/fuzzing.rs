@@ -1,13 +1,18 @@
 //! The checks behind the stack's fuzz targets (`fuzz/`), here so that `cargo test` runs them on
 //! stable too and the fuzzers call the same code.
 //!
-//! - [`shard_frames`]: arbitrary frames into a shard that has a listener, an established
-//!   connection and a UDP socket; nothing may panic and every frame must be accounted for.
-//! - [`tcp_segments`]: a connection is established, then the input is decoded into TCP segments
-//!   for it (flags, sequence and acknowledgment numbers near the live ones, windows, options,
-//!   payload) with valid checksums, so the fuzzer explores the TCP state machine rather than the
-//!   checksum check; application calls (read, write, shutdown, close) and time steps are mixed
-//!   in. Nothing may panic, and the connection must stay within its buffers.
+//! - [`shard_frames`]: arbitrary frames into a shard that has IPv4 and IPv6 addresses, listeners
+//!   and UDP sockets on both; nothing may panic and every frame must be accounted for.
+//! - [`tcp_segments`]: a connection is established over IPv4 or IPv6, then the input is decoded
+//!   into TCP segments for it (flags, sequence and acknowledgment numbers near the live ones,
+//!   windows, options, payload) with valid checksums, so the fuzzer explores the TCP state
+//!   machine rather than the checksum check; application calls (read, write, shutdown, close)
+//!   and time steps are mixed in, and segments may come with IPv6 extension headers, from the
+//!   peer's address of the other family (IPv4-mapped) or under the other family's ethertype.
+//!   Nothing may panic, and the connection must stay within its buffers.
+//!
+//! [`write_seeds`] writes the seed corpora of both targets (`fuzz/corpus`), frames that reach
+//! these paths; `cargo test` runs both checks over every corpus file.
 //!
 //! [`Rig`], a shard with listeners and a peer that sends hand-built segments, is also the
 //! harness of the listener tests (`tests/listen.rs`).
@@ -261,17 +266,25 @@ pub fn shard_frames(data: &[u8]) {
     assert!(s.rx_frames >= s.dropped(), "{s:?}");
 }
 
-/// A connection, then segments decoded from `data` (see the module doc).
+/// A connection, then segments decoded from `data` (see the module doc). The first byte sets
+/// the SYN's options and the family (0x10: IPv6); then 8-byte chunks, each an application call,
+/// a time step or a segment (see the match below).
 pub fn tcp_segments(data: &[u8]) {
     let mut r = rig();
     let first = data.first().copied().unwrap_or(0);
+    let v6 = first & 0x10 != 0;
+    let (peer, server, other_peer, listener): (IpAddress, IpAddress, IpAddress, _) = if v6 {
+        (PEER6.into(), SERVER6.into(), PEER.into(), r.listener6)
+    } else {
+        (PEER.into(), SERVER.into(), PEER6.into(), r.listener)
+    };
     let peer_iss: u32 = 0x1000_0000u32.wrapping_mul(u32::from(first) + 1);
     let mut syn = base(peer_iss, None, TcpFlags::SYN);
     syn.max_seg_size = Some(536 + u16::from(first & 0x3f) * 16);
     syn.window_scale = (first & 0x40 != 0).then_some(first & 0x0f);
     syn.sack_permitted = first & 0x80 != 0;
     syn.timestamp = (first & 0x20 != 0).then_some((1, 0));
-    r.segment(&syn, &[]);
+    r.segment_between(peer, server, &syn, &[]);
     let Some(synack) = r.replies().into_iter().find(|s| s.flags.contains(TcpFlags::SYN)) else {
         panic!("no SYN-ACK to a valid SYN");
     };
@@ -279,8 +292,8 @@ pub fn tcp_segments(data: &[u8]) {
     let mut server_nxt = synack.seq_number.wrapping_add(1);
     let mut ack = base(peer_nxt, Some(server_nxt), TcpFlags::empty());
     ack.timestamp = synack.timestamp.map(|(tsval, _)| (2, tsval));
-    r.segment(&ack, &[]);
-    let Ok((conn, _)) = r.shard.tcp_accept(r.listener) else {
+    r.segment_between(peer, server, &ack, &[]);
+    let Ok((conn, _)) = r.shard.tcp_accept(listener) else {
         panic!("handshake did not complete");
     };
     let mut tsval = 3u32;
@@ -336,7 +349,19 @@ pub fn tcp_segments(data: &[u8]) {
                     seg.sack_ranges[0] = Some((left, left.wrapping_add(u32::from(chunk[7]) * 8)));
                 }
                 let len = usize::from(chunk[7]) % payload.len();
-                r.segment(&seg, &payload[..len]);
+                // The op's high bits: 0x08 from the peer's address of the other family (an IPv6
+                // frame, the IPv4 address in it IPv4-mapped), 0x10 under the other family's
+                // ethertype, 0x20 an IPv6 extension header (kind: the top two bits).
+                let src = if op & 0x08 != 0 { other_peer } else { peer };
+                let (peer_mac, our_mac) = (r.peer.mac().0, r.shard.nic().mac().0);
+                let mut f = ip_frame(peer_mac, our_mac, (src, server), &seg, &payload[..len], 0);
+                if op & 0x20 != 0 {
+                    f = with_ipv6_extension_header(&f, op >> 6);
+                }
+                if op & 0x10 != 0 {
+                    swap_ip_ethertype(&mut f);
+                }
+                r.inject(&f);
                 if chunk[1] & 0x80 != 0 {
                     peer_nxt = seq.wrapping_add(len as u32);
                 }
@@ -352,6 +377,155 @@ pub fn tcp_segments(data: &[u8]) {
             assert!(info.recv_queue <= 1 << 20 && info.send_queue <= 1 << 20, "{info:?}");
         }
     }
+}
+
+/// The IPv6 extension headers [`with_ipv6_extension_header`] inserts, by kind.
+const EXTENSION_HEADERS: [IpProtocol; 4] =
+    [IpProtocol::HopByHop, IpProtocol::Ipv6Opts, IpProtocol::Ipv6Route, IpProtocol::Ipv6Frag];
+
+/// `frame` (Ethernet, IPv6, then the upper layer) with an 8-byte extension header in front of
+/// its upper layer: hop-by-hop options (kind 0), destination options (1), each a PadN; a
+/// routing header with no segments left (2); a fragment header of an atomic fragment (3). A
+/// frame that is not IPv6 comes back as it is.
+pub fn with_ipv6_extension_header(frame: &[u8], kind: u8) -> Vec<u8> {
+    const IP: usize = 14;
+    let Ok(ip) = Ipv6Packet::new_checked(frame.get(IP..).unwrap_or_default()) else { return frame.to_vec() };
+    if ip.version() != 6 {
+        return frame.to_vec();
+    }
+    let (next, payload_len) = (u8::from(ip.next_header()), ip.payload_len());
+    let protocol = EXTENSION_HEADERS[usize::from(kind % 4)];
+    let header: [u8; 8] = match protocol {
+        IpProtocol::Ipv6Route => [next, 0, 253, 0, 0, 0, 0, 0],
+        IpProtocol::Ipv6Frag => [next, 0, 0, 0, 0, 0, 0x12, 0x34],
+        _ => [next, 0, 1, 4, 0, 0, 0, 0],
+    };
+    let mut out = Vec::with_capacity(frame.len() + 8);
+    out.extend_from_slice(&frame[..IP + 40]);
+    out.extend_from_slice(&header);
+    out.extend_from_slice(&frame[IP + 40..]);
+    let mut ip = Ipv6Packet::new_unchecked(&mut out[IP..]);
+    ip.set_next_header(protocol);
+    ip.set_payload_len(payload_len.saturating_add(8));
+    out
+}
+
+/// Labels an IPv4 frame IPv6 and an IPv6 frame IPv4 (their headers unchanged).
+pub fn swap_ip_ethertype(frame: &mut [u8]) {
+    let Some(ethertype) = frame.get_mut(12..14) else { return };
+    match [ethertype[0], ethertype[1]] {
+        [0x08, 0x00] => ethertype.copy_from_slice(&[0x86, 0xdd]),
+        [0x86, 0xdd] => ethertype.copy_from_slice(&[0x08, 0x00]),
+        _ => {}
+    }
+}
+
+/// The seed inputs of the two targets that reach the IPv6 and mixed-family paths: (target,
+/// file name, input). Written to `fuzz/corpus/<target>/` by the ignored test
+/// `write_fuzz_corpus`; `cargo test` checks that the corpus holds every one of them.
+pub fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
+    let (peer_mac, our_mac) = ([0x02, 0, 0, 0, 0, 0x02], [0x02, 0, 0, 0, 0, 0x01]);
+    let tcp = |src: IpAddress, dst: IpAddress, port: u16, flags: TcpFlags, ack: Option<u32>| {
+        let seg = TcpRepr { max_seg_size: Some(1440), ..tcp::bare_segment(PEER_PORT, port, 1000, ack, flags, 65535) };
+        ip_frame(peer_mac, our_mac, (src, dst), &seg, &[], 0)
+    };
+    let syn = |src: IpAddress, dst: IpAddress, port: u16| tcp(src, dst, port, TcpFlags::SYN, None);
+    let (peer6, server6, peer4, server4) =
+        (IpAddress::V6(PEER6), IpAddress::V6(SERVER6), IpAddress::V4(PEER), IpAddress::V4(SERVER));
+    let mapped = IpAddress::V6(Ipv6Address::ipv4_mapped(PEER));
+    // Frames one after the other, each after its length (shard_frames' input).
+    let frames = |fs: &[Vec<u8>]| -> Vec<u8> {
+        fs.iter().flat_map(|f| (f.len() as u16).to_be_bytes().into_iter().chain(f.iter().copied())).collect()
+    };
+    let icmpv6 = |src: Ipv6Address, dst: Ipv6Address, dst_mac: EthernetAddress, hop_limit: u8, icmp: &Icmpv6Repr| {
+        let ip = Ipv6Repr {
+            src_addr: src,
+            dst_addr: dst,
+            next_header: IpProtocol::Icmpv6,
+            payload_len: icmp.buffer_len(),
+            hop_limit,
+        };
+        let mut f = vec![0u8; 14 + 40 + icmp.buffer_len()];
+        EthernetRepr { src_addr: EthernetAddress(peer_mac), dst_addr: dst_mac, ethertype: EtherType::Ipv6 }
+            .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+        ip.emit(&mut Ipv6Packet::new_unchecked(&mut f[14..54]));
+        icmp.emit(&mut Icmpv6Packet::new_unchecked(&mut f[54..]), &src, &dst, true);
+        f
+    };
+    let dad = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { target_addr: SERVER6, lladdr: None });
+    let quoted = tcp(server6, peer6, PEER_PORT, TcpFlags::ACK, Some(1));
+    let quoted_ip =
+        Ipv6Repr { src_addr: SERVER6, dst_addr: PEER6, next_header: IpProtocol::Tcp, payload_len: 20, hop_limit: 64 };
+    let too_big = Icmpv6Repr::PktTooBig { mtu: 1000, header: quoted_ip, data: &quoted[54..] };
+    let mut v4_as_v6 = syn(peer4, server4, PORT);
+    swap_ip_ethertype(&mut v4_as_v6);
+    let mut v6_as_v4 = syn(peer6, server6, PORT);
+    swap_ip_ethertype(&mut v6_as_v4);
+    let mut out = vec![
+        (
+            "shard_frames",
+            "v6_syn",
+            frames(&[syn(peer6, server6, PORT), tcp(peer6, server6, PORT, TcpFlags::ACK, Some(1))]),
+        ),
+        (
+            "shard_frames",
+            "v6_extension_headers",
+            frames(&(0..4).map(|k| with_ipv6_extension_header(&syn(peer6, server6, PORT), k)).collect::<Vec<_>>()),
+        ),
+        // Issue 22's crash: a SYN-ACK or RST to an IPv4-mapped source.
+        (
+            "shard_frames",
+            "v4_mapped_source",
+            frames(&[
+                syn(mapped, server6, PORT),
+                syn(mapped, server6, PORT + 1),
+                tcp(mapped, server6, PORT + 1, TcpFlags::ACK, Some(1)),
+            ]),
+        ),
+        ("shard_frames", "swapped_ethertypes", frames(&[v4_as_v6, v6_as_v4])),
+        (
+            "shard_frames",
+            "martian_sources",
+            frames(&[
+                syn(IpAddress::V4(Ipv4Address::new(10, 0, 0, 255)), server4, PORT),
+                syn(IpAddress::V4(Ipv4Address::new(127, 0, 0, 1)), server4, PORT),
+                syn(IpAddress::V6(Ipv6Address::LOOPBACK), server6, PORT),
+                syn(server6, server6, PORT),
+            ]),
+        ),
+        // A solicitation without a link-layer option: the advertisement is longer than it.
+        (
+            "shard_frames",
+            "dad_solicitation",
+            frames(&[icmpv6(
+                Ipv6Address::UNSPECIFIED,
+                SERVER6.solicited_node(),
+                SERVER6.solicited_node().multicast_ethernet(),
+                255,
+                &dad,
+            )]),
+        ),
+        (
+            "shard_frames",
+            "packet_too_big_below_1280",
+            frames(&[icmpv6(PEER6, SERVER6, EthernetAddress(our_mac), 64, &too_big)]),
+        ),
+    ];
+    // tcp_segments: the first byte (0x10: IPv6; MSS, SACK, timestamps), then 8-byte chunks.
+    let segment = |op: u8| [op, 0x88 | 0x20, 0, 0, 0, 0xff, 1, 10];
+    let chunks = |first: u8, ops: &[u8]| -> Vec<u8> {
+        std::iter::once(first).chain(ops.iter().flat_map(|&op| segment(op))).chain([1, 16, 0, 0, 0, 0, 0, 0]).collect()
+    };
+    out.push(("tcp_segments", "v6_data", chunks(0x10 | 0xa0 | 0x05, &[5, 5, 6])));
+    out.push((
+        "tcp_segments",
+        "v6_extension_headers",
+        chunks(0x10 | 0x20, &[5 | 0x20, 5 | 0x20 | 0x40, 5 | 0x20 | 0x80, 5 | 0x20 | 0xc0]),
+    ));
+    out.push(("tcp_segments", "v6_from_v4_mapped", chunks(0x10, &[5 | 0x08, 6 | 0x08, 5])));
+    out.push(("tcp_segments", "v4_from_v6_and_swapped", chunks(0x05, &[5 | 0x08, 5 | 0x10, 6 | 0x18, 5])));
+    out.push(("tcp_segments", "v6_swapped_ethertype", chunks(0x10, &[5 | 0x10, 7 | 0x30, 5])));
+    out
 }
 
 #[cfg(test)]
@@ -376,6 +550,41 @@ mod tests {
     fn pseudo_random_segments_never_panic() {
         for data in inputs(0x9e37_79b9_7f4a_7c15, 300, 400) {
             tcp_segments(&data);
+        }
+    }
+
+    fn corpus() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus")
+    }
+
+    #[test]
+    fn fuzz_corpus_passes_the_fuzz_checks_and_holds_every_seed() {
+        let mut seen = 0;
+        for (target, check) in [("shard_frames", shard_frames as fn(&[u8])), ("tcp_segments", tcp_segments)] {
+            for entry in std::fs::read_dir(corpus().join(target)).unwrap() {
+                check(&std::fs::read(entry.unwrap().path()).unwrap());
+                seen += 1;
+            }
+        }
+        assert!(seen >= 20, "corpus has only {seen} files");
+        for (target, name, input) in seeds() {
+            let path = corpus().join(target).join(name);
+            assert_eq!(
+                std::fs::read(&path).ok(),
+                Some(input),
+                "{} is not the seed (write_fuzz_corpus)",
+                path.display()
+            );
+        }
+    }
+
+    /// Writes [`seeds`] into the corpus. Run it after changing them:
+    /// `cargo test -p stack --lib -- --ignored write_fuzz_corpus`.
+    #[test]
+    #[ignore]
+    fn write_fuzz_corpus() {
+        for (target, name, input) in seeds() {
+            std::fs::write(corpus().join(target).join(name), input).unwrap();
         }
     }
 
