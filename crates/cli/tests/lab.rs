@@ -1099,6 +1099,16 @@ fn compatibility_suite_matches_the_kernel() {
 /// Debian's python3, which python3-scapy is for (a python3 earlier on PATH may lack it).
 const DEBIAN_PYTHON: &str = "/usr/bin/python3";
 
+/// Whether Debian's python has scapy (side b crafts segments with it); says "skipped" if not.
+fn have_scapy(test: &str) -> bool {
+    let scapy = Command::new(DEBIAN_PYTHON).args(["-c", "import scapy.all"]).output();
+    let ok = scapy.is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("{test}: skipped (scapy is not installed: Debian's python3-scapy; scripts/setup.sh installs it)");
+    }
+    ok
+}
+
 fn wire_py() -> String {
     format!("{}/../../tests/lab/wire.py", env!("CARGO_MANIFEST_DIR"))
 }
@@ -1110,12 +1120,7 @@ fn wire_py() -> String {
 #[test]
 fn crafted_segments_are_answered_as_the_linux_kernel_answers_them() {
     const TEST: &str = "crafted_segments_are_answered_as_the_linux_kernel_answers_them";
-    if !enabled(TEST) || !have(TEST, &[("nft", "nftables")]) {
-        return;
-    }
-    let scapy = Command::new(DEBIAN_PYTHON).args(["-c", "import scapy.all"]).output();
-    if !scapy.is_ok_and(|o| o.status.success()) {
-        eprintln!("{TEST}: skipped (scapy is not installed: Debian's python3-scapy; scripts/setup.sh installs it)");
+    if !enabled(TEST) || !have(TEST, &[("nft", "nftables")]) || !have_scapy(TEST) {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -1134,6 +1139,44 @@ fn crafted_segments_are_answered_as_the_linux_kernel_answers_them() {
     eprintln!("{out}");
     assert!(out.contains("\"differ\": []"), "pronghorn answers differently from the kernel:\n{out}");
     assert!(o.status.success(), "{out}");
+}
+
+/// Issue 22: segments from martian sources (above all an IPv4-mapped IPv6 source, which used
+/// to abort the server on its SYN-ACK or RST), sent with scapy from side b to a server under
+/// pronghorn bound to 10.99.0.1 and fd99::1: none is answered, each is counted in
+/// `drop_bad_source`, and the server still serves both families (tests/lab/martians.py).
+#[test]
+fn segments_from_martian_sources_are_dropped_and_the_server_keeps_serving() {
+    const TEST: &str = "segments_from_martian_sources_are_dropped_and_the_server_keeps_serving";
+    if !enabled(TEST) || !have(TEST, &[]) || !have_scapy(TEST) {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::up("tst-martian", &[]);
+    let addrs = "10.99.0.1,fd99::1";
+    let server = compat_peer(lab.exec("a", &[bin(), "run", "--", DEBIAN_PYTHON, &wire_py(), "server", addrs, "7400"]));
+    let martians = format!("{}/../../tests/lab/martians.py", env!("CARGO_MANIFEST_DIR"));
+    let side_b = |step: &str| {
+        let o = lab.exec("b", &[DEBIAN_PYTHON, &martians, step, addrs, "7400"]).output().unwrap();
+        let out = text(&o);
+        eprintln!("{out}");
+        assert!(o.status.success(), "martians.py {step}: {out}");
+    };
+    side_b("send");
+    let o = pronghorn(&["ps", "--json"]);
+    let iface = format!("{}-a0", lab.prefix);
+    let pid = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|p| p["interface"] == iface.as_str())
+        .map(|p| p["pid"].to_string())
+        .unwrap_or_else(|| panic!("ps does not list the server on {iface}: {}", text(&o)));
+    let o = pronghorn(&["stat", &pid, "--json"]);
+    let stat: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let dropped = stat["shards"][0]["drop_bad_source"].as_f64().unwrap_or(0.0);
+    assert!(dropped >= 27.0, "drop_bad_source {dropped}: {stat}");
+    side_b("serves");
+    drop(server);
 }
 
 #[test]

@@ -116,11 +116,11 @@ impl<N: Nic + 'static> Accel<N> {
             return None;
         }
         let mut rt = self.lock();
-        let outer = INSIDE.with(|i| i.replace(true));
+        let inside = Inside::enter();
         let r = f(&mut rt);
         rt.dispatch();
         let sigurg = std::mem::take(&mut rt.sigurg);
-        INSIDE.with(|i| i.set(outer));
+        drop(inside);
         drop(rt);
         // After the lock: a SIGURG handler typically reads the urgent byte, with our calls.
         for owner in sigurg {
@@ -144,10 +144,8 @@ impl<N: Nic + 'static> Accel<N> {
                 Err(_) => return None,
             }
         };
-        let outer = INSIDE.with(|i| i.replace(true));
-        let r = f(&mut rt);
-        INSIDE.with(|i| i.set(outer));
-        Some(r)
+        let _inside = Inside::enter();
+        Some(f(&mut rt))
     }
 
     /// The waiting counters (tests, `pronghorn stat` later).
@@ -179,6 +177,25 @@ impl<N: Nic + 'static> Accel<N> {
 
     pub fn routing_stats(&self) -> RoutingStats {
         self.lock().routing
+    }
+}
+
+/// `INSIDE` set for as long as it lives, restored when dropped: also when a panic unwinds out of
+/// the runtime (`shield`), or the thread's later calls would all go to the kernel.
+struct Inside {
+    outer: bool,
+}
+
+impl Inside {
+    fn enter() -> Inside {
+        Inside { outer: INSIDE.with(|i| i.replace(true)) }
+    }
+}
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        let outer = self.outer;
+        let _ = INSIDE.try_with(|i| i.set(outer));
     }
 }
 

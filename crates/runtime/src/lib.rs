@@ -35,6 +35,7 @@ mod process;
 pub mod real;
 mod secret;
 mod shards;
+pub mod shield;
 mod socket;
 mod sockopt;
 mod urgent;
@@ -256,15 +257,21 @@ pub struct Fork(Option<accel::ForkHold<'static, ProcessNic>>);
 
 /// preload's fork(), just before the real one.
 pub fn fork_prepare() -> Fork {
-    Fork(global().map(|a| a.fork_prepare()))
+    shield::guard("fork", || Fork(None), || Fork(global().map(|a| a.fork_prepare())))
 }
 
 /// preload's fork(), just after the real one (`child`: in the new process).
 pub fn fork_done(hold: Fork, child: bool) {
-    if child && hold.0.as_ref().is_some_and(|h| !h.child_keeps()) {
-        FORKED.store(true, Ordering::Relaxed);
-    }
-    drop(hold);
+    shield::guard(
+        "fork",
+        || (),
+        || {
+            if child && hold.0.as_ref().is_some_and(|h| !h.child_keeps()) {
+                FORKED.store(true, Ordering::Relaxed);
+            }
+            drop(hold);
+        },
+    )
 }
 
 /// The process-wide runtime's address (null when there is none): only it gets a cleanup helper.
@@ -318,11 +325,17 @@ fn open_dpdk(cfg: &Config) -> Result<Vec<ProcessNic>, String> {
 }
 
 extern "C" fn close_port_at_exit() {
-    if let Some(a) = RUNTIME.get().copied().flatten() {
-        if !FORKED.load(Ordering::Relaxed) {
-            a.at_exit();
-        }
-    }
+    shield::guard(
+        "exit",
+        || (),
+        || {
+            if let Some(a) = RUNTIME.get().copied().flatten() {
+                if !FORKED.load(Ordering::Relaxed) {
+                    a.at_exit();
+                }
+            }
+        },
+    );
 }
 
 impl<N: Nic + 'static> Accel<N> {
@@ -338,15 +351,39 @@ impl<N: Nic + 'static> Accel<N> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The calls `preload` makes, on the process-wide runtime (`Kernel` when not accelerated).
+// The calls `preload` makes, on the process-wide runtime (`Kernel` when not accelerated). Each
+// runs inside `shield::guard`: a panic in it fails that call (EIO), counted, and no more.
 // ---------------------------------------------------------------------------------------------
+
+/// What a call that panicked returns (`shield`): EIO, an error every caller of a socket call
+/// already handles.
+fn failed<T>() -> Call<T> {
+    Call::Done(Err(Errno(libc::EIO)))
+}
+
+/// A socket call of the application, `call`, made with `f` on the runtime `accel` gives (the
+/// process-wide one for preload's hooks; tests pass their own), inside the shield: `Kernel`
+/// when there is no runtime, EIO (counted) when it panicked.
+pub fn enter<N: Nic + 'static, T>(
+    call: &str,
+    accel: impl FnOnce() -> Option<&'static Accel<N>>,
+    f: impl FnOnce(&'static Accel<N>) -> Call<T>,
+) -> Call<T> {
+    shield::guard(call, failed, || match accel() {
+        Some(a) => f(a),
+        None => Call::Kernel,
+    })
+}
+
+/// A hook tells the process-wide runtime of something (`call`), inside the shield.
+fn notify(call: &str, f: impl FnOnce(&'static Accel<ProcessNic>)) {
+    shield::guard(call, || (), || global().map_or((), f))
+}
 
 /// After the kernel created `fd` with `socket(domain, ty, protocol)`: track TCP and UDP sockets.
 pub fn socket_created(fd: i32, domain: i32, ty: i32, protocol: i32) {
     if !inside() {
-        if let Some(a) = global() {
-            a.socket_created(fd, domain, ty, protocol);
-        }
+        notify("socket", |a| a.socket_created(fd, domain, ty, protocol));
     }
 }
 
@@ -355,17 +392,17 @@ pub fn epoll_created(epfd: i32) {
     if epfd < 0 || inside() {
         return;
     }
-    if global().is_some_and(|a| a.epoll_created(epfd)) {
-        set_tracked_state(epfd, TRACKED_EPOLL);
-    }
+    notify("epoll_create", |a| {
+        if a.epoll_created(epfd) {
+            set_tracked_state(epfd, TRACKED_EPOLL);
+        }
+    });
 }
 
 /// The process is about to change its credentials: open the NIC while it still may.
 pub fn before_credentials_change() {
     if !inside() {
-        if let Some(a) = global() {
-            a.before_credentials_change();
-        }
+        notify("a credential change", |a| a.before_credentials_change());
     }
 }
 
@@ -373,10 +410,7 @@ macro_rules! forward {
     ($(fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
         $(
             pub fn $name($($arg: $ty),*) -> Call<$ret> {
-                match global() {
-                    Some(a) => a.$name($($arg),*),
-                    None => Call::Kernel,
-                }
+                enter(stringify!($name), global, |a| a.$name($($arg),*))
             }
         )*
     };
@@ -408,33 +442,33 @@ forward! {
 
 /// `recv`/`read` into one buffer.
 pub fn recv(fd: i32, buf: &mut [u8], dontwait: bool) -> Call<usize> {
-    match global() {
-        Some(a) => a.recv(fd, buf, dontwait, false),
-        None => Call::Kernel,
-    }
+    enter("recv", global, |a| a.recv(fd, buf, dontwait, false))
 }
 
 pub fn close(fd: i32) -> Call<()> {
-    match global() {
-        Some(a) => a.close(fd),
-        None => set_tracked(fd, false),
-    }
-    // The kernel closes the placeholder (or the kernel socket, or the epoll fd).
-    Call::Kernel
+    // The kernel closes the placeholder (or the kernel socket, or the epoll fd), even when the
+    // runtime's part failed: the fd must not stay tracked for the next file with its number.
+    let forget = || {
+        set_tracked(fd, false);
+        Call::Kernel
+    };
+    shield::guard("close", forget, || {
+        match global() {
+            Some(a) => a.close(fd),
+            None => set_tracked(fd, false),
+        }
+        Call::Kernel
+    })
 }
 
 /// After a successful `dup`/`dup2`/`dup3`/F_DUPFD of `old` to `new`.
 pub fn duplicated(old: i32, new: i32) {
-    if let Some(a) = global() {
-        a.duplicated(old, new);
-    }
+    notify("dup", |a| a.duplicated(old, new));
 }
 
 /// O_NONBLOCK through fcntl(F_SETFL) or ioctl(FIONBIO).
 pub fn set_nonblock(fd: i32, on: bool) {
-    if let Some(a) = global() {
-        a.set_nonblock(fd, on);
-    }
+    notify("fcntl", |a| a.set_nonblock(fd, on));
 }
 
 /// The routing counters, for `pronghorn stat` (later) and tests.
@@ -444,10 +478,10 @@ pub fn routing_stats() -> Option<RoutingStats> {
 
 /// TCP_INFO of an accelerated connection, in Linux's `struct tcp_info`.
 pub fn tcp_info(fd: i32) -> Call<libc::tcp_info> {
-    match global().map(|a| a.tcp_info(fd)) {
+    shield::guard("getsockopt", failed, || match global().map(|a| a.tcp_info(fd)) {
         Some(Call::Done(r)) => Call::Done(r.map(|i| sockopt::linux_tcp_info(&i))),
         _ => Call::Kernel,
-    }
+    })
 }
 
 #[cfg(test)]

@@ -625,26 +625,30 @@ impl<N: Nic + 'static> Accel<N> {
         let Some(parker) = my_parker() else { return };
         let mut idle_since = Instant::now();
         loop {
-            let plan = self.with(|rt| {
-                parker.reset();
-                if !rt.shards.is_open() {
-                    return Plan::Stop;
-                }
-                let work = rt.poll_one(k);
-                rt.wait.stats.stack_thread_polls += 1;
-                if work > 0 {
-                    return Plan::Busy;
-                }
-                if idle_since.elapsed() < Duration::from_micros(u64::from(rt.wait.spin_us)) {
-                    return Plan::Spin;
-                }
-                let rx_fd = rt.rx_fds.get(k).copied().flatten();
-                let cap = if rx_fd.is_some() { rt.next_wait_ms(Some(k)) } else { NO_RX_FD_SLEEP_MS };
-                rt.wait.stats.sleeps += 1;
-                parker.via_fd.store(rx_fd.is_some(), Ordering::Release);
-                Plan::Sleep(Sleep { parker: parker.clone(), drives: true, spin: false, rx_fd, timeout_ms: cap })
-            });
-            match plan {
+            // A panic in a pass (a bug) is counted and the thread goes on driving the NIC: the
+            // waiters it serves would otherwise sleep for ever.
+            let pass = || {
+                self.with(|rt| {
+                    parker.reset();
+                    if !rt.shards.is_open() {
+                        return Plan::Stop;
+                    }
+                    let work = rt.poll_one(k);
+                    rt.wait.stats.stack_thread_polls += 1;
+                    if work > 0 {
+                        return Plan::Busy;
+                    }
+                    if idle_since.elapsed() < Duration::from_micros(u64::from(rt.wait.spin_us)) {
+                        return Plan::Spin;
+                    }
+                    let rx_fd = rt.rx_fds.get(k).copied().flatten();
+                    let cap = if rx_fd.is_some() { rt.next_wait_ms(Some(k)) } else { NO_RX_FD_SLEEP_MS };
+                    rt.wait.stats.sleeps += 1;
+                    parker.via_fd.store(rx_fd.is_some(), Ordering::Release);
+                    Plan::Sleep(Sleep { parker: parker.clone(), drives: true, spin: false, rx_fd, timeout_ms: cap })
+                })
+            };
+            match crate::shield::guard("the stack thread", || Some(Plan::Busy), pass) {
                 None | Some(Plan::Stop) => return,
                 Some(Plan::Busy) => idle_since = Instant::now(),
                 Some(Plan::Spin) => std::hint::spin_loop(),

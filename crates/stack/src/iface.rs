@@ -34,6 +34,9 @@ pub struct IfaceStats {
     pub drop_checksum: u64,
     /// IPv4 or IPv6 fragments: not reassembled (yet), dropped and counted.
     pub drop_fragment: u64,
+    /// To our address from a source no peer may send from (Linux's martian sources): see
+    /// `Drop::BadSource`.
+    pub drop_bad_source: u64,
     /// Well formed, but nothing here handles it (TCP/UDP today, other ICMP types, other ethertypes).
     pub drop_unhandled: u64,
     /// Replies dropped because the NIC's tx queue was full.
@@ -47,6 +50,7 @@ impl IfaceStats {
             Drop::Malformed => &mut self.drop_malformed,
             Drop::Checksum => &mut self.drop_checksum,
             Drop::Fragment => &mut self.drop_fragment,
+            Drop::BadSource => &mut self.drop_bad_source,
             Drop::Unhandled => &mut self.drop_unhandled,
         } += 1;
     }
@@ -56,6 +60,7 @@ impl IfaceStats {
             + self.drop_malformed
             + self.drop_checksum
             + self.drop_fragment
+            + self.drop_bad_source
             + self.drop_unhandled
             + self.drop_tx_full
     }
@@ -66,6 +71,10 @@ pub(crate) enum Drop {
     Malformed,
     Checksum,
     Fragment,
+    /// IPv4 from a multicast, broadcast (limited, or our subnet's), `0.0.0.0/8`, loopback or
+    /// our own address; IPv6 from a multicast, loopback or IPv4-mapped address, from one of ours,
+    /// or (TCP and UDP) from `::`.
+    BadSource,
     Unhandled,
 }
 
@@ -106,8 +115,9 @@ pub(crate) enum Answer {
 }
 
 impl Answer {
-    /// Writes the reply over `frame` (the request, whose Ethernet header is still in place) from
-    /// our `mac`; returns its length. `fill_ipv4_checksum`: the NIC does not compute the IPv4
+    /// Writes the reply over `frame` (the request, whose Ethernet header is still in place, and
+    /// the buffer's room after it: a reply may be longer than its request) from our `mac`;
+    /// returns its length. `fill_ipv4_checksum`: the NIC does not compute the IPv4
     /// header checksum.
     pub(crate) fn write(&self, mac: EthernetAddress, frame: &mut [u8], fill_ipv4_checksum: bool) -> usize {
         let (len, dst_mac) = match *self {

@@ -4,7 +4,7 @@
 //!
 //! It owns the cookie format, the MSS tables, the timestamp option encoding and the SipHash-2-4
 //! used here and by [`crate::ports`]. It must not keep per-connection state, read a clock (time is
-//! the caller's `now`), or decide when cookies are used (the listener does).
+//! the caller's `now`), or decide when cookies are used or checked (the listener does).
 //!
 //! # Format (after `net/ipv4/syncookies.c`)
 //! ```text
@@ -34,6 +34,10 @@ use crate::table::FourTuple;
 pub const COUNTER_PERIOD_NS: u64 = 64_000_000_000;
 /// Cookies are accepted while their counter is less than this many periods old.
 pub const MAX_AGE: u32 = 2;
+/// How long after a listener last sent a cookie an ACK to it is checked for one (Linux's
+/// `TCP_SYNCOOKIE_VALID`, `tcp_synq_no_recent_overflow`): outside that, no cookie of ours can
+/// be out there, and a bare ACK is answered with a RST without being checked.
+pub const VALID_AFTER_LAST_SENT_NS: u64 = 120_000_000_000;
 /// MSS values a cookie can carry for IPv4 (Linux's `msstab`).
 pub const MSS_TABLE_V4: [u16; 4] = [536, 1300, 1440, 1460];
 /// MSS values a cookie can carry for IPv6: MTUs 1280, 1480, 1500 and 9000 less 60 bytes.

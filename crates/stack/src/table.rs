@@ -32,7 +32,8 @@
 //! # Addresses
 //! Addresses are stored as 16 bytes, IPv4 as the IPv4-mapped IPv6 address `::ffff:a.b.c.d`, so a
 //! 4-tuple of either family is 36 bytes. An IPv6 packet whose address is itself IPv4-mapped
-//! would alias an IPv4 flow: the IP layer drops those (RFC 4291 §2.5.5.2 keeps them off the wire).
+//! would alias an IPv4 flow: the IP layer drops those (RFC 4291 §2.5.5.2 keeps them off the wire;
+//! `drop_bad_source`).
 
 use std::num::NonZeroU32;
 
@@ -49,17 +50,17 @@ pub(crate) fn addr16(addr: IpAddress) -> [u8; 16] {
 
 #[inline]
 pub(crate) fn v4_mapped(a: Ipv4Address) -> [u8; 16] {
-    let [a0, a1, a2, a3] = a.0;
-    [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a0, a1, a2, a3]
+    Ipv6Address::ipv4_mapped(a).0
 }
 
 /// The inverse of [`addr16`].
 #[inline]
 pub(crate) fn from16(a: [u8; 16]) -> IpAddress {
-    if a[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff] {
+    let v6 = Ipv6Address(a);
+    if v6.is_ipv4_mapped() {
         IpAddress::V4(Ipv4Address([a[12], a[13], a[14], a[15]]))
     } else {
-        IpAddress::V6(Ipv6Address(a))
+        IpAddress::V6(v6)
     }
 }
 

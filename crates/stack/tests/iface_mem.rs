@@ -104,9 +104,19 @@ fn ipv6_frame(
     hop_limit: u8,
     icmp: &Icmpv6Repr,
 ) -> Vec<u8> {
+    ipv6_frame_from(r, peer_ip6(), dst_mac, dst, hop_limit, icmp)
+}
+
+fn ipv6_frame_from(
+    r: &Rig<impl Nic>,
+    src: Ipv6Address,
+    dst_mac: EthernetAddress,
+    dst: Ipv6Address,
+    hop_limit: u8,
+    icmp: &Icmpv6Repr,
+) -> Vec<u8> {
     let len = icmp.buffer_len();
-    let ip =
-        Ipv6Repr { src_addr: peer_ip6(), dst_addr: dst, next_header: IpProtocol::Icmpv6, payload_len: len, hop_limit };
+    let ip = Ipv6Repr { src_addr: src, dst_addr: dst, next_header: IpProtocol::Icmpv6, payload_len: len, hop_limit };
     let mut f = eth(r.peer_mac, dst_mac, EtherType::Ipv6, 40 + len);
     ip.emit(&mut Ipv6Packet::new_unchecked(&mut f[14..54]));
     icmp.emit(&mut Icmpv6Packet::new_unchecked(&mut f[54..]), &ip.src_addr, &ip.dst_addr, true);
@@ -261,6 +271,32 @@ fn neighbor_solicitation_is_answered_with_an_advert() {
     let off_link = ipv6_frame(&r, mac, group, 64, &ns);
     assert!(r.exchange(&[off_link]).is_empty());
     assert_eq!(r.stats().nd_adverts, 1);
+}
+
+/// Duplicate address detection (RFC 4862 section 5.4.2) solicits from `::` with no source
+/// link-layer option: the advertisement, which carries ours, is longer than the solicitation it
+/// is written over (that overran the received frame and panicked), and goes to all nodes.
+#[test]
+fn a_solicitation_from_the_unspecified_address_is_answered_to_all_nodes() {
+    let mut r = rig();
+    let target = our_ip6();
+    let ns = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { target_addr: target, lladdr: None });
+    let group = target.solicited_node();
+    let f = ipv6_frame_from(&r, Ipv6Address::UNSPECIFIED, group.multicast_ethernet(), group, 255, &ns);
+    let replies = r.exchange(&[f]);
+    assert_eq!(replies.len(), 1);
+    let ip = Ipv6Packet::new_checked(&replies[0][14..]).unwrap();
+    let ip_repr = Ipv6Repr::parse(&ip).unwrap();
+    assert_eq!((ip_repr.src_addr, ip_repr.dst_addr), (target, Ipv6Address::LINK_LOCAL_ALL_NODES));
+    let icmp = Icmpv6Packet::new_checked(ip.payload()).unwrap();
+    match Icmpv6Repr::parse(&icmp, &ip_repr.src_addr, &ip_repr.dst_addr, true).expect("valid checksum") {
+        Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert { flags, target_addr, lladdr }) => {
+            assert_eq!((target_addr, lladdr), (target, Some(r.our_mac)));
+            assert!(!flags.solicited() && flags.override_());
+        }
+        other => panic!("expected a neighbor advert, got {other:?}"),
+    }
+    assert_eq!((r.stats().nd_adverts, r.stats().drop_bad_source), (1, 0));
 }
 
 #[test]

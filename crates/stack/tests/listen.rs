@@ -134,3 +134,61 @@ fn reuseport_connections_go_to_the_listeners_the_application_waits_on() {
     assert_eq!(std::iter::from_fn(|| r.shard.tcp_accept(mine).ok()).count(), 20);
     assert!(r.shard.tcp_accept(sibling).is_err());
 }
+
+/// A SYN from `port` answered with a cookie; returns the ACK that completes its handshake.
+fn cookie_handshake(r: &mut Rig, port: u16) -> TcpRepr {
+    r.segment(&TcpRepr { src_port: port, max_seg_size: Some(1460), ..base(1000, None, TcpFlags::SYN) }, &[]);
+    let synack = r.replies();
+    assert_eq!(synack.len(), 1);
+    TcpRepr { src_port: port, ..base(1001, Some(synack[0].seq_number.wrapping_add(1)), TcpFlags::ACK) }
+}
+
+/// Whether `ack` (a handshake's last ACK) made a connection; else it must have been reset.
+fn taken(r: &mut Rig, ack: &TcpRepr) -> bool {
+    r.segment(ack, &[]);
+    let answers = r.replies();
+    if r.shard.tcp_accept(r.listener).is_ok() {
+        assert_eq!(answers, []);
+        return true;
+    }
+    let rst: Vec<_> = answers.iter().map(|a| (a.flags, a.seq_number)).collect();
+    assert_eq!(rst, [(TcpFlags::RST, ack.ack_number.unwrap())]);
+    false
+}
+
+/// Linux checks an ACK to a listener for a SYN cookie only within TCP_SYNCOOKIE_VALID (2
+/// minutes) of the listener's last cookie (`tcp_synq_no_recent_overflow`); otherwise it is a
+/// bare ACK to a listener, answered with a RST, and no cookie check is counted. A listener that
+/// never sent one takes no cookie, even a valid one (here: the same cookie a listener with the
+/// same secret made).
+#[test]
+fn a_listener_that_sent_no_cookie_resets_a_cookie_ack() {
+    let mut flooded = rig(true);
+    let ack = cookie_handshake(&mut flooded, 40000);
+    let mut calm = rig(false);
+    assert!(!taken(&mut calm, &ack));
+    let s = *calm.shard.stats();
+    assert_eq!((s.tcp_syncookies_ok, s.tcp_syncookies_failed, s.tcp_passive_opens), (0, 0, 0));
+    // The listener that sent it takes it.
+    assert!(taken(&mut flooded, &ack));
+    assert_eq!(flooded.shard.stats().tcp_syncookies_ok, 1);
+}
+
+#[test]
+fn a_cookie_ack_is_checked_only_within_two_minutes_of_the_last_cookie_sent() {
+    const SEC: u64 = 1_000_000_000;
+    // Within the window: taken (the cookie itself is good for 64 to 128 s).
+    let mut r = rig(true);
+    let ack = cookie_handshake(&mut r, 40000);
+    r.now += 119 * SEC;
+    assert!(taken(&mut r, &ack));
+    // Past it, the same (still valid) cookie is reset, and not counted as a failed check.
+    let mut r = rig(true);
+    let ack = cookie_handshake(&mut r, 40000);
+    r.now += 121 * SEC;
+    assert!(!taken(&mut r, &ack));
+    assert_eq!(r.shard.stats().tcp_syncookies_failed, 0);
+    // A cookie sent to anyone opens the window again.
+    let _ = cookie_handshake(&mut r, 40001);
+    assert!(taken(&mut r, &ack));
+}

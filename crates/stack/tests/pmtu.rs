@@ -336,6 +336,20 @@ fn rfc8201_packet_too_big_lowers_the_segment_size() {
     lowers_the_segment_size(true, 1280, 1280 - 60);
 }
 
+/// RFC 8201 section 4: a node must not reduce its path MTU below the IPv6 minimum (1280) on a
+/// Packet Too Big that says less; Linux's `tcp_v6_err` ignores such a message outright.
+#[test]
+fn rfc8201_packet_too_big_below_1280_is_ignored() {
+    for mtu in [1279, 1000, 68] {
+        let mut p = Peer::new(true);
+        let (c, segs) = p.connect_and_receive();
+        p.too_big(&segs[0].2.clone(), mtu);
+        assert_eq!(p.shard.tcp_info(c).unwrap().snd_mss, 1440, "MTU {mtu}");
+        let s = *p.shard.stats();
+        assert_eq!((s.pmtu_reductions, s.icmp_too_big_ignored), (0, 1), "MTU {mtu}");
+    }
+}
+
 /// Linux drops a frame sent to another host's MAC before any protocol sees it (`ip_rcv`,
 /// PACKET_OTHERHOST): an ICMP error in one changes nothing and is counted as not for us.
 fn ignores_an_error_for_another_hosts_mac(v6: bool) {

@@ -69,6 +69,18 @@ impl Ipv6Address {
         !(self.is_multicast() || self.is_unspecified())
     }
 
+    /// An IPv4-mapped address, `::ffff:0:0/96` (RFC 4291 section 2.5.5.2): a socket API's
+    /// name for an IPv4 peer, never meant to appear in an IPv6 header.
+    pub fn is_ipv4_mapped(&self) -> bool {
+        self.0[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]
+    }
+
+    /// The IPv4-mapped address of `v4`, `::ffff:a.b.c.d`.
+    pub const fn ipv4_mapped(v4: crate::Ipv4Address) -> Ipv6Address {
+        let [a, b, c, d] = v4.0;
+        Ipv6Address([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a, b, c, d])
+    }
+
     /// Link-local unicast, `fe80::/10`.
     pub const fn is_link_local(&self) -> bool {
         self.0[0] == 0xfe && self.0[1] & 0xc0 == 0x80
@@ -543,6 +555,9 @@ mod tests {
         assert!(Ipv6Address::UNSPECIFIED.is_unspecified());
         assert!(!Ipv6Address::UNSPECIFIED.is_unicast());
         assert!(Ipv6Address::LOOPBACK.is_loopback());
+        let mapped = Ipv6Address::ipv4_mapped(crate::Ipv4Address::new(10, 0, 0, 2));
+        assert_eq!(mapped, addr("::ffff:10.0.0.2"));
+        assert!(mapped.is_ipv4_mapped() && !addr("::10.0.0.2").is_ipv4_mapped());
         assert_eq!(Ipv6Address::LINK_LOCAL_ALL_NODES, addr("ff02::1"));
         assert_eq!(Ipv6Address::LINK_LOCAL_ALL_ROUTERS, addr("ff02::2"));
 

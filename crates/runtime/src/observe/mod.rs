@@ -115,6 +115,7 @@ impl<N: Nic + 'static> Runtime<N> {
             w.wakeups,
             w.stack_thread_polls,
             w.inline_polls,
+            crate::shield::caught(),
         ];
         debug_assert_eq!(process.len(), PROCESS_COUNTERS.len());
         let shards = self.shards.all();
@@ -145,6 +146,7 @@ impl<N: Nic + 'static> Runtime<N> {
                     i.drop_malformed,
                     i.drop_checksum,
                     i.drop_fragment,
+                    i.drop_bad_source,
                     i.drop_unhandled,
                     i.drop_tx_full,
                     t.tcp_rx_segments,

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// "PHSTAT" and the layout's version.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT05");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT06");
 
 /// Shards a region has room for (`runtime.shards` is at most 64).
 pub const MAX_SHARDS: usize = 64;
@@ -42,6 +42,7 @@ pub const SHARD_COUNTERS: &[(&str, &str)] = &[
     ("drop_malformed", "frames dropped: too short, bad lengths or fields"),
     ("drop_checksum", "frames dropped: bad IPv4 header or ICMP checksum"),
     ("drop_fragment", "frames dropped: IP fragments (not reassembled)"),
+    ("drop_bad_source", "frames dropped: from a martian source (broadcast, multicast, loopback, ours, IPv4-mapped)"),
     ("drop_unhandled", "frames dropped: well formed, nothing here handles them"),
     ("drop_tx_full", "replies dropped: the NIC's tx queue was full"),
     ("tcp_in_segs", "TCP segments received"),
@@ -98,6 +99,7 @@ pub const PROCESS_COUNTERS: &[(&str, &str)] = &[
     ("wakeups", "wakeups sent"),
     ("stack_thread_polls", "stack passes by stack threads"),
     ("inline_polls", "stack passes by application threads"),
+    ("panics_caught", "calls failed with EIO: an internal error (a panic) caught at the hooks"),
 ];
 
 /// The latency stages (`pronghorn lat`): (name, what is measured).

@@ -1,6 +1,7 @@
-//! TCP segment processing: an established connection fed segments decoded from the input (flags,
-//! sequence and acknowledgment numbers near the live ones, windows, options, payload; valid
-//! checksums), mixed with application calls and time steps. The checks live in
+//! TCP segment processing: an established IPv4 or IPv6 connection fed segments decoded from the
+//! input (flags, sequence and acknowledgment numbers near the live ones, windows, options,
+//! payload; valid checksums; IPv6 extension headers, the other family's source or ethertype),
+//! mixed with application calls and time steps. The checks live in
 //! `stack::fuzzing::tcp_segments`.
 //!
 //! Run from `crates/stack`: `cargo +nightly fuzz run tcp_segments`.

@@ -115,6 +115,7 @@ impl<N: Nic> Shard<N> {
             arrivals: 0,
             watched: false,
             buffers: Buffers::default(),
+            last_cookie_sent: None,
         }));
         if joins {
             self.listeners.get_mut((addr, port)).expect("the group exists").members.push(id);

@@ -102,22 +102,28 @@ impl<N: Nic> Shard<N> {
             return None;
         }
         buf.set_len(l4 + l4_len);
-        self.write_headers(buf.data_mut(), src, dst, proto, l4_len, ecn);
+        if !self.write_headers(buf.data_mut(), src, dst, proto, l4_len, ecn) {
+            self.keep_tx_buffer(buf);
+            return None;
+        }
         Some((buf, l4))
     }
 
     /// Writes the Ethernet header (all but its destination) and the IP header of a frame that
     /// carries `l4_len` bytes of `proto` at [`transport_offset`], `ecn` in the IP header's ECN
-    /// field; the IPv4 header checksum is left to the NIC if it computes it.
+    /// field; the IPv4 header checksum is left to the NIC if it computes it. False, counted in
+    /// `tx_no_route` and nothing written, when `src` and `dst` are of different families: no
+    /// packet can carry them (ingress drops IPv4-mapped IPv6 sources, so no 4-tuple should).
+    #[must_use]
     pub(super) fn write_headers(
-        &self,
+        &mut self,
         frame: &mut [u8],
         src: IpAddress,
         dst: IpAddress,
         proto: IpProtocol,
         l4_len: usize,
         ecn: u8,
-    ) {
+    ) -> bool {
         let ethertype = match dst {
             IpAddress::V4(_) => EtherType::Ipv4,
             IpAddress::V6(_) => EtherType::Ipv6,
@@ -143,8 +149,12 @@ impl<N: Nic> Shard<N> {
                 repr.emit(&mut packet);
                 packet.set_traffic_class(ecn);
             }
-            _ => unreachable!("a 4-tuple never mixes families"),
+            _ => {
+                self.stats.tx_no_route += 1;
+                return false;
+            }
         }
+        true
     }
 
     /// Fills the Ethernet destination from the neighbor cache and queues the frame, or parks it
@@ -244,9 +254,44 @@ impl<N: Nic> Shard<N> {
             self.link_stats.drop_tx_full += 1;
             return;
         }
+        // The answer may be longer than the request: an advertisement carries our link
+        // address, a solicitation from `::` carries none.
+        let room = buf.capacity();
+        buf.set_len(room);
         let len = answer.write(self.mac, buf.data_mut(), self.checksums.fill_ipv4);
         buf.set_len(len);
         answer.count(&mut self.link_stats);
         self.tx.push(buf);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    use nic::mem::{pair, MemConfig};
+    use nic::Nic;
+    use wire::{IpAddress, IpProtocol, Ipv4Address, Ipv6Address};
+
+    use super::super::{Shard, ShardConfig};
+
+    /// No 4-tuple should mix families (ingress drops IPv4-mapped IPv6 sources), but if one did,
+    /// its frame is not sent and counted: it used to be `unreachable!`, a crash of the server.
+    #[test]
+    fn a_frame_between_two_families_is_not_sent_and_counted() {
+        let (a, _b) = pair(MemConfig::default());
+        let cfg = ShardConfig::new(
+            a.mac(),
+            Some((Ipv4Addr::new(10, 0, 0, 1), 24)),
+            Some((Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1), 64)),
+            [3; 32],
+        );
+        let mut shard = Shard::new(a, cfg);
+        let v4 = IpAddress::V4(Ipv4Address::new(10, 0, 0, 2));
+        let v6 = IpAddress::V6(Ipv6Address::new(0xfd00, 0, 0, 0, 0, 0, 0, 1));
+        assert!(shard.ip_frame(v6, v4, IpProtocol::Tcp, 20, 0).is_none());
+        assert!(shard.ip_frame(v4, v6, IpProtocol::Udp, 8, 0).is_none());
+        assert_eq!(shard.stats().tx_no_route, 2);
+        assert!(shard.ip_frame(v6, v6, IpProtocol::Tcp, 20, 0).is_some());
     }
 }

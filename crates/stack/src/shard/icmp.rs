@@ -106,11 +106,22 @@ fn unreachable_errno_v6(code: Icmpv6DstUnreachable) -> Option<Errno> {
     }
 }
 
+/// The IPv6 minimum link MTU (RFC 8200 section 5).
+const IPV6_MIN_MTU: u32 = 1280;
+
 impl<N: Nic> Shard<N> {
     /// Hands an ICMP error to the connection or socket it concerns; false when it concerns none
     /// (then it is the link layer's to count).
     pub(super) fn icmp_error_input(&mut self, err: &IcmpError) -> bool {
         match (err.kind, err.proto, err.ports()) {
+            // RFC 8201 section 4: the path MTU is never taken below the IPv6 minimum. Linux's
+            // `tcp_v6_err` ignores such a message outright (not believed, counted as such).
+            (IcmpErrorKind::TooBig { mtu }, IpProtocol::Tcp, Some(_))
+                if matches!(err.dst, IpAddress::V6(_)) && mtu < IPV6_MIN_MTU =>
+            {
+                self.stats.icmp_too_big_ignored += 1;
+                true
+            }
             (IcmpErrorKind::TooBig { mtu }, IpProtocol::Tcp, Some((sport, dport))) if err.data.len() >= 8 => {
                 let d = err.data;
                 let seq = u32::from_be_bytes([d[4], d[5], d[6], d[7]]);

@@ -5,6 +5,10 @@
 //! to the link layer ([`crate::iface`]), which answers ARP, neighbor discovery and echo in place
 //! or names the reason for the drop. Every frame ends in exactly one of those.
 //!
+//! Packets to us from a source no peer may send from (Linux's martian sources: broadcast,
+//! multicast, loopback, our own addresses, IPv4-mapped IPv6) are dropped here, before any layer
+//! above IP sees them, and counted (`drop_bad_source`).
+//!
 //! Which frames are ours at the link layer: TCP and UDP (and ICMP errors) to our IP address are
 //! taken when the frame is to our MAC or to any multicast address; the link layer's own answers
 //! and drops need our MAC, broadcast or an IPv6 multicast group (33:33:..), and anything else
@@ -16,7 +20,8 @@
 use nic::{Nic, PacketBuf};
 use wire::{
     EtherType, EthernetAddress, EthernetFrame, Icmpv4Message, Icmpv4Packet, Icmpv6Message, Icmpv6Packet, IpAddress,
-    IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet, Ipv6Repr, Ipv6UpperLayer, TcpPacket, UdpPacket,
+    IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet, Ipv6Repr, Ipv6UpperLayer, TcpPacket,
+    UdpPacket,
 };
 
 use super::icmp::IcmpError;
@@ -176,6 +181,9 @@ impl<N: Nic> Shard<N> {
             Ok(repr) => repr,
             Err(e) => return link.drop(e.into()),
         };
+        if self.martian_source_v4(repr.src_addr, ours) {
+            return Outcome::Drop(Drop::BadSource);
+        }
         let ip_payload = ETH + usize::from(ip.header_len());
         match repr.next_header {
             IpProtocol::Tcp | IpProtocol::Udp => {
@@ -243,6 +251,9 @@ impl<N: Nic> Shard<N> {
         if !to.to_us && !to.to_group {
             return Outcome::Drop(Drop::NotForUs);
         }
+        if self.bad_source_v6(repr.src_addr, ours) {
+            return Outcome::Drop(Drop::BadSource);
+        }
         let (proto, offset) = match ip.upper_layer() {
             Ok(Ipv6UpperLayer::Protocol { protocol, offset }) => (protocol, offset),
             Ok(Ipv6UpperLayer::Fragment { .. }) => return link.drop(Drop::Fragment),
@@ -252,6 +263,9 @@ impl<N: Nic> Shard<N> {
         let start = ip_payload + offset;
         let end = ip_payload + repr.payload_len;
         match proto {
+            // Only neighbor discovery speaks from `::` (duplicate address detection, RFC 4862
+            // section 5.4.2); a connection or a reply to it would have no address to go to.
+            IpProtocol::Tcp | IpProtocol::Udp if repr.src_addr.is_unspecified() => Outcome::Drop(Drop::BadSource),
             IpProtocol::Tcp | IpProtocol::Udp if to.to_us && start <= end => {
                 let t = Transport {
                     src: IpAddress::V6(repr.src_addr),
@@ -305,6 +319,34 @@ impl<N: Nic> Shard<N> {
         let answer = iface::icmpv6(ip, to, &icmp, (start, end - start), link.src, &mut learned);
         self.heard_on_link(learned);
         answer.map_or_else(Outcome::Drop, Outcome::Answer)
+    }
+
+    /// Whether an IPv4 packet to us comes from a martian source, as Linux's input route says
+    /// (`ip_route_input_slow`): multicast, limited broadcast, `0.0.0.0/8` (which Linux accepts
+    /// only to the limited broadcast or `0.0.0.0` destination, never to a unicast address),
+    /// `127.0.0.0/8` (`route_localnet` off, the default); and its `fib_validate_source`: a
+    /// source that is not unicast in the routing table, our own address (`accept_local` off) or
+    /// our subnet's directed broadcast. Linux counts them in `in_martian_src`
+    /// (/proc/net/stat/rt_cache).
+    fn martian_source_v4(&self, src: Ipv4Address, ours: Ipv4Address) -> bool {
+        src.is_multicast()
+            || src.is_broadcast()
+            || src.0[0] == 0
+            || src.is_loopback()
+            || src == ours
+            || self.routes.is_directed_broadcast(src)
+    }
+
+    /// Whether an IPv6 packet to us comes from a source no peer may send from. Linux's
+    /// `ip6_rcv_core` drops multicast (RFC 4291 section 2.7) and loopback (section 2.5.3)
+    /// sources (`Ip6InAddrErrors`). IPv4-mapped sources (`::ffff:a.b.c.d`, section 2.5.5.2)
+    /// Linux drops in `tcp_v6_conn_request` (`Ip6InHdrErrors`) since 5.12 and in `ip6_rcv_core`
+    /// before that; here every 4-tuple stores an IPv4 address IPv4-mapped, so one in an IPv6
+    /// header would alias an IPv4 flow (a SYN from one once crashed the shard on its SYN-ACK):
+    /// dropped for every protocol. Our own addresses as a source can only be forged or looped
+    /// back on this link, and an answer would be addressed to ourselves.
+    fn bad_source_v6(&self, src: Ipv6Address, ours: Ipv6Address) -> bool {
+        src.is_multicast() || src.is_loopback() || src.is_ipv4_mapped() || src == ours || src == self.ipv6_link_local
     }
 
     /// A TCP or UDP packet to us, to its layer; handed off when no socket here takes it and

@@ -192,7 +192,8 @@ pub struct ShardStats {
     pub tx_deferred: u64,
     /// Frames not sent: the NIC's tx queue stayed full.
     pub tx_queue_full: u64,
-    /// Frames not sent: no route to the destination.
+    /// Frames not sent: no route to the destination (or none from the source: a destination of
+    /// the other IP family).
     pub tx_no_route: u64,
     /// Frames dropped waiting for a neighbor that never answered (or a full queue).
     pub tx_unresolved: u64,

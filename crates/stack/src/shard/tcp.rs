@@ -20,7 +20,7 @@ use super::ingress::Transport;
 use super::sockets::Socket;
 use super::time_wait::TimeWaitInput;
 use super::{Shard, SocketId, TimerKey, ECN_CE, ECN_ECT0, ECN_NOT_ECT};
-use crate::syncookie::siphash24;
+use crate::syncookie::{siphash24, VALID_AFTER_LAST_SENT_NS};
 use crate::table::FourTuple;
 use crate::timer::TimerHandle;
 
@@ -112,6 +112,10 @@ pub(super) struct Listener {
     pub(super) watched: bool,
     /// Its connections' buffers, from the SYN on (Linux's children inherit the listener's).
     pub(super) buffers: Buffers,
+    /// When it last answered a SYN with a cookie: an ACK is checked for one only within
+    /// [`VALID_AFTER_LAST_SENT_NS`] of that (Linux's `tcp_synq_no_recent_overflow`, per socket
+    /// or SO_REUSEPORT group; here per member, which the ACK of its SYN goes back to).
+    pub(super) last_cookie_sent: Option<u64>,
 }
 
 impl<N: Nic> Shard<N> {
@@ -233,12 +237,14 @@ impl<N: Nic> Shard<N> {
             _ => return,
         };
         let cfg = self.conn_config(&tuple, buffers);
+        let now = self.now;
         let Some(Socket::Listener(l)) = self.socket_mut(lid) else { return };
         if l.accept_queue.len() >= l.backlog {
             self.stats.tcp_listen_overflows += 1;
             return;
         }
         if l.half_open >= syn_backlog {
+            l.last_cookie_sent = Some(now);
             // SYN flood (or just a burst): answer statelessly. The cookie keeps the MSS; the
             // other options are not offered, nor ECN, so the SYN-ACK promises nothing we cannot
             // keep.
@@ -291,9 +297,18 @@ impl<N: Nic> Shard<N> {
         true
     }
 
-    /// An ACK at a listener with no connection: the third step of a SYN-cookie handshake?
+    /// An ACK at a listener with no connection: the third step of a SYN-cookie handshake? Only
+    /// looked at while the listener may have cookies out (Linux's `cookie_v4_check` returns at
+    /// once on `tcp_synq_no_recent_overflow`, counting nothing): else it is answered with a RST.
     pub(super) fn cookie_ack(&mut self, lid: SocketId, tuple: FourTuple, ack: &TcpRepr, payload: &[u8]) -> bool {
         let Some(ack_number) = ack.ack_number else { return false };
+        let recent = match self.socket(lid) {
+            Some(Socket::Listener(l)) => l.last_cookie_sent,
+            _ => None,
+        };
+        if !recent.is_some_and(|sent| self.now.saturating_sub(sent) < VALID_AFTER_LAST_SENT_NS) {
+            return false;
+        }
         let tsecr = ack.timestamp.map(|(_, ecr)| ecr);
         let Some(info) =
             self.cookies.check(&tuple, ack_number.wrapping_sub(1), ack.seq_number.wrapping_sub(1), tsecr, self.now)
@@ -594,7 +609,9 @@ impl<N: Nic> Shard<N> {
         let at = transport_offset(dst);
         let len = repr.buffer_len();
         buf.set_len(at + len);
-        self.write_headers(buf.data_mut(), src, dst, IpProtocol::Tcp, len, ecn);
+        if !self.write_headers(buf.data_mut(), src, dst, IpProtocol::Tcp, len, ecn) {
+            return self.keep_tx_buffer(buf);
+        }
         let fill = self.checksums.fill_l4;
         repr.emit_header(&mut TcpPacket::new_unchecked(&mut buf.data_mut()[at..]), &src, &dst, fill);
         self.stats.tcp_tx_segments += 1;

@@ -74,7 +74,12 @@ impl<N: Nic> Shard<N> {
     /// A segment for `tuple`, if an entry holds it.
     pub(super) fn time_wait_input(&mut self, tuple: &FourTuple, repr: &TcpRepr) -> TimeWaitInput {
         let Some(&i) = self.time_wait_table.get(tuple) else { return TimeWaitInput::NoEntry };
-        let entry = self.time_wait[i as usize].as_mut().expect("TIME-WAIT table points at a live entry");
+        let Some(entry) = self.time_wait.get_mut(i as usize).and_then(Option::as_mut) else {
+            // The table always points at a live entry; were it not so, the segment is judged
+            // as if there were none rather than panic on a packet.
+            self.time_wait_table.remove(tuple);
+            return TimeWaitInput::NoEntry;
+        };
         match entry.tw.handle_segment(self.now, repr) {
             TimeWaitAction::Ack(ack) => {
                 self.send_tcp(tuple, &ack);
