@@ -82,7 +82,7 @@ mod tests;
 
 pub use config::{Config, Ecn, Keepalive};
 pub use congestion::{Congestion, CongestionAlgorithm, CongestionControl, Cubic, NewReno};
-pub use connection::{Connection, CookieOptions, Counters, Error, Event, Info, State};
+pub use connection::{Connection, CookieOptions, Counters, Error, Event, Info, MemoryBudget, State};
 pub use segment::{bare_segment, rst, rst_for_unmatched};
 pub use time_wait::{TimeWait, TimeWaitAction};
 
