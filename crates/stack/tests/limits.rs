@@ -230,3 +230,29 @@ fn somaxconn_caps_the_listen_backlog() {
     assert_eq!(r.replies(), [], "the accept queue holds somaxconn");
     assert_eq!(r.shard.stats().tcp_listen_overflows, 1);
 }
+
+/// Linux `tcp_out_of_resources`: an orphan with data queued while memory is at its high mark
+/// is reset at its next retransmission or probe.
+#[test]
+fn tcp_mem_exhausted_resets_an_orphan_with_queued_data_at_its_next_timer() {
+    let high = 2 * TX_RING + RX_RING;
+    let mut r = Rig::new(|cfg| cfg.tcp_mem = TcpMem { low: high, pressure: high, high });
+    let (a, una_a) = connect(&mut r, PEER_PORT);
+    let (b, una_b) = connect(&mut r, PEER_PORT + 1);
+    zero_window(&mut r, PEER_PORT, una_a);
+    r.shard.tcp_send(a, b"queued").unwrap();
+    r.shard.close(a).unwrap();
+    r.shard.poll(r.now);
+    assert_eq!(r.replies(), [], "room for a ring: the orphan stays");
+    // b takes the rest of the memory.
+    r.segment(&from(PEER_PORT + 1, PEER_SEQ, Some(una_b), TcpFlags::ACK | TcpFlags::PSH), b"request");
+    r.shard.tcp_send(b, b"response").unwrap();
+    r.shard.poll(r.now);
+    r.replies();
+    assert_eq!(r.shard.tcp_memory(), high);
+    r.now = r.shard.next_deadline().unwrap(); // a's first probe is the earliest timer
+    r.shard.poll(r.now);
+    let rst = r.replies();
+    assert!(rst.iter().any(|s| s.flags.contains(TcpFlags::RST) && s.dst_port == PEER_PORT), "{rst:?}");
+    assert_eq!((r.shard.stats().tcp_abort_on_memory, r.shard.orphan_count()), (1, 0));
+}

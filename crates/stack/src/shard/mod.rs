@@ -52,7 +52,7 @@ mod udp;
 pub use crate::errno::Errno;
 pub use api::{Buffers, Readiness};
 pub use inspect::{state_name, CapturedFrame, Direction, SocketRow};
-pub use memory::TcpMem;
+pub use memory::{TcpMem, PAGE};
 pub use sockets::SocketId;
 pub use udp::Received;
 
