@@ -398,8 +398,8 @@ impl<N: Nic> Shard<N> {
                 let (state, tuple, queued) = (s.conn.state(), s.tuple, s.conn.send_queued());
                 if state == TcpState::Closed {
                     // Reset or timed out before, or reset now (unread data): a RST owed goes,
-                    // and nothing else is left to do.
-                    self.send_segments(id);
+                    // its counters are taken, and nothing else is left to do.
+                    self.service(id);
                     self.free_tcp(id);
                 } else if state == TcpState::TimeWait && self.conns.get(&tuple) != Some(&id) {
                     // Its TIME-WAIT was handed to the table already.
