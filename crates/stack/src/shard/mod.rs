@@ -20,7 +20,8 @@
 //!   layer ([`crate::iface`]);
 //! - `egress`: frames out: buffers, IP headers, routing, neighbor resolution, the tx queue;
 //! - `tcp`: demux, listeners, SYN cookies, servicing connections (one copy of the data out);
-//! - `time_wait`: compact TIME-WAIT entries;
+//! - `memory`: Linux's limits on what TCP holds: `tcp_mem`, the orphans, pruning;
+//! - `time_wait`: compact TIME-WAIT entries (at most `max_tw_buckets`);
 //! - `udp`, `icmp`: UDP sockets, ICMP errors;
 //! - `api`: the socket calls the runtime makes;
 //! - `inspect`: what the observability tools see.
@@ -215,7 +216,8 @@ pub struct ShardStats {
     pub tcp_rcvq_drops: u64,
     /// Out-of-order segments dropped: no memory for a receive ring (Linux `TCPOFODrop`).
     pub tcp_ofo_drops: u64,
-    /// Connections whose out-of-order data was looked at for pruning (Linux `PruneCalled`).
+    /// Prunes of a connection's receive queue (Linux `PruneCalled`; here each drops its
+    /// out-of-order data, so it moves with `tcp_ofo_pruned`).
     pub tcp_prune_called: u64,
     /// Connections whose out-of-order data was dropped to free memory (Linux `OfoPruned`).
     pub tcp_ofo_pruned: u64,
