@@ -18,6 +18,13 @@ what came back), so the Rust test that drives it compares hashes instead of trus
       connects with a small receive buffer and reads CHUNK bytes at a time, pausing between
       reads, until EOF; reports what arrived, whether it ended with EOF or an error, and
       whether it is the BYTES the seed makes
+  peer.py orphan-server HOST PORT CONNS [--seconds S]
+      (run accelerated) accepts CONNS connections, queues as much as each takes without
+      blocking, closes them all (orphans, their clients not reading), reports what each had
+      queued, then lives S seconds more so that the orphans are driven
+  peer.py orphan-client HOST PORT CONNS
+      opens CONNS connections with a small receive buffer, waits, then reads each to its end;
+      reports per connection the bytes and how it ended (eof, reset, timeout)
 """
 import argparse
 import hashlib
@@ -199,6 +206,60 @@ def slow_read(host, port, total, seed, rcvbuf, chunk):
     return {"received": received, "eof": eof, "error": error, "identical": got.hexdigest() == want.hexdigest()}
 
 
+def orphan_server(host, port, conns, seconds):
+    s = socket.socket(family(host))
+    s.bind((host, port))
+    s.listen(conns)
+    accepted = [s.accept()[0] for _ in range(conns)]
+    queued = []
+    for c in accepted:
+        c.setblocking(False)
+        n = 0
+        try:
+            while True:
+                n += c.send(bytes(BLOCK))
+        except BlockingIOError:
+            pass
+        queued.append(n)
+    for c in accepted:
+        c.close()
+    print(json.dumps({"queued": queued}), flush=True)
+    time.sleep(seconds)
+
+
+def orphan_client(host, port, conns):
+    deadline = time.monotonic() + 30
+    socks = []
+    while len(socks) < conns:
+        c = socket.socket(family(host))
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        try:
+            c.connect((host, port))
+            socks.append(c)
+        except ConnectionRefusedError:
+            c.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    time.sleep(2)
+    results = []
+    for c in socks:
+        c.settimeout(20)
+        got, end = 0, "eof"
+        try:
+            while True:
+                b = c.recv(BLOCK)
+                if not b:
+                    break
+                got += len(b)
+        except ConnectionResetError:
+            end = "reset"
+        except socket.timeout:
+            end = "timeout"
+        results.append({"bytes": got, "end": end})
+    return results
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="mode", required=True)
@@ -228,8 +289,21 @@ def main():
     sr = stream_parser("slow-read")
     sr.add_argument("--rcvbuf", type=int, default=8192)
     sr.add_argument("--chunk", type=int, default=4096)
+    o = sub.add_parser("orphan-server")
+    o.add_argument("host")
+    o.add_argument("port", type=int)
+    o.add_argument("conns", type=int)
+    o.add_argument("--seconds", type=float, default=10)
+    o = sub.add_parser("orphan-client")
+    o.add_argument("host")
+    o.add_argument("port", type=int)
+    o.add_argument("conns", type=int)
     a = p.parse_args()
-    if a.mode == "tcp-echo-client":
+    if a.mode == "orphan-server":
+        orphan_server(a.host, a.port, a.conns, a.seconds)
+    elif a.mode == "orphan-client":
+        print(json.dumps(orphan_client(a.host, a.port, a.conns)))
+    elif a.mode == "tcp-echo-client":
         results = [None] * a.conns
         def run(i):
             results[i] = tcp_echo_client(a.host, a.port, a.bytes, a.seed + i)

@@ -2175,3 +2175,48 @@ fn nginx_graceful_quit_finishes_a_download_in_progress() {
     eventually("nginx quit", || nginx.child.try_wait().unwrap().is_some());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 22 item 8, `tcp.max_orphans` with a real server and Linux clients: a server (Python,
+/// accelerated) writes to four connections whose clients are not reading and closes them all.
+/// The first two orphans (the limit) deliver every byte and a FIN; closing the other two resets
+/// them (Linux's "too many orphaned sockets", TcpExtTCPAbortOnMemory).
+#[test]
+fn orphans_beyond_max_orphans_are_reset_and_the_others_deliver_everything() {
+    let test = "orphans_beyond_max_orphans_are_reset_and_the_others_deliver_everything";
+    if !enabled(test) || !have(test, &[]) {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::up("tst-orphans", &[]);
+    let dir = std::env::temp_dir().join(format!("pronghorn-orphans-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = std::fs::read_to_string(lab.config_a()).unwrap();
+    assert!(cfg.contains("max_orphans = 131072") && cfg.contains("drive = \"auto\""), "{cfg}");
+    // A stack thread drives the orphans while the server sleeps.
+    let cfg =
+        cfg.replace("max_orphans = 131072", "max_orphans = 2").replace("drive = \"auto\"", "drive = \"dedicated\"");
+    let cfg_path = dir.join("orphans.toml");
+    std::fs::write(&cfg_path, cfg).unwrap();
+    let peer = peer_py();
+    let server = lab
+        .exec("a", &[bin(), "run", "--config", cfg_path.to_str().unwrap(), "--", "python3", &peer, "orphan-server"])
+        .args(["10.99.0.1", "7070", "4", "--seconds", "15"])
+        .env("PRONGHORN_EXIT_STATS", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = lab.exec("b", &["python3", &peer, "orphan-client", "10.99.0.1", "7070", "4"]).output().unwrap();
+    let clients: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", text(&o)));
+    let out = server.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let queued: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)));
+    let ends: Vec<&str> = (0..4).map(|i| clients[i]["end"].as_str().unwrap_or("?")).collect();
+    assert_eq!(ends, ["eof", "eof", "reset", "reset"], "{clients} {queued}");
+    for i in 0..2 {
+        assert!(queued["queued"][i].as_u64().unwrap() > 0);
+        assert_eq!(clients[i]["bytes"], queued["queued"][i], "connection {i}: {clients} {queued}");
+    }
+    assert_eq!(exit_stat(&stderr, 0, "tcp_abort_on_memory"), 2, "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

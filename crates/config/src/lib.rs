@@ -32,6 +32,12 @@
 //! [tcp]                   # optional; the defaults
 //! congestion = "cubic"    # or "newreno": congestion control of new connections
 //! ecn = 2                 # ECN as Linux's net.ipv4.tcp_ecn: 0 off, 1 ask and accept, 2 accept
+//! orphan_retries = 0      # Linux's limits, per shard, with the sysctls' meanings (TcpConfig)
+//! max_orphans = 131072
+//! fin_timeout = 60
+//! mem = [196608, 262144, 393216]
+//! max_tw_buckets = 131072
+//! somaxconn = 4096
 //! ```
 
 use std::fmt;
@@ -68,17 +74,104 @@ pub struct TcpConfig {
     /// default).
     #[serde(default = "default_ecn")]
     pub ecn: u8,
+    /// Retransmissions or zero-window probes of a connection the application closed before it
+    /// gives up (`net.ipv4.tcp_orphan_retries`; 0 means 8 while they are less than 120 s apart,
+    /// and none more once they are).
+    #[serde(default)]
+    pub orphan_retries: u32,
+    /// Orphans (closed by the application, still delivering) a shard keeps; a close beyond it
+    /// resets the connection (`net.ipv4.tcp_max_orphans`).
+    #[serde(default = "default_max_orphans")]
+    pub max_orphans: u32,
+    /// Seconds an orphan waits in FIN-WAIT-2 for the peer's FIN (`net.ipv4.tcp_fin_timeout`).
+    #[serde(default = "default_fin_timeout")]
+    pub fin_timeout: u32,
+    /// Ring memory of a shard's connections, in 4 KiB pages: [low, pressure, high]
+    /// (`net.ipv4.tcp_mem`).
+    #[serde(default = "default_mem", deserialize_with = "mem_pages")]
+    pub mem: [u64; 3],
+    /// TIME-WAIT entries a shard keeps; beyond it a connection skips TIME-WAIT
+    /// (`net.ipv4.tcp_max_tw_buckets`).
+    #[serde(default = "default_max_tw_buckets")]
+    pub max_tw_buckets: u32,
+    /// The largest listen backlog (`net.core.somaxconn`).
+    #[serde(default = "default_somaxconn")]
+    pub somaxconn: u32,
 }
 
 impl Default for TcpConfig {
     fn default() -> Self {
-        TcpConfig { congestion: Congestion::default(), ecn: default_ecn() }
+        TcpConfig {
+            congestion: Congestion::default(),
+            ecn: default_ecn(),
+            orphan_retries: 0,
+            max_orphans: default_max_orphans(),
+            fin_timeout: default_fin_timeout(),
+            mem: default_mem(),
+            max_tw_buckets: default_max_tw_buckets(),
+            somaxconn: default_somaxconn(),
+        }
     }
 }
 
 fn default_ecn() -> u8 {
     2
 }
+
+/// Linux sizes `tcp_max_orphans` and `tcp_max_tw_buckets` from the RAM: this is what a host of
+/// 16 to 32 GiB gets.
+fn default_max_orphans() -> u32 {
+    131_072
+}
+
+fn default_max_tw_buckets() -> u32 {
+    131_072
+}
+
+fn default_fin_timeout() -> u32 {
+    60
+}
+
+/// Linux sizes `tcp_mem` from the RAM (pressure 1/16 of it, low 3/4 of that, high twice low):
+/// this is a 16 GiB host's.
+fn default_mem() -> [u64; 3] {
+    [196_608, 262_144, 393_216]
+}
+
+fn default_somaxconn() -> u32 {
+    4096
+}
+
+fn mem_pages<'de, D: Deserializer<'de>>(d: D) -> Result<[u64; 3], D::Error> {
+    let pages = Vec::<u64>::deserialize(d)?;
+    pages.try_into().map_err(|p: Vec<u64>| {
+        serde::de::Error::custom(format!(
+            "tcp.mem must be [low, pressure, high] in 4 KiB pages, got {} numbers",
+            p.len()
+        ))
+    })
+}
+impl TcpConfig {
+    fn validate(&self) -> Result<(), String> {
+        if self.orphan_retries > 255 {
+            return Err(format!("tcp.orphan_retries must be 0 to 255, got {}", self.orphan_retries));
+        }
+        if !(1..=86_400).contains(&self.fin_timeout) {
+            return Err(format!("tcp.fin_timeout must be 1 to 86400 (seconds), got {}", self.fin_timeout));
+        }
+        let [low, pressure, high] = self.mem;
+        if !(low <= pressure && pressure <= high && (1..=1 << 32).contains(&high)) {
+            return Err(format!(
+                "tcp.mem must be [low, pressure, high] in 4 KiB pages, low <= pressure <= high, high 1 to 4294967296; got [{low}, {pressure}, {high}]"
+            ));
+        }
+        if !(1..=i32::MAX as u32).contains(&self.somaxconn) {
+            return Err(format!("tcp.somaxconn must be 1 to 2147483647, got {}", self.somaxconn));
+        }
+        Ok(())
+    }
+}
+
 /// A congestion-control algorithm, by Linux's name for it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Congestion {
@@ -472,6 +565,7 @@ impl Config {
                 self.tcp.ecn
             ));
         }
+        self.tcp.validate()?;
         if let Some(v6) = &self.ipv6 {
             if v6.address.prefix_len == 0 || v6.address.addr.is_unspecified() || v6.address.addr.is_multicast() {
                 return Err(format!(
@@ -542,6 +636,33 @@ address = "fd99::1/64"
         assert!(e.contains("line 13") && e.contains("expected u8"), "{e}");
         let e = err(&format!("{GOOD}\n[tcp]\necm = 1\n"));
         assert!(e.contains("unknown field `ecm`"), "{e}");
+    }
+
+    #[test]
+    fn tcp_limits_have_linux_defaults_and_are_checked() {
+        let c = parse(GOOD).unwrap().tcp;
+        assert_eq!((c.orphan_retries, c.fin_timeout, c.somaxconn), (0, 60, 4096));
+        assert_eq!((c.max_orphans, c.max_tw_buckets, c.mem), (131_072, 131_072, [196_608, 262_144, 393_216]));
+        let limits = "orphan_retries = 3\nmax_orphans = 10\nfin_timeout = 5\nmem = [1, 2, 3]\nmax_tw_buckets = 0\nsomaxconn = 16\n";
+        let c = parse(&format!("{GOOD}\n[tcp]\n{limits}")).unwrap();
+        assert_eq!(parse(&c.to_toml()).unwrap(), c);
+        let t = c.tcp;
+        assert_eq!((t.orphan_retries, t.max_orphans, t.fin_timeout), (3, 10, 5));
+        assert_eq!((t.mem, t.max_tw_buckets, t.somaxconn), ([1, 2, 3], 0, 16));
+        for (line, want) in [
+            ("orphan_retries = 256", "tcp.orphan_retries must be 0 to 255, got 256"),
+            ("fin_timeout = 0", "tcp.fin_timeout must be 1 to 86400 (seconds), got 0"),
+            ("mem = [3, 2, 1]", "tcp.mem must be [low, pressure, high] in 4 KiB pages"),
+            ("mem = [0, 0, 0]", "got [0, 0, 0]"),
+            ("somaxconn = 0", "tcp.somaxconn must be 1 to 2147483647, got 0"),
+        ] {
+            let e = err(&format!("{GOOD}\n[tcp]\n{line}\n"));
+            assert!(e.contains(want), "{line}: {e}");
+        }
+        let e = err(&format!("{GOOD}\n[tcp]\nmem = [1, 2]\n"));
+        assert!(e.contains("line 13") && e.contains("tcp.mem must be [low, pressure, high]"), "{e}");
+        let e = err(&format!("{GOOD}\n[tcp]\nmax_orphans = -1\n"));
+        assert!(e.contains("line 13"), "{e}");
     }
 
     #[test]

@@ -50,7 +50,7 @@ use nic::clock::MonotonicClock;
 use nic::dpdk::{DpdkNic, DpdkOptions, Pmd};
 use nic::fault::{FaultConfig, FaultyNic};
 use nic::{MacAddr, Nic};
-use stack::shard::ShardConfig;
+use stack::shard::{ShardConfig, TcpMem, PAGE};
 pub use stack::Errno;
 
 pub use accel::Accel;
@@ -291,6 +291,12 @@ pub fn shard_config(cfg: &Config, mac: MacAddr, secret: [u8; 32]) -> ShardConfig
     shard.gateway4 = cfg.ipv4.as_ref().and_then(|c| c.gateway);
     shard.gateway6 = cfg.ipv6.as_ref().and_then(|c| c.gateway);
     shard.tcp = tcp_config(cfg);
+    let t = &cfg.tcp;
+    shard.max_orphans = t.max_orphans as usize;
+    let [low, pressure, high] = t.mem.map(|pages| usize::try_from(pages).unwrap_or(usize::MAX).saturating_mul(PAGE));
+    shard.tcp_mem = TcpMem { low, pressure, high };
+    shard.max_tw_buckets = t.max_tw_buckets as usize;
+    shard.somaxconn = t.somaxconn as usize;
     shard
 }
 
@@ -315,7 +321,13 @@ pub fn tcp_config(cfg: &Config) -> stack::TcpConfig {
         Congestion::NewReno => stack::CongestionAlgorithm::NewReno,
     };
     let ecn = stack::TcpEcn::from_sysctl(cfg.tcp.ecn).expect("the config crate checked tcp.ecn");
-    stack::TcpConfig { congestion, ecn, ..stack::TcpConfig::default() }
+    stack::TcpConfig {
+        congestion,
+        ecn,
+        orphan_retries: u8::try_from(cfg.tcp.orphan_retries).expect("the config crate checked tcp.orphan_retries"),
+        fin_wait2_timeout: u64::from(cfg.tcp.fin_timeout) * 1_000_000_000,
+        ..stack::TcpConfig::default()
+    }
 }
 
 fn open_dpdk(cfg: &Config) -> Result<Vec<ProcessNic>, String> {

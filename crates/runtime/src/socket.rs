@@ -444,7 +444,8 @@ impl<N: Nic + 'static> Accel<N> {
         self.with(|rt| match rt.fds.kind(fd) {
             Some(Fd::Bound { local, nonblock }) => {
                 let (local, nonblock) = (*local, *nonblock);
-                let backlog = if backlog <= 0 { 128 } else { backlog as usize };
+                // Linux: a negative backlog is the largest, which the shard cuts to somaxconn.
+                let backlog = usize::try_from(backlog).unwrap_or(usize::MAX);
                 rt.routing.accelerated_listen += 1;
                 if !rt.shards.is_open() {
                     rt.fds.get_mut(fd).unwrap().fd = Fd::Listening { local, backlog, nonblock };

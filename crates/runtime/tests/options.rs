@@ -19,7 +19,7 @@ use nic::clock::{Clock, MonotonicClock};
 use nic::mem::{pair, MemConfig, MemNic};
 use nic::MacAddr;
 use runtime::{Accel, Call, Errno};
-use stack::shard::{Buffers, Shard, ShardConfig, SocketId};
+use stack::shard::{Buffers, Shard, ShardConfig, SocketId, TcpMem};
 
 use common::{done, within, NicWithPeer, Peer};
 
@@ -443,4 +443,19 @@ fn so_rcvlowat_holds_poll_and_a_blocking_read_until_that_much_is_there() {
         assert_eq!(got, Ok(b"late".to_vec()));
         rt.close(fd);
     }
+}
+
+/// The `[tcp]` limits reach the shards with the sysctls' units: `mem` in 4 KiB pages,
+/// `fin_timeout` in seconds.
+#[test]
+fn tcp_limits_of_the_config_reach_the_shard() {
+    let toml = format!(
+        "[nic]\npmd = \"af_xdp\"\niface = \"mem0\"\n[ipv4]\naddress = \"{OURS}/24\"\n[tcp]\norphan_retries = 3\n\
+         max_orphans = 10\nfin_timeout = 5\nmem = [1, 2, 3]\nmax_tw_buckets = 7\nsomaxconn = 16\n"
+    );
+    let cfg = Config::parse(&toml, Path::new("limits.toml")).unwrap();
+    let s = runtime::shard_config(&cfg, MacAddr([2, 0, 0, 0, 0, 1]), [0; 32]);
+    assert_eq!((s.tcp.orphan_retries, s.tcp.fin_wait2_timeout), (3, 5_000_000_000));
+    assert_eq!((s.max_orphans, s.max_tw_buckets, s.somaxconn), (10, 7, 16));
+    assert_eq!(s.tcp_mem, TcpMem { low: 4096, pressure: 8192, high: 12288 });
 }

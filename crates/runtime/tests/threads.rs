@@ -37,6 +37,8 @@ struct PeerCtl {
     /// Connections to open: (to, bytes to send once connected).
     to_open: Vec<(SocketAddr, Vec<u8>)>,
     conns: Vec<PeerConn>,
+    /// Of `conns`, those whose handshake is done on the peer's side (its last ACK sent).
+    established: usize,
     /// Bytes each connection reads per run (a slow reader), `None`: all there is.
     read_per_run: Option<usize>,
 }
@@ -84,6 +86,8 @@ impl Peer for EchoPeer {
             }
             c.read(&mut self.peer, &mut self.buf, per_run);
         }
+        let peer = &self.peer;
+        ctl.established = ctl.conns.iter().filter(|c| peer.tcp_state(c.id) == Ok(stack::TcpState::Established)).count();
         drop(ctl);
         self.peer.poll(now);
     }
@@ -131,10 +135,11 @@ fn lab(drive: &str) -> Lab {
     lab_with(drive, "")
 }
 
-/// A lab with more `[runtime]` settings (TOML lines).
-fn lab_with(drive: &str, runtime: &str) -> Lab {
+/// A lab with more of the config file after `[runtime]`'s first lines: more `[runtime]`
+/// settings, then whole tables.
+fn lab_with(drive: &str, more: &str) -> Lab {
     let toml = format!(
-        "[nic]\npmd = \"af_xdp\"\niface = \"mem0\"\n[ipv4]\naddress = \"{OURS}/24\"\n[runtime]\ndrive = \"{drive}\"\nspin_us = 20\n{runtime}"
+        "[nic]\npmd = \"af_xdp\"\niface = \"mem0\"\n[ipv4]\naddress = \"{OURS}/24\"\n[runtime]\ndrive = \"{drive}\"\nspin_us = 20\n{more}"
     );
     let cfg = Config::parse(&toml, Path::new("threads.toml")).unwrap();
     let (a, b) = pair(MemConfig { queue_len: 4096, pool_size: 8192, ..MemConfig::default() });
@@ -993,4 +998,59 @@ fn close_with_so_linger_waits_until_the_fin_is_acknowledged() {
             assert_eq!(state, Some(stack::TcpState::CloseWait), "{drive}, connection {k}: the FIN was through");
         }
     }
+}
+
+/// What [`listen_and_fill`] drives the NIC until: from the shard's counters and the peer's
+/// established connections.
+type Until = Box<dyn Fn(&stack::shard::ShardStats, usize) -> bool + Send>;
+
+/// A listener made with `listen(fd, backlog)` under `tcp.somaxconn`: the peer opens `first`
+/// connections, then (their handshakes done) one more, and nobody accepts. The shard's counters
+/// once that one is answered (accepted or overflowed).
+fn listen_and_fill(backlog: i32, somaxconn: u32, first: usize) -> stack::shard::ShardStats {
+    let l = lab_with("inline", &format!("[tcp]\nsomaxconn = {somaxconn}\n"));
+    let rt = l.rt;
+    let lfd = tcp_socket(rt, true);
+    let to = SocketAddr::V4(SocketAddrV4::new(OURS, 5100));
+    done(rt.bind(lfd, to)).unwrap();
+    done(rt.listen(lfd, backlog)).unwrap();
+    // Echo exchanges drive the NIC and the peer, which opens the connections.
+    let echo = connect_echo(rt);
+    let ctl = l.ctl.clone();
+    let drive_until = move |what: &'static str, cond: Until| {
+        let ctl = ctl.clone();
+        let met = within(what, move || {
+            (0..1000).any(|_| {
+                assert_eq!(done(rt.send(echo, b"drive", false)), Ok(5));
+                read_exact(rt, echo, 5);
+                cond(&rt.shard_stats()[0], ctl.lock().unwrap().established)
+            })
+        });
+        assert!(met, "never: {what}: {:?}", rt.shard_stats()[0]);
+    };
+    l.ctl.lock().unwrap().to_open.extend((0..first).map(|_| (to, Vec::new())));
+    drive_until("the first handshakes", Box::new(move |_, established| established == first));
+    // One exchange more: the shard has taken their last ACKs (it queues the connections after
+    // the burst that brought them) before the next SYN comes.
+    drive_until("an exchange", Box::new(|_, _| true));
+    l.ctl.lock().unwrap().to_open.push((to, Vec::new()));
+    drive_until("one more", Box::new(move |s, _| s.tcp_passive_opens > first as u64 || s.tcp_listen_overflows > 0));
+    let stats = rt.shard_stats()[0];
+    rt.close(echo);
+    rt.close(lfd);
+    stats
+}
+
+/// listen(fd, -1) gets `somaxconn`, as on Linux (the runtime made it 128).
+#[test]
+fn a_negative_listen_backlog_is_somaxconn() {
+    let s = listen_and_fill(-1, 200, 128);
+    assert_eq!((s.tcp_passive_opens, s.tcp_listen_overflows), (129, 0));
+}
+
+/// listen(fd, 0) holds one connection, as on Linux (the runtime made it 128).
+#[test]
+fn a_zero_listen_backlog_holds_one_connection() {
+    let s = listen_and_fill(0, 4096, 1);
+    assert_eq!((s.tcp_passive_opens, s.tcp_listen_overflows), (1, 1));
 }

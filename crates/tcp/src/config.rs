@@ -80,6 +80,12 @@ pub struct Config {
     /// fails with `TimedOut` (Linux `tcp_retries2`: 15, which Linux turns into a time; here it
     /// is a count).
     pub retries2: u8,
+    /// Retransmissions and zero-window probes of an orphaned connection (closed by the
+    /// application, still sending) before it gives up (Linux `tcp_orphan_retries`, default 0).
+    /// As in Linux's `tcp_orphan_retries()`, 0 means 8 while the backed-off interval is below
+    /// `rto_max`; once it has reached `rto_max` the connection gives up after this many (so at
+    /// once with 0), even while the peer keeps answering probes with a zero window.
+    pub orphan_retries: u8,
     /// Keepalive, off by default (`SO_KEEPALIVE`).
     pub keepalive: Option<Keepalive>,
     /// TIME-WAIT duration, 2*MSL (Linux: 60 s).
@@ -124,6 +130,7 @@ impl Default for Config {
             syn_retries: 6,
             synack_retries: 5,
             retries2: 15,
+            orphan_retries: 0,
             keepalive: None,
             time_wait: 60 * SECOND,
             fin_wait2_timeout: 60 * SECOND,

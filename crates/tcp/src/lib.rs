@@ -24,7 +24,9 @@
 //! give output; [`Connection::send`], [`Connection::recv`], [`Connection::shutdown_write`],
 //! [`Connection::close`] and [`Connection::abort`] are the application's calls, with Linux's
 //! errno meanings ([`Error`]), and the socket options that act on the connection itself
-//! (buffer sizes, SO_RCVLOWAT, SO_OOBINLINE, TCP_NODELAY, keepalive) are setters.
+//! (buffer sizes, SO_RCVLOWAT, SO_OOBINLINE, TCP_NODELAY, keepalive) are setters. The stack's
+//! memory budget (Linux's `tcp_mem`) comes in as a [`MemoryBudget`] before a call that may
+//! allocate a ring: the connection only obeys it; the accounting is the stack's.
 //!
 //! After every input or application call, the caller drains `poll_transmit` until `None`,
 //! drains `poll_event`, and re-arms its timer from `poll_timeout`:
@@ -82,7 +84,7 @@ mod tests;
 
 pub use config::{Config, Ecn, Keepalive};
 pub use congestion::{Congestion, CongestionAlgorithm, CongestionControl, Cubic, NewReno};
-pub use connection::{Connection, CookieOptions, Counters, Error, Event, Info, State};
+pub use connection::{Connection, CookieOptions, Counters, Error, Event, Info, MemoryBudget, State};
 pub use segment::{bare_segment, opens_connection, rst, rst_for_unmatched};
 pub use time_wait::{TimeWait, TimeWaitAction};
 

@@ -31,7 +31,7 @@ pub struct StatArgs {
 }
 
 /// Counters that are levels, not totals: shown as they are, never as rates.
-const GAUGES: &[&str] = &["pool_in_use", "pool_size", "sockets", "time_wait"];
+const GAUGES: &[&str] = &["pool_in_use", "pool_size", "sockets", "time_wait", "tcp_orphans", "tcp_mem_pages"];
 
 /// The MIB in nstat's names, from the shard counters summed: (name, counters added).
 const MIB: &[(&str, &[&str])] = &[
@@ -55,11 +55,20 @@ const MIB: &[(&str, &[&str])] = &[
     ("TcpExtSyncookiesRecv", &["tcp_syncookies_recv"]),
     ("TcpExtSyncookiesFailed", &["tcp_syncookies_failed"]),
     ("TcpExtListenOverflows", &["tcp_listen_overflows"]),
+    ("TcpExtListenDrops", &["tcp_listen_overflows", "tcp_listen_memory_drops"]),
     ("TcpExtTCPACKSkippedChallenge", &["tcp_challenge_acks_skipped"]),
     ("TcpExtTCPTimeouts", &["tcp_timeouts"]),
     ("TcpExtTCPLossProbes", &["tcp_loss_probes"]),
     ("TcpExtTCPLossProbeRecovery", &["tcp_loss_probe_recoveries"]),
     ("TcpExtTCPLostRetransmit", &["tcp_lost_retransmits"]),
+    ("TcpExtTCPAbortOnTimeout", &["tcp_abort_on_timeout"]),
+    ("TcpExtTCPAbortOnMemory", &["tcp_abort_on_memory"]),
+    ("TcpExtTCPRcvQDrop", &["tcp_rcvq_drops"]),
+    ("TcpExtTCPOFODrop", &["tcp_ofo_drops"]),
+    ("TcpExtPruneCalled", &["tcp_prune_called"]),
+    ("TcpExtOfoPruned", &["tcp_ofo_pruned"]),
+    ("TcpExtTCPMemoryPressures", &["tcp_memory_pressures"]),
+    ("TcpExtTCPTimeWaitOverflow", &["tcp_time_wait_overflows"]),
 ];
 
 /// Every figure of one reading: per-shard counters, the MIB, the process counters.
@@ -202,5 +211,39 @@ fn print(p: &Process, r: &Reading, rates: Option<(&Reading, f64)>, args: &StatAr
     println!("\n#process: routing decisions, kernel fallbacks, waiting");
     for (i, (name, _)) in PROCESS_COUNTERS.iter().enumerate() {
         println!("{name:<32} {:>14}", fmt(process_value(i)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A name that is not a shard counter would read as 0 for ever.
+    #[test]
+    fn every_mib_entry_and_gauge_is_a_shard_counter() {
+        let known = |c: &str| SHARD_COUNTERS.iter().any(|(n, _)| *n == c);
+        for (mib, parts) in MIB {
+            assert!(parts.iter().all(|c| known(c)), "{mib}: {parts:?}");
+        }
+        assert!(GAUGES.iter().all(|g| known(g)), "{GAUGES:?}");
+    }
+
+    /// The limits on what TCP holds show under Linux's names.
+    #[test]
+    fn tcp_limits_show_as_nstat_names_them() {
+        for name in [
+            "TcpExtTCPAbortOnTimeout",
+            "TcpExtTCPAbortOnMemory",
+            "TcpExtTCPRcvQDrop",
+            "TcpExtTCPOFODrop",
+            "TcpExtPruneCalled",
+            "TcpExtOfoPruned",
+            "TcpExtTCPMemoryPressures",
+            "TcpExtListenDrops",
+            "TcpExtTCPTimeWaitOverflow",
+        ] {
+            assert!(MIB.iter().any(|(n, _)| *n == name), "{name}");
+        }
+        assert!(GAUGES.contains(&"tcp_orphans") && GAUGES.contains(&"tcp_mem_pages"));
     }
 }

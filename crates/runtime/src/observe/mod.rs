@@ -185,8 +185,19 @@ impl<N: Nic + 'static> Runtime<N> {
                     t.tx_queue_full,
                     t.tx_no_route,
                     t.tx_unresolved,
+                    t.tcp_abort_on_timeout,
+                    t.tcp_abort_on_memory,
+                    t.tcp_rcvq_drops,
+                    t.tcp_ofo_drops,
+                    t.tcp_prune_called,
+                    t.tcp_ofo_pruned,
+                    t.tcp_memory_pressures,
+                    t.tcp_listen_memory_drops,
+                    t.tcp_time_wait_overflows,
                     s.socket_count() as u64,
                     s.time_wait_count() as u64,
+                    s.orphan_count() as u64,
+                    s.tcp_memory().div_ceil(stack::shard::PAGE) as u64,
                 ];
                 debug_assert_eq!(7 + rest.len(), SHARD_COUNTERS.len());
                 row[7..].copy_from_slice(&rest);

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// "PHSTAT" and the layout's version.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT06");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT07");
 
 /// Shards a region has room for (`runtime.shards` is at most 64).
 pub const MAX_SHARDS: usize = 64;
@@ -81,8 +81,19 @@ pub const SHARD_COUNTERS: &[(&str, &str)] = &[
     ("tx_queue_full", "frames not sent: the NIC's tx queue stayed full"),
     ("tx_no_route", "frames not sent: no route"),
     ("tx_unresolved", "frames dropped: the neighbor never answered"),
+    ("tcp_abort_on_timeout", "connections given up: retransmissions, probes or keepalives unanswered"),
+    ("tcp_abort_on_memory", "connections reset: more orphans than tcp.max_orphans, or no memory"),
+    ("tcp_rcvq_drops", "TCP segments dropped: no memory (tcp.mem) for a receive ring"),
+    ("tcp_ofo_drops", "out-of-order TCP segments dropped: no memory (tcp.mem) for a receive ring"),
+    ("tcp_prune_called", "connections whose out-of-order data was pruned"),
+    ("tcp_ofo_pruned", "out-of-order data dropped to free its ring"),
+    ("tcp_memory_pressures", "times TCP memory went above tcp.mem's pressure"),
+    ("tcp_listen_memory_drops", "SYNs dropped: no memory (tcp.mem) for a receive ring"),
+    ("tcp_time_wait_overflows", "connections that skipped TIME-WAIT: tcp.max_tw_buckets entries"),
     ("sockets", "sockets open: connections, listeners, UDP (gauge)"),
     ("time_wait", "TIME-WAIT entries (gauge)"),
+    ("tcp_orphans", "connections closed by the application, still delivering (gauge)"),
+    ("tcp_mem_pages", "TCP ring memory in use, 4 KiB pages as tcp.mem counts them (gauge)"),
 ];
 
 /// Counters of the whole process: (name, meaning).

@@ -109,7 +109,8 @@ impl<N: Nic> Shard<N> {
         };
         let id = self.alloc(Socket::Listener(Listener {
             local: (addr, port),
-            backlog: backlog.max(1),
+            // Linux: a backlog above `somaxconn` is `somaxconn`.
+            backlog: backlog.min(self.cfg.somaxconn).max(1),
             half_open: 0,
             accept_queue: VecDeque::new(),
             arrivals: 0,
@@ -212,6 +213,8 @@ impl<N: Nic> Shard<N> {
     }
 
     pub(super) fn send_marked(&mut self, id: SocketId, data: &[u8], urgent: bool) -> Result<usize, Errno> {
+        self.tcp(id)?;
+        self.give_budget(id);
         let s = self.tcp(id)?;
         let r = if urgent { s.conn.send_urgent(data) } else { s.conn.send(data) };
         // The application saw a full buffer: the next time it has room is a change to report
@@ -219,6 +222,8 @@ impl<N: Nic> Shard<N> {
         if !matches!(r, Ok(n) if n == data.len()) {
             s.reported.writable = false;
         }
+        self.recharge(id);
+        self.wait_for_memory(id);
         let n = r?;
         self.mark_dirty(id);
         Ok(n)
@@ -291,6 +296,7 @@ impl<N: Nic> Shard<N> {
                 if let Some(bytes) = buffers.send {
                     s.conn.set_send_buffer(bytes);
                 }
+                self.recharge(id);
             }
             Some(Socket::Listener(l)) => {
                 l.buffers.recv = buffers.recv.or(l.buffers.recv);
@@ -385,13 +391,24 @@ impl<N: Nic> Shard<N> {
         match self.socket_mut(id) {
             None => Err(Errno::EBADF),
             Some(Socket::Tcp(s)) => {
-                s.app_closed = true;
+                if !std::mem::replace(&mut s.app_closed, true) {
+                    self.orphans += 1;
+                }
+                let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return Err(Errno::EBADF) };
                 s.conn.close(now);
-                // Closed after its TIME-WAIT was handed to the table: nothing left to do.
-                let (time_wait, tuple) = (s.conn.state() == TcpState::TimeWait, s.tuple);
-                let done = time_wait && self.conns.get(&tuple) != Some(&id);
-                if done {
+                let (state, tuple, queued) = (s.conn.state(), s.tuple, s.conn.send_queued());
+                if state == TcpState::Closed {
+                    // Reset or timed out before, or reset now (unread data): a RST owed goes,
+                    // its counters are taken, and nothing else is left to do.
+                    self.service(id);
                     self.free_tcp(id);
+                } else if state == TcpState::TimeWait && self.conns.get(&tuple) != Some(&id) {
+                    // Its TIME-WAIT was handed to the table already.
+                    self.free_tcp(id);
+                } else if state != TcpState::TimeWait && self.orphan_out_of_resources(queued) {
+                    // Linux `tcp_close`: too many orphans, or no memory ("too many orphaned
+                    // sockets"): reset.
+                    self.abort_orphan(id);
                 } else {
                     self.mark_dirty(id);
                 }

@@ -20,7 +20,8 @@
 //!   layer ([`crate::iface`]);
 //! - `egress`: frames out: buffers, IP headers, routing, neighbor resolution, the tx queue;
 //! - `tcp`: demux, listeners, SYN cookies, servicing connections (one copy of the data out);
-//! - `time_wait`: compact TIME-WAIT entries;
+//! - `memory`: Linux's limits on what TCP holds: `tcp_mem`, the orphans, pruning;
+//! - `time_wait`: compact TIME-WAIT entries (at most `max_tw_buckets`);
 //! - `udp`, `icmp`: UDP sockets, ICMP errors;
 //! - `api`: the socket calls the runtime makes;
 //! - `inspect`: what the observability tools see.
@@ -43,6 +44,7 @@ mod egress;
 mod icmp;
 mod ingress;
 mod inspect;
+mod memory;
 mod sockets;
 mod tcp;
 mod time_wait;
@@ -51,6 +53,7 @@ mod udp;
 pub use crate::errno::Errno;
 pub use api::{Buffers, Readiness};
 pub use inspect::{state_name, CapturedFrame, Direction, SocketRow};
+pub use memory::{TcpMem, PAGE};
 pub use sockets::SocketId;
 pub use udp::{Received, DATAGRAM_OVERHEAD, SPARE_DATAGRAMS};
 
@@ -112,6 +115,17 @@ pub struct ShardConfig {
     /// that no two shards make the same 4-tuple.
     pub shard_index: u16,
     pub shard_count: u16,
+    /// Orphans (connections the application closed that still have data or a FIN to deliver)
+    /// the shard keeps: closing one more resets it (Linux `tcp_max_orphans`; counted as
+    /// `TCPAbortOnMemory`).
+    pub max_orphans: usize,
+    /// The ring memory its TCP connections may hold (Linux `tcp_mem`, here in bytes).
+    pub tcp_mem: TcpMem,
+    /// TIME-WAIT entries kept: a connection that would make one more skips TIME-WAIT (Linux
+    /// `tcp_max_tw_buckets`; counted as `TCPTimeWaitOverflow`).
+    pub max_tw_buckets: usize,
+    /// The largest listen backlog: a larger one is cut to this (Linux `net.core.somaxconn`).
+    pub somaxconn: usize,
 }
 
 impl ShardConfig {
@@ -131,6 +145,10 @@ impl ShardConfig {
             glean_neighbors: false,
             shard_index: 0,
             shard_count: 1,
+            max_orphans: 131_072,
+            tcp_mem: TcpMem::default(),
+            max_tw_buckets: 131_072,
+            somaxconn: 4096,
         }
     }
 }
@@ -197,6 +215,28 @@ pub struct ShardStats {
     pub tx_no_route: u64,
     /// Frames dropped waiting for a neighbor that never answered (or a full queue).
     pub tx_unresolved: u64,
+    /// Connections given up for unanswered retransmissions, probes or keepalives (Linux
+    /// `TCPAbortOnTimeout`).
+    pub tcp_abort_on_timeout: u64,
+    /// Connections reset for too many orphans or no memory (Linux `TCPAbortOnMemory`).
+    pub tcp_abort_on_memory: u64,
+    /// In-order segments dropped: no memory for a receive ring (Linux `TCPRcvQDrop`).
+    pub tcp_rcvq_drops: u64,
+    /// Out-of-order segments dropped: no memory for a receive ring (Linux `TCPOFODrop`).
+    pub tcp_ofo_drops: u64,
+    /// Prunes of a connection's receive queue (Linux `PruneCalled`; here each drops its
+    /// out-of-order data, so it moves with `tcp_ofo_pruned`).
+    pub tcp_prune_called: u64,
+    /// Connections whose out-of-order data was dropped to free memory (Linux `OfoPruned`).
+    pub tcp_ofo_pruned: u64,
+    /// Times the shard went under memory pressure (Linux `TCPMemoryPressures`).
+    pub tcp_memory_pressures: u64,
+    /// SYNs dropped: no memory for the connection's receive ring (with the accept-queue
+    /// overflows, Linux's `ListenDrops`).
+    pub tcp_listen_memory_drops: u64,
+    /// Connections that skipped TIME-WAIT: `max_tw_buckets` entries already (Linux
+    /// `TCPTimeWaitOverflow`).
+    pub tcp_time_wait_overflows: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -286,6 +326,14 @@ pub struct Shard<N: Nic> {
     handed_off: Vec<(N::Buf, Transport)>,
     /// Neighbors ARP or NDP taught this shard, for the process's other shards.
     heard: Vec<Learned>,
+    /// Connections the application closed that are not done yet (Linux's orphans).
+    orphans: usize,
+    /// Ring memory the TCP connections hold (what `tcp_mem` limits), in bytes.
+    tcp_mem_used: usize,
+    /// Under memory pressure: entered above `tcp_mem.pressure`, left below `tcp_mem.low`.
+    mem_pressure: bool,
+    /// Connections whose writer found no room for a send ring, woken when memory is freed.
+    mem_waiters: Vec<SocketId>,
     /// A capture in progress (`pronghorn pcap`): one branch per burst while there is none.
     capture: Option<Box<inspect::Capture>>,
     /// Frames at the head of `tx` the capture has already seen (left there by a full queue).
@@ -415,6 +463,10 @@ impl<N: Nic> Shard<N> {
             stats: ShardStats::default(),
             handed_off: Vec::new(),
             heard: Vec::new(),
+            orphans: 0,
+            tcp_mem_used: 0,
+            mem_pressure: false,
+            mem_waiters: Vec::new(),
             capture: None,
             tx_captured: 0,
             nic,
@@ -452,6 +504,17 @@ impl<N: Nic> Shard<N> {
     /// Compact TIME-WAIT entries.
     pub fn time_wait_count(&self) -> usize {
         self.time_wait.len() - self.free_time_wait.len()
+    }
+
+    /// Connections the application closed that are not done yet (Linux's orphans, as
+    /// /proc/net/sockstat counts them).
+    pub fn orphan_count(&self) -> usize {
+        self.orphans
+    }
+
+    /// Ring memory TCP connections hold, in bytes (what `tcp_mem` limits).
+    pub fn tcp_memory(&self) -> usize {
+        self.tcp_mem_used
     }
 
     /// Timers armed (connections and their buffer checks, TIME-WAIT entries).
@@ -557,7 +620,14 @@ impl<N: Nic> Shard<N> {
                     let now = self.now;
                     if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
                         s.timer = None;
-                        s.conn.handle_timeout(now);
+                        let orphan_queued = s.app_closed.then(|| s.conn.send_queued());
+                        if orphan_queued.is_some_and(|queued| self.orphan_out_of_resources(queued)) {
+                            self.abort_orphan(id);
+                            continue;
+                        }
+                        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+                            s.conn.handle_timeout(now);
+                        }
                         self.mark_dirty(id);
                     }
                 }

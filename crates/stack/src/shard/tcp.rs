@@ -58,6 +58,12 @@ pub(super) struct TcpSocket {
     pub(super) counted: tcp::Counters,
     /// The next look at its rings (see [`BUFFERS_CHECK_NS`]), while it has any.
     pub(super) buffers_timer: Option<TimerHandle>,
+    /// Its ring memory counted in the shard's `tcp_mem` use.
+    pub(super) charged: usize,
+    /// At the last buffer check its receive ring held only out-of-order data.
+    pub(super) ofo_pinned: bool,
+    /// On the shard's list of writers waiting for memory.
+    pub(super) mem_waiting: bool,
 }
 
 impl TcpSocket {
@@ -91,6 +97,9 @@ impl TcpSocket {
             nodelay: false,
             counted: tcp::Counters::default(),
             buffers_timer: None,
+            charged: 0,
+            ofo_pinned: false,
+            mem_waiting: false,
         }
     }
 }
@@ -161,6 +170,7 @@ impl<N: Nic> Shard<N> {
         if let Some(&id) = self.conns.get(&tuple) {
             self.glean(t);
             let now = self.now;
+            self.give_budget(id);
             let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return false };
             s.conn.handle_segment_ce(now, &repr, payload, t.ecn == ECN_CE);
             if s.conn.challenge_ack_pending() && !self.take_challenge_ack() {
@@ -168,6 +178,7 @@ impl<N: Nic> Shard<N> {
                     s.conn.cancel_challenge_ack();
                 }
             }
+            self.recharge(id);
             self.mark_dirty(id);
             return false;
         }
@@ -237,6 +248,12 @@ impl<N: Nic> Shard<N> {
             _ => return,
         };
         let cfg = self.conn_config(&tuple, buffers);
+        if !self.room_for_connection(cfg.rcv_buf) {
+            // No memory for its receive ring (Linux drops the SYN: ListenDrops): the peer
+            // retries.
+            self.stats.tcp_listen_memory_drops += 1;
+            return;
+        }
         let now = self.now;
         let Some(Socket::Listener(l)) = self.socket_mut(lid) else { return };
         if l.accept_queue.len() >= l.backlog {
@@ -330,6 +347,10 @@ impl<N: Nic> Shard<N> {
             _ => Buffers::default(),
         };
         let cfg = self.conn_config(&tuple, buffers);
+        if !self.room_for_connection(cfg.rcv_buf) {
+            self.stats.tcp_listen_memory_drops += 1;
+            return true;
+        }
         let opts = CookieOptions { mss: info.mss, window_scale: None, sack_permitted: false, timestamps: false };
         let mut conn = Connection::from_cookie(&cfg, ack, opts, self.now);
         if !payload.is_empty() || ack.flags.contains(TcpFlags::FIN) {
@@ -341,6 +362,7 @@ impl<N: Nic> Shard<N> {
 
     /// Sends what the connection has, handles its events, re-arms its timer, frees it when done.
     pub(super) fn service(&mut self, id: SocketId) {
+        self.give_budget(id);
         self.send_segments(id);
         if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
             let now = s.conn.counters();
@@ -354,6 +376,9 @@ impl<N: Nic> Shard<N> {
             t.tcp_rack_lost += new(|c| c.rack_lost);
             t.tcp_lost_retransmits += new(|c| c.lost_retransmits);
             t.tcp_challenge_acks_skipped += new(|c| c.challenge_acks_skipped);
+            t.tcp_abort_on_timeout += new(|c| c.aborts_on_timeout);
+            t.tcp_rcvq_drops += new(|c| c.rcvq_drops);
+            t.tcp_ofo_drops += new(|c| c.ofo_drops);
         }
         while let Some(Socket::Tcp(s)) = self.socket_mut(id) {
             let Some(ev) = s.conn.poll_event() else { break };
@@ -387,15 +412,21 @@ impl<N: Nic> Shard<N> {
                 s.buffers_timer = s.buffers_timer.or(buffers);
             }
         }
+        self.recharge(id);
+        self.wait_for_memory(id);
     }
 
-    /// A connection's buffer check is due: rings that hold nothing (all sent data acknowledged,
+    /// A connection's buffer check is due: out-of-order data may be pruned (see
+    /// [`Shard::prune_out_of_order`]), rings that hold nothing (all sent data acknowledged,
     /// all received data read) go back to the thread's spare list, to be taken again on use;
     /// rings in use are looked at again in [`BUFFERS_CHECK_NS`].
     pub(super) fn check_buffers(&mut self, id: SocketId) {
+        self.prune_out_of_order(id);
         let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
         s.conn.release_buffers();
         s.buffers_timer = None;
+        self.recharge(id);
+        let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
         if s.conn.buffers_allocated() != (false, false) {
             let timer = self.timers.insert(self.now + BUFFERS_CHECK_NS, TimerKey::Buffers(id));
             if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
@@ -491,6 +522,13 @@ impl<N: Nic> Shard<N> {
         self.keep_owed_rst(&mut s);
         if self.conns.get(&s.tuple) == Some(&id) {
             self.conns.remove(&s.tuple);
+        }
+        self.memory_changed(s.charged, 0);
+        if s.app_closed {
+            self.orphans -= 1;
+        }
+        if s.mem_waiting {
+            self.mem_waiters.retain(|&w| w != id);
         }
         for h in [s.timer, s.buffers_timer].into_iter().flatten() {
             self.timers.cancel(h);

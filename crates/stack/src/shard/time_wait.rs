@@ -1,6 +1,7 @@
 //! Compact TIME-WAIT entries: a connection that reached TIME-WAIT leaves its socket and keeps
 //! only what RFC 9293 and RFC 6191 need to answer its 4-tuple (`tcp::TimeWait`), in a table of
-//! its own, until its timer expires.
+//! its own, until its timer expires; at most `max_tw_buckets` of them (Linux's
+//! `tcp_max_tw_buckets`: beyond it a connection skips TIME-WAIT).
 //!
 //! It owns the entries and their table; it must not touch live connections beyond turning one
 //! into an entry.
@@ -49,6 +50,11 @@ impl<N: Nic> Shard<N> {
     pub(super) fn insert_time_wait(&mut self, tw: TimeWait, tuple: FourTuple) {
         if let Some(&old) = self.time_wait_table.get(&tuple) {
             self.free_time_wait_entry(old);
+        }
+        if self.time_wait_count() >= self.cfg.max_tw_buckets {
+            // Linux `tcp_time_wait` without a bucket: the connection is simply gone.
+            self.stats.tcp_time_wait_overflows += 1;
+            return;
         }
         let index = match self.free_time_wait.pop() {
             Some(i) => i,

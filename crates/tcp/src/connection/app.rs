@@ -38,6 +38,12 @@ impl Connection {
         if data.is_empty() {
             return Ok(0);
         }
+        if !self.may_allocate_send() {
+            // Over the stack's memory budget: as Linux's `sk_stream_wait_memory`, EAGAIN (the
+            // stack wakes the writer when memory is back).
+            self.snd.write_blocked = true;
+            return Err(Error::WouldBlock);
+        }
         self.snd.buf.ensure(self.p.snd_buf as usize);
         let room = (self.p.snd_buf as usize).saturating_sub(self.snd.buf.len());
         let n = self.snd.buf.push(&data[..data.len().min(room)]);
@@ -142,7 +148,7 @@ impl Connection {
     /// Bytes `send` accepts now.
     pub fn send_space(&self) -> usize {
         match self.state {
-            State::Established | State::CloseWait if !self.snd.fin_queued => {
+            State::Established | State::CloseWait if !self.snd.fin_queued && self.may_allocate_send() => {
                 (self.p.snd_buf as usize).saturating_sub(self.snd.buf.len())
             }
             _ => 0,
@@ -268,6 +274,47 @@ impl Connection {
     /// Whether the buffers are allocated (send, receive).
     pub fn buffers_allocated(&self) -> (bool, bool) {
         (self.snd.buf.is_allocated(), self.rcv.buf.is_allocated())
+    }
+
+    /// Ring memory allocated, send and receive together: what the stack's budget (Linux's
+    /// `tcp_mem`) counts.
+    pub fn buffer_bytes(&self) -> usize {
+        self.snd.buf.capacity() + self.rcv.buf.capacity()
+    }
+
+    /// What the stack's memory budget allows from now on: whether it is under pressure
+    /// (windows stop growing) and how much new ring memory this connection may allocate.
+    pub fn set_memory_budget(&mut self, budget: MemoryBudget) {
+        let room = budget.room as usize;
+        self.flags.set(Flag::MemoryPressure, budget.pressure);
+        self.flags.set(Flag::NoRoomToSend, self.p.snd_buf as usize > room);
+        self.flags.set(Flag::NoRoomToReceive, self.rx_ring_size() > room);
+    }
+
+    /// The application saw EAGAIN because the budget had no room for the send ring: the stack
+    /// wakes it when memory is freed.
+    pub fn send_waits_for_memory(&self) -> bool {
+        self.snd.write_blocked && !self.may_allocate_send()
+    }
+
+    /// The receive ring holds out-of-order data and nothing the application can read: one
+    /// segment beyond a hole keeps the whole ring allocated.
+    pub fn holds_only_out_of_order(&self) -> bool {
+        self.rcv.buf.len() == 0 && !self.rcv.ooo.is_empty()
+    }
+
+    /// Drops the out-of-order data held (Linux `tcp_prune_ofo_queue`): the peer sends it again
+    /// (a receiver may renege on what it SACKed, RFC 2018 section 8; our next ACKs carry no
+    /// SACK blocks for it). The receive ring goes back when nothing else is in it. Returns
+    /// whether there was any.
+    pub fn prune_out_of_order(&mut self) -> bool {
+        if self.rcv.ooo.is_empty() && !self.rcv.fin_ahead {
+            return false;
+        }
+        self.rcv.ooo.clear();
+        self.rcv.fin_ahead = false;
+        self.rcv.buf.release();
+        true
     }
 
     /// A challenge ACK (RFC 5961) is waiting to be sent. Challenge ACKs are rate limited per

@@ -351,6 +351,11 @@ impl Connection {
     }
 
     pub(super) fn fail(&mut self, err: Error, event: u16) {
+        // Linux counts `tcp_write_err`: not a half-open connection's SYN-ACKs, which are a
+        // request socket's there.
+        if err == Error::TimedOut && self.state != State::SynReceived {
+            self.counters.aborts_on_timeout = self.counters.aborts_on_timeout.wrapping_add(1);
+        }
         self.error = Some(err);
         self.events |= event;
         self.enter_closed();
@@ -541,9 +546,17 @@ impl Connection {
                 }
                 self.ecn.insert(EcnBit::Echo);
             }
-            // At least the window promised: it may have been offered under a larger buffer.
-            self.rcv.buf.ensure(self.rx_cap().max(self.rcv.wnd() as usize));
             let off = seq.wrapping_sub(self.rcv.nxt) as usize;
+            if !self.rcv.buf.is_allocated() && self.flags.has(Flag::NoRoomToReceive) {
+                // Over the stack's memory budget (Linux `tcp_data_queue` when
+                // `tcp_try_rmem_schedule` fails): dropped, and an ACK says where we are; the
+                // peer sends it again.
+                let drops = if off == 0 { &mut self.counters.rcvq_drops } else { &mut self.counters.ofo_drops };
+                *drops = drops.wrapping_add(1);
+                self.owed.insert(Owed::Ack);
+                return;
+            }
+            self.rcv.buf.ensure(self.rx_ring_size());
             let len = data.len() as u32;
             self.rcv.mss = self.rcv.mss.max(data.len().min(usize::from(self.p.mss)) as u16);
             if off == 0 {
@@ -614,8 +627,7 @@ impl Connection {
         }
         let cur = self.rcv.wnd();
         let adv = self.rcv_buf_adv();
-        let g = 1u32 << self.agreed.rcv_wscale;
-        let cand = adv.saturating_sub(self.rcv.buf.len() as u32) & !(g - 1);
+        let cand = self.free_window();
         let thresh = (adv / 2).min(u32::from(self.p.mss)).max(1);
         if cur <= adv / 2 && cand >= cur.saturating_mul(2) && cand >= cur + thresh {
             self.owed.insert(Owed::Ack);

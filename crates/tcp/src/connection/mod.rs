@@ -238,6 +238,31 @@ pub struct Counters {
     pub lost_retransmits: u32,
     /// Challenge ACKs not sent: within `invalid_ratelimit` of the last (`TCPACKSkippedChallenge`).
     pub challenge_acks_skipped: u32,
+    /// Connections given up for unanswered retransmissions, SYNs, zero-window probes or
+    /// keepalives, or an orphan's `orphan_retries` (`TCPAbortOnTimeout`).
+    pub aborts_on_timeout: u32,
+    /// In-order segments dropped: no memory for the receive ring (`TCPRcvQDrop`).
+    pub rcvq_drops: u32,
+    /// Out-of-order segments dropped: no memory for the receive ring (`TCPOFODrop`).
+    pub ofo_drops: u32,
+}
+
+/// What the stack's memory budget (Linux's `tcp_mem`) allows a connection now: see
+/// [`Connection::set_memory_budget`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryBudget {
+    /// The stack is under memory pressure: the window we advertise stops growing beyond four
+    /// segments (Linux clamps `rcv_ssthresh` to 4 * advmss in `tcp_under_memory_pressure`).
+    pub pressure: bool,
+    /// Bytes of new ring memory the connection may allocate: a ring larger than this is not
+    /// allocated (its data is dropped, or `send` says EAGAIN).
+    pub room: u32,
+}
+
+impl Default for MemoryBudget {
+    fn default() -> Self {
+        MemoryBudget { pressure: false, room: u32::MAX }
+    }
 }
 
 /// One-bit facts of the connection that belong to no part.
@@ -249,6 +274,12 @@ enum Flag {
     SynRetransmitted,
     /// An invalid segment was answered: `invalid_ack_ms` says when.
     InvalidAcked,
+    /// The stack is under memory pressure (see [`MemoryBudget`]).
+    MemoryPressure,
+    /// The budget had no room for the send ring when last set (an allocated one is kept).
+    NoRoomToSend,
+    /// The budget had no room for the receive ring when last set.
+    NoRoomToReceive,
 }
 
 impl Bit for Flag {
@@ -432,6 +463,19 @@ impl Connection {
         self.p.rcv_buf.min(0xffff << self.agreed.rcv_wscale)
     }
 
+    /// The window the free buffer allows, in whole units of our window scale. Under the
+    /// stack's memory pressure at most four segments (Linux clamps `rcv_ssthresh` to 4 *
+    /// advmss when `tcp_under_memory_pressure`): the window stops growing, and a right edge
+    /// already further is kept, not moved back.
+    fn free_window(&self) -> u32 {
+        let g = 1u32 << self.agreed.rcv_wscale;
+        let mut free = self.rcv_buf_adv().saturating_sub(self.rcv.buf.len() as u32);
+        if self.flags.has(Flag::MemoryPressure) {
+            free = free.min(4 * u32::from(self.p.mss));
+        }
+        free & !(g - 1)
+    }
+
     /// The receive ring's capacity: a little more than we advertise. With window scaling the
     /// window field cannot say every value: when the buffer fills, keeping the right edge
     /// where it was means rounding up, by less than one scale unit per ACK; the slack absorbs
@@ -447,6 +491,32 @@ impl Connection {
     fn tx_writable(&self) -> bool {
         let free = (self.p.snd_buf as usize).saturating_sub(self.snd.buf.len());
         free > 0 && free >= self.snd.buf.len() / 2
+    }
+
+    /// The receive ring's size when it is allocated: at least the window promised, which may
+    /// have been offered under a larger buffer.
+    fn rx_ring_size(&self) -> usize {
+        self.rx_cap().max(self.rcv.wnd() as usize)
+    }
+
+    /// Whether the send ring is allocated or the budget had room for it.
+    fn may_allocate_send(&self) -> bool {
+        self.snd.buf.is_allocated() || !self.flags.has(Flag::NoRoomToSend)
+    }
+
+    /// An orphan: the application closed the connection (it will read nothing more) while it
+    /// still has data or a FIN to deliver.
+    fn orphaned(&self) -> bool {
+        self.rcv.closed
+    }
+
+    /// Linux's `tcp_orphan_retries()`: how many retransmissions or probes an orphan gets.
+    /// `alive` says the backed-off interval is still below `rto_max`.
+    fn orphan_retries(&self, alive: bool) -> u8 {
+        match self.p.orphan_retries {
+            0 if alive => 8,
+            n => n,
+        }
     }
 
     /// A state in which data (and our FIN) may be sent.

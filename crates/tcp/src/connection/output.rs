@@ -423,7 +423,7 @@ impl Connection {
         let g = 1u32 << shift;
         let adv = self.rcv_buf_adv();
         let used = self.rcv.buf.len() as u32;
-        let cand = adv.saturating_sub(used) & !(g - 1);
+        let cand = self.free_window();
         let cur = self.rcv.wnd();
         let thresh = (adv / 2).min(u32::from(self.p.mss)).max(1);
         let wnd = if cand > cur && (cand - cur >= thresh || cand == (adv & !(g - 1))) { cand } else { cur };

@@ -49,6 +49,7 @@ pub(super) struct Params {
     pub(super) syn_retries: u8,
     pub(super) synack_retries: u8,
     pub(super) retries2: u8,
+    pub(super) orphan_retries: u8,
     pub(super) ecn: Ecn,
     pub(super) opts: Bits<Opt>,
     /// SO_RCVLOWAT: bytes that make the connection readable (at least 1).
@@ -99,6 +100,7 @@ impl Params {
             syn_retries: cfg.syn_retries,
             synack_retries: cfg.synack_retries,
             retries2: cfg.retries2,
+            orphan_retries: cfg.orphan_retries,
             ecn: cfg.ecn,
             opts,
             rcvlowat: 1,

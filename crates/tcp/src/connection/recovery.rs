@@ -305,7 +305,10 @@ impl Connection {
 
     /// RFC 6298 section 5.4 to 5.7 with RFC 5681's loss window: go back to SND.UNA.
     pub(super) fn on_rto(&mut self, now: Instant) {
-        if self.rtt.backoff >= self.p.retries2 {
+        // Linux `tcp_write_timeout`: an orphan gets `tcp_orphan_retries` instead of `retries2`.
+        let limit =
+            if self.orphaned() { self.orphan_retries(self.rto() < us(self.p.rto_max_us)) } else { self.p.retries2 };
+        if self.rtt.backoff >= limit {
             self.fail(Error::TimedOut, EV_TIMED_OUT);
             return;
         }

@@ -121,7 +121,19 @@ impl Connection {
     /// The persist timer (RFC 9293 3.8.6.1): probe a zero window, or send into a small one
     /// that sender-side SWS avoidance held back.
     fn on_persist(&mut self, now: Instant) {
-        if self.timers.window_probes >= self.p.retries2 {
+        let mut limit = self.p.retries2;
+        if self.orphaned() {
+            // Linux `tcp_probe_timer`: an orphan whose probes are already `rto_max` apart
+            // gives up after `tcp_orphan_retries` of them, answered or not (a peer that keeps
+            // its window shut would otherwise hold the connection for ever).
+            let alive = self.persist_interval() < us(self.p.rto_max_us);
+            limit = self.orphan_retries(alive);
+            if !alive && self.timers.persist_backoff >= limit {
+                self.fail(Error::TimedOut, EV_TIMED_OUT);
+                return;
+            }
+        }
+        if self.timers.window_probes >= limit {
             self.fail(Error::TimedOut, EV_TIMED_OUT);
             return;
         }

@@ -5,6 +5,7 @@ mod buffers;
 mod bulk;
 mod harness;
 mod keepalive;
+mod memory;
 mod rfc3168;
 mod rfc5681;
 mod rfc5961;
@@ -30,7 +31,9 @@ fn connection_is_small() {
     // 544. Split into parts it is 520: 27 bools became a few bytes of bit sets, the pending
     // RST lost its Option and the SACK scoreboard and out-of-order ranges their fat pointers.
     // What is left is state (no counter in it has a provably smaller range), and every part
-    // pads to its own alignment.
-    assert!(size <= 520, "{size}");
+    // pads to its own alignment. Linux's MIB counters TCPAbortOnTimeout, TCPRcvQDrop and
+    // TCPOFODrop, and `tcp_orphan_retries`, made it 536 (the memory budget's state is three
+    // bits of `flags`).
+    assert!(size <= 536, "{size}");
     assert!(core::mem::size_of::<crate::TimeWait>() <= 48);
 }

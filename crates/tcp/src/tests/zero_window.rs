@@ -373,3 +373,79 @@ fn rfc9293_echo_with_full_buffers_both_ways_over_a_lossy_link_does_not_deadlock(
         (1..=80).filter_map(|seed| echo_with_full_buffers_both_ways(seed, 1 << 20).err()).collect();
     assert!(failed.is_empty(), "{} of 80 seeds:\n{}", failed.len(), failed.join("\n"));
 }
+
+/// An orphan (closed by the application with data still queued) whose peer answers every probe
+/// with a zero window: Linux's `tcp_probe_timer` gives up once the probes are `rto_max` apart
+/// (`tcp_orphan_retries` 0: at once then), where a connection the application holds would
+/// probe for ever.
+#[test]
+fn linux_orphan_with_answered_zero_window_probes_gives_up() {
+    let (mut c, now) = established(&plain());
+    feed(&mut c, now, ack(PISS + 1, ISS + 1, 0));
+    c.send(b"never read").unwrap();
+    c.close(now);
+    assert_eq!(c.state(), State::FinWait1);
+    poll_none(&mut c, now);
+    let mut t = now;
+    let mut gaps = Vec::new();
+    while c.state() != State::Closed {
+        assert!(gaps.len() < 30, "still probing after {gaps:?} ms");
+        let next = c.poll_timeout().unwrap();
+        gaps.push((next - t) / MS);
+        t = next;
+        c.handle_timeout(t);
+        if c.state() == State::Closed {
+            break;
+        }
+        let probe = poll_one(&mut c, t);
+        assert_eq!((probe.flags(), probe.seq(), probe.len()), (TcpFlags::ACK, ISS, 0));
+        feed(&mut c, t, ack(PISS + 1, ISS + 1, 0)); // answered: still zero
+        poll_none(&mut c, t);
+    }
+    // 200 ms doubling to 102.4 s, then one interval of rto_max (120 s): the orphan is done.
+    assert_eq!(gaps, [200, 400, 800, 1600, 3200, 6400, 12800, 25600, 51200, 102400, 120000]);
+    assert_eq!(events(&mut c), [Event::TimedOut, Event::Closed]);
+    assert_eq!(c.counters().aborts_on_timeout, 1);
+    poll_none(&mut c, t); // Linux's tcp_write_err: no RST
+}
+
+/// Unanswered probes of an orphan: `tcp_orphan_retries` 0 means 8 while the interval is below
+/// `rto_max`, not `retries2` (15).
+#[test]
+fn linux_orphan_unanswered_probes_stop_after_eight() {
+    let (mut c, now) = established(&plain());
+    feed(&mut c, now, ack(PISS + 1, ISS + 1, 0));
+    c.send(b"x").unwrap();
+    c.close(now);
+    poll_none(&mut c, now);
+    let mut probes = 0;
+    while c.state() != State::Closed {
+        assert!(probes < 15, "{probes} probes");
+        let t = c.poll_timeout().unwrap();
+        c.handle_timeout(t);
+        probes += poll_all(&mut c, t).len();
+    }
+    assert_eq!(probes, 8);
+    assert_eq!(events(&mut c), [Event::TimedOut, Event::Closed]);
+    assert_eq!(c.counters().aborts_on_timeout, 1);
+}
+
+/// `tcp_orphan_retries` set: an orphan's retransmissions stop after that many, not `retries2`.
+#[test]
+fn linux_orphan_retransmissions_stop_after_orphan_retries() {
+    let cfg = Config { orphan_retries: 3, ..plain() };
+    let (mut c, now) = established(&cfg);
+    c.send(b"lost").unwrap();
+    poll_one(&mut c, now);
+    c.close(now);
+    poll_one(&mut c, now); // the FIN
+    let mut rtx = 0;
+    while c.state() != State::Closed {
+        assert!(rtx < 15, "{rtx} retransmissions");
+        let t = c.poll_timeout().unwrap();
+        c.handle_timeout(t);
+        rtx += poll_all(&mut c, t).iter().filter(|s| s.seq() == ISS + 1).count();
+    }
+    assert_eq!(rtx, 3);
+    assert_eq!(c.counters().aborts_on_timeout, 1);
+}

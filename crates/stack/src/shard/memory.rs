@@ -1,0 +1,138 @@
+//! Linux's limits on what TCP connections may hold, per shard (shards share nothing): the ring
+//! memory of every connection counted against `tcp_mem` (low, pressure, high), the budget a
+//! connection is told before it may allocate a ring (`tcp::MemoryBudget`), the writers waiting
+//! for memory, out-of-order data pruned so that it does not pin a receive ring, and the orphans
+//! (`tcp_max_orphans`).
+//!
+//! What each limit does, as Linux does it: above `pressure` (until below `low`) receive windows
+//! stop growing and out-of-order data is pruned at the connection's next buffer check; a ring
+//! that would take the memory past `high` is not allocated (received data is dropped and
+//! counted, a write says EAGAIN and is woken when memory is freed, a SYN is dropped); an orphan
+//! beyond `max_orphans`, or one with queued data while no ring fits, is reset
+//! (`TCPAbortOnMemory`). It must not build segments (the connection and [`super::tcp`] do).
+
+use nic::Nic;
+use tcp::MemoryBudget;
+
+use super::sockets::Socket;
+use super::{Shard, SocketId};
+
+/// Linux's page, the unit of its `tcp_mem`.
+pub const PAGE: usize = 4096;
+
+/// The TCP memory limits (Linux `tcp_mem`), in bytes of ring memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpMem {
+    /// Below this, memory pressure ends.
+    pub low: usize,
+    /// Above this, memory pressure begins: windows stop growing, out-of-order data is pruned.
+    pub pressure: usize,
+    /// No ring is allocated that would take the memory past this.
+    pub high: usize,
+}
+
+impl Default for TcpMem {
+    /// What Linux gives a 16 GiB host (it sizes `tcp_mem` from the RAM: `pressure` is 1/16 of
+    /// it, `low` 3/4 of that, `high` twice `low`): 768 MiB, 1 GiB, 1.5 GiB.
+    fn default() -> Self {
+        TcpMem { low: 196_608 * PAGE, pressure: 262_144 * PAGE, high: 393_216 * PAGE }
+    }
+}
+
+impl<N: Nic> Shard<N> {
+    /// What the budget allows a connection now.
+    fn memory_budget(&self) -> MemoryBudget {
+        let room = self.cfg.tcp_mem.high.saturating_sub(self.tcp_mem_used);
+        MemoryBudget { pressure: self.mem_pressure, room: room.min(u32::MAX as usize) as u32 }
+    }
+
+    /// Tells connection `id` the budget: before a call that may allocate one of its rings
+    /// (a segment, a write) and before it chooses a window (a transmit).
+    pub(super) fn give_budget(&mut self, id: SocketId) {
+        let budget = self.memory_budget();
+        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+            s.conn.set_memory_budget(budget);
+        }
+    }
+
+    /// Counts connection `id`'s rings again after a call that may have allocated or freed one.
+    pub(super) fn recharge(&mut self, id: SocketId) {
+        let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
+        let bytes = s.conn.buffer_bytes();
+        let before = std::mem::replace(&mut s.charged, bytes);
+        self.memory_changed(before, bytes);
+    }
+
+    /// A connection's rings went from `before` to `after` bytes: pressure is entered above
+    /// `pressure` and left below `low` (Linux's hysteresis), and writers waiting for memory
+    /// look again once a send ring of the shard's size fits.
+    pub(super) fn memory_changed(&mut self, before: usize, after: usize) {
+        self.tcp_mem_used = self.tcp_mem_used - before + after;
+        let limits = self.cfg.tcp_mem;
+        if !self.mem_pressure && self.tcp_mem_used > limits.pressure {
+            self.mem_pressure = true;
+            self.stats.tcp_memory_pressures += 1;
+        } else if self.mem_pressure && self.tcp_mem_used < limits.low {
+            self.mem_pressure = false;
+        }
+        let ring = self.cfg.tcp.snd_buf as usize;
+        if after < before && !self.mem_waiters.is_empty() && self.tcp_mem_used + ring <= limits.high {
+            for id in std::mem::take(&mut self.mem_waiters) {
+                if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+                    s.mem_waiting = false;
+                }
+                // Servicing it reports a change of readiness; one still without room waits again.
+                self.mark_dirty(id);
+            }
+        }
+    }
+
+    /// Connection `id`'s writer saw EAGAIN for want of memory: wake it when memory is freed.
+    pub(super) fn wait_for_memory(&mut self, id: SocketId) {
+        let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
+        if s.owned && !s.mem_waiting && s.conn.send_waits_for_memory() {
+            s.mem_waiting = true;
+            self.mem_waiters.push(id);
+        }
+    }
+
+    /// Whether a new connection's receive ring (`rcv_buf` bytes) fits the budget.
+    pub(super) fn room_for_connection(&self, rcv_buf: u32) -> bool {
+        self.tcp_mem_used + rcv_buf as usize <= self.cfg.tcp_mem.high
+    }
+
+    /// Linux `tcp_check_oom` for an orphan with `queued` bytes still to send: more orphans
+    /// than `max_orphans`, or data queued while no send ring of the shard's size fits.
+    pub(super) fn orphan_out_of_resources(&self, queued: usize) -> bool {
+        let no_room = self.tcp_mem_used + self.cfg.tcp.snd_buf as usize > self.cfg.tcp_mem.high;
+        self.orphans > self.cfg.max_orphans || (queued > 0 && no_room)
+    }
+
+    /// Resets an orphan for want of resources (Linux `TCPAbortOnMemory`).
+    pub(super) fn abort_orphan(&mut self, id: SocketId) {
+        self.stats.tcp_abort_on_memory += 1;
+        self.abort_and_free(id);
+    }
+
+    /// At a connection's buffer check: out-of-order data with nothing readable before it
+    /// keeps the whole receive ring. Under pressure it is pruned at once (Linux
+    /// `tcp_prune_ofo_queue`); otherwise when it was already all the ring held at the check
+    /// before (one segment beyond a hole that never fills must not pin 128 KiB for ever).
+    /// Under pressure, out-of-order data behind readable data is pruned too (it is what Linux
+    /// drops first); the ring stays for the readable data.
+    pub(super) fn prune_out_of_order(&mut self, id: SocketId) {
+        let pressure = self.mem_pressure;
+        let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
+        let only = s.conn.holds_only_out_of_order();
+        let pinned = std::mem::replace(&mut s.ofo_pinned, only);
+        if !(pressure || (only && pinned)) {
+            return;
+        }
+        if s.conn.prune_out_of_order() {
+            s.ofo_pinned = false;
+            self.stats.tcp_prune_called += 1;
+            self.stats.tcp_ofo_pruned += 1;
+            self.recharge(id);
+        }
+    }
+}

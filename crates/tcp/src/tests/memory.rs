@@ -1,0 +1,90 @@
+//! Group 18: the stack's memory budget (Linux's `tcp_mem`) as a connection sees it: no room
+//! means a ring is not allocated (received data dropped and counted, `send` says EAGAIN),
+//! pressure stops the window growing, and out-of-order data can be pruned so that it does not
+//! pin a receive ring.
+
+use super::harness::*;
+use crate::{Config, Error, MemoryBudget};
+
+const NO_ROOM: MemoryBudget = MemoryBudget { pressure: true, room: 0 };
+
+#[test]
+fn tcp_mem_data_that_needs_a_new_ring_is_dropped_and_counted() {
+    let (mut c, now) = established(&plain());
+    c.set_memory_budget(NO_ROOM);
+    feed(&mut c, now, data(PISS + 1, ISS + 1, 100));
+    feed(&mut c, now, data(PISS + 201, ISS + 1, 100)); // out of order
+    assert_eq!(c.recv(&mut [0; 300]), Err(Error::WouldBlock));
+    assert_eq!(c.buffers_allocated(), (false, false));
+    let acks = poll_all(&mut c, now);
+    assert!(!acks.is_empty() && acks.iter().all(|a| a.ack() == Some(PISS + 1) && a.len() == 0), "{acks:?}");
+    let n = c.counters();
+    assert_eq!((n.rcvq_drops, n.ofo_drops), (1, 1));
+    // Memory is back: the retransmission is taken.
+    c.set_memory_budget(MemoryBudget::default());
+    feed(&mut c, now, data(PISS + 1, ISS + 1, 100));
+    assert_eq!(c.recv(&mut [0; 300]), Ok(100));
+    // A ring already allocated is kept whatever the budget says.
+    c.set_memory_budget(NO_ROOM);
+    feed(&mut c, now, data(PISS + 101, ISS + 1, 100));
+    assert_eq!(c.recv(&mut [0; 300]), Ok(100));
+}
+
+#[test]
+fn tcp_mem_send_says_eagain_until_the_ring_fits() {
+    let (mut c, _) = established(&plain());
+    c.set_memory_budget(MemoryBudget { pressure: true, room: 128 * 1024 - 1 });
+    assert_eq!(c.send_space(), 0);
+    assert!(!c.is_writable());
+    assert_eq!(c.send(b"hello"), Err(Error::WouldBlock));
+    assert!(c.send_waits_for_memory());
+    assert_eq!(c.buffer_bytes(), 0);
+    c.set_memory_budget(MemoryBudget { pressure: true, room: 128 * 1024 });
+    assert!(c.is_writable());
+    assert_eq!(c.send(b"hello"), Ok(5));
+    assert!(!c.send_waits_for_memory());
+    assert_eq!(c.buffer_bytes(), 128 * 1024);
+}
+
+/// The window announced once the application has read everything: the whole buffer, or four
+/// segments under pressure (Linux `tcp_adjust_rcv_ssthresh`).
+fn window_after_reading_a_full_window(pressure: bool) -> u16 {
+    let (mut c, mut now) = established(&plain());
+    c.set_memory_budget(MemoryBudget { pressure, room: u32::MAX });
+    let mut seq = PISS + 1;
+    for _ in 0..44 {
+        feed(&mut c, now, data(seq, ISS + 1, 1460));
+        seq += 1460;
+        now += MS;
+        poll_all(&mut c, now);
+    }
+    while c.recv(&mut [0; 65536]).is_ok() {}
+    poll_one(&mut c, now).repr.window_len
+}
+
+#[test]
+fn tcp_mem_pressure_stops_the_receive_window_growing() {
+    assert_eq!(window_after_reading_a_full_window(false), 65535);
+    assert_eq!(window_after_reading_a_full_window(true), 4 * 1460);
+}
+
+#[test]
+fn pruned_out_of_order_data_gives_the_receive_ring_back() {
+    let cfg = Config { window_scale: false, timestamps: false, ..Config::default() };
+    let (mut c, now) = established(&cfg);
+    feed(&mut c, now, data(PISS + 1001, ISS + 1, 100));
+    let dup = poll_one(&mut c, now);
+    assert_eq!(dup.repr.sack_ranges[0], Some((PISS + 1001, PISS + 1101)));
+    assert!(c.holds_only_out_of_order());
+    assert_eq!(c.buffers_allocated(), (false, true));
+    assert!(c.prune_out_of_order());
+    assert!(!c.prune_out_of_order(), "nothing left to prune");
+    assert_eq!(c.buffers_allocated(), (false, false));
+    assert_eq!(c.buffer_bytes(), 0);
+    // The hole fills: only what follows it in order is there, and no SACK block reports what
+    // was pruned (the peer sends it again).
+    feed(&mut c, now, data(PISS + 1, ISS + 1, 1000));
+    assert_eq!(c.recv(&mut [0; 2000]), Ok(1000));
+    let segs = poll_all(&mut c, now + 100 * MS);
+    assert!(segs.iter().all(|s| s.repr.sack_ranges == [None; 4]), "{segs:?}");
+}
