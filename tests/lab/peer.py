@@ -14,6 +14,11 @@ what came back), so the Rust test that drives it compares hashes instead of trus
   peer.py write-close-exit HOST PORT BYTES [--seed S]
       (the server, under pronghorn) accepts one connection, writes BYTES pseudo-random bytes,
       closes it and exits at once; prints "ready" when listening
+  peer.py write-exec HOST PORT BYTES [--seed S] [--hold]
+      (the server, under pronghorn) accepts one connection and writes BYTES pseudo-random
+      bytes, running /bin/true with subprocess (a vfork child's exec) after the first block;
+      then closes it (with --hold: keeps it, close-on-exec) and execs /bin/true at once (which
+      exits 0); prints "ready" when listening
   peer.py slow-read HOST PORT BYTES [--seed S] [--rcvbuf N] [--chunk N]
       connects with a small receive buffer and reads CHUNK bytes at a time, pausing between
       reads, until EOF; reports what arrived, whether it ended with EOF or an error, and
@@ -29,8 +34,10 @@ what came back), so the Rust test that drives it compares hashes instead of trus
 import argparse
 import hashlib
 import json
+import os
 import random
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -175,6 +182,27 @@ def write_close_exit(host, port, total, seed):
     return 0
 
 
+def write_exec(host, port, total, seed, hold):
+    srv = socket.create_server((host, port), family=family(host))
+    print("ready", flush=True)
+    c, _ = srv.accept()
+    rng = random.Random(seed)
+    sent = 0
+    while sent < total:
+        chunk = rng.randbytes(min(BLOCK, total - sent))
+        c.sendall(chunk)
+        if sent == 0:
+            # A child that execs in this process's memory must leave its connections alone.
+            subprocess.run(["/bin/true"], check=True)
+        sent += len(chunk)
+    if hold:
+        os.set_inheritable(c.fileno(), False)
+    else:
+        c.close()
+    sys.stdout.flush()
+    os.execv("/bin/true", ["true"])
+
+
 def slow_read(host, port, total, seed, rcvbuf, chunk):
     s = socket.socket(family(host), socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
@@ -286,6 +314,8 @@ def main():
     u.add_argument("count", type=int)
     u.add_argument("--size", type=int, default=512)
     stream_parser("write-close-exit")
+    we = stream_parser("write-exec")
+    we.add_argument("--hold", action="store_true")
     sr = stream_parser("slow-read")
     sr.add_argument("--rcvbuf", type=int, default=8192)
     sr.add_argument("--chunk", type=int, default=4096)
@@ -317,6 +347,8 @@ def main():
         print(json.dumps(redis_check(a.host, a.port)))
     elif a.mode == "write-close-exit":
         return write_close_exit(a.host, a.port, a.bytes, a.seed)
+    elif a.mode == "write-exec":
+        write_exec(a.host, a.port, a.bytes, a.seed, a.hold)
     elif a.mode == "slow-read":
         print(json.dumps(slow_read(a.host, a.port, a.bytes, a.seed, a.rcvbuf, a.chunk)))
     elif a.mode == "tcp-echo-server":

@@ -2114,27 +2114,48 @@ fn a_server_that_writes_closes_and_exits_delivers_every_byte_and_a_fin() {
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let lab = Lab::up("tst-exit", &[]);
-    let bytes = (4u64 << 20).to_string();
     for (host, port) in [("10.99.0.1", "9400"), ("fd99::1", "9401")] {
-        let mut server = lab
-            .exec("a", &[bin(), "run", "--", "python3", &peer_py(), "write-close-exit", host, port, &bytes])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "ready");
-        let mut server = Accelerated(server);
-        let o = lab.exec("b", &["python3", &peer_py(), "slow-read", host, port, &bytes]).output().unwrap();
-        let status = server.0.wait().unwrap();
-        assert!(status.success(), "the server exited with {status:?}");
-        let json = String::from_utf8_lossy(&o.stdout);
-        assert!(
-            json.contains(&format!("\"received\": {bytes}, \"eof\": true, \"error\": [], \"identical\": true")),
-            "{host}: {}",
-            text(&o)
-        );
+        a_slow_reader_gets_everything(&lab, "write-close-exit", host, port, &[]);
     }
+}
+
+/// Issue 22: a server under pronghorn that writes 4 MiB to a slow kernel reader, then execs
+/// /bin/true at once (Python's os.execv) after closing the connection, or holding it on a
+/// close-on-exec fd (which the exec closes): the runtime finishes the connection before the
+/// exec discards the stack, so the reader gets every byte and an EOF. On the way, after the
+/// first MiB, the server runs /bin/true with subprocess: that child execs in the server's
+/// memory (vfork) and must leave the server's connections alone.
+#[test]
+fn a_server_that_execs_delivers_every_byte_and_a_fin() {
+    if !enabled("a_server_that_execs_delivers_every_byte_and_a_fin") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::up("tst-exec", &[]);
+    a_slow_reader_gets_everything(&lab, "write-exec", "10.99.0.1", "9402", &[]);
+    a_slow_reader_gets_everything(&lab, "write-exec", "fd99::1", "9403", &["--hold"]);
+}
+
+/// Runs peer.py `mode` (with `more` arguments) under pronghorn on side a, a server that writes
+/// 4 MiB to one connection and then ends one way or another, and peer.py slow-read against it
+/// from side b: the server ends well, and the reader gets every byte and an EOF.
+fn a_slow_reader_gets_everything(lab: &Lab, mode: &str, host: &str, port: &str, more: &[&str]) {
+    let (bytes, peer) = ((4u64 << 20).to_string(), peer_py());
+    let argv = [&[bin(), "run", "--", "python3", &peer, mode, host, port, &bytes], more].concat();
+    let mut server = lab.exec("a", &argv).stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let mut server = Accelerated(server);
+    let o = lab.exec("b", &["python3", &peer, "slow-read", host, port, &bytes]).output().unwrap();
+    let status = server.0.wait().unwrap();
+    assert!(status.success(), "{mode} {more:?}: the server exited with {status:?}");
+    let json = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        json.contains(&format!("\"received\": {bytes}, \"eof\": true, \"error\": [], \"identical\": true")),
+        "{mode} {host} {more:?}: {}",
+        text(&o)
+    );
 }
 
 /// Issue 22: `nginx -s quit` (SIGQUIT to the master) while a client downloads a large file

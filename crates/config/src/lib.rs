@@ -27,7 +27,7 @@
 //! busy_poll_us = 0        # inline: how long a waiting thread polls before it sleeps
 //! stack_cpu = 3           # optional; dedicated: the CPU the stack thread is pinned to
 //! shards = 1              # stacks in this process, each on its own queue with its own thread
-//! exit_drain_ms = 5000    # at exit: the longest wait for connections to send their data and FIN
+//! exit_drain_ms = 5000    # at exit and exec: the longest wait for connections to send their data and FIN
 //!
 //! [tcp]                   # optional; the defaults
 //! congestion = "cubic"    # or "newreno": congestion control of new connections
@@ -224,7 +224,7 @@ pub struct RuntimeConfig {
     /// listen on every shard, and a connection stays on the shard its queue feeds.
     #[serde(default = "default_shards")]
     pub shards: u16,
-    /// At exit, the longest the process keeps its stacks running (milliseconds) so that its
+    /// At exit and before an exec, the longest the process keeps its stacks running (ms) so that its
     /// connections, closed or still open, send their queued data and their FIN; what is left
     /// then is reset. A socket with SO_LINGER set waits its linger time instead. Linux sends
     /// on from orphaned sockets after the process is gone; a user-space stack ends with it.

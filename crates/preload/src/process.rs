@@ -1,8 +1,11 @@
-//! The process: fork, _Fork and daemon (the runtime decides what a child keeps), and the credential changes
-//! that must open the NIC while the process may still (setuid and friends).
+//! The process: fork, _Fork and daemon (the runtime decides what a child keeps), the credential changes
+//! that must open the NIC while the process may still (setuid and friends), and the exec
+//! functions, before which the runtime finishes the connections the new image cannot have.
 
-use libc::{c_int, size_t};
-use runtime::real;
+use std::ffi::CStr;
+
+use libc::{c_char, c_int, size_t};
+use runtime::{real, Program};
 
 /// Runs the real `fork` or `_Fork` with the runtime held across it.
 unsafe fn forked(real_fork: unsafe fn() -> libc::pid_t) -> libc::pid_t {
@@ -59,4 +62,41 @@ credential_hooks! {
     setresgid(r: libc::gid_t, e: libc::gid_t, s: libc::gid_t);
     setgroups(n: size_t, groups: *const libc::gid_t);
     initgroups(user: *const libc::c_char, group: libc::gid_t);
+}
+
+// exec: a successful one discards the image that holds the stack (`runtime::before_exec`).
+// glibc's own callers (execl*, execv, execvp, posix_spawn, system, popen) call its internal
+// __execve, which no hook sees: each exported function that stable Rust can define is hooked
+// here. execl, execlp and execle are variadic (not definable in stable Rust) and are not.
+// posix_spawn, system and popen start a new process: this one keeps its stack.
+
+/// The program a path names (`None` for a null pointer: the real call answers EFAULT).
+unsafe fn named<'a>(path: *const c_char) -> Option<&'a CStr> {
+    (!path.is_null()).then(|| CStr::from_ptr(path))
+}
+
+macro_rules! exec_hooks {
+    ($($name:ident($($arg:ident: $ty:ty),*) runs $program:expr;)*) => {
+        $(
+            #[no_mangle]
+            pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+                if let Some(program) = $program {
+                    runtime::before_exec(program);
+                }
+                real::$name($($arg),*)
+            }
+        )*
+    };
+}
+
+type Argv = *const *const c_char;
+
+exec_hooks! {
+    execve(path: *const c_char, argv: Argv, envp: Argv) runs named(path).map(Program::Path);
+    execv(path: *const c_char, argv: Argv) runs named(path).map(Program::Path);
+    execvp(file: *const c_char, argv: Argv) runs named(file).map(Program::Search);
+    execvpe(file: *const c_char, argv: Argv, envp: Argv) runs named(file).map(Program::Search);
+    fexecve(fd: c_int, argv: Argv, envp: Argv) runs Some(Program::Fd(fd));
+    execveat(dirfd: c_int, path: *const c_char, argv: Argv, envp: Argv, flags: c_int)
+        runs named(path).map(|path| Program::At { dirfd, path, flags });
 }

@@ -18,8 +18,8 @@
 //!
 //! Layout: `accel` (state, lock, stack pass, routing), `fdtable`, `socket` (the TCP calls, over
 //! the caller's iovecs), `datagram` (UDP), `sockopt`, `urgent` (MSG_OOB, SIOCATMARK, SIGURG), `wait` (parkers, driver role, stack
-//! thread), `epoll`, `poll`, `process` (fork, exit, privilege drop), `secret` (the shards' hash
-//! keys), `observe` (the stats region and the control socket). The process-wide instance is DPDK's; tests build their own
+//! thread), `epoll`, `poll`, `process` (fork, exit, exec, privilege drop), `exec` (whether an
+//! exec would start), `secret` (the shards' hash keys), `observe` (the stats region and the control socket). The process-wide instance is DPDK's; tests build their own
 //! over the in-memory NIC.
 //!
 //! It must not be reached through libc symbols: inside the preloaded library those are our own
@@ -28,6 +28,7 @@
 mod accel;
 mod datagram;
 mod epoll;
+mod exec;
 mod fdtable;
 pub mod observe;
 mod poll;
@@ -42,7 +43,7 @@ mod urgent;
 mod wait;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 use config::{Config, Congestion, PmdName};
@@ -55,6 +56,7 @@ pub use stack::Errno;
 
 pub use accel::Accel;
 pub use datagram::Datagram;
+pub use exec::Program;
 pub use process::{forked_child_socket, ENV_EXE};
 pub use secret::random_secret;
 pub use wait::WaitStats;
@@ -77,6 +79,10 @@ static TRACKED_HIGH: [AtomicPtr<Chunk>; 1 << (31 - CHUNK_BITS)] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; 1 << (31 - CHUNK_BITS)];
 /// Set in a forked child: the parent's shard must not be touched.
 static FORKED: AtomicBool = AtomicBool::new(false);
+/// The process whose runtime this is: the one it started in, or a child forked before the NIC
+/// opened (it keeps its copy). A vfork child (posix_spawn's, Python's subprocess) runs in its
+/// parent's memory, runtime included, and is told apart only by its pid.
+static OWNER: AtomicU32 = AtomicU32::new(0);
 
 /// The tracked-fd table's entry for `fd` (`None`: not tracked, never was).
 #[inline]
@@ -217,6 +223,7 @@ fn global() -> Option<&'static Accel<ProcessNic>> {
             }
         };
         process::remember_env();
+        OWNER.store(std::process::id(), Ordering::Relaxed);
         let me = Accel::new(cfg, Box::new(open_dpdk)).leak();
         me.with(|rt| {
             rt.precheck = Some(|cfg| nic::dpdk::precheck(&dpdk_options(cfg)).map_err(|e| e.to_string()));
@@ -266,10 +273,33 @@ pub fn fork_done(hold: Fork, child: bool) {
         "fork",
         || (),
         || {
-            if child && hold.0.as_ref().is_some_and(|h| !h.child_keeps()) {
-                FORKED.store(true, Ordering::Relaxed);
+            match &hold.0 {
+                Some(h) if child && h.child_keeps() => OWNER.store(std::process::id(), Ordering::Relaxed),
+                Some(_) if child => FORKED.store(true, Ordering::Relaxed),
+                _ => {}
             }
             drop(hold);
+        },
+    )
+}
+
+/// preload's exec functions, before the real one runs `program`: in the process that owns the
+/// runtime (not a forked child that lost it, nor a vfork child in its parent's memory), with
+/// the NIC open, and when the kernel would start `program`, the connections are finished
+/// first ([`Accel::drain_before_exec`]). Only atomics and getpid before the pid is known to be
+/// the owner's: a vfork child must not touch the runtime.
+pub fn before_exec(program: Program<'_>) {
+    let Some(a) = RUNTIME.get().copied().flatten() else { return };
+    if FORKED.load(Ordering::Relaxed) || OWNER.load(Ordering::Relaxed) != std::process::id() || inside() {
+        return;
+    }
+    shield::guard(
+        "exec",
+        || (),
+        || {
+            if program.would_start() {
+                a.drain_before_exec();
+            }
         },
     )
 }

@@ -1,8 +1,9 @@
 //! The accelerated process's life: the shard opened before the process gives up root, the
-//! connections drained and the port closed at exit (which detaches the XDP program), and fork
-//! (the child never touches the parent's queues).
+//! connections drained and the port closed at exit (which detaches the XDP program), the
+//! connections drained before an exec (`exec` says when), and fork (the child never touches the
+//! parent's queues).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use nic::Nic;
@@ -10,7 +11,7 @@ use stack::shard::SocketId;
 use stack::TcpState;
 
 use crate::accel::{Accel, Runtime};
-use crate::{real, Errno, FORKED};
+use crate::{real, set_tracked, Errno, FORKED};
 
 impl<N: Nic + 'static> Accel<N> {
     /// The process is about to change its credentials (setuid, setgid, setgroups, ...): a
@@ -27,7 +28,7 @@ impl<N: Nic + 'static> Accel<N> {
     /// it sees the shard gone. A forked child that does not own the NIC never gets here
     /// (`FORKED`).
     pub fn at_exit(&self) {
-        self.drain_at_exit();
+        self.drain(Leaving::Exit);
         self.try_with(|rt| {
             rt.poll_shard();
             if EXIT_STATS.get().copied().unwrap_or(false) {
@@ -61,8 +62,8 @@ impl<N: Nic + 'static> Accel<N> {
     /// The lock is taken for one pass at a time, never while waiting, so other threads (a
     /// stack thread, application threads the exit did not stop) go on; if it cannot be taken
     /// (a thread stopped while holding it) the drain ends.
-    pub(crate) fn drain_at_exit(&self) {
-        let Some(Some(mut drain)) = self.try_with(|rt| rt.shards.is_open().then(|| rt.close_all_for_exit())) else {
+    fn drain(&self, leaving: Leaving) {
+        let Some(Some(mut drain)) = self.try_with(|rt| rt.shards.is_open().then(|| rt.close_all(leaving))) else {
             return;
         };
         loop {
@@ -80,6 +81,29 @@ impl<N: Nic + 'static> Accel<N> {
             }
         }
     }
+
+    /// Before an exec the kernel would start (`exec`): the image that holds the stack is about
+    /// to go, so the connections are finished as at exit ([`Accel::at_exit`], same bounds),
+    /// with Linux's rule for which fds an exec closes. A connection whose fds are all
+    /// close-on-exec is closed as the exec would close it (a FIN after its data). One with an
+    /// fd that is not stays open under Linux, for the new program; pronghorn cannot carry it
+    /// there, so it is reset: its peer learns the connection is broken, where a FIN would tell
+    /// it the stream ended as the program meant. Listeners close either way (their unaccepted
+    /// connections reset). The port stays open: the program continues if the exec fails after
+    /// all, and the stack thread (if any) still runs. Every accelerated TCP fd then becomes a
+    /// kernel socket that was never connected (`bury`), so a program whose exec failed gets
+    /// errors on them (ENOTCONN, EPIPE, EINVAL from accept) rather than an eventfd that takes
+    /// writes, and a new image that inherits one finds a socket there.
+    pub fn drain_before_exec(&self) {
+        self.drain(Leaving::Exec);
+    }
+}
+
+/// Why the connections are finished: the process exits, or execs another program.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Leaving {
+    Exit,
+    Exec,
 }
 
 /// The connections an exiting process waits for, and how long.
@@ -98,20 +122,55 @@ const EXIT_RESET_GRACE_NS: u64 = 100_000_000;
 impl<N: Nic + 'static> Runtime<N> {
     /// Closes every TCP socket the process still holds (listeners: their unaccepted
     /// connections are reset), as the kernel does when the last fd of each goes, and says how
-    /// long each connection may take to finish.
-    fn close_all_for_exit(&mut self) -> ExitDrain {
+    /// long each connection may take to finish. Before an exec, a connection that would stay
+    /// open in the new program is reset instead, and the fds are buried
+    /// ([`Accel::drain_before_exec`]).
+    fn close_all(&mut self, leaving: Leaving) -> ExitDrain {
         let now = self.now();
         let deadline = now + u64::from(self.cfg.runtime.exit_drain_ms) * 1_000_000;
         let mut lingering = HashMap::new();
-        for fd in self.fds.streams() {
-            let Some(entry) = self.fds.get(fd) else { continue };
-            if let (Some(id), Some(secs @ 1..)) = (entry.fd.socket(), entry.opts.linger_s) {
+        let fds = self.fds.streams();
+        let inherited = match leaving {
+            Leaving::Exit => HashSet::new(),
+            Leaving::Exec => self.kept_across_exec(&fds),
+        };
+        if !inherited.is_empty() {
+            let msg = format!(
+                "pronghorn: pid {} execs with {} accelerated connection(s) on fds that are not close-on-exec: they \
+                 cannot follow into the new program and are reset\n",
+                std::process::id(),
+                inherited.len()
+            );
+            unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
+        }
+        for &fd in &fds {
+            let Some(entry) = self.fds.get_mut(fd) else { continue };
+            let Some(id) = entry.fd.socket() else { continue };
+            if inherited.contains(&id) {
+                // Reset when its last fd goes, as SO_LINGER 0 does.
+                entry.opts.linger_s = Some(0);
+            } else if let Some(secs @ 1..) = entry.opts.linger_s {
                 lingering.insert(id, now + u64::from(secs) * 1_000_000_000);
             }
             self.release(fd);
+            if leaving == Leaving::Exec {
+                bury(fd);
+            }
         }
         let last = lingering.values().copied().fold(deadline, u64::max);
         ExitDrain { deadline, lingering, end: last + EXIT_RESET_GRACE_NS }
+    }
+
+    /// The connections (not listeners) among `fds` that a successful exec leaves open: one of
+    /// their fds is not close-on-exec.
+    fn kept_across_exec(&self, fds: &[i32]) -> HashSet<SocketId> {
+        fds.iter()
+            .filter(|&&fd| unsafe { real::fcntl(fd, libc::F_GETFD, 0) } & libc::FD_CLOEXEC == 0)
+            .filter_map(|&fd| match self.fds.kind(fd) {
+                Some(crate::fdtable::Fd::Conn { id, .. }) => Some(*id),
+                _ => None,
+            })
+            .collect()
     }
 
     /// After a pass: resets the connections past their deadline; whether to go on (a
@@ -139,6 +198,23 @@ impl<N: Nic + 'static> Runtime<N> {
         }
         unsettled && now < drain.end
     }
+}
+
+/// Puts a kernel TCP socket that was never connected in the place of `fd`, an accelerated
+/// socket's placeholder that the runtime has released, keeping its close-on-exec flag, and
+/// stops tracking it: calls on it fail as on a socket with no connection.
+fn bury(fd: i32) {
+    unsafe {
+        let cloexec = real::fcntl(fd, libc::F_GETFD, 0);
+        let dead = real::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if dead >= 0 {
+            if real::dup2(dead, fd) >= 0 && cloexec >= 0 {
+                real::fcntl(fd, libc::F_SETFD, cloexec as libc::c_ulong);
+            }
+            real::close(dead);
+        }
+    }
+    set_tracked(fd, false);
 }
 
 /// Set (to anything): the counters are written to stderr at exit (until `pronghorn stat` exists).

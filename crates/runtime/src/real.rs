@@ -92,4 +92,16 @@ real_fns! {
     setresgid(r: libc::gid_t, e: libc::gid_t, s: libc::gid_t) -> c_int;
     setgroups(n: size_t, groups: *const libc::gid_t) -> c_int;
     initgroups(user: *const libc::c_char, group: libc::gid_t) -> c_int;
+    execve(path: *const libc::c_char, argv: *const *const libc::c_char, envp: *const *const libc::c_char) -> c_int;
+    execv(path: *const libc::c_char, argv: *const *const libc::c_char) -> c_int;
+    execvp(file: *const libc::c_char, argv: *const *const libc::c_char) -> c_int;
+    execvpe(file: *const libc::c_char, argv: *const *const libc::c_char, envp: *const *const libc::c_char) -> c_int;
+    fexecve(fd: c_int, argv: *const *const libc::c_char, envp: *const *const libc::c_char) -> c_int;
+    execveat(
+        dirfd: c_int,
+        path: *const libc::c_char,
+        argv: *const *const libc::c_char,
+        envp: *const *const libc::c_char,
+        flags: c_int
+    ) -> c_int;
 }

@@ -973,6 +973,76 @@ fn at_exit_connections_still_sending_after_exit_drain_ms_are_reset() {
     assert_eq!(states, [Some(stack::TcpState::Closed); 2], "reset, not left open");
 }
 
+/// Issue 22: before an exec, the connection the process closed and one it holds on a
+/// close-on-exec fd (which a successful exec closes, under Linux as here) deliver all their
+/// data and a FIN to a slow reader; the new image would have lost both. The fd left behind
+/// (for an exec that fails after all) is a kernel socket with no connection, not an eventfd.
+#[test]
+fn before_exec_closed_and_close_on_exec_connections_deliver_their_data_and_fin() {
+    for drive in ["inline", "dedicated"] {
+        let l = lab(drive);
+        let rt = l.rt;
+        let (_lfd, [closed, held]) = accept_two(&l, 5403);
+        assert_eq!(unsafe { libc::fcntl(held, libc::F_SETFD, libc::FD_CLOEXEC) }, 0);
+        l.ctl.lock().unwrap().read_per_run = Some(0);
+        let sent = [fill(rt, closed, 3), fill(rt, held, 4)];
+        assert!(sent.iter().all(|s| s.len() > 64 * 1024), "{drive}: the send buffers hold more than a pass sends");
+        rt.close(closed);
+        l.ctl.lock().unwrap().read_per_run = Some(2048);
+        within("the drain before exec", move || rt.drain_before_exec());
+        let states: Vec<_> = l.ctl.lock().unwrap().conns.iter().map(|c| c.state).collect();
+        assert_eq!(states, [Some(stack::TcpState::CloseWait); 2], "{drive}: the peer has every byte and the FIN");
+        read_the_rest(&l);
+        let ctl = l.ctl.lock().unwrap();
+        for (c, sent) in ctl.conns.iter().zip(&sent) {
+            assert_eq!((c.received.len(), c.eof, c.error), (sent.len(), true, None), "{drive}: every byte, then a FIN");
+            assert!(c.received == *sent, "{drive}: the bytes sent");
+        }
+        assert!(!runtime::tracked(held), "{drive}: the runtime forgot the fd");
+        let mut byte = 0u8;
+        let r = unsafe { libc::recv(held, (&mut byte as *mut u8).cast(), 1, libc::MSG_DONTWAIT) };
+        let e = std::io::Error::last_os_error().raw_os_error();
+        assert_eq!((r, e), (-1, Some(libc::ENOTCONN)), "{drive}: a socket with no connection");
+        let cloexec = unsafe { libc::fcntl(held, libc::F_GETFD) };
+        assert_eq!(cloexec & libc::FD_CLOEXEC, libc::FD_CLOEXEC, "{drive}: still close-on-exec");
+    }
+}
+
+/// Issue 22: a connection held on an fd that is not close-on-exec stays open across a Linux
+/// exec, for the new program; pronghorn cannot carry it there, so it is reset before the exec
+/// (its peer learns it is broken), while one the process closed still delivers everything.
+#[test]
+fn before_exec_a_connection_that_would_stay_open_in_the_new_program_is_reset() {
+    let l = lab("inline");
+    let rt = l.rt;
+    let (_lfd, [closed, inherited]) = accept_two(&l, 5404);
+    assert_eq!(unsafe { libc::fcntl(inherited, libc::F_GETFD) } & libc::FD_CLOEXEC, 0);
+    l.ctl.lock().unwrap().read_per_run = Some(0);
+    let sent = fill(rt, closed, 5);
+    fill(rt, inherited, 6);
+    rt.close(closed);
+    l.ctl.lock().unwrap().read_per_run = Some(2048);
+    within("the drain before exec", move || rt.drain_before_exec());
+    let states: Vec<_> = l.ctl.lock().unwrap().conns.iter().map(|c| c.state).collect();
+    assert_eq!(states, [Some(stack::TcpState::CloseWait), Some(stack::TcpState::Closed)], "a FIN, then a reset");
+    read_the_rest(&l);
+    let ctl = l.ctl.lock().unwrap();
+    let [orphan, reset] = &ctl.conns[..] else { panic!("two connections") };
+    assert_eq!((orphan.received.len(), orphan.eof, orphan.error), (sent.len(), true, None), "every byte, then a FIN");
+    assert_eq!(reset.error, Some(Errno::ECONNRESET), "reset");
+}
+
+/// After a drain before exec (the port still open, as when the exec fails): the peer reads
+/// what its stack holds, driven by an echo exchange (the peer runs when the runtime receives).
+fn read_the_rest(l: &Lab) {
+    l.ctl.lock().unwrap().read_per_run = None;
+    let rt = l.rt;
+    let echo = connect_echo(rt);
+    assert_eq!(done(rt.send(echo, b"drive", false)), Ok(5));
+    within("an echo exchange", move || read_exact(rt, echo, 5));
+    rt.close(echo);
+}
+
 /// Issue 22, Linux's SO_LINGER with a time (`sk_stream_wait_close`): close() returns once the
 /// data and the FIN are acknowledged, not at once; the peer, reading 2 KiB per run, has then
 /// seen the FIN. Linux lingers so on a non-blocking socket too: the second connection is one.
