@@ -86,6 +86,9 @@ pub struct DpdkOptions {
     pub eal_args: Vec<String>,
     /// Mbufs in the pool (a power of two minus one is best for DPDK's ring).
     pub pool_size: u32,
+    /// Rx ring descriptors. 2048 for af_xdp: as many as DPDK 22.11's af_xdp keeps on the
+    /// fill ring (a bigger rx ring would wait for buffers), and twice the 1024 that the kernel
+    /// overflowed (`rx_ring_full`) when an event loop's iteration let more frames than that in.
     pub rx_desc: u16,
     pub tx_desc: u16,
     /// Processes that share the interface, one queue each (`nic.queues`): this one claims the
@@ -103,7 +106,7 @@ impl DpdkOptions {
             iface: iface.into(),
             eal_args: Vec::new(),
             pool_size: 8191,
-            rx_desc: 1024,
+            rx_desc: 2048,
             tx_desc: 1024,
             queues: 1,
             shards: 1,
