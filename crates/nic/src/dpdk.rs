@@ -404,6 +404,7 @@ impl Nic for DpdkNic {
     fn stats(&self) -> NicStats {
         let mut s = sys::rte_eth_stats::default();
         unsafe { sys::rte_eth_stats_get(self.port.id, &mut s) };
+        let xsk = self.rx_fd.and_then(xsk_statistics);
         NicStats {
             ipackets: s.ipackets,
             opackets: s.opackets,
@@ -412,6 +413,8 @@ impl Nic for DpdkNic {
             imissed: s.imissed,
             ierrors: s.ierrors,
             oerrors: s.oerrors,
+            rx_ring_full: xsk.map_or(0, |x| x.rx_ring_full),
+            tx_invalid: xsk.map_or(0, |x| x.tx_invalid_descs),
         }
     }
 
@@ -676,6 +679,23 @@ fn close_nic_fds_on_exec(before: &[RawFd], domain: libc::c_int) {
             }
         }
     }
+}
+
+/// The kernel's counters of an AF_XDP socket (None for another socket: af_packet's).
+fn xsk_statistics(fd: RawFd) -> Option<libc::xdp_statistics> {
+    // SAFETY: xdp_statistics is plain integers; the kernel writes at most `len` bytes.
+    let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_XDP,
+            libc::XDP_STATISTICS,
+            (&mut st as *mut libc::xdp_statistics).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(st)
 }
 
 fn socket_domain(fd: RawFd) -> Option<libc::c_int> {
