@@ -413,6 +413,7 @@ impl Nic for DpdkNic {
             imissed: s.imissed,
             ierrors: s.ierrors,
             oerrors: s.oerrors,
+            rx_nombuf: s.rx_nombuf,
             rx_ring_full: xsk.map_or(0, |x| x.rx_ring_full),
             tx_invalid: xsk.map_or(0, |x| x.tx_invalid_descs),
         }

@@ -22,7 +22,7 @@ use region::{Region, PROCESS_COUNTERS, SHARD_COUNTERS};
 /// How often the counters are copied into the region at most.
 const PUBLISH_EVERY_NS: u64 = 1_000_000;
 /// The `nic_*` counters that open each shard's row (the port's own, from `Nic::stats`).
-const NIC_COUNTERS: usize = 9;
+const NIC_COUNTERS: usize = 10;
 /// Write times remembered for the write->tx stage between two transmissions.
 const PENDING_WRITES: usize = 64;
 
@@ -137,6 +137,7 @@ impl<N: Nic + 'static> Runtime<N> {
                         n.imissed,
                         n.ierrors,
                         n.oerrors,
+                        n.rx_nombuf,
                         n.rx_ring_full,
                         n.tx_invalid,
                     ]);

@@ -31,6 +31,7 @@ pub const SHARD_COUNTERS: &[(&str, &str)] = &[
     ("nic_imissed", "frames the NIC dropped: rx not drained fast enough"),
     ("nic_ierrors", "frames the NIC received in error"),
     ("nic_oerrors", "frames the NIC failed to send"),
+    ("nic_rx_nombuf", "receptions that found no free packet buffer (the rx ring waits, then overflows)"),
     ("nic_rx_ring_full", "frames the kernel dropped: the AF_XDP rx ring was full (not in nic_imissed)"),
     ("nic_tx_invalid", "frames the kernel refused from the AF_XDP tx ring (not in nic_oerrors)"),
     ("pool_in_use", "packet buffers in use (gauge)"),
