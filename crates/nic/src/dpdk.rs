@@ -86,6 +86,9 @@ pub struct DpdkOptions {
     pub eal_args: Vec<String>,
     /// Mbufs in the pool (a power of two minus one is best for DPDK's ring).
     pub pool_size: u32,
+    /// Rx ring descriptors. 2048 for af_xdp: as many as DPDK 22.11's af_xdp keeps on the
+    /// fill ring (a bigger rx ring would wait for buffers), and twice the 1024 that the kernel
+    /// overflowed (`rx_ring_full`) when an event loop's iteration let more frames than that in.
     pub rx_desc: u16,
     pub tx_desc: u16,
     /// Processes that share the interface, one queue each (`nic.queues`): this one claims the
@@ -103,7 +106,7 @@ impl DpdkOptions {
             iface: iface.into(),
             eal_args: Vec::new(),
             pool_size: 8191,
-            rx_desc: 1024,
+            rx_desc: 2048,
             tx_desc: 1024,
             queues: 1,
             shards: 1,
@@ -401,6 +404,7 @@ impl Nic for DpdkNic {
     fn stats(&self) -> NicStats {
         let mut s = sys::rte_eth_stats::default();
         unsafe { sys::rte_eth_stats_get(self.port.id, &mut s) };
+        let xsk = self.rx_fd.and_then(xsk_statistics);
         NicStats {
             ipackets: s.ipackets,
             opackets: s.opackets,
@@ -409,6 +413,9 @@ impl Nic for DpdkNic {
             imissed: s.imissed,
             ierrors: s.ierrors,
             oerrors: s.oerrors,
+            rx_nombuf: s.rx_nombuf,
+            rx_ring_full: xsk.map_or(0, |x| x.rx_ring_full),
+            tx_invalid: xsk.map_or(0, |x| x.tx_invalid_descs),
         }
     }
 
@@ -673,6 +680,23 @@ fn close_nic_fds_on_exec(before: &[RawFd], domain: libc::c_int) {
             }
         }
     }
+}
+
+/// The kernel's counters of an AF_XDP socket (None for another socket: af_packet's).
+fn xsk_statistics(fd: RawFd) -> Option<libc::xdp_statistics> {
+    // SAFETY: xdp_statistics is plain integers; the kernel writes at most `len` bytes.
+    let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_XDP,
+            libc::XDP_STATISTICS,
+            (&mut st as *mut libc::xdp_statistics).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(st)
 }
 
 fn socket_domain(fd: RawFd) -> Option<libc::c_int> {

@@ -86,6 +86,16 @@ pub struct NicStats {
     pub imissed: u64,
     pub ierrors: u64,
     pub oerrors: u64,
+    /// Receptions that found no buffer in the pool (DPDK's `rx_nombuf`): af_xdp then leaves the
+    /// frames in the ring and cannot refill the fill ring, and the kernel drops what comes next.
+    pub rx_nombuf: u64,
+    /// Frames the kernel dropped because the AF_XDP rx ring was full (XDP_STATISTICS
+    /// `rx_ring_full`): rx not drained fast enough, which DPDK 22.11's af_xdp leaves out of
+    /// `imissed` (it counts `rx_dropped` only).
+    pub rx_ring_full: u64,
+    /// Frames the kernel refused to send from the AF_XDP tx ring (XDP_STATISTICS
+    /// `tx_invalid_descs`), which DPDK 22.11's af_xdp leaves out of `oerrors`.
+    pub tx_invalid: u64,
 }
 
 /// A network port with one rx and one tx queue, driven by bursts.

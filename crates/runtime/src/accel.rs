@@ -369,12 +369,14 @@ impl<N: Nic + 'static> Runtime<N> {
         }
     }
 
-    /// One stack pass of every shard: timers, received frames (a few bursts, not forever),
-    /// transmission, and the wakeups for what changed. Returns the work done (0: idle).
+    /// One stack pass of every shard: timers, received frames (what the rx ring holds, at most
+    /// a few ring's worth), transmission, and the wakeups for what changed. Returns the work done
+    /// (0: idle).
     pub(crate) fn poll_shard(&mut self) -> usize {
         if self.wait.inline() && self.shards.is_open() {
             self.wait.stats.inline_polls += 1;
         }
+        self.wait.calls_since_pass = 0;
         (0..self.shards.len()).map(|k| self.poll_one(k)).sum()
     }
 

@@ -59,7 +59,7 @@ pub use datagram::Datagram;
 pub use exec::Program;
 pub use process::{forked_child_socket, ENV_EXE};
 pub use secret::random_secret;
-pub use wait::WaitStats;
+pub use wait::{WaitStats, CALLS_PER_PASS};
 
 /// The variable `pronghorn run` sets to the pid it execs into: only that process is accelerated.
 pub const ENV_PID: &str = "PRONGHORN_ACCEL_PID";

@@ -22,7 +22,7 @@ use config::Config;
 use nic::clock::{Clock, MonotonicClock};
 use nic::mem::{pair, MemConfig, MemNic};
 use nic::MacAddr;
-use runtime::{Accel, Call, Errno};
+use runtime::{Accel, Call, Errno, CALLS_PER_PASS};
 use stack::echo::EchoServer;
 use stack::shard::{Shard, ShardConfig, SocketId};
 
@@ -286,6 +286,29 @@ fn one_thread_reads_while_another_writes_the_same_socket() {
         assert!(got == sent, "the echoed stream differs from what was written");
         rt.close(fd);
     });
+}
+
+#[test]
+fn an_inline_application_that_never_waits_still_makes_stack_passes() {
+    // An event loop whose sockets stay ready reads and writes without ever waiting: it must
+    // still take what the NIC received (the rx ring overflows otherwise) every CALLS_PER_PASS
+    // calls.
+    let l = lab("inline");
+    let rt = l.rt;
+    let fd = connect_echo(rt);
+    let before = rt.wait_stats().inline_polls;
+    let rounds = 3;
+    for _ in 0..rounds * (CALLS_PER_PASS + 1) {
+        assert_eq!(done(rt.send(fd, b"x", false)), Ok(1));
+    }
+    assert_eq!(
+        rt.wait_stats().inline_polls - before,
+        u64::from(rounds),
+        "stack passes while the application never waited"
+    );
+    let n = (rounds * (CALLS_PER_PASS + 1)) as usize;
+    assert_eq!(read_exact(rt, fd, n), vec![b'x'; n]);
+    rt.close(fd);
 }
 
 #[test]

@@ -21,6 +21,8 @@ use region::{Region, PROCESS_COUNTERS, SHARD_COUNTERS};
 
 /// How often the counters are copied into the region at most.
 const PUBLISH_EVERY_NS: u64 = 1_000_000;
+/// The `nic_*` counters that open each shard's row (the port's own, from `Nic::stats`).
+const NIC_COUNTERS: usize = 10;
 /// Write times remembered for the write->tx stage between two transmissions.
 const PENDING_WRITES: usize = 64;
 
@@ -127,8 +129,17 @@ impl<N: Nic + 'static> Runtime<N> {
                 let row = &mut l.shard[k];
                 if with_nic {
                     let n = s.nic().stats();
-                    row[..7].copy_from_slice(&[
-                        n.ipackets, n.opackets, n.ibytes, n.obytes, n.imissed, n.ierrors, n.oerrors,
+                    row[..NIC_COUNTERS].copy_from_slice(&[
+                        n.ipackets,
+                        n.opackets,
+                        n.ibytes,
+                        n.obytes,
+                        n.imissed,
+                        n.ierrors,
+                        n.oerrors,
+                        n.rx_nombuf,
+                        n.rx_ring_full,
+                        n.tx_invalid,
                     ]);
                 }
                 let (in_use, size) = s.nic().pool_usage().unwrap_or((0, 0));
@@ -199,8 +210,8 @@ impl<N: Nic + 'static> Runtime<N> {
                     s.orphan_count() as u64,
                     s.tcp_memory().div_ceil(stack::shard::PAGE) as u64,
                 ];
-                debug_assert_eq!(7 + rest.len(), SHARD_COUNTERS.len());
-                row[7..].copy_from_slice(&rest);
+                debug_assert_eq!(NIC_COUNTERS + rest.len(), SHARD_COUNTERS.len());
+                row[NIC_COUNTERS..].copy_from_slice(&rest);
             }
         });
     }

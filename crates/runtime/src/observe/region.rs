@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// "PHSTAT" and the layout's version.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT07");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT08");
 
 /// Shards a region has room for (`runtime.shards` is at most 64).
 pub const MAX_SHARDS: usize = 64;
@@ -31,6 +31,9 @@ pub const SHARD_COUNTERS: &[(&str, &str)] = &[
     ("nic_imissed", "frames the NIC dropped: rx not drained fast enough"),
     ("nic_ierrors", "frames the NIC received in error"),
     ("nic_oerrors", "frames the NIC failed to send"),
+    ("nic_rx_nombuf", "receptions that found no free packet buffer (the rx ring waits, then overflows)"),
+    ("nic_rx_ring_full", "frames the kernel dropped: the AF_XDP rx ring was full (not in nic_imissed)"),
+    ("nic_tx_invalid", "frames the kernel refused from the AF_XDP tx ring (not in nic_oerrors)"),
     ("pool_in_use", "packet buffers in use (gauge)"),
     ("pool_size", "packet buffers in the pool"),
     ("rx_frames", "frames the shard took from its queue"),
