@@ -256,6 +256,13 @@ def orphan_server(host, port, conns, seconds):
 
 
 def orphan_client(host, port, conns):
+    """Connects CONNS times in turn (retrying while nothing listens), then reads each connection.
+
+    The server closes every connection as soon as it has accepted all of them, and resets those
+    beyond its orphan limit at once: the last connection's RST can arrive after its handshake
+    but before connect() has returned (the client not yet scheduled), and then Linux's connect()
+    fails with ECONNRESET (ECONNREFUSED is only for a RST in SYN-SENT). That connection was
+    established and reset: it counts as one that ended in a reset with nothing read."""
     deadline = time.monotonic() + 30
     socks = []
     while len(socks) < conns:
@@ -264,6 +271,9 @@ def orphan_client(host, port, conns):
         try:
             c.connect((host, port))
             socks.append(c)
+        except ConnectionResetError:
+            c.close()
+            socks.append(None)
         except ConnectionRefusedError:
             c.close()
             if time.monotonic() > deadline:
@@ -272,6 +282,9 @@ def orphan_client(host, port, conns):
     time.sleep(2)
     results = []
     for c in socks:
+        if c is None:
+            results.append({"bytes": 0, "end": "reset"})
+            continue
         c.settimeout(20)
         got, end = 0, "eof"
         try:
