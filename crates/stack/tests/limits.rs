@@ -256,3 +256,26 @@ fn tcp_mem_exhausted_resets_an_orphan_with_queued_data_at_its_next_timer() {
     assert!(rst.iter().any(|s| s.flags.contains(TcpFlags::RST) && s.dst_port == PEER_PORT), "{rst:?}");
     assert_eq!((r.shard.stats().tcp_abort_on_memory, r.shard.orphan_count()), (1, 0));
 }
+
+/// TcpOutRsts counts every RST sent, as Linux's does (`TCP_MIB_OUTRSTS` in
+/// `tcp_v4_send_reset` and `tcp_send_active_reset`): the answer to a segment of no connection,
+/// and a connection's own reset (here max_orphans's, the same path as an abort or a close with
+/// unread data). It counted only the first kind.
+#[test]
+fn every_rst_sent_is_counted_as_out_rsts() {
+    let mut r = Rig::new(|cfg| cfg.max_orphans = 0);
+    let (id, una) = connect(&mut r, PEER_PORT);
+    zero_window(&mut r, PEER_PORT, una);
+    r.shard.tcp_send(id, b"queued").unwrap();
+    r.shard.poll(r.now);
+    r.replies();
+    r.shard.close(id).unwrap();
+    r.shard.poll(r.now);
+    let rst = r.replies();
+    assert_eq!(rst.len(), 1, "{rst:?}");
+    assert_eq!(rst[0].flags & TcpFlags::RST, TcpFlags::RST);
+    assert_eq!(r.shard.stats().tcp_rst_sent, 1, "the connection's own reset");
+    r.segment(&from(PEER_PORT + 7, PEER_SEQ, Some(12345), TcpFlags::ACK), &[]);
+    assert_eq!(r.replies().len(), 1);
+    assert_eq!(r.shard.stats().tcp_rst_sent, 2, "and the answer to a segment of no connection");
+}

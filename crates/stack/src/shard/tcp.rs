@@ -217,7 +217,6 @@ impl<N: Nic> Shard<N> {
             return true;
         }
         if let Some(rst) = tcp::rst_for_unmatched(&repr, payload.len()) {
-            self.stats.tcp_rst_sent += 1;
             self.send_tcp(&tuple, &rst);
         }
         false
@@ -653,6 +652,9 @@ impl<N: Nic> Shard<N> {
         let fill = self.checksums.fill_l4;
         repr.emit_header(&mut TcpPacket::new_unchecked(&mut buf.data_mut()[at..]), &src, &dst, fill);
         self.stats.tcp_tx_segments += 1;
+        if repr.flags.contains(TcpFlags::RST) {
+            self.stats.tcp_rst_sent += 1;
+        }
         self.route_out(buf, dst);
     }
 
