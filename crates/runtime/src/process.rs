@@ -23,7 +23,7 @@ impl<N: Nic + 'static> Accel<N> {
         });
     }
 
-    /// At exit: the connections deliver what they were given ([`Accel::drain_at_exit`]), then
+    /// At exit: the connections deliver what they were given (`Accel::drain`), then
     /// the port closes (which detaches the XDP program). The stack thread, if any, stops when
     /// it sees the shard gone. A forked child that does not own the NIC never gets here
     /// (`FORKED`).

@@ -11,8 +11,9 @@
 //!   peer's address of the other family (IPv4-mapped) or under the other family's ethertype.
 //!   Nothing may panic, and the connection must stay within its buffers.
 //!
-//! [`write_seeds`] writes the seed corpora of both targets (`fuzz/corpus`), frames that reach
-//! these paths; `cargo test` runs both checks over every corpus file.
+//! [`seeds`] are the seed corpora of both targets (`fuzz/corpus`: frames that reach these
+//! paths), written by the ignored test `write_fuzz_corpus`; `cargo test` runs both checks over
+//! every corpus file.
 //!
 //! [`Rig`], a shard with listeners and a peer that sends hand-built segments, is also the
 //! harness of the listener tests (`tests/listen.rs`).

@@ -118,7 +118,7 @@ pub struct ShardConfig {
     /// queue, so a segment may land on a shard that does not hold its connection (the replies
     /// of an active open, above all): a shard then hands a segment it would answer with a RST
     /// to the others first ([`exchange`]), shares what ARP and NDP taught it
-    /// ([`Shard::take_heard`]), and takes only the ephemeral ports `port % count == index`, so
+    /// (`Shard::take_heard`), and takes only the ephemeral ports `port % count == index`, so
     /// that no two shards make the same 4-tuple.
     pub shard_index: u16,
     pub shard_count: u16,
