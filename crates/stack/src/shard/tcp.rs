@@ -580,8 +580,20 @@ impl<N: Nic> Shard<N> {
             let Some(repr) = s.conn.poll_transmit(now, &mut buf.data_mut()[at..]) else {
                 return self.keep_tx_buffer(buf);
             };
-            // Only SYNs and RSTs have other headers, and they carry no data.
-            debug_assert!(repr.payload_len == 0 || transport_offset(s.tuple.remote().0) + repr.header_len() == at);
+            // The payload went behind the header the connection announced; its options can change
+            // in between (out-of-order data pruned at the buffer check takes its SACK blocks
+            // away): the payload then moves behind the header it really has (found by the fuzzer).
+            let header_end = transport_offset(s.tuple.remote().0) + repr.header_len();
+            if repr.payload_len > 0 && header_end != at {
+                if header_end + repr.payload_len > buf.capacity() {
+                    // Cannot happen with a frame of at most the MTU; if it did, the segment is
+                    // lost as on the wire (the connection sends it again) and counted.
+                    self.stats.tx_no_buffer += 1;
+                    self.keep_tx_buffer(buf);
+                    continue;
+                }
+                buf.data_mut().copy_within(at..at + repr.payload_len, header_end);
+            }
             let ecn = if s.conn.transmit_ect() { ECN_ECT0 } else { ECN_NOT_ECT };
             let tuple = s.tuple;
             self.emit_tcp(buf, &tuple, &repr, ecn);
