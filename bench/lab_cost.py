@@ -33,6 +33,12 @@ SERVER_CPU, CLIENT_CPU = "1", "0"
 ADDR = {"kernel": "10.98.0.1", "pronghorn": "10.99.0.1"}
 
 
+
+def breakdown(f, k, p, key, label, fmt):
+    """Table rows of one per-name breakdown, both paths side by side, largest first."""
+    for name in sorted(set(k[key]) | set(p[key]), key=lambda n: -max(k[key].get(n, 0), p[key].get(n, 0))):
+        f.write(f"| {label.format(name)} | {fmt.format(k[key].get(name, 0))} | {fmt.format(p[key].get(name, 0))} |\n")
+
 def sh(cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
 
@@ -185,16 +191,10 @@ def write_md(path, result):
             k, p = w["kernel"], w["pronghorn"]
             f.write(f"| requests counted | {k['work']:,} | {p['work']:,} |\n")
             f.write(f"| server CPU, us | {k['cpu_us']:.1f} | {p['cpu_us']:.1f} |\n")
-            for dso in sorted(set(k["cpu_us_by_dso"]) | set(p["cpu_us_by_dso"]),
-                              key=lambda d: -max(k["cpu_us_by_dso"].get(d, 0), p["cpu_us_by_dso"].get(d, 0))):
-                f.write(f"| - in {dso}, us | {k['cpu_us_by_dso'].get(dso, 0):.1f} | "
-                        f"{p['cpu_us_by_dso'].get(dso, 0):.1f} |\n")
+            breakdown(f, k, p, "cpu_us_by_dso", "- in {}, us", "{:.1f}")
             f.write(f"| context switches | {k['context_switches']:.2f} | {p['context_switches']:.2f} |\n")
             f.write(f"| system calls | {k['syscalls']:.2f} | {p['syscalls']:.2f} |\n")
-            for name in sorted(set(k["syscalls_by_name"]) | set(p["syscalls_by_name"]),
-                               key=lambda n: -max(k["syscalls_by_name"].get(n, 0), p["syscalls_by_name"].get(n, 0))):
-                f.write(f"| {name} | {k['syscalls_by_name'].get(name, 0):.2f} | "
-                        f"{p['syscalls_by_name'].get(name, 0):.2f} |\n")
+            breakdown(f, k, p, "syscalls_by_name", "{}", "{:.2f}")
             f.write("\n")
         m = result["machine"]
         f.write(f"Command: `{m['command']}`\n\nMachine: " + ", ".join(f"{k} {v}" for k, v in m.items()
