@@ -52,6 +52,8 @@ pub(crate) struct Runtime<N: Nic + 'static> {
     /// This runtime, for the stack thread it may start.
     pub me: Option<&'static Accel<N>>,
     changed: Vec<SocketId>,
+    /// Wakes owed by the current hold of the lock, sent once it is released (`wait::send_wakes`).
+    pub owed_wakes: Vec<std::sync::Arc<wait::Parker>>,
     /// Where the stats region and control socket go when the NIC opens (`None`: nowhere).
     pub observe_dir: Option<std::path::PathBuf>,
     pub observer: Option<crate::observe::Observer>,
@@ -89,6 +91,7 @@ impl<N: Nic + 'static> Accel<N> {
                 wait,
                 me: None,
                 changed: Vec::new(),
+                owed_wakes: Vec::new(),
                 observe_dir: None,
                 observer: None,
                 limits: BufferLimits::read(),
@@ -110,7 +113,8 @@ impl<N: Nic + 'static> Accel<N> {
     }
 
     /// Runs `f` with the lock held and `INSIDE` set (our own calls go to the kernel). Wakeups for
-    /// whatever `f` changed are sent before the lock is released. `None` in a forked child.
+    /// whatever `f` changed are worked out under the lock and sent right after it is released
+    /// (`wait::send_wakes`). `None` in a forked child.
     pub(crate) fn with<T>(&self, f: impl FnOnce(&mut Runtime<N>) -> T) -> Option<T> {
         if FORKED.load(std::sync::atomic::Ordering::Relaxed) {
             return None;
@@ -120,8 +124,10 @@ impl<N: Nic + 'static> Accel<N> {
         let r = f(&mut rt);
         rt.dispatch();
         let sigurg = std::mem::take(&mut rt.sigurg);
+        let wakes = rt.take_wakes();
         drop(inside);
         drop(rt);
+        wait::send_wakes(wakes);
         // After the lock: a SIGURG handler typically reads the urgent byte, with our calls.
         for owner in sigurg {
             owner.signal();
@@ -144,8 +150,13 @@ impl<N: Nic + 'static> Accel<N> {
                 Err(_) => return None,
             }
         };
-        let _inside = Inside::enter();
-        Some(f(&mut rt))
+        let inside = Inside::enter();
+        let r = f(&mut rt);
+        let wakes = rt.take_wakes();
+        drop(inside);
+        drop(rt);
+        wait::send_wakes(wakes);
+        Some(r)
     }
 
     /// The waiting counters (tests, `pronghorn stat` later).
@@ -440,6 +451,11 @@ impl<N: Nic + 'static> Runtime<N> {
         self.changed = changed;
     }
 
+    /// The wakes owed so far, to send once the lock is released.
+    fn take_wakes(&mut self) -> wait::Wakes {
+        wait::take_wakes(&mut self.owed_wakes)
+    }
+
     /// `id` may have changed: wake whoever waits on it.
     pub(crate) fn notify(&mut self, id: SocketId) {
         if self.observer.is_some() && self.shards.is_open() && self.shards.readiness(id).readable {
@@ -452,7 +468,7 @@ impl<N: Nic + 'static> Runtime<N> {
         let Some(st) = self.socks.get(id) else { return };
         for p in &st.waiters {
             self.wait.stats.wakeups += 1;
-            wait::wake(p);
+            wait::owe_wake(&mut self.owed_wakes, p);
         }
         // The fds of a socket and the epoll sets of an fd are few; indices, because marking a
         // set ready borrows the fd table the lists live in.
@@ -461,7 +477,7 @@ impl<N: Nic + 'static> Runtime<N> {
             for j in 0..sets {
                 let epfd = self.fds.get(fd).unwrap().epolls[j];
                 if let Some(set) = self.fds.epoll_mut(epfd) {
-                    self.wait.stats.wakeups += set.mark_ready(fd) as u64;
+                    self.wait.stats.wakeups += set.mark_ready(fd, &mut self.owed_wakes) as u64;
                 }
             }
         }

@@ -65,7 +65,7 @@ impl EpollSet {
     }
 
     /// `fd`'s socket changed: queue it and wake the set's waiters. Returns how many were woken.
-    pub(crate) fn mark_ready(&mut self, fd: i32) -> usize {
+    pub(crate) fn mark_ready(&mut self, fd: i32, owed: &mut Vec<Arc<Parker>>) -> usize {
         let Some(Some(m)) = self.members.get_mut(fd as usize) else { return 0 };
         if m.disabled {
             return 0;
@@ -77,17 +77,17 @@ impl EpollSet {
         let exclusive = m.events & libc::EPOLLEXCLUSIVE as u32 != 0;
         let n = if exclusive { self.waiters.len().min(1) } else { self.waiters.len() };
         for p in &self.waiters[..n] {
-            wait::wake(p);
+            wait::owe_wake(owed, p);
         }
         n
     }
 
     /// Updates `fd`'s target (a bound socket that started listening).
-    pub(crate) fn retarget(&mut self, fd: i32, target: Target) {
+    pub(crate) fn retarget(&mut self, fd: i32, target: Target, owed: &mut Vec<Arc<Parker>>) {
         if let Some(m) = self.member_mut(fd) {
             m.target = target;
         }
-        self.mark_ready(fd);
+        self.mark_ready(fd, owed);
     }
 
     /// The accelerated members' fds.
@@ -96,9 +96,9 @@ impl EpollSet {
     }
 
     /// The set is going away: its waiters look again (and find it gone).
-    pub(crate) fn wake_all(&self) {
+    pub(crate) fn wake_all(&self, owed: &mut Vec<Arc<Parker>>) {
         for p in &self.waiters {
-            wait::wake(p);
+            wait::owe_wake(owed, p);
         }
     }
 
@@ -268,7 +268,7 @@ impl<N: Nic + 'static> Accel<N> {
                 Ok(added) => {
                     if op != libc::EPOLL_CTL_DEL {
                         // Current readiness is reported by the next wait (and wakes a waiter).
-                        set.mark_ready(fd);
+                        set.mark_ready(fd, &mut rt.owed_wakes);
                     }
                     let entry = rt.fds.get_mut(fd).unwrap();
                     if added {

@@ -52,7 +52,7 @@ impl<N: Nic + 'static> Runtime<N> {
         self.socks.entry(id).fds.push(fd);
         for epfd in epolls {
             if let Some(set) = self.fds.epoll_mut(epfd) {
-                set.retarget(fd, Target::Sock(id));
+                set.retarget(fd, Target::Sock(id), &mut self.owed_wakes);
             }
         }
         Ok(())
@@ -188,7 +188,7 @@ impl<N: Nic + 'static> Runtime<N> {
                         e.epolls.retain(|&x| x != fd);
                     }
                 }
-                set.wake_all();
+                set.wake_all(&mut self.owed_wakes);
                 return;
             }
             Fd::Pending { .. } | Fd::UdpPending { .. } => None,
@@ -212,7 +212,7 @@ impl<N: Nic + 'static> Runtime<N> {
         if let Some(st) = self.socks.remove(id) {
             // Threads still blocked on it (another thread closed it): they retry and get EBADF.
             for p in &st.waiters {
-                crate::wait::wake(p);
+                crate::wait::owe_wake(&mut self.owed_wakes, p);
             }
         }
         let now = self.now();

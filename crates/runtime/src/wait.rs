@@ -6,9 +6,13 @@
 //!   call or a poll/select, or the epoll set of an epoll_wait. After each stack pass the runtime
 //!   takes the shard's list of sockets whose readiness changed and wakes the parkers registered
 //!   on them (one eventfd write each, none for a parker already woken or for the thread doing
-//!   the pass). Registration and the readiness check happen under one lock hold and wakeups are
-//!   sent under the lock, so a change can never fall between a check and the sleep: no lost
-//!   wakeups.
+//!   the pass). Registration and the readiness check happen under one lock hold, and a change
+//!   is made under the lock before the wakeups for it are owed, so a change can never fall
+//!   between a check and the sleep: no lost wakeups. The wakeups themselves are sent right
+//!   after the lock is released ([`send_wakes`]): a thread woken on the same core
+//!   preempts its waker at once, and woken under the lock it would only find the lock taken
+//!   (a futex sleep and wake more per request, measured). A late wake finds its thread looking
+//!   again already, at worst it makes it look once more.
 //! - At most one thread sleeps on the NIC's rx fd (the *NIC sleeper*): in inline mode the first
 //!   waiting thread that finds no driver becomes it (the others sleep on their parkers only, and
 //!   the driver hands the role on when it leaves); in dedicated mode the stack thread is. It
@@ -135,10 +139,37 @@ fn is_mine(p: &Arc<Parker>) -> bool {
     PARKER.try_with(|mine| mine.get().and_then(|m| m.as_ref()).is_some_and(|m| Arc::ptr_eq(m, p))).unwrap_or(false)
 }
 
-/// Wakes `p` unless it is the calling thread's own (it is awake and looks again anyway).
-pub(crate) fn wake(p: &Arc<Parker>) {
+/// Owes `p` a wake, unless it is the calling thread's own (it is awake and looks again anyway):
+/// sent once the runtime lock is released ([`send_wakes`]). Called with the lock held.
+pub(crate) fn owe_wake(owed: &mut Vec<Arc<Parker>>, p: &Arc<Parker>) {
     if !is_mine(p) {
-        p.wake();
+        owed.push(p.clone());
+    }
+}
+
+/// Wakes taken under the lock, to send after it ([`send_wakes`]). Most calls owe none and most
+/// of the rest one: those need no allocation.
+pub(crate) enum Wakes {
+    None,
+    One(Arc<Parker>),
+    Many(Vec<Arc<Parker>>),
+}
+
+/// Takes the wakes owed under the lock (`owed`, left empty).
+pub(crate) fn take_wakes(owed: &mut Vec<Arc<Parker>>) -> Wakes {
+    match owed.len() {
+        0 => Wakes::None,
+        1 => Wakes::One(owed.pop().unwrap()),
+        _ => Wakes::Many(std::mem::take(owed)),
+    }
+}
+
+/// Sends the wakes (right after the runtime lock is released).
+pub(crate) fn send_wakes(w: Wakes) {
+    match w {
+        Wakes::None => {}
+        Wakes::One(p) => p.wake(),
+        Wakes::Many(ps) => ps.iter().for_each(|p| p.wake()),
     }
 }
 
@@ -305,7 +336,8 @@ impl<N: Nic + 'static> Runtime<N> {
         if self.wait.inline() && !self.wait.driver {
             if let Some(p) = self.wait.standby.first() {
                 self.wait.stats.wakeups += 1;
-                wake(p);
+                let p = p.clone();
+                owe_wake(&mut self.owed_wakes, &p);
             }
         }
     }
