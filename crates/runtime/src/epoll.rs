@@ -293,7 +293,7 @@ impl<N: Nic + 'static> Accel<N> {
         let deadline = (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
         let mut waited = false;
         let mut waiting_since = None;
-        let mut kernel = Vec::with_capacity(3);
+        let mut kernel = wait::PollFds::new();
         loop {
             let step = self.with(|rt| {
                 let parker = rt.start_looking();

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nic::Nic;
+use smallvec::SmallVec;
 use stack::shard::{Readiness, SocketId};
 
 use crate::accel::{Accel, Runtime};
@@ -59,18 +60,19 @@ impl<N: Nic + 'static> Accel<N> {
         enum Step {
             Kernel,
             Done(usize),
-            Sleep(wait::Sleep, Vec<SocketId>),
+            Sleep(wait::Sleep, SmallVec<[SocketId; 8]>),
         }
         let deadline = (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
-        let mut ours = vec![false; fds.len()];
-        let mut kernel: Vec<libc::pollfd> = Vec::with_capacity(fds.len() + 2);
+        let mut ours: SmallVec<[bool; 8]> = smallvec::smallvec![false; fds.len()];
+        let mut kernel = wait::PollFds::with_capacity(fds.len() + 2);
         let mut waited = false;
         let mut waiting_since = None;
         loop {
             let step = self.with(|rt| {
-                let parker = rt.start_looking();
-                ours.fill(false);
-                let n = rt.poll_accelerated(fds, &mut ours);
+                let (parker, n) = rt.look_for_poll(|rt| {
+                    ours.fill(false);
+                    rt.poll_accelerated(fds, &mut ours)
+                });
                 if !ours.iter().any(|&o| o) {
                     if waited {
                         rt.hand_off();
@@ -84,7 +86,7 @@ impl<N: Nic + 'static> Accel<N> {
                     }
                     return Step::Done(n);
                 };
-                let mut ids = Vec::new();
+                let mut ids = SmallVec::new();
                 for (p, &mine) in fds.iter().zip(&ours) {
                     if let Some(id) = mine.then(|| rt.fds.get(p.fd).and_then(|e| e.fd.socket())).flatten() {
                         rt.socks.entry(id).waiters.push(parker.clone());
@@ -122,8 +124,11 @@ impl<N: Nic + 'static> Accel<N> {
                 Some(Step::Sleep(plan, ids)) => (plan, ids),
             };
             let has_kernel_fds = ours.iter().any(|&o| !o);
-            let slept =
-                if has_kernel_fds { wait::sleep(&plan, &mut kernel) } else { wait::sleep(&plan, &mut Vec::new()) };
+            let slept = if has_kernel_fds {
+                wait::sleep(&plan, &mut kernel)
+            } else {
+                wait::sleep(&plan, &mut wait::PollFds::new())
+            };
             waited = true;
             self.with(|rt| {
                 rt.after_sleep(&plan);
@@ -136,6 +141,7 @@ impl<N: Nic + 'static> Accel<N> {
                 }
                 if plan.drives {
                     rt.poll_shard();
+                    rt.wait.note_caught_up(&plan.parker);
                 }
             });
             if slept == -libc::EINTR {
