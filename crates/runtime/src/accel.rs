@@ -412,9 +412,11 @@ impl<N: Nic + 'static> Runtime<N> {
         stack::shard::exchange(self.shards.all_mut(), now);
         self.dispatch();
         if self.observer.is_some() {
-            self.observe_pass(frames, now);
-            self.observe_transmit();
-            self.publish(false, false);
+            // One clock read for what the observer records after a pass.
+            let end = self.now();
+            self.observe_pass(frames, now, end);
+            self.observe_transmit(end);
+            self.publish_at(end, false, false);
         }
         work
     }
@@ -426,8 +428,9 @@ impl<N: Nic + 'static> Runtime<N> {
             s.flush(now);
         }
         if self.observer.is_some() {
-            self.observe_transmit();
-            self.publish(false, false);
+            let end = self.now();
+            self.observe_transmit(end);
+            self.publish_at(end, false, false);
         }
     }
 

@@ -313,9 +313,8 @@ impl<N: Nic + 'static> Accel<N> {
                 let parker = parker.unwrap();
                 set.waiters.push(parker.clone());
                 let limit_ms = left.map_or(-1, |l| l.as_millis().clamp(1, i32::MAX as u128) as i32);
-                let since = *waiting_since.get_or_insert_with(Instant::now);
                 let kernel_fds = set.kernel_members > 0;
-                Step::Sleep(rt.prepare_sleep(parker, limit_ms, since, kernel_fds), kernel_fds)
+                Step::Sleep(rt.prepare_sleep(parker, limit_ms, &mut waiting_since, kernel_fds), kernel_fds)
             });
             let (plan, kernel_fds) = match step {
                 None | Some(Step::Kernel) => return Call::Kernel,

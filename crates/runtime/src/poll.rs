@@ -95,9 +95,8 @@ impl<N: Nic + 'static> Accel<N> {
                     }
                 }
                 let limit_ms = left.map_or(-1, |l| l.as_millis().clamp(1, i32::MAX as u128) as i32);
-                let since = *waiting_since.get_or_insert_with(Instant::now);
                 let kernel_fds = ours.iter().any(|&o| !o);
-                Step::Sleep(rt.prepare_sleep(parker, limit_ms, since, kernel_fds), ids)
+                Step::Sleep(rt.prepare_sleep(parker, limit_ms, &mut waiting_since, kernel_fds), ids)
             });
             // The kernel fds (accelerated slots get fd -1: the kernel ignores them).
             kernel.clear();

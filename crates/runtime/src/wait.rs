@@ -323,14 +323,14 @@ impl<N: Nic + 'static> Runtime<N> {
     /// Called with the lock held by a thread that found nothing to do and registered `parker`
     /// on what it waits for: decides whether it drives the NIC and for how long it sleeps.
     /// `limit_ms` is the caller's own bound (-1: none).
-    /// `waiting_since` is when the caller first found nothing: a driver busy-polls until
-    /// `busy_poll_us` after it.
+    /// `waiting_since` is when the caller first found nothing (set here on first use): a driver
+    /// busy-polls until `busy_poll_us` after it.
     /// `kernel_fds`: the caller also sleeps on kernel fds (then the parker uses its eventfd).
     pub(crate) fn prepare_sleep(
         &mut self,
         parker: Arc<Parker>,
         limit_ms: i32,
-        waiting_since: Instant,
+        waiting_since: &mut Option<Instant>,
         kernel_fds: bool,
     ) -> Sleep {
         self.wait.parked += 1;
@@ -349,7 +349,8 @@ impl<N: Nic + 'static> Runtime<N> {
         parker.via_fd.store(kernel_fds || (drives && rx_fd.is_some()), Ordering::Release);
         let mut timeout_ms = limit_ms;
         let busy = Duration::from_micros(u64::from(self.wait.busy_poll_us));
-        if drives && waiting_since.elapsed() < busy {
+        // The clock is read only when busy polling is on.
+        if drives && !busy.is_zero() && waiting_since.get_or_insert_with(Instant::now).elapsed() < busy {
             self.wait.driver = true;
             return Sleep { parker, drives, spin: true, rx_fd: None, timeout_ms: 0 };
         }
@@ -603,8 +604,7 @@ impl<N: Nic + 'static> Accel<N> {
                 if let Some(id) = id {
                     rt.socks.entry(id).waiters.push(parker.clone());
                 }
-                let since = *waiting_since.get_or_insert_with(Instant::now);
-                Ok(Some((rt.prepare_sleep(parker, limit_ms, since, false), id)))
+                Ok(Some((rt.prepare_sleep(parker, limit_ms, &mut waiting_since, false), id)))
             });
             let (sleep_plan, id) = match step {
                 None => return Call::Kernel,
@@ -673,7 +673,7 @@ impl<N: Nic + 'static> Accel<N> {
                     return Some(None);
                 };
                 rt.socks.entry(id).waiters.push(parker.clone());
-                Some(Some(rt.prepare_sleep(parker, limit_ms, start, false)))
+                Some(Some(rt.prepare_sleep(parker, limit_ms, &mut Some(start), false)))
             });
             let plan = match step.flatten() {
                 None => break,

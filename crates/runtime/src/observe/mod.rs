@@ -96,7 +96,11 @@ impl<N: Nic + 'static> Runtime<N> {
     /// `with_nic` also reads the NIC's own counters (a system call for some drivers, so only
     /// when a reader asks).
     pub(crate) fn publish(&mut self, force: bool, with_nic: bool) {
-        let now = self.now();
+        self.publish_at(self.now(), force, with_nic);
+    }
+
+    /// [`publish`](Self::publish) at `now` (the caller read the clock already).
+    pub(crate) fn publish_at(&mut self, now: u64, force: bool, with_nic: bool) {
         let Some(o) = self.observer.as_mut() else { return };
         if !force && now < o.next_publish_ns {
             return;
@@ -216,12 +220,12 @@ impl<N: Nic + 'static> Runtime<N> {
         });
     }
 
-    /// A stack pass that received `frames` began at `start_ns` and has woken its waiters.
-    pub(crate) fn observe_pass(&mut self, frames: usize, start_ns: u64) {
+    /// A stack pass that received `frames` began at `start_ns` and has woken its waiters (by
+    /// `now`).
+    pub(crate) fn observe_pass(&mut self, frames: usize, start_ns: u64, now: u64) {
         if frames == 0 || self.observer.is_none() {
             return;
         }
-        let now = self.now();
         if let Some(o) = self.observer.as_mut() {
             sample(&mut o.region, STAGE_RX, now.saturating_sub(start_ns), frames as u64);
         }
@@ -240,12 +244,11 @@ impl<N: Nic + 'static> Runtime<N> {
         }
     }
 
-    /// Frames were handed to the NIC: the writes before it are out.
-    pub(crate) fn observe_transmit(&mut self) {
+    /// Frames were handed to the NIC (by `now`): the writes before it are out.
+    pub(crate) fn observe_transmit(&mut self, now: u64) {
         if !matches!(&self.observer, Some(o) if !o.pending_writes.is_empty()) {
             return;
         }
-        let now = self.now();
         let o = self.observer.as_mut().unwrap();
         for t in std::mem::take(&mut o.pending_writes) {
             sample(&mut o.region, STAGE_WRITE, now.saturating_sub(t), 1);
