@@ -15,6 +15,11 @@ struct rte_mbuf *ph_pktmbuf_alloc(struct rte_mempool *mp)
 	return rte_pktmbuf_alloc(mp);
 }
 
+int ph_pktmbuf_alloc_bulk(struct rte_mempool *mp, struct rte_mbuf **mbufs, unsigned int count)
+{
+	return rte_pktmbuf_alloc_bulk(mp, mbufs, count);
+}
+
 void ph_pktmbuf_free(struct rte_mbuf *m)
 {
 	rte_pktmbuf_free(m);

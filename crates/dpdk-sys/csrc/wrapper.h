@@ -13,6 +13,7 @@
 uint16_t ph_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
 uint16_t ph_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
 struct rte_mbuf *ph_pktmbuf_alloc(struct rte_mempool *mp);
+int ph_pktmbuf_alloc_bulk(struct rte_mempool *mp, struct rte_mbuf **mbufs, unsigned int count);
 void ph_pktmbuf_free(struct rte_mbuf *m);
 uint8_t *ph_pktmbuf_data(struct rte_mbuf *m);
 uint16_t ph_pktmbuf_data_len(const struct rte_mbuf *m);

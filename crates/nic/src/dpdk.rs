@@ -247,6 +247,22 @@ pub struct DpdkNic {
     rx_fd: Option<RawFd>,
     /// Frames dropped on receive because they spanned several mbufs (never expected at our MTU).
     rx_multiseg_dropped: u64,
+    /// Mbufs taken from the pool ahead of need: the application's threads are not DPDK lcores,
+    /// so the pool has no per-thread cache for them and each single alloc is a ring dequeue
+    /// (0.5% of mariadbd's time in point_select); one dequeue per [`ALLOC_BATCH`] instead.
+    spare: Vec<NonNull<sys::rte_mbuf>>,
+}
+
+/// Mbufs taken from the pool at a time for [`DpdkNic::alloc`].
+const ALLOC_BATCH: usize = 32;
+
+impl Drop for DpdkNic {
+    fn drop(&mut self) {
+        // Back to the pool before the port (and maybe the pool) goes.
+        for m in self.spare.drain(..) {
+            unsafe { sys::ph_pktmbuf_free(m.as_ptr()) };
+        }
+    }
 }
 
 impl DpdkNic {
@@ -278,7 +294,15 @@ impl DpdkNic {
                 .map(|(mut port, (mac, mtu, rx_fd))| {
                     port.setup_log = log.clone();
                     port.claim = Some(Rc::clone(&claim));
-                    DpdkNic { port: Rc::new(port), queue: 0, mac, mtu, rx_fd, rx_multiseg_dropped: 0 }
+                    DpdkNic {
+                        port: Rc::new(port),
+                        queue: 0,
+                        mac,
+                        mtu,
+                        rx_fd,
+                        rx_multiseg_dropped: 0,
+                        spare: Vec::new(),
+                    }
                 })
                 .collect()),
             Err(e) => Err(explain(e, opts, &log)),
@@ -384,7 +408,17 @@ impl Nic for DpdkNic {
     }
 
     fn alloc(&mut self) -> Option<Mbuf> {
-        NonNull::new(unsafe { sys::ph_pktmbuf_alloc(self.port.pool) }).map(Mbuf)
+        if self.spare.is_empty() {
+            let mut raw = [std::ptr::null_mut::<sys::rte_mbuf>(); ALLOC_BATCH];
+            let ok = unsafe { sys::ph_pktmbuf_alloc_bulk(self.port.pool, raw.as_mut_ptr(), ALLOC_BATCH as u32) } == 0;
+            if !ok {
+                // The pool is nearly empty: what is left goes one at a time.
+                return NonNull::new(unsafe { sys::ph_pktmbuf_alloc(self.port.pool) }).map(Mbuf);
+            }
+            // Popped from the end: hand them out in the pool's order.
+            self.spare.extend(raw.iter().rev().filter_map(|&m| NonNull::new(m)));
+        }
+        self.spare.pop().map(Mbuf)
     }
 
     fn mac(&self) -> MacAddr {
@@ -426,7 +460,9 @@ impl Nic for DpdkNic {
     fn pool_usage(&self) -> Option<(u64, u64)> {
         let (free, used) =
             unsafe { (sys::rte_mempool_avail_count(self.port.pool), sys::rte_mempool_in_use_count(self.port.pool)) };
-        Some((u64::from(used), u64::from(free) + u64::from(used)))
+        // The spares are free as far as anyone who reads this is concerned.
+        let spare = self.spare.len() as u64;
+        Some((u64::from(used) - spare, u64::from(free) + u64::from(used)))
     }
 }
 
