@@ -1268,6 +1268,7 @@ fn bench_runs_kernel_and_pronghorn_side_by_side() {
 /// server's receive (k0) to the server's core 1 and side b's (k1, b0) to the client's core 0,
 /// and the XDP veth's NAPI is a kthread pinned to core 1 (the JSON records each file as read
 /// back after the write); afterwards the lab has its own values again and the kthread is gone.
+/// The veth model refuses a lab that still has RPS set.
 #[test]
 fn bench_nic_model_sets_and_restores_the_receive_placement() {
     if !enabled("bench_nic_model_sets_and_restores_the_receive_placement") {
@@ -1320,6 +1321,13 @@ fn bench_nic_model_sets_and_restores_the_receive_placement() {
         assert_ne!(comm.trim(), t["name"].as_str().unwrap(), "the NAPI kthread still runs");
     }
     assert!(netns_exists(&format!("{p}-a")), "the lab the bench did not bring up stays up");
+    // A lab left with RPS (by a bench killed in the nic model) is not measured as the veth model.
+    let (_, k0, _) = &files[0];
+    assert!(lab.exec("a", &["sh", "-c", &format!("echo 2 > {k0}")]).status().unwrap().success());
+    let veth = ["bench", "latency", "--quick", "--rounds", "1", "--model", "veth", "--prefix", &p];
+    let o = Command::new(bin()).args(veth).args(["--out", out.to_str().unwrap()]).output().unwrap();
+    let t = text(&o);
+    assert!(!o.status.success() && t.contains(k0.as_str()) && t.contains("not as `lab up` made it"), "{t}");
     let _ = std::fs::remove_dir_all(&out);
 }
 

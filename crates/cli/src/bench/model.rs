@@ -79,6 +79,14 @@ pub struct LabDevices<'a> {
     pub kernel_peer: &'a str,
 }
 
+impl LabDevices<'_> {
+    /// The veths whose kernel receive RPS steers in the nic model: (namespace, device, whether
+    /// it is the server's side).
+    fn rps_veths(&self) -> [(&str, &str, bool); 3] {
+        [(self.ns_a, self.kernel_veth, true), (self.ns_b, self.kernel_peer, false), (self.ns_b, self.xdp_peer, false)]
+    }
+}
+
 /// A sysfs file (seen from inside a namespace) a model wrote, with what it held before and what
 /// it holds after the write (read back).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -158,6 +166,7 @@ pub fn apply(model: Model, lab: &LabDevices, server_cpus: &str, client_cpus: &st
         restored: false,
     };
     if model == Model::Veth {
+        check_as_made(lab)?;
         applied.description = format!(
             "veth (as the veth does it: each side's receive runs inside the peer's send, on the sender's core: the \
              kernel server's TCP receive and the XDP veth's receive into pronghorn's AF_XDP ring on the client's \
@@ -167,11 +176,8 @@ pub fn apply(model: Model, lab: &LabDevices, server_cpus: &str, client_cpus: &st
         return Ok(applied);
     }
     let (server_mask, client_mask) = (rps_mask(server_cpus)?, rps_mask(client_cpus)?);
-    for (ns, dev, mask) in [
-        (lab.ns_a, lab.kernel_veth, &server_mask),
-        (lab.ns_b, lab.kernel_peer, &client_mask),
-        (lab.ns_b, lab.xdp_peer, &client_mask),
-    ] {
+    for (ns, dev, server_side) in lab.rps_veths() {
+        let mask = if server_side { &server_mask } else { &client_mask };
         for queue in rx_queues(ns, dev)? {
             let file = format!("/sys/class/net/{dev}/queues/{queue}/rps_cpus");
             let before = read_in(ns, &file)?;
@@ -233,6 +239,27 @@ pub fn apply(model: Model, lab: &LabDevices, server_cpus: &str, client_cpus: &st
     );
     applied.description = d;
     Ok(applied)
+}
+
+/// The veth model is the lab as `lab up` makes it: a lab left with RPS or a threaded NAPI (by a
+/// bench killed in the nic model, or by hand) would be measured as something else.
+fn check_as_made(lab: &LabDevices) -> Result<()> {
+    let mut files = Vec::new();
+    for (ns, dev, _) in lab.rps_veths() {
+        files
+            .extend(rx_queues(ns, dev)?.into_iter().map(|q| (ns, format!("/sys/class/net/{dev}/queues/{q}/rps_cpus"))));
+    }
+    files.push((lab.ns_a, format!("/sys/class/net/{}/threaded", lab.xdp_veth)));
+    for (ns, file) in files {
+        let value = read_in(ns, &file)?;
+        if !same_mask(&value, "0") {
+            bail!(
+                "{file} in {ns} is {value}, not 0: the lab is not as `lab up` made it (a bench killed in the nic \
+                 model leaves that); take the lab down, or write 0 there, to measure the veth model"
+            );
+        }
+    }
+    Ok(())
 }
 
 impl Applied {
