@@ -42,7 +42,9 @@ for ax, panel in zip(axes[0], panels):
     ax.set_title(("throughput (higher is better)" if panel is throughput else "latency (lower is better)"))
     ax.legend(fontsize=8)
 
-fig.suptitle(f"{data['workload']}: kernel vs pronghorn, medians of {data['rounds']} rounds "
+# Results of before the lab models are of the veth model.
+model = data.get("model", {}).get("model", "veth")
+fig.suptitle(f"{data['workload']}: kernel vs pronghorn, lab model {model}, medians of {data['rounds']} rounds "
              f"({data['machine'].get('pmd', '')})", fontsize=10)
 fig.tight_layout()
 fig.savefig(sys.argv[2], dpi=90)

@@ -1264,6 +1264,73 @@ fn bench_runs_kernel_and_pronghorn_side_by_side() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// `bench --model nic` on a lab it did not bring up: while it runs, RPS steers the kernel
+/// server's receive (k0) to the server's core 1 and side b's (k1, b0) to the client's core 0,
+/// and the XDP veth's NAPI is a kthread pinned to core 1 (the JSON records each file as read
+/// back after the write); afterwards the lab has its own values again and the kthread is gone.
+/// The veth model refuses a lab that still has RPS set.
+#[test]
+fn bench_nic_model_sets_and_restores_the_receive_placement() {
+    if !enabled("bench_nic_model_sets_and_restores_the_receive_placement") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::up("tst-nic", &[]);
+    let p = lab.prefix.clone();
+    let files = [
+        ("a", format!("/sys/class/net/{p}-k0/queues/rx-0/rps_cpus"), "2"),
+        ("b", format!("/sys/class/net/{p}-k1/queues/rx-0/rps_cpus"), "1"),
+        ("b", format!("/sys/class/net/{p}-b0/queues/rx-0/rps_cpus"), "1"),
+        ("a", format!("/sys/class/net/{p}-a0/threaded"), "1"),
+    ];
+    let read = |side: &str, file: &str| {
+        let o = lab.exec(side, &["cat", file]).output().unwrap();
+        assert!(o.status.success(), "cat {file}: {}", text(&o));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let gro = || {
+        let o = lab.exec("a", &["ethtool", "-k", &format!("{p}-a0")]).output().unwrap();
+        text(&o).lines().find(|l| l.contains("generic-receive-offload")).unwrap_or_default().trim().to_string()
+    };
+    let before: Vec<String> = files.iter().map(|(side, file, _)| read(side, file)).collect();
+    let gro_before = gro();
+    let out = std::env::temp_dir().join(format!("pronghorn-bench-nic-test-{}", std::process::id()));
+    let args = ["bench", "latency", "--quick", "--rounds", "1", "--model", "nic", "--prefix", &p];
+    let o = Command::new(bin()).args(args).args(["--out", out.to_str().unwrap()]).output().unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("lab model nic") && t.contains("nic-like"), "{t}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("latency-nic-quick.json")).unwrap()).unwrap();
+    let model = &json["model"];
+    assert_eq!(model["model"], "nic", "{model}");
+    let settings = model["settings"].as_array().unwrap();
+    for (_, file, want) in &files {
+        let s = settings.iter().find(|s| s["file"] == file.as_str()).unwrap_or_else(|| panic!("{file}: {model}"));
+        assert_eq!(s["set"].as_str().unwrap().trim_start_matches('0'), *want, "{file}: {s}");
+    }
+    let threads = model["napi_threads"].as_array().unwrap();
+    assert!(!threads.is_empty() && threads.iter().all(|t| t["cpus"] == "1"), "{model}");
+    let md = std::fs::read_to_string(out.join("latency-nic-quick.md")).unwrap();
+    assert!(md.contains("lab model nic") && md.contains("Lab model: nic-like"), "{md}");
+    let after: Vec<String> = files.iter().map(|(side, file, _)| read(side, file)).collect();
+    assert_eq!(after, before, "every file has its value of before the bench");
+    assert_eq!(gro(), gro_before);
+    for t in threads {
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", t["pid"])).unwrap_or_default();
+        assert_ne!(comm.trim(), t["name"].as_str().unwrap(), "the NAPI kthread still runs");
+    }
+    assert!(netns_exists(&format!("{p}-a")), "the lab the bench did not bring up stays up");
+    // A lab left with RPS (by a bench killed in the nic model) is not measured as the veth model.
+    let (_, k0, _) = &files[0];
+    assert!(lab.exec("a", &["sh", "-c", &format!("echo 2 > {k0}")]).status().unwrap().success());
+    let veth = ["bench", "latency", "--quick", "--rounds", "1", "--model", "veth", "--prefix", &p];
+    let o = Command::new(bin()).args(veth).args(["--out", out.to_str().unwrap()]).output().unwrap();
+    let t = text(&o);
+    assert!(!o.status.success() && t.contains(k0.as_str()) && t.contains("not as `lab up` made it"), "{t}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 /// nginx with its master and worker processes, as Debian ships it, stopped (workers first) when
 /// the test ends, pass or fail.
 struct NginxMaster {

@@ -11,8 +11,13 @@
 //! sampled around every client run, so that what saturates (the client's core, the server's) is
 //! measured, not guessed.
 //!
+//! `--model` picks the lab model (model.rs): on which core each side's kernel receive work runs.
+//! Each model's rounds get results files of their own (`<name>.*` for veth, `<name>-nic.*`),
+//! whose tables say which model they are.
+//!
 //! Owns: process orchestration and reporting. Must not: know a workload's details (workloads.rs).
 
+mod model;
 mod report;
 mod workloads;
 
@@ -29,6 +34,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
+use model::{Applied, LabDevices, ModelArg};
 pub use workloads::Name;
 use workloads::{Plan, Sample, Setup};
 
@@ -72,6 +78,11 @@ pub struct BenchArgs {
     /// figures compare the two paths on the whole machine, not one core.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]
     workers: u16,
+    /// The lab model: veth (each side's receive runs inside the peer's send, on the peer's
+    /// core), nic (each side's receive on its own core: RPS, threaded NAPI pinned), or both
+    /// (one after the other, each with its own results files).
+    #[arg(long, value_enum, default_value = "veth")]
+    model: ModelArg,
 }
 
 impl BenchArgs {
@@ -160,6 +171,9 @@ pub fn run(args: BenchArgs) -> Result<i32> {
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     let exe = std::env::current_exe().context("cannot find the pronghorn binary's own path")?;
     if args.workload == Name::Scale {
+        if args.model != ModelArg::Veth {
+            bail!("--model is for the lab's workloads: scale runs over the in-memory NIC, without a lab");
+        }
         return scale(&args);
     }
     if !exe.with_file_name("libpronghorn.so").exists() {
@@ -175,7 +189,7 @@ pub fn run(args: BenchArgs) -> Result<i32> {
     for path in [StackPath::Kernel, StackPath::Pronghorn] {
         let _ = std::fs::remove_dir_all(scratch_dir(path));
     }
-    let (runs, about) = result?;
+    let (measured, about) = result?;
     let mut facts = report::facts(&args.pmd, args.server_cpu, args.client_cpu, args.workload);
     if args.workers > 1 {
         let pinning =
@@ -183,9 +197,16 @@ pub fn run(args: BenchArgs) -> Result<i32> {
         facts.insert("pinning", pinning);
     }
     let workers = if args.workers > 1 { format!("-workers{}", args.workers) } else { String::new() };
-    let name = format!("{}{workers}{}", args.workload.as_str(), if args.quick { "-quick" } else { "" });
     let command = std::env::args().collect::<Vec<_>>().join(" ");
-    report::write(&args.out, &name, &command, &about, &facts, &runs)?;
+    for (model, runs) in &measured {
+        let name = format!(
+            "{}{workers}{}{}",
+            args.workload.as_str(),
+            model.model.file_suffix(),
+            if args.quick { "-quick" } else { "" }
+        );
+        report::write(&args.out, &name, &command, &about, &facts, model, runs)?;
+    }
     Ok(0)
 }
 
@@ -208,13 +229,27 @@ pub fn repo_file(rel: &str) -> Option<PathBuf> {
     [PathBuf::from(rel), exe.with_file_name("../..").join(rel)].into_iter().find(|p| p.exists())
 }
 
-fn measure(args: &BenchArgs, exe: &Path, lab: &Lab) -> Result<Vec<Run>> {
+/// The setups (once), then each model's rounds with the model in force; the model's settings
+/// are restored before the next model's rounds and stay on record with its runs.
+fn measure(args: &BenchArgs, exe: &Path, lab: &Lab) -> Result<Vec<(Applied, Vec<Run>)>> {
     for path in [StackPath::Kernel, StackPath::Pronghorn] {
         let plan = plan_for(args, path)?;
         if let Some(setup) = &plan.setup {
             prepare(args, exe, lab, path, &plan, setup)?;
         }
     }
+    let mut measured = Vec::new();
+    for &model in args.model.models() {
+        let mut applied = model::apply(model, &lab.devices(), &args.server_cpus(), &args.client_cpus())?;
+        eprintln!("lab model: {}", applied.description);
+        let runs = rounds(args, exe, lab)?;
+        applied.restore();
+        measured.push((applied, runs));
+    }
+    Ok(measured)
+}
+
+fn rounds(args: &BenchArgs, exe: &Path, lab: &Lab) -> Result<Vec<Run>> {
     let mut runs = Vec::new();
     for round in 0..args.rounds {
         for path in [StackPath::Kernel, StackPath::Pronghorn] {
@@ -337,6 +372,10 @@ struct Lab {
     prefix: String,
     ns_a: String,
     ns_b: String,
+    xdp_veth: String,
+    xdp_peer: String,
+    kernel_veth: String,
+    kernel_peer: String,
     config: PathBuf,
     ours: bool,
 }
@@ -367,7 +406,30 @@ impl Lab {
             config.set_file_name("a-busy-poll.toml");
             std::fs::write(&config, cfg.to_toml()).with_context(|| format!("cannot write {}", config.display()))?;
         }
-        Ok(Lab { exe: exe.to_path_buf(), prefix: prefix.to_string(), ns_a, ns_b: format!("{prefix}-b"), config, ours })
+        Ok(Lab {
+            exe: exe.to_path_buf(),
+            prefix: prefix.to_string(),
+            ns_a,
+            ns_b: format!("{prefix}-b"),
+            xdp_veth: format!("{prefix}-a0"),
+            xdp_peer: format!("{prefix}-b0"),
+            kernel_veth: format!("{prefix}-k0"),
+            kernel_peer: format!("{prefix}-k1"),
+            config,
+            ours,
+        })
+    }
+
+    /// The interfaces a lab model sets (the names `pronghorn lab up` gives them).
+    fn devices(&self) -> LabDevices<'_> {
+        LabDevices {
+            ns_a: &self.ns_a,
+            ns_b: &self.ns_b,
+            xdp_veth: &self.xdp_veth,
+            xdp_peer: &self.xdp_peer,
+            kernel_veth: &self.kernel_veth,
+            kernel_peer: &self.kernel_peer,
+        }
     }
 
     fn down(&self) {
@@ -592,5 +654,42 @@ fn core_use(a: Jiffies, b: Jiffies) -> CoreUse {
         user: (b[1] - a[1]) as f64 / total,
         system: (b[2] - a[2]) as f64 / total,
         softirq: (b[3] - a[3]) as f64 / total,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<BenchArgs, clap::Error> {
+        Cli::try_parse_from([&["bench"], args].concat()).map(|c| c.bench)
+    }
+
+    #[test]
+    fn the_lab_model_is_veth_unless_asked() {
+        assert_eq!(parse(&["redis"]).unwrap().model, ModelArg::Veth);
+        for workload in ["redis", "redis-cps", "latency", "http", "mariadb", "tpcc", "bulk", "syn-flood"] {
+            assert_eq!(parse(&[workload, "--model", "nic"]).unwrap().model, ModelArg::Nic, "{workload}");
+        }
+        assert_eq!(parse(&["tpcc", "--quick", "--model", "both"]).unwrap().model, ModelArg::Both);
+        assert_eq!(parse(&["http", "--workers", "2", "--model", "veth"]).unwrap().model, ModelArg::Veth);
+        let err = parse(&["redis", "--model", "loopback"]).err().unwrap().to_string();
+        assert!(err.contains("veth") && err.contains("nic") && err.contains("both"), "{err}");
+    }
+
+    #[test]
+    fn worker_processes_spread_the_model_over_every_core() {
+        let one = parse(&["http", "--model", "nic", "--server-cpu", "1", "--client-cpu", "0"]).unwrap();
+        assert_eq!((one.server_cpus(), one.client_cpus()), ("1".to_string(), "0".to_string()));
+        let many = parse(&["http", "--model", "nic", "--workers", "2"]).unwrap();
+        assert_eq!(many.server_cpus(), all_cores());
+        assert_eq!(model::rps_mask(&many.server_cpus()).unwrap(), model::rps_mask(&many.client_cpus()).unwrap());
     }
 }

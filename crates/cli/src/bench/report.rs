@@ -8,6 +8,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
+use super::model::Applied;
 use super::workloads::{metric_info, Name};
 use super::Run;
 
@@ -284,23 +285,27 @@ pub fn write(
     command: &str,
     about: &str,
     facts: &BTreeMap<&'static str, String>,
+    model: &Applied,
     runs: &[Run],
 ) -> Result<()> {
     let summaries = summarize(runs);
     let cpu = cpu_summary(runs);
     let rounds = runs.iter().map(|r| r.round).max().map_or(0, |r| r + 1);
-    println!("\n{name}: kernel vs pronghorn, medians of {rounds} alternating rounds each");
+    let model_name = model.model.as_str();
+    println!("\n{name}: kernel vs pronghorn, lab model {model_name}, medians of {rounds} alternating rounds each");
+    println!("lab model: {}", model.description);
     print!("{}", table(&summaries, false));
-    println!("(ratio = pronghorn/kernel per round; for latency lower is better)");
+    println!("(ratio = pronghorn/kernel per round, lab model {model_name}; for latency lower is better)");
 
     let json = serde_json::json!({
-        "workload": name, "command": command, "machine": facts, "rounds": rounds,
+        "workload": name, "command": command, "machine": facts, "model": model, "rounds": rounds,
         "summary": summaries, "cpu": cpu, "runs": runs,
     });
     let base = dir.join(name);
     std::fs::write(base.with_extension("json"), serde_json::to_string_pretty(&json)? + "\n")?;
 
-    let mut md = format!("# {name}: kernel vs pronghorn\n\n{about}\n\n");
+    let mut md = format!("# {name}: kernel vs pronghorn, lab model {model_name}\n\n{about}\n\n");
+    let _ = writeln!(md, "Lab model: {}.\n", model.description);
     let shared = facts.get("pinning").is_some_and(|p| p.contains("share cores"));
     let (pinning, of) = if shared {
         ("server and client sharing every core", "of all cores")
@@ -314,8 +319,13 @@ pub fn write(
          served by pronghorn over DPDK on a veth. Rounds alternate kernel, pronghorn; each figure is the \
          median over {rounds} rounds, the ratio is the median (min-max) of the per-round ratios.\n"
     );
+    let _ = writeln!(md, "Ratios pronghorn/kernel in the {model_name} lab model:\n");
     md += &table(&summaries, true);
-    let _ = writeln!(md, "\nCPU use during the client runs (median over rounds; busy = not idle, {of}):\n");
+    let _ = writeln!(
+        md,
+        "\nCPU use during the client runs, lab model {model_name} (median over rounds; busy = not idle, {of}; \
+         softirq = the part of it in softirq, where a kernel receive runs unless its NAPI is threaded):\n"
+    );
     md += &cpu_table(&cpu);
     let _ = writeln!(md, "\nCommand: `{command}`\n");
     md += "Machine: ";
