@@ -323,10 +323,7 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
 }
 
 fn segment_sum(segment: &[u8], src_addr: &IpAddress, dst_addr: &IpAddress) -> u16 {
-    checksum::combine(&[
-        checksum::pseudo_header(src_addr, dst_addr, IpProtocol::Tcp, segment.len() as u32),
-        checksum::data(segment),
-    ])
+    checksum::transport(src_addr, dst_addr, IpProtocol::Tcp, segment)
 }
 
 impl<'a, T: AsRef<[u8]> + ?Sized> TcpPacket<&'a T> {
