@@ -2,7 +2,10 @@
 //! accept queues, SYN cookies when the SYN queue is full), the shard-wide challenge-ACK budget,
 //! and servicing a connection: sending what it has (its payload written once, from its send
 //! buffer straight into the frame), turning its events into readiness, arming its timers (its
-//! own, and a check that gives drained rings back), freeing it when done. The protocol itself is
+//! own, lazily as Linux's are: a deadline that moves later or goes leaves the wheel entry where
+//! it is, and an early firing arms it again; and a check that gives drained rings back),
+//! freeing it when done. The shard's next deadline may therefore come before the connections'
+//! real one: a sleeper woken for it finds nothing due. The protocol itself is
 //! the `tcp` crate's.
 //!
 //! It must not build frames below the transport header (that is [`super::egress`]) nor answer
