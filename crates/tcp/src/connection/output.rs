@@ -333,8 +333,11 @@ impl Connection {
     /// can write the header in front of the payload without moving it.
     #[inline]
     pub fn data_header_len(&self) -> usize {
-        if self.agreed.sack() && (!self.rcv.ooo.is_empty() || self.rcv.dsack.0 != self.rcv.dsack.1) {
-            // SACK blocks go out: how many fit is the header's to say.
+        if self.agreed.sack()
+            && (!self.rcv.ooo.is_empty() || self.rcv.fin_ahead || self.rcv.dsack.0 != self.rcv.dsack.1)
+        {
+            // SACK blocks go out (`sack_blocks`: out-of-order data, a FIN held ahead of a
+            // hole, a D-SACK): how many fit is the header's to say.
             return self.header(0, self.snd.nxt).header_len();
         }
         // The timestamps option (two NOPs and ten bytes), or none.
