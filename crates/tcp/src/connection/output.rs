@@ -322,7 +322,7 @@ impl Connection {
 
     /// Payload room of a data segment sent now: the MSS less the options it will carry.
     fn data_room(&self, buf: &[u8]) -> u32 {
-        let header = self.header(0, 0).header_len();
+        let header = self.data_header_len();
         let base = usize::from(self.mss_cap()) + HEADER_LEN;
         (base.saturating_sub(header).max(1).min(buf.len())) as u32
     }
