@@ -90,6 +90,11 @@ pub struct TimerWheel<T> {
     slot_min: [[u64; SLOTS]; LEVELS],
     /// (deadline, index, sched) of timers whose tick has come.
     due: BinaryHeap<Reverse<(u64, u32, u32)>>,
+    /// No pending deadline is earlier than this (a lower bound, like [`TimerWheel::next_deadline`],
+    /// which sets it when a `poll` finds nothing due; placing a timer lowers it): a `poll` before
+    /// it returns at once. A shard polls its wheel on every pass, nearly always before the
+    /// earliest deadline.
+    horizon: u64,
 }
 
 impl<T> TimerWheel<T> {
@@ -111,6 +116,7 @@ impl<T> TimerWheel<T> {
             occupied: [0; LEVELS],
             slot_min: [[u64::MAX; SLOTS]; LEVELS],
             due: BinaryHeap::new(),
+            horizon: u64::MAX,
         }
     }
 
@@ -245,6 +251,11 @@ impl<T> TimerWheel<T> {
     /// `while let Some(v) = wheel.poll(now) { ... }`. A timer inserted with a deadline at or before
     /// `now_ns` during such a loop fires in the same loop.
     pub fn poll(&mut self, now_ns: u64) -> Option<T> {
+        if now_ns < self.horizon {
+            // Nothing is due. (`elapsed` stays behind: the wheel is as valid as if this call
+            // had not been made.)
+            return None;
+        }
         let now_tick = now_ns / self.tick_ns;
         loop {
             if let Some(&Reverse((deadline, index, sched))) = self.due.peek() {
@@ -255,6 +266,7 @@ impl<T> TimerWheel<T> {
                 }
                 if deadline > now_ns {
                     // Everything in the wheel is later still.
+                    self.horizon = deadline;
                     return None;
                 }
                 self.due.pop();
@@ -272,6 +284,7 @@ impl<T> TimerWheel<T> {
         }
         // No occupied slot starts at or before `now_tick`, so every timer keeps its slot.
         self.elapsed = self.elapsed.max(now_tick);
+        self.horizon = self.next_deadline().unwrap_or(u64::MAX);
         None
     }
 
@@ -293,6 +306,7 @@ impl<T> TimerWheel<T> {
 
     /// Puts entry `index` (not linked anywhere) where its deadline says.
     fn place(&mut self, index: u32) {
+        self.horizon = self.horizon.min(self.entries[index as usize].deadline);
         let tick = self.entries[index as usize].deadline / self.tick_ns;
         if tick <= self.elapsed {
             let e = &mut self.entries[index as usize];

@@ -92,10 +92,7 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
 }
 
 fn datagram_sum(datagram: &[u8], src_addr: &IpAddress, dst_addr: &IpAddress) -> u16 {
-    checksum::combine(&[
-        checksum::pseudo_header(src_addr, dst_addr, IpProtocol::Udp, datagram.len() as u32),
-        checksum::data(datagram),
-    ])
+    checksum::transport(src_addr, dst_addr, IpProtocol::Udp, datagram)
 }
 
 impl<'a, T: AsRef<[u8]> + ?Sized> UdpPacket<&'a T> {

@@ -63,7 +63,11 @@ impl<N: Nic> Shard<N> {
         let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
         let bytes = s.conn.buffer_bytes();
         let before = std::mem::replace(&mut s.charged, bytes);
-        self.memory_changed(before, bytes);
+        // Nearly always the same rings: then the shard's use, its pressure and the waiters'
+        // lot are what the last change left.
+        if before != bytes {
+            self.memory_changed(before, bytes);
+        }
     }
 
     /// A connection's rings went from `before` to `after` bytes: pressure is entered above

@@ -640,6 +640,19 @@ impl<N: Nic> Shard<N> {
                     let now = self.now;
                     if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
                         s.timer = None;
+                        match s.conn.poll_timeout() {
+                            // Armed lazily (`Shard::service`): the connection's deadline went
+                            // away or moved later since; nothing is due yet.
+                            None => continue,
+                            Some(deadline) if deadline > now => {
+                                let timer = self.timers.insert(deadline, TimerKey::Socket(id));
+                                if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+                                    s.timer = Some(timer);
+                                }
+                                continue;
+                            }
+                            Some(_) => {}
+                        }
                         let orphan_queued = s.app_closed.then(|| s.conn.send_queued());
                         if orphan_queued.is_some_and(|queued| self.orphan_out_of_resources(queued)) {
                             self.abort_orphan(id);

@@ -2,7 +2,10 @@
 //! accept queues, SYN cookies when the SYN queue is full), the shard-wide challenge-ACK budget,
 //! and servicing a connection: sending what it has (its payload written once, from its send
 //! buffer straight into the frame), turning its events into readiness, arming its timers (its
-//! own, and a check that gives drained rings back), freeing it when done. The protocol itself is
+//! own, lazily as Linux's are: a deadline that moves later or goes leaves the wheel entry where
+//! it is, and an early firing arms it again; and a check that gives drained rings back),
+//! freeing it when done. The shard's next deadline may therefore come before the connections'
+//! real one: a sleeper woken for it finds nothing due. The protocol itself is
 //! the `tcp` crate's.
 //!
 //! It must not build frames below the transport header (that is [`super::egress`]) nor answer
@@ -396,14 +399,17 @@ impl<N: Nic> Shard<N> {
             let deadline = s.conn.poll_timeout();
             let timer = s.timer;
             let check_buffers = s.buffers_timer.is_none() && s.conn.buffers_allocated() != (false, false);
-            let new = match (deadline, timer) {
-                (Some(d), Some(h)) if self.timers.reschedule(h, d) => Some(h),
+            // Armed lazily, as Linux's socket timers are: a deadline that moved later (an ACK
+            // pushing the retransmission timeout on) or went away keeps the timer where it
+            // is, instead of unlinking and placing it on every segment; when it fires early,
+            // `fire_timers` arms it again at the connection's real deadline. Only a deadline
+            // that moved earlier moves the timer.
+            let new = match (deadline, timer.map(|h| (h, self.timers.deadline(h)))) {
+                (Some(d), Some((h, Some(armed)))) if armed <= d => Some(h),
+                (None, Some((h, Some(_)))) => Some(h),
+                (Some(d), Some((h, _))) if self.timers.reschedule(h, d) => Some(h),
                 (Some(d), _) => Some(self.timers.insert(d, TimerKey::Socket(id))),
-                (None, Some(h)) => {
-                    self.timers.cancel(h);
-                    None
-                }
-                (None, None) => None,
+                (None, _) => None,
             };
             let buffers = check_buffers.then(|| self.timers.insert(self.now + BUFFERS_CHECK_NS, TimerKey::Buffers(id)));
             if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
@@ -733,7 +739,6 @@ mod tests {
     #[test]
     fn rings_that_drained_are_released_at_the_next_buffer_check() {
         let (mut client, c, mut server, s, mut now) = connected();
-        let timers = (client.timer_count(), server.timer_count());
         client.tcp_send(c, b"request").unwrap();
         let mut buf = [0u8; 64];
         let mut got = 0;
@@ -760,7 +765,13 @@ mod tests {
         client.poll(now);
         server.poll(now);
         assert_eq!((rings(&client, c), rings(&server, s)), ((false, false), (false, false)));
-        assert_eq!((client.timer_count(), server.timer_count()), timers, "no check left armed");
+        // (The timer count says nothing here: a connection's timer armed lazily stays counted
+        // until it fires.)
+        let check_armed = |shard: &Shard<MemNic>, id| match shard.socket(id) {
+            Some(Socket::Tcp(s)) => s.buffers_timer.is_some(),
+            _ => panic!("no connection"),
+        };
+        assert_eq!((check_armed(&client, c), check_armed(&server, s)), (false, false), "no check left armed");
     }
 
     /// Rings that hold data stay, and are looked at again.
@@ -786,6 +797,57 @@ mod tests {
         server.poll(now);
         assert_eq!(rings(&server, s), (false, true));
         assert_eq!(server.timer_count(), armed, "checked again later");
+    }
+
+    /// (The wheel's deadline for the connection's timer, the connection's own next deadline.)
+    fn deadlines(shard: &Shard<MemNic>, id: SocketId) -> (Option<u64>, Option<u64>) {
+        match shard.socket(id) {
+            Some(Socket::Tcp(s)) => (s.timer.and_then(|h| shard.timers.deadline(h)), s.conn.poll_timeout()),
+            _ => panic!("no connection"),
+        }
+    }
+
+    /// A connection's timer stays where it was when its deadline moves later or goes away (no
+    /// unlink and place per ACK); firing early it does nothing but arm itself again at the real
+    /// deadline, or go when there is none.
+    #[test]
+    fn a_timer_armed_lazily_that_fires_early_re_arms_and_fires_nothing() {
+        let (mut client, c, mut server, s, mut now) = connected();
+        let quiet = |shard: &Shard<MemNic>| {
+            let t = shard.stats();
+            (t.tcp_retrans_segments, t.tcp_timeouts, t.tcp_loss_probes, t.tcp_tx_segments)
+        };
+        server.tcp_send(s, b"data").unwrap();
+        server.poll(now);
+        let (armed, due) = deadlines(&server, s);
+        assert!(armed.is_some() && armed == due, "armed at the deadline: {armed:?} {due:?}");
+        let first = armed.unwrap();
+        // Acknowledged (the client's delayed ACK): the deadline goes, the timer stays.
+        let mut buf = [0u8; 64];
+        client.poll(now);
+        assert_eq!(client.tcp_recv(c, &mut buf), Ok(4));
+        now = deadlines(&client, c).1.expect("a delayed ACK");
+        client.poll(now);
+        server.poll(now);
+        assert_eq!(deadlines(&server, s), (Some(first), None), "kept, nothing due");
+        // More data later: its deadline is later than the armed one, which stays.
+        now = first - 1;
+        let before = quiet(&server);
+        server.tcp_send(s, b"more").unwrap();
+        server.poll(now);
+        let (armed, due) = deadlines(&server, s);
+        assert_eq!(armed, Some(first));
+        let real = due.unwrap();
+        assert!(real > first, "the deadline moved later: {real} {first}");
+        // The armed time comes: nothing fires, the timer moves to the real deadline.
+        let sent = quiet(&server);
+        server.poll(first);
+        assert_eq!(quiet(&server), sent, "nothing sent or counted at the early firing");
+        assert_eq!(deadlines(&server, s), (Some(real), Some(real)));
+        // The real deadline: the unacknowledged data is probed or retransmitted.
+        server.poll(real);
+        let after = quiet(&server);
+        assert!(after.0 + after.2 > before.0 + before.2, "retransmitted or probed at the deadline");
     }
 
     /// Takes every frame buffer the shard could use (its pool's and the one it keeps ready).

@@ -322,7 +322,7 @@ impl Connection {
 
     /// Payload room of a data segment sent now: the MSS less the options it will carry.
     fn data_room(&self, buf: &[u8]) -> u32 {
-        let header = self.header(0, 0).header_len();
+        let header = self.data_header_len();
         let base = usize::from(self.mss_cap()) + HEADER_LEN;
         (base.saturating_sub(header).max(1).min(buf.len())) as u32
     }
@@ -333,8 +333,11 @@ impl Connection {
     /// can write the header in front of the payload without moving it.
     #[inline]
     pub fn data_header_len(&self) -> usize {
-        if self.agreed.sack() && (!self.rcv.ooo.is_empty() || self.rcv.dsack.0 != self.rcv.dsack.1) {
-            // SACK blocks go out: how many fit is the header's to say.
+        if self.agreed.sack()
+            && (!self.rcv.ooo.is_empty() || self.rcv.fin_ahead || self.rcv.dsack.0 != self.rcv.dsack.1)
+        {
+            // SACK blocks go out (`sack_blocks`: out-of-order data, a FIN held ahead of a
+            // hole, a D-SACK): how many fit is the header's to say.
             return self.header(0, self.snd.nxt).header_len();
         }
         // The timestamps option (two NOPs and ten bytes), or none.

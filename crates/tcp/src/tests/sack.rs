@@ -90,6 +90,23 @@ fn rfc2018_data_header_len_is_the_header_of_the_next_data_segment() {
 }
 
 #[test]
+fn rfc2018_data_header_len_counts_the_block_of_a_fin_alone_ahead_of_a_hole() {
+    // A FIN with no data ahead of a hole: nothing is queued out of order, yet it has a SACK
+    // block of its own, so the data segments carry it.
+    let (mut c, now) = established(&Config::default());
+    let n = PISS + 1;
+    let fin = with_ts(data(n + 100, ISS + 1, 0));
+    feed(&mut c, now, TcpRepr { flags: fin.flags | TcpFlags::FIN, ..fin });
+    c.set_nodelay(true);
+    c.send(&[7; 100]).unwrap();
+    let predicted = c.data_header_len();
+    let mut buf = [0u8; 1500];
+    let repr = std::iter::from_fn(|| c.poll_transmit(now, &mut buf)).find(|r| r.payload_len > 0).unwrap();
+    assert_eq!(repr.sack_ranges, [Some((n + 100, n + 101)), None, None, None]);
+    assert_eq!((predicted, repr.header_len()), (20 + 12 + 12, 20 + 12 + 12));
+}
+
+#[test]
 fn rfc2018_four_blocks_without_timestamps() {
     let cfg = Config { timestamps: false, ..Config::default() };
     let (mut c, now) = established(&cfg);
