@@ -84,7 +84,9 @@ mod tests;
 
 pub use config::{Config, Ecn, Keepalive};
 pub use congestion::{Congestion, CongestionAlgorithm, CongestionControl, Cubic, NewReno};
-pub use connection::{Connection, CookieOptions, Counters, Error, Event, Info, MemoryBudget, State};
+pub use connection::{
+    Connection, CookieOptions, Counters, Error, Event, Info, MemoryBudget, State, SEGMENT_OVERHEAD, SEND_QUANTUM,
+};
 pub use segment::{bare_segment, opens_connection, rst, rst_for_unmatched};
 pub use time_wait::{TimeWait, TimeWaitAction};
 

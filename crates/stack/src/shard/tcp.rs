@@ -247,9 +247,8 @@ impl<N: Nic> Shard<N> {
             _ => return,
         };
         let cfg = self.conn_config(&tuple, buffers);
-        if !self.room_for_connection(cfg.rcv_buf) {
-            // No memory for its receive ring (Linux drops the SYN: ListenDrops): the peer
-            // retries.
+        if !self.room_for_connection() {
+            // No memory left (Linux drops the SYN: ListenDrops): the peer retries.
             self.stats.tcp_listen_memory_drops += 1;
             return;
         }
@@ -346,7 +345,7 @@ impl<N: Nic> Shard<N> {
             _ => Buffers::default(),
         };
         let cfg = self.conn_config(&tuple, buffers);
-        if !self.room_for_connection(cfg.rcv_buf) {
+        if !self.room_for_connection() {
             self.stats.tcp_listen_memory_drops += 1;
             return true;
         }

@@ -547,7 +547,8 @@ impl Connection {
                 self.ecn.insert(EcnBit::Echo);
             }
             let off = seq.wrapping_sub(self.rcv.nxt) as usize;
-            if !self.rcv.buf.is_allocated() && self.flags.has(Flag::NoRoomToReceive) {
+            let charge = if off == 0 { data.len() } else { data.len() + SEGMENT_OVERHEAD };
+            if charge > self.mem_room() {
                 // Over the stack's memory budget (Linux `tcp_data_queue` when
                 // `tcp_try_rmem_schedule` fails): dropped, and an ACK says where we are; the
                 // peer sends it again.
