@@ -309,3 +309,37 @@ fn every_rst_sent_is_counted_as_out_rsts() {
     assert_eq!(r.replies().len(), 1);
     assert_eq!(r.shard.stats().tcp_rst_sent, 2, "and the answer to a segment of no connection");
 }
+
+/// Linux checks the accept queue twice: at the SYN, and when the handshake's last ACK arrives
+/// (`tcp_v4_syn_recv_sock`, `sk_acceptq_is_full`). There the ACK is dropped (ListenOverflows,
+/// ListenDrops), the connection stays half-open, and a later ACK completes it.
+#[test]
+fn a_full_accept_queue_drops_the_last_ack_of_a_handshake_and_a_later_one_completes_it() {
+    let mut r = Rig::new(|cfg| cfg.somaxconn = 1);
+    let mut una = Vec::new();
+    for port in [PEER_PORT, PEER_PORT + 1] {
+        r.segment(&TcpRepr { max_seg_size: Some(1460), ..from(port, PEER_SEQ - 1, None, TcpFlags::SYN) }, &[]);
+        una.push(r.replies()[0].seq_number.wrapping_add(1));
+    }
+    r.segment(&from(PEER_PORT, PEER_SEQ, Some(una[0]), TcpFlags::ACK), &[]);
+    let sockets = r.shard.socket_count();
+    // The queue (one) is full: the second handshake's ACK, with its request, is dropped.
+    r.segment(&from(PEER_PORT + 1, PEER_SEQ, Some(una[1]), TcpFlags::ACK | TcpFlags::PSH), b"request");
+    assert_eq!(r.replies(), []);
+    assert_eq!(r.shard.stats().tcp_listen_overflows, 1);
+    assert_eq!(r.shard.socket_count(), sockets, "the half-open connection stays");
+    let (first, _) = r.shard.tcp_accept(r.listener).unwrap();
+    assert_eq!(r.shard.tcp_accept(r.listener).map(|_| ()), Err(Errno::EAGAIN));
+    // Our SYN-ACK is retransmitted; the peer's next ACK completes the handshake.
+    advance(&mut r, SECOND);
+    let synack = r.replies();
+    assert!(
+        synack.iter().any(|s| s.dst_port == PEER_PORT + 1 && s.flags == TcpFlags::SYN | TcpFlags::ACK),
+        "{synack:?}"
+    );
+    r.segment(&from(PEER_PORT + 1, PEER_SEQ, Some(una[1]), TcpFlags::ACK | TcpFlags::PSH), b"request");
+    let (second, _) = r.shard.tcp_accept(r.listener).unwrap();
+    assert_ne!(first, second);
+    assert_eq!(r.shard.tcp_recv(second, &mut [0; 16]), Ok(7));
+    assert_eq!(r.shard.stats().tcp_listen_overflows, 1);
+}
