@@ -102,9 +102,15 @@ impl EpollSet {
         }
     }
 
+    /// `fd` leaves the set (EPOLL_CTL_DEL, or its close), and the ready list with it: an fd is
+    /// on the list at most once, while its member says `queued` (a stale entry would be taken
+    /// for the member that `fd` gets next, which is then reported twice in one wait).
     pub(crate) fn remove(&mut self, fd: i32) -> bool {
         match self.members.get_mut(fd as usize).and_then(|m| m.take()) {
-            Some(_) => {
+            Some(m) => {
+                if m.queued {
+                    self.ready.retain(|&queued| queued != fd);
+                }
                 self.count -= 1;
                 true
             }
