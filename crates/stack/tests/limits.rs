@@ -121,13 +121,15 @@ fn tcp_fin_timeout_ends_an_orphan_in_fin_wait_2() {
 
 #[test]
 fn tcp_mem_high_refuses_data_until_memory_is_freed() {
-    // What is charged is what the rings hold (Linux's `sk_mem_charge`): a holds 2 KiB it has
-    // not read and 6 KiB the peer has not acknowledged, which is all the budget.
-    let high = 8192;
+    // What is charged is what the rings hold (Linux's `sk_mem_charge`): b holds 6 bytes it has
+    // not read, a 2 KiB it has not read and 6 KiB the peer has not acknowledged, which is all
+    // the budget.
+    let high = 6 + 8192;
     let mut r = Rig::new(|cfg| cfg.tcp_mem = TcpMem { low: high, pressure: high, high });
     let (a, una_a) = connect(&mut r, PEER_PORT);
     let (b, una_b) = connect(&mut r, PEER_PORT + 1);
     assert_eq!(r.shard.tcp_memory(), 0, "connections that hold nothing cost nothing");
+    r.segment(&from(PEER_PORT + 1, PEER_SEQ, Some(una_b), TcpFlags::ACK | TcpFlags::PSH), b"first!");
     for k in 0..2 {
         r.segment(&from(PEER_PORT, PEER_SEQ + k * 1024, Some(una_a), TcpFlags::ACK | TcpFlags::PSH), &[1; 1024]);
     }
@@ -140,11 +142,10 @@ fn tcp_mem_high_refuses_data_until_memory_is_freed() {
     r.segment(&TcpRepr { max_seg_size: Some(1460), ..from(PEER_PORT + 2, 5000, None, TcpFlags::SYN) }, &[]);
     assert_eq!(r.replies(), []);
     assert_eq!(r.shard.stats().tcp_listen_memory_drops, 1);
-    // Data: dropped, counted, acknowledged where it was.
-    r.segment(&from(PEER_PORT + 1, PEER_SEQ, Some(una_b), TcpFlags::ACK | TcpFlags::PSH), b"dropped");
+    // Data behind unread data: dropped, counted, acknowledged where it was.
+    r.segment(&from(PEER_PORT + 1, PEER_SEQ + 6, Some(una_b), TcpFlags::ACK | TcpFlags::PSH), b"dropped");
     let ack = r.replies();
-    assert!(ack.len() == 1 && ack[0].ack_number == Some(PEER_SEQ), "{ack:?}");
-    assert_eq!(r.shard.tcp_recv(b, &mut [0; 64]), Err(Errno::EAGAIN));
+    assert!(ack.len() == 1 && ack[0].ack_number == Some(PEER_SEQ + 6), "{ack:?}");
     assert_eq!(r.shard.stats().tcp_rcvq_drops, 1);
     // A write: EAGAIN, not writable.
     assert_eq!(r.shard.tcp_send(b, b"no room"), Err(Errno::EAGAIN));
@@ -160,12 +161,13 @@ fn tcp_mem_high_refuses_data_until_memory_is_freed() {
     r.replies();
     r.segment(&from(PEER_PORT, PEER_SEQ + 2048, Some(una_a + 6144), TcpFlags::ACK), &[]);
     assert_eq!(r.shard.tcp_recv(a, &mut [0; 4096]), Ok(2048));
-    assert_eq!(r.shard.tcp_memory(), 0);
+    assert_eq!(r.shard.tcp_memory(), 6);
     r.shard.poll(r.now);
     r.shard.take_changed(&mut changed);
     assert!(changed.contains(&b), "b was not woken");
     assert!(r.shard.readiness(b).writable);
     assert_eq!(r.shard.tcp_send(b, b"room now"), Ok(8));
+    assert_eq!(r.shard.tcp_recv(b, &mut [0; 64]), Ok(6));
 }
 
 #[test]

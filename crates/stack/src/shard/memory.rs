@@ -9,7 +9,7 @@
 //! What each limit does, as Linux does it: above `pressure` (until below `low`) receive windows
 //! stop growing and out-of-order data is pruned at the connection's next buffer check; data
 //! that would take the memory past `high` is not queued (a received segment is dropped and
-//! counted, a write says EAGAIN and is woken when memory is freed, a SYN is dropped); an orphan
+//! counted unless it is in-order data for an empty receive queue, a write says EAGAIN and is woken when memory is freed, a SYN is dropped); an orphan
 //! beyond `max_orphans`, or one with queued data while memory is past `high`, is reset
 //! (`TCPAbortOnMemory`). It must not build segments (the connection and [`super::tcp`] do).
 

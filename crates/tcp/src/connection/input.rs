@@ -561,7 +561,10 @@ impl Connection {
             }
             let off = seq.wrapping_sub(self.rcv.nxt) as usize;
             let charge = if off == 0 { data.len() } else { data.len() + SEGMENT_OVERHEAD };
-            if charge > self.mem_room() {
+            // In-order data for an empty receive queue is taken whatever the budget says
+            // (Linux's `sk_forced_mem_schedule`): a connection can always make progress.
+            let forced = off == 0 && self.rcv.buf.len() == 0;
+            if charge > self.mem_room() && !forced {
                 // Over the stack's memory budget (Linux `tcp_data_queue` when
                 // `tcp_try_rmem_schedule` fails): dropped, and an ACK says where we are; the
                 // peer sends it again.
