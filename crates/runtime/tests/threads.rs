@@ -1191,3 +1191,32 @@ fn a_zero_listen_backlog_holds_one_connection() {
     let s = listen_and_fill(0, 4096, 1);
     assert_eq!((s.tcp_passive_opens, s.tcp_listen_overflows), (1, 1));
 }
+
+/// nginx adds an upstream socket to its epoll set before it connects it (ngx_event_connect_peer:
+/// socket, EPOLL_CTL_ADD, connect). The socket is still the kernel's then, so the registration
+/// went to the kernel set; once connected to an accelerated address it is a placeholder the
+/// kernel never reports, and the wait saw nothing: the registration must move with it.
+#[test]
+fn an_fd_added_to_epoll_before_its_connect_or_bind_reports_once_it_is_accelerated() {
+    both_modes(|l| {
+        let rt = l.rt;
+        let epfd = epoll_set(rt);
+        let fd = tcp_socket(rt, true);
+        let edge = (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLET) as u32;
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, edge, 7)).unwrap();
+        assert_eq!(done(rt.connect(fd, echo_addr())), Err(Errno(libc::EINPROGRESS)));
+        let connected = within("connected", move || wait_events(rt, epfd, -1));
+        assert_eq!(connected, vec![(libc::EPOLLOUT as u32, 7)]);
+        done(rt.send(fd, b"echo", false)).unwrap();
+        let echoed = within("echoed", move || wait_events(rt, epfd, -1));
+        assert!(echoed.len() == 1 && echoed[0].0 & libc::EPOLLIN as u32 != 0 && echoed[0].1 == 7, "{echoed:?}");
+        // Bound to our address after it was added: a bound socket is writable.
+        let bound = tcp_socket(rt, true);
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, bound, libc::EPOLLOUT as u32, 8)).unwrap();
+        done(rt.bind(bound, SocketAddr::V4(SocketAddrV4::new(OURS, 0)))).unwrap();
+        assert_eq!(wait_events(rt, epfd, 0), vec![(libc::EPOLLOUT as u32, 8)]);
+        for fd in [fd, bound, epfd] {
+            rt.close(fd);
+        }
+    });
+}
