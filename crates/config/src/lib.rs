@@ -133,9 +133,9 @@ fn default_fin_timeout() -> u32 {
 }
 
 /// Linux sizes `tcp_mem` from the RAM (pressure 1/16 of it, low 3/4 of that, high twice low):
-/// this is a 16 GiB host's.
+/// this is a 16 GiB host's, charged as Linux charges (the bytes the rings hold).
 fn default_mem() -> [u64; 3] {
-    [786_432, 1_048_576, 1_572_864]
+    [196_608, 262_144, 393_216]
 }
 
 fn default_somaxconn() -> u32 {
@@ -642,7 +642,7 @@ address = "fd99::1/64"
     fn tcp_limits_have_linux_defaults_and_are_checked() {
         let c = parse(GOOD).unwrap().tcp;
         assert_eq!((c.orphan_retries, c.fin_timeout, c.somaxconn), (0, 60, 4096));
-        assert_eq!((c.max_orphans, c.max_tw_buckets, c.mem), (131_072, 131_072, [786_432, 1_048_576, 1_572_864]));
+        assert_eq!((c.max_orphans, c.max_tw_buckets, c.mem), (131_072, 131_072, [196_608, 262_144, 393_216]));
         let limits = "orphan_retries = 3\nmax_orphans = 10\nfin_timeout = 5\nmem = [1, 2, 3]\nmax_tw_buckets = 0\nsomaxconn = 16\n";
         let c = parse(&format!("{GOOD}\n[tcp]\n{limits}")).unwrap();
         assert_eq!(parse(&c.to_toml()).unwrap(), c);

@@ -67,6 +67,7 @@ impl<N: Nic + 'static> Runtime<N> {
         }
         let entry = self.fds.get_mut(fd).unwrap();
         entry.fd = Fd::Udp { id, nonblock };
+        self.adopt_kernel_epolls(fd);
         self.socks.entry(id).fds.push(fd);
         set_tracked_datagram(fd);
         self.routing.accelerated_udp += 1;

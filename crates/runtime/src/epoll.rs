@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use nic::Nic;
 use stack::shard::{Readiness, SocketId};
 
-use crate::accel::Accel;
-use crate::fdtable::{Entry, Fd};
+use crate::accel::{Accel, Runtime};
+use crate::fdtable::{Entry, Fd, KernelEpoll};
 use crate::shards::ShardSet;
 use crate::wait::{self, Parker};
 use crate::{real, Call, Errno};
@@ -102,9 +102,15 @@ impl EpollSet {
         }
     }
 
+    /// `fd` leaves the set (EPOLL_CTL_DEL, or its close), and the ready list with it: an fd is
+    /// on the list at most once, while its member says `queued` (a stale entry would be taken
+    /// for the member that `fd` gets next, which is then reported twice in one wait).
     pub(crate) fn remove(&mut self, fd: i32) -> bool {
         match self.members.get_mut(fd as usize).and_then(|m| m.take()) {
-            Some(_) => {
+            Some(m) => {
+                if m.queued {
+                    self.ready.retain(|&queued| queued != fd);
+                }
                 self.count -= 1;
                 true
             }
@@ -192,6 +198,43 @@ pub(crate) fn epoll_mask(r: Readiness, wanted: u32) -> u32 {
     m & (wanted | always)
 }
 
+impl<N: Nic + 'static> Runtime<N> {
+    /// Pending socket `fd` just became accelerated: its registrations in kernel epoll sets
+    /// (made before its bind or connect) move to the sets' accelerated halves, with their
+    /// events and data. The kernel's went with the socket it replaced; were it kept, it would
+    /// never report (the fd is a placeholder now).
+    pub(crate) fn adopt_kernel_epolls(&mut self, fd: i32) {
+        let Some(entry) = self.fds.get_mut(fd) else { return };
+        let moved = std::mem::take(&mut entry.kernel_epolls);
+        let target = match entry.fd {
+            Fd::Conn { id, .. } | Fd::Listener { id, .. } | Fd::Udp { id, .. } => Target::Sock(id),
+            Fd::Bound { .. } => Target::Bound,
+            _ => return,
+        };
+        for k in moved {
+            let mut none = libc::epoll_event { events: 0, u64: 0 };
+            unsafe { real::epoll_ctl(k.epfd, libc::EPOLL_CTL_DEL, fd, &mut none) };
+            let Some(set) = self.fds.epoll_mut(k.epfd) else { continue };
+            set.kernel_members = set.kernel_members.saturating_sub(1);
+            let slot = fd as usize;
+            if slot >= set.members.len() {
+                set.members.resize_with(slot + 1, || None);
+            }
+            if set.members[slot].is_some() {
+                continue;
+            }
+            let member =
+                Member { events: k.events, data: k.data, target, last: 0, arrivals: 0, disabled: false, queued: false };
+            set.members[slot] = Some(member);
+            set.count += 1;
+            set.mark_ready(fd, &mut self.owed_wakes);
+            if let Some(entry) = self.fds.get_mut(fd) {
+                entry.epolls.push(k.epfd);
+            }
+        }
+    }
+}
+
 impl<N: Nic + 'static> Accel<N> {
     /// After the kernel created an epoll fd.
     pub fn epoll_created(&self, epfd: i32) -> bool {
@@ -220,6 +263,14 @@ impl<N: Nic + 'static> Accel<N> {
                     let mut ev = libc::epoll_event { events, u64: data };
                     if unsafe { real::epoll_ctl(epfd, op, fd, &mut ev) } < 0 {
                         return Call::Done(Err(crate::last_errno()));
+                    }
+                    if let Some(entry) = rt.fds.get_mut(fd) {
+                        // A pending socket: remembered, to move to the accelerated half of the
+                        // set if it becomes accelerated (see `adopt_kernel_epolls`).
+                        entry.kernel_epolls.retain(|k| k.epfd != epfd);
+                        if op != libc::EPOLL_CTL_DEL {
+                            entry.kernel_epolls.push(KernelEpoll { epfd, events, data });
+                        }
                     }
                     let set = rt.fds.epoll_mut(epfd).unwrap();
                     match op {

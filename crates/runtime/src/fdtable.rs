@@ -105,11 +105,30 @@ pub(crate) struct Entry {
     /// The address bind() claimed for the socket (not a port-0 bind), given back when the
     /// socket closes.
     pub bound_to: Option<SocketAddr>,
+    /// Its registrations in kernel epoll sets, made while it was still a kernel socket
+    /// (pending): when it becomes accelerated they move to the sets' accelerated halves.
+    pub kernel_epolls: Vec<KernelEpoll>,
+}
+
+/// A pending socket's registration in a kernel epoll set: the set, and the event mask and data
+/// given to epoll_ctl.
+#[derive(Clone, Copy)]
+pub(crate) struct KernelEpoll {
+    pub epfd: i32,
+    pub events: u32,
+    pub data: u64,
 }
 
 impl Entry {
     pub(crate) fn new(fd: Fd) -> Entry {
-        Entry { fd, opts: SockOpts::default(), epolls: Vec::new(), connecting: false, bound_to: None }
+        Entry {
+            fd,
+            opts: SockOpts::default(),
+            epolls: Vec::new(),
+            connecting: false,
+            bound_to: None,
+            kernel_epolls: Vec::new(),
+        }
     }
 }
 

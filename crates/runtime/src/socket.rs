@@ -423,6 +423,7 @@ impl<N: Nic + 'static> Accel<N> {
                         let entry = rt.fds.get_mut(fd).unwrap();
                         entry.fd = Fd::Bound { local: addr, nonblock };
                         entry.bound_to = (addr.port() != 0).then_some(addr);
+                        rt.adopt_kernel_epolls(fd);
                         Call::Done(Ok(()))
                     }
                     Err(e) => {
@@ -538,6 +539,7 @@ impl<N: Nic + 'static> Accel<N> {
                     apply_conn_options(shard, id, &entry.opts);
                     rt.routing.accelerated_connect += 1;
                     rt.adopt(fd, Entry { fd: Fd::Conn { id, nonblock }, connecting: nonblock, ..entry }, id);
+                    rt.adopt_kernel_epolls(fd);
                     rt.flush_shard();
                     Call::Done(Err(if nonblock { Errno(libc::EINPROGRESS) } else { Errno::EAGAIN }))
                 }
@@ -742,7 +744,7 @@ impl<N: Nic + 'static> Accel<N> {
             match copy {
                 Some((fd, opts, id, bound_to)) => {
                     let udp = matches!(fd, Fd::Udp { .. });
-                    let entry = Entry { fd, opts, epolls: Vec::new(), connecting: false, bound_to };
+                    let entry = Entry { opts, bound_to, ..Entry::new(fd) };
                     rt.adopt(new, entry, id);
                     Some(udp)
                 }

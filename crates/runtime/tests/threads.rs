@@ -450,6 +450,50 @@ fn epoll_reports_only_what_is_ready_in_the_order_it_became_ready() {
     });
 }
 
+/// Each fd at most once per epoll_wait, whatever happened to it while it was on the ready list
+/// (Linux's rdllist holds an epitem once). A member removed while queued (EPOLL_CTL_DEL, or a
+/// close) left its fd on the ready list; added again (the same fd, or a new socket that got its
+/// number), it was queued a second time and a wait reported it twice: a server that closed the
+/// socket at the first event got the second for a closed fd.
+#[test]
+fn epoll_reports_an_fd_once_per_wait_after_it_left_the_set_while_ready_and_came_back() {
+    both_modes(|l| {
+        let rt = l.rt;
+        let epfd = epoll_set(rt);
+        let out = libc::EPOLLOUT as u32;
+        // Removed and added again while ready (writable from the start, so queued at once).
+        let fd = connect_echo(rt);
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, out, 1)).unwrap();
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_DEL, fd, 0, 0)).unwrap();
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, out, 2)).unwrap();
+        assert_eq!(wait_events(rt, epfd, 0), vec![(out, 2)]);
+        // Level-triggered, still writable: once again in the next wait, not twice.
+        assert_eq!(wait_events(rt, epfd, 0), vec![(out, 2)]);
+        // Closed while ready, and its number taken by another socket (dup2 onto it, so that no
+        // other test's thread can take the number meanwhile), added again.
+        let edge = (libc::EPOLLOUT | libc::EPOLLET) as u32;
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_MOD, fd, edge, 3)).unwrap();
+        rt.close(fd);
+        let other = connect_echo(rt);
+        assert_eq!(unsafe { libc::dup2(other, fd) }, fd);
+        rt.duplicated(other, fd);
+        rt.close(other);
+        assert_eq!(unsafe { libc::close(other) }, 0);
+        let reused = fd;
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, reused, edge, 4)).unwrap();
+        assert_eq!(wait_events(rt, epfd, 0), vec![(out, 4)]);
+        assert_eq!(wait_events(rt, epfd, 0), vec![], "edge-triggered: reported once");
+        // A oneshot member re-armed with EPOLL_CTL_MOD while it is still queued.
+        let once = (libc::EPOLLOUT | libc::EPOLLONESHOT) as u32;
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_MOD, reused, once, 5)).unwrap();
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_MOD, reused, once, 6)).unwrap();
+        assert_eq!(wait_events(rt, epfd, 0), vec![(out, 6)]);
+        assert_eq!(wait_events(rt, epfd, 0), vec![], "oneshot: disabled until re-armed");
+        rt.close(reused);
+        rt.close(epfd);
+    });
+}
+
 #[test]
 fn edge_triggered_and_oneshot_with_several_waiters() {
     both_modes(|l| {
@@ -1196,4 +1240,33 @@ fn a_negative_listen_backlog_is_somaxconn() {
 fn a_zero_listen_backlog_holds_one_connection() {
     let s = listen_and_fill(0, 4096, 1);
     assert_eq!((s.tcp_passive_opens, s.tcp_listen_overflows), (1, 1));
+}
+
+/// nginx adds an upstream socket to its epoll set before it connects it (ngx_event_connect_peer:
+/// socket, EPOLL_CTL_ADD, connect). The socket is still the kernel's then, so the registration
+/// went to the kernel set; once connected to an accelerated address it is a placeholder the
+/// kernel never reports, and the wait saw nothing: the registration must move with it.
+#[test]
+fn an_fd_added_to_epoll_before_its_connect_or_bind_reports_once_it_is_accelerated() {
+    both_modes(|l| {
+        let rt = l.rt;
+        let epfd = epoll_set(rt);
+        let fd = tcp_socket(rt, true);
+        let edge = (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLET) as u32;
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, edge, 7)).unwrap();
+        assert_eq!(done(rt.connect(fd, echo_addr())), Err(Errno(libc::EINPROGRESS)));
+        let connected = within("connected", move || wait_events(rt, epfd, -1));
+        assert_eq!(connected, vec![(libc::EPOLLOUT as u32, 7)]);
+        done(rt.send(fd, b"echo", false)).unwrap();
+        let echoed = within("echoed", move || wait_events(rt, epfd, -1));
+        assert!(echoed.len() == 1 && echoed[0].0 & libc::EPOLLIN as u32 != 0 && echoed[0].1 == 7, "{echoed:?}");
+        // Bound to our address after it was added: a bound socket is writable.
+        let bound = tcp_socket(rt, true);
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, bound, libc::EPOLLOUT as u32, 8)).unwrap();
+        done(rt.bind(bound, SocketAddr::V4(SocketAddrV4::new(OURS, 0)))).unwrap();
+        assert_eq!(wait_events(rt, epfd, 0), vec![(libc::EPOLLOUT as u32, 8)]);
+        for fd in [fd, bound, epfd] {
+            rt.close(fd);
+        }
+    });
 }

@@ -119,19 +119,21 @@ fn tcp_fin_timeout_ends_an_orphan_in_fin_wait_2() {
     assert_eq!(r.replies(), [], "it goes silently, as Linux's");
 }
 
-/// Rings in this rig: a receive ring of 65535 bytes (the peer's SYN has no window scaling) and
-/// a send ring of 128 KiB. The budget holds one of each.
-const RX_RING: usize = 65535;
-const TX_RING: usize = 128 * 1024;
-
 #[test]
-fn tcp_mem_high_refuses_what_needs_new_memory_until_it_is_freed() {
-    let high = RX_RING + TX_RING;
+fn tcp_mem_high_refuses_data_until_memory_is_freed() {
+    // What is charged is what the rings hold (Linux's `sk_mem_charge`): b holds 6 bytes it has
+    // not read, a 2 KiB it has not read and 6 KiB the peer has not acknowledged, which is all
+    // the budget.
+    let high = 6 + 8192;
     let mut r = Rig::new(|cfg| cfg.tcp_mem = TcpMem { low: high, pressure: high, high });
     let (a, una_a) = connect(&mut r, PEER_PORT);
     let (b, una_b) = connect(&mut r, PEER_PORT + 1);
-    r.segment(&from(PEER_PORT, PEER_SEQ, Some(una_a), TcpFlags::ACK | TcpFlags::PSH), b"request");
-    assert_eq!(r.shard.tcp_send(a, b"response"), Ok(8));
+    assert_eq!(r.shard.tcp_memory(), 0, "connections that hold nothing cost nothing");
+    r.segment(&from(PEER_PORT + 1, PEER_SEQ, Some(una_b), TcpFlags::ACK | TcpFlags::PSH), b"first!");
+    for k in 0..2 {
+        r.segment(&from(PEER_PORT, PEER_SEQ + k * 1024, Some(una_a), TcpFlags::ACK | TcpFlags::PSH), &[1; 1024]);
+    }
+    assert_eq!(r.shard.tcp_send(a, &[2; 6144]), Ok(6144));
     r.shard.poll(r.now);
     r.replies();
     assert_eq!(r.shard.tcp_memory(), high);
@@ -140,39 +142,69 @@ fn tcp_mem_high_refuses_what_needs_new_memory_until_it_is_freed() {
     r.segment(&TcpRepr { max_seg_size: Some(1460), ..from(PEER_PORT + 2, 5000, None, TcpFlags::SYN) }, &[]);
     assert_eq!(r.replies(), []);
     assert_eq!(r.shard.stats().tcp_listen_memory_drops, 1);
-    // Data for a connection without a ring: dropped, counted, acknowledged where it was.
-    r.segment(&from(PEER_PORT + 1, PEER_SEQ, Some(una_b), TcpFlags::ACK | TcpFlags::PSH), b"dropped");
+    // Data behind unread data: dropped, counted, acknowledged where it was.
+    r.segment(&from(PEER_PORT + 1, PEER_SEQ + 6, Some(una_b), TcpFlags::ACK | TcpFlags::PSH), b"dropped");
     let ack = r.replies();
-    assert!(ack.len() == 1 && ack[0].ack_number == Some(PEER_SEQ), "{ack:?}");
-    assert_eq!(r.shard.tcp_recv(b, &mut [0; 64]), Err(Errno::EAGAIN));
+    assert!(ack.len() == 1 && ack[0].ack_number == Some(PEER_SEQ + 6), "{ack:?}");
     assert_eq!(r.shard.stats().tcp_rcvq_drops, 1);
-    // A write that needs a send ring: EAGAIN, not writable.
+    // A write: EAGAIN, not writable.
     assert_eq!(r.shard.tcp_send(b, b"no room"), Err(Errno::EAGAIN));
     assert!(!r.shard.readiness(b).writable);
     let mut changed = Vec::new();
     r.shard.take_changed(&mut changed);
 
-    // a's exchange ends (its data acknowledged, the request read): at its next buffer check
-    // the rings go back, and b's writer is told it may write.
-    r.segment(&from(PEER_PORT, PEER_SEQ + 7, Some(una_a + 8), TcpFlags::ACK), &[]);
-    assert_eq!(r.shard.tcp_recv(a, &mut [0; 64]), Ok(7));
-    advance(&mut r, 2 * SECOND);
-    assert_eq!(r.shard.tcp_memory(), 0);
+    // a's data is acknowledged and its request read: the memory is back at once (no buffer
+    // check needed), and b's writer is told it may write.
+    // (Nagle holds the last 304 bytes until the first four segments are acknowledged.)
+    r.segment(&from(PEER_PORT, PEER_SEQ + 2048, Some(una_a + 4 * 1460), TcpFlags::ACK), &[]);
+    r.shard.poll(r.now);
+    r.replies();
+    r.segment(&from(PEER_PORT, PEER_SEQ + 2048, Some(una_a + 6144), TcpFlags::ACK), &[]);
+    assert_eq!(r.shard.tcp_recv(a, &mut [0; 4096]), Ok(2048));
+    assert_eq!(r.shard.tcp_memory(), 6);
+    r.shard.poll(r.now);
     r.shard.take_changed(&mut changed);
     assert!(changed.contains(&b), "b was not woken");
     assert!(r.shard.readiness(b).writable);
     assert_eq!(r.shard.tcp_send(b, b"room now"), Ok(8));
+    assert_eq!(r.shard.tcp_recv(b, &mut [0; 64]), Ok(6));
+}
+
+#[test]
+fn tcp_mem_ten_thousand_connections_holding_a_few_bytes_stay_under_low() {
+    // Linux charges the bytes queued: 10,000 connections with a 100-byte request each unread
+    // and a 100-byte response each unacknowledged hold 2 MB, far under `low`. Charged as
+    // whole rings (65535 + 128 KiB each) they were 1.9 GB: past Linux's `high` (1.5 GiB).
+    let mut r = Rig::new(|cfg| cfg.somaxconn = 10_000);
+    let mut ids = Vec::new();
+    for k in 0..10_000u32 {
+        let port = 10_000 + k as u16;
+        r.segment(&TcpRepr { max_seg_size: Some(1460), ..from(port, PEER_SEQ - 1, None, TcpFlags::SYN) }, &[]);
+        let una = r.replies()[0].seq_number.wrapping_add(1);
+        r.segment(&from(port, PEER_SEQ, Some(una), TcpFlags::ACK | TcpFlags::PSH), &[3; 100]);
+        let (id, _) = r.shard.tcp_accept(r.listener).unwrap();
+        assert_eq!(r.shard.tcp_send(id, &[4; 100]), Ok(100));
+        ids.push(id);
+        r.shard.poll(r.now);
+        r.replies();
+    }
+    assert_eq!(r.shard.tcp_memory(), 10_000 * 200);
+    assert!(r.shard.tcp_memory() < TcpMem::default().low);
+    let s = *r.shard.stats();
+    assert_eq!((s.tcp_memory_pressures, s.tcp_listen_memory_drops, s.tcp_rcvq_drops), (0, 0, 0));
 }
 
 #[test]
 fn out_of_order_data_alone_does_not_pin_a_receive_ring() {
     let mut r = Rig::new(|_| {});
     let (id, una) = connect(&mut r, PEER_PORT);
-    // One segment beyond a hole that is never filled.
+    // One segment beyond a hole that is never filled: charged about one segment (its
+    // truesize), not the ring it sits in.
     r.segment(&from(PEER_PORT, PEER_SEQ + 1000, Some(una), TcpFlags::ACK | TcpFlags::PSH), b"beyond");
-    assert_eq!(r.shard.tcp_memory(), RX_RING);
+    let one_segment = r.shard.tcp_memory();
+    assert!((tcp::SEGMENT_OVERHEAD..=1460 + tcp::SEGMENT_OVERHEAD).contains(&one_segment), "{one_segment}");
     advance(&mut r, SECOND);
-    assert_eq!(r.shard.tcp_memory(), RX_RING, "kept at the first buffer check");
+    assert_eq!(r.shard.tcp_memory(), one_segment, "kept at the first buffer check");
     advance(&mut r, SECOND);
     assert_eq!(r.shard.tcp_memory(), 0, "pruned at the second");
     let s = *r.shard.stats();
@@ -235,7 +267,7 @@ fn somaxconn_caps_the_listen_backlog() {
 /// is reset at its next retransmission or probe.
 #[test]
 fn tcp_mem_exhausted_resets_an_orphan_with_queued_data_at_its_next_timer() {
-    let high = 2 * TX_RING + RX_RING;
+    let high = 6 + 7 + 4096;
     let mut r = Rig::new(|cfg| cfg.tcp_mem = TcpMem { low: high, pressure: high, high });
     let (a, una_a) = connect(&mut r, PEER_PORT);
     let (b, una_b) = connect(&mut r, PEER_PORT + 1);
@@ -243,10 +275,10 @@ fn tcp_mem_exhausted_resets_an_orphan_with_queued_data_at_its_next_timer() {
     r.shard.tcp_send(a, b"queued").unwrap();
     r.shard.close(a).unwrap();
     r.shard.poll(r.now);
-    assert_eq!(r.replies(), [], "room for a ring: the orphan stays");
-    // b takes the rest of the memory.
+    assert_eq!(r.replies(), [], "memory left: the orphan stays");
+    // b takes the rest of the memory: a request unread, and a response.
     r.segment(&from(PEER_PORT + 1, PEER_SEQ, Some(una_b), TcpFlags::ACK | TcpFlags::PSH), b"request");
-    r.shard.tcp_send(b, b"response").unwrap();
+    assert_eq!(r.shard.tcp_send(b, &[5; 8192]), Ok(4096));
     r.shard.poll(r.now);
     r.replies();
     assert_eq!(r.shard.tcp_memory(), high);
@@ -286,4 +318,38 @@ fn every_rst_sent_is_counted_as_out_rsts() {
     r.segment(&from(PEER_PORT + 7, PEER_SEQ, Some(12345), TcpFlags::ACK), &[]);
     assert_eq!(r.replies().len(), 1);
     assert_eq!(r.shard.stats().tcp_rst_sent, 2, "and the answer to a segment of no connection");
+}
+
+/// Linux checks the accept queue twice: at the SYN, and when the handshake's last ACK arrives
+/// (`tcp_v4_syn_recv_sock`, `sk_acceptq_is_full`). There the ACK is dropped (ListenOverflows,
+/// ListenDrops), the connection stays half-open, and a later ACK completes it.
+#[test]
+fn a_full_accept_queue_drops_the_last_ack_of_a_handshake_and_a_later_one_completes_it() {
+    let mut r = Rig::new(|cfg| cfg.somaxconn = 1);
+    let mut una = Vec::new();
+    for port in [PEER_PORT, PEER_PORT + 1] {
+        r.segment(&TcpRepr { max_seg_size: Some(1460), ..from(port, PEER_SEQ - 1, None, TcpFlags::SYN) }, &[]);
+        una.push(r.replies()[0].seq_number.wrapping_add(1));
+    }
+    r.segment(&from(PEER_PORT, PEER_SEQ, Some(una[0]), TcpFlags::ACK), &[]);
+    let sockets = r.shard.socket_count();
+    // The queue (one) is full: the second handshake's ACK, with its request, is dropped.
+    r.segment(&from(PEER_PORT + 1, PEER_SEQ, Some(una[1]), TcpFlags::ACK | TcpFlags::PSH), b"request");
+    assert_eq!(r.replies(), []);
+    assert_eq!(r.shard.stats().tcp_listen_overflows, 1);
+    assert_eq!(r.shard.socket_count(), sockets, "the half-open connection stays");
+    let (first, _) = r.shard.tcp_accept(r.listener).unwrap();
+    assert_eq!(r.shard.tcp_accept(r.listener).map(|_| ()), Err(Errno::EAGAIN));
+    // Our SYN-ACK is retransmitted; the peer's next ACK completes the handshake.
+    advance(&mut r, SECOND);
+    let synack = r.replies();
+    assert!(
+        synack.iter().any(|s| s.dst_port == PEER_PORT + 1 && s.flags == TcpFlags::SYN | TcpFlags::ACK),
+        "{synack:?}"
+    );
+    r.segment(&from(PEER_PORT + 1, PEER_SEQ, Some(una[1]), TcpFlags::ACK | TcpFlags::PSH), b"request");
+    let (second, _) = r.shard.tcp_accept(r.listener).unwrap();
+    assert_ne!(first, second);
+    assert_eq!(r.shard.tcp_recv(second, &mut [0; 16]), Ok(7));
+    assert_eq!(r.shard.stats().tcp_listen_overflows, 1);
 }

@@ -192,3 +192,35 @@ fn a_cookie_ack_is_checked_only_within_two_minutes_of_the_last_cookie_sent() {
     let _ = cookie_handshake(&mut r, 40001);
     assert!(taken(&mut r, &ack));
 }
+
+#[test]
+fn linux_a_cookie_syn_ack_goes_once_per_syn_and_is_never_retransmitted() {
+    // Linux (`tcp_conn_request` with `want_cookie`): one SYN-ACK per SYN received while the SYN
+    // queue is full, and no state, so nothing retransmits it. A flood whose source ports wrap
+    // (hping3 increments them) hits the half-open connections again: those answer for
+    // themselves and retransmit their own SYN-ACKs, which are no cookies.
+    const SEC: u64 = 1_000_000_000;
+    let mut r = Rig::new(|cfg| cfg.syn_backlog = 4);
+    let (mut syns, mut answers) = (0, 0);
+    for wrap in 0..3u32 {
+        for p in 0..20u16 {
+            let seq = 1000 + wrap * 7919 + u32::from(p) * 13;
+            let syn = TcpRepr { src_port: 40000 + p, max_seg_size: Some(1460), ..base(seq, None, TcpFlags::SYN) };
+            r.segment(&syn, &[]);
+            syns += 1;
+            answers += r.replies().len();
+        }
+    }
+    let s = *r.shard.stats();
+    assert_eq!((s.tcp_passive_opens, s.tcp_syncookies_sent), (4, 3 * 16));
+    assert!(answers <= syns, "{answers} answers to {syns} SYNs");
+    // A minute and more: only the 4 half-open connections retransmit (Linux's 5 SYN-ACK retries).
+    let mut later = 0;
+    for _ in 0..100 {
+        r.now += SEC;
+        r.shard.poll(r.now);
+        later += r.replies().len();
+    }
+    assert_eq!(later, 4 * 5);
+    assert_eq!(r.shard.stats().tcp_syncookies_sent, 3 * 16);
+}

@@ -26,7 +26,8 @@
 //! errno meanings ([`Error`]), and the socket options that act on the connection itself
 //! (buffer sizes, SO_RCVLOWAT, SO_OOBINLINE, TCP_NODELAY, keepalive) are setters. The stack's
 //! memory budget (Linux's `tcp_mem`) comes in as a [`MemoryBudget`] before a call that may
-//! allocate a ring: the connection only obeys it; the accounting is the stack's.
+//! queue data, and [`Connection::charged_bytes`] says what the connection holds: the
+//! connection only obeys the budget; the accounting is the stack's.
 //!
 //! After every input or application call, the caller drains `poll_transmit` until `None`,
 //! drains `poll_event`, and re-arms its timer from `poll_timeout`:
@@ -84,7 +85,9 @@ mod tests;
 
 pub use config::{Config, Ecn, Keepalive};
 pub use congestion::{Congestion, CongestionAlgorithm, CongestionControl, Cubic, NewReno};
-pub use connection::{Connection, CookieOptions, Counters, Error, Event, Info, MemoryBudget, State};
+pub use connection::{
+    Connection, CookieOptions, Counters, Error, Event, Info, MemoryBudget, State, SEGMENT_OVERHEAD, SEND_QUANTUM,
+};
 pub use segment::{bare_segment, opens_connection, rst, rst_for_unmatched};
 pub use time_wait::{TimeWait, TimeWaitAction};
 

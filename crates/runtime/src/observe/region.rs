@@ -96,7 +96,7 @@ pub const SHARD_COUNTERS: &[(&str, &str)] = &[
     ("sockets", "sockets open: connections, listeners, UDP (gauge)"),
     ("time_wait", "TIME-WAIT entries (gauge)"),
     ("tcp_orphans", "connections closed by the application, still delivering (gauge)"),
-    ("tcp_mem_pages", "TCP ring memory in use, 4 KiB pages as tcp.mem counts them (gauge)"),
+    ("tcp_mem_pages", "TCP memory charged (bytes the rings hold), 4 KiB pages as tcp.mem counts them (gauge)"),
 ];
 
 /// Counters of the whole process: (name, meaning).

@@ -237,6 +237,7 @@ impl<N: Nic> Shard<N> {
             s.reported.readable = false;
         }
         let n = r?;
+        self.recharge(id);
         // Reading may open the window: let the connection send an update.
         self.mark_dirty(id);
         Ok(n)

@@ -1,14 +1,16 @@
-//! Linux's limits on what TCP connections may hold, per shard (shards share nothing): the ring
-//! memory of every connection counted against `tcp_mem` (low, pressure, high), the budget a
-//! connection is told before it may allocate a ring (`tcp::MemoryBudget`), the writers waiting
-//! for memory, out-of-order data pruned so that it does not pin a receive ring, and the orphans
+//! Linux's limits on what TCP connections may hold, per shard (shards share nothing): what
+//! every connection's rings hold counted against `tcp_mem` (low, pressure, high) as Linux's
+//! `sk_mem_charge` counts it (bytes queued, out-of-order data at its truesize:
+//! `tcp::Connection::charged_bytes`; not the rings' capacity), the budget a connection is told
+//! before a call that may queue data (`tcp::MemoryBudget`), the writers waiting for memory,
+//! out-of-order data pruned so that it does not pin a receive ring, and the orphans
 //! (`tcp_max_orphans`).
 //!
 //! What each limit does, as Linux does it: above `pressure` (until below `low`) receive windows
-//! stop growing and out-of-order data is pruned at the connection's next buffer check; a ring
-//! that would take the memory past `high` is not allocated (received data is dropped and
-//! counted, a write says EAGAIN and is woken when memory is freed, a SYN is dropped); an orphan
-//! beyond `max_orphans`, or one with queued data while no ring fits, is reset
+//! stop growing and out-of-order data is pruned at the connection's next buffer check; data
+//! that would take the memory past `high` is not queued (a received segment is dropped and
+//! counted unless it is in-order data for an empty receive queue, a write says EAGAIN and is woken when memory is freed, a SYN is dropped); an orphan
+//! beyond `max_orphans`, or one with queued data while memory is past `high`, is reset
 //! (`TCPAbortOnMemory`). It must not build segments (the connection and [`super::tcp`] do).
 
 use nic::Nic;
@@ -20,7 +22,7 @@ use super::{Shard, SocketId};
 /// Linux's page, the unit of its `tcp_mem`.
 pub const PAGE: usize = 4096;
 
-/// The TCP memory limits (Linux `tcp_mem`), in bytes of ring memory.
+/// The TCP memory limits (Linux `tcp_mem`), in bytes charged (see the module doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TcpMem {
     /// Below this, memory pressure ends.
@@ -32,13 +34,11 @@ pub struct TcpMem {
 }
 
 impl Default for TcpMem {
-    /// Four times what Linux gives a 16 GiB host (it sizes `tcp_mem` from the RAM: `pressure`
-    /// is 1/16 of it, `low` 3/4 of that, `high` twice `low`): 3 GiB, 4 GiB, 6 GiB. Four times,
-    /// because a ring is charged whole (128 KiB) where Linux charges the bytes queued: with
-    /// Linux's figures, 10,000 busy connections (2.5 GiB of rings, under 300 MB resident)
-    /// passed `high` and were refused memory they did not use.
+    /// What Linux gives a 16 GiB host (`tcp_init_mem`: `pressure` is 1/16 of the memory, `low`
+    /// 3/4 of that, `high` twice `low`): 196,608, 262,144 and 393,216 pages (768 MiB, 1 GiB,
+    /// 1.5 GiB), charged as Linux charges.
     fn default() -> Self {
-        TcpMem { low: 786_432 * PAGE, pressure: 1_048_576 * PAGE, high: 1_572_864 * PAGE }
+        TcpMem { low: 196_608 * PAGE, pressure: 262_144 * PAGE, high: 393_216 * PAGE }
     }
 }
 
@@ -58,10 +58,10 @@ impl<N: Nic> Shard<N> {
         }
     }
 
-    /// Counts connection `id`'s rings again after a call that may have allocated or freed one.
+    /// Counts what connection `id`'s rings hold again after a call that may have changed it.
     pub(super) fn recharge(&mut self, id: SocketId) {
         let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
-        let bytes = s.conn.buffer_bytes();
+        let bytes = s.conn.charged_bytes();
         let before = std::mem::replace(&mut s.charged, bytes);
         // Nearly always the same rings: then the shard's use, its pressure and the waiters'
         // lot are what the last change left.
@@ -70,9 +70,9 @@ impl<N: Nic> Shard<N> {
         }
     }
 
-    /// A connection's rings went from `before` to `after` bytes: pressure is entered above
+    /// A connection's charge went from `before` to `after` bytes: pressure is entered above
     /// `pressure` and left below `low` (Linux's hysteresis), and writers waiting for memory
-    /// look again once a send ring of the shard's size fits.
+    /// look again once a write fits (`tcp::SEND_QUANTUM`).
     pub(super) fn memory_changed(&mut self, before: usize, after: usize) {
         self.tcp_mem_used = self.tcp_mem_used - before + after;
         let limits = self.cfg.tcp_mem;
@@ -82,8 +82,7 @@ impl<N: Nic> Shard<N> {
         } else if self.mem_pressure && self.tcp_mem_used < limits.low {
             self.mem_pressure = false;
         }
-        let ring = self.cfg.tcp.snd_buf as usize;
-        if after < before && !self.mem_waiters.is_empty() && self.tcp_mem_used + ring <= limits.high {
+        if after < before && !self.mem_waiters.is_empty() && self.tcp_mem_used + tcp::SEND_QUANTUM <= limits.high {
             for id in std::mem::take(&mut self.mem_waiters) {
                 if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
                     s.mem_waiting = false;
@@ -103,15 +102,15 @@ impl<N: Nic> Shard<N> {
         }
     }
 
-    /// Whether a new connection's receive ring (`rcv_buf` bytes) fits the budget.
-    pub(super) fn room_for_connection(&self, rcv_buf: u32) -> bool {
-        self.tcp_mem_used + rcv_buf as usize <= self.cfg.tcp_mem.high
+    /// Whether memory is left for a new connection: charged memory below `high`.
+    pub(super) fn room_for_connection(&self) -> bool {
+        self.tcp_mem_used < self.cfg.tcp_mem.high
     }
 
     /// Linux `tcp_check_oom` for an orphan with `queued` bytes still to send: more orphans
-    /// than `max_orphans`, or data queued while no send ring of the shard's size fits.
+    /// than `max_orphans`, or data queued while memory is past `high` (`tcp_out_of_memory`).
     pub(super) fn orphan_out_of_resources(&self, queued: usize) -> bool {
-        let no_room = self.tcp_mem_used + self.cfg.tcp.snd_buf as usize > self.cfg.tcp_mem.high;
+        let no_room = self.tcp_mem_used >= self.cfg.tcp_mem.high;
         self.orphans > self.cfg.max_orphans || (queued > 0 && no_room)
     }
 

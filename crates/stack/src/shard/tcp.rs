@@ -172,6 +172,14 @@ impl<N: Nic> Shard<N> {
 
         if let Some(&id) = self.conns.get(&tuple) {
             self.glean(t);
+            if self.accept_queue_full_at_handshake(id, &repr, payload.len()) {
+                // Linux `tcp_v4_syn_recv_sock` on a full accept queue: the handshake's last
+                // ACK (and any data on it) is dropped, counted in ListenOverflows and
+                // ListenDrops; the connection stays in SYN-RECEIVED, and the peer's
+                // retransmission, or the one our SYN-ACK's retransmission draws, completes it.
+                self.stats.tcp_listen_overflows += 1;
+                return false;
+            }
             let now = self.now;
             self.give_budget(id);
             let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return false };
@@ -225,6 +233,15 @@ impl<N: Nic> Shard<N> {
         false
     }
 
+    /// Whether `repr` would complete passive connection `id`'s handshake while its listener's
+    /// accept queue is full.
+    fn accept_queue_full_at_handshake(&self, id: SocketId, repr: &TcpRepr, payload_len: usize) -> bool {
+        let Some(Socket::Tcp(s)) = self.socket(id) else { return false };
+        let Some(lid) = s.listener else { return false };
+        s.conn.completes_handshake(repr, payload_len)
+            && matches!(self.socket(lid), Some(Socket::Listener(l)) if l.accept_queue.len() >= l.backlog)
+    }
+
     /// The listener of `group` that takes connection `tuple`: with SO_REUSEPORT, a keyed hash
     /// of the 4-tuple spreads connections over the members the application waits on (all of
     /// them while it waits on none), and sends a SYN-cookie ACK to the member its SYN went to
@@ -250,9 +267,8 @@ impl<N: Nic> Shard<N> {
             _ => return,
         };
         let cfg = self.conn_config(&tuple, buffers);
-        if !self.room_for_connection(cfg.rcv_buf) {
-            // No memory for its receive ring (Linux drops the SYN: ListenDrops): the peer
-            // retries.
+        if !self.room_for_connection() {
+            // No memory left (Linux drops the SYN: ListenDrops): the peer retries.
             self.stats.tcp_listen_memory_drops += 1;
             return;
         }
@@ -349,7 +365,7 @@ impl<N: Nic> Shard<N> {
             _ => Buffers::default(),
         };
         let cfg = self.conn_config(&tuple, buffers);
-        if !self.room_for_connection(cfg.rcv_buf) {
+        if !self.room_for_connection() {
             self.stats.tcp_listen_memory_drops += 1;
             return true;
         }

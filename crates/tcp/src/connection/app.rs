@@ -45,8 +45,11 @@ impl Connection {
             return Err(Error::WouldBlock);
         }
         self.snd.buf.ensure(self.p.snd_buf as usize);
-        let room = (self.p.snd_buf as usize).saturating_sub(self.snd.buf.len());
+        let room = (self.p.snd_buf as usize).saturating_sub(self.snd.buf.len()).min(self.mem_room());
         let n = self.snd.buf.push(&data[..data.len().min(room)]);
+        if self.mem_room != u16::MAX {
+            self.mem_room -= n as u16;
+        }
         if n < data.len() {
             self.snd.write_blocked = true;
         }
@@ -276,22 +279,26 @@ impl Connection {
         (self.snd.buf.is_allocated(), self.rcv.buf.is_allocated())
     }
 
-    /// Ring memory allocated, send and receive together: what the stack's budget (Linux's
-    /// `tcp_mem`) counts.
+    /// Ring memory allocated, send and receive together (what the process holds for it).
     pub fn buffer_bytes(&self) -> usize {
         self.snd.buf.capacity() + self.rcv.buf.capacity()
     }
 
-    /// What the stack's memory budget allows from now on: whether it is under pressure
-    /// (windows stop growing) and how much new ring memory this connection may allocate.
-    pub fn set_memory_budget(&mut self, budget: MemoryBudget) {
-        let room = budget.room as usize;
-        self.flags.set(Flag::MemoryPressure, budget.pressure);
-        self.flags.set(Flag::NoRoomToSend, self.p.snd_buf as usize > room);
-        self.flags.set(Flag::NoRoomToReceive, self.rx_ring_size() > room);
+    /// What the stack's budget (Linux's `tcp_mem`) counts, as Linux's `sk_mem_charge` does:
+    /// the bytes the rings hold (data to send or to be acknowledged, data to read), and
+    /// out-of-order data at its truesize (see `SEGMENT_OVERHEAD`); not the rings' capacity.
+    pub fn charged_bytes(&self) -> usize {
+        self.snd.buf.len() + self.rcv.buf.len() + self.out_of_order_charge()
     }
 
-    /// The application saw EAGAIN because the budget had no room for the send ring: the stack
+    /// What the stack's memory budget allows from now on: whether it is under pressure
+    /// (windows stop growing) and how many more bytes the rings may take on.
+    pub fn set_memory_budget(&mut self, budget: MemoryBudget) {
+        self.flags.set(Flag::MemoryPressure, budget.pressure);
+        self.mem_room = budget.room.min(u32::from(u16::MAX)) as u16;
+    }
+
+    /// The application saw EAGAIN because the budget had no room for its data: the stack
     /// wakes it when memory is freed.
     pub fn send_waits_for_memory(&self) -> bool {
         self.snd.write_blocked && !self.may_allocate_send()

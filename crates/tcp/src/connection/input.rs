@@ -129,6 +129,19 @@ impl Connection {
         self.events |= EV_CONNECTED | EV_WRITABLE;
     }
 
+    /// In SYN-RECEIVED, whether `seg` (with `payload_len` bytes) is the ACK that completes the
+    /// handshake: an acceptable sequence number, no RST or SYN, an ACK of our SYN. The stack
+    /// asks before handing it over, to look at the listener's accept queue first as Linux's
+    /// `tcp_check_req` does (`syn_recv_sock` fails on a full queue and the ACK is dropped).
+    pub fn completes_handshake(&self, seg: &TcpRepr, payload_len: usize) -> bool {
+        if self.state != State::SynReceived || seg.flags.intersects(TcpFlags::RST | TcpFlags::SYN) {
+            return false;
+        }
+        let Some(ack) = seg.ack_number else { return false };
+        let seg_len = payload_len as u32 + u32::from(seg.flags.contains(TcpFlags::FIN));
+        self.acceptable(seg.seq_number, seg_len, false) && seq::gt(ack, self.snd.una) && seq::le(ack, self.snd.max)
+    }
+
     /// RFC 9293 3.10.7.4, for every state after SYN-SENT.
     fn handle_synchronized(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8], ce: bool) {
         let rst = seg.flags.contains(TcpFlags::RST);
@@ -547,7 +560,11 @@ impl Connection {
                 self.ecn.insert(EcnBit::Echo);
             }
             let off = seq.wrapping_sub(self.rcv.nxt) as usize;
-            if !self.rcv.buf.is_allocated() && self.flags.has(Flag::NoRoomToReceive) {
+            let charge = if off == 0 { data.len() } else { data.len() + SEGMENT_OVERHEAD };
+            // In-order data for an empty receive queue is taken whatever the budget says
+            // (Linux's `sk_forced_mem_schedule`): a connection can always make progress.
+            let forced = off == 0 && self.rcv.buf.len() == 0;
+            if charge > self.mem_room() && !forced {
                 // Over the stack's memory budget (Linux `tcp_data_queue` when
                 // `tcp_try_rmem_schedule` fails): dropped, and an ACK says where we are; the
                 // peer sends it again.

@@ -254,8 +254,9 @@ pub struct MemoryBudget {
     /// The stack is under memory pressure: the window we advertise stops growing beyond four
     /// segments (Linux clamps `rcv_ssthresh` to 4 * advmss in `tcp_under_memory_pressure`).
     pub pressure: bool,
-    /// Bytes of new ring memory the connection may allocate: a ring larger than this is not
-    /// allocated (its data is dropped, or `send` says EAGAIN).
+    /// Bytes the connection may add to what its rings hold (see
+    /// [`Connection::charged_bytes`]): a segment whose charge exceeds it is dropped, and `send`
+    /// queues at most this much (EAGAIN below [`SEND_QUANTUM`]).
     pub room: u32,
 }
 
@@ -276,11 +277,15 @@ enum Flag {
     InvalidAcked,
     /// The stack is under memory pressure (see [`MemoryBudget`]).
     MemoryPressure,
-    /// The budget had no room for the send ring when last set (an allocated one is kept).
-    NoRoomToSend,
-    /// The budget had no room for the receive ring when last set.
-    NoRoomToReceive,
 }
+
+/// What a write needs from the memory budget before it queues anything: Linux's
+/// `SK_MEM_QUANTUM` (a page), the unit in which `sk_wmem_schedule` takes memory.
+pub const SEND_QUANTUM: usize = 4096;
+
+/// What Linux's `skb->truesize` adds to a segment's bytes (the `sk_buff` and its shared info,
+/// rounded as the kernel allocates them): the charge of out-of-order data per segment held.
+pub const SEGMENT_OVERHEAD: usize = 768;
 
 impl Bit for Flag {
     fn index(self) -> u8 {
@@ -341,6 +346,9 @@ pub struct Connection {
     owed: Bits<Owed>,
     rst: Rst,
     flags: Bits<Flag>,
+    /// Bytes the memory budget lets the rings take on now ([`MemoryBudget::room`]), where
+    /// `u16::MAX` stands for that much or more: see `mem_room`.
+    mem_room: u16,
     local_port: u16,
     remote_port: u16,
     state: State,
@@ -385,6 +393,7 @@ impl Connection {
             rst: Rst::default(),
             owed: Bits::default(),
             flags: Bits::default(),
+            mem_room: u16::MAX,
             local_port,
             remote_port,
             state: State::Closed,
@@ -499,9 +508,30 @@ impl Connection {
         self.rx_cap().max(self.rcv.wnd() as usize)
     }
 
-    /// Whether the send ring is allocated or the budget had room for it.
+    /// Bytes the memory budget lets the rings take on now. 64 KiB and more are not told apart
+    /// (2 bytes, not 4, keep the struct at its size): that much room is no limit, so a write
+    /// near `high` may overshoot it by less than one send ring, as Linux's per-socket forward
+    /// allocation lets a socket overshoot.
+    fn mem_room(&self) -> usize {
+        match self.mem_room {
+            u16::MAX => usize::MAX,
+            room => usize::from(room),
+        }
+    }
+
+    /// Whether the memory budget lets a write queue data.
     fn may_allocate_send(&self) -> bool {
-        self.snd.buf.is_allocated() || !self.flags.has(Flag::NoRoomToSend)
+        self.mem_room() >= SEND_QUANTUM
+    }
+
+    /// What out-of-order data costs the budget: each range as whole segments of the largest
+    /// size seen, each with [`SEGMENT_OVERHEAD`] (Linux charges an out-of-order skb its
+    /// truesize: one byte costs about a segment, never a ring).
+    fn out_of_order_charge(&self) -> usize {
+        let mss = usize::from(self.rcv.mss.max(1));
+        let segments: usize =
+            self.rcv.ooo.ranges().iter().map(|&(s, e)| (e.wrapping_sub(s) as usize).div_ceil(mss)).sum();
+        segments * (mss + SEGMENT_OVERHEAD)
     }
 
     /// An orphan: the application closed the connection (it will read nothing more) while it

@@ -1,49 +1,68 @@
-//! Group 18: the stack's memory budget (Linux's `tcp_mem`) as a connection sees it: no room
-//! means a ring is not allocated (received data dropped and counted, `send` says EAGAIN),
+//! Group 18: the stack's memory budget (Linux's `tcp_mem`) as a connection sees it: what it is
+//! charged (the bytes its rings hold), no room means data is not queued (a received segment
+//! dropped and counted, `send` says EAGAIN),
 //! pressure stops the window growing, and out-of-order data can be pruned so that it does not
 //! pin a receive ring.
 
 use super::harness::*;
-use crate::{Config, Error, MemoryBudget};
+use crate::{Config, Error, MemoryBudget, SEGMENT_OVERHEAD, SEND_QUANTUM};
 
 const NO_ROOM: MemoryBudget = MemoryBudget { pressure: true, room: 0 };
 
 #[test]
-fn tcp_mem_data_that_needs_a_new_ring_is_dropped_and_counted() {
+fn tcp_mem_data_beyond_the_room_is_dropped_and_counted() {
     let (mut c, now) = established(&plain());
     c.set_memory_budget(NO_ROOM);
+    // In order, to an empty receive queue: taken all the same (Linux's
+    // `sk_forced_mem_schedule`), so that the connection always makes progress.
     feed(&mut c, now, data(PISS + 1, ISS + 1, 100));
-    feed(&mut c, now, data(PISS + 201, ISS + 1, 100)); // out of order
-    assert_eq!(c.recv(&mut [0; 300]), Err(Error::WouldBlock));
-    assert_eq!(c.buffers_allocated(), (false, false));
+    assert_eq!(c.charged_bytes(), 100);
+    // With data waiting to be read, in order or not: dropped (Linux `tcp_data_queue` when
+    // `tcp_try_rmem_schedule` fails), counted, and acknowledged where we are.
+    feed(&mut c, now, data(PISS + 101, ISS + 1, 100));
+    feed(&mut c, now, data(PISS + 301, ISS + 1, 100)); // out of order
+    assert_eq!(c.charged_bytes(), 100);
     let acks = poll_all(&mut c, now);
-    assert!(!acks.is_empty() && acks.iter().all(|a| a.ack() == Some(PISS + 1) && a.len() == 0), "{acks:?}");
+    assert!(!acks.is_empty() && acks.iter().all(|a| a.ack() == Some(PISS + 101) && a.len() == 0), "{acks:?}");
     let n = c.counters();
     assert_eq!((n.rcvq_drops, n.ofo_drops), (1, 1));
     // Memory is back: the retransmission is taken.
     c.set_memory_budget(MemoryBudget::default());
-    feed(&mut c, now, data(PISS + 1, ISS + 1, 100));
-    assert_eq!(c.recv(&mut [0; 300]), Ok(100));
-    // A ring already allocated is kept whatever the budget says.
-    c.set_memory_budget(NO_ROOM);
     feed(&mut c, now, data(PISS + 101, ISS + 1, 100));
-    assert_eq!(c.recv(&mut [0; 300]), Ok(100));
+    assert_eq!(c.charged_bytes(), 200);
+    assert_eq!(c.recv(&mut [0; 300]), Ok(200));
+    assert_eq!(c.charged_bytes(), 0);
 }
 
 #[test]
-fn tcp_mem_send_says_eagain_until_the_ring_fits() {
+fn tcp_mem_send_says_eagain_below_a_page_of_room_and_queues_at_most_the_room() {
     let (mut c, _) = established(&plain());
-    c.set_memory_budget(MemoryBudget { pressure: true, room: 128 * 1024 - 1 });
+    c.set_memory_budget(MemoryBudget { pressure: true, room: SEND_QUANTUM as u32 - 1 });
     assert_eq!(c.send_space(), 0);
     assert!(!c.is_writable());
     assert_eq!(c.send(b"hello"), Err(Error::WouldBlock));
     assert!(c.send_waits_for_memory());
-    assert_eq!(c.buffer_bytes(), 0);
-    c.set_memory_budget(MemoryBudget { pressure: true, room: 128 * 1024 });
+    assert_eq!(c.charged_bytes(), 0);
+    c.set_memory_budget(MemoryBudget { pressure: true, room: SEND_QUANTUM as u32 });
     assert!(c.is_writable());
-    assert_eq!(c.send(b"hello"), Ok(5));
-    assert!(!c.send_waits_for_memory());
-    assert_eq!(c.buffer_bytes(), 128 * 1024);
+    assert_eq!(c.send(&[7; 10_000]), Ok(SEND_QUANTUM));
+    assert!(c.send_waits_for_memory(), "the rest waits for memory, not for the peer");
+    assert_eq!(c.charged_bytes(), SEND_QUANTUM, "the bytes queued, not the 128 KiB ring");
+}
+
+#[test]
+fn tcp_mem_charges_what_the_rings_hold_not_their_size() {
+    // Linux's `sk_mem_charge`: queued bytes (and truesize), never a buffer's capacity.
+    let cfg = Config { window_scale: false, timestamps: false, ..Config::default() };
+    let (mut c, now) = established(&cfg);
+    assert_eq!(c.send(b"abc"), Ok(3));
+    feed(&mut c, now, data(PISS + 1, ISS + 1, 5));
+    assert_eq!(c.charged_bytes(), 3 + 5);
+    assert!(c.buffer_bytes() >= 2 * 65535, "{}", c.buffer_bytes());
+    // One out-of-order byte costs about one segment (its truesize), not a ring.
+    feed(&mut c, now, data(PISS + 1001, ISS + 1, 1));
+    let ooo = c.charged_bytes() - 8;
+    assert!((SEGMENT_OVERHEAD..=1460 + SEGMENT_OVERHEAD).contains(&ooo), "{ooo}");
 }
 
 /// The window announced once the application has read everything: the whole buffer, or four

@@ -32,8 +32,8 @@ fn connection_is_small() {
     // RST lost its Option and the SACK scoreboard and out-of-order ranges their fat pointers.
     // What is left is state (no counter in it has a provably smaller range), and every part
     // pads to its own alignment. Linux's MIB counters TCPAbortOnTimeout, TCPRcvQDrop and
-    // TCPOFODrop, and `tcp_orphan_retries`, made it 536 (the memory budget's state is three
-    // bits of `flags`).
+    // TCPOFODrop, and `tcp_orphan_retries`, made it 536 (the memory budget's state is a bit
+    // of `flags` and the room, 2 bytes that fit in padding).
     assert!(size <= 536, "{size}");
     assert!(core::mem::size_of::<crate::TimeWait>() <= 48);
 }
