@@ -47,6 +47,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+pub mod profile;
+
 /// The environment variable that names the config file (`pronghorn lab exec a` sets it).
 pub const ENV_VAR: &str = "PRONGHORN_CONFIG";
 
