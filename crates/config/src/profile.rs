@@ -167,6 +167,16 @@ busy_poll_us = 7
     }
 
     #[test]
+    fn a_config_written_by_lab_up_leaves_the_profiles_keys_to_it() {
+        let written = Config::parse(USER, path()).unwrap();
+        let mut written = written;
+        written.runtime.busy_poll_us = 0;
+        let m = Profile::named("latency").unwrap().apply(&written.to_toml(), path()).unwrap();
+        assert_eq!((m.config.runtime.busy_poll_us, m.config.runtime.spin_us), (50, 50));
+        assert!(m.settings.iter().all(|s| s.user_value.is_none()));
+    }
+
+    #[test]
     fn an_unknown_profile_lists_the_known_ones() {
         let e = Profile::named("fast").err().unwrap();
         assert_eq!(e, "unknown profile \"fast\": the profiles are latency, throughput, redis, mariadb, nginx");
