@@ -8,6 +8,7 @@ mod inspect;
 mod lab;
 mod reap;
 mod run;
+mod topo;
 
 use clap::{Parser, Subcommand};
 
@@ -40,6 +41,8 @@ enum Command {
     Lat(inspect::LatArgs),
     /// Capture a process's frames into a pcapng file.
     Pcap(inspect::PcapArgs),
+    /// The host's NUMA layout as a stack sees it, or where a process's threads and memory are, with advice.
+    Topo(topo::TopoArgs),
     /// Cleans up after an accelerated process that gave up root (started by the runtime).
     #[command(hide = true)]
     Reap(reap::ReapArgs),
@@ -61,6 +64,7 @@ fn main() {
         Command::Conns(args) => inspect::conns(args),
         Command::Lat(args) => inspect::lat(args),
         Command::Pcap(args) => inspect::pcap(args),
+        Command::Topo(args) => topo::run(args),
         Command::Reap(args) => reap::run(args),
     };
     match result {

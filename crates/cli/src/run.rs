@@ -5,20 +5,30 @@
 //! pointing at the config and `PRONGHORN_ACCEL_PID` naming the process to accelerate: the exec
 //! keeps this pid, so CMD is accelerated and the children it forks or execs are not.
 //! `PRONGHORN_EXE` names this binary: a CMD that drops root starts `pronghorn reap` with it.
+//! With `--profile NAME` the process reads the config with the profile laid under it: a file in
+//! the run directory named after the profile and a hash of its text (written once per
+//! distinct merge and read by the process when it opens its first socket, so it stays there).
 
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use config::profile::Profile;
 use config::Config;
+use runtime::observe::region;
 
 #[derive(Args)]
 pub struct RunArgs {
     /// The config file (default: $PRONGHORN_CONFIG).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Lay a shipped profile under the config (`pronghorn config check --profile NAME` lists its keys).
+    #[arg(long)]
+    profile: Option<String>,
     /// The command and its arguments (after `--`).
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -26,8 +36,13 @@ pub struct RunArgs {
 
 pub fn run(args: RunArgs) -> Result<i32> {
     let path = Config::locate(args.config.as_deref())?;
-    Config::load(&path)?;
-    let path = std::fs::canonicalize(&path).with_context(|| format!("cannot resolve {}", path.display()))?;
+    let path = match &args.profile {
+        None => {
+            Config::load(&path)?;
+            std::fs::canonicalize(&path).with_context(|| format!("cannot resolve {}", path.display()))?
+        }
+        Some(name) => profiled_config(&path, name)?,
+    };
     let exe = std::env::current_exe().context("cannot find the pronghorn binary's own path")?;
     let lib = exe.with_file_name("libpronghorn.so");
     if !lib.exists() {
@@ -49,4 +64,35 @@ pub fn run(args: RunArgs) -> Result<i32> {
         .env("PRONGHORN_EXE", &exe)
         .exec();
     bail!("cannot run {}: {err}", args.command[0])
+}
+
+/// The config at `path` with profile `name` laid under it, as a file in the run directory.
+fn profiled_config(path: &Path, name: &str) -> Result<PathBuf> {
+    let profile = Profile::named(name).map_err(anyhow::Error::msg)?;
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
+    let merged = profile.apply(&text, path)?;
+    let file = region::run_dir().join(format!("pronghorn-profile.{name}.{:016x}.toml", fnv1a(&merged.text)));
+    if std::fs::read_to_string(&file).ok().as_deref() == Some(merged.text.as_str()) {
+        return Ok(file);
+    }
+    // Written aside and renamed: a reader never sees half a file, and a file another user put
+    // there under that name is not written through (the rename fails in a sticky directory).
+    let aside = file.with_extension(format!("{}.new", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(&aside)
+        .and_then(|mut f| f.write_all(merged.text.as_bytes()))
+        .and_then(|()| std::fs::rename(&aside, &file));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&aside);
+        bail!("cannot write the config with profile {name} to {}: {e}", file.display());
+    }
+    Ok(file)
+}
+
+/// FNV-1a, 64 bits: names the merged config's file by its text.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }

@@ -449,6 +449,13 @@ fn tcp_and_udp_interop_with_the_kernel_over_af_packet() {
     }
 }
 
+/// The accelerated processes as `pronghorn ps --json` lists them.
+fn ps_json() -> Vec<serde_json::Value> {
+    let o = pronghorn(&["ps", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
 /// `pronghorn run -- redis-server` in side a, killed when dropped.
 struct Redis {
     child: Child,
@@ -456,7 +463,14 @@ struct Redis {
 
 impl Redis {
     fn start(lab: &Lab, dir: &Path, extra: &[&str]) -> Redis {
-        let mut args = vec![bin(), "run", "--", "redis-server", "--bind", "10.99.0.1", "--port", "6379"];
+        Redis::start_with(lab, dir, &[], extra)
+    }
+
+    /// With `run_options` (`--profile NAME`) before the command.
+    fn start_with(lab: &Lab, dir: &Path, run_options: &[&str], extra: &[&str]) -> Redis {
+        let mut args = vec![bin(), "run"];
+        args.extend_from_slice(run_options);
+        args.extend_from_slice(&["--", "redis-server", "--bind", "10.99.0.1", "--port", "6379"]);
         args.extend_from_slice(&["--save", "", "--protected-mode", "no", "--daemonize", "no"]);
         args.extend_from_slice(&["--dir", dir.to_str().unwrap()]);
         args.extend_from_slice(extra);
@@ -1910,9 +1924,9 @@ fn one_process_with_two_shards_serves_and_connects_on_both_queues() {
     let dir = std::env::temp_dir().join(format!("pronghorn-shards-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = std::fs::read_to_string(lab.config_a()).unwrap();
-    assert!(cfg.contains("shards = 1"), "{cfg}");
+    assert!(!cfg.contains("[runtime]"), "the lab writes no default keys: {cfg}");
     let cfg_path = dir.join("shards.toml");
-    std::fs::write(&cfg_path, cfg.replace("shards = 1", "shards = 2")).unwrap();
+    std::fs::write(&cfg_path, cfg + "\n[runtime]\nshards = 2\n").unwrap();
     let cfg_arg = cfg_path.to_str().unwrap();
 
     // As a server.
@@ -2038,10 +2052,7 @@ fn a_running_redis_is_seen_by_ps_conns_stat_lat_and_pcap() {
     let mut redis = Redis::start(&lab, &dir, &[]);
 
     // ps: the process, its interface and address.
-    let o = pronghorn(&["ps", "--json"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let procs: Vec<serde_json::Value> =
-        String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let procs = ps_json();
     let me = procs
         .iter()
         .find(|p| {
@@ -2279,10 +2290,9 @@ fn orphans_beyond_max_orphans_are_reset_and_the_others_deliver_everything() {
     let dir = std::env::temp_dir().join(format!("pronghorn-orphans-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = std::fs::read_to_string(lab.config_a()).unwrap();
-    assert!(cfg.contains("max_orphans = 131072") && cfg.contains("drive = \"auto\""), "{cfg}");
+    assert!(!cfg.contains("[runtime]") && !cfg.contains("[tcp]"), "the lab writes no default keys: {cfg}");
     // A stack thread drives the orphans while the server sleeps.
-    let cfg =
-        cfg.replace("max_orphans = 131072", "max_orphans = 2").replace("drive = \"auto\"", "drive = \"dedicated\"");
+    let cfg = cfg + "\n[runtime]\ndrive = \"dedicated\"\n\n[tcp]\nmax_orphans = 2\n";
     let cfg_path = dir.join("orphans.toml");
     std::fs::write(&cfg_path, cfg).unwrap();
     let peer = peer_py();
@@ -2306,5 +2316,73 @@ fn orphans_beyond_max_orphans_are_reset_and_the_others_deliver_everything() {
         assert_eq!(clients[i]["bytes"], queued["queued"][i], "connection {i}: {clients} {queued}");
     }
     assert_eq!(exit_stat(&stderr, 0, "tcp_abort_on_memory"), 2, "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 25: redis under `--profile latency` answers (the process reads the merged config:
+/// the profile's busy polling under the lab's keys), and `topo PID` lists every one of its
+/// threads with the CPU it last ran on, and its memory per node with DPDK's hugepages.
+#[test]
+fn redis_under_profile_latency_answers_and_topo_lists_its_threads() {
+    let test = "redis_under_profile_latency_answers_and_topo_lists_its_threads";
+    if !enabled(test) || !have(test, REDIS_TOOLS) {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::up("tst-topo", &[]);
+    let dir = redis_dir(test);
+    std::fs::create_dir_all(&dir).unwrap();
+    let iface = format!("{}-a0", lab.prefix);
+    // The merged configs of this lab's interface (`run --profile` leaves one per distinct merge
+    // in the run directory), from earlier runs of this test, are removed first.
+    let run_dir = std::env::var("PRONGHORN_RUN_DIR").unwrap_or_else(|_| "/dev/shm".to_owned());
+    let merged_configs = || -> Vec<(PathBuf, String)> {
+        std::fs::read_dir(&run_dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("pronghorn-profile.latency."))
+            .map(|e| (e.path(), std::fs::read_to_string(e.path()).unwrap_or_default()))
+            .filter(|(_, t)| t.contains(&format!("iface = \"{iface}\"")))
+            .collect()
+    };
+    for (old, _) in merged_configs() {
+        std::fs::remove_file(old).unwrap();
+    }
+    let _redis = Redis::start_with(&lab, &dir, &["--profile", "latency"], &[]);
+    assert_eq!(redis_cli(&lab, &["ping"]).trim(), "PONG");
+    redis_benchmark(&lab, &["-c", "10", "-n", "2000", "-t", "set,get"], &["SET", "GET"]);
+
+    let procs = ps_json();
+    let me = procs
+        .iter()
+        .find(|p| p["command"].as_str().unwrap_or("").contains("redis-server") && p["interface"] == iface.as_str())
+        .unwrap_or_else(|| panic!("ps does not list the redis-server on {iface}: {procs:?}"));
+    let pid = me["pid"].as_u64().unwrap().to_string();
+
+    // `run --profile` handed the process the merge: the profile's busy polling under the lab's
+    // keys. (Redis's process title overwrites its environment, so the file is found by its name
+    // and content in the run directory rather than through /proc/PID/environ.)
+    let merged: Vec<String> = merged_configs().into_iter().map(|(_, t)| t).collect();
+    assert_eq!(merged.len(), 1, "one merged config for this lab in {run_dir}: {merged:?}");
+    assert!(merged[0].contains("busy_poll_us = 50") && merged[0].contains("spin_us = 50"), "{}", merged[0]);
+
+    // topo PID, from inside side a (where the interface is): every thread, named, with a CPU.
+    let o = lab.exec("a", &[bin(), "topo", &pid, "--json"]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let threads = report["process"]["threads"].as_array().unwrap();
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().count();
+    assert_eq!(threads.len(), tasks, "{report}");
+    assert!(threads.iter().any(|t| t["name"] == "redis-server" && t["cpu"].is_u64()), "{report}");
+    assert_eq!(report["interface"], iface.as_str(), "{report}");
+    assert!(report["process"]["memory"]["hugepages"]["0"].as_u64().unwrap_or(0) > 0, "DPDK's memory: {report}");
+    assert!(report["notes"].to_string().contains("one NUMA node"), "{report}");
+    let o = lab.exec("a", &[bin(), "topo", &pid]).output().unwrap();
+    let out = text(&o);
+    assert!(o.status.success() && out.starts_with(&format!("pid {pid} (redis-server")), "{out}");
+    assert!(out.contains("  redis-server\n") && out.contains("hugepages (DPDK)"), "{out}");
+    for (file, _) in merged_configs() {
+        let _ = std::fs::remove_file(file);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

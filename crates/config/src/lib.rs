@@ -47,6 +47,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+pub mod profile;
+
 /// The environment variable that names the config file (`pronghorn lab exec a` sets it).
 pub const ENV_VAR: &str = "PRONGHORN_CONFIG";
 
@@ -474,9 +476,36 @@ impl Config {
         }
     }
 
-    /// The config as TOML text, as `pronghorn lab up` writes it.
+    /// The config as TOML text, as `pronghorn lab up` writes it: only the keys whose values
+    /// differ from the defaults, so that a profile laid under the file (its keys yield to those
+    /// the file sets) is not overridden by defaults nobody chose.
     pub fn to_toml(&self) -> String {
-        toml::to_string(self).expect("a Config always serialises")
+        let mut table = toml::Table::try_from(self).expect("a Config always serialises");
+        let nic_defaults = NicConfig {
+            pmd: self.nic.pmd,
+            iface: self.nic.iface.clone(),
+            eal_args: Vec::new(),
+            mbufs: default_mbufs(),
+            queues: default_queues(),
+            fault: String::new(),
+        };
+        let defaults = [
+            ("nic", toml::Table::try_from(nic_defaults)),
+            ("runtime", toml::Table::try_from(RuntimeConfig::default())),
+            ("tcp", toml::Table::try_from(TcpConfig::default())),
+        ];
+        for (section, default) in defaults {
+            let mut default = default.expect("defaults always serialise");
+            // Required keys have no default: always written.
+            default.remove("pmd");
+            default.remove("iface");
+            let Some(toml::Value::Table(keys)) = table.get_mut(section) else { continue };
+            keys.retain(|key, value| default.get(key) != Some(value));
+            if keys.is_empty() {
+                table.remove(section);
+            }
+        }
+        toml::to_string(&table).expect("a Config always serialises")
     }
 
     fn validate(&self) -> Result<(), String> {
@@ -705,6 +734,25 @@ address = "fd99::1/64"
     fn round_trips_through_toml() {
         let c = parse(GOOD).unwrap();
         assert_eq!(parse(&c.to_toml()).unwrap(), c);
+    }
+
+    #[test]
+    fn to_toml_writes_only_the_keys_that_differ_from_the_defaults() {
+        let text = parse(GOOD).unwrap().to_toml();
+        assert!(!text.contains("[runtime]") && !text.contains("[tcp]") && !text.contains("mbufs"), "{text}");
+        assert!(text.contains("pmd = \"af_xdp\"") && text.contains("iface = \"ph-a0\""), "{text}");
+        let c = parse(&format!(
+            "{}\n[runtime]\nspin_us = 5\n[tcp]\necn = 2\nfin_timeout = 9\n",
+            GOOD.replace("[nic]", "[nic]\nmbufs = 2047")
+        ))
+        .unwrap();
+        let text = c.to_toml();
+        assert!(
+            text.contains("mbufs = 2047") && text.contains("spin_us = 5") && text.contains("fin_timeout = 9"),
+            "{text}"
+        );
+        assert!(!text.contains("ecn") && !text.contains("drive"), "{text}");
+        assert_eq!(parse(&text).unwrap(), c);
     }
 
     #[test]

@@ -73,6 +73,10 @@ pub struct BenchArgs {
     /// results.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     busy_poll_us: Option<u32>,
+    /// pronghorn's path under this profile (`pronghorn run --profile`; profiles/): the results
+    /// are written as `<workload>-profile-<NAME>` beside the defaults'.
+    #[arg(long)]
+    profile: Option<String>,
     /// http only: nginx with its master and this many worker processes on both paths (the
     /// lab's veth gets a queue per worker). Server and client then share every core: the
     /// figures compare the two paths on the whole machine, not one core.
@@ -168,6 +172,9 @@ pub fn run(args: BenchArgs) -> Result<i32> {
     if args.server_cpu == args.client_cpu && args.workers == 1 {
         eprintln!("note: server and client share core {}: the figures measure both together", args.server_cpu);
     }
+    if let Some(name) = &args.profile {
+        config::profile::Profile::named(name).map_err(anyhow::Error::msg)?;
+    }
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     let exe = std::env::current_exe().context("cannot find the pronghorn binary's own path")?;
     if args.workload == Name::Scale {
@@ -181,7 +188,8 @@ pub fn run(args: BenchArgs) -> Result<i32> {
     }
     // A plan that cannot be made (a client not installed) fails here, before the lab comes up.
     let result = plan_for(&args, StackPath::Kernel).map(|p| p.about).and_then(|about| {
-        let lab = Lab::up(&exe, &args.prefix, &args.pmd, args.busy_poll_us, args.workers)?;
+        let mut lab = Lab::up(&exe, &args.prefix, &args.pmd, args.busy_poll_us, args.workers)?;
+        lab.profile = args.profile.clone();
         let runs = measure(&args, &exe, &lab);
         lab.down();
         Ok((runs?, about))
@@ -197,10 +205,17 @@ pub fn run(args: BenchArgs) -> Result<i32> {
         facts.insert("pinning", pinning);
     }
     let workers = if args.workers > 1 { format!("-workers{}", args.workers) } else { String::new() };
+    let profile = match &args.profile {
+        Some(p) => {
+            facts.insert("profile", format!("pronghorn's path under `--profile {p}` (profiles/{p}.toml)"));
+            format!("-profile-{p}")
+        }
+        None => String::new(),
+    };
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     for (model, runs) in &measured {
         let name = format!(
-            "{}{workers}{}{}",
+            "{}{workers}{profile}{}{}",
             args.workload.as_str(),
             model.model.file_suffix(),
             if args.quick { "-quick" } else { "" }
@@ -377,6 +392,8 @@ struct Lab {
     kernel_veth: String,
     kernel_peer: String,
     config: PathBuf,
+    /// The profile pronghorn's path runs under.
+    profile: Option<String>,
     ours: bool,
 }
 
@@ -411,6 +428,7 @@ impl Lab {
             prefix: prefix.to_string(),
             ns_a,
             ns_b: format!("{prefix}-b"),
+            profile: None,
             xdp_veth: format!("{prefix}-a0"),
             xdp_peer: format!("{prefix}-b0"),
             kernel_veth: format!("{prefix}-k0"),
@@ -497,7 +515,11 @@ impl Lab {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &self.ns_a, "taskset", "-c", cpus]);
         if path == StackPath::Pronghorn {
-            c.arg(exe).arg("run").arg("--config").arg(&self.config).arg("--");
+            c.arg(exe).arg("run").arg("--config").arg(&self.config);
+            if let Some(p) = &self.profile {
+                c.args(["--profile", p]);
+            }
+            c.arg("--");
         }
         c.args(&plan.server.argv).stdin(Stdio::null()).stdout(f.try_clone()?).stderr(f);
         let child = c.spawn().with_context(|| format!("cannot start {}", plan.server.argv[0]))?;

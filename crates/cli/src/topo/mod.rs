@@ -1,0 +1,183 @@
+//! `pronghorn topo [PID]`: the host as it matters to a stack (NUMA nodes, the NIC's node,
+//! hugepages, NUMA balancing, THP, IRQ affinity, isolated CPUs), or where a running accelerated
+//! process's threads and memory are; with warnings that say what to change and why. Everything
+//! is read from a root directory (`--root`, `$PRONGHORN_TOPO_ROOT`, `/` by default) so that
+//! tests run over synthetic trees; docs/topology.md says what each line means.
+
+mod advice;
+mod host;
+mod process;
+#[cfg(test)]
+mod tests;
+
+use std::fmt::Write;
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::Args;
+use config::Config;
+use runtime::observe::region::get_text;
+
+use advice::Intent;
+use host::{format_cpu_list, Host};
+use process::Process;
+
+#[derive(Args)]
+pub struct TopoArgs {
+    /// An accelerated process: where its threads ran and its memory lies.
+    #[arg(value_parser = crate::inspect::parse_pid)]
+    pid: Option<u32>,
+    /// One JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// The config whose interface and stack_cpu to check (default: $PRONGHORN_CONFIG when set).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Read /sys and /proc under this directory instead of / (also $PRONGHORN_TOPO_ROOT).
+    #[arg(long)]
+    root: Option<PathBuf>,
+}
+
+pub fn run(args: TopoArgs) -> Result<i32> {
+    let root = host::root(args.root);
+    let config = match Config::locate(args.config.as_deref()) {
+        Ok(path) => Some(Config::load(&path)?),
+        Err(_) if args.config.is_none() => None,
+        Err(e) => return Err(e.into()),
+    };
+    let host = Host::read(&root);
+    let mut intent = Intent::default();
+    let mut iface = config.as_ref().map(|c| c.nic.iface.clone());
+    if let Some(c) = &config {
+        if let Some(cpu) = c.runtime.stack_cpu {
+            intent.stack_cpus = (cpu..cpu + u32::from(c.runtime.shards)).collect();
+        }
+    }
+    let process = match args.pid {
+        None => None,
+        Some(pid) => {
+            let accelerated = crate::inspect::pick(Some(pid))?;
+            iface = Some(get_text(&accelerated.snapshot.layout.iface));
+            match Process::read(&root, pid) {
+                Some(p) => Some((p, accelerated.command())),
+                None => bail!("pid {pid} has no {}", root.join(format!("proc/{pid}")).display()),
+            }
+        }
+    };
+    intent.iface = iface.as_deref();
+    intent.process = process.as_ref().map(|(p, _)| p);
+    let warnings = advice::warnings(&host, &intent);
+    let notes = advice::notes(&host, &intent);
+    if args.json {
+        let v = serde_json::json!({
+            "host": host, "interface": intent.iface, "stack_cpus": intent.stack_cpus,
+            "process": intent.process, "notes": notes, "warnings": warnings,
+        });
+        println!("{v}");
+    } else {
+        let mut out = match &process {
+            Some((p, command)) => process_text(&host, p, command, intent.iface),
+            None => host_text(&host, intent.iface),
+        };
+        for n in &notes {
+            writeln!(out, "note: {n}")?;
+        }
+        for w in &warnings {
+            writeln!(out, "warning: {w}")?;
+        }
+        if warnings.is_empty() {
+            out.push_str("no warnings\n");
+        }
+        print!("{out}");
+    }
+    Ok(0)
+}
+
+fn host_text(host: &Host, iface: Option<&str>) -> String {
+    let mut out = String::new();
+    let nodes = host.nodes.len();
+    let _ = writeln!(out, "{nodes} NUMA node{}", if nodes == 1 { "" } else { "s" });
+    for n in &host.nodes {
+        let memory = if n.mem_total_kib == 0 {
+            "no memory (memoryless node)".to_owned()
+        } else {
+            format!("{} MiB ({} MiB free)", n.mem_total_kib / 1024, n.mem_free_kib / 1024)
+        };
+        let huge: Vec<String> =
+            n.hugepages.iter().map(|h| format!("{} kB {} free of {}", h.size_kib, h.free, h.total)).collect();
+        let _ = writeln!(
+            out,
+            "  node {}: cpus {} ({}), memory {memory}, hugepages {}",
+            n.id,
+            format_cpu_list(&n.cpus),
+            n.cpus.len(),
+            if huge.is_empty() { "none".to_owned() } else { huge.join(", ") }
+        );
+    }
+    let _ = writeln!(out, "interfaces");
+    for i in &host.interfaces {
+        let node = i.node.map_or("no node".to_owned(), |n| format!("node {n}"));
+        let irqs: Vec<String> = i.irqs.iter().map(|q| format!("{}->{}", q.irq, format_cpu_list(&q.cpus))).collect();
+        let mark = if Some(i.name.as_str()) == iface { "  (configured)" } else { "" };
+        let irqs = if irqs.is_empty() { "no MSI interrupts".to_owned() } else { format!("irqs {}", irqs.join(" ")) };
+        let _ = writeln!(out, "  {:<15} {node}, {irqs}{mark}", i.name);
+    }
+    let balancing = match host.numa_balancing {
+        None => "not in this kernel".to_owned(),
+        Some(0) => "0 (off)".to_owned(),
+        Some(b) => format!("{b} (on)"),
+    };
+    let _ = writeln!(out, "kernel.numa_balancing = {balancing}");
+    for (name, value) in &host.numa_balancing_params {
+        let _ = writeln!(out, "  {name} = {value}");
+    }
+    let _ = writeln!(
+        out,
+        "transparent hugepages: {}",
+        host.transparent_hugepages.as_deref().unwrap_or("not in this kernel")
+    );
+    let _ = writeln!(out, "isolated cpus: {}", format_cpu_list(&host.isolated_cpus));
+    numastat_text(&mut out, host);
+    out
+}
+
+fn numastat_text(out: &mut String, host: &Host) {
+    for n in host.nodes.iter().filter(|n| !n.numastat.is_empty()) {
+        let counters: Vec<String> = n.numastat.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(out, "numastat node {}: {}", n.id, counters.join(", "));
+    }
+}
+
+fn process_text(host: &Host, p: &Process, command: &str, iface: Option<&str>) -> String {
+    let mut out = String::new();
+    let nic_node = iface.and_then(|i| host.interface(i)).and_then(|i| i.node);
+    let _ = writeln!(
+        out,
+        "pid {} ({command}): interface {} ({}), may run on cpus {}",
+        p.pid,
+        iface.unwrap_or("?"),
+        nic_node.map_or("no node".to_owned(), |n| format!("node {n}")),
+        format_cpu_list(&p.allowed_cpus)
+    );
+    let _ = writeln!(out, "{:>8}  {:>4}  {:>4}  THREAD", "TID", "CPU", "NODE");
+    for t in &p.threads {
+        let cpu = t.cpu.map_or("?".to_owned(), |c| c.to_string());
+        let node = t.cpu.and_then(|c| host.node_of_cpu(c)).map_or("?".to_owned(), |n| n.to_string());
+        let _ = writeln!(out, "{:>8}  {cpu:>4}  {node:>4}  {}", t.tid, t.name);
+    }
+    let nodes: Vec<u32> = host.nodes.iter().map(|n| n.id).collect();
+    let _ = write!(out, "memory (MiB) {:<12}", "");
+    for n in &nodes {
+        let _ = write!(out, "{:>9}", format!("node {n}"));
+    }
+    out.push('\n');
+    for (kind, per_node) in &p.memory {
+        let _ = write!(out, "  {:<23}", kind.label());
+        for n in &nodes {
+            let _ = write!(out, "{:>9}", per_node.get(n).copied().unwrap_or(0) / 1024);
+        }
+        out.push('\n');
+    }
+    numastat_text(&mut out, host);
+    out
+}
