@@ -107,8 +107,8 @@ mod tests {
         assert!(lines[3]
             .ends_with(": ok: nic af_xdp on ph-a0, ipv4 10.99.0.1/24, runtime drive auto, tcp congestion cubic"));
         assert_eq!(lines.len(), 4, "{out}");
-        let out = check(&path, Some("mariadb")).unwrap();
-        assert!(out.contains("runtime drive dedicated"), "{out}");
+        let out = check(&path, Some("redis")).unwrap();
+        assert!(out.contains("runtime drive inline"), "{out}");
         let e = check(&path, Some("fast")).unwrap_err().to_string();
         assert!(e.starts_with("unknown profile \"fast\": the profiles are latency, throughput"), "{e}");
         let out = check(&path, None).unwrap();

@@ -20,7 +20,6 @@ pub const PROFILES: &[Profile] = &[
     Profile { name: "latency", text: include_str!("../../../profiles/latency.toml") },
     Profile { name: "throughput", text: include_str!("../../../profiles/throughput.toml") },
     Profile { name: "redis", text: include_str!("../../../profiles/redis.toml") },
-    Profile { name: "mariadb", text: include_str!("../../../profiles/mariadb.toml") },
     Profile { name: "nginx", text: include_str!("../../../profiles/nginx.toml") },
 ];
 
@@ -179,7 +178,7 @@ busy_poll_us = 7
     #[test]
     fn an_unknown_profile_lists_the_known_ones() {
         let e = Profile::named("fast").err().unwrap();
-        assert_eq!(e, "unknown profile \"fast\": the profiles are latency, throughput, redis, mariadb, nginx");
+        assert_eq!(e, "unknown profile \"fast\": the profiles are latency, throughput, redis, nginx");
     }
 
     #[test]
