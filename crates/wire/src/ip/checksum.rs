@@ -131,15 +131,7 @@ mod tests {
     }
 
     fn pseudo_random(seed: u64, len: usize) -> std::vec::Vec<u8> {
-        let mut x = seed | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
+        testkit::Rng::new(seed).bytes(len)
     }
 
     #[test]
