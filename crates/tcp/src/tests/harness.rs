@@ -6,7 +6,8 @@ use std::vec::Vec;
 
 use wire::{TcpFlags, TcpRepr};
 
-use crate::{Config, Connection, Duration, Event, Instant, MILLISECOND, SECOND};
+use crate::time::{Duration, Instant, MILLISECOND, SECOND};
+use crate::{Config, Connection, Event};
 
 /// The clock starts at 1 s (so that timestamps are not 0).
 pub const T0: Instant = SECOND;
