@@ -2,8 +2,9 @@
 //! the Linux kernel in the peer namespace; and the error paths a person hits first.
 //!
 //! They need root (network namespaces, hugepages, XDP). `scripts/test.sh` runs them as root with
-//! PRONGHORN_LAB_TESTS=1; without that variable each test says it is skipped and returns. They run
-//! one at a time (hugepages are machine-wide) and each uses its own lab prefix `tst-*`;
+//! PRONGHORN_LAB_TESTS=1; without that variable (or without root, or a tool the scenario needs)
+//! each test says it is skipped and returns: the one line `testkit::lab::scenario` opening each
+//! test. They run one at a time (hugepages are machine-wide) and each uses its own lab prefix `tst-*`;
 //! PRONGHORN_LAB_PREFIX=P makes that `P-*` for the labs `Lab` and `KernelPair` bring up, so
 //! that people sharing a machine do not take each other's labs down (tests that bring up or
 //! name their labs' interfaces themselves, such as the `lab up`/`down` and node tests, keep
@@ -12,18 +13,10 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
 
-static SERIAL: Mutex<()> = Mutex::new(());
-const HUGEPAGES_2M: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
-
-fn enabled(test: &str) -> bool {
-    let on = std::env::var_os("PRONGHORN_LAB_TESTS").is_some();
-    if !on {
-        eprintln!("{test}: skipped (set PRONGHORN_LAB_TESTS=1 and run as root; scripts/test.sh does)");
-    }
-    on
-}
+use testkit::lab::{
+    dpdk_runtime_dirs, eventually, lab_prefix, netns_exists, nr_hugepages, scenario, text, HUGEPAGES_2M,
+};
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_pronghorn")
@@ -33,40 +26,9 @@ fn pronghorn(args: &[&str]) -> Output {
     Command::new(bin()).args(args).output().expect("running pronghorn")
 }
 
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-fn nr_hugepages() -> u64 {
-    std::fs::read_to_string(HUGEPAGES_2M).unwrap().trim().parse().unwrap()
-}
-
-fn netns_exists(name: &str) -> bool {
-    Path::new("/run/netns").join(name).exists()
-}
-
-fn dpdk_runtime_dirs() -> Vec<String> {
-    std::fs::read_dir("/var/run/dpdk")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("pronghorn-"))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// A lab that is taken down when the test ends, pass or fail.
 struct Lab {
     prefix: String,
-}
-
-/// A test's lab prefix `tst-...`, with PRONGHORN_LAB_PREFIX in place of `tst` when set.
-fn lab_prefix(prefix: &str) -> String {
-    match (std::env::var("PRONGHORN_LAB_PREFIX"), prefix.strip_prefix("tst")) {
-        (Ok(mine), Some(rest)) => format!("{mine}{rest}"),
-        _ => prefix.to_string(),
-    }
 }
 
 impl Lab {
@@ -153,7 +115,6 @@ fn ping(lab: &Lab, args: &[&str]) -> String {
 }
 
 fn ping_both_families(pmd: &str, prefix: &str) {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let huge_before = nr_hugepages();
     {
         let lab = Lab::up(prefix, &["--pmd", pmd]);
@@ -188,24 +149,19 @@ fn assert_lab_gone(prefix: &str, namespaces: &[&str], interfaces: &[&str], huge_
 
 #[test]
 fn ping_over_af_xdp() {
-    if enabled("ping_over_af_xdp") {
-        ping_both_families("af_xdp", "tst-xdp");
-    }
+    let Some(_scenario) = scenario(&[]) else { return };
+    ping_both_families("af_xdp", "tst-xdp");
 }
 
 #[test]
 fn ping_over_af_packet() {
-    if enabled("ping_over_af_packet") {
-        ping_both_families("af_packet", "tst-pkt");
-    }
+    let Some(_scenario) = scenario(&[]) else { return };
+    ping_both_families("af_packet", "tst-pkt");
 }
 
 #[test]
 fn lab_up_twice_is_harmless_and_down_twice_too() {
-    if !enabled("lab_up_twice_is_harmless_and_down_twice_too") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-twice", &[]);
     let o = pronghorn(&["lab", "up", "--prefix", "tst-twice"]);
     assert!(o.status.success() && text(&o).contains("already up"), "{}", text(&o));
@@ -230,10 +186,7 @@ fn lab_up_twice_is_harmless_and_down_twice_too() {
 
 #[test]
 fn down_cleans_up_after_a_crashed_echo() {
-    if !enabled("down_cleans_up_after_a_crashed_echo") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let huge_before = nr_hugepages();
     let lab = Lab::up("tst-crash", &[]);
     let mut echo = Echo::start(&lab, &[]);
@@ -277,9 +230,7 @@ fn assert_one_clear_line(o: &Output, expect: &str) {
 
 #[test]
 fn echo_on_a_missing_interface_says_so() {
-    if !enabled("echo_on_a_missing_interface_says_so") {
-        return;
-    }
+    let Some(_scenario) = scenario(&[]) else { return };
     let cfg = config_file("noiface", "nope0", &[]);
     let o = pronghorn(&["echo", "--config", cfg.to_str().unwrap()]);
     assert_one_clear_line(&o, "interface \"nope0\" does not exist");
@@ -287,10 +238,7 @@ fn echo_on_a_missing_interface_says_so() {
 
 #[test]
 fn echo_with_bad_eal_args_says_so() {
-    if !enabled("echo_with_bad_eal_args_says_so") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     // "lo" exists everywhere; --no-huge lets the EAL get as far as parsing the bad argument.
     let cfg = config_file("badeal", "lo", &["--no-huge", "--no-such-eal-flag"]);
     let o = pronghorn(&["echo", "--config", cfg.to_str().unwrap()]);
@@ -299,10 +247,7 @@ fn echo_with_bad_eal_args_says_so() {
 
 #[test]
 fn echo_without_hugepages_says_so() {
-    if !enabled("echo_without_hugepages_says_so") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let before = nr_hugepages();
     std::fs::write(HUGEPAGES_2M, "0").unwrap();
     let cfg = config_file("nohuge", "lo", &[]);
@@ -313,9 +258,7 @@ fn echo_without_hugepages_says_so() {
 
 #[test]
 fn not_root_is_one_clear_line() {
-    if !enabled("not_root_is_one_clear_line") {
-        return;
-    }
+    let Some(_scenario) = scenario(&[]) else { return };
     // Copy the binary where an unprivileged user can run it (the build dir may be private).
     let dir = std::env::temp_dir().join(format!("pronghorn-nonroot-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -411,7 +354,6 @@ impl Drop for KernelServer {
 }
 
 fn tcp_interop(pmd: &str, prefix: &str, big: u64, small: u64) {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let lab = Lab::up(prefix, &["--pmd", pmd]);
     // pronghorn as the server.
     let echo = Echo::start(&lab, &[]);
@@ -437,16 +379,14 @@ fn tcp_interop(pmd: &str, prefix: &str, big: u64, small: u64) {
 
 #[test]
 fn tcp_and_udp_interop_with_the_kernel_over_af_xdp() {
-    if enabled("tcp_and_udp_interop_with_the_kernel_over_af_xdp") {
-        tcp_interop("af_xdp", "tst-tcpx", 256 << 20, 16 << 20);
-    }
+    let Some(_scenario) = scenario(&[]) else { return };
+    tcp_interop("af_xdp", "tst-tcpx", 256 << 20, 16 << 20);
 }
 
 #[test]
 fn tcp_and_udp_interop_with_the_kernel_over_af_packet() {
-    if enabled("tcp_and_udp_interop_with_the_kernel_over_af_packet") {
-        tcp_interop("af_packet", "tst-tcpp", 32 << 20, 4 << 20);
-    }
+    let Some(_scenario) = scenario(&[]) else { return };
+    tcp_interop("af_packet", "tst-tcpp", 32 << 20, 4 << 20);
 }
 
 /// `pronghorn run -- redis-server` in side a, killed when dropped.
@@ -515,10 +455,7 @@ fn redis_benchmark(lab: &Lab, args: &[&str], tests: &[&str]) {
 
 #[test]
 fn redis_server_runs_unmodified_under_pronghorn_run() {
-    if !enabled("redis_server_runs_unmodified_under_pronghorn_run") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-redis", &[]);
     let dir = std::env::temp_dir().join(format!("pronghorn-redis-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -562,10 +499,7 @@ fn redis_server_runs_unmodified_under_pronghorn_run() {
 
 #[test]
 fn redis_with_io_threads_runs_under_pronghorn_run() {
-    if !enabled("redis_with_io_threads_runs_under_pronghorn_run") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-redisio", &[]);
     let dir = std::env::temp_dir().join(format!("pronghorn-redisio-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -586,22 +520,6 @@ fn redis_with_io_threads_runs_under_pronghorn_run() {
     eprintln!("redis_with_io_threads_runs_under_pronghorn_run: {reads} reads and {writes} writes by I/O threads");
     assert!(reads > 0 && writes > 0, "{stats}");
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// Whether the tools a test needs are here (and we are root), saying "skipped" if not.
-fn have(test: &str, tools: &[(&str, &str)]) -> bool {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("{test}: skipped (not root: the lab needs root)");
-        return false;
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for (tool, package) in tools {
-        if !std::env::split_paths(&path).any(|d| d.join(tool).is_file()) {
-            eprintln!("{test}: skipped ({tool} is not installed: Debian's {package}; scripts/setup.sh installs it)");
-            return false;
-        }
-    }
-    true
 }
 
 const MARIADB_TOOLS: &[(&str, &str)] = &[
@@ -782,11 +700,7 @@ fn deterministic_sql(conn: u32, conns: u32, tables: u32, size: u32) -> (String, 
 /// inserting its own share of the rows. Row counts and CHECKSUM TABLE must match.
 #[test]
 fn mariadb_under_pronghorn_run_matches_the_kernel() {
-    const TEST: &str = "mariadb_under_pronghorn_run_matches_the_kernel";
-    if !enabled(TEST) || !have(TEST, MARIADB_TOOLS) {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(lab_test) = scenario(MARIADB_TOOLS) else { return };
     let lab = Lab::up("tst-maria", &[]);
     let dir = std::env::temp_dir().join(format!("pronghorn-mariadb-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -810,7 +724,7 @@ fn mariadb_under_pronghorn_run_matches_the_kernel() {
     };
     assert_eq!(count("transactions:"), 2000, "{out}");
     assert_eq!(count("reconnects:"), 0, "{out}");
-    eprintln!("{TEST}: 2000 transactions, 64 threads, {} deadlocks retried", count("ignored errors:"));
+    eprintln!("{}: 2000 transactions, 64 threads, {} deadlocks retried", lab_test.name(), count("ignored errors:"));
     assert_eq!(accel.sql(&lab, &shape), full, "oltp_read_write changed which ids the tables hold");
 
     let conns = 16u32;
@@ -840,7 +754,7 @@ fn mariadb_under_pronghorn_run_matches_the_kernel() {
         (m.sql(&lab, &counts), m.sql(&lab, &format!("CHECKSUM TABLE {tables_list}")))
     };
     let (a, k) = (summary(&accel), summary(&kernel));
-    eprintln!("{TEST}: {expected} rows per table; CHECKSUM TABLE {}", a.1.replace('\n', " "));
+    eprintln!("{}: {expected} rows per table; CHECKSUM TABLE {}", lab_test.name(), a.1.replace('\n', " "));
     assert_eq!(a.0, format!("{expected}\n").repeat(tables as usize), "row counts under pronghorn");
     assert_eq!(a.1.lines().filter(|l| l.split('\t').nth(1).is_some_and(|c| c.parse::<u64>().is_ok())).count(), 4);
     assert_eq!(a, k, "pronghorn's mariadbd and the kernel's hold different data");
@@ -854,11 +768,7 @@ fn mariadb_under_pronghorn_run_matches_the_kernel() {
 /// SHA2() and MD5() of it match the client's.
 #[test]
 fn mariadb_16_mib_blob_round_trips_under_pronghorn_run() {
-    const TEST: &str = "mariadb_16_mib_blob_round_trips_under_pronghorn_run";
-    if !enabled(TEST) || !have(TEST, MARIADB_TOOLS) {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(MARIADB_TOOLS) else { return };
     let lab = Lab::up("tst-blob", &[]);
     let dir = std::env::temp_dir().join(format!("pronghorn-blob-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -945,10 +855,7 @@ fn until_ok(lab: &Lab, cmd: &[&str]) -> Output {
 
 #[test]
 fn iperf3_and_nginx_run_unmodified_under_pronghorn_run() {
-    if !enabled("iperf3_and_nginx_run_unmodified_under_pronghorn_run") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-apps", &[]);
 
     // iperf3 -s: both directions, 1 and 4 streams.
@@ -1074,10 +981,7 @@ fn compat_peer(mut cmd: Command) -> Accelerated {
 
 #[test]
 fn compatibility_suite_matches_the_kernel() {
-    if !enabled("compatibility_suite_matches_the_kernel") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let kernel = KernelPair::up("tst-ck");
     let lab = Lab::up("tst-compat", &[]);
     let _kp = compat_peer(kernel.exec("b", &["python3", &compat_py(), "peer", "7100"]));
@@ -1119,11 +1023,7 @@ fn wire_py() -> String {
 /// transcripts.
 #[test]
 fn crafted_segments_are_answered_as_the_linux_kernel_answers_them() {
-    const TEST: &str = "crafted_segments_are_answered_as_the_linux_kernel_answers_them";
-    if !enabled(TEST) || !have(TEST, &[("nft", "nftables")]) || !have_scapy(TEST) {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[("nft", "nftables")]).filter(|s| have_scapy(s.name())) else { return };
     let lab = Lab::up("tst-wire", &[]);
     // The kernel's segments as the wire carries them: no TSO/GSO super-packets on its veth.
     let kernel_veth = format!("{}-k0", lab.prefix);
@@ -1147,11 +1047,7 @@ fn crafted_segments_are_answered_as_the_linux_kernel_answers_them() {
 /// `drop_bad_source`, and the server still serves both families (tests/lab/martians.py).
 #[test]
 fn segments_from_martian_sources_are_dropped_and_the_server_keeps_serving() {
-    const TEST: &str = "segments_from_martian_sources_are_dropped_and_the_server_keeps_serving";
-    if !enabled(TEST) || !have(TEST, &[]) || !have_scapy(TEST) {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]).filter(|s| have_scapy(s.name())) else { return };
     let lab = Lab::up("tst-martian", &[]);
     let addrs = "10.99.0.1,fd99::1";
     let server = compat_peer(lab.exec("a", &[bin(), "run", "--", DEBIAN_PYTHON, &wire_py(), "server", addrs, "7400"]));
@@ -1181,10 +1077,7 @@ fn segments_from_martian_sources_are_dropped_and_the_server_keeps_serving() {
 
 #[test]
 fn sockperf_server_runs_unmodified_under_pronghorn_run() {
-    if !enabled("sockperf_server_runs_unmodified_under_pronghorn_run") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-sockperf", &[]);
     let mut server = lab
         .exec("a", &[bin(), "run", "--", "sockperf", "server", "--tcp", "-i", "10.99.0.1", "-p", "11111"])
@@ -1232,10 +1125,7 @@ fn sockperf_server_runs_unmodified_under_pronghorn_run() {
 /// JSON carrying both paths' figures and a ratio, and the lab it brought up gone afterwards.
 #[test]
 fn bench_runs_kernel_and_pronghorn_side_by_side() {
-    if !enabled("bench_runs_kernel_and_pronghorn_side_by_side") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let out = std::env::temp_dir().join(format!("pronghorn-bench-test-{}", std::process::id()));
     let o = pronghorn(&[
         "bench",
@@ -1299,24 +1189,12 @@ impl Drop for NginxMaster {
     }
 }
 
-/// Polls `cond` until it holds (bounded: a hang detector, not a timing assertion).
-fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !cond() {
-        assert!(std::time::Instant::now() < deadline, "never: {what}");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-}
-
 /// Issue 10: nginx's default process model under `pronghorn run`. The master forks its workers
 /// before anything is served, so each worker opens its own queue of the lab's two-queue veth
 /// (the kernel side spreads connections over the queues) and serves the inherited listener.
 #[test]
 fn nginx_worker_processes_each_serve_on_their_own_queue() {
-    if !enabled("nginx_worker_processes_each_serve_on_their_own_queue") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
     let workers = cpus.clamp(2, 8);
     let lab = Lab::up("tst-workers", &["--queues", &workers.to_string()]);
@@ -1427,10 +1305,7 @@ fn nginx_worker_processes_each_serve_on_their_own_queue() {
 /// own sockets and BPF fds are close-on-exec.
 #[test]
 fn forked_children_get_their_own_nic_or_a_clear_errno() {
-    if !enabled("forked_children_get_their_own_nic_or_a_clear_errno") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-fork", &[]);
     let _peer = KernelServer::start(&lab, 7300);
     let script = format!("{}/../../tests/lab/forks.py", env!("CARGO_MANIFEST_DIR"));
@@ -1449,10 +1324,7 @@ fn forked_children_get_their_own_nic_or_a_clear_errno() {
 /// each on its own config (also given with `--config`). `lab down` leaves nothing behind.
 #[test]
 fn lab_nodes_reach_side_b_and_each_other_and_down_leaves_nothing() {
-    if !enabled("lab_nodes_reach_side_b_and_each_other_and_down_leaves_nothing") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let prefix = "tst-nodes";
     let huge_before = nr_hugepages();
     {
@@ -1516,10 +1388,7 @@ fn lab_nodes_reach_side_b_and_each_other_and_down_leaves_nothing() {
 /// own instead of counting on the first's, which go when the first goes down.
 #[test]
 fn a_second_lab_does_not_count_on_the_first_labs_hugepages() {
-    if !enabled("a_second_lab_does_not_count_on_the_first_labs_hugepages") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let huge_before = nr_hugepages();
     {
         let first = Lab::up("tst-huge1", &[]);
@@ -1624,11 +1493,7 @@ fn redis_dir(test: &str) -> PathBuf {
 /// then a partial resync after the replication link is cut.
 #[test]
 fn redis_replication_both_ways_full_and_partial_resync() {
-    const TEST: &str = "redis_replication_both_ways_full_and_partial_resync";
-    if !enabled(TEST) || !have(TEST, REDIS_TOOLS) {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(REDIS_TOOLS) else { return };
     let lab = Lab::up("tst-repl", &["--nodes", "2"]);
     let dir = redis_dir("repl");
     let big_file = dir.join("big.bin");
@@ -1683,11 +1548,7 @@ fn redis_replication_both_ways_full_and_partial_resync() {
 /// takes over and every key written before is still there.
 #[test]
 fn redis_cluster_of_six_accelerated_nodes_fails_over() {
-    const TEST: &str = "redis_cluster_of_six_accelerated_nodes_fails_over";
-    if !enabled(TEST) || !have(TEST, REDIS_TOOLS) {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(REDIS_TOOLS) else { return };
     let lab = Lab::up("tst-cluster", &["--nodes", "6"]);
     let dir = redis_dir("cluster");
     let hosts: Vec<String> = (1..=6).map(|k| format!("10.99.0.1{k}")).collect();
@@ -1757,11 +1618,7 @@ fn redis_cluster_of_six_accelerated_nodes_fails_over() {
 /// master killed, the sentinels fail over, and a client that asks them reaches the new master.
 #[test]
 fn redis_sentinels_fail_over_to_the_replica() {
-    const TEST: &str = "redis_sentinels_fail_over_to_the_replica";
-    if !enabled(TEST) || !have(TEST, REDIS_TOOLS) {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(REDIS_TOOLS) else { return };
     let lab = Lab::up("tst-sentinel", &["--nodes", "5"]);
     let dir = redis_dir("sentinel");
     let mut master = RedisNode::start(&lab, "a1", "10.99.0.11", 6379, &dir.join("m"), &[]);
@@ -1832,13 +1689,7 @@ fn exit_stat(stderr: &str, k: usize, name: &str) -> u64 {
 /// client errors), and the exit counters show that both shards did each kind of work.
 #[test]
 fn one_process_with_two_shards_serves_and_connects_on_both_queues() {
-    if !enabled("one_process_with_two_shards_serves_and_connects_on_both_queues") {
-        return;
-    }
-    if !have("one_process_with_two_shards_serves_and_connects_on_both_queues", REDIS_TOOLS) {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(REDIS_TOOLS) else { return };
     let lab = Lab::up("tst-shards", &["--queues", "2"]);
     let dir = std::env::temp_dir().join(format!("pronghorn-shards-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -1960,13 +1811,11 @@ fn pronghorn_as_nobody(args: &[&str]) -> Output {
 /// another user can read neither the region nor the control socket; the exit leaves nothing.
 #[test]
 fn a_running_redis_is_seen_by_ps_conns_stat_lat_and_pcap() {
-    let test = "a_running_redis_is_seen_by_ps_conns_stat_lat_and_pcap";
-    if !enabled(test) || !have(test, REDIS_TOOLS) || !have(test, &[("tshark", "tshark"), ("setpriv", "util-linux")]) {
+    let Some(lab_test) = scenario(&[REDIS_TOOLS, &[("tshark", "tshark"), ("setpriv", "util-linux")]].concat()) else {
         return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let lab = Lab::up("tst-observe", &[]);
-    let dir = redis_dir(test);
+    let dir = redis_dir(lab_test.name());
     std::fs::create_dir_all(&dir).unwrap();
     let mut redis = Redis::start(&lab, &dir, &[]);
 
@@ -2042,7 +1891,7 @@ fn a_running_redis_is_seen_by_ps_conns_stat_lat_and_pcap() {
     assert_eq!(tshark("tcp.port == 6379"), 2000);
     let syns = tshark("tcp.flags.syn == 1 && tcp.flags.ack == 0 && ip.dst == 10.99.0.1");
     let syn_acks = tshark("tcp.flags.syn == 1 && tcp.flags.ack == 1 && ip.src == 10.99.0.1");
-    eprintln!("{test}: the capture holds {syns} SYNs and {syn_acks} SYN-ACKs");
+    eprintln!("{}: the capture holds {syns} SYNs and {syn_acks} SYN-ACKs", lab_test.name());
     assert!(syns > 0 && syn_acks > 0, "no handshake in the capture");
 
     // stat: counters agree with what redis counted (one request per segment at least).
@@ -2058,7 +1907,8 @@ fn a_running_redis_is_seen_by_ps_conns_stat_lat_and_pcap() {
     let (commands, connections) = (field("total_commands_processed"), field("total_connections_received"));
     let mib = |name: &str| stat["mib"][name].as_f64().unwrap_or_else(|| panic!("no {name}: {stat}")) as u64;
     eprintln!(
-        "{test}: redis counted {commands} commands and {connections} connections; stat: InSegs {} PassiveOpens {}",
+        "{}: redis counted {commands} commands and {connections} connections; stat: InSegs {} PassiveOpens {}",
+        lab_test.name(),
         mib("TcpInSegs"),
         mib("TcpPassiveOpens")
     );
@@ -2109,10 +1959,7 @@ fn a_running_redis_is_seen_by_ps_conns_stat_lat_and_pcap() {
 /// an EOF, not a stall or a reset.
 #[test]
 fn a_server_that_writes_closes_and_exits_delivers_every_byte_and_a_fin() {
-    if !enabled("a_server_that_writes_closes_and_exits_delivers_every_byte_and_a_fin") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-exit", &[]);
     for (host, port) in [("10.99.0.1", "9400"), ("fd99::1", "9401")] {
         a_slow_reader_gets_everything(&lab, "write-close-exit", host, port, &[]);
@@ -2127,10 +1974,7 @@ fn a_server_that_writes_closes_and_exits_delivers_every_byte_and_a_fin() {
 /// memory (vfork) and must leave the server's connections alone.
 #[test]
 fn a_server_that_execs_delivers_every_byte_and_a_fin() {
-    if !enabled("a_server_that_execs_delivers_every_byte_and_a_fin") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-exec", &[]);
     a_slow_reader_gets_everything(&lab, "write-exec", "10.99.0.1", "9402", &[]);
     a_slow_reader_gets_everything(&lab, "write-exec", "fd99::1", "9403", &["--hold"]);
@@ -2163,10 +2007,7 @@ fn a_slow_reader_gets_everything(lab: &Lab, mode: &str, host: &str, port: &str, 
 /// reaches the client, byte for byte.
 #[test]
 fn nginx_graceful_quit_finishes_a_download_in_progress() {
-    if !enabled("nginx_graceful_quit_finishes_a_download_in_progress") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-quit", &[]);
     let (dir, big) = nginx_site("pronghorn-nginx-quit", "on", 8 << 20, "up\n");
     let conf = dir.join("nginx.conf");
@@ -2203,11 +2044,7 @@ fn nginx_graceful_quit_finishes_a_download_in_progress() {
 /// them (Linux's "too many orphaned sockets", TcpExtTCPAbortOnMemory).
 #[test]
 fn orphans_beyond_max_orphans_are_reset_and_the_others_deliver_everything() {
-    let test = "orphans_beyond_max_orphans_are_reset_and_the_others_deliver_everything";
-    if !enabled(test) || !have(test, &[]) {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-orphans", &[]);
     let dir = std::env::temp_dir().join(format!("pronghorn-orphans-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

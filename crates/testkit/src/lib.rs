@@ -5,12 +5,15 @@
 //!   benchmarks;
 //! - [`fuzzing`]: the stack's fuzz checks and [`fuzzing::Rig`], a shard with listeners and a
 //!   hand-played peer;
-//! - [`rng`]: the seeded generator of the tests.
+//! - [`rng`]: the seeded generator of the tests;
+//! - [`lab`]: what every lab test (`crates/cli/tests/lab.rs`) does before and checks after its
+//!   scenario.
 //!
 //! Not here: the fault-injecting NIC (`nic::fault`), which production runs (`[nic] fault`), and the
 //! echo service (`stack::echo`), which `pronghorn echo` runs.
 
 pub mod fuzzing;
+pub mod lab;
 pub mod mem;
 pub mod rng;
 
