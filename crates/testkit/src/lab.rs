@@ -1,4 +1,4 @@
-//! What every lab test (`crates/cli/tests/lab.rs`) does before its scenario and the facts it
+//! What every lab test (`crates/cli/tests/lab/main.rs`) does before its scenario and the facts it
 //! checks after: whether lab tests run at all here (PRONGHORN_LAB_TESTS, root, the tools a
 //! scenario needs), one scenario at a time (hugepages, XDP programs and the lab's addresses are
 //! machine-wide), and what a lab leaves on the machine (namespaces, hugepages, DPDK runtime

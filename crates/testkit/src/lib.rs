@@ -6,7 +6,7 @@
 //! - [`fuzzing`]: the stack's fuzz checks and [`fuzzing::Rig`], a shard with listeners and a
 //!   hand-played peer;
 //! - [`rng`]: the seeded generator of the tests;
-//! - [`lab`]: what every lab test (`crates/cli/tests/lab.rs`) does before and checks after its
+//! - [`lab`]: what every lab test (`crates/cli/tests/lab/main.rs`) does before and checks after its
 //!   scenario.
 //!
 //! Not here: the fault-injecting NIC (`nic::fault`), which production runs (`[nic] fault`), and the
