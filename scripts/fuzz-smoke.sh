@@ -2,7 +2,7 @@
 # Runs every cargo-fuzz target briefly (FUZZ_SECONDS each, default 20) from its seed corpus.
 # Needs a nightly toolchain (cargo-fuzz uses sanitizer flags); where there is none, says so and
 # exits 0: the same checks still run on stable over the corpus in `cargo test` (wire::fuzzing,
-# stack::fuzzing).
+# testkit::fuzzing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"

@@ -3,8 +3,8 @@
 # the af_xdp/af_packet PMDs), libclang for bindgen, and the lab's tools (scapy and nftables craft
 # segments and keep side b's kernel out of them in tests/lab/wire.py; hping3 floods in `bench
 # syn-flood`; valgrind, strace and perf count what a request costs in bench/request_cost.sh).
-# Builds nothing (go-tpc, the
-# TPC-C client of `pronghorn bench tpcc`, is built on demand by bench/go-tpc.sh).
+# `setup.sh test` (the test command) also installs rustfmt, clippy and cargo-deny. Builds nothing
+# else (go-tpc, the TPC-C client of `pronghorn bench tpcc`, is built on demand by bench/go-tpc.sh).
 set -euo pipefail
 
 packages=(
@@ -39,4 +39,23 @@ if ! command -v cargo >/dev/null 2>&1; then
   done
   echo "setup: cargo not found: install Rust 1.80 or newer (https://rustup.rs, or Debian's rustc/cargo from bookworm-backports)" >&2
   exit 1
+fi
+
+# With `test` (scripts/test.sh): the test command's habits too, rustfmt and clippy (rustup
+# components of the toolchain in use) and cargo-deny (from crates.io, pinned; 0.20.2 needs Rust
+# 1.88 and takes minutes to build once).
+[ "${1:-}" = test ] || exit 0
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  if command -v rustup >/dev/null 2>&1; then
+    echo "setup: installing rustfmt and clippy"
+    rustup component add rustfmt clippy
+  else
+    echo "setup: rustfmt or clippy is missing and there is no rustup to add them: install the ones of your Rust toolchain (bookworm-backports: apt-get install -t bookworm-backports rustfmt rust-clippy)" >&2
+    exit 1
+  fi
+fi
+deny_version=0.20.2
+if [ "$(cargo deny --version 2>/dev/null)" != "cargo-deny $deny_version" ]; then
+  echo "setup: installing cargo-deny $deny_version"
+  cargo install --quiet --locked cargo-deny --version "$deny_version"
 fi

@@ -24,6 +24,7 @@ On PORT + 1 it also listens with SO_RCVBUF 4096 and never reads (a small, closin
 Observations never depend on timing: every wait is for an event that must come (a generous
 timeout turns a missing event into a visible difference, not a hang).
 """
+import ctypes
 import errno
 import fcntl
 import json
@@ -38,6 +39,7 @@ import threading
 import time
 
 WAIT_MS = 5000
+MSG_WAITFORONE = 0x10000  # Linux's; Python's socket module does not name it
 
 
 def name(e):
@@ -121,6 +123,44 @@ def read_line(s):
             break
         reply += chunk
     return reply.decode().strip()
+
+
+class Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+class Msghdr(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint32), ("iov", ctypes.POINTER(Iovec)),
+                ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                ("flags", ctypes.c_int)]
+
+
+class Mmsghdr(ctypes.Structure):
+    _fields_ = [("hdr", Msghdr), ("len", ctypes.c_uint)]
+
+
+# libc's recvmmsg and sendmmsg as the process resolves them: under `pronghorn run`, the preloaded
+# library's (Python's socket module has neither).
+LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def mmsg(call, sock, bufs, flags):
+    """recvmmsg or sendmmsg of one buffer per message: [messages, each message's length], or
+    the errno's name."""
+    keep = [ctypes.create_string_buffer(b, len(b)) if isinstance(b, bytes) else ctypes.create_string_buffer(b)
+            for b in bufs]
+    iovs = [Iovec(ctypes.cast(k, ctypes.c_void_p), len(k)) for k in keep]
+    msgs = (Mmsghdr * len(bufs))()
+    for m, iov in zip(msgs, iovs):
+        m.hdr.iov = ctypes.pointer(iov)
+        m.hdr.iovlen = 1
+    if call == "recvmmsg":
+        n = LIBC.recvmmsg(sock.fileno(), msgs, len(bufs), flags, None)
+    else:
+        n = LIBC.sendmmsg(sock.fileno(), msgs, len(bufs), flags)
+    if n < 0:
+        return "E" + name(ctypes.get_errno())
+    return [n, [msgs[i].len for i in range(n)]]
 
 
 def scenarios(host, port, local):
@@ -295,6 +335,23 @@ def scenarios(host, port, local):
     s.shutdown(socket.SHUT_WR)
     obs.append(s.makefile().readline().strip())
     out["stream_vectored"] = obs
+    s.close()
+
+    # recvmmsg and sendmmsg on a stream socket: with MSG_WAITFORONE, messages fill while data is
+    # there; an empty non-blocking socket says EAGAIN; every message of a sendmmsg is sent.
+    s = connected(host, port)
+    cmd(s, "send 30")
+    obs = [until_inq(s, 30)]
+    obs.append(mmsg("recvmmsg", s, [8, 8, 8], MSG_WAITFORONE))
+    obs.append(mmsg("recvmmsg", s, [8, 8, 8], MSG_WAITFORONE))
+    s.setblocking(False)
+    obs.append(mmsg("recvmmsg", s, [8, 8], 0))
+    s.setblocking(True)
+    cmd(s, "drain")
+    obs.append(mmsg("sendmmsg", s, [b"ab", b"cde", b"f" * 1000], 0))
+    s.shutdown(socket.SHUT_WR)
+    obs.append(s.makefile().readline().strip())
+    out["stream_mmsg"] = obs
     s.close()
 
     out.update(urgent_scenarios(host, port))

@@ -6,7 +6,7 @@
 //! counts round trips; each round trip is two frames through the backend.
 //!
 //! Modes:
-//! - `mem`: both sides in one thread over the in-memory pair (`nic::mem::pair`): the cost of the
+//! - `mem`: both sides in one thread over the in-memory pair (`testkit::mem::pair`): the cost of the
 //!   NIC layer itself, the ceiling the other backends are compared to;
 //! - `reflect`: the reflector alone on a DPDK port, busy polling until SIGINT/SIGTERM; prints
 //!   `ready` once the port is up and its counters on exit;
@@ -34,8 +34,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use nic::dpdk::{DpdkNic, DpdkOptions, Pmd};
-use nic::mem::{pair, MemConfig, ETH_HEADER_LEN};
 use nic::{MacAddr, Nic, NicStats, PacketBuf};
+use testkit::mem::{pair, MemConfig, ETH_HEADER_LEN};
 
 /// IEEE 802 "local experimental ethertype 1".
 const ETHERTYPE: u16 = 0x88b5;

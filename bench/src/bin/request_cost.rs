@@ -31,10 +31,10 @@ use std::thread::JoinHandle;
 
 use clap::{Parser, ValueEnum};
 use nic::clock::{Clock, MonotonicClock};
-use nic::mem::{pair, MemBuf, MemConfig, MemNic};
 use nic::{Link, MacAddr, Nic, NicStats};
 use runtime::{Accel, Call, Errno};
 use stack::shard::{Shard, ShardConfig, SocketId};
+use testkit::mem::{pair, MemBuf, MemConfig, MemNic};
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum, Debug)]
 enum Pattern {

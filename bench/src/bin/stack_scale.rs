@@ -14,8 +14,8 @@ use std::time::Instant;
 
 use clap::Parser;
 use nic::clock::{Clock, MonotonicClock};
-use nic::mem::{pair, MemConfig, MemNic};
 use stack::shard::{Errno, Shard, ShardConfig, SocketId};
+use testkit::mem::{pair, MemConfig, MemNic};
 
 #[derive(Parser)]
 struct Args {

@@ -816,6 +816,8 @@ mod tests {
         let ((), text) = capture_stdio(|| unsafe {
             libc::write(2, b"to stderr\n".as_ptr() as *const libc::c_void, 10);
         });
-        assert_eq!(text, "to stderr\n");
+        // Other tests of this process may write to stderr while fd 2 is captured: only ours is
+        // known to be there.
+        assert!(text.contains("to stderr\n"), "{text:?}");
     }
 }

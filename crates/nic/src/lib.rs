@@ -3,10 +3,11 @@
 //! This crate owns the [`Nic`] trait (burst receive and transmit of frame buffers, MAC, MTU,
 //! offload capabilities, link state, port statistics, the rx interrupt fd) and its backends:
 //! - [`dpdk`]: any DPDK PMD (`net_af_xdp`, `net_af_packet`, real NICs) through the EAL;
-//! - [`mem`]: an in-memory pair of endpoints in one process, deterministic, for tests and
-//!   stack-level benchmarks;
 //! - [`fault`]: a wrapper around any backend that loses, duplicates, reorders, delays and
-//!   corrupts frames from a seeded generator (the lab kernel has no netem).
+//!   corrupts frames from a seeded generator (the lab kernel has no netem). A product part, not a
+//!   test rig: `[nic] fault = ...` wraps the DPDK port of an accelerated process in it.
+//!
+//! The in-memory pair the tests run on is `testkit::mem`.
 //!
 //! It knows frames, not protocols: nothing here parses a header. Burst calls only on the data
 //! path; setup and statistics are the slow path.
@@ -15,7 +16,6 @@ pub mod clock;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod fault;
-pub mod mem;
 #[cfg(feature = "dpdk")]
 pub mod share;
 

@@ -8,8 +8,8 @@ use std::cell::Cell;
 
 use nic::clock::ManualClock;
 use nic::fault::FaultyNic;
-use nic::mem::{pair, MemConfig, MemNic};
 use nic::{Nic, PacketBuf};
+use testkit::mem::{pair, MemConfig, MemNic};
 
 struct Counting;
 

@@ -281,25 +281,12 @@ pub unsafe extern "C" fn recvmmsg(
     if !tracked(fd) {
         return real::recvmmsg(fd, msgs, vlen, flags, timeout);
     }
-    let mut done = 0;
-    for i in 0..vlen as usize {
-        let m = &mut *msgs.add(i);
+    each_message(msgs, vlen, |i, hdr| {
         let f = if i == 0 { flags & !libc::MSG_WAITFORONE } else { flags | libc::MSG_DONTWAIT };
-        let n = recvmsg(fd, &mut m.msg_hdr, f);
-        if n < 0 {
-            if done > 0 {
-                break;
-            }
-            return -1;
-        }
-        m.msg_len = n as libc::c_uint;
-        done += 1;
+        let n = recvmsg(fd, hdr, f);
         // End of stream; an empty datagram is a datagram like any other.
-        if n == 0 && !runtime::datagram(fd) {
-            break;
-        }
-    }
-    done
+        (n, n != 0 || runtime::datagram(fd))
+    })
 }
 
 /// sendmmsg on a stream socket: each message sent in turn; stops at the first short send.
@@ -308,12 +295,29 @@ pub unsafe extern "C" fn sendmmsg(fd: c_int, msgs: *mut libc::mmsghdr, vlen: lib
     if !tracked(fd) {
         return real::sendmmsg(fd, msgs, vlen, flags);
     }
+    each_message(msgs, vlen, |_, hdr| {
+        let want: usize = crate::c_slice(hdr.msg_iov, hdr.msg_iovlen).unwrap_or(&[]).iter().map(|v| v.iov_len).sum();
+        let n = sendmsg(fd, hdr, flags);
+        (n, n >= 0 && n as usize >= want)
+    })
+}
+
+/// The loop of recvmmsg and sendmmsg (Linux's `do_recvmmsg`, `__sys_sendmmsg`): `one` moves
+/// message `i` and returns its result and whether to go on with the next. Each message's length
+/// is recorded; an error on the first message fails the call, a later one ends it with the count
+/// so far.
+///
+/// # Safety
+/// `msgs` points to `vlen` messages the caller owns, as recvmmsg(2) requires.
+unsafe fn each_message(
+    msgs: *mut libc::mmsghdr,
+    vlen: libc::c_uint,
+    mut one: impl FnMut(usize, &mut libc::msghdr) -> (ssize_t, bool),
+) -> c_int {
     let mut done = 0;
     for i in 0..vlen as usize {
         let m = &mut *msgs.add(i);
-        let want: usize =
-            crate::c_slice(m.msg_hdr.msg_iov, m.msg_hdr.msg_iovlen).unwrap_or(&[]).iter().map(|v| v.iov_len).sum();
-        let n = sendmsg(fd, &m.msg_hdr, flags);
+        let (n, go_on) = one(i, &mut m.msg_hdr);
         if n < 0 {
             if done > 0 {
                 break;
@@ -322,7 +326,7 @@ pub unsafe extern "C" fn sendmmsg(fd: c_int, msgs: *mut libc::mmsghdr, vlen: lib
         }
         m.msg_len = n as libc::c_uint;
         done += 1;
-        if (n as usize) < want {
+        if !go_on {
             break;
         }
     }

@@ -284,27 +284,7 @@ fn recv_into<N: Nic>(
     bufs: &mut [IoSliceMut<'_>],
     from: usize,
 ) -> Result<usize, Errno> {
-    let mut skip = from;
-    let mut got = 0;
-    for b in bufs.iter_mut() {
-        if skip >= b.len() {
-            skip -= b.len();
-            continue;
-        }
-        let part = &mut b[skip..];
-        skip = 0;
-        match shard.tcp_recv(id, part) {
-            Ok(n) => {
-                got += n;
-                if n < part.len() {
-                    break;
-                }
-            }
-            Err(e) if got == 0 => return Err(e),
-            Err(_) => break,
-        }
-    }
-    Ok(got)
+    each_part(bufs.iter_mut().map(|b| &mut **b), from, |b, skip| shard.tcp_recv(id, &mut b[skip..]))
 }
 
 /// MSG_PEEK into `bufs`: one buffer directly; several through the thread's scratch buffer (the
@@ -339,28 +319,44 @@ fn send_from<N: Nic>(
     from: usize,
     urgent: bool,
 ) -> Result<usize, Errno> {
+    each_part(bufs.iter().map(|b| &**b), from, |b, skip| {
+        if urgent {
+            shard.tcp_send_urgent(id, &b[skip..])
+        } else {
+            shard.tcp_send(id, &b[skip..])
+        }
+    })
+}
+
+/// The iovec walk of [`recv_into`] and [`send_from`]: from the linear offset `from` on, hands
+/// each buffer and the offset in it to `transfer`, which moves what it can, until a buffer is
+/// left short. The bytes moved; an error only when nothing was.
+fn each_part<B: std::ops::Deref<Target = [u8]>>(
+    bufs: impl Iterator<Item = B>,
+    from: usize,
+    mut transfer: impl FnMut(B, usize) -> Result<usize, Errno>,
+) -> Result<usize, Errno> {
     let mut skip = from;
-    let mut sent = 0;
+    let mut moved = 0;
     for b in bufs {
         if skip >= b.len() {
             skip -= b.len();
             continue;
         }
-        let part = &b[skip..];
-        skip = 0;
-        let r = if urgent { shard.tcp_send_urgent(id, part) } else { shard.tcp_send(id, part) };
-        match r {
+        let want = b.len() - skip;
+        match transfer(b, skip) {
             Ok(n) => {
-                sent += n;
-                if n < part.len() {
+                moved += n;
+                if n < want {
                     break;
                 }
             }
-            Err(e) if sent == 0 => return Err(e),
+            Err(e) if moved == 0 => return Err(e),
             Err(_) => break,
         }
+        skip = 0;
     }
-    Ok(sent)
+    Ok(moved)
 }
 
 /// What a blocking transfer that moved `done` bytes returns when it stops waiting (timeout,

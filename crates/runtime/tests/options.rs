@@ -16,10 +16,10 @@ use std::sync::{Arc, Mutex};
 
 use config::Config;
 use nic::clock::{Clock, MonotonicClock};
-use nic::mem::{pair, MemConfig, MemNic};
 use nic::MacAddr;
 use runtime::{Accel, Call, Errno};
 use stack::shard::{Buffers, Shard, ShardConfig, SocketId, TcpMem};
+use testkit::mem::{pair, MemConfig, MemNic};
 
 use common::{done, within, NicWithPeer, Peer};
 

@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use config::Config;
-use nic::mem::{pair, MemConfig};
 use runtime::{Accel, Call, Errno};
+use testkit::mem::{pair, MemConfig};
 
 use common::{NicWithPeer, Peer};
 

@@ -14,11 +14,11 @@ use std::rc::Rc;
 
 use config::Config;
 use nic::clock::{Clock, MonotonicClock};
-use nic::mem::{pair, MemBuf, MemConfig, MemNic};
 use nic::{Link, MacAddr, Nic, NicStats, PacketBuf};
 use runtime::{Accel, Errno};
 use stack::echo::EchoServer;
 use stack::shard::{Shard, ShardConfig, SocketId};
+use testkit::mem::{pair, MemBuf, MemConfig, MemNic};
 
 use common::{done, within, NicWithPeer};
 

@@ -20,11 +20,11 @@ use std::time::Duration;
 
 use config::Config;
 use nic::clock::{Clock, MonotonicClock};
-use nic::mem::{pair, MemConfig, MemNic};
 use nic::MacAddr;
 use runtime::{Accel, Call, Errno, CALLS_PER_PASS};
 use stack::echo::EchoServer;
 use stack::shard::{Shard, ShardConfig, SocketId};
+use testkit::mem::{pair, MemConfig, MemNic};
 
 use common::{done, within, NicWithPeer, Peer, BOUND};
 

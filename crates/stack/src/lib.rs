@@ -9,8 +9,6 @@
 
 pub mod echo;
 pub mod errno;
-#[doc(hidden)]
-pub mod fuzzing;
 pub mod iface;
 pub mod neighbor;
 pub mod ports;

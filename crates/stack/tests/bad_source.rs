@@ -1,9 +1,9 @@
 //! Packets from a source address no host on the link may send from (Linux's martian sources):
 //! dropped before any layer above IP sees them, counted as `drop_bad_source`, never answered.
-//! The test plays the peer with hand-built segments (`stack::fuzzing::Rig`).
+//! The test plays the peer with hand-built segments (`testkit::fuzzing::Rig`).
 
 use nic::Nic;
-use stack::fuzzing::{Rig, PEER, PEER6, PEER_PORT, PORT, SERVER, SERVER6};
+use testkit::fuzzing::{Rig, PEER, PEER6, PEER_PORT, PORT, SERVER, SERVER6};
 use wire::{
     EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpAddress, IpProtocol, Ipv4Address, Ipv6Address,
     Ipv6Packet, Ipv6Repr, TcpFlags, TcpRepr,

@@ -2,10 +2,10 @@
 //! connection (one per `tcp_invalid_ratelimit`, 500 ms); optionally also per shard, all its
 //! connections sharing one budget per second (Linux's `tcp_challenge_ack_limit`, off by default
 //! since 6.0), counted on the shard's clock. The tests play the peer of two connections with
-//! hand-built segments (`stack::fuzzing::Rig`).
+//! hand-built segments (`testkit::fuzzing::Rig`).
 
-use stack::fuzzing::{base, Rig};
 use stack::TcpState;
+use testkit::fuzzing::{base, Rig};
 use wire::{TcpFlags, TcpRepr};
 
 const SECOND: u64 = 1_000_000_000;

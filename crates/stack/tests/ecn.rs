@@ -2,16 +2,16 @@
 //! the IP ECN field goes into the connection (CE) and out of it (ECT(0) on new data), and a
 //! path that marks CE instead of dropping (the fault injector's `ce`) slows the sender down
 //! without a loss. The first tests play the peer with hand-built segments
-//! (`stack::fuzzing::Rig`); the last runs two shards over the in-memory NIC pair.
+//! (`testkit::fuzzing::Rig`); the last runs two shards over the in-memory NIC pair.
 
 use std::net::{Ipv4Addr, SocketAddr};
 
 use nic::clock::{Clock, ManualClock};
 use nic::fault::{FaultConfig, FaultyNic};
-use nic::mem::{pair, MemConfig};
 use nic::Nic as _;
-use stack::fuzzing::{base, Rig, PEER_PORT};
 use stack::shard::{Shard, ShardConfig};
+use testkit::fuzzing::{base, Rig, PEER_PORT};
+use testkit::mem::{pair, MemConfig};
 use wire::{TcpFlags, TcpRepr};
 
 const NOT_ECT: u8 = 0b00;

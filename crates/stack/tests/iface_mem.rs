@@ -3,10 +3,10 @@
 
 use nic::clock::ManualClock;
 use nic::fault::{FaultConfig, FaultyNic};
-use nic::mem::{pair, MemConfig, MemNic};
 use nic::{Nic, PacketBuf};
 use stack::iface::IfaceStats;
 use stack::shard::{Shard, ShardConfig};
+use testkit::mem::{pair, MemConfig, MemNic};
 use wire::{
     ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Icmpv4Packet,
     Icmpv4Repr, Icmpv6Packet, Icmpv6Repr, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet,

@@ -1,11 +1,11 @@
-//! Linux's limits on what TCP holds, on the wire (`stack::fuzzing::Rig` plays the peer):
+//! Linux's limits on what TCP holds, on the wire (`testkit::fuzzing::Rig` plays the peer):
 //! orphans (`tcp_max_orphans`, `tcp_orphan_retries`, `tcp_fin_timeout`), the memory budget
 //! (`tcp_mem`), TIME-WAIT entries (`tcp_max_tw_buckets`) and the listen backlog (`somaxconn`).
 //! Time is the rig's clock only.
 
-use stack::fuzzing::{base, Rig, PEER_PORT};
 use stack::shard::{SocketId, TcpMem};
 use stack::Errno;
+use testkit::fuzzing::{base, Rig, PEER_PORT};
 use wire::{TcpFlags, TcpRepr};
 
 const SECOND: u64 = 1_000_000_000;

@@ -1,7 +1,7 @@
 //! A listener on the wire (RFC 9293 section 3.10.7.2, state LISTEN, with and without SYN
-//! cookies). The test plays the peer with hand-built segments (`stack::fuzzing::Rig`).
+//! cookies). The test plays the peer with hand-built segments (`testkit::fuzzing::Rig`).
 
-use stack::fuzzing::{base, Rig, PORT};
+use testkit::fuzzing::{base, Rig, PORT};
 use wire::{TcpFlags, TcpRepr};
 
 /// SYN cookies for every SYN (the half-open limit is 0), or none.

@@ -4,10 +4,10 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
-use nic::mem::{pair, MemBuf, MemConfig, MemNic};
 use nic::{Link, MacAddr, Nic, NicStats, Offloads, PacketBuf};
-use stack::fuzzing::{base, peer_frame, PEER, PORT, SERVER as US};
 use stack::shard::{Shard, ShardConfig};
+use testkit::fuzzing::{base, peer_frame, PEER, PORT, SERVER as US};
+use testkit::mem::{pair, MemBuf, MemConfig, MemNic};
 use wire::{checksum, IpAddress, IpProtocol, Ipv4Packet, TcpFlags, TcpPacket, TcpRepr, UdpPacket};
 
 /// The in-memory NIC, reporting `offloads`.

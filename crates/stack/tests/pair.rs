@@ -12,10 +12,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use nic::clock::ManualClock;
 use nic::fault::{FaultConfig, FaultyNic};
-use nic::mem::{pair, MemConfig, MemNic};
 use stack::echo::{ClientStatus, EchoClient, EchoServer};
 use stack::shard::{Shard, ShardConfig, ShardStats};
 use stack::{CongestionAlgorithm, TcpConfig};
+use testkit::mem::{pair, MemConfig, MemNic};
 
 type Nic = FaultyNic<MemNic, ManualClock>;
 

@@ -12,9 +12,9 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use nic::mem::{pair, MemConfig, MemNic};
 use nic::{Nic, PacketBuf};
 use stack::shard::{Shard, ShardConfig, SocketId};
+use testkit::mem::{pair, MemConfig, MemNic};
 use wire::{
     EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Icmpv4DstUnreachable, Icmpv4Packet, Icmpv4Repr,
     Icmpv6Packet, Icmpv6Repr, IpAddress, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, NdiscRepr, TcpFlags,

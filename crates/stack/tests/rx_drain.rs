@@ -10,9 +10,9 @@
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use nic::clock::{Clock, ManualClock};
-use nic::mem::{pair, MemConfig, MemNic};
 use nic::MacAddr;
 use stack::shard::{Shard, ShardConfig, RX_BURST, RX_DRAIN_BURSTS};
+use testkit::mem::{pair, MemConfig, MemNic};
 
 const SERVER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);

@@ -9,10 +9,10 @@
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
 
-use nic::mem::{pair, MemBuf, MemConfig, MemNic};
 use nic::{Link, MacAddr, Nic, NicStats, PacketBuf};
 use stack::echo::{ClientStatus, EchoClient, EchoServer};
 use stack::shard::{exchange, Shard, ShardConfig, SocketId};
+use testkit::mem::{pair, MemBuf, MemConfig, MemNic};
 
 const SERVER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);

@@ -1,11 +1,11 @@
-//! Socket options that reach the wire, seen from a hand-played peer (`stack::fuzzing::Rig`):
+//! Socket options that reach the wire, seen from a hand-played peer (`testkit::fuzzing::Rig`):
 //! SO_RCVBUF/SO_SNDBUF on listeners (their connections inherit them from the SYN on) and on
 //! connect, and urgent data both ways (readiness, the owner's SIGURG list, MSG_OOB).
 
 use std::net::{Ipv4Addr, SocketAddr};
 
-use stack::fuzzing::{base, Rig};
 use stack::shard::{Buffers, Errno, SocketId};
+use testkit::fuzzing::{base, Rig};
 use wire::{TcpFlags, TcpRepr};
 
 /// The peer's SYN to the listener, offering window scaling; returns the SYN-ACK.

@@ -1,10 +1,10 @@
 //! A known TCP option with the wrong length for its kind is skipped and the segment processed,
 //! as Linux's `tcp_parse_options` does: one malformed option must not cost a SYN or data. The
-//! tests play the peer with hand-built segments (`stack::fuzzing::Rig`) whose option bytes are
+//! tests play the peer with hand-built segments (`testkit::fuzzing::Rig`) whose option bytes are
 //! then bent.
 
 use nic::Nic;
-use stack::fuzzing::{base, peer_frame, Rig};
+use testkit::fuzzing::{base, peer_frame, Rig};
 use wire::{IpAddress, TcpFlags, TcpPacket, TcpRepr};
 
 const ETH_IP: usize = 14 + 20;
@@ -17,7 +17,7 @@ fn with_mss_of_length_3(r: &Rig, repr: &TcpRepr, payload: &[u8]) -> Vec<u8> {
     let mss_at = ETH_IP + 20;
     assert_eq!(f[mss_at..mss_at + 4], [2, 4, 5, 1]);
     f[mss_at + 1] = 3;
-    let (src, dst) = (IpAddress::V4(stack::fuzzing::PEER), IpAddress::V4(stack::fuzzing::SERVER));
+    let (src, dst) = (IpAddress::V4(testkit::fuzzing::PEER), IpAddress::V4(testkit::fuzzing::SERVER));
     TcpPacket::new_unchecked(&mut f[ETH_IP..]).fill_checksum(&src, &dst);
     f
 }

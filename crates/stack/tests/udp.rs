@@ -6,9 +6,9 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use nic::mem::{pair, MemConfig, MemNic};
 use nic::{Nic, PacketBuf};
 use stack::shard::{Errno, Received, Shard, ShardConfig, SocketId, DATAGRAM_OVERHEAD, SPARE_DATAGRAMS};
+use testkit::mem::{pair, MemConfig, MemNic};
 use wire::{
     EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Icmpv4DstUnreachable, Icmpv4Packet, Icmpv4Repr,
     Icmpv6DstUnreachable, Icmpv6Packet, Icmpv6Repr, IpAddress, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr,

@@ -1,7 +1,8 @@
 //! What a connection is configured with. A `Config` is copied into each connection at creation
 //! (in a compact form); the stack keeps one per listener or per socket.
 
-use crate::{CongestionAlgorithm, Duration, MILLISECOND, SECOND};
+use crate::congestion::CongestionAlgorithm;
+use crate::time::{Duration, MILLISECOND, SECOND};
 
 /// Keepalive (RFC 1122 section 4.2.3.6), the meaning of Linux's `TCP_KEEPIDLE`,
 /// `TCP_KEEPINTVL` and `TCP_KEEPCNT`.

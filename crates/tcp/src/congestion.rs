@@ -8,7 +8,7 @@
 //! as on Linux) and [`NewReno`] (RFC 5681 with RFC 6582's recovery); [`CongestionAlgorithm`]
 //! names them in the configuration.
 
-use crate::{Duration, Instant, MILLISECOND, SECOND};
+use crate::time::{Duration, Instant, MILLISECOND, SECOND};
 
 /// A congestion-control algorithm. All sizes are bytes; `mss` is the sender's effective MSS.
 pub trait CongestionControl {

@@ -78,6 +78,7 @@ mod segment;
 mod sent;
 mod seq;
 mod spare;
+mod time;
 mod time_wait;
 
 #[cfg(test)]
@@ -89,16 +90,5 @@ pub use connection::{
     Connection, CookieOptions, Counters, Error, Event, Info, MemoryBudget, State, SEGMENT_OVERHEAD, SEND_QUANTUM,
 };
 pub use segment::{bare_segment, opens_connection, rst, rst_for_unmatched};
+pub use time::{Duration, Instant, MILLISECOND, SECOND};
 pub use time_wait::{TimeWait, TimeWaitAction};
-
-/// A point in time: nanoseconds since an origin the caller chooses (a monotonic clock).
-pub type Instant = u64;
-
-/// A span of time in nanoseconds.
-pub type Duration = u64;
-
-/// One millisecond.
-pub const MILLISECOND: Duration = 1_000_000;
-
-/// One second.
-pub const SECOND: Duration = 1_000_000_000;

@@ -17,7 +17,8 @@
 
 use crate::ranges::Scoreboard;
 use crate::sent::{Sent, SentLog, LOST, RETRANS};
-use crate::{seq, Duration, Instant, MILLISECOND, SECOND};
+use crate::seq;
+use crate::time::{Duration, Instant, MILLISECOND, SECOND};
 
 /// RFC 8985's TLP.max_ack_delay (WCDelAckT): the longest a peer may delay the ACK of a lone
 /// segment. Linux adds its minimum RTO, also 200 ms.

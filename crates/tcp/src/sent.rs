@@ -13,8 +13,9 @@
 use std::cell::RefCell;
 
 use crate::ranges::Scoreboard;
+use crate::seq;
 use crate::spare::{self, SpareList};
-use crate::{seq, Instant};
+use crate::time::Instant;
 
 /// Entries a log holds. Bursts share an entry, so this is the number of distinct send times
 /// in flight, plus the splits loss recovery makes: far more than a 128 KiB send buffer needs.

@@ -5,7 +5,8 @@ use wire::{TcpFlags, TcpRepr};
 
 use crate::connection::{Connection, State};
 use crate::segment::bare_segment;
-use crate::{seq, Duration, Instant, MILLISECOND};
+use crate::seq;
+use crate::time::{Duration, Instant, MILLISECOND};
 
 /// A connection in TIME-WAIT reduced to what TIME-WAIT needs (RFC 9293 3.10.7.4): the ports,
 /// both sequence numbers, the timestamp state and the deadline. About 40 bytes; the stack keeps

@@ -193,13 +193,8 @@ fn every_single_bit_flip_is_caught_or_harmless() {
 #[test]
 fn pseudo_random_frames_never_panic() {
     // A poor man's fuzzer for `cargo test`: real headers with random tails, and random bytes.
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rng = testkit::Rng::new(0x2545_f491_4f6c_dd1d);
+    let mut next = move || rng.next_u64();
     for round in 0..20_000 {
         let (_, template) = CAPTURES[round % CAPTURES.len()];
         let mut bytes = template.to_vec();

@@ -365,7 +365,7 @@ mod tests {
         use std::io::{BufRead, BufReader};
         let toml = "[nic]\npmd = \"af_xdp\"\niface = \"mem0\"\n[ipv4]\naddress = \"10.0.0.1/24\"\n";
         let cfg = config::Config::parse(toml, std::path::Path::new("control.toml")).unwrap();
-        let (nic, _peer) = nic::mem::pair(nic::mem::MemConfig::default());
+        let (nic, _peer) = testkit::mem::pair(testkit::mem::MemConfig::default());
         let me = Accel::with_nic(cfg, nic);
         let dir = std::env::temp_dir().join(format!("pronghorn-control-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);

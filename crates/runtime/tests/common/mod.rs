@@ -6,9 +6,9 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use nic::mem::{MemBuf, MemNic};
 use nic::{Link, MacAddr, Nic, NicStats};
 use runtime::{Call, Errno};
+use testkit::mem::{MemBuf, MemNic};
 
 /// How long a test waits for anything: a hang detector, not a speed limit.
 pub const BOUND: Duration = Duration::from_secs(30);

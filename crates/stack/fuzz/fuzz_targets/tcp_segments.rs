@@ -2,7 +2,7 @@
 //! input (flags, sequence and acknowledgment numbers near the live ones, windows, options,
 //! payload; valid checksums; IPv6 extension headers, the other family's source or ethertype),
 //! mixed with application calls and time steps. The checks live in
-//! `stack::fuzzing::tcp_segments`.
+//! `testkit::fuzzing::tcp_segments`.
 //!
 //! Run from `crates/stack`: `cargo +nightly fuzz run tcp_segments`.
 
@@ -10,4 +10,4 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| stack::fuzzing::tcp_segments(data));
+fuzz_target!(|data: &[u8]| testkit::fuzzing::tcp_segments(data));

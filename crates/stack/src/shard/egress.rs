@@ -269,8 +269,8 @@ impl<N: Nic> Shard<N> {
 mod tests {
     use std::net::{Ipv4Addr, Ipv6Addr};
 
-    use nic::mem::{pair, MemConfig};
     use nic::Nic;
+    use testkit::mem::{pair, MemConfig};
     use wire::{IpAddress, IpProtocol, Ipv4Address, Ipv6Address};
 
     use super::super::{Shard, ShardConfig};

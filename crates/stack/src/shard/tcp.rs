@@ -715,8 +715,8 @@ fn tuple_bytes(t: &FourTuple) -> [u8; 36] {
 mod tests {
     use std::net::{Ipv4Addr, SocketAddr};
 
-    use nic::mem::{pair, MemConfig, MemNic};
     use nic::Nic;
+    use testkit::mem::{pair, MemConfig, MemNic};
 
     use super::super::{Shard, ShardConfig, SocketId};
     use super::{Socket, BUFFERS_CHECK_NS};

@@ -4,7 +4,20 @@
 //! own; it must not build segments or run timers (it only marks what the next `poll_transmit`
 //! and `handle_timeout` do).
 
-use super::*;
+use crate::config::Keepalive;
+use crate::congestion::CongestionControl;
+use crate::seq;
+use crate::time::Instant;
+
+use super::ecn::EcnBit;
+use super::output::Owed;
+use super::params::{ms, Opt};
+use super::recovery::Recovery;
+use super::timers::{Timer, NEVER};
+use super::{
+    Connection, Counters, Error, Event, Flag, Info, MemoryBudget, State, EV_CLOSED, EV_CONNECTED, EV_READABLE,
+    EV_READ_CLOSED, EV_RESET, EV_TIMED_OUT, EV_TIME_WAIT, EV_WRITABLE, MIN_PATH_MSS,
+};
 
 impl Connection {
     /// The state.
@@ -200,12 +213,12 @@ impl Connection {
             State::Established => {
                 self.snd.fin_queued = true;
                 self.state = State::FinWait1;
-                self.timers.idle = NEVER; // keepalive is for ESTABLISHED and CLOSE-WAIT
+                self.timers.disarm(Timer::Idle); // keepalive is for ESTABLISHED and CLOSE-WAIT
             }
             State::CloseWait => {
                 self.snd.fin_queued = true;
                 self.state = State::LastAck;
-                self.timers.idle = NEVER;
+                self.timers.disarm(Timer::Idle);
             }
             _ => {}
         }
@@ -228,7 +241,7 @@ impl Connection {
                 self.rcv.closed = true;
                 let _ = self.shutdown_write(); // cannot fail: not CLOSED
                 if self.state == State::FinWait2 {
-                    self.timers.idle = now + ms(self.p.fin_wait2_ms);
+                    self.timers.arm(Timer::Idle, now + ms(self.p.fin_wait2_ms));
                 }
             }
         }
@@ -257,8 +270,8 @@ impl Connection {
     pub fn set_keepalive(&mut self, keepalive: Option<Keepalive>, now: Instant) {
         self.p.set_keepalive(keepalive);
         if matches!(self.state, State::Established | State::CloseWait) {
-            self.timers.keepalive_probes = 0;
-            self.timers.idle = if self.p.has(Opt::Keepalive) { now + ms(self.p.ka_idle_ms) } else { NEVER };
+            self.timers.keepalive_answered();
+            self.timers.arm(Timer::Idle, if self.p.has(Opt::Keepalive) { now + ms(self.p.ka_idle_ms) } else { NEVER });
         }
     }
 

@@ -5,8 +5,15 @@
 //! are the stack's: the connection hears only "arrived CE-marked" (`handle_segment_ce`) and
 //! says "send ECN-capable" (`transmit_ect`).
 
+use wire::{TcpFlags, TcpRepr};
+
+use crate::congestion::CongestionControl;
+use crate::seq;
+use crate::time::Instant;
+
 use super::bits::{Bit, Bits};
-use super::*;
+use super::recovery::Recovery;
+use super::Connection;
 
 /// ECN's one-bit facts.
 #[derive(Debug, Clone, Copy)]

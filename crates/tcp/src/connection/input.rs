@@ -3,7 +3,21 @@
 //! the window update), URG, text and FIN (3.10.7.4). Also the state changes they cause. It must
 //! not build segments: it records what is owed (an ACK, a challenge ACK, a RST) for `output`.
 
-use super::*;
+use wire::{TcpFlags, TcpRepr};
+
+use crate::congestion::CongestionControl;
+use crate::time::{Instant, MILLISECOND};
+use crate::{segment, seq};
+
+use super::ecn::EcnBit;
+use super::output::Owed;
+use super::params::{ms, us, Opt};
+use super::recovery::Recovery;
+use super::timers::{Timer, NEVER};
+use super::{
+    Connection, Error, Flag, State, EV_CLOSED, EV_CONNECTED, EV_READABLE, EV_READ_CLOSED, EV_RESET, EV_TIME_WAIT,
+    EV_WRITABLE, SEGMENT_OVERHEAD,
+};
 
 /// RFC 2883 section 4: the first SACK block reports data that arrived twice (D-SACK) if it
 /// lies below the cumulative ACK or inside the second block.
@@ -122,9 +136,9 @@ impl Connection {
         }
         self.rtt.backoff = 0;
         self.loss.recover = self.snd.una;
-        self.timers.rtx = if self.snd.una == self.snd.max { NEVER } else { now + self.rto() };
+        self.timers.arm(Timer::Rtx, if self.snd.una == self.snd.max { NEVER } else { now + self.rto() });
         if self.p.has(Opt::Keepalive) && self.state == State::Established {
-            self.timers.idle = now + ms(self.p.ka_idle_ms);
+            self.timers.arm(Timer::Idle, now + ms(self.p.ka_idle_ms));
         }
         self.events |= EV_CONNECTED | EV_WRITABLE;
     }
@@ -171,7 +185,7 @@ impl Connection {
             if fin && !syn && seq.wrapping_add(payload.len() as u32 + 1) == self.rcv.nxt {
                 // The peer's FIN again: our ACK was lost. ACK and restart 2*MSL.
                 self.owed.insert(Owed::Ack);
-                self.timers.idle = now + ms(self.p.time_wait_ms);
+                self.timers.arm(Timer::Idle, now + ms(self.p.time_wait_ms));
                 return;
             }
         }
@@ -245,8 +259,8 @@ impl Connection {
         }
 
         if self.p.has(Opt::Keepalive) && matches!(self.state, State::Established | State::CloseWait) {
-            self.timers.keepalive_probes = 0;
-            self.timers.idle = now + ms(self.p.ka_idle_ms);
+            self.timers.keepalive_answered();
+            self.timers.arm(Timer::Idle, now + ms(self.p.ka_idle_ms));
         }
 
         // RFC 3168 section 6.1.3: the peer's CWR on a segment with data (or a FIN) ends our
@@ -376,10 +390,10 @@ impl Connection {
 
     pub(super) fn enter_closed(&mut self) {
         self.state = State::Closed;
-        self.timers.rtx = NEVER;
-        self.timers.delack = NEVER;
-        self.timers.idle = NEVER;
-        self.timers.loss = NEVER;
+        self.timers.disarm(Timer::Rtx);
+        self.timers.disarm(Timer::Delack);
+        self.timers.disarm(Timer::Idle);
+        self.timers.disarm(Timer::Loss);
         self.snd.buf.clear();
         self.rcv.ooo.clear();
         self.loss.sacked.clear();
@@ -396,9 +410,9 @@ impl Connection {
 
     fn enter_time_wait(&mut self, now: Instant) {
         self.state = State::TimeWait;
-        self.timers.rtx = NEVER;
-        self.timers.loss = NEVER;
-        self.timers.idle = now + ms(self.p.time_wait_ms);
+        self.timers.disarm(Timer::Rtx);
+        self.timers.disarm(Timer::Loss);
+        self.timers.arm(Timer::Idle, now + ms(self.p.time_wait_ms));
         self.loss.sacked.clear();
         self.loss.sent.clear();
         self.snd.buf.clear();
@@ -430,12 +444,12 @@ impl Connection {
 
         if self.snd.update_window(seq, ack, seg_wnd) {
             // A zero window opened: the persist timer is done.
-            self.timers.persist_backoff = 0;
+            self.timers.persist_answered();
             if self.snd.una == self.snd.max {
-                self.timers.rtx = NEVER;
+                self.timers.disarm(Timer::Rtx);
             }
         }
-        self.timers.window_probes = 0;
+        self.timers.window_probe_answered();
 
         if seq::gt(ack, self.snd.una) {
             self.on_new_ack(now, seg, ack);
@@ -457,7 +471,7 @@ impl Connection {
         }
         // The probe restarts when new data is acknowledged, and starts when the reordering
         // timer has nothing left to wait for.
-        if self.rack_on() && (seq::gt(self.snd.una, old_una) || self.timers.loss == NEVER) {
+        if self.rack_on() && (seq::gt(self.snd.una, old_una) || !self.timers.is_armed(Timer::Loss)) {
             self.schedule_probe(now);
         }
         true
@@ -478,9 +492,9 @@ impl Connection {
         self.new_ack_in_recovery(now, ack, acked, flight_before);
 
         // RFC 6298 section 5.2 and 5.3.
-        self.timers.rtx = if self.snd.una == self.snd.max { NEVER } else { now + self.rto() };
+        self.timers.arm(Timer::Rtx, if self.snd.una == self.snd.max { NEVER } else { now + self.rto() });
         if self.snd.una == self.snd.max {
-            self.timers.loss = NEVER;
+            self.timers.disarm(Timer::Loss);
         }
 
         if freed
@@ -497,9 +511,9 @@ impl Connection {
             match self.state {
                 State::FinWait1 => {
                     self.state = State::FinWait2;
-                    self.timers.rtx = NEVER;
+                    self.timers.disarm(Timer::Rtx);
                     if self.rcv.closed {
-                        self.timers.idle = now + ms(self.p.fin_wait2_ms);
+                        self.timers.arm(Timer::Idle, now + ms(self.p.fin_wait2_ms));
                     }
                 }
                 State::Closing => self.enter_time_wait(now),
@@ -589,8 +603,8 @@ impl Connection {
                 if had_ooo || self.rcv.unacked >= 2 * u32::from(self.rcv.mss) {
                     // A filled hole, or the second full-sized segment (RFC 5681 4.2).
                     self.owed.insert(Owed::Ack);
-                } else if self.timers.delack == NEVER {
-                    self.timers.delack = now + us(self.p.delayed_ack_us);
+                } else if !self.timers.is_armed(Timer::Delack) {
+                    self.timers.arm(Timer::Delack, now + us(self.p.delayed_ack_us));
                 }
             } else {
                 // Out-of-order data we already hold is a duplicate too (RFC 2883 section 4.1.2).

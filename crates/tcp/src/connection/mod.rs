@@ -21,11 +21,9 @@
 
 use wire::{TcpFlags, TcpRepr};
 
-use crate::config::{Config, Ecn, Keepalive};
-use crate::congestion::{Congestion, CongestionControl};
-use crate::segment;
-use crate::seq;
-use crate::{Duration, Instant, MILLISECOND, SECOND};
+use crate::config::{Config, Ecn};
+use crate::congestion::Congestion;
+use crate::time::{Duration, Instant};
 
 mod app;
 mod bits;
@@ -45,12 +43,12 @@ use self::bits::{Bit, Bits};
 use self::ecn::{EcnBit, EcnState};
 use self::options::{window_shift_for, Agreed, Timestamps, DEFAULT_MSS};
 use self::output::Owed;
-use self::params::*;
-use self::recovery::*;
+use self::params::{ms, to_us, Opt, Params};
+use self::recovery::LossRecovery;
 use self::recv::RecvSpace;
 use self::rtt::RttEstimator;
 use self::send::SendSpace;
-use self::timers::{LossTimer, TimerTable, NEVER};
+use self::timers::{Timer, TimerTable};
 use self::urgent::Urgent;
 
 /// The smallest segment size an ICMP message can bring us down to.
@@ -558,7 +556,7 @@ impl Connection {
     pub(crate) fn time_wait_parts(&self) -> TimeWaitParts {
         let field = (self.rcv.wnd() >> self.agreed.rcv_wscale).min(0xffff) as u16;
         TimeWaitParts {
-            deadline: self.timers.idle,
+            deadline: self.timers.deadline(Timer::Idle),
             time_wait: ms(self.p.time_wait_ms),
             snd_nxt: self.snd.max,
             rcv_nxt: self.rcv.nxt,

@@ -5,8 +5,14 @@
 //! cookie and say how much payload a segment may carry. It must not build segments: `output`
 //! reads what was agreed.
 
+use wire::TcpRepr;
+
+use crate::seq;
+use crate::time::{Duration, Instant, MILLISECOND, SECOND};
+
 use super::bits::{Bit, Bits};
-use super::*;
+use super::params::Opt;
+use super::{Connection, CookieOptions};
 
 /// RFC 9293 section 3.7.1: the send MSS when the peer announces none (IPv4's 576 - 40).
 pub(super) const DEFAULT_MSS: u16 = 536;

@@ -4,8 +4,18 @@
 //! SWS avoidance, Nagle and the congestion and peer windows are applied here. It must not read
 //! segments.
 
+use wire::{TcpFlags, TcpRepr};
+
+use crate::congestion::CongestionControl;
+use crate::time::Instant;
+use crate::{segment, seq};
+
 use super::bits::Bit;
-use super::*;
+use super::ecn::EcnBit;
+use super::params::Opt;
+use super::recovery::Recovery;
+use super::timers::Timer;
+use super::{Connection, Rst, State};
 
 /// What the connection owes the peer besides data, each sent by the next `poll_transmit`.
 #[derive(Debug, Clone, Copy)]
@@ -63,7 +73,7 @@ impl Connection {
         // on each other's zero window. A delayed ACK counts: the probe would cancel its timer.
         if self.owed.has(Owed::Ack)
             || self.owed.has(Owed::ChallengeAck)
-            || (self.owed.has(Owed::Probe) && self.timers.delack != NEVER)
+            || (self.owed.has(Owed::Probe) && self.timers.is_armed(Timer::Delack))
         {
             let seq = self.snd.max;
             return Some(self.emit(now, seq, 0, false, payload));
@@ -132,7 +142,7 @@ impl Connection {
         } else {
             self.retransmitted(now);
         }
-        self.timers.rtx = now + self.rto();
+        self.timers.arm(Timer::Rtx, now + self.rto());
         if synack {
             self.rcv.adv = seq::max(self.rcv.adv, self.rcv.nxt.wrapping_add(wnd));
             self.ack_sent();
@@ -311,8 +321,8 @@ impl Connection {
                 self.rtt.start_timing(self.snd.nxt, now);
             }
         }
-        if was_idle || self.timers.rtx == NEVER {
-            self.timers.rtx = now + self.rto();
+        if was_idle || !self.timers.is_armed(Timer::Rtx) {
+            self.timers.arm(Timer::Rtx, now + self.rto());
         }
         if !is_rtx && !loss_probe {
             self.schedule_probe(now);
@@ -450,7 +460,7 @@ impl Connection {
         self.owed.remove(Owed::Ack);
         self.rcv.dsack = (0, 0); // reported once (RFC 2883 section 4)
         self.owed.remove(Owed::ChallengeAck);
-        self.timers.delack = NEVER;
+        self.timers.disarm(Timer::Delack);
         self.rcv.unacked = 0;
     }
 }

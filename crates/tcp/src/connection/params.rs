@@ -1,9 +1,11 @@
 //! The configuration a connection keeps, compact (durations in µs or ms, 32-bit), and the unit
-//! conversions to and from [`crate::Duration`]. Set at creation from [`Config`] and by the
+//! conversions to and from [`Duration`]. Set at creation from [`Config`] and by the
 //! socket options; nothing else writes it.
 
+use crate::config::{Config, Ecn, Keepalive};
+use crate::time::{Duration, MILLISECOND};
+
 use super::bits::{Bit, Bits};
-use super::*;
 
 /// The configuration's switches.
 #[derive(Debug, Clone, Copy)]

@@ -5,10 +5,19 @@
 //! connection's methods here decide what is lost and when recovery starts and ends. It must
 //! not send: what goes next (`rtx_first`, `send_probe`, the lost ranges) is `output`'s to pick.
 
-use super::*;
+use wire::TcpRepr;
+
+use crate::congestion::CongestionControl;
 use crate::rack::Rack;
 use crate::ranges::Scoreboard;
 use crate::sent::SentLog;
+use crate::seq;
+use crate::time::Instant;
+
+use super::ecn::EcnBit;
+use super::params::{us, Opt};
+use super::timers::{LossTimer, Timer};
+use super::{Connection, Error, EV_TIMED_OUT};
 
 /// Duplicate ACKs that mean a loss (RFC 5681 section 3.2, RFC 6675 DupThresh).
 const DUPTHRESH: u8 = 3;
@@ -248,11 +257,8 @@ impl Connection {
         self.counters.rack_lost = self.counters.rack_lost.wrapping_add(found.lost_segments);
         self.counters.lost_retransmits = self.counters.lost_retransmits.wrapping_add(found.lost_retransmits);
         match found.recheck_at {
-            Some(t) => {
-                self.timers.loss = t;
-                self.timers.loss_kind = LossTimer::Reorder;
-            }
-            None if self.timers.loss_kind == LossTimer::Reorder => self.timers.loss = NEVER,
+            Some(t) => self.timers.arm_loss(t, LossTimer::Reorder),
+            None if self.timers.loss_kind() == LossTimer::Reorder => self.timers.disarm(Timer::Loss),
             None => {}
         }
     }
@@ -261,17 +267,16 @@ impl Connection {
     /// acknowledged new data: a PTO from now, but no later than the RTO. A pending reordering
     /// timer goes first.
     pub(super) fn schedule_probe(&mut self, now: Instant) {
-        if self.timers.loss != NEVER && self.timers.loss_kind == LossTimer::Reorder {
+        if self.timers.is_armed(Timer::Loss) && self.timers.loss_kind() == LossTimer::Reorder {
             return;
         }
         if !self.probe_allowed() {
-            self.timers.loss = NEVER;
+            self.timers.disarm(Timer::Loss);
             return;
         }
         let flight = self.snd.in_flight();
         let pto = Rack::pto(self.rtt.has_sample().then(|| self.rtt.srtt()), flight, self.eff_mss());
-        self.timers.loss = (now + pto).min(self.timers.rtx);
-        self.timers.loss_kind = LossTimer::Probe;
+        self.timers.arm_loss((now + pto).min(self.timers.deadline(Timer::Rtx)), LossTimer::Probe);
     }
 
     /// A tail loss probe may go: RACK-TLP runs, data is in flight, no recovery (fast, or after
@@ -289,7 +294,7 @@ impl Connection {
         if !self.can_send_data() || self.snd.una == self.snd.max {
             return;
         }
-        match self.timers.loss_kind {
+        match self.timers.loss_kind() {
             LossTimer::Reorder => {
                 self.rack_detect_loss(now);
                 self.recover_if_lost(now);
@@ -298,7 +303,7 @@ impl Connection {
             LossTimer::Probe => {
                 self.loss.send_probe = self.probe_allowed();
                 // RFC 8985 section 7.3: after a probe, the RTO is armed, not the PTO.
-                self.timers.rtx = now + self.rto();
+                self.timers.arm(Timer::Rtx, now + self.rto());
             }
         }
     }
@@ -316,7 +321,7 @@ impl Connection {
         // Everything goes again from SND.UNA: no loss marks, no probe, no reordering timer.
         self.loss.sent.clear_marks();
         self.loss.rack.end_probe();
-        self.timers.loss = NEVER;
+        self.timers.disarm(Timer::Loss);
         let mss = self.eff_mss();
         let flight = self.snd.in_flight();
         self.cc.on_retransmission_timeout(now, flight, mss, self.rtt.backoff == 0);
@@ -334,6 +339,6 @@ impl Connection {
         self.rtt.stop_timing();
         self.rtt.backoff = self.rtt.backoff.saturating_add(1);
         self.snd.nxt = self.snd.una;
-        self.timers.rtx = now + self.rto();
+        self.timers.arm(Timer::Rtx, now + self.rto());
     }
 }

@@ -4,7 +4,14 @@
 //! hand them to RACK and congestion control too. It must not arm timers or decide what to send:
 //! it only says how long the RTO is.
 
-use super::*;
+use wire::TcpRepr;
+
+use crate::congestion::CongestionControl;
+use crate::seq;
+use crate::time::{Duration, Instant, MILLISECOND};
+
+use super::params::us;
+use super::Connection;
 
 /// RFC 6298's G, the clock granularity term of the RTO, in microseconds.
 const CLOCK_GRANULARITY_US: u64 = 1000;

@@ -5,7 +5,11 @@
 //! reordering, tail loss probe; what those do is `recovery`'s). A timer that fires only marks
 //! what is owed; the segment is `output`'s to build.
 
-use super::*;
+use crate::time::{Duration, Instant};
+
+use super::output::Owed;
+use super::params::{ms, us, Opt};
+use super::{Connection, Error, Flag, State, EV_TIMED_OUT};
 
 /// A timer that is not armed.
 pub(super) const NEVER: Instant = Instant::MAX;
@@ -13,30 +17,22 @@ pub(super) const NEVER: Instant = Instant::MAX;
 /// The deadlines (NEVER when not armed) and the probe counts of the timers that probe.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct TimerTable {
-    /// RTO, SYN retransmission or the persist timer (zero-window probes, or a small window that
-    /// sender SWS avoidance held back).
-    pub(super) rtx: Instant,
-    pub(super) delack: Instant,
-    /// Keepalive, FIN-WAIT-2 timeout or TIME-WAIT end.
-    pub(super) idle: Instant,
-    /// RACK's reordering timer or the tail loss probe (`loss_kind` says which).
-    pub(super) loss: Instant,
-    pub(super) loss_kind: LossTimer,
+    /// The deadlines, indexed by [`Timer`].
+    deadlines: [Instant; 4],
+    /// What the loss timer is for.
+    loss_kind: LossTimer,
     /// The persist timer's backoff exponent.
-    pub(super) persist_backoff: u8,
+    persist_backoff: u8,
     /// Zero-window probes without an answer.
-    pub(super) window_probes: u8,
+    window_probes: u8,
     /// Keepalive probes without an answer.
-    pub(super) keepalive_probes: u8,
+    keepalive_probes: u8,
 }
 
 impl Default for TimerTable {
     fn default() -> Self {
         TimerTable {
-            rtx: NEVER,
-            delack: NEVER,
-            idle: NEVER,
-            loss: NEVER,
+            deadlines: [NEVER; 4],
             loss_kind: LossTimer::Reorder,
             persist_backoff: 0,
             window_probes: 0,
@@ -48,19 +44,114 @@ impl Default for TimerTable {
 impl TimerTable {
     /// The earliest deadline, if any is armed.
     pub(super) fn next(&self) -> Option<Instant> {
-        let t = self.rtx.min(self.delack).min(self.idle).min(self.loss);
-        (t != NEVER).then_some(t)
+        self.deadlines.iter().copied().min().filter(|&t| t != NEVER)
+    }
+
+    /// When `timer` fires: [`NEVER`] when it is not armed.
+    pub(super) fn deadline(&self, timer: Timer) -> Instant {
+        self.deadlines[timer as usize]
+    }
+
+    pub(super) fn is_armed(&self, timer: Timer) -> bool {
+        self.deadline(timer) != NEVER
+    }
+
+    /// Sets `timer` to fire at `at` ([`NEVER`] disarms it). The loss timer keeps its kind: arm
+    /// it with [`TimerTable::arm_loss`].
+    pub(super) fn arm(&mut self, timer: Timer, at: Instant) {
+        self.deadlines[timer as usize] = at;
+    }
+
+    pub(super) fn disarm(&mut self, timer: Timer) {
+        self.arm(timer, NEVER);
+    }
+
+    /// Whether `timer` is due at `now`; a due timer is disarmed (the caller runs it).
+    pub(super) fn take_due(&mut self, timer: Timer, now: Instant) -> bool {
+        let due = self.deadline(timer) <= now;
+        if due {
+            self.disarm(timer);
+        }
+        due
+    }
+
+    /// Arms the loss timer at `at` for `kind`.
+    pub(super) fn arm_loss(&mut self, at: Instant, kind: LossTimer) {
+        self.arm(Timer::Loss, at);
+        self.loss_kind = kind;
+    }
+
+    /// What the loss timer is for (the last kind it was armed for).
+    pub(super) fn loss_kind(&self) -> LossTimer {
+        self.loss_kind
     }
 
     /// Disarms the loss timer if it is the tail loss probe's.
     pub(super) fn disarm_probe(&mut self) {
         if self.loss_kind == LossTimer::Probe {
-            self.loss = NEVER;
+            self.disarm(Timer::Loss);
         }
+    }
+
+    /// The persist timer's backoff exponent.
+    pub(super) fn persist_backoff(&self) -> u8 {
+        self.persist_backoff
+    }
+
+    /// The persist timer fired: the next interval is twice as long.
+    pub(super) fn back_off_persist(&mut self) {
+        self.persist_backoff = self.persist_backoff.saturating_add(1);
+    }
+
+    /// The peer's window opened: the persist timer starts again from its first interval.
+    pub(super) fn persist_answered(&mut self) {
+        self.persist_backoff = 0;
+    }
+
+    /// Zero-window probes sent without an answer.
+    pub(super) fn window_probes(&self) -> u8 {
+        self.window_probes
+    }
+
+    pub(super) fn count_window_probe(&mut self) {
+        self.window_probes = self.window_probes.saturating_add(1);
+    }
+
+    /// An ACK came: the zero-window probes were answered.
+    pub(super) fn window_probe_answered(&mut self) {
+        self.window_probes = 0;
+    }
+
+    /// Keepalive probes sent without an answer.
+    pub(super) fn keepalive_probes(&self) -> u8 {
+        self.keepalive_probes
+    }
+
+    pub(super) fn count_keepalive_probe(&mut self) {
+        self.keepalive_probes += 1;
+    }
+
+    /// The peer was heard from: the keepalive probes were answered.
+    pub(super) fn keepalive_answered(&mut self) {
+        self.keepalive_probes = 0;
     }
 }
 
-/// What the loss timer (`TimerTable::loss`) is for when it is armed.
+/// One of the connection's four deadlines in [`TimerTable`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Timer {
+    /// RTO, SYN retransmission or the persist timer (zero-window probes, or a small window that
+    /// sender SWS avoidance held back).
+    Rtx,
+    /// The delayed ACK.
+    Delack,
+    /// Keepalive, FIN-WAIT-2 timeout or TIME-WAIT end.
+    Idle,
+    /// RACK's reordering timer or the tail loss probe ([`TimerTable::loss_kind`] says which).
+    Loss,
+}
+
+/// What the loss timer (`Timer::Loss`) is for when it is armed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum LossTimer {
     /// RACK's reordering timer: run loss detection again (RFC 8985 section 6.2).
@@ -72,21 +163,17 @@ pub(super) enum LossTimer {
 impl Connection {
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
-        if self.timers.delack <= now {
-            self.timers.delack = NEVER;
+        if self.timers.take_due(Timer::Delack, now) {
             self.owed.insert(Owed::Ack);
         }
         // Before the RTO: a probe due with it takes its place (and re-arms it).
-        if self.timers.loss <= now {
-            self.timers.loss = NEVER;
+        if self.timers.take_due(Timer::Loss, now) {
             self.on_loss_timer(now);
         }
-        if self.timers.rtx <= now {
-            self.timers.rtx = NEVER;
+        if self.timers.take_due(Timer::Rtx, now) {
             self.on_rtx_timer(now);
         }
-        if self.timers.idle <= now {
-            self.timers.idle = NEVER;
+        if self.timers.take_due(Timer::Idle, now) {
             self.on_idle_timer(now);
         }
     }
@@ -105,7 +192,7 @@ impl Connection {
                 self.flags.insert(Flag::SynRetransmitted);
                 self.rtt.stop_timing();
                 self.snd.nxt = self.snd.iss;
-                self.timers.rtx = now + self.rto();
+                self.timers.arm(Timer::Rtx, now + self.rto());
             }
             State::Established | State::FinWait1 | State::CloseWait | State::Closing | State::LastAck => {
                 if self.snd.una != self.snd.max {
@@ -128,12 +215,12 @@ impl Connection {
             // its window shut would otherwise hold the connection for ever).
             let alive = self.persist_interval() < us(self.p.rto_max_us);
             limit = self.orphan_retries(alive);
-            if !alive && self.timers.persist_backoff >= limit {
+            if !alive && self.timers.persist_backoff() >= limit {
                 self.fail(Error::TimedOut, EV_TIMED_OUT);
                 return;
             }
         }
-        if self.timers.window_probes >= limit {
+        if self.timers.window_probes() >= limit {
             self.fail(Error::TimedOut, EV_TIMED_OUT);
             return;
         }
@@ -141,10 +228,10 @@ impl Connection {
             self.owed.insert(Owed::ForceSend);
         } else {
             self.owed.insert(Owed::Probe);
-            self.timers.window_probes = self.timers.window_probes.saturating_add(1);
+            self.timers.count_window_probe();
         }
-        self.timers.persist_backoff = self.timers.persist_backoff.saturating_add(1);
-        self.timers.rtx = now + self.persist_interval();
+        self.timers.back_off_persist();
+        self.timers.arm(Timer::Rtx, now + self.persist_interval());
     }
 
     fn on_idle_timer(&mut self, now: Instant) {
@@ -154,16 +241,16 @@ impl Connection {
             State::Established | State::CloseWait if self.p.has(Opt::Keepalive) => {
                 // RFC 1122 4.2.3.6, Linux's rules: only when nothing is outstanding.
                 if self.snd.una != self.snd.max || self.snd.has_unsent_data() {
-                    self.timers.idle = now + ms(self.p.ka_idle_ms);
+                    self.timers.arm(Timer::Idle, now + ms(self.p.ka_idle_ms));
                     return;
                 }
-                if self.timers.keepalive_probes >= self.p.ka_count {
+                if self.timers.keepalive_probes() >= self.p.ka_count {
                     self.fail(Error::TimedOut, EV_TIMED_OUT);
                     return;
                 }
                 self.owed.insert(Owed::Probe);
-                self.timers.keepalive_probes += 1;
-                self.timers.idle = now + ms(self.p.ka_interval_ms);
+                self.timers.count_keepalive_probe();
+                self.timers.arm(Timer::Idle, now + ms(self.p.ka_interval_ms));
             }
             _ => {}
         }
@@ -173,16 +260,16 @@ impl Connection {
     pub(super) fn arm_persist(&mut self, now: Instant) {
         if self.can_send_data()
             && self.snd.una == self.snd.max
-            && self.timers.rtx == NEVER
+            && !self.timers.is_armed(Timer::Rtx)
             && self.snd.has_unsent_data()
             && self.snd.window_room() < self.eff_mss()
         {
-            self.timers.rtx = now + self.persist_interval();
+            self.timers.arm(Timer::Rtx, now + self.persist_interval());
         }
     }
 
     /// The zero-window probe interval.
     fn persist_interval(&self) -> Duration {
-        self.rtt.backed_off(self.timers.persist_backoff, self.p.rto_max_us)
+        self.rtt.backed_off(self.timers.persist_backoff(), self.p.rto_max_us)
     }
 }

@@ -4,7 +4,12 @@
 //! application's calls about it (MSG_OOB, SIOCATMARK, SO_OOBINLINE, POLLPRI). It must not touch
 //! the stream's bytes beyond the one urgent byte a new mark drops.
 
-use super::*;
+use wire::{TcpFlags, TcpRepr};
+
+use crate::seq;
+
+use super::params::Opt;
+use super::{Connection, Error, State, EV_URGENT};
 
 /// Urgent data from the peer, Linux's `urg_data` states. RFC 6093 section 4 (and every stack
 /// in use) reads the urgent pointer as the byte *after* the urgent data; Linux keeps one byte of

@@ -16,11 +16,11 @@ fn transfer(cfg_a: &Config, cfg_b: &Config, len: usize, seed: u64, loss: u64, re
     let mut rng = Rng::new(seed);
     // Both directions, from the first SYN to the last ACK.
     p.fate = Box::new(move |_, _, _| {
-        let r = rng.next() % 100;
+        let r = rng.next_u64() % 100;
         if r < loss {
             Fate::Drop
         } else if r < loss + reorder {
-            Fate::Delay((1 + rng.next() % 15) * MS)
+            Fate::Delay((1 + rng.next_u64() % 15) * MS)
         } else {
             Fate::Deliver
         }
@@ -120,13 +120,13 @@ fn two_way(seed: u64, cfg_a: &Config, cfg_b: &Config, len_a: usize, len_b: usize
     p.logging = false;
     let mut rng = Rng::new(seed);
     p.fate = Box::new(move |_, _, _| {
-        let r = rng.next() % 100;
+        let r = rng.next_u64() % 100;
         if r < loss {
             Fate::Drop
         } else if r < loss + reorder {
-            Fate::Delay((1 + rng.next() % 20) * MS)
+            Fate::Delay((1 + rng.next_u64() % 20) * MS)
         } else if r < loss + reorder + 3 {
-            Fate::Duplicate((rng.next() % 30) * MS)
+            Fate::Duplicate((rng.next_u64() % 30) * MS)
         } else {
             Fate::Deliver
         }

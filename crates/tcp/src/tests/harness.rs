@@ -6,7 +6,8 @@ use std::vec::Vec;
 
 use wire::{TcpFlags, TcpRepr};
 
-use crate::{Config, Connection, Duration, Event, Instant, MILLISECOND, SECOND};
+use crate::time::{Duration, Instant, MILLISECOND, SECOND};
+use crate::{Config, Connection, Event};
 
 /// The clock starts at 1 s (so that timestamps are not 0).
 pub const T0: Instant = SECOND;
@@ -418,17 +419,4 @@ pub fn read_all(c: &mut Connection) -> Vec<u8> {
     out
 }
 
-/// A small deterministic PRNG (xorshift64*).
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.max(1))
-    }
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
+pub use testkit::Rng;

@@ -281,9 +281,9 @@ fn rfc8985_lossy_pair_moves_every_byte() {
     // losses.
     let mut p = Pair::connected(&Config::default(), &Config::default());
     let mut rng = Rng::new(99);
-    p.fate = Box::new(move |_, _, _| match rng.next() % 100 {
+    p.fate = Box::new(move |_, _, _| match rng.next_u64() % 100 {
         0..=2 => Fate::Drop,
-        3..=5 => Fate::Delay((1 + rng.next() % 3) * MS),
+        3..=5 => Fate::Delay((1 + rng.next_u64() % 3) * MS),
         _ => Fate::Deliver,
     });
     let data: Vec<u8> = (0..2_000_000).map(stream_byte).collect();

@@ -328,7 +328,7 @@ fn echo_with_full_buffers_both_ways(seed: u64, len: usize) -> Result<(), String>
     let mut p = Pair::with_iss(&cfg, &cfg, (seed as u32).wrapping_mul(2_654_435_761));
     p.rate = 0;
     let mut rng = Rng::new(seed);
-    p.fate = Box::new(move |_, _, _| if rng.next() % 100 < 2 { Fate::Drop } else { Fate::Deliver });
+    p.fate = Box::new(move |_, _, _| if rng.next_u64() % 100 < 2 { Fate::Drop } else { Fate::Deliver });
     let data: Vec<u8> = (0..len).map(stream_byte).collect();
     let (mut sent, mut got) = (0, Vec::new());
     let mut buf = [0u8; 4096];

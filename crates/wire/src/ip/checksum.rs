@@ -113,28 +113,29 @@ fn address_sum(bytes: &[u8]) -> u64 {
     bytes.chunks_exact(2).map(|w| u64::from(u16::from_be_bytes([w[0], w[1]]))).sum()
 }
 
-/// The sum of the IPv4 pseudo-header (RFC 793, RFC 768): source, destination, zero, protocol and
-/// the upper-layer length.
-pub fn pseudo_header_v4(src_addr: &Ipv4Address, dst_addr: &Ipv4Address, protocol: IpProtocol, length: u32) -> u16 {
+/// What both pseudo-headers sum to: the address words, the protocol and the length's two words
+/// (IPv4 carries the protocol and a 16-bit length, IPv6 three zero bytes, the next header and a
+/// 32-bit length: the same words once summed).
+fn pseudo_header_sum(src_addr: &[u8], dst_addr: &[u8], protocol: IpProtocol, length: u32) -> u16 {
     fold(
-        address_sum(src_addr.as_bytes())
-            + address_sum(dst_addr.as_bytes())
+        address_sum(src_addr)
+            + address_sum(dst_addr)
             + u64::from(u8::from(protocol))
             + u64::from(length >> 16)
             + u64::from(length & 0xffff),
     )
 }
 
+/// The sum of the IPv4 pseudo-header (RFC 793, RFC 768): source, destination, zero, protocol and
+/// the upper-layer length.
+pub fn pseudo_header_v4(src_addr: &Ipv4Address, dst_addr: &Ipv4Address, protocol: IpProtocol, length: u32) -> u16 {
+    pseudo_header_sum(src_addr.as_bytes(), dst_addr.as_bytes(), protocol, length)
+}
+
 /// The sum of the IPv6 pseudo-header (RFC 8200 section 8.1): source, destination, the 32-bit
 /// upper-layer length, three zero bytes and the next header.
 pub fn pseudo_header_v6(src_addr: &Ipv6Address, dst_addr: &Ipv6Address, next_header: IpProtocol, length: u32) -> u16 {
-    fold(
-        address_sum(src_addr.as_bytes())
-            + address_sum(dst_addr.as_bytes())
-            + u64::from(u8::from(next_header))
-            + u64::from(length >> 16)
-            + u64::from(length & 0xffff),
-    )
+    pseudo_header_sum(src_addr.as_bytes(), dst_addr.as_bytes(), next_header, length)
 }
 
 /// The pseudo-header sum for addresses of either version.
@@ -142,13 +143,7 @@ pub fn pseudo_header_v6(src_addr: &Ipv6Address, dst_addr: &Ipv6Address, next_hea
 /// Both pseudo-headers sum to "the address words, the protocol and the length", so a mixed pair
 /// (a caller bug) gives a wrong sum, never a panic.
 pub fn pseudo_header(src_addr: &IpAddress, dst_addr: &IpAddress, protocol: IpProtocol, length: u32) -> u16 {
-    fold(
-        address_sum(src_addr.as_bytes())
-            + address_sum(dst_addr.as_bytes())
-            + u64::from(u8::from(protocol))
-            + u64::from(length >> 16)
-            + u64::from(length & 0xffff),
-    )
+    pseudo_header_sum(src_addr.as_bytes(), dst_addr.as_bytes(), protocol, length)
 }
 
 /// The new value of a checksum *field* after one 16-bit word it covers changed from `old` to
@@ -185,15 +180,7 @@ mod tests {
     }
 
     fn pseudo_random(seed: u64, len: usize) -> std::vec::Vec<u8> {
-        let mut x = seed | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
+        testkit::Rng::new(seed).bytes(len)
     }
 
     #[test]

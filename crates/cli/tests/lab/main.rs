@@ -2,158 +2,33 @@
 //! the Linux kernel in the peer namespace; and the error paths a person hits first.
 //!
 //! They need root (network namespaces, hugepages, XDP). `scripts/test.sh` runs them as root with
-//! PRONGHORN_LAB_TESTS=1; without that variable each test says it is skipped and returns. They run
-//! one at a time (hugepages are machine-wide) and each uses its own lab prefix `tst-*`;
+//! PRONGHORN_LAB_TESTS=1; without that variable (or without root, or a tool the scenario needs)
+//! each test says it is skipped and returns: the one line `testkit::lab::scenario` opening each
+//! test. They run one at a time (hugepages are machine-wide) and each uses its own lab prefix `tst-*`;
 //! PRONGHORN_LAB_PREFIX=P makes that `P-*` for the labs `Lab` and `KernelPair` bring up, so
 //! that people sharing a machine do not take each other's labs down (tests that bring up or
 //! name their labs' interfaces themselves, such as the `lab up`/`down` and node tests, keep
 //! `tst`).
+//!
+//! This file is the list of scenarios; the rigs they use (the lab, pronghorn's echo and client,
+//! the servers and their kernel twins) are in `rigs.rs`.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
+use std::process::{Child, Command, Stdio};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-const HUGEPAGES_2M: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+use testkit::lab::{dpdk_runtime_dirs, eventually, netns_exists, nr_hugepages, scenario, text, HUGEPAGES_2M};
 
-fn enabled(test: &str) -> bool {
-    let on = std::env::var_os("PRONGHORN_LAB_TESTS").is_some();
-    if !on {
-        eprintln!("{test}: skipped (set PRONGHORN_LAB_TESTS=1 and run as root; scripts/test.sh does)");
-    }
-    on
-}
+mod rigs;
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_pronghorn")
-}
-
-fn pronghorn(args: &[&str]) -> Output {
-    Command::new(bin()).args(args).output().expect("running pronghorn")
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-fn nr_hugepages() -> u64 {
-    std::fs::read_to_string(HUGEPAGES_2M).unwrap().trim().parse().unwrap()
-}
-
-fn netns_exists(name: &str) -> bool {
-    Path::new("/run/netns").join(name).exists()
-}
-
-fn dpdk_runtime_dirs() -> Vec<String> {
-    std::fs::read_dir("/var/run/dpdk")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("pronghorn-"))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// A lab that is taken down when the test ends, pass or fail.
-struct Lab {
-    prefix: String,
-}
-
-/// A test's lab prefix `tst-...`, with PRONGHORN_LAB_PREFIX in place of `tst` when set.
-fn lab_prefix(prefix: &str) -> String {
-    match (std::env::var("PRONGHORN_LAB_PREFIX"), prefix.strip_prefix("tst")) {
-        (Ok(mine), Some(rest)) => format!("{mine}{rest}"),
-        _ => prefix.to_string(),
-    }
-}
-
-impl Lab {
-    fn up(prefix: &str, extra: &[&str]) -> Lab {
-        let prefix = &lab_prefix(prefix);
-        let mut args = vec!["lab", "up", "--prefix", prefix];
-        args.extend_from_slice(extra);
-        let o = pronghorn(&args);
-        assert!(o.status.success(), "lab up failed: {}", text(&o));
-        Lab { prefix: prefix.to_string() }
-    }
-
-    fn exec(&self, side: &str, cmd: &[&str]) -> Command {
-        let mut c = Command::new(bin());
-        c.args(["lab", "exec", "--prefix", &self.prefix, side, "--"]).args(cmd);
-        c
-    }
-
-    fn config_a(&self) -> PathBuf {
-        PathBuf::from(format!("/run/pronghorn/lab/{}/a.toml", self.prefix))
-    }
-
-    /// Node k's config in a lab brought up with --nodes.
-    fn node_config(&self, k: u16) -> PathBuf {
-        PathBuf::from(format!("/run/pronghorn/lab/{}/a{k}.toml", self.prefix))
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = pronghorn(&["lab", "down", "--prefix", &self.prefix]);
-    }
-}
-
-/// `pronghorn echo` running in side a; stopped with SIGTERM.
-struct Echo {
-    child: Child,
-    ready: String,
-}
-
-impl Echo {
-    fn start(lab: &Lab, extra: &[&str]) -> Echo {
-        Echo::start_on(lab, "a", extra)
-    }
-
-    /// On side a or node aK.
-    fn start_on(lab: &Lab, side: &str, extra: &[&str]) -> Echo {
-        let mut args = vec![bin(), "echo"];
-        args.extend_from_slice(extra);
-        let mut child =
-            lab.exec(side, &args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn echo");
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-        if !line.contains("ready") {
-            let out = child.wait_with_output().unwrap();
-            panic!("echo did not start: {line}{}", text(&out));
-        }
-        Echo { child, ready: line }
-    }
-
-    /// SIGTERM, then the rest of its output; asserts a clean exit.
-    fn stop(mut self) -> String {
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let child = std::mem::replace(&mut self.child, Command::new("true").spawn().unwrap());
-        let out = child.wait_with_output().unwrap();
-        let t = text(&out);
-        assert!(out.status.success(), "echo exited with {:?}: {t}", out.status);
-        t
-    }
-}
-
-impl Drop for Echo {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn ping(lab: &Lab, args: &[&str]) -> String {
-    let mut full = vec!["ping", "-c", "3", "-i", "0.2", "-W", "5"];
-    full.extend_from_slice(args);
-    let o = lab.exec("b", &full).output().unwrap();
-    text(&o)
-}
+use rigs::{
+    assert_echoed, assert_lab_gone, assert_one_clear_line, bin, compat_peer, compat_py, config_file, deterministic_sql,
+    exit_stat, have_scapy, kernel_client, nginx_site, peer_py, ping, pronghorn, pronghorn_as_nobody, pronghorn_client,
+    ps_json, redis_benchmark, redis_cli, redis_dir, until_ok, wire_py, Accelerated, Echo, KernelPair, KernelServer,
+    Lab, Mariadb, NginxMaster, Redis, RedisNode, DEBIAN_PYTHON, MARIADB_TOOLS, REDIS_TOOLS,
+};
 
 fn ping_both_families(pmd: &str, prefix: &str) {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let huge_before = nr_hugepages();
     {
         let lab = Lab::up(prefix, &["--pmd", pmd]);
@@ -172,40 +47,21 @@ fn ping_both_families(pmd: &str, prefix: &str) {
     assert_lab_gone(prefix, &["a", "b"], &["a0", "b0"], huge_before);
 }
 
-/// After `lab down`: none of lab `prefix`'s namespaces (`<prefix>-<ns>`) or interfaces, no
-/// hugepages kept, no DPDK runtime files, no state.
-fn assert_lab_gone(prefix: &str, namespaces: &[&str], interfaces: &[&str], huge_before: u64) {
-    for ns in namespaces {
-        assert!(!netns_exists(&format!("{prefix}-{ns}")), "namespace {prefix}-{ns} left");
-    }
-    for dev in interfaces {
-        assert!(!Path::new("/sys/class/net").join(format!("{prefix}-{dev}")).exists(), "{prefix}-{dev} left");
-    }
-    assert_eq!(nr_hugepages(), huge_before, "hugepages not given back");
-    assert!(dpdk_runtime_dirs().is_empty(), "DPDK runtime files left: {:?}", dpdk_runtime_dirs());
-    assert!(!Path::new("/run/pronghorn/lab").join(prefix).exists());
-}
-
 #[test]
 fn ping_over_af_xdp() {
-    if enabled("ping_over_af_xdp") {
-        ping_both_families("af_xdp", "tst-xdp");
-    }
+    let Some(_scenario) = scenario(&[]) else { return };
+    ping_both_families("af_xdp", "tst-xdp");
 }
 
 #[test]
 fn ping_over_af_packet() {
-    if enabled("ping_over_af_packet") {
-        ping_both_families("af_packet", "tst-pkt");
-    }
+    let Some(_scenario) = scenario(&[]) else { return };
+    ping_both_families("af_packet", "tst-pkt");
 }
 
 #[test]
 fn lab_up_twice_is_harmless_and_down_twice_too() {
-    if !enabled("lab_up_twice_is_harmless_and_down_twice_too") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-twice", &[]);
     let o = pronghorn(&["lab", "up", "--prefix", "tst-twice"]);
     assert!(o.status.success() && text(&o).contains("already up"), "{}", text(&o));
@@ -230,10 +86,7 @@ fn lab_up_twice_is_harmless_and_down_twice_too() {
 
 #[test]
 fn down_cleans_up_after_a_crashed_echo() {
-    if !enabled("down_cleans_up_after_a_crashed_echo") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let huge_before = nr_hugepages();
     let lab = Lab::up("tst-crash", &[]);
     let mut echo = Echo::start(&lab, &[]);
@@ -245,41 +98,9 @@ fn down_cleans_up_after_a_crashed_echo() {
     assert!(dpdk_runtime_dirs().is_empty(), "{:?}", dpdk_runtime_dirs());
 }
 
-/// Writes a config for `iface` with extra EAL args into a temp file.
-fn config_file(name: &str, iface: &str, eal_args: &[&str]) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("pronghorn-test-{name}-{}.toml", std::process::id()));
-    let args: Vec<String> = eal_args.iter().map(|a| format!("\"{a}\"")).collect();
-    std::fs::write(
-        &path,
-        format!(
-            "[nic]\npmd = \"af_xdp\"\niface = \"{iface}\"\neal_args = [{}]\n\n[ipv4]\naddress = \"10.99.0.1/24\"\n",
-            args.join(", ")
-        ),
-    )
-    .unwrap();
-    path
-}
-
-/// One line on stderr, non-zero exit, and no DPDK runtime files.
-fn assert_one_clear_line(o: &Output, expect: &str) {
-    for entry in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with("pronghorn-test-") && name.ends_with(&format!("-{}.toml", std::process::id())) {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success(), "expected failure, got success: {}", text(o));
-    assert_eq!(err.trim_end().lines().count(), 1, "more than one line: {err}");
-    assert!(err.contains(expect), "expected {expect:?} in: {err}");
-    assert!(dpdk_runtime_dirs().is_empty(), "DPDK runtime files left: {:?}", dpdk_runtime_dirs());
-}
-
 #[test]
 fn echo_on_a_missing_interface_says_so() {
-    if !enabled("echo_on_a_missing_interface_says_so") {
-        return;
-    }
+    let Some(_scenario) = scenario(&[]) else { return };
     let cfg = config_file("noiface", "nope0", &[]);
     let o = pronghorn(&["echo", "--config", cfg.to_str().unwrap()]);
     assert_one_clear_line(&o, "interface \"nope0\" does not exist");
@@ -287,10 +108,7 @@ fn echo_on_a_missing_interface_says_so() {
 
 #[test]
 fn echo_with_bad_eal_args_says_so() {
-    if !enabled("echo_with_bad_eal_args_says_so") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     // "lo" exists everywhere; --no-huge lets the EAL get as far as parsing the bad argument.
     let cfg = config_file("badeal", "lo", &["--no-huge", "--no-such-eal-flag"]);
     let o = pronghorn(&["echo", "--config", cfg.to_str().unwrap()]);
@@ -299,10 +117,7 @@ fn echo_with_bad_eal_args_says_so() {
 
 #[test]
 fn echo_without_hugepages_says_so() {
-    if !enabled("echo_without_hugepages_says_so") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let before = nr_hugepages();
     std::fs::write(HUGEPAGES_2M, "0").unwrap();
     let cfg = config_file("nohuge", "lo", &[]);
@@ -313,9 +128,7 @@ fn echo_without_hugepages_says_so() {
 
 #[test]
 fn not_root_is_one_clear_line() {
-    if !enabled("not_root_is_one_clear_line") {
-        return;
-    }
+    let Some(_scenario) = scenario(&[]) else { return };
     // Copy the binary where an unprivileged user can run it (the build dir may be private).
     let dir = std::env::temp_dir().join(format!("pronghorn-nonroot-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -340,78 +153,7 @@ fn not_root_is_one_clear_line() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn peer_py() -> String {
-    format!("{}/../../tests/lab/peer.py", env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The kernel in side b as a client of `pronghorn echo`: `bytes` each way per connection, every
-/// connection's sent and received sha256 identical.
-fn kernel_client(lab: &Lab, host: &str, bytes: u64, conns: usize) {
-    let o = lab
-        .exec(
-            "b",
-            &["python3", &peer_py(), "tcp-echo-client", host, "7", &bytes.to_string(), "--conns", &conns.to_string()],
-        )
-        .output()
-        .unwrap();
-    assert_echoed(&o, host, bytes, conns);
-}
-
-/// peer.py tcp-echo-client's report: `conns` connections, each echoed `bytes` identical.
-fn assert_echoed(o: &Output, host: &str, bytes: u64, conns: usize) {
-    let out = text(o);
-    assert!(o.status.success(), "echo client to {host} failed: {out}");
-    let json = String::from_utf8_lossy(&o.stdout);
-    let conns_seen = json.matches("\"sent\": ").count();
-    assert_eq!(conns_seen, conns, "{json}");
-    assert_eq!(json.matches(&format!("\"sent\": {bytes}, \"received\": {bytes},")).count(), conns, "{json}");
-    for c in json.split("}, {") {
-        let hash = |key: &str| c.split(key).nth(1).map(|r| r[4..68].to_string());
-        assert_eq!(hash("\"sent_sha256\""), hash("\"received_sha256\""), "echo differs over {host}: {c}");
-        assert!(c.contains("\"error\": []"), "{c}");
-    }
-}
-
-/// `pronghorn echo --connect` in `side` (a or a node) against an echo server.
-fn pronghorn_client(lab: &Lab, side: &str, server: &str, bytes: u64, conns: usize, fault: Option<&str>) {
-    let mut args = vec![bin(), "echo", "--connect", server];
-    let (b, c) = (bytes.to_string(), conns.to_string());
-    args.extend_from_slice(&["--bytes", &b, "--conns", &c]);
-    if let Some(f) = fault {
-        args.extend_from_slice(&["--fault", f]);
-    }
-    let o = lab.exec(side, &args).output().unwrap();
-    let out = text(&o);
-    assert!(o.status.success(), "pronghorn client to {server} failed: {out}");
-    assert_eq!(out.matches(&format!("{bytes} bytes echoed back identical")).count(), conns, "{out}");
-}
-
-/// A kernel echo server in side b, killed when dropped.
-struct KernelServer(Child);
-
-impl KernelServer {
-    fn start(lab: &Lab, port: u16) -> KernelServer {
-        let mut child = lab
-            .exec("b", &["python3", &peer_py(), "tcp-echo-server", &port.to_string()])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "ready");
-        KernelServer(child)
-    }
-}
-
-impl Drop for KernelServer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn tcp_interop(pmd: &str, prefix: &str, big: u64, small: u64) {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let lab = Lab::up(prefix, &["--pmd", pmd]);
     // pronghorn as the server.
     let echo = Echo::start(&lab, &[]);
@@ -437,102 +179,19 @@ fn tcp_interop(pmd: &str, prefix: &str, big: u64, small: u64) {
 
 #[test]
 fn tcp_and_udp_interop_with_the_kernel_over_af_xdp() {
-    if enabled("tcp_and_udp_interop_with_the_kernel_over_af_xdp") {
-        tcp_interop("af_xdp", "tst-tcpx", 256 << 20, 16 << 20);
-    }
+    let Some(_scenario) = scenario(&[]) else { return };
+    tcp_interop("af_xdp", "tst-tcpx", 256 << 20, 16 << 20);
 }
 
 #[test]
 fn tcp_and_udp_interop_with_the_kernel_over_af_packet() {
-    if enabled("tcp_and_udp_interop_with_the_kernel_over_af_packet") {
-        tcp_interop("af_packet", "tst-tcpp", 32 << 20, 4 << 20);
-    }
-}
-
-/// The accelerated processes as `pronghorn ps --json` lists them.
-fn ps_json() -> Vec<serde_json::Value> {
-    let o = pronghorn(&["ps", "--json"]);
-    assert!(o.status.success(), "{}", text(&o));
-    String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
-}
-
-/// `pronghorn run -- redis-server` in side a, killed when dropped.
-struct Redis {
-    child: Child,
-}
-
-impl Redis {
-    fn start(lab: &Lab, dir: &Path, extra: &[&str]) -> Redis {
-        Redis::start_with(lab, dir, &[], extra)
-    }
-
-    /// With `run_options` (`--profile NAME`) before the command.
-    fn start_with(lab: &Lab, dir: &Path, run_options: &[&str], extra: &[&str]) -> Redis {
-        let mut args = vec![bin(), "run"];
-        args.extend_from_slice(run_options);
-        args.extend_from_slice(&["--", "redis-server", "--bind", "10.99.0.1", "--port", "6379"]);
-        args.extend_from_slice(&["--save", "", "--protected-mode", "no", "--daemonize", "no"]);
-        args.extend_from_slice(&["--dir", dir.to_str().unwrap()]);
-        args.extend_from_slice(extra);
-        let mut child =
-            lab.exec("a", &args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn redis-server");
-        let mut reader = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        loop {
-            line.clear();
-            let n = reader.read_line(&mut line).unwrap();
-            assert!(n > 0, "redis-server ended before it was ready");
-            if line.contains("Ready to accept connections") {
-                break;
-            }
-        }
-        // Keep draining its log so that it never blocks on a full pipe.
-        std::thread::spawn(move || {
-            let mut sink = String::new();
-            while reader.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
-                sink.clear();
-            }
-        });
-        Redis { child }
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn redis_cli(lab: &Lab, args: &[&str]) -> String {
-    let mut full = vec!["redis-cli", "-h", "10.99.0.1"];
-    full.extend_from_slice(args);
-    let o = lab.exec("b", &full).output().unwrap();
-    assert!(o.status.success(), "redis-cli {args:?}: {}", text(&o));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn redis_benchmark(lab: &Lab, args: &[&str], tests: &[&str]) {
-    let mut full = vec!["redis-benchmark", "-h", "10.99.0.1", "-q", "-d", "3"];
-    full.extend_from_slice(args);
-    let o = lab.exec("b", &full).output().unwrap();
-    let out = String::from_utf8_lossy(&o.stdout).replace('\r', "\n");
-    assert!(o.status.success(), "redis-benchmark {args:?} failed: {}", text(&o));
-    for t in tests {
-        assert!(
-            out.lines().any(|l| l.starts_with(&format!("{t}: ")) && l.contains("requests per second")),
-            "redis-benchmark {args:?}: no result for {t}: {out}"
-        );
-    }
-    assert!(!out.to_lowercase().contains("error"), "{out}");
+    let Some(_scenario) = scenario(&[]) else { return };
+    tcp_interop("af_packet", "tst-tcpp", 32 << 20, 4 << 20);
 }
 
 #[test]
 fn redis_server_runs_unmodified_under_pronghorn_run() {
-    if !enabled("redis_server_runs_unmodified_under_pronghorn_run") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-redis", &[]);
     let dir = std::env::temp_dir().join(format!("pronghorn-redis-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -576,10 +235,7 @@ fn redis_server_runs_unmodified_under_pronghorn_run() {
 
 #[test]
 fn redis_with_io_threads_runs_under_pronghorn_run() {
-    if !enabled("redis_with_io_threads_runs_under_pronghorn_run") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-redisio", &[]);
     let dir = std::env::temp_dir().join(format!("pronghorn-redisio-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -602,190 +258,6 @@ fn redis_with_io_threads_runs_under_pronghorn_run() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Whether the tools a test needs are here (and we are root), saying "skipped" if not.
-fn have(test: &str, tools: &[(&str, &str)]) -> bool {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("{test}: skipped (not root: the lab needs root)");
-        return false;
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for (tool, package) in tools {
-        if !std::env::split_paths(&path).any(|d| d.join(tool).is_file()) {
-            eprintln!("{test}: skipped ({tool} is not installed: Debian's {package}; scripts/setup.sh installs it)");
-            return false;
-        }
-    }
-    true
-}
-
-const MARIADB_TOOLS: &[(&str, &str)] = &[
-    ("mariadbd", "mariadb-server"),
-    ("mariadb-install-db", "mariadb-server"),
-    ("mariadb", "mariadb-client"),
-    ("sysbench", "sysbench"),
-];
-
-/// mariadbd in side a as Debian's package starts it (as root, becoming mysql through
-/// --user=mysql), on a fresh datadir of its own, bound to `addr`; under `pronghorn run` where
-/// `accelerated`. Its init file makes the passwordless user `bench`@`%` and the database sbtest.
-struct Mariadb {
-    child: Child,
-    addr: &'static str,
-}
-
-impl Mariadb {
-    fn start(lab: &Lab, dir: &Path, addr: &'static str, accelerated: bool, extra: &[&str]) -> Mariadb {
-        let home = dir.join(if accelerated { "pronghorn" } else { "kernel" });
-        let h = home.to_str().unwrap();
-        let run = |cmd: &[&str]| {
-            let o = Command::new(cmd[0]).args(&cmd[1..]).output().unwrap();
-            assert!(o.status.success(), "{cmd:?}: {}", text(&o));
-        };
-        run(&["install", "-d", "-o", "mysql", "-g", "mysql", h]);
-        let datadir = format!("--datadir={h}/data");
-        run(&["mariadb-install-db", "--no-defaults", "--user=mysql", &datadir, "--skip-test-db"]);
-        let init = dir.join("init.sql");
-        std::fs::write(
-            &init,
-            "CREATE USER IF NOT EXISTS 'bench'@'%';\nGRANT ALL ON *.* TO 'bench'@'%';\n\
-             CREATE DATABASE IF NOT EXISTS sbtest;\n",
-        )
-        .unwrap();
-        let (socket, pid, bind) =
-            (format!("--socket={h}/sock"), format!("--pid-file={h}/pid"), format!("--bind-address={addr}"));
-        let init_file = format!("--init-file={}", init.display());
-        let mut args = if accelerated { vec![bin(), "run", "--"] } else { vec![] };
-        args.extend_from_slice(&["mariadbd", "--no-defaults", "--user=mysql", &datadir, &socket, &pid, &bind]);
-        args.extend_from_slice(&["--port=3306", "--skip-log-bin", "--skip-name-resolve", "--max-connections=300"]);
-        args.extend_from_slice(&["--innodb-buffer-pool-size=128M", &init_file]);
-        args.extend_from_slice(extra);
-        let mut child = lab.exec("a", &args).stderr(Stdio::piped()).spawn().expect("spawn mariadbd");
-        let mut log = BufReader::new(child.stderr.take().unwrap());
-        let mut seen = String::new();
-        loop {
-            let mut line = String::new();
-            let n = log.read_line(&mut line).unwrap();
-            assert!(n > 0, "mariadbd on {addr} ended before it was ready: {seen}");
-            seen += &line;
-            if line.contains("ready for connections") {
-                break;
-            }
-        }
-        // Keep draining its log so that it never blocks on a full pipe.
-        std::thread::spawn(move || {
-            let mut sink = String::new();
-            while log.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
-                sink.clear();
-            }
-        });
-        Mariadb { child, addr }
-    }
-
-    /// One statement through the mariadb client in side b; its rows, tab-separated.
-    fn sql(&self, lab: &Lab, sql: &str) -> String {
-        let o = lab.exec("b", &["mariadb", "-h", self.addr, "-u", "bench", "-N", "-B", "-e", sql]).output().unwrap();
-        assert!(o.status.success(), "{sql} on {}: {}", self.addr, text(&o));
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    }
-
-    /// sysbench from side b against this server, over the lab's sbtest tables; its output.
-    fn sysbench(&self, lab: &Lab, args: &[&str]) -> String {
-        let host = format!("--mysql-host={}", self.addr);
-        let mut cmd = vec!["sysbench", "--db-driver=mysql", &host, "--mysql-user=bench", "--mysql-db=sbtest"];
-        cmd.extend_from_slice(&["--tables=4", "--table-size=10000", "--mysql-ignore-errors=1213"]);
-        cmd.extend_from_slice(args);
-        let o = lab.exec("b", &cmd).output().unwrap();
-        let t = text(&o);
-        assert!(o.status.success() && !t.contains("FATAL"), "sysbench {args:?} on {}: {t}", self.addr);
-        t
-    }
-
-    /// SIGTERM: mariadbd shuts down cleanly, and nothing is left behind: having dropped root it
-    /// cannot remove its DPDK directory itself, `pronghorn reap` does (waited for, bounded).
-    fn stop(mut self) {
-        let pid = self.child.id();
-        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "mariadbd on {} exited with {status:?}", self.addr);
-        let dir = format!("pronghorn-{pid}");
-        let gone = (0..500).any(|_| {
-            let gone = !dpdk_runtime_dirs().contains(&dir);
-            if !gone {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            gone
-        });
-        assert!(gone, "/var/run/dpdk/{dir} is left after mariadbd exited");
-    }
-}
-
-impl Drop for Mariadb {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A value of `len` characters that depends only on its arguments (a quote included, doubled).
-fn value(table: u32, id: u32, salt: u32, len: usize) -> String {
-    let mut x = (u64::from(table) << 40) ^ (u64::from(id) << 8) ^ u64::from(salt);
-    let mut out = String::from("it''s-");
-    while out.len() < len {
-        // splitmix64
-        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        out += &format!("{:016x}", z ^ (z >> 31));
-    }
-    out.truncate(len);
-    out
-}
-
-/// The statements of connection `conn` of `conns`, and the rows it adds to each table minus those
-/// it removes. Each connection owns the ids with id % conns == conn, in every table: it rewrites
-/// all of them (so whatever was there before does not matter), then updates, deletes and inserts
-/// among them. The shares are disjoint, so the end state does not depend on how the connections
-/// interleave: it is the same on any correct server.
-fn deterministic_sql(conn: u32, conns: u32, tables: u32, size: u32) -> (String, i64) {
-    let mut sql = String::new();
-    let mut delta = 0i64;
-    for t in 1..=tables {
-        let ids: Vec<u32> = (1..=size).filter(|id| id % conns == conn).collect();
-        for chunk in ids.chunks(100) {
-            let rows: Vec<String> = chunk
-                .iter()
-                .map(|&id| format!("({id},{},'{}','{}')", id * 7 % size + 1, value(t, id, 1, 119), value(t, id, 2, 59)))
-                .collect();
-            sql += &format!("BEGIN;\nREPLACE INTO sbtest{t} (id, k, c, pad) VALUES {};\nCOMMIT;\n", rows.join(","));
-        }
-        for &id in &ids {
-            if id % 7 == 0 {
-                sql += &format!(
-                    "UPDATE sbtest{t} SET k = k + {}, c = '{}' WHERE id = {id};\n",
-                    id % 13,
-                    value(t, id, 3, 100)
-                );
-            }
-            if id % 11 == 0 {
-                sql += &format!("DELETE FROM sbtest{t} WHERE id = {id};\n");
-                delta -= 1;
-            }
-            if id % 10 == 0 {
-                let new = size + id;
-                sql += &format!(
-                    "INSERT INTO sbtest{t} (id, k, c, pad) VALUES ({new}, {}, '{}', '{}');\n",
-                    id % 97,
-                    value(t, new, 1, 119),
-                    value(t, new, 2, 59)
-                );
-                delta += 1;
-            }
-        }
-    }
-    (sql, delta)
-}
-
 /// mariadbd --user=mysql under `pronghorn run`: sysbench oltp_read_write with 64 threads and a
 /// bounded number of transactions completes with no error but retried deadlocks (InnoDB's
 /// answer to two transactions locking rows in opposite orders: not a transport fault) and no
@@ -796,11 +268,7 @@ fn deterministic_sql(conn: u32, conns: u32, tables: u32, size: u32) -> (String, 
 /// inserting its own share of the rows. Row counts and CHECKSUM TABLE must match.
 #[test]
 fn mariadb_under_pronghorn_run_matches_the_kernel() {
-    const TEST: &str = "mariadb_under_pronghorn_run_matches_the_kernel";
-    if !enabled(TEST) || !have(TEST, MARIADB_TOOLS) {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(lab_test) = scenario(MARIADB_TOOLS) else { return };
     let lab = Lab::up("tst-maria", &[]);
     let dir = std::env::temp_dir().join(format!("pronghorn-mariadb-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -824,7 +292,7 @@ fn mariadb_under_pronghorn_run_matches_the_kernel() {
     };
     assert_eq!(count("transactions:"), 2000, "{out}");
     assert_eq!(count("reconnects:"), 0, "{out}");
-    eprintln!("{TEST}: 2000 transactions, 64 threads, {} deadlocks retried", count("ignored errors:"));
+    eprintln!("{}: 2000 transactions, 64 threads, {} deadlocks retried", lab_test.name(), count("ignored errors:"));
     assert_eq!(accel.sql(&lab, &shape), full, "oltp_read_write changed which ids the tables hold");
 
     let conns = 16u32;
@@ -854,7 +322,7 @@ fn mariadb_under_pronghorn_run_matches_the_kernel() {
         (m.sql(&lab, &counts), m.sql(&lab, &format!("CHECKSUM TABLE {tables_list}")))
     };
     let (a, k) = (summary(&accel), summary(&kernel));
-    eprintln!("{TEST}: {expected} rows per table; CHECKSUM TABLE {}", a.1.replace('\n', " "));
+    eprintln!("{}: {expected} rows per table; CHECKSUM TABLE {}", lab_test.name(), a.1.replace('\n', " "));
     assert_eq!(a.0, format!("{expected}\n").repeat(tables as usize), "row counts under pronghorn");
     assert_eq!(a.1.lines().filter(|l| l.split('\t').nth(1).is_some_and(|c| c.parse::<u64>().is_ok())).count(), 4);
     assert_eq!(a, k, "pronghorn's mariadbd and the kernel's hold different data");
@@ -868,11 +336,7 @@ fn mariadb_under_pronghorn_run_matches_the_kernel() {
 /// SHA2() and MD5() of it match the client's.
 #[test]
 fn mariadb_16_mib_blob_round_trips_under_pronghorn_run() {
-    const TEST: &str = "mariadb_16_mib_blob_round_trips_under_pronghorn_run";
-    if !enabled(TEST) || !have(TEST, MARIADB_TOOLS) {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(MARIADB_TOOLS) else { return };
     let lab = Lab::up("tst-blob", &[]);
     let dir = std::env::temp_dir().join(format!("pronghorn-blob-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -909,60 +373,9 @@ fn mariadb_16_mib_blob_round_trips_under_pronghorn_run() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A program under `pronghorn run` in side a, killed when dropped.
-struct Accelerated(Child);
-
-impl Drop for Accelerated {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A directory `<name>-<pid>` for one nginx worker on 10.99.0.1:8080 (`master_process` on or
-/// off, sendfile on): `nginx.conf`, `www/index.html` with `index`, and `www/big.bin`, `big`
-/// pseudo-random bytes, which it returns with the directory.
-fn nginx_site(name: &str, master_process: &str, big: usize, index: &str) -> (PathBuf, Vec<u8>) {
-    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
-    let www = dir.join("www");
-    std::fs::create_dir_all(&www).unwrap();
-    let mut bytes = vec![0u8; big];
-    stack::echo::Stream::new(42).fill(&mut bytes);
-    std::fs::write(www.join("big.bin"), &bytes).unwrap();
-    std::fs::write(www.join("index.html"), index).unwrap();
-    let d = dir.display();
-    std::fs::write(
-        dir.join("nginx.conf"),
-        format!(
-            "daemon off; master_process {master_process}; worker_processes 1; user root;\n\
-             error_log {d}/error.log; pid {d}/nginx.pid;\n\
-             events {{ worker_connections 1024; }}\n\
-             http {{ access_log off; sendfile on; client_body_temp_path {d}; proxy_temp_path {d};\n\
-             fastcgi_temp_path {d}; uwsgi_temp_path {d}; scgi_temp_path {d};\n\
-             server {{ listen 10.99.0.1:8080; root {d}/www; }} }}\n"
-        ),
-    )
-    .unwrap();
-    (dir, bytes)
-}
-
-/// Waits (bounded) until `lab exec b -- cmd` succeeds: the server is up.
-fn until_ok(lab: &Lab, cmd: &[&str]) -> Output {
-    for _ in 0..500 {
-        let o = lab.exec("b", cmd).output().unwrap();
-        if o.status.success() {
-            return o;
-        }
-    }
-    panic!("{cmd:?} never succeeded");
-}
-
 #[test]
 fn iperf3_and_nginx_run_unmodified_under_pronghorn_run() {
-    if !enabled("iperf3_and_nginx_run_unmodified_under_pronghorn_run") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-apps", &[]);
 
     // iperf3 -s: both directions, 1 and 4 streams.
@@ -1027,71 +440,9 @@ fn iperf3_and_nginx_run_unmodified_under_pronghorn_run() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Two namespaces joined by a plain veth pair, both ends on the kernel with the lab's addresses:
-/// the baseline the compatibility suite compares pronghorn with.
-struct KernelPair {
-    a: String,
-    b: String,
-}
-
-impl KernelPair {
-    fn up(prefix: &str) -> KernelPair {
-        let prefix = lab_prefix(prefix);
-        let (a, b) = (format!("{prefix}-a"), format!("{prefix}-b"));
-        let (va, vb) = (format!("{prefix}-a0"), format!("{prefix}-b0"));
-        let pair = KernelPair { a: a.clone(), b: b.clone() };
-        let run = |args: &[&str]| {
-            let o = Command::new("ip").args(args).output().unwrap();
-            assert!(o.status.success(), "ip {args:?}: {}", text(&o));
-        };
-        run(&["netns", "add", &a]);
-        run(&["netns", "add", &b]);
-        run(&["link", "add", &va, "type", "veth", "peer", "name", &vb]);
-        run(&["link", "set", &va, "netns", &a]);
-        run(&["link", "set", &vb, "netns", &b]);
-        for (ns, dev, v4, v6) in [(&a, &va, "10.99.0.1/24", "fd99::1/64"), (&b, &vb, "10.99.0.2/24", "fd99::2/64")] {
-            run(&["-n", ns, "addr", "add", v4, "dev", dev]);
-            run(&["-n", ns, "addr", "add", v6, "dev", dev, "nodad"]);
-            run(&["-n", ns, "link", "set", dev, "up"]);
-            run(&["-n", ns, "link", "set", "lo", "up"]);
-        }
-        pair
-    }
-
-    fn exec(&self, side: &str, cmd: &[&str]) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", if side == "a" { &self.a } else { &self.b }]).args(cmd);
-        c
-    }
-}
-
-impl Drop for KernelPair {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
-
-fn compat_py() -> String {
-    format!("{}/../../tests/lab/compat.py", env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Starts a peer (compat.py's, wire.py's listener) from `cmd` and waits for its ready line.
-fn compat_peer(mut cmd: Command) -> Accelerated {
-    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
-    Accelerated(child)
-}
-
 #[test]
 fn compatibility_suite_matches_the_kernel() {
-    if !enabled("compatibility_suite_matches_the_kernel") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let kernel = KernelPair::up("tst-ck");
     let lab = Lab::up("tst-compat", &[]);
     let _kp = compat_peer(kernel.exec("b", &["python3", &compat_py(), "peer", "7100"]));
@@ -1110,34 +461,13 @@ fn compatibility_suite_matches_the_kernel() {
     }
 }
 
-/// Debian's python3, which python3-scapy is for (a python3 earlier on PATH may lack it).
-const DEBIAN_PYTHON: &str = "/usr/bin/python3";
-
-/// Whether Debian's python has scapy (side b crafts segments with it); says "skipped" if not.
-fn have_scapy(test: &str) -> bool {
-    let scapy = Command::new(DEBIAN_PYTHON).args(["-c", "import scapy.all"]).output();
-    let ok = scapy.is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("{test}: skipped (scapy is not installed: Debian's python3-scapy; scripts/setup.sh installs it)");
-    }
-    ok
-}
-
-fn wire_py() -> String {
-    format!("{}/../../tests/lab/wire.py", env!("CARGO_MANIFEST_DIR"))
-}
-
 /// Issue 12, TCP on the wire: tests/lab/wire.py sends the same crafted segments from side b to
 /// a listener under pronghorn and to one on the Linux kernel (the lab's kernel path, in side a
 /// too) and compares the answers. Its output lists the cases; a difference prints both
 /// transcripts.
 #[test]
 fn crafted_segments_are_answered_as_the_linux_kernel_answers_them() {
-    const TEST: &str = "crafted_segments_are_answered_as_the_linux_kernel_answers_them";
-    if !enabled(TEST) || !have(TEST, &[("nft", "nftables")]) || !have_scapy(TEST) {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[("nft", "nftables")]).filter(|s| have_scapy(s.name())) else { return };
     let lab = Lab::up("tst-wire", &[]);
     // The kernel's segments as the wire carries them: no TSO/GSO super-packets on its veth.
     let kernel_veth = format!("{}-k0", lab.prefix);
@@ -1161,11 +491,7 @@ fn crafted_segments_are_answered_as_the_linux_kernel_answers_them() {
 /// `drop_bad_source`, and the server still serves both families (tests/lab/martians.py).
 #[test]
 fn segments_from_martian_sources_are_dropped_and_the_server_keeps_serving() {
-    const TEST: &str = "segments_from_martian_sources_are_dropped_and_the_server_keeps_serving";
-    if !enabled(TEST) || !have(TEST, &[]) || !have_scapy(TEST) {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]).filter(|s| have_scapy(s.name())) else { return };
     let lab = Lab::up("tst-martian", &[]);
     let addrs = "10.99.0.1,fd99::1";
     let server = compat_peer(lab.exec("a", &[bin(), "run", "--", DEBIAN_PYTHON, &wire_py(), "server", addrs, "7400"]));
@@ -1195,10 +521,7 @@ fn segments_from_martian_sources_are_dropped_and_the_server_keeps_serving() {
 
 #[test]
 fn sockperf_server_runs_unmodified_under_pronghorn_run() {
-    if !enabled("sockperf_server_runs_unmodified_under_pronghorn_run") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-sockperf", &[]);
     let mut server = lab
         .exec("a", &[bin(), "run", "--", "sockperf", "server", "--tcp", "-i", "10.99.0.1", "-p", "11111"])
@@ -1246,10 +569,7 @@ fn sockperf_server_runs_unmodified_under_pronghorn_run() {
 /// JSON carrying both paths' figures and a ratio, and the lab it brought up gone afterwards.
 #[test]
 fn bench_runs_kernel_and_pronghorn_side_by_side() {
-    if !enabled("bench_runs_kernel_and_pronghorn_side_by_side") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let out = std::env::temp_dir().join(format!("pronghorn-bench-test-{}", std::process::id()));
     let o = pronghorn(&[
         "bench",
@@ -1285,10 +605,7 @@ fn bench_runs_kernel_and_pronghorn_side_by_side() {
 /// The veth model refuses a lab that still has RPS set.
 #[test]
 fn bench_nic_model_sets_and_restores_the_receive_placement() {
-    if !enabled("bench_nic_model_sets_and_restores_the_receive_placement") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-nic", &[]);
     let p = lab.prefix.clone();
     let files = [
@@ -1345,59 +662,12 @@ fn bench_nic_model_sets_and_restores_the_receive_placement() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
-/// nginx with its master and worker processes, as Debian ships it, stopped (workers first) when
-/// the test ends, pass or fail.
-struct NginxMaster {
-    child: Child,
-    pid_file: PathBuf,
-}
-
-impl NginxMaster {
-    fn pid(&self) -> u32 {
-        std::fs::read_to_string(&self.pid_file).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(self.child.id())
-    }
-
-    /// The master's children, each a worker process.
-    fn workers(&self) -> Vec<u32> {
-        let o = Command::new("pgrep").args(["-P", &self.pid().to_string()]).output().unwrap();
-        let mut pids: Vec<u32> = String::from_utf8_lossy(&o.stdout).lines().filter_map(|l| l.parse().ok()).collect();
-        pids.sort();
-        pids
-    }
-
-    fn signal(&self, sig: &str, pid: u32) {
-        assert!(Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success());
-    }
-}
-
-impl Drop for NginxMaster {
-    fn drop(&mut self) {
-        for w in self.workers() {
-            let _ = Command::new("kill").args(["-KILL", &w.to_string()]).status();
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Polls `cond` until it holds (bounded: a hang detector, not a timing assertion).
-fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !cond() {
-        assert!(std::time::Instant::now() < deadline, "never: {what}");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-}
-
 /// Issue 10: nginx's default process model under `pronghorn run`. The master forks its workers
 /// before anything is served, so each worker opens its own queue of the lab's two-queue veth
 /// (the kernel side spreads connections over the queues) and serves the inherited listener.
 #[test]
 fn nginx_worker_processes_each_serve_on_their_own_queue() {
-    if !enabled("nginx_worker_processes_each_serve_on_their_own_queue") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
     let workers = cpus.clamp(2, 8);
     let lab = Lab::up("tst-workers", &["--queues", &workers.to_string()]);
@@ -1508,10 +778,7 @@ fn nginx_worker_processes_each_serve_on_their_own_queue() {
 /// own sockets and BPF fds are close-on-exec.
 #[test]
 fn forked_children_get_their_own_nic_or_a_clear_errno() {
-    if !enabled("forked_children_get_their_own_nic_or_a_clear_errno") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-fork", &[]);
     let _peer = KernelServer::start(&lab, 7300);
     let script = format!("{}/../../tests/lab/forks.py", env!("CARGO_MANIFEST_DIR"));
@@ -1530,10 +797,7 @@ fn forked_children_get_their_own_nic_or_a_clear_errno() {
 /// each on its own config (also given with `--config`). `lab down` leaves nothing behind.
 #[test]
 fn lab_nodes_reach_side_b_and_each_other_and_down_leaves_nothing() {
-    if !enabled("lab_nodes_reach_side_b_and_each_other_and_down_leaves_nothing") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let prefix = "tst-nodes";
     let huge_before = nr_hugepages();
     {
@@ -1597,10 +861,7 @@ fn lab_nodes_reach_side_b_and_each_other_and_down_leaves_nothing() {
 /// own instead of counting on the first's, which go when the first goes down.
 #[test]
 fn a_second_lab_does_not_count_on_the_first_labs_hugepages() {
-    if !enabled("a_second_lab_does_not_count_on_the_first_labs_hugepages") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let huge_before = nr_hugepages();
     {
         let first = Lab::up("tst-huge1", &[]);
@@ -1614,102 +875,12 @@ fn a_second_lab_does_not_count_on_the_first_labs_hugepages() {
     assert_lab_gone("tst-huge2", &["a1", "a2", "b"], &["n1", "n2", "p1", "p2"], huge_before);
 }
 
-/// A redis-server (or redis-sentinel) under `pronghorn run` on a node of a `--nodes` lab, or on
-/// the kernel in side b; killed with SIGKILL when dropped.
-struct RedisNode {
-    child: Child,
-    host: String,
-    port: u16,
-}
-
-impl RedisNode {
-    /// `redis-server` with `args` after its address, port and the test defaults.
-    fn start(lab: &Lab, side: &str, host: &str, port: u16, dir: &Path, args: &[&str]) -> RedisNode {
-        std::fs::create_dir_all(dir).unwrap();
-        let port_s = port.to_string();
-        let mut cmd: Vec<&str> = if side == "b" { vec![] } else { vec![bin(), "run", "--"] };
-        cmd.extend_from_slice(&["redis-server", "--bind", host, "--port", &port_s, "--dir", dir.to_str().unwrap()]);
-        cmd.extend_from_slice(&["--save", "", "--appendonly", "no", "--protected-mode", "no"]);
-        cmd.extend_from_slice(args);
-        let log = std::fs::File::create(dir.join("log")).unwrap();
-        let child = lab.exec(side, &cmd).stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap();
-        RedisNode { child, host: host.to_string(), port }.answering(lab, &dir.join("log"))
-    }
-
-    /// Waits (bounded) until it answers PING; fails with its log if it exits first.
-    fn answering(mut self, lab: &Lab, log: &Path) -> RedisNode {
-        eventually(&format!("{}:{} answers", self.host, self.port), || {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!(
-                    "{}:{} exited ({status}): {}",
-                    self.host,
-                    self.port,
-                    std::fs::read_to_string(log).unwrap_or_default()
-                );
-            }
-            self.cli(lab, &["ping"]).trim() == "PONG"
-        });
-        self
-    }
-
-    /// A sentinel (`redis-server CONFIG --sentinel`) under `pronghorn run` on node `side`.
-    fn sentinel(lab: &Lab, side: &str, host: &str, port: u16, conf: &Path) -> RedisNode {
-        let log = std::fs::File::create(conf.with_extension("log")).unwrap();
-        let child = lab
-            .exec(side, &[bin(), "run", "--", "redis-server", conf.to_str().unwrap(), "--sentinel"])
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        RedisNode { child, host: host.to_string(), port }.answering(lab, &conf.with_extension("log"))
-    }
-
-    /// redis-cli from side b against this server.
-    fn cli(&self, lab: &Lab, args: &[&str]) -> String {
-        let port = self.port.to_string();
-        let mut cmd = vec!["redis-cli", "-h", &self.host, "-p", &port];
-        cmd.extend_from_slice(args);
-        let o = lab.exec("b", &cmd).output().unwrap();
-        String::from_utf8_lossy(&o.stdout).replace('\r', "")
-    }
-
-    /// One field of INFO.
-    fn info(&self, lab: &Lab, field: &str) -> String {
-        let text = self.cli(lab, &["info"]);
-        text.lines().find_map(|l| l.strip_prefix(&format!("{field}:"))).unwrap_or("").to_string()
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for RedisNode {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-const REDIS_TOOLS: &[(&str, &str)] =
-    &[("redis-server", "redis-server"), ("redis-cli", "redis-tools"), ("redis-benchmark", "redis-tools")];
-
-fn redis_dir(test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pronghorn-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
 /// Issue 10: master/replica in both directions (an accelerated master with a kernel replica, a
 /// kernel master with an accelerated replica): a full sync that carries a 5 MB value intact,
 /// then a partial resync after the replication link is cut.
 #[test]
 fn redis_replication_both_ways_full_and_partial_resync() {
-    const TEST: &str = "redis_replication_both_ways_full_and_partial_resync";
-    if !enabled(TEST) || !have(TEST, REDIS_TOOLS) {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(REDIS_TOOLS) else { return };
     let lab = Lab::up("tst-repl", &["--nodes", "2"]);
     let dir = redis_dir("repl");
     let big_file = dir.join("big.bin");
@@ -1764,11 +935,7 @@ fn redis_replication_both_ways_full_and_partial_resync() {
 /// takes over and every key written before is still there.
 #[test]
 fn redis_cluster_of_six_accelerated_nodes_fails_over() {
-    const TEST: &str = "redis_cluster_of_six_accelerated_nodes_fails_over";
-    if !enabled(TEST) || !have(TEST, REDIS_TOOLS) {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(REDIS_TOOLS) else { return };
     let lab = Lab::up("tst-cluster", &["--nodes", "6"]);
     let dir = redis_dir("cluster");
     let hosts: Vec<String> = (1..=6).map(|k| format!("10.99.0.1{k}")).collect();
@@ -1838,11 +1005,7 @@ fn redis_cluster_of_six_accelerated_nodes_fails_over() {
 /// master killed, the sentinels fail over, and a client that asks them reaches the new master.
 #[test]
 fn redis_sentinels_fail_over_to_the_replica() {
-    const TEST: &str = "redis_sentinels_fail_over_to_the_replica";
-    if !enabled(TEST) || !have(TEST, REDIS_TOOLS) {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(REDIS_TOOLS) else { return };
     let lab = Lab::up("tst-sentinel", &["--nodes", "5"]);
     let dir = redis_dir("sentinel");
     let mut master = RedisNode::start(&lab, "a1", "10.99.0.11", 6379, &dir.join("m"), &[]);
@@ -1894,16 +1057,6 @@ fn redis_sentinels_fail_over_to_the_replica() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The counter `name` of shard `k` in the exit statistics (PRONGHORN_EXIT_STATS) on `stderr`.
-fn exit_stat(stderr: &str, k: usize, name: &str) -> u64 {
-    let line = stderr
-        .lines()
-        .find(|l| l.contains(&format!(" shard {k} at exit: ShardStats {{")))
-        .unwrap_or_else(|| panic!("no exit statistics of shard {k}: {stderr}"));
-    let at = line.find(&format!("{name}: ")).unwrap_or_else(|| panic!("no {name}: {line}")) + name.len() + 2;
-    line[at..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
-}
-
 /// Issue 10 item 6: `runtime.shards = 2`: one process, two stacks, each driving its own queue
 /// of the lab's two-queue veth with a thread of its own. As a server (redis-server) the one
 /// listener fd listens on both shards, and the kernel side's per-flow hash spreads the clients
@@ -1913,13 +1066,7 @@ fn exit_stat(stderr: &str, k: usize, name: &str) -> u64 {
 /// client errors), and the exit counters show that both shards did each kind of work.
 #[test]
 fn one_process_with_two_shards_serves_and_connects_on_both_queues() {
-    if !enabled("one_process_with_two_shards_serves_and_connects_on_both_queues") {
-        return;
-    }
-    if !have("one_process_with_two_shards_serves_and_connects_on_both_queues", REDIS_TOOLS) {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(REDIS_TOOLS) else { return };
     let lab = Lab::up("tst-shards", &["--queues", "2"]);
     let dir = std::env::temp_dir().join(format!("pronghorn-shards-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -2026,28 +1173,17 @@ fn one_process_with_two_shards_serves_and_connects_on_both_queues() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `pronghorn ARGS` as user `nobody` (setpriv), to show what another user may not see.
-fn pronghorn_as_nobody(args: &[&str]) -> Output {
-    Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", bin()])
-        .args(args)
-        .output()
-        .unwrap()
-}
-
 /// Issue 11: an accelerated redis-server seen from outside while redis-benchmark -c 50 runs:
 /// `ps` lists it, `conns` shows the 50 connections, `stat` agrees with the requests made, `lat`
 /// has samples of every stage, `pcap -c 2000` writes a file tshark reads with the handshakes;
 /// another user can read neither the region nor the control socket; the exit leaves nothing.
 #[test]
 fn a_running_redis_is_seen_by_ps_conns_stat_lat_and_pcap() {
-    let test = "a_running_redis_is_seen_by_ps_conns_stat_lat_and_pcap";
-    if !enabled(test) || !have(test, REDIS_TOOLS) || !have(test, &[("tshark", "tshark"), ("setpriv", "util-linux")]) {
+    let Some(lab_test) = scenario(&[REDIS_TOOLS, &[("tshark", "tshark"), ("setpriv", "util-linux")]].concat()) else {
         return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let lab = Lab::up("tst-observe", &[]);
-    let dir = redis_dir(test);
+    let dir = redis_dir(lab_test.name());
     std::fs::create_dir_all(&dir).unwrap();
     let mut redis = Redis::start(&lab, &dir, &[]);
 
@@ -2120,7 +1256,7 @@ fn a_running_redis_is_seen_by_ps_conns_stat_lat_and_pcap() {
     assert_eq!(tshark("tcp.port == 6379"), 2000);
     let syns = tshark("tcp.flags.syn == 1 && tcp.flags.ack == 0 && ip.dst == 10.99.0.1");
     let syn_acks = tshark("tcp.flags.syn == 1 && tcp.flags.ack == 1 && ip.src == 10.99.0.1");
-    eprintln!("{test}: the capture holds {syns} SYNs and {syn_acks} SYN-ACKs");
+    eprintln!("{}: the capture holds {syns} SYNs and {syn_acks} SYN-ACKs", lab_test.name());
     assert!(syns > 0 && syn_acks > 0, "no handshake in the capture");
 
     // stat: counters agree with what redis counted (one request per segment at least).
@@ -2136,7 +1272,8 @@ fn a_running_redis_is_seen_by_ps_conns_stat_lat_and_pcap() {
     let (commands, connections) = (field("total_commands_processed"), field("total_connections_received"));
     let mib = |name: &str| stat["mib"][name].as_f64().unwrap_or_else(|| panic!("no {name}: {stat}")) as u64;
     eprintln!(
-        "{test}: redis counted {commands} commands and {connections} connections; stat: InSegs {} PassiveOpens {}",
+        "{}: redis counted {commands} commands and {connections} connections; stat: InSegs {} PassiveOpens {}",
+        lab_test.name(),
         mib("TcpInSegs"),
         mib("TcpPassiveOpens")
     );
@@ -2187,10 +1324,7 @@ fn a_running_redis_is_seen_by_ps_conns_stat_lat_and_pcap() {
 /// an EOF, not a stall or a reset.
 #[test]
 fn a_server_that_writes_closes_and_exits_delivers_every_byte_and_a_fin() {
-    if !enabled("a_server_that_writes_closes_and_exits_delivers_every_byte_and_a_fin") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-exit", &[]);
     for (host, port) in [("10.99.0.1", "9400"), ("fd99::1", "9401")] {
         a_slow_reader_gets_everything(&lab, "write-close-exit", host, port, &[]);
@@ -2205,10 +1339,7 @@ fn a_server_that_writes_closes_and_exits_delivers_every_byte_and_a_fin() {
 /// memory (vfork) and must leave the server's connections alone.
 #[test]
 fn a_server_that_execs_delivers_every_byte_and_a_fin() {
-    if !enabled("a_server_that_execs_delivers_every_byte_and_a_fin") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-exec", &[]);
     a_slow_reader_gets_everything(&lab, "write-exec", "10.99.0.1", "9402", &[]);
     a_slow_reader_gets_everything(&lab, "write-exec", "fd99::1", "9403", &["--hold"]);
@@ -2241,10 +1372,7 @@ fn a_slow_reader_gets_everything(lab: &Lab, mode: &str, host: &str, port: &str, 
 /// reaches the client, byte for byte.
 #[test]
 fn nginx_graceful_quit_finishes_a_download_in_progress() {
-    if !enabled("nginx_graceful_quit_finishes_a_download_in_progress") {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-quit", &[]);
     let (dir, big) = nginx_site("pronghorn-nginx-quit", "on", 8 << 20, "up\n");
     let conf = dir.join("nginx.conf");
@@ -2281,11 +1409,7 @@ fn nginx_graceful_quit_finishes_a_download_in_progress() {
 /// them (Linux's "too many orphaned sockets", TcpExtTCPAbortOnMemory).
 #[test]
 fn orphans_beyond_max_orphans_are_reset_and_the_others_deliver_everything() {
-    let test = "orphans_beyond_max_orphans_are_reset_and_the_others_deliver_everything";
-    if !enabled(test) || !have(test, &[]) {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-orphans", &[]);
     let dir = std::env::temp_dir().join(format!("pronghorn-orphans-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -2324,13 +1448,9 @@ fn orphans_beyond_max_orphans_are_reset_and_the_others_deliver_everything() {
 /// threads with the CPU it last ran on, and its memory per node with DPDK's hugepages.
 #[test]
 fn redis_under_profile_latency_answers_and_topo_lists_its_threads() {
-    let test = "redis_under_profile_latency_answers_and_topo_lists_its_threads";
-    if !enabled(test) || !have(test, REDIS_TOOLS) {
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(lab_test) = scenario(REDIS_TOOLS) else { return };
     let lab = Lab::up("tst-topo", &[]);
-    let dir = redis_dir(test);
+    let dir = redis_dir(lab_test.name());
     std::fs::create_dir_all(&dir).unwrap();
     let iface = format!("{}-a0", lab.prefix);
     // The merged configs of this lab's interface (`run --profile` leaves one per distinct merge

@@ -1,4 +1,4 @@
-//! The checks behind the stack's fuzz targets (`fuzz/`), here so that `cargo test` runs them on
+//! The checks behind the stack's fuzz targets (`crates/stack/fuzz`), here so that `cargo test` runs them on
 //! stable too and the fuzzers call the same code.
 //!
 //! - [`shard_frames`]: arbitrary frames into a shard that has IPv4 and IPv6 addresses, listeners
@@ -11,16 +11,17 @@
 //!   peer's address of the other family (IPv4-mapped) or under the other family's ethertype.
 //!   Nothing may panic, and the connection must stay within its buffers.
 //!
-//! [`seeds`] are the seed corpora of both targets (`fuzz/corpus`: frames that reach these
+//! [`seeds`] are the seed corpora of both targets (`crates/stack/fuzz/corpus`: frames that reach these
 //! paths), written by the ignored test `write_fuzz_corpus`; `cargo test` runs both checks over
 //! every corpus file.
 //!
 //! [`Rig`], a shard with listeners and a peer that sends hand-built segments, is also the
-//! harness of the listener tests (`tests/listen.rs`).
+//! harness of the stack's tests that play the peer by hand (`crates/stack/tests`: `listen`,
+//! `tcp_options`, `ecn`, ...).
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use nic::mem::{pair, MemConfig, MemNic};
+use crate::mem::{pair, MemConfig, MemNic};
 use nic::{Nic, PacketBuf};
 use wire::{
     ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Icmpv6Packet,
@@ -28,7 +29,7 @@ use wire::{
     TcpFlags, TcpPacket, TcpRepr,
 };
 
-use crate::shard::{Shard, ShardConfig, SocketId};
+use stack::shard::{Shard, ShardConfig, SocketId};
 
 pub const SERVER: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
 pub const PEER: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
@@ -534,17 +535,8 @@ mod tests {
     use super::*;
 
     fn inputs(seed: u64, n: usize, len: usize) -> impl Iterator<Item = Vec<u8>> {
-        let mut x = seed;
-        (0..n).map(move |_| {
-            (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect()
-        })
+        let mut rng = crate::Rng::new(seed);
+        (0..n).map(move |_| rng.bytes(len))
     }
 
     #[test]
@@ -555,7 +547,7 @@ mod tests {
     }
 
     fn corpus() -> std::path::PathBuf {
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus")
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../stack/fuzz/corpus")
     }
 
     #[test]
@@ -580,7 +572,7 @@ mod tests {
     }
 
     /// Writes [`seeds`] into the corpus. Run it after changing them:
-    /// `cargo test -p stack --lib -- --ignored write_fuzz_corpus`.
+    /// `cargo test -p testkit --lib -- --ignored write_fuzz_corpus`.
     #[test]
     #[ignore]
     fn write_fuzz_corpus() {

@@ -8,7 +8,7 @@
 //! buffer of the pool has been used once.
 //!
 //! ```
-//! use nic::mem::{pair, MemConfig};
+//! use testkit::mem::{pair, MemConfig};
 //! use nic::{Nic, PacketBuf};
 //!
 //! let (mut a, mut b) = pair(MemConfig::default());
@@ -29,7 +29,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::rc::Rc;
 
-use crate::{Link, MacAddr, Nic, NicStats, PacketBuf};
+use nic::{Link, MacAddr, Nic, NicStats, PacketBuf};
 
 /// The Ethernet header a buffer holds on top of the MTU (no FCS).
 pub const ETH_HEADER_LEN: usize = 14;
