@@ -22,9 +22,12 @@ fn root() -> String {
     "/run/pronghorn/queues".into()
 }
 
+/// A directory per test (libtest names each test's thread after it): tests run in parallel,
+/// and each removes its directory when done.
 #[cfg(test)]
 fn root() -> String {
-    std::env::temp_dir().join(format!("pronghorn-queues-test-{}", std::process::id())).display().to_string()
+    let test = std::thread::current().name().unwrap_or("test").replace("::", "-");
+    std::env::temp_dir().join(format!("pronghorn-queues-test-{}-{test}", std::process::id())).display().to_string()
 }
 
 /// One claimed queue, or a run of consecutive queues (a process with several shards), held
