@@ -18,6 +18,8 @@ pub mod fault;
 pub mod mem;
 #[cfg(feature = "dpdk")]
 pub mod share;
+#[cfg(feature = "dpdk")]
+pub mod xdp;
 
 use std::fmt;
 use std::os::fd::RawFd;
@@ -96,6 +98,13 @@ pub struct NicStats {
     /// Frames the kernel refused to send from the AF_XDP tx ring (XDP_STATISTICS
     /// `tx_invalid_descs`), which DPDK 22.11's af_xdp leaves out of `oerrors`.
     pub tx_invalid: u64,
+    /// pronghorn's XDP program (`xdp`): frames handed to the AF_XDP socket.
+    pub xdp_redirected: u64,
+    /// pronghorn's XDP program: frames passed to the kernel, not pronghorn's.
+    pub xdp_passed: u64,
+    /// pronghorn's XDP program: frames pronghorn owns passed to the kernel because the queue had
+    /// no socket.
+    pub xdp_no_socket: u64,
 }
 
 /// A network port with one rx and one tx queue, driven by bursts.

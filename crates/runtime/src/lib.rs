@@ -341,6 +341,12 @@ pub fn dpdk_options(cfg: &Config) -> DpdkOptions {
     opts.pool_size = cfg.nic.mbufs;
     opts.queues = cfg.nic.queues;
     opts.shards = cfg.runtime.shards;
+    opts.xdp_owner = Some(nic::xdp::Owner {
+        ipv4: cfg.ipv4.as_ref().map(|c| c.address.addr),
+        ipv6: cfg.ipv6.as_ref().map(|c| c.address.addr),
+        share: false,
+        ephemeral: None,
+    });
     opts
 }
 
