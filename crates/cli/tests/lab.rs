@@ -1141,6 +1141,20 @@ fn crafted_segments_are_answered_as_the_linux_kernel_answers_them() {
     assert!(o.status.success(), "{out}");
 }
 
+/// The pid and `pronghorn stat --json` of the accelerated process on interface `iface`.
+fn stat_of_process_on(iface: &str) -> (i32, serde_json::Value) {
+    let o = pronghorn(&["ps", "--json"]);
+    let pid = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|p| p["interface"] == iface)
+        .and_then(|p| p["pid"].as_i64())
+        .unwrap_or_else(|| panic!("ps does not list the server on {iface}: {}", text(&o)));
+    let o = pronghorn(&["stat", &pid.to_string(), "--json"]);
+    let stat = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    (pid as i32, stat)
+}
+
 /// Issue 22: segments from martian sources (above all an IPv4-mapped IPv6 source, which used
 /// to abort the server on its SYN-ACK or RST), sent with scapy from side b to a server under
 /// pronghorn bound to 10.99.0.1 and fd99::1: none is answered, each is counted in
@@ -1163,16 +1177,7 @@ fn segments_from_martian_sources_are_dropped_and_the_server_keeps_serving() {
         assert!(o.status.success(), "martians.py {step}: {out}");
     };
     side_b("send");
-    let o = pronghorn(&["ps", "--json"]);
-    let iface = format!("{}-a0", lab.prefix);
-    let pid = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|p| p["interface"] == iface.as_str())
-        .map(|p| p["pid"].to_string())
-        .unwrap_or_else(|| panic!("ps does not list the server on {iface}: {}", text(&o)));
-    let o = pronghorn(&["stat", &pid, "--json"]);
-    let stat: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let stat = stat_of_process_on(&format!("{}-a0", lab.prefix)).1;
     let dropped = stat["shards"][0]["drop_bad_source"].as_f64().unwrap_or(0.0);
     assert!(dropped >= 27.0, "drop_bad_source {dropped}: {stat}");
     side_b("serves");
@@ -2239,5 +2244,95 @@ fn orphans_beyond_max_orphans_are_reset_and_the_others_deliver_everything() {
         assert_eq!(clients[i]["bytes"], queued["queued"][i], "connection {i}: {clients} {queued}");
     }
     assert_eq!(exit_stat(&stderr, 0, "tcp_abort_on_memory"), 2, "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 23: the DPDK interface shared with the kernel (`nic.share`, addresses "auto"). Side a's
+/// veth gets kernel addresses; a kernel TCP echo server (port 7007) and a redis-server under
+/// pronghorn (6379) serve side b on the same address at once; ping (the kernel's) works in both
+/// families; pronghorn's XDP program hands pronghorn frames and passes the kernel others; after
+/// a SIGKILL of the accelerated process the kernel's server and ping still work.
+#[test]
+fn a_shared_interface_serves_the_kernel_and_pronghorn_side_by_side() {
+    const TEST: &str = "a_shared_interface_serves_the_kernel_and_pronghorn_side_by_side";
+    if !enabled(TEST) || !have(TEST, &[("redis-server", "redis-server"), ("redis-cli", "redis-tools")]) {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::up("tst-share", &[]);
+    let (ns, iface) = (format!("{}-a", lab.prefix), format!("{}-a0", lab.prefix));
+    let ip = |args: &[&str]| {
+        let o = Command::new("ip").args(["-n", &ns]).args(args).output().unwrap();
+        assert!(o.status.success(), "ip {args:?}: {}", text(&o));
+    };
+    let o = Command::new("ip")
+        .args(["netns", "exec", &ns, "sysctl", "-qw", &format!("net.ipv6.conf.{iface}.disable_ipv6=0")])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    ip(&["addr", "add", "10.99.0.1/24", "dev", &iface]);
+    ip(&["addr", "add", "fd99::1/64", "dev", &iface, "nodad"]);
+    let shared = lab.config_a().with_file_name("shared.toml");
+    std::fs::write(
+        &shared,
+        format!("[nic]\npmd = \"af_xdp\"\niface = \"{iface}\"\nshare = true\n[ipv4]\naddress = \"auto\"\n[ipv6]\naddress = \"auto\"\n"),
+    )
+    .unwrap();
+
+    let mut kernel_echo =
+        lab.exec("a", &["python3", &peer_py(), "tcp-echo-server", "7007"]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(kernel_echo.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let kernel_serves = |why: &str| {
+        for host in ["10.99.0.1", "fd99::1"] {
+            let o =
+                lab.exec("b", &["python3", &peer_py(), "tcp-echo-client", host, "7007", "1048576"]).output().unwrap();
+            assert!(o.status.success(), "kernel echo over {host} {why}: {}", text(&o));
+            let out = ping(&lab, &[host]);
+            assert!(out.contains("3 packets transmitted, 3 received"), "ping {host} {why}: {out}");
+        }
+    };
+    kernel_serves("before pronghorn");
+
+    let dir = std::env::temp_dir().join(format!("pronghorn-share-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = shared.to_str().unwrap();
+    let mut redis = lab
+        .exec("a", &[bin(), "run", "--config", config, "--", "redis-server", "--bind", "10.99.0.1", "fd99::1"])
+        .args(["--port", "6379", "--save", "", "--protected-mode", "no", "--dir", dir.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(redis.stdout.take().unwrap());
+    loop {
+        line.clear();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "redis-server ended before it was ready");
+        if line.contains("Ready to accept connections") {
+            break;
+        }
+    }
+    std::thread::spawn(move || while reader.read_line(&mut String::new()).is_ok_and(|n| n > 0) {});
+    for host in ["10.99.0.1", "fd99::1"] {
+        let o = lab.exec("b", &["redis-cli", "-h", host, "ping"]).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "PONG", "redis over {host}: {}", text(&o));
+    }
+    redis_benchmark(&lab, &["-c", "20", "-n", "5000", "-t", "set,get"], &["SET", "GET"]);
+    kernel_serves("beside pronghorn");
+
+    let (pid, stat) = stat_of_process_on(&iface);
+    let shard = &stat["shards"][0];
+    let count = |name: &str| shard[name].as_f64().unwrap_or(0.0);
+    assert!(count("xdp_redirected") >= 10_000.0, "redis's frames go to pronghorn: {shard}");
+    assert!(count("xdp_passed") >= 1_000.0, "the kernel's echo and ping go to the kernel: {shard}");
+    assert_eq!(count("arp_replies") + count("nd_adverts") + count("echo_replies"), 0.0, "the kernel's: {shard}");
+
+    // SIGKILL: the program stays attached with no socket, and hands the kernel everything.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let _ = redis.wait();
+    kernel_serves("after pronghorn was killed");
+    let _ = kernel_echo.kill();
+    let _ = kernel_echo.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,6 +8,9 @@
 //! - [`fault`]: a wrapper around any backend that loses, duplicates, reorders, delays and
 //!   corrupts frames from a seeded generator (the lab kernel has no netem).
 //!
+//! Beside them: [`xdp`], pronghorn's XDP program and its maps, and [`ifaddr`], the kernel's
+//! addresses of an interface.
+//!
 //! It knows frames, not protocols: nothing here parses a header. Burst calls only on the data
 //! path; setup and statistics are the slow path.
 
@@ -15,6 +18,7 @@ pub mod clock;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod fault;
+pub mod ifaddr;
 pub mod mem;
 #[cfg(feature = "dpdk")]
 pub mod share;

@@ -87,7 +87,7 @@ fn link_local(mac: MacAddr) -> Ipv6Addr {
 }
 
 /// The transport of an owned port.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Transport {
     Tcp,
     Udp,
@@ -161,6 +161,17 @@ impl XdpMaps {
             }
         }
         Some(XdpMaps { config: config?, ports: ports?, verdicts: verdicts?, cpus: possible_cpus() })
+    }
+
+    /// The same maps through fds of its own.
+    pub fn try_clone(&self) -> io::Result<XdpMaps> {
+        let dup = |fd: &OwnedFd| fd.try_clone();
+        Ok(XdpMaps {
+            config: dup(&self.config)?,
+            ports: dup(&self.ports)?,
+            verdicts: dup(&self.verdicts)?,
+            cpus: self.cpus,
+        })
     }
 
     /// Tells the program what pronghorn owns on an interface whose MAC is `mac`. Until then it
