@@ -2332,6 +2332,29 @@ fn a_shared_interface_serves_the_kernel_and_pronghorn_side_by_side() {
     unsafe { libc::kill(pid, libc::SIGKILL) };
     let _ = redis.wait();
     kernel_serves("after pronghorn was killed");
+
+    // Clients: an accelerated one and a kernel one connect out to side b's echo server at once;
+    // neither gets the other's replies (pronghorn's ephemeral ports are not the kernel's).
+    let mut b_echo =
+        lab.exec("b", &["python3", &peer_py(), "tcp-echo-server", "7008"]).stdout(Stdio::piped()).spawn().unwrap();
+    line.clear();
+    BufReader::new(b_echo.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let peer = peer_py();
+    let client = |accelerated: bool, host: &str| {
+        let mut args = if accelerated { vec![bin(), "run", "--config", config, "--"] } else { vec![] };
+        args.extend_from_slice(&["python3", &peer, "tcp-echo-client", host, "7008", "4194304", "--conns", "4"]);
+        lab.exec("a", &args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    };
+    for host in ["10.99.0.2", "fd99::2"] {
+        let (ours, kernels) = (client(true, host), client(false, host));
+        for (who, c) in [("pronghorn", ours), ("the kernel", kernels)] {
+            let o = c.wait_with_output().unwrap();
+            assert!(o.status.success(), "{who}'s client to {host}: {}", text(&o));
+        }
+    }
+    let _ = b_echo.kill();
+    let _ = b_echo.wait();
     let _ = kernel_echo.kill();
     let _ = kernel_echo.wait();
     let _ = std::fs::remove_dir_all(&dir);
