@@ -2279,11 +2279,7 @@ fn a_shared_interface_serves_the_kernel_and_pronghorn_side_by_side() {
     )
     .unwrap();
 
-    let mut kernel_echo =
-        lab.exec("a", &["python3", &peer_py(), "tcp-echo-server", "7007"]).stdout(Stdio::piped()).spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(kernel_echo.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
+    let _kernel_echo = compat_peer(lab.exec("a", &["python3", &peer_py(), "tcp-echo-server", "7007"]));
     let kernel_serves = |why: &str| {
         for host in ["10.99.0.1", "fd99::1"] {
             let o =
@@ -2298,14 +2294,16 @@ fn a_shared_interface_serves_the_kernel_and_pronghorn_side_by_side() {
     let dir = std::env::temp_dir().join(format!("pronghorn-share-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let config = shared.to_str().unwrap();
-    let mut redis = lab
-        .exec("a", &[bin(), "run", "--config", config, "--", "redis-server", "--bind", "10.99.0.1", "fd99::1"])
-        .args(["--port", "6379", "--save", "", "--protected-mode", "no", "--dir", dir.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut reader = BufReader::new(redis.stdout.take().unwrap());
+    let mut redis = Accelerated(
+        lab.exec("a", &[bin(), "run", "--config", config, "--", "redis-server", "--bind", "10.99.0.1", "fd99::1"])
+            .args(["--port", "6379", "--save", "", "--protected-mode", "no", "--dir", dir.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut reader = BufReader::new(redis.0.stdout.take().unwrap());
+    let mut line = String::new();
     loop {
         line.clear();
         assert!(reader.read_line(&mut line).unwrap() > 0, "redis-server ended before it was ready");
@@ -2330,16 +2328,12 @@ fn a_shared_interface_serves_the_kernel_and_pronghorn_side_by_side() {
 
     // SIGKILL: the program stays attached with no socket, and hands the kernel everything.
     unsafe { libc::kill(pid, libc::SIGKILL) };
-    let _ = redis.wait();
+    let _ = redis.0.wait();
     kernel_serves("after pronghorn was killed");
 
     // Clients: an accelerated one and a kernel one connect out to side b's echo server at once;
     // neither gets the other's replies (pronghorn's ephemeral ports are not the kernel's).
-    let mut b_echo =
-        lab.exec("b", &["python3", &peer_py(), "tcp-echo-server", "7008"]).stdout(Stdio::piped()).spawn().unwrap();
-    line.clear();
-    BufReader::new(b_echo.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
+    let _b_echo = KernelServer::start(&lab, 7008);
     let peer = peer_py();
     let client = |accelerated: bool, host: &str| {
         let mut args = if accelerated { vec![bin(), "run", "--config", config, "--"] } else { vec![] };
@@ -2353,9 +2347,5 @@ fn a_shared_interface_serves_the_kernel_and_pronghorn_side_by_side() {
             assert!(o.status.success(), "{who}'s client to {host}: {}", text(&o));
         }
     }
-    let _ = b_echo.kill();
-    let _ = b_echo.wait();
-    let _ = kernel_echo.kill();
-    let _ = kernel_echo.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
