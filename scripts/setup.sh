@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what pronghorn needs on Debian 12, idempotently: DPDK 22.11 (headers, pkg-config file,
-# the af_xdp/af_packet PMDs), libclang for bindgen, and the lab's tools (scapy and nftables craft
+# the af_xdp/af_packet PMDs), libclang for bindgen, clang with the kernel's and libbpf's headers
+# for the XDP program (crates/nic/bpf), and the lab's tools (scapy and nftables craft
 # segments and keep side b's kernel out of them in tests/lab/wire.py; hping3 floods in `bench
 # syn-flood`; valgrind, strace and perf count what a request costs in bench/request_cost.sh).
 # `setup.sh test` (the test command) also installs rustfmt, clippy and cargo-deny. Builds nothing
@@ -8,7 +9,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential pkg-config clang libclang-dev
+  build-essential pkg-config clang libclang-dev libbpf-dev linux-libc-dev
   dpdk dpdk-dev libdpdk-dev
   iproute2 iputils-ping ethtool procps util-linux
   python3

@@ -2,20 +2,23 @@
 //!
 //! This crate owns parsing and validation only. Every error is one line that names the file, the
 //! line, the key and what would be accepted; unknown keys are errors (a typo must never silently
-//! fall back to a default). It does not touch the system: checking that the interface exists is
-//! the NIC's job when it opens.
+//! fall back to a default). It does not touch the system (checking that the interface exists is
+//! the NIC's job when it opens), but for `address = "auto"`, which [`Config::load`] takes from
+//! the interface's own addresses (getifaddrs).
 //!
 //! ```toml
 //! [nic]
 //! pmd = "af_xdp"          # or "af_packet"
-//! iface = "ph-a0"         # the Linux interface DPDK takes over (no kernel IP on it)
+//! iface = "ph-a0"         # the Linux interface DPDK takes over (no kernel IP on it, unless shared)
+//! share = false           # true: the kernel keeps the interface and its addresses; pronghorn
+//!                         # gets only its sockets' ports (needs queues = 1 and shards = 1)
 //! eal_args = []           # extra DPDK EAL arguments
 //! mbufs = 8191            # packet buffers in the pool
 //! queues = 1              # processes sharing the interface, one queue each (nginx workers)
 //! fault = ""              # injected faults for tests, e.g. "loss=0.01" (none by default)
 //!
 //! [ipv4]
-//! address = "10.99.0.1/24"
+//! address = "10.99.0.1/24" # or "auto" with share = true: the interface's own address
 //! gateway = "10.99.0.254" # optional
 //!
 //! [ipv6]                  # optional
@@ -305,6 +308,13 @@ pub struct NicConfig {
     /// refused: a shard asleep on the NIC would not release them on time.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub fault: String,
+    /// The interface stays the kernel's, addresses included: pronghorn's XDP program hands
+    /// pronghorn only TCP and UDP to the ports its sockets hold and to its ephemeral range
+    /// (61000-65535, which the kernel's `ip_local_port_range` must leave out or
+    /// `ip_local_reserved_ports` must hold), and the ICMP errors about them; ARP, NDP, ping and
+    /// everything else stay with the kernel, whose neighbour table pronghorn reads.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub share: bool,
 }
 
 fn default_queues() -> u16 {
@@ -444,6 +454,50 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// Parses and validates config text; `path` is only used in error messages. `address =
+    /// "auto"` takes the addresses `iface_addresses` gives for the interface.
+    pub fn parse_with(
+        text: &str,
+        path: &Path,
+        iface_addresses: impl Fn(&str) -> Result<IfaceAddresses, String>,
+    ) -> Result<Config, ConfigError> {
+        let invalid =
+            |message: String| ConfigError::Invalid { path: path.to_owned(), location: String::new(), message };
+        let table: toml::Table = match toml::from_str(text) {
+            Ok(t) => t,
+            Err(_) => return Config::parse(text, path),
+        };
+        let is_auto =
+            |family: &str| table.get(family).and_then(|t| t.get("address")).and_then(|a| a.as_str()) == Some(AUTO);
+        let (auto4, auto6) = (is_auto("ipv4"), is_auto("ipv6"));
+        if !auto4 && !auto6 {
+            return Config::parse(text, path);
+        }
+        let iface =
+            table.get("nic").and_then(|n| n.get("iface")).and_then(|i| i.as_str()).unwrap_or_default().to_string();
+        let shared = table.get("nic").and_then(|n| n.get("share")).and_then(|s| s.as_bool()) == Some(true);
+        if !shared {
+            return Err(invalid(format!(
+                "address = \"{AUTO}\" takes interface \"{iface}\"'s own address, which only an interface shared with the kernel has: set nic.share = true, or give the address"
+            )));
+        }
+        let found = iface_addresses(&iface).map_err(invalid)?;
+        let mut table = table;
+        let wanted =
+            [(auto4, "ipv4", found.ipv4.map(|a| a.to_string())), (auto6, "ipv6", found.ipv6.map(|a| a.to_string()))];
+        for (_, family, address) in wanted.into_iter().filter(|w| w.0) {
+            let address = address.ok_or_else(|| {
+                invalid(format!("{family}.address = \"{AUTO}\": interface \"{iface}\" has no global {family} address"))
+            })?;
+            if let Some(t) = table.get_mut(family).and_then(|t| t.as_table_mut()) {
+                t.insert("address".into(), toml::Value::String(address));
+            }
+        }
+        let cfg: Config = table.try_into().map_err(|e: toml::de::Error| invalid(one_line(e.message())))?;
+        cfg.validate().map_err(invalid)?;
+        Ok(cfg)
+    }
+
     /// Parses and validates config text; `path` is only used in error messages.
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let cfg: Config = toml::from_str(text).map_err(|e| {
@@ -465,7 +519,7 @@ impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError::Read { path: path.to_owned(), reason: e.to_string() })?;
-        Config::parse(&text, path)
+        Config::parse_with(&text, path, iface_addresses)
     }
 
     /// The file named by `explicit`, else by `$PRONGHORN_CONFIG`.
@@ -488,6 +542,7 @@ impl Config {
             mbufs: default_mbufs(),
             queues: default_queues(),
             fault: String::new(),
+            share: false,
         };
         let defaults = [
             ("nic", toml::Table::try_from(nic_defaults)),
@@ -526,6 +581,12 @@ impl Config {
             return Err(format!(
                 "nic.queues = {} needs pmd = \"af_xdp\" (af_packet cannot share an interface between processes)",
                 n.queues
+            ));
+        }
+        if n.share && (n.pmd != PmdName::AfXdp || n.queues != 1 || self.runtime.shards != 1) {
+            return Err(format!(
+                "nic.share = true needs pmd = \"af_xdp\", nic.queues = 1 and runtime.shards = 1 (DPDK 22.11 attaches pronghorn's XDP program for one port only), got pmd = \"{}\", queues = {}, shards = {}",
+                n.pmd, n.queues, self.runtime.shards
             ));
         }
         match n.fault.parse::<nic::fault::FaultConfig>() {
@@ -605,6 +666,27 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// What `address = "auto"` stands for.
+const AUTO: &str = "auto";
+
+/// An interface's own addresses, the first global one of each family (`address = "auto"`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IfaceAddresses {
+    pub ipv4: Option<Ipv4Cidr>,
+    pub ipv6: Option<Ipv6Cidr>,
+}
+
+/// The addresses the kernel has on interface `iface` in this network namespace (getifaddrs):
+/// the first IPv4 one and the first IPv6 one that is not link-local.
+pub fn iface_addresses(iface: &str) -> Result<IfaceAddresses, String> {
+    let (v4, v6) = nic::ifaddr::global_addresses(iface)
+        .map_err(|e| format!("cannot list interface \"{iface}\"'s addresses: {e}"))?;
+    Ok(IfaceAddresses {
+        ipv4: v4.map(|(addr, prefix_len)| Ipv4Cidr { addr, prefix_len }),
+        ipv6: v6.map(|(addr, prefix_len)| Ipv6Cidr { addr, prefix_len }),
+    })
 }
 
 /// toml's messages can span lines; a person reads one.
@@ -840,5 +922,49 @@ address = "fd99::1/64"
     fn unreadable_file_is_named() {
         let e = Config::load(Path::new("/nonexistent/pronghorn.toml")).unwrap_err().to_string();
         assert!(e.starts_with("cannot read config /nonexistent/pronghorn.toml:"), "{e}");
+    }
+
+    const SHARED: &str = "[nic]\npmd = \"af_xdp\"\niface = \"eth0\"\nshare = true\n[ipv4]\naddress = \"auto\"\n[ipv6]\naddress = \"auto\"\n";
+
+    fn eth0(iface: &str) -> Result<IfaceAddresses, String> {
+        assert_eq!(iface, "eth0");
+        Ok(IfaceAddresses {
+            ipv4: Some("192.0.2.7/24".parse().unwrap()),
+            ipv6: Some("2001:db8::7/64".parse().unwrap()),
+        })
+    }
+
+    #[test]
+    fn auto_takes_the_shared_interfaces_own_addresses() {
+        let c = Config::parse_with(SHARED, Path::new("t.toml"), eth0).unwrap();
+        assert!(c.nic.share);
+        assert_eq!(c.ipv4.unwrap().address.to_string(), "192.0.2.7/24");
+        assert_eq!(c.ipv6.unwrap().address.to_string(), "2001:db8::7/64");
+        // A given address stays as given; share defaults to false.
+        let c =
+            Config::parse_with(&SHARED.replacen("\"auto\"", "\"192.0.2.9/24\"", 1), Path::new("t.toml"), eth0).unwrap();
+        assert_eq!(c.ipv4.unwrap().address.to_string(), "192.0.2.9/24");
+        assert!(!parse(GOOD).unwrap().nic.share);
+    }
+
+    #[test]
+    fn auto_needs_a_shared_interface_with_an_address() {
+        let e = Config::parse_with(&SHARED.replace("share = true\n", ""), Path::new("t.toml"), eth0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("set nic.share = true"), "{e}");
+        let none = |_: &str| Ok(IfaceAddresses { ipv4: Some("192.0.2.7/24".parse().unwrap()), ipv6: None });
+        let e = Config::parse_with(SHARED, Path::new("t.toml"), none).unwrap_err().to_string();
+        assert!(e.contains("ipv6.address = \"auto\"") && e.contains("no global ipv6 address"), "{e}");
+    }
+
+    #[test]
+    fn share_needs_af_xdp_and_one_port() {
+        let shared = GOOD.replace("[nic]", "[nic]\nshare = true");
+        assert!(parse(&shared).unwrap().nic.share);
+        let e = err(&shared.replace("af_xdp", "af_packet"));
+        assert!(e.contains("nic.share = true needs pmd = \"af_xdp\""), "{e}");
+        let e = err(&shared.replace("[nic]", "[nic]\nqueues = 2"));
+        assert!(e.contains("nic.share = true needs") && e.contains("queues = 2"), "{e}");
     }
 }

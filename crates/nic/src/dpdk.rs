@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use dpdk_sys as sys;
 
 use crate::share::QueueClaim;
+use crate::xdp::{ObjectFile, Owner, XdpMaps};
 use crate::{Link, MacAddr, Nic, NicStats, PacketBuf};
 
 /// Which poll-mode driver serves the interface.
@@ -97,6 +98,11 @@ pub struct DpdkOptions {
     /// Queues this process drives, one per shard (`runtime.shards`): a run of consecutive
     /// queues of the `queues`, one AF_XDP socket each.
     pub shards: u16,
+    /// af_xdp: what pronghorn's XDP program (`crate::xdp`) hands to the socket, the rest going
+    /// to the kernel. None, or several ports on the interface (`queues` or `shards` above 1:
+    /// DPDK 22.11 attaches an `xdp_prog` once per port and the second attach fails), leaves
+    /// DPDK's default program, which hands the socket every frame of its queue.
+    pub xdp_owner: Option<Owner>,
 }
 
 impl DpdkOptions {
@@ -110,7 +116,14 @@ impl DpdkOptions {
             tx_desc: 1024,
             queues: 1,
             shards: 1,
+            xdp_owner: None,
         }
+    }
+
+    /// What pronghorn's XDP program is to hand to the socket, when the port gets the program.
+    fn filtered(&self) -> Option<&Owner> {
+        let one_port = self.queues <= 1 && self.shards <= 1;
+        self.xdp_owner.as_ref().filter(|_| self.pmd == Pmd::AfXdp && one_port)
     }
 
     /// The `--vdev` argument for this port. af_xdp gets `busy_budget=0`: with the PMD's default
@@ -122,10 +135,17 @@ impl DpdkOptions {
     /// Shard `k` gets a port of its own, `net_af_xdp<k>` on interface queue `queue`: one port
     /// with several queues (`queue_count`) needs an interface that reports combined channels,
     /// and a veth reports none (DPDK then allows one queue per port: "Bus (vdev) probe failed").
-    fn vdev(&self, k: u16, queue: u16) -> String {
+    ///
+    /// `xdp_prog`: the path of the XDP program the port attaches instead of DPDK's default.
+    fn vdev(&self, k: u16, queue: u16, xdp_prog: Option<&str>) -> String {
         match self.pmd {
             Pmd::AfXdp => {
-                format!("{},iface={},start_queue={queue},queue_count=1,busy_budget=0", self.port_name(k), self.iface)
+                let prog = xdp_prog.map(|p| format!(",xdp_prog={p}")).unwrap_or_default();
+                format!(
+                    "{},iface={},start_queue={queue},queue_count=1,busy_budget=0{prog}",
+                    self.port_name(k),
+                    self.iface
+                )
             }
             Pmd::AfPacket => format!("{},iface={},qpairs=1", self.port_name(k), self.iface),
         }
@@ -235,6 +255,8 @@ struct Port {
     claim: Option<Rc<QueueClaim>>,
     /// The interface queue this port drives.
     iface_queue: u16,
+    /// The maps of pronghorn's XDP program, when the port attached it.
+    xdp: Option<Rc<XdpMaps>>,
 }
 
 /// One rx and one tx queue of a started DPDK port: what one shard drives.
@@ -284,29 +306,34 @@ impl DpdkNic {
         if EAL_STARTED.swap(true, Ordering::SeqCst) {
             return Err(DpdkError::AlreadyInitialized);
         }
+        let program = match opts.filtered() {
+            Some(_) => Some(ObjectFile::new().map_err(|e| DpdkError::Port {
+                pmd: opts.pmd.clone(),
+                iface: opts.iface.clone(),
+                detail: format!("cannot write the XDP program to a memory file: {e}"),
+            })?),
+            None => None,
+        };
         let turn = claim.setup_turn()?;
-        let (result, log) = capture_stdio(|| open_inner(opts, claim.queue()));
+        let (result, log) = capture_stdio(|| open_inner(opts, claim.queue(), program.as_ref()));
         drop(turn);
         let claim = Rc::new(claim);
-        match result {
-            Ok(ports) => Ok(ports
-                .into_iter()
-                .map(|(mut port, (mac, mtu, rx_fd))| {
-                    port.setup_log = log.clone();
-                    port.claim = Some(Rc::clone(&claim));
-                    DpdkNic {
-                        port: Rc::new(port),
-                        queue: 0,
-                        mac,
-                        mtu,
-                        rx_fd,
-                        rx_multiseg_dropped: 0,
-                        spare: Vec::new(),
-                    }
-                })
-                .collect()),
-            Err(e) => Err(explain(e, opts, &log)),
+        let mut ports = result.map_err(|e| explain(e, opts, &log))?;
+        if let (Some(owner), Some((port, (mac, _, _)))) = (opts.filtered(), ports.first_mut()) {
+            port.xdp = Some(Rc::new(configure_program(owner, *mac).map_err(|detail| DpdkError::Port {
+                pmd: opts.pmd.clone(),
+                iface: opts.iface.clone(),
+                detail,
+            })?));
         }
+        Ok(ports
+            .into_iter()
+            .map(|(mut port, (mac, mtu, rx_fd))| {
+                port.setup_log = log.clone();
+                port.claim = Some(Rc::clone(&claim));
+                DpdkNic { port: Rc::new(port), queue: 0, mac, mtu, rx_fd, rx_multiseg_dropped: 0, spare: Vec::new() }
+            })
+            .collect())
     }
 
     /// What DPDK, libbpf and libxdp printed while the port was set up.
@@ -337,6 +364,21 @@ impl DpdkNic {
     pub fn rx_multiseg_dropped(&self) -> u64 {
         self.rx_multiseg_dropped
     }
+
+    /// The maps of pronghorn's XDP program, when the port attached it (see
+    /// [`DpdkOptions::xdp_owner`]).
+    pub fn xdp_maps(&self) -> Option<&XdpMaps> {
+        self.port.xdp.as_deref()
+    }
+}
+
+/// Finds the maps of the XDP program the port attached and tells it what pronghorn owns.
+fn configure_program(owner: &Owner, mac: MacAddr) -> Result<XdpMaps, String> {
+    let maps = XdpMaps::find(&fds_linked(|link| link == "anon_inode:bpf-map")).ok_or(
+        "the XDP program is attached but its maps (ph_config, ph_ports, ph_verdicts) are not among this process's fds",
+    )?;
+    maps.configure(owner, mac).map_err(|e| format!("cannot write the XDP program's ph_config map: {e}"))?;
+    Ok(maps)
 }
 
 impl Drop for Port {
@@ -439,6 +481,7 @@ impl Nic for DpdkNic {
         let mut s = sys::rte_eth_stats::default();
         unsafe { sys::rte_eth_stats_get(self.port.id, &mut s) };
         let xsk = self.rx_fd.and_then(xsk_statistics);
+        let xdp = self.port.xdp.as_ref().map(|m| m.verdicts()).unwrap_or_default();
         NicStats {
             ipackets: s.ipackets,
             opackets: s.opackets,
@@ -450,6 +493,9 @@ impl Nic for DpdkNic {
             rx_nombuf: s.rx_nombuf,
             rx_ring_full: xsk.map_or(0, |x| x.rx_ring_full),
             tx_invalid: xsk.map_or(0, |x| x.tx_invalid_descs),
+            xdp_redirected: xdp.redirected,
+            xdp_passed: xdp.passed,
+            xdp_no_socket: xdp.no_socket,
         }
     }
 
@@ -503,7 +549,11 @@ enum Failure {
 /// Per queue of the port: (queue, MAC, MTU, the socket that is readable when frames wait).
 type QueueSetup = (MacAddr, u16, Option<RawFd>);
 
-fn open_inner(opts: &DpdkOptions, queue: u16) -> Result<Vec<(Port, QueueSetup)>, Failure> {
+fn open_inner(
+    opts: &DpdkOptions,
+    queue: u16,
+    program: Option<&ObjectFile>,
+) -> Result<Vec<(Port, QueueSetup)>, Failure> {
     let prefix = format!("pronghorn-{}", std::process::id());
     debug_assert_eq!(runtime_dir_of(std::process::id()), format!("/var/run/dpdk/{prefix}"));
     let saved_affinity = current_affinity();
@@ -521,7 +571,7 @@ fn open_inner(opts: &DpdkOptions, queue: u16) -> Result<Vec<(Port, QueueSetup)>,
     ];
     let shards = opts.shards.max(1);
     for k in 0..shards {
-        args.extend(["--vdev".into(), opts.vdev(k, queue + k)]);
+        args.extend(["--vdev".into(), opts.vdev(k, queue + k, program.map(ObjectFile::path).as_deref())]);
     }
     args.extend(opts.eal_args.iter().cloned());
     // af_packet opens its socket while the EAL probes the vdev, af_xdp at queue setup: look for
@@ -603,6 +653,7 @@ fn open_inner(opts: &DpdkOptions, queue: u16) -> Result<Vec<(Port, QueueSetup)>,
             eal: Rc::clone(&eal),
             claim: None,
             iface_queue: queue + k,
+            xdp: None,
         };
         ports.push((p, (MacAddr(mac.addr_bytes), mtu, rx_fd)));
     }
@@ -787,12 +838,27 @@ mod tests {
     #[test]
     fn vdev_strings_name_the_interface() {
         let o = DpdkOptions::new(Pmd::AfXdp, "ph-a0");
-        assert_eq!(o.vdev(0, 0), "net_af_xdp0,iface=ph-a0,start_queue=0,queue_count=1,busy_budget=0");
-        assert_eq!(o.vdev(0, 3), "net_af_xdp0,iface=ph-a0,start_queue=3,queue_count=1,busy_budget=0");
-        assert_eq!(o.vdev(1, 4), "net_af_xdp1,iface=ph-a0,start_queue=4,queue_count=1,busy_budget=0");
+        assert_eq!(o.vdev(0, 0, None), "net_af_xdp0,iface=ph-a0,start_queue=0,queue_count=1,busy_budget=0");
+        assert_eq!(o.vdev(0, 3, None), "net_af_xdp0,iface=ph-a0,start_queue=3,queue_count=1,busy_budget=0");
+        assert_eq!(o.vdev(1, 4, None), "net_af_xdp1,iface=ph-a0,start_queue=4,queue_count=1,busy_budget=0");
+        assert_eq!(
+            o.vdev(0, 0, Some("/proc/self/fd/7")),
+            "net_af_xdp0,iface=ph-a0,start_queue=0,queue_count=1,busy_budget=0,xdp_prog=/proc/self/fd/7"
+        );
         assert_eq!(o.port_name(0), "net_af_xdp0");
         let o = DpdkOptions::new(Pmd::AfPacket, "x");
-        assert_eq!(o.vdev(0, 0), "net_af_packet0,iface=x,qpairs=1");
+        assert_eq!(o.vdev(0, 0, None), "net_af_packet0,iface=x,qpairs=1");
+    }
+
+    #[test]
+    fn our_program_goes_where_one_port_drives_the_interface() {
+        let owner = Owner { ipv4: Some([10, 99, 0, 1].into()), ..Owner::default() };
+        let o = DpdkOptions { xdp_owner: Some(owner.clone()), ..DpdkOptions::new(Pmd::AfXdp, "ph-a0") };
+        assert_eq!(o.filtered(), Some(&owner));
+        assert_eq!(DpdkOptions { queues: 2, ..o.clone() }.filtered(), None, "another process attaches too");
+        assert_eq!(DpdkOptions { shards: 2, ..o.clone() }.filtered(), None, "another port attaches too");
+        assert_eq!(DpdkOptions { pmd: Pmd::AfPacket, ..o.clone() }.filtered(), None);
+        assert_eq!(DpdkOptions { xdp_owner: None, ..o }.filtered(), None);
     }
 
     #[test]

@@ -9,6 +9,9 @@
 //!
 //! The in-memory pair the tests run on is `testkit::mem`.
 //!
+//! Beside them: [`xdp`], pronghorn's XDP program and its maps, and [`ifaddr`], the kernel's
+//! addresses of an interface.
+//!
 //! It knows frames, not protocols: nothing here parses a header. Burst calls only on the data
 //! path; setup and statistics are the slow path.
 
@@ -16,8 +19,11 @@ pub mod clock;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod fault;
+pub mod ifaddr;
 #[cfg(feature = "dpdk")]
 pub mod share;
+#[cfg(feature = "dpdk")]
+pub mod xdp;
 
 use std::fmt;
 use std::os::fd::RawFd;
@@ -96,6 +102,13 @@ pub struct NicStats {
     /// Frames the kernel refused to send from the AF_XDP tx ring (XDP_STATISTICS
     /// `tx_invalid_descs`), which DPDK 22.11's af_xdp leaves out of `oerrors`.
     pub tx_invalid: u64,
+    /// pronghorn's XDP program (`xdp`): frames handed to the AF_XDP socket.
+    pub xdp_redirected: u64,
+    /// pronghorn's XDP program: frames passed to the kernel, not pronghorn's.
+    pub xdp_passed: u64,
+    /// pronghorn's XDP program: frames pronghorn owns passed to the kernel because the queue had
+    /// no socket.
+    pub xdp_no_socket: u64,
 }
 
 /// A network port with one rx and one tx queue, driven by bursts.

@@ -226,6 +226,9 @@ impl<N: Nic + 'static> Runtime<N> {
         match self.bound.get_mut(&addr) {
             None => {
                 self.bound.insert(addr, Binding { holders: 1, reuseport });
+                if self.cfg.nic.share {
+                    crate::shared::hold(nic::xdp::Transport::Tcp, addr.port());
+                }
                 Ok(())
             }
             Some(b) if b.reuseport && reuseport => {
@@ -242,6 +245,9 @@ impl<N: Nic + 'static> Runtime<N> {
             b.holders -= 1;
             if b.holders == 0 {
                 self.bound.remove(&addr);
+                if self.cfg.nic.share {
+                    crate::shared::release(nic::xdp::Transport::Tcp, addr.port());
+                }
             }
         }
     }
@@ -408,6 +414,9 @@ impl<N: Nic + 'static> Runtime<N> {
                 }
             }
             frames = (s.link_stats().rx_frames - before) as usize;
+            if self.cfg.nic.share {
+                crate::shared::resolve_next_hops(s, now);
+            }
         }
         stack::shard::exchange(self.shards.all_mut(), now);
         self.dispatch();

@@ -71,6 +71,11 @@ impl<N: Nic + 'static> Runtime<N> {
         self.socks.entry(id).fds.push(fd);
         set_tracked_datagram(fd);
         self.routing.accelerated_udp += 1;
+        if self.cfg.nic.share {
+            if let Ok(local) = self.shards.of(id).local_addr(id) {
+                crate::shared::hold(nic::xdp::Transport::Udp, local.port());
+            }
+        }
         Ok(id)
     }
 

@@ -19,7 +19,8 @@
 //! Layout: `accel` (state, lock, stack pass, routing), `fdtable`, `socket` (the TCP calls, over
 //! the caller's iovecs), `datagram` (UDP), `sockopt`, `urgent` (MSG_OOB, SIOCATMARK, SIGURG), `wait` (parkers, driver role, stack
 //! thread), `epoll`, `poll`, `process` (fork, exit, exec, privilege drop), `exec` (whether an
-//! exec would start), `secret` (the shards' hash keys), `observe` (the stats region and the control socket). The process-wide instance is DPDK's; tests build their own
+//! exec would start), `secret` (the shards' hash keys), `shared` (an interface shared with the
+//! kernel: owned ports, the kernel's neighbours), `observe` (the stats region and the control socket). The process-wide instance is DPDK's; tests build their own
 //! over the in-memory NIC.
 //!
 //! It must not be reached through libc symbols: inside the preloaded library those are our own
@@ -36,6 +37,7 @@ mod process;
 pub mod real;
 mod secret;
 mod shards;
+mod shared;
 pub mod shield;
 mod socket;
 mod sockopt;
@@ -327,6 +329,9 @@ pub fn shard_config(cfg: &Config, mac: MacAddr, secret: [u8; 32]) -> ShardConfig
     shard.tcp_mem = TcpMem { low, pressure, high };
     shard.max_tw_buckets = t.max_tw_buckets as usize;
     shard.somaxconn = t.somaxconn as usize;
+    if cfg.nic.share {
+        shard.ephemeral_ports = shared::EPHEMERAL;
+    }
     shard
 }
 
@@ -341,6 +346,12 @@ pub fn dpdk_options(cfg: &Config) -> DpdkOptions {
     opts.pool_size = cfg.nic.mbufs;
     opts.queues = cfg.nic.queues;
     opts.shards = cfg.runtime.shards;
+    opts.xdp_owner = Some(nic::xdp::Owner {
+        ipv4: cfg.ipv4.as_ref().map(|c| c.address.addr),
+        ipv6: cfg.ipv6.as_ref().map(|c| c.address.addr),
+        share: cfg.nic.share,
+        ephemeral: cfg.nic.share.then(|| (*shared::EPHEMERAL.start(), *shared::EPHEMERAL.end())),
+    });
     opts
 }
 
@@ -362,7 +373,21 @@ pub fn tcp_config(cfg: &Config) -> stack::TcpConfig {
 
 fn open_dpdk(cfg: &Config) -> Result<Vec<ProcessNic>, String> {
     let faults: FaultConfig = cfg.nic.fault.parse().map_err(|e| format!("nic.fault: {e}"))?;
+    if cfg.nic.share {
+        shared::check_port_range()?;
+    }
     let ports = DpdkNic::open_shards(&dpdk_options(cfg)).map_err(|e| e.to_string())?;
+    if cfg.nic.share {
+        let maps = ports.first().and_then(|p| p.xdp_maps()).map(|m| m.try_clone());
+        match maps {
+            Some(Ok(maps)) => shared::start(maps, &cfg.nic.iface),
+            _ => {
+                return Err(
+                    "nic.share: pronghorn's XDP program is not attached, so the interface cannot be shared".into()
+                )
+            }
+        }
+    }
     Ok(ports.into_iter().map(|port| FaultyNic::new(port, faults.clone(), MonotonicClock::new())).collect())
 }
 

@@ -222,6 +222,9 @@ impl<N: Nic + 'static> Runtime<N> {
                 let _ = self.shards.of(o).close(o);
             }
             let s = self.shards.of(id);
+            if let (true, Fd::Udp { .. }, Ok(local)) = (self.cfg.nic.share, &entry.fd, s.local_addr(id)) {
+                crate::shared::release(nic::xdp::Transport::Udp, local.port());
+            }
             // SO_LINGER with a zero timeout resets instead of closing gracefully.
             let _ = if entry.opts.linger_s == Some(0) { s.abort(id) } else { s.close(id) };
             // What was written before close leaves now (and the FIN or RST after it).

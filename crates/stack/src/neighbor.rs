@@ -356,6 +356,16 @@ impl<P> NeighborCache<P> {
         self.pool.used
     }
 
+    /// The addresses being resolved (incomplete entries), oldest first.
+    pub fn incomplete(&self) -> impl Iterator<Item = IpAddress> + '_ {
+        let mut at = self.lists[INCOMPLETE as usize].head;
+        std::iter::from_fn(move || {
+            let e = self.entries.get(at as usize)?;
+            at = e.next;
+            Some(crate::table::from16(e.addr))
+        })
+    }
+
     /// The state and address of `ip`'s entry at `now`.
     pub fn state(&self, ip: IpAddress, now: u64) -> Option<(NeighborState, Option<EthernetAddress>)> {
         let &i = self.index.get(&key(addr16(ip)))?;

@@ -24,8 +24,8 @@ mod rigs;
 use rigs::{
     assert_echoed, assert_lab_gone, assert_one_clear_line, bin, compat_peer, compat_py, config_file, deterministic_sql,
     exit_stat, have_scapy, kernel_client, nginx_site, peer_py, ping, pronghorn, pronghorn_as_nobody, pronghorn_client,
-    ps_json, redis_benchmark, redis_cli, redis_dir, until_ok, wire_py, Accelerated, Echo, KernelPair, KernelServer,
-    Lab, Mariadb, NginxMaster, Redis, RedisNode, DEBIAN_PYTHON, MARIADB_TOOLS, REDIS_TOOLS,
+    ps_json, redis_benchmark, redis_cli, redis_dir, stat_of_process_on, until_ok, wire_py, Accelerated, Echo,
+    KernelPair, KernelServer, Lab, Mariadb, NginxMaster, Redis, RedisNode, DEBIAN_PYTHON, MARIADB_TOOLS, REDIS_TOOLS,
 };
 
 fn ping_both_families(pmd: &str, prefix: &str) {
@@ -503,16 +503,7 @@ fn segments_from_martian_sources_are_dropped_and_the_server_keeps_serving() {
         assert!(o.status.success(), "martians.py {step}: {out}");
     };
     side_b("send");
-    let o = pronghorn(&["ps", "--json"]);
-    let iface = format!("{}-a0", lab.prefix);
-    let pid = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|p| p["interface"] == iface.as_str())
-        .map(|p| p["pid"].to_string())
-        .unwrap_or_else(|| panic!("ps does not list the server on {iface}: {}", text(&o)));
-    let o = pronghorn(&["stat", &pid, "--json"]);
-    let stat: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let stat = stat_of_process_on(&format!("{}-a0", lab.prefix)).1;
     let dropped = stat["shards"][0]["drop_bad_source"].as_f64().unwrap_or(0.0);
     assert!(dropped >= 27.0, "drop_bad_source {dropped}: {stat}");
     side_b("serves");
@@ -1503,6 +1494,107 @@ fn redis_under_profile_latency_answers_and_topo_lists_its_threads() {
     assert!(out.contains("  redis-server\n") && out.contains("hugepages (DPDK)"), "{out}");
     for (file, _) in merged_configs() {
         let _ = std::fs::remove_file(file);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 23: the DPDK interface shared with the kernel (`nic.share`, addresses "auto"). Side a's
+/// veth gets kernel addresses; a kernel TCP echo server (port 7007) and a redis-server under
+/// pronghorn (6379) serve side b on the same address at once; ping (the kernel's) works in both
+/// families; pronghorn's XDP program hands pronghorn frames and passes the kernel others; after
+/// a SIGKILL of the accelerated process the kernel's server and ping still work.
+#[test]
+fn a_shared_interface_serves_the_kernel_and_pronghorn_side_by_side() {
+    let Some(_scenario) = scenario(&[("redis-server", "redis-server"), ("redis-cli", "redis-tools")]) else {
+        return;
+    };
+    let lab = Lab::up("tst-share", &[]);
+    let (ns, iface) = (format!("{}-a", lab.prefix), format!("{}-a0", lab.prefix));
+    let ip = |args: &[&str]| {
+        let o = Command::new("ip").args(["-n", &ns]).args(args).output().unwrap();
+        assert!(o.status.success(), "ip {args:?}: {}", text(&o));
+    };
+    let o = Command::new("ip")
+        .args(["netns", "exec", &ns, "sysctl", "-qw", &format!("net.ipv6.conf.{iface}.disable_ipv6=0")])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    ip(&["addr", "add", "10.99.0.1/24", "dev", &iface]);
+    ip(&["addr", "add", "fd99::1/64", "dev", &iface, "nodad"]);
+    let shared = lab.config_a().with_file_name("shared.toml");
+    std::fs::write(
+        &shared,
+        format!("[nic]\npmd = \"af_xdp\"\niface = \"{iface}\"\nshare = true\n[ipv4]\naddress = \"auto\"\n[ipv6]\naddress = \"auto\"\n"),
+    )
+    .unwrap();
+
+    let _kernel_echo = compat_peer(lab.exec("a", &["python3", &peer_py(), "tcp-echo-server", "7007"]));
+    let kernel_serves = |why: &str| {
+        for host in ["10.99.0.1", "fd99::1"] {
+            let o =
+                lab.exec("b", &["python3", &peer_py(), "tcp-echo-client", host, "7007", "1048576"]).output().unwrap();
+            assert!(o.status.success(), "kernel echo over {host} {why}: {}", text(&o));
+            let out = ping(&lab, &[host]);
+            assert!(out.contains("3 packets transmitted, 3 received"), "ping {host} {why}: {out}");
+        }
+    };
+    kernel_serves("before pronghorn");
+
+    let dir = std::env::temp_dir().join(format!("pronghorn-share-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = shared.to_str().unwrap();
+    let mut redis = Accelerated(
+        lab.exec("a", &[bin(), "run", "--config", config, "--", "redis-server", "--bind", "10.99.0.1", "fd99::1"])
+            .args(["--port", "6379", "--save", "", "--protected-mode", "no", "--dir", dir.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut reader = BufReader::new(redis.0.stdout.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "redis-server ended before it was ready");
+        if line.contains("Ready to accept connections") {
+            break;
+        }
+    }
+    std::thread::spawn(move || while reader.read_line(&mut String::new()).is_ok_and(|n| n > 0) {});
+    for host in ["10.99.0.1", "fd99::1"] {
+        let o = lab.exec("b", &["redis-cli", "-h", host, "ping"]).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "PONG", "redis over {host}: {}", text(&o));
+    }
+    redis_benchmark(&lab, &["-c", "20", "-n", "5000", "-t", "set,get"], &["SET", "GET"]);
+    kernel_serves("beside pronghorn");
+
+    let (pid, stat) = stat_of_process_on(&iface);
+    let shard = &stat["shards"][0];
+    let count = |name: &str| shard[name].as_f64().unwrap_or(0.0);
+    assert!(count("xdp_redirected") >= 10_000.0, "redis's frames go to pronghorn: {shard}");
+    assert!(count("xdp_passed") >= 1_000.0, "the kernel's echo and ping go to the kernel: {shard}");
+    assert_eq!(count("arp_replies") + count("nd_adverts") + count("echo_replies"), 0.0, "the kernel's: {shard}");
+
+    // SIGKILL: the program stays attached with no socket, and hands the kernel everything.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let _ = redis.0.wait();
+    kernel_serves("after pronghorn was killed");
+
+    // Clients: an accelerated one and a kernel one connect out to side b's echo server at once;
+    // neither gets the other's replies (pronghorn's ephemeral ports are not the kernel's).
+    let _b_echo = KernelServer::start(&lab, 7008);
+    let peer = peer_py();
+    let client = |accelerated: bool, host: &str| {
+        let mut args = if accelerated { vec![bin(), "run", "--config", config, "--"] } else { vec![] };
+        args.extend_from_slice(&["python3", &peer, "tcp-echo-client", host, "7008", "4194304", "--conns", "4"]);
+        lab.exec("a", &args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    };
+    for host in ["10.99.0.2", "fd99::2"] {
+        let (ours, kernels) = (client(true, host), client(false, host));
+        for (who, c) in [("pronghorn", ours), ("the kernel", kernels)] {
+            let o = c.wait_with_output().unwrap();
+            assert!(o.status.success(), "{who}'s client to {host}: {}", text(&o));
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -727,3 +727,17 @@ pub fn pronghorn_as_nobody(args: &[&str]) -> Output {
         .output()
         .unwrap()
 }
+
+/// The pid and `pronghorn stat --json` of the accelerated process on interface `iface`.
+pub fn stat_of_process_on(iface: &str) -> (i32, serde_json::Value) {
+    let o = pronghorn(&["ps", "--json"]);
+    let pid = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|p| p["interface"] == iface)
+        .and_then(|p| p["pid"].as_i64())
+        .unwrap_or_else(|| panic!("ps does not list the server on {iface}: {}", text(&o)));
+    let o = pronghorn(&["stat", &pid.to_string(), "--json"]);
+    let stat = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    (pid as i32, stat)
+}

@@ -21,8 +21,8 @@ use region::{Region, PROCESS_COUNTERS, SHARD_COUNTERS};
 
 /// How often the counters are copied into the region at most.
 const PUBLISH_EVERY_NS: u64 = 1_000_000;
-/// The `nic_*` counters that open each shard's row (the port's own, from `Nic::stats`).
-const NIC_COUNTERS: usize = 10;
+/// The port's own counters that open each shard's row (`nic_*`, `xdp_*`, from `Nic::stats`).
+const NIC_COUNTERS: usize = 13;
 /// Write times remembered for the write->tx stage between two transmissions.
 const PENDING_WRITES: usize = 64;
 
@@ -144,6 +144,9 @@ impl<N: Nic + 'static> Runtime<N> {
                         n.rx_nombuf,
                         n.rx_ring_full,
                         n.tx_invalid,
+                        n.xdp_redirected,
+                        n.xdp_passed,
+                        n.xdp_no_socket,
                     ]);
                 }
                 let (in_use, size) = s.nic().pool_usage().unwrap_or((0, 0));

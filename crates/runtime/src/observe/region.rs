@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// "PHSTAT" and the layout's version.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT08");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT09");
 
 /// Shards a region has room for (`runtime.shards` is at most 64).
 pub const MAX_SHARDS: usize = 64;
@@ -34,6 +34,9 @@ pub const SHARD_COUNTERS: &[(&str, &str)] = &[
     ("nic_rx_nombuf", "receptions that found no free packet buffer (the rx ring waits, then overflows)"),
     ("nic_rx_ring_full", "frames the kernel dropped: the AF_XDP rx ring was full (not in nic_imissed)"),
     ("nic_tx_invalid", "frames the kernel refused from the AF_XDP tx ring (not in nic_oerrors)"),
+    ("xdp_redirected", "frames pronghorn's XDP program handed to the AF_XDP socket (the interface's)"),
+    ("xdp_passed", "frames pronghorn's XDP program passed to the kernel: not pronghorn's (the interface's)"),
+    ("xdp_no_socket", "frames pronghorn's XDP program passed to the kernel: pronghorn's, but no socket on the queue"),
     ("pool_in_use", "packet buffers in use (gauge)"),
     ("pool_size", "packet buffers in the pool"),
     ("rx_frames", "frames the shard took from its queue"),

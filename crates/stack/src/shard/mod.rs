@@ -133,6 +133,10 @@ pub struct ShardConfig {
     pub max_tw_buckets: usize,
     /// The largest listen backlog: a larger one is cut to this (Linux `net.core.somaxconn`).
     pub somaxconn: usize,
+    /// The local ports of outgoing connections and of binds to port 0 (Linux
+    /// `net.ipv4.ip_local_port_range`). On an interface shared with the kernel, a range the
+    /// kernel does not use, so that the XDP program can tell their replies from the kernel's.
+    pub ephemeral_ports: std::ops::RangeInclusive<u16>,
 }
 
 impl ShardConfig {
@@ -156,6 +160,7 @@ impl ShardConfig {
             tcp_mem: TcpMem::default(),
             max_tw_buckets: 131_072,
             somaxconn: 4096,
+            ephemeral_ports: crate::ports::DEFAULT_RANGE,
         }
     }
 }
@@ -442,7 +447,7 @@ impl<N: Nic> Shard<N> {
             time_wait_table: ConnTable::new(seed ^ 3),
             timers: TimerWheel::new(0),
             ports: {
-                let ports = EphemeralPorts::new(crate::ports::DEFAULT_RANGE, key(16));
+                let ports = EphemeralPorts::new(cfg.ephemeral_ports.clone(), key(16));
                 let (index, count) = (cfg.shard_index, cfg.shard_count.max(1));
                 if count > 1 {
                     ports.with_filter(move |p| p % count == index)
@@ -611,6 +616,13 @@ impl<N: Nic> Shard<N> {
             self.learn(l);
             self.transmit();
         }
+    }
+
+    /// The next hops whose addresses are being resolved (frames wait for them): on an interface
+    /// shared with the kernel the answers go to the kernel, and the runtime [`Shard::hear`]s
+    /// them from its neighbour table.
+    pub fn unresolved_neighbors(&self) -> Vec<IpAddr> {
+        self.neighbors.incomplete().map(to_std).collect()
     }
 
     /// The on-link neighbor `ip` asked for our address from `mac`, as its ARP request or
