@@ -362,6 +362,25 @@ fn a_poll_that_finds_its_socket_ready_makes_no_stack_pass_and_sends_what_was_wri
 }
 
 #[test]
+fn a_connect_to_our_own_address_is_refused_at_once_and_counted() {
+    // The SYN would leave on the NIC for an address that nobody else answers: the connect used
+    // to hang until its retries ran out. Blocking and non-blocking, it fails at once.
+    both_modes(|l| {
+        let rt = l.rt;
+        for nonblock in [false, true] {
+            let fd = tcp_socket(rt, nonblock);
+            let ours = SocketAddr::V4(SocketAddrV4::new(OURS, 7));
+            assert_eq!(within("connect", move || done(rt.connect(fd, ours))), Err(Errno(libc::ECONNREFUSED)));
+            rt.close(fd);
+        }
+        assert_eq!(rt.routing_stats().self_connect_refused, 2);
+        // Other addresses of the subnet still connect.
+        let fd = connect_echo(rt);
+        rt.close(fd);
+    });
+}
+
+#[test]
 fn a_blocked_reader_wakes_with_ebadf_when_another_thread_closes_its_socket() {
     both_modes(|l| {
         let rt = l.rt;

@@ -5,11 +5,11 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
-use testkit::mem::{pair, MemConfig};
 use nic::MacAddr;
 use nic::Nic as _;
 use stack::shard::{Shard, ShardConfig};
 use stack::Errno;
+use testkit::mem::{pair, MemConfig};
 
 #[test]
 fn outgoing_connections_and_port_zero_binds_take_ports_from_the_configured_range() {

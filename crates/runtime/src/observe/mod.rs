@@ -117,6 +117,7 @@ impl<N: Nic + 'static> Runtime<N> {
             r.init_failed,
             r.accelerated_udp,
             r.kernel_udp,
+            r.self_connect_refused,
             w.sleeps,
             w.wakeups,
             w.stack_thread_polls,

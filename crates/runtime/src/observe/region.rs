@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// "PHSTAT" and the layout's version.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT09");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT10");
 
 /// Shards a region has room for (`runtime.shards` is at most 64).
 pub const MAX_SHARDS: usize = 64;
@@ -112,6 +112,7 @@ pub const PROCESS_COUNTERS: &[(&str, &str)] = &[
     ("init_failed", "times the NIC failed to open"),
     ("accelerated_udp", "UDP sockets on the shard"),
     ("kernel_udp", "UDP sockets bound or sent elsewhere: left with the kernel"),
+    ("self_connect_refused", "TCP connect() to the process's own accelerated address: refused (ECONNREFUSED)"),
     ("sleeps", "threads put to sleep"),
     ("wakeups", "wakeups sent"),
     ("stack_thread_polls", "stack passes by stack threads"),
