@@ -19,7 +19,7 @@
 //! Layout: `accel` (state, lock, stack pass, routing), `fdtable`, `socket` (the TCP calls, over
 //! the caller's iovecs), `datagram` (UDP), `sockopt`, `urgent` (MSG_OOB, SIOCATMARK, SIGURG), `wait` (parkers, driver role, stack
 //! thread), `epoll`, `poll`, `process` (fork, exit, exec, privilege drop), `exec` (whether an
-//! exec would start), `secret` (the shards' hash keys), `observe` (the stats region and the control socket). The process-wide instance is DPDK's; tests build their own
+//! exec would start), `secret` (the shards' hash keys), `family_lock` (a lock processes share, for issue 24; unused yet), `observe` (the stats region and the control socket). The process-wide instance is DPDK's; tests build their own
 //! over the in-memory NIC.
 //!
 //! It must not be reached through libc symbols: inside the preloaded library those are our own
@@ -29,6 +29,7 @@ mod accel;
 mod datagram;
 mod epoll;
 mod exec;
+pub mod family_lock;
 mod fdtable;
 pub mod observe;
 mod poll;
