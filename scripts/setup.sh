@@ -3,7 +3,8 @@
 # the af_xdp/af_packet PMDs), libclang for bindgen, clang with the kernel's and libbpf's headers
 # for the XDP program (crates/nic/bpf), and the lab's tools (scapy and nftables craft
 # segments and keep side b's kernel out of them in tests/lab/wire.py; hping3 floods in `bench
-# syn-flood`; valgrind, strace and perf count what a request costs in bench/request_cost.sh).
+# syn-flood`; valgrind, strace and perf count what a request costs in bench/request_cost.sh;
+# PostgreSQL 15 for the lab test of a server that forks per connection).
 # `setup.sh test` (the test command) also installs rustfmt, clippy and cargo-deny. Builds nothing
 # else (go-tpc, the TPC-C client of `pronghorn bench tpcc`, is built on demand by bench/go-tpc.sh).
 set -euo pipefail
@@ -14,7 +15,7 @@ packages=(
   iproute2 iputils-ping ethtool procps util-linux
   python3
   redis-server redis-tools iperf3 nginx-light curl sockperf wrk python3-matplotlib
-  mariadb-server mariadb-client sysbench
+  mariadb-server mariadb-client sysbench postgresql-15 postgresql-client-15
   tshark
   python3-scapy nftables hping3
   valgrind strace linux-perf

@@ -159,7 +159,7 @@ impl DpdkOptions {
 /// Why a port could not be opened: each variant displays as one line with the cause and the fix.
 #[derive(Debug, thiserror::Error)]
 pub enum DpdkError {
-    #[error("pronghorn needs root to drive a NIC through DPDK (hugepages, {pmd} sockets, XDP programs): run it as root, e.g. with sudo")]
+    #[error("pronghorn needs root to drive a NIC through DPDK (hugepages, {pmd} sockets, XDP programs): run it as root, e.g. with sudo, or give the program (a server a wrapper starts as another user) the ambient capabilities dac_override, net_admin, net_raw, ipc_lock, sys_admin and bpf (docs/runtime.md, \"Privileges\")")]
     NotRoot { pmd: Pmd },
     #[error("interface \"{iface}\" does not exist in this network namespace: check `ip link`, or use the lab (`pronghorn lab up`, then `pronghorn lab exec a -- ...`)")]
     NoSuchInterface { iface: String },
@@ -512,10 +512,29 @@ impl Nic for DpdkNic {
     }
 }
 
+/// The capabilities a process that is not root needs to open a port (`NIC_CAPABILITIES`),
+/// all in its effective set: a server exec'd by a wrapper that dropped root and passed them on
+/// as ambient capabilities (`setpriv --inh-caps=... --ambient-caps=...`).
+fn has_nic_capabilities() -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else { return false };
+    let effective = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0);
+    NIC_CAPABILITIES.iter().all(|&(bit, _)| effective & (1 << bit) != 0)
+}
+
+/// What opening a port takes besides root's uid (number, name): the queue locks and run
+/// directories root made (dac_override), AF_XDP sockets, the XDP program and its maps, locked
+/// UMEM and hugepage memory.
+pub const NIC_CAPABILITIES: [(u32, &str); 6] =
+    [(1, "dac_override"), (12, "net_admin"), (13, "net_raw"), (14, "ipc_lock"), (21, "sys_admin"), (39, "bpf")];
+
 /// The checks that turn the usual failures into one clear line before DPDK prints pages of log
 /// (also run before the port is needed, to report them early).
 pub fn precheck(opts: &DpdkOptions) -> Result<(), DpdkError> {
-    if unsafe { libc::geteuid() } != 0 {
+    if unsafe { libc::geteuid() } != 0 && !has_nic_capabilities() {
         return Err(DpdkError::NotRoot { pmd: opts.pmd.clone() });
     }
     let name =

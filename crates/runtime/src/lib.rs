@@ -20,7 +20,8 @@
 //! the caller's iovecs), `datagram` (UDP), `sockopt`, `urgent` (MSG_OOB, SIOCATMARK, SIGURG), `wait` (parkers, driver role, stack
 //! thread), `epoll`, `poll`, `process` (fork, exit, exec, privilege drop), `exec` (whether an
 //! exec would start), `secret` (the shards' hash keys), `shared` (an interface shared with the
-//! kernel: owned ports, the kernel's neighbours), `observe` (the stats region and the control socket). The process-wide instance is DPDK's; tests build their own
+//! kernel: owned ports, the kernel's neighbours), `family_lock` (a lock processes share, for
+//! issue 24; unused yet), `observe` (the stats region and the control socket). The process-wide instance is DPDK's; tests build their own
 //! over the in-memory NIC.
 //!
 //! It must not be reached through libc symbols: inside the preloaded library those are our own
@@ -30,6 +31,7 @@ mod accel;
 mod datagram;
 mod epoll;
 mod exec;
+pub mod family_lock;
 mod fdtable;
 pub mod observe;
 mod poll;
@@ -265,11 +267,23 @@ fn start_decision(env_pid: Option<&str>, pid: u32, secure_exec: bool) -> Start {
 }
 
 /// The process-wide runtime held across fork() (see `ForkHold`).
-pub struct Fork(Option<accel::ForkHold<'static, ProcessNic>>);
+pub enum Fork {
+    /// Held (`None`: no runtime in this process).
+    Held(Option<accel::ForkHold<'static, ProcessNic>>),
+    /// Not held: fork() from a signal handler that interrupted this thread inside the runtime,
+    /// maybe holding its lock (PostgreSQL 15's postmaster starts its children from the
+    /// handlers that run while it waits in select(); taking the lock deadlocked the postmaster
+    /// while its select opened the NIC). The child's copy of the runtime may be mid-operation:
+    /// it is a child forked after the NIC opened.
+    Interrupted,
+}
 
 /// preload's fork(), just before the real one.
 pub fn fork_prepare() -> Fork {
-    shield::guard("fork", || Fork(None), || Fork(global().map(|a| a.fork_prepare())))
+    if inside() && RUNTIME.get().copied().flatten().is_some() {
+        return Fork::Interrupted;
+    }
+    shield::guard("fork", || Fork::Held(None), || Fork::Held(global().map(|a| a.fork_prepare())))
 }
 
 /// preload's fork(), just after the real one (`child`: in the new process).
@@ -278,9 +292,9 @@ pub fn fork_done(hold: Fork, child: bool) {
         "fork",
         || (),
         || {
-            match &hold.0 {
-                Some(h) if child && h.child_keeps() => OWNER.store(std::process::id(), Ordering::Relaxed),
-                Some(_) if child => FORKED.store(true, Ordering::Relaxed),
+            match &hold {
+                Fork::Held(Some(h)) if child && h.child_keeps() => OWNER.store(std::process::id(), Ordering::Relaxed),
+                Fork::Held(Some(_)) | Fork::Interrupted if child => FORKED.store(true, Ordering::Relaxed),
                 _ => {}
             }
             drop(hold);

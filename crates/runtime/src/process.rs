@@ -16,8 +16,12 @@ use crate::{real, set_tracked, Errno, FORKED};
 impl<N: Nic + 'static> Accel<N> {
     /// The process is about to change its credentials (setuid, setgid, setgroups, ...): a
     /// server that drops root (mariadbd --user=mysql, nginx's `user`) would lose the rights to
-    /// open the NIC (AF_XDP, hugepages) before its first socket. Open it now.
+    /// open the NIC (AF_XDP, hugepages) before its first socket. Open it now, unless the calling
+    /// thread manages its capabilities itself ([`keeps_capabilities`]).
     pub fn before_credentials_change(&self) {
+        if keeps_capabilities(unsafe { libc::prctl(libc::PR_GET_SECUREBITS) }) {
+            return;
+        }
         self.with(|rt| {
             let _ = rt.open_shards();
         });
@@ -97,6 +101,25 @@ impl<N: Nic + 'static> Accel<N> {
     pub fn drain_before_exec(&self) {
         self.drain(Leaving::Exec);
     }
+}
+
+/// securebits (`<linux/securebits.h>`): capabilities kept when the uids leave 0, and no
+/// capability changes at all on a uid change.
+const SECBIT_NO_SETUID_FIXUP: libc::c_int = 1 << 2;
+const SECBIT_KEEP_CAPS: libc::c_int = 1 << 4;
+
+/// Whether a thread with these securebits (`PR_GET_SECUREBITS`; -1: unknown) changes its
+/// credentials the way privilege-dropping wrappers do (setpriv, capsh): it keeps capabilities
+/// across the uid change and raises them again with capset(2), which changes the calling
+/// thread only. Threads the NIC started (DPDK's interrupt thread, the control thread) would
+/// then lack the capability the next setresgid or setgroups needs: glibc runs each such call in
+/// every thread (SIGSETXID) and aborts the process when one thread fails where another
+/// succeeded (`setpriv --reuid=postgres --regid=postgres --init-groups` was killed by SIGABRT).
+/// Such a thread gets no NIC from a credential change: the NIC opens at the first socket wait,
+/// with the privileges the program has then (a wrapper's exec'd server: those it was given as
+/// ambient capabilities, else it cannot, and says so).
+fn keeps_capabilities(securebits: libc::c_int) -> bool {
+    securebits != -1 && securebits & (SECBIT_KEEP_CAPS | SECBIT_NO_SETUID_FIXUP) != 0
 }
 
 /// Why the connections are finished: the process exits, or execs another program.
@@ -328,4 +351,18 @@ pub fn forked_child_socket(fd: i32) -> Option<Errno> {
         unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
     }
     Some(Errno::EOPNOTSUPP)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_that_keeps_its_capabilities_gets_no_nic_from_a_credential_change() {
+        assert!(!keeps_capabilities(0), "root dropping with setuid (mariadbd --user)");
+        assert!(!keeps_capabilities(-1), "securebits unknown: as before");
+        assert!(keeps_capabilities(SECBIT_KEEP_CAPS), "setpriv: prctl(PR_SET_KEEPCAPS, 1)");
+        assert!(keeps_capabilities(SECBIT_NO_SETUID_FIXUP));
+        assert!(!keeps_capabilities(1 << 5), "SECBIT_KEEP_CAPS_LOCKED alone keeps nothing");
+    }
 }
