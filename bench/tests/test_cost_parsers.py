@@ -1,4 +1,4 @@
-"""Tests of the parsers behind bench/request_cost.sh, on small fixtures.
+"""Tests of the parsers behind bench/request_cost.sh and bench/lab_cost.sh, on small fixtures.
 
   python3 -m unittest discover -s bench/tests
 """
@@ -11,6 +11,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 import callgrind_layers  # noqa: E402
+import lab_cost  # noqa: E402
 import request_cost  # noqa: E402
 
 FIXTURES = os.path.join(HERE, "fixtures")
@@ -76,6 +77,23 @@ class PerfTraceSummary(unittest.TestCase):
             text = f.read()
         self.assertEqual(request_cost.parse_trace_summary(text, leave_out="client"),
                          {"futex": 10, "poll": 4, "sched_getaffinity": 1})
+
+
+class ServerCoreSamples(unittest.TestCase):
+    def test_the_servers_threads_by_binary_other_tasks_by_name_idle_left_out(self):
+        report = """
+            10  kworker/1:0H-kb  [kernel.kallsyms]
+             1  kworker/1:4-vir  [kernel.kallsyms]
+           473  mariadbd         [kernel.kallsyms]
+            89  mariadbd         libpronghorn.so
+             7  eal-intr-thread  [kernel.kallsyms]
+             5  pronghorn-stack  libpronghorn.so
+            44  napi/qb-a0-82    [kernel.kallsyms]
+          9000  swapper          [kernel.kallsyms]
+"""
+        self.assertEqual(lab_cost.parse_core_samples(report), {
+            "[kernel.kallsyms]": 480, "libpronghorn.so": 94,
+            "other tasks (kworker)": 11, "other tasks (napi)": 44})
 
 
 if __name__ == "__main__":
