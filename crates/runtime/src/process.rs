@@ -17,7 +17,7 @@ impl<N: Nic + 'static> Accel<N> {
     /// The process is about to change its credentials (setuid, setgid, setgroups, ...): a
     /// server that drops root (mariadbd --user=mysql, nginx's `user`) would lose the rights to
     /// open the NIC (AF_XDP, hugepages) before its first socket. Open it now, unless the calling
-    /// thread manages its capabilities itself ([`keeps_capabilities`]).
+    /// thread manages its capabilities itself (`keeps_capabilities`).
     pub fn before_credentials_change(&self) {
         if keeps_capabilities(unsafe { libc::prctl(libc::PR_GET_SECUREBITS) }) {
             return;
