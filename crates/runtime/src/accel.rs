@@ -394,7 +394,6 @@ impl<N: Nic + 'static> Runtime<N> {
             self.wait.stats.inline_polls += 1;
         }
         self.wait.calls_since_pass = 0;
-        self.wait.passes += 1;
         (0..self.shards.len()).map(|k| self.poll_one(k)).sum()
     }
 

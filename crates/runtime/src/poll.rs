@@ -69,10 +69,9 @@ impl<N: Nic + 'static> Accel<N> {
         let mut waiting_since = None;
         loop {
             let step = self.with(|rt| {
-                let (parker, n) = rt.look_for_poll(|rt| {
-                    ours.fill(false);
-                    rt.poll_accelerated(fds, &mut ours)
-                });
+                let parker = rt.start_looking();
+                ours.fill(false);
+                let n = rt.poll_accelerated(fds, &mut ours);
                 if !ours.iter().any(|&o| o) {
                     if waited {
                         rt.hand_off();
@@ -140,7 +139,6 @@ impl<N: Nic + 'static> Accel<N> {
                 }
                 if plan.drives {
                     rt.poll_shard();
-                    rt.wait.note_caught_up(&plan.parker);
                 }
             });
             if slept == -libc::EINTR {

@@ -191,12 +191,6 @@ pub(crate) struct WaitState {
     pub stats: WaitStats,
     /// Inline mode: reads and writes served since the last stack pass (see [`CALLS_PER_PASS`]).
     pub calls_since_pass: u32,
-    /// Inline mode: stack passes made so far (all threads).
-    pub passes: u64,
-    /// Inline mode: the latest pass left the thread that made it with nothing to do (the pass
-    /// number and the thread's parker): if that thread goes on to poll() before anyone else
-    /// passes, another pass would find what this one found ([`Runtime::look_for_poll`]).
-    pub caught_up: Option<(u64, usize)>,
 }
 
 /// Inline mode: an application that keeps finding its sockets ready never waits, so it makes no
@@ -241,22 +235,11 @@ impl WaitState {
             stack_cpu: cfg.stack_cpu,
             stats: WaitStats::default(),
             calls_since_pass: 0,
-            passes: 0,
-            caught_up: None,
         }
     }
 
     pub(crate) fn inline(&self) -> bool {
         self.mode == Mode::Inline
-    }
-
-    /// The thread of `parker` made the latest pass and found nothing for it.
-    pub(crate) fn note_caught_up(&mut self, parker: &Arc<Parker>) {
-        self.caught_up = Some((self.passes, Arc::as_ptr(parker) as usize));
-    }
-
-    fn is_caught_up(&self, parker: &Arc<Parker>) -> bool {
-        self.caught_up == Some((self.passes, Arc::as_ptr(parker) as usize))
     }
 }
 
@@ -291,33 +274,6 @@ impl<N: Nic + 'static> Runtime<N> {
             self.flush_shard();
         }
         parker
-    }
-
-    /// The look of a poll() (MariaDB's wait, after a read found nothing): forget past wakes,
-    /// see what is ready (`look`: how many are), and only when nothing is, bring the shard up to
-    /// date and look again: a stack pass (inline), unless the caller made the latest pass and
-    /// found nothing then (its read's EAGAIN, or its own pass after it slept as the NIC's
-    /// driver): a second pass would only find frames that came since, and the caller is about
-    /// to sleep where those wake it (on the rx fd if it drives, else the driver does). What
-    /// calls wrote is sent either way. Returns the caller's parker and what `look` found.
-    pub(crate) fn look_for_poll(&mut self, mut look: impl FnMut(&mut Self) -> usize) -> (Option<Arc<Parker>>, usize) {
-        self.serve_deferred();
-        let parker = my_parker();
-        if let Some(p) = &parker {
-            p.reset();
-        }
-        let ready = look(self);
-        let caught_up = parker.as_ref().is_some_and(|p| self.wait.is_caught_up(p));
-        if ready > 0 || !self.wait.inline() || caught_up {
-            self.flush_shard();
-            return (parker, ready);
-        }
-        self.poll_shard();
-        let ready = look(self);
-        if let (0, Some(p)) = (ready, &parker) {
-            self.wait.note_caught_up(p);
-        }
-        (parker, ready)
     }
 
     /// Called with the lock held by a thread that found nothing to do and registered `parker`
@@ -549,9 +505,6 @@ impl<N: Nic + 'static> Accel<N> {
                     if matches!(r, Call::Done(Err(Errno::EAGAIN))) {
                         rt.poll_shard();
                         r = attempt(rt);
-                        if let (Call::Done(Err(Errno::EAGAIN)), Some(p)) = (&r, &parker) {
-                            rt.wait.note_caught_up(p);
-                        }
                     } else if rt.wait.calls_since_pass >= CALLS_PER_PASS {
                         rt.poll_shard();
                     } else {

@@ -312,56 +312,6 @@ fn an_inline_application_that_never_waits_still_makes_stack_passes() {
 }
 
 #[test]
-fn a_poll_right_after_a_read_that_found_nothing_makes_no_second_stack_pass() {
-    // MariaDB's wait: recv() finds nothing (after a stack pass), then poll() on the socket. A
-    // second pass right away finds only what arrived in between, and the poller sleeps where
-    // that wakes it; it cost a pass per request.
-    let l = lab("inline");
-    let rt = l.rt;
-    let fd = connect_echo(rt);
-    let mut buf = [0u8; 16];
-    let before = rt.wait_stats().inline_polls;
-    assert_eq!(done(rt.recv(fd, &mut buf, true, false)), Err(Errno::EAGAIN));
-    assert_eq!(rt.wait_stats().inline_polls - before, 1, "the read that found nothing made its pass");
-    let mut p = [libc::pollfd { fd, events: libc::POLLIN, revents: 0 }];
-    assert_eq!(done(rt.poll(&mut p, 0)), Ok(0));
-    assert_eq!(rt.wait_stats().inline_polls - before, 1, "passes by the poll right after it");
-    // Anything else in between (here another read's pass finding the same) and poll passes.
-    assert_eq!(done(rt.send(fd, b"ab", false)), Ok(2));
-    assert_eq!(read_exact(rt, fd, 2), b"ab".to_vec());
-    let before = rt.wait_stats().inline_polls;
-    assert_eq!(done(rt.poll(&mut p, 0)), Ok(0));
-    assert_eq!(rt.wait_stats().inline_polls - before, 1, "a poll that is not right after its own pass");
-    rt.close(fd);
-}
-
-#[test]
-fn a_poll_that_finds_its_socket_ready_makes_no_stack_pass_and_sends_what_was_written() {
-    let l = lab("inline");
-    let rt = l.rt;
-    let fd = connect_echo(rt);
-    assert_eq!(done(rt.send(fd, b"ping", false)), Ok(4));
-    let mut p = [libc::pollfd { fd, events: libc::POLLIN, revents: 0 }];
-    assert_eq!(within("the echo", move || done(rt.poll(&mut p, -1))), Ok(1));
-    // The echo is unread: poll reports it again without a pass.
-    let before = rt.wait_stats().inline_polls;
-    let mut p = [libc::pollfd { fd, events: libc::POLLIN, revents: 0 }];
-    assert_eq!(done(rt.poll(&mut p, 0)), Ok(1));
-    assert_eq!(rt.wait_stats().inline_polls - before, 0, "passes by a poll whose socket was ready");
-    // What a non-blocking write queued still leaves with that poll (the peer echoes it).
-    rt.set_nonblock(fd, true);
-    let sent = || rt.shard_stats()[0].tcp_tx_segments;
-    let before = sent();
-    assert_eq!(done(rt.send(fd, b"pong", false)), Ok(4));
-    assert_eq!(sent(), before, "a non-blocking write in inline mode waits for the next look");
-    assert_eq!(done(rt.poll(&mut p, 0)), Ok(1));
-    assert_eq!(sent(), before + 1, "segments sent by the poll");
-    rt.set_nonblock(fd, false);
-    assert_eq!(read_exact(rt, fd, 8), b"pingpong".to_vec());
-    rt.close(fd);
-}
-
-#[test]
 fn a_connect_to_our_own_address_is_refused_at_once_and_counted() {
     // The SYN would leave on the NIC for an address that nobody else answers: the connect used
     // to hang until its retries ran out. Blocking and non-blocking, it fails at once.
