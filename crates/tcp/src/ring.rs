@@ -63,6 +63,12 @@ impl Ring {
         self.release();
     }
 
+    /// Where the bytes in use start in the memory.
+    #[cfg(test)]
+    pub(crate) fn head(&self) -> usize {
+        self.head as usize
+    }
+
     pub(crate) fn is_allocated(&self) -> bool {
         !self.buf.is_empty()
     }
@@ -128,6 +134,19 @@ impl Ring {
         self.len += n as u32;
     }
 
+    /// Moves an empty ring's head back to the start of its memory, so that the next bytes land
+    /// in the cache lines the last ones used rather than in the next ones along: a connection
+    /// that exchanges small requests and answers then touches the first lines of its buffers
+    /// over and over instead of walking through all of them (128 KiB each by default; 16
+    /// connections' rings walked 4 MiB between two uses of a line, and every request missed
+    /// the cache for its bytes). Only for a ring that holds nothing beyond `len` either: the
+    /// caller knows (no out-of-order data held).
+    pub(crate) fn rewind_if_empty(&mut self) {
+        if self.len == 0 {
+            self.head = 0;
+        }
+    }
+
     /// Removes `n` bytes at the head.
     pub(crate) fn pop(&mut self, n: usize) {
         debug_assert!(n <= self.len as usize);
@@ -148,6 +167,24 @@ impl Drop for Ring {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_emptied_ring_rewinds_and_a_holding_one_does_not() {
+        let mut r = Ring::default();
+        r.ensure(16);
+        r.push(b"abcdef");
+        r.pop(4);
+        r.rewind_if_empty();
+        assert_eq!(r.head, 4, "bytes still held: the head stays");
+        r.pop(2);
+        r.rewind_if_empty();
+        assert_eq!(r.head, 0);
+        r.push(b"xy");
+        let mut out = [0u8; 2];
+        r.read_at(0, &mut out);
+        assert_eq!(&out, b"xy");
+        assert_eq!(&r.buf[..2], b"xy", "the next bytes land at the start of the memory");
+    }
 
     #[test]
     fn ring_wraps() {

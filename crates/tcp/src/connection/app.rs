@@ -85,6 +85,9 @@ impl Connection {
         if n > 0 || (skip > 0 && !buf.is_empty()) {
             self.rcv.buf.read_at(skip, &mut buf[..n]);
             self.rcv.buf.pop(skip + n);
+            if self.rcv.ooo.is_empty() {
+                self.rcv.buf.rewind_if_empty();
+            }
             self.passed_urgent_mark();
             self.window_update_after_read();
             if n > 0 {

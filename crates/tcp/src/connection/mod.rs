@@ -553,6 +553,12 @@ impl Connection {
     }
 
     /// What a [`crate::TimeWait`] entry keeps.
+    /// Where the receive and send buffers' bytes start in their memory (tests of rewinding).
+    #[cfg(test)]
+    pub(crate) fn ring_heads(&self) -> (usize, usize) {
+        (self.rcv.buf.head(), self.snd.buf.head())
+    }
+
     pub(crate) fn time_wait_parts(&self) -> TimeWaitParts {
         let field = (self.rcv.wnd() >> self.agreed.rcv_wscale).min(0xffff) as u16;
         TimeWaitParts {

@@ -84,6 +84,8 @@ impl SendSpace {
         let mut freed = false;
         if seq::gt(upto, self.buf_seq) {
             self.buf.pop(upto.wrapping_sub(self.buf_seq) as usize);
+            // Nothing is ever written beyond `len` in the send buffer.
+            self.buf.rewind_if_empty();
             self.buf_seq = upto;
             freed = true;
         }
