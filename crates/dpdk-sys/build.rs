@@ -42,7 +42,7 @@ fn main() {
         .allowlist_function("ph_.*")
         .allowlist_function("rte_eal_(init|cleanup|process_type)")
         .allowlist_function("rte_eth_(dev_configure|dev_start|dev_stop|dev_close|dev_info_get|dev_get_port_by_name|dev_get_mtu|dev_set_mtu|dev_count_avail|rx_queue_setup|tx_queue_setup|macaddr_get|link_get_nowait|stats_get|stats_reset|promiscuous_enable|dev_socket_id|find_next_owned_by|dev_get_name_by_port|dev_rx_intr_ctl_q_get_fd|dev_rx_intr_enable|dev_rx_intr_disable)")
-        .allowlist_function("rte_pktmbuf_pool_create|rte_mempool_free|rte_mempool_avail_count|rte_mempool_in_use_count")
+        .allowlist_function("rte_pktmbuf_pool_create|rte_pktmbuf_pool_create_by_ops|rte_mempool_free|rte_mempool_avail_count|rte_mempool_in_use_count")
         .allowlist_function("rte_strerror|rte_socket_id|rte_log_set_global_level|rte_openlog_stream")
         .allowlist_var("RTE_ETH_.*|RTE_MBUF_F_RX_.*|RTE_MBUF_DEFAULT_BUF_SIZE|RTE_PKTMBUF_HEADROOM|RTE_MAX_ETHPORTS|RTE_LOG_.*|RTE_ETHER_.*")
         .allowlist_type("rte_eth_conf|rte_eth_dev_info|rte_eth_stats|rte_eth_link|rte_ether_addr|rte_eth_rxconf|rte_eth_txconf")

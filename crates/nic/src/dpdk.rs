@@ -621,16 +621,36 @@ fn open_inner(
         // One pool for every port of the process.
         if pool.is_null() {
             let pool_name = CString::new("ph_pool").unwrap();
+            // A LIFO pool ("stack"): the mbuf freed last is the next one handed out, still in
+            // the cache. The default ring pool is FIFO and the application threads are not
+            // lcores (no per-lcore cache in front of it), so every frame sent went through the
+            // least recently used of the pool's 8191 mbufs (18 MiB walked between two uses of
+            // one), missing the cache on its header and data lines. The ring pool stays the
+            // fallback where the stack driver is not there.
+            let ops = CString::new("stack").unwrap();
             pool = unsafe {
-                sys::rte_pktmbuf_pool_create(
+                sys::rte_pktmbuf_pool_create_by_ops(
                     pool_name.as_ptr(),
                     opts.pool_size,
                     256,
                     0,
                     sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16,
                     socket,
+                    ops.as_ptr(),
                 )
             };
+            if pool.is_null() {
+                pool = unsafe {
+                    sys::rte_pktmbuf_pool_create(
+                        pool_name.as_ptr(),
+                        opts.pool_size,
+                        256,
+                        0,
+                        sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16,
+                        socket,
+                    )
+                };
+            }
             if pool.is_null() {
                 return Err(Failure::Port(format!(
                     "cannot create a pool of {} mbufs: {} (reserve more hugepages)",
