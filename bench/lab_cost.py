@@ -107,6 +107,9 @@ def watched(pid, client, count_of, tmp):
 SAMPLE_NS = 100_000
 
 
+KEEP = {"dir": None, "name": ""}
+
+
 def profile(client, count_of, tmp):
     """Runs `client` once more with the server's core sampled (`perf record -a -C`, no
     tracepoints: they slow what they count) and splits that core's busy time per request by
@@ -117,6 +120,8 @@ def profile(client, count_of, tmp):
     r = sh(["perf", "record", "-q", "-o", data, "-e", "cpu-clock", "-c", str(SAMPLE_NS), "-a", "-C", SERVER_CPU,
             "--"] + client)
     n = count_of(r.stdout)
+    if KEEP["dir"]:
+        shutil.copy(data, os.path.join(KEEP["dir"], KEEP["name"] + ".perf.data"))
     report = sh(["perf", "report", "-i", data, "--sort", "comm,dso", "--stdio", "-q", "-F", "sample,comm,dso"]).stdout
     return {key: round(samples * SAMPLE_NS / 1000 / n, 2)
             for key, samples in parse_core_samples(report).items() if samples * SAMPLE_NS / 1000 / n >= 0.05}
@@ -237,7 +242,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--prefix", default="cost", help="the lab (brought up by the wrapper script)")
     ap.add_argument("--quick", action="store_true", help="fewer requests, shorter runs; cost-lab-quick.*")
+    ap.add_argument("--keep-profiles", metavar="DIR",
+                    help="keep each run's server-core profile as DIR/<workload>-<path>.perf.data (perf report -i)")
+    ap.add_argument("--only", choices=["redis", "mariadb"], help="run one workload (results are not written)")
     a = ap.parse_args()
+    if a.keep_profiles:
+        os.makedirs(a.keep_profiles, exist_ok=True)
+        KEEP["dir"] = a.keep_profiles
     for tool in ["perf", "redis-server", "redis-benchmark", "mariadbd", "sysbench"]:
         if not shutil.which(tool):
             raise SystemExit(f"lab_cost: {tool} is missing (scripts/setup.sh installs it)")
@@ -249,15 +260,22 @@ def main():
         "git": sh(["git", "rev-parse", "--short", "HEAD"]).stdout.strip(),
         "cores": os.cpu_count(), "server core": SERVER_CPU, "client core": CLIENT_CPU}}
     with tempfile.TemporaryDirectory(prefix="lab-cost.") as tmp:
-        for name, run in [(f"redis-benchmark GET -c 50 -d 3, {requests:,} requests",
-                           lambda p: redis(lab, p, requests, tmp)),
-                          (f"sysbench oltp_point_select, 16 threads, {seconds} s",
-                           lambda p: mariadb(lab, p, seconds, tmp))]:
+        for short, name, run in [("redis", f"redis-benchmark GET -c 50 -d 3, {requests:,} requests",
+                                  lambda p: redis(lab, p, requests, tmp)),
+                                 ("mariadb", f"sysbench oltp_point_select, 16 threads, {seconds} s",
+                                  lambda p: mariadb(lab, p, seconds, tmp))]:
+            if a.only and a.only != short:
+                continue
             w = {"name": name}
             for path in ["kernel", "pronghorn"]:
                 print(f"lab_cost: {name}, {path}", file=sys.stderr)
+                KEEP["name"] = f"{short}-{path}"
                 w[path] = run(path)
             result["workloads"].append(w)
+    if a.only:
+        for w in result["workloads"]:
+            print(json.dumps(w, indent=1))
+        return
     base = "bench/results/cost-lab" + ("-quick" if a.quick else "")
     json.dump(result, open(base + ".json", "w"), indent=1)
     write_md(base + ".md", result)
