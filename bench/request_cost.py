@@ -37,7 +37,7 @@ CASES = [
     ("epoll", "one epoll event loop (Redis: epoll_wait, read, write), 50 connections, inline",
      ["--pattern", "epoll", "--connections", "50", "--drive", "inline"]),
 ]
-COUNTERS = ["stack_thread_polls", "inline_polls", "sleeps", "wakeups", "tcp_rx_segments", "tcp_tx_segments",
+COUNTERS = ["stack_thread_polls", "inline_polls", "skipped_passes", "sleeps", "wakeups", "tcp_rx_segments", "tcp_tx_segments",
             "tx_kicks", "rx_fd_signals", "rx_fd_clears"]
 PIN = ["taskset", "-c", "1"]
 REQUEST_BYTES, RESPONSE_BYTES = 64, 256
@@ -162,6 +162,7 @@ def write_md(path, result):
         f.write("\n## Events per request\n\n")
         f.write("| event | " + " | ".join(names) + " |\n|---|" + "---:|" * len(names) + "\n")
         rows = [("stack passes by application threads (runtime counter)", lambda c: c["counters"]["inline_polls"]),
+                ("stack passes poll() left out (runtime counter)", lambda c: c["counters"]["skipped_passes"]),
                 ("stack passes by the stack thread (runtime counter)", lambda c: c["counters"]["stack_thread_polls"]),
                 ("sleeps (runtime counter)", lambda c: c["counters"]["sleeps"]),
                 ("wakeups asked for (runtime counter)", lambda c: c["counters"]["wakeups"]),

@@ -414,7 +414,7 @@ fn main() {
     let shard = rt.shard_stats().into_iter().next().expect("one shard");
     println!(
         "{{\"pattern\":\"{:?}\",\"drive\":\"{}\",\"connections\":{},\"requests\":{},\"request_bytes\":{},\
-         \"response_bytes\":{},\"stack_thread_polls\":{},\"inline_polls\":{},\"sleeps\":{},\"wakeups\":{},\
+         \"response_bytes\":{},\"stack_thread_polls\":{},\"inline_polls\":{},\"skipped_passes\":{},\"sleeps\":{},\"wakeups\":{},\
          \"dedicated\":{},\"tcp_rx_segments\":{},\"tcp_tx_segments\":{},\"tx_kicks\":{},\"rx_fd_signals\":{},\"rx_fd_clears\":{},\"client_context_switches\":{}}}",
         args.pattern,
         args.drive,
@@ -424,6 +424,7 @@ fn main() {
         args.response_bytes,
         w.stack_thread_polls,
         w.inline_polls,
+        w.skipped_passes,
         w.sleeps,
         w.wakeups,
         w.dedicated,

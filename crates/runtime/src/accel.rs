@@ -120,6 +120,7 @@ impl<N: Nic + 'static> Accel<N> {
             return None;
         }
         let mut rt = self.lock();
+        rt.wait.holds += 1;
         let inside = Inside::enter();
         let r = f(&mut rt);
         rt.dispatch();
@@ -150,6 +151,7 @@ impl<N: Nic + 'static> Accel<N> {
                 Err(_) => return None,
             }
         };
+        rt.wait.holds += 1;
         let inside = Inside::enter();
         let r = f(&mut rt);
         let wakes = rt.take_wakes();
@@ -394,6 +396,7 @@ impl<N: Nic + 'static> Runtime<N> {
             self.wait.stats.inline_polls += 1;
         }
         self.wait.calls_since_pass = 0;
+        self.mark_pass();
         (0..self.shards.len()).map(|k| self.poll_one(k)).sum()
     }
 

@@ -62,23 +62,48 @@ impl<N: Nic + 'static> Accel<N> {
             Done(usize),
             Sleep(wait::Sleep, SmallVec<[SocketId; 8]>),
         }
-        let deadline = (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
+        // Set when the call first sleeps with a timeout: a call that needs no sleep reads no clock.
+        let mut deadline: Option<Instant> = None;
         let mut ours: SmallVec<[bool; 8]> = smallvec::smallvec![false; fds.len()];
         let mut kernel = wait::PollFds::with_capacity(fds.len() + 2);
         let mut waited = false;
         let mut waiting_since = None;
         loop {
             let step = self.with(|rt| {
-                let parker = rt.start_looking();
+                // Inline, poll() makes a stack pass before it looks, except where the pass
+                // would find nothing new: (a) this thread's previous hold of the lock made one
+                // (MariaDB's recv -> EAGAIN -> poll: the recv just passed) and nothing is ready,
+                // so the thread goes to sleep (frames that come meanwhile wake the driver, or
+                // it, through the rx fd); (b) it slept and was woken, and a socket is ready (the
+                // pass that found it was just made, by its waker or, driving, by itself). A
+                // call that finds something ready without having slept always passes: a
+                // program whose sockets stay ready (iperf3 -R's writers) makes its passes there.
+                let blocks = timeout_ms != 0;
+                let may_skip = rt.wait.inline() && (waited || (blocks && rt.passed_just_before()));
+                let parker = if may_skip { rt.start_looking_without_pass() } else { rt.start_looking() };
                 ours.fill(false);
-                let n = rt.poll_accelerated(fds, &mut ours);
+                let mut n = rt.poll_accelerated(fds, &mut ours);
+                if may_skip {
+                    if (waited && n > 0) || (n == 0 && blocks && rt.passed_just_before()) {
+                        rt.wait.stats.skipped_passes += 1;
+                        rt.flush_shard();
+                    } else {
+                        rt.poll_shard();
+                        ours.fill(false);
+                        n = rt.poll_accelerated(fds, &mut ours);
+                    }
+                }
                 if !ours.iter().any(|&o| o) {
                     if waited {
                         rt.hand_off();
                     }
                     return Step::Kernel;
                 }
-                let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                let left = match deadline {
+                    _ if timeout_ms < 0 => None,
+                    None => Some(Duration::from_millis(timeout_ms as u64)),
+                    Some(d) => Some(d.saturating_duration_since(Instant::now())),
+                };
                 let Some(parker) = parker.filter(|_| n == 0 && !left.is_some_and(|l| l.is_zero())) else {
                     if waited {
                         rt.hand_off();
@@ -94,6 +119,9 @@ impl<N: Nic + 'static> Accel<N> {
                     }
                 }
                 let limit_ms = left.map_or(-1, |l| l.as_millis().clamp(1, i32::MAX as u128) as i32);
+                if timeout_ms > 0 && deadline.is_none() {
+                    deadline = Some(Instant::now() + Duration::from_millis(timeout_ms as u64));
+                }
                 let kernel_fds = ours.iter().any(|&o| !o);
                 Step::Sleep(rt.prepare_sleep(parker, limit_ms, &mut waiting_since, kernel_fds), ids)
             });

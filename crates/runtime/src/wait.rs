@@ -191,6 +191,18 @@ pub(crate) struct WaitState {
     pub stats: WaitStats,
     /// Inline mode: reads and writes served since the last stack pass (see [`CALLS_PER_PASS`]).
     pub calls_since_pass: u32,
+    /// Holds of the lock so far (`Accel::with`), and the hold and thread of the last stack pass:
+    /// [`Runtime::passed_just_before`].
+    pub holds: u64,
+    pub last_pass: (u64, usize),
+}
+
+/// A number that tells this thread from the others alive (the address of a thread-local).
+fn thread_token() -> usize {
+    thread_local! {
+        static TOKEN: u8 = const { 0 };
+    }
+    TOKEN.with(|t| t as *const u8 as usize)
 }
 
 /// Inline mode: an application that keeps finding its sockets ready never waits, so it makes no
@@ -209,6 +221,8 @@ pub struct WaitStats {
     /// Stack passes (NIC polls) done by the stack thread / by application threads.
     pub stack_thread_polls: u64,
     pub inline_polls: u64,
+    /// Stack passes that poll() left out because its thread had just made one (inline).
+    pub skipped_passes: u64,
     /// Whether the runtime runs a stack thread (dedicated mode).
     pub dedicated: bool,
 }
@@ -235,6 +249,8 @@ impl WaitState {
             stack_cpu: cfg.stack_cpu,
             stats: WaitStats::default(),
             calls_since_pass: 0,
+            holds: 0,
+            last_pass: (0, 0),
         }
     }
 
@@ -263,17 +279,35 @@ impl<N: Nic + 'static> Runtime<N> {
     /// shard up to date (inline: a stack pass; dedicated: the stack thread does that, only send
     /// what was written). Returns the caller's parker.
     pub(crate) fn start_looking(&mut self) -> Option<Arc<Parker>> {
-        self.serve_deferred();
-        let parker = my_parker();
-        if let Some(p) = &parker {
-            p.reset();
-        }
+        let parker = self.start_looking_without_pass();
         if self.wait.inline() {
             self.poll_shard();
         } else {
             self.flush_shard();
         }
         parker
+    }
+
+    /// [`Runtime::start_looking`] less the stack pass: the caller decides whether to make one.
+    pub(crate) fn start_looking_without_pass(&mut self) -> Option<Arc<Parker>> {
+        self.serve_deferred();
+        let parker = my_parker();
+        if let Some(p) = &parker {
+            p.reset();
+        }
+        parker
+    }
+
+    /// Records that this thread makes a stack pass in the current hold of the lock.
+    pub(crate) fn mark_pass(&mut self) {
+        self.wait.last_pass = (self.wait.holds, thread_token());
+    }
+
+    /// Whether the previous hold of the lock was this thread's and made a stack pass: nobody
+    /// has touched the stack since, so another pass could only find frames that arrived in the
+    /// microseconds between (and a thread about to sleep on them leaves those to the rx fd).
+    pub(crate) fn passed_just_before(&self) -> bool {
+        self.wait.last_pass == (self.wait.holds.wrapping_sub(1), thread_token())
     }
 
     /// Called with the lock held by a thread that found nothing to do and registered `parker`

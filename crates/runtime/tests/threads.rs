@@ -312,6 +312,47 @@ fn an_inline_application_that_never_waits_still_makes_stack_passes() {
 }
 
 #[test]
+fn poll_after_a_read_that_just_passed_and_after_a_wake_to_ready_data_makes_no_pass_of_its_own() {
+    // MariaDB's wait: recv() -> EAGAIN (the read made a stack pass) -> poll(). That poll's own
+    // pass would find nothing the read's did not, and nor would one after the wake that brought
+    // the data: the thread's only passes are the ones it makes as the driver when its sleep ends.
+    let l = lab("inline");
+    let rt = l.rt;
+    let lfd = listener(rt, 5010, false);
+    let acceptor = std::thread::spawn(move || done(rt.accept(lfd, 0)).map(|(fd, _)| fd));
+    l.ctl.lock().unwrap().to_open.push((SocketAddr::V4(SocketAddrV4::new(OURS, 5010)), Vec::new()));
+    let conn = within("accept", move || acceptor.join().unwrap()).unwrap();
+    rt.set_nonblock(conn, true);
+    let (tx, rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 16];
+        assert_eq!(done(rt.recv(conn, &mut buf, false, false)), Err(Errno::EAGAIN));
+        let (before, skipped_before) = (rt.wait_stats(), rt.wait_stats().skipped_passes);
+        tx.send(()).unwrap();
+        let mut p = [libc::pollfd { fd: conn, events: libc::POLLIN, revents: 0 }];
+        let n = done(rt.poll(&mut p, -1)).unwrap();
+        let after = rt.wait_stats();
+        (
+            n,
+            p[0].revents,
+            after.inline_polls - before.inline_polls,
+            after.sleeps - before.sleeps,
+            after.skipped_passes - skipped_before,
+        )
+    });
+    rx.recv().unwrap();
+    // The peer sends when the runtime next receives: at the end of one of the reader's sleeps.
+    l.ctl.lock().unwrap().conns[0].unsent = b"query".to_vec();
+    let (n, revents, passes, sleeps, skipped) = within("poll", move || reader.join().unwrap());
+    assert_eq!((n, revents), (1, libc::POLLIN));
+    assert!(sleeps >= 1);
+    assert_eq!(passes, sleeps, "one pass per sleep (the driver's, as it wakes), none of poll's own");
+    assert_eq!(skipped, sleeps + 1, "poll's look before each sleep and after the last wake");
+    rt.close(conn);
+    rt.close(lfd);
+}
+
+#[test]
 fn a_connect_to_our_own_address_is_refused_at_once_and_counted() {
     // The SYN would leave on the NIC for an address that nobody else answers: the connect used
     // to hang until its retries ran out. Blocking and non-blocking, it fails at once.

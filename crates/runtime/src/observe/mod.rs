@@ -122,6 +122,7 @@ impl<N: Nic + 'static> Runtime<N> {
             w.wakeups,
             w.stack_thread_polls,
             w.inline_polls,
+            w.skipped_passes,
             crate::shield::caught(),
         ];
         debug_assert_eq!(process.len(), PROCESS_COUNTERS.len());

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// "PHSTAT" and the layout's version.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT10");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT11");
 
 /// Shards a region has room for (`runtime.shards` is at most 64).
 pub const MAX_SHARDS: usize = 64;
@@ -117,6 +117,7 @@ pub const PROCESS_COUNTERS: &[(&str, &str)] = &[
     ("wakeups", "wakeups sent"),
     ("stack_thread_polls", "stack passes by stack threads"),
     ("inline_polls", "stack passes by application threads"),
+    ("skipped_passes", "stack passes poll() left out: its thread had just made one, or was woken to a ready socket"),
     ("panics_caught", "calls failed with EIO: an internal error (a panic) caught at the hooks"),
 ];
 
