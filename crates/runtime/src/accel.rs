@@ -434,6 +434,9 @@ impl<N: Nic + 'static> Runtime<N> {
 
     /// Sends what calls queued, without receiving.
     pub(crate) fn flush_shard(&mut self) {
+        if !self.shards.all().iter().any(|s| s.has_output()) {
+            return;
+        }
         let now = self.now();
         for s in self.shards.all_mut() {
             s.flush(now);

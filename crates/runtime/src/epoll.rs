@@ -347,21 +347,21 @@ impl<N: Nic + 'static> Accel<N> {
         let mut kernel = wait::PollFds::new();
         loop {
             let step = self.with(|rt| {
-                let parker = rt.start_looking();
+                rt.start_looking();
                 let Some(set) = rt.fds.epoll_mut(epfd) else { return Step::Kernel };
                 if set.count == 0 && !waited {
                     return Step::Kernel;
                 }
                 let n = set.collect(&rt.shards, out);
                 let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-                if n > 0 || left.is_some_and(|l| l.is_zero()) || parker.is_none() {
+                let parker = if n > 0 || left.is_some_and(|l| l.is_zero()) { None } else { wait::my_reset_parker() };
+                let Some(parker) = parker else {
                     let kernel_too = set.kernel_members > 0;
                     if waited {
                         rt.hand_off();
                     }
                     return Step::Done(n, kernel_too);
-                }
-                let parker = parker.unwrap();
+                };
                 set.waiters.push(parker.clone());
                 let limit_ms = left.map_or(-1, |l| l.as_millis().clamp(1, i32::MAX as u128) as i32);
                 let kernel_fds = set.kernel_members > 0;

@@ -80,7 +80,11 @@ impl<N: Nic + 'static> Accel<N> {
                 // program whose sockets stay ready (iperf3 -R's writers) makes its passes there.
                 let blocks = timeout_ms != 0;
                 let may_skip = rt.wait.inline() && (waited || (blocks && rt.passed_just_before()));
-                let parker = if may_skip { rt.start_looking_without_pass() } else { rt.start_looking() };
+                if may_skip {
+                    rt.serve_deferred();
+                } else {
+                    rt.start_looking();
+                }
                 ours.fill(false);
                 let mut n = rt.poll_accelerated(fds, &mut ours);
                 if may_skip {
@@ -104,7 +108,8 @@ impl<N: Nic + 'static> Accel<N> {
                     None => Some(Duration::from_millis(timeout_ms as u64)),
                     Some(d) => Some(d.saturating_duration_since(Instant::now())),
                 };
-                let Some(parker) = parker.filter(|_| n == 0 && !left.is_some_and(|l| l.is_zero())) else {
+                let sleeps = n == 0 && !left.is_some_and(|l| l.is_zero());
+                let Some(parker) = sleeps.then(wait::my_reset_parker).flatten() else {
                     if waited {
                         rt.hand_off();
                     }

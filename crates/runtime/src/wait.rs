@@ -135,6 +135,19 @@ pub(crate) fn my_parker() -> Option<Arc<Parker>> {
     PARKER.try_with(|p| p.get_or_init(|| Parker::new().map(Arc::new)).clone()).ok().flatten()
 }
 
+/// This thread's parker with past wakes forgotten, for a thread that found nothing and is about
+/// to register it and sleep: called with the lock held, in the same hold as the look that found
+/// nothing (a change after that look needs the lock, so its wake comes after this reset; a
+/// wake owed by an earlier hold may still land after it, and costs one more look). A call
+/// that needs no sleep never touches its parker.
+pub(crate) fn my_reset_parker() -> Option<Arc<Parker>> {
+    let parker = my_parker();
+    if let Some(p) = &parker {
+        p.reset();
+    }
+    parker
+}
+
 fn is_mine(p: &Arc<Parker>) -> bool {
     PARKER.try_with(|mine| mine.get().and_then(|m| m.as_ref()).is_some_and(|m| Arc::ptr_eq(m, p))).unwrap_or(false)
 }
@@ -275,27 +288,17 @@ pub(crate) struct Sleep {
 }
 
 impl<N: Nic + 'static> Runtime<N> {
-    /// The start of a look at readiness (epoll_wait, poll): forget past wakes, then bring the
-    /// shard up to date (inline: a stack pass; dedicated: the stack thread does that, only send
-    /// what was written). Returns the caller's parker.
-    pub(crate) fn start_looking(&mut self) -> Option<Arc<Parker>> {
-        let parker = self.start_looking_without_pass();
+    /// The start of a look at readiness (epoll_wait, poll): bring the shard up to date (inline:
+    /// a stack pass; dedicated: the stack thread does that, only send what was written). A
+    /// caller that then goes to sleep takes its parker with [`my_reset_parker`], in the same
+    /// hold of the lock.
+    pub(crate) fn start_looking(&mut self) {
+        self.serve_deferred();
         if self.wait.inline() {
             self.poll_shard();
         } else {
             self.flush_shard();
         }
-        parker
-    }
-
-    /// [`Runtime::start_looking`] less the stack pass: the caller decides whether to make one.
-    pub(crate) fn start_looking_without_pass(&mut self) -> Option<Arc<Parker>> {
-        self.serve_deferred();
-        let parker = my_parker();
-        if let Some(p) = &parker {
-            p.reset();
-        }
-        parker
     }
 
     /// Records that this thread makes a stack pass in the current hold of the lock.
@@ -528,10 +531,6 @@ impl<N: Nic + 'static> Accel<N> {
         loop {
             let step = self.with(|rt| {
                 rt.serve_deferred();
-                let parker = my_parker();
-                if let Some(p) = &parker {
-                    p.reset();
-                }
                 // What the shard already holds first; the NIC only when that is not enough
                 // (and, in dedicated mode, never: the stack thread does that).
                 let mut r = attempt(rt);
@@ -583,7 +582,7 @@ impl<N: Nic + 'static> Accel<N> {
                     }
                     limit_ms = left.as_millis().max(1).min(i32::MAX as u128) as i32;
                 }
-                let Some(parker) = parker else {
+                let Some(parker) = my_reset_parker() else {
                     // Out of fds for a parker: poll, as the old runtime did.
                     return Ok(None);
                 };

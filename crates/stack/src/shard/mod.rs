@@ -633,6 +633,12 @@ impl<N: Nic> Shard<N> {
         self.hear_from_sibling(l, now);
     }
 
+    /// Whether [`Shard::flush`] has anything to do: sockets with output to service, frames
+    /// queued for the NIC, or RSTs and sockets that waited for a buffer.
+    pub fn has_output(&self) -> bool {
+        !self.dirty.is_empty() || !self.tx.is_empty() || !self.owed_rsts.is_empty() || !self.starved.is_empty()
+    }
+
     /// Sends what application calls queued (segments of written data, ACKs of read data)
     /// without receiving or firing timers: the cheap half of `poll` for a thread that only
     /// wrote.
