@@ -3,6 +3,7 @@
 
 mod bench;
 mod config_cmd;
+mod doctor;
 mod echo;
 mod inspect;
 mod lab;
@@ -43,6 +44,8 @@ enum Command {
     Pcap(inspect::PcapArgs),
     /// The host's NUMA layout as a stack sees it, or where a process's threads and memory are, with advice.
     Topo(topo::TopoArgs),
+    /// Check this host before running pronghorn on it: each need a line, ok, warn or fail, with the fix.
+    Doctor(doctor::DoctorArgs),
     /// Cleans up after an accelerated process that gave up root (started by the runtime).
     #[command(hide = true)]
     Reap(reap::ReapArgs),
@@ -65,6 +68,7 @@ fn main() {
         Command::Lat(args) => inspect::lat(args),
         Command::Pcap(args) => inspect::pcap(args),
         Command::Topo(args) => topo::run(args),
+        Command::Doctor(args) => doctor::run(args),
         Command::Reap(args) => reap::run(args),
     };
     match result {

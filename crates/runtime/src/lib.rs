@@ -46,6 +46,8 @@ mod sockopt;
 mod urgent;
 mod wait;
 
+pub use shared::ephemeral_range_conflict;
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use std::sync::OnceLock;

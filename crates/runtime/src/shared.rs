@@ -89,22 +89,31 @@ pub(crate) fn release(t: Transport, port: u16) {
 /// to pronghorn.
 pub(crate) fn check_port_range() -> Result<(), String> {
     let read = |name: &str| std::fs::read_to_string(format!("/proc/sys/net/ipv4/{name}")).unwrap_or_default();
-    let range = read("ip_local_port_range");
-    let mut bounds = range.split_whitespace().filter_map(|p| p.parse::<u16>().ok());
-    let (Some(lo), Some(hi)) = (bounds.next(), bounds.next()) else { return Ok(()) };
-    if hi < *EPHEMERAL.start() || lo > *EPHEMERAL.end() {
-        return Ok(());
+    match ephemeral_range_conflict(&read("ip_local_port_range"), &read("ip_local_reserved_ports")) {
+        None => Ok(()),
+        Some(e) => Err(format!("nic.share: {e}")),
     }
-    let reserved = read("ip_local_reserved_ports");
+}
+
+/// Why the kernel's `ip_local_port_range` (`range`, the sysctl's text) and
+/// `ip_local_reserved_ports` (`reserved`) would let the kernel take pronghorn's ephemeral ports
+/// (61000-65535), with the sysctl that changes it; None when they do not (or `range` does not
+/// parse). Also `pronghorn doctor`'s check.
+pub fn ephemeral_range_conflict(range: &str, reserved: &str) -> Option<String> {
+    let mut bounds = range.split_whitespace().filter_map(|p| p.parse::<u16>().ok());
+    let (lo, hi) = (bounds.next()?, bounds.next()?);
+    if hi < *EPHEMERAL.start() || lo > *EPHEMERAL.end() {
+        return None;
+    }
     let covers = |r: &str| {
         let (a, b) = r.split_once('-').unwrap_or((r, r));
         matches!((a.trim().parse::<u16>(), b.trim().parse::<u16>()), (Ok(a), Ok(b)) if a <= *EPHEMERAL.start() && b >= *EPHEMERAL.end())
     };
     if reserved.trim().split(',').any(covers) {
-        return Ok(());
+        return None;
     }
-    Err(format!(
-        "nic.share: the kernel's net.ipv4.ip_local_port_range ({lo}-{hi}) overlaps pronghorn's ephemeral ports {}-{}: \
+    Some(format!(
+        "the kernel's net.ipv4.ip_local_port_range ({lo}-{hi}) overlaps pronghorn's ephemeral ports {}-{}: \
          lower it (sysctl -w net.ipv4.ip_local_port_range=\"32768 60999\") or reserve them \
          (sysctl -w net.ipv4.ip_local_reserved_ports={}-{})",
         EPHEMERAL.start(),
@@ -290,6 +299,16 @@ mod tests {
         assert_eq!(neighbour(&v4, 8), None, "another interface");
         assert_eq!(neighbour(&body(7, 0x20, &[10, 99, 0, 2], &mac), 7), None, "failed");
         assert_eq!(neighbour(&v4[..20], 7), None, "cut short");
+    }
+
+    #[test]
+    fn the_kernels_port_range_must_leave_ours_out_or_reserve_it() {
+        assert_eq!(ephemeral_range_conflict("32768\t60999\n", "\n"), None, "Linux's default");
+        let overlap = ephemeral_range_conflict("10000\t65000\n", "\n").expect("10000-65000 overlaps");
+        assert!(overlap.contains("(10000-65000) overlaps pronghorn's ephemeral ports 61000-65535"), "{overlap}");
+        assert_eq!(ephemeral_range_conflict("10000\t65000\n", "8080,61000-65535\n"), None, "reserved");
+        assert!(ephemeral_range_conflict("10000 65000", "61000-65000").is_some(), "reserved in part");
+        assert_eq!(ephemeral_range_conflict("", ""), None, "no such sysctl");
     }
 
     #[test]
