@@ -7,6 +7,7 @@ mod doctor;
 mod echo;
 mod inspect;
 mod lab;
+mod man;
 mod reap;
 mod run;
 mod topo;
@@ -46,6 +47,11 @@ enum Command {
     Topo(topo::TopoArgs),
     /// Check this host before running pronghorn on it: each need a line, ok, warn or fail, with the fix.
     Doctor(doctor::DoctorArgs),
+    /// The completion script of a shell, on stdout (e.g. `pronghorn completions bash > /etc/bash_completion.d/pronghorn`).
+    Completions(man::CompletionsArgs),
+    /// Writes the man pages (pronghorn.1 and one per command) into a directory (the package build).
+    #[command(hide = true)]
+    Man(man::ManArgs),
     /// Cleans up after an accelerated process that gave up root (started by the runtime).
     #[command(hide = true)]
     Reap(reap::ReapArgs),
@@ -69,6 +75,8 @@ fn main() {
         Command::Pcap(args) => inspect::pcap(args),
         Command::Topo(args) => topo::run(args),
         Command::Doctor(args) => doctor::run(args),
+        Command::Completions(args) => man::completions(args),
+        Command::Man(args) => man::man(args),
         Command::Reap(args) => reap::run(args),
     };
     match result {
