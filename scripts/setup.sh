@@ -4,7 +4,8 @@
 # for the XDP program (crates/nic/bpf), and the lab's tools (scapy and nftables craft
 # segments and keep side b's kernel out of them in tests/lab/wire.py; hping3 floods in `bench
 # syn-flood`; valgrind, strace and perf count what a request costs in bench/request_cost.sh;
-# PostgreSQL 15 for the lab test of a server that forks per connection).
+# PostgreSQL 15 for the lab test of a server that forks per connection; dpkg-dev and man-db
+# for building and checking the Debian package, scripts/package-deb.sh and test-package.sh).
 # `setup.sh test` (the test command) also installs rustfmt, clippy and cargo-deny. Builds nothing
 # else (go-tpc, the TPC-C client of `pronghorn bench tpcc`, is built on demand by bench/go-tpc.sh).
 set -euo pipefail
@@ -19,6 +20,7 @@ packages=(
   tshark
   python3-scapy nftables hping3
   valgrind strace linux-perf
+  dpkg-dev man-db
 )
 
 missing=()

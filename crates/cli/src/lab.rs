@@ -42,7 +42,7 @@ const MAX_NODES: u16 = 8;
 const IFNAME_MAX: usize = 15;
 /// 2 MiB pages one accelerated process takes with the lab's config (`mbufs = 8191`: the mbuf
 /// pool and DPDK's own memzones), as measured in HugePages_Free around a process's start.
-const HUGEPAGES_PER_PROCESS: u64 = 11;
+pub(crate) const HUGEPAGES_PER_PROCESS: u64 = 11;
 /// What a lab reserves at least: room for a server and its clients and for a bench's rounds.
 const HUGEPAGES_MIN: u64 = 256;
 

@@ -3,9 +3,11 @@
 
 mod bench;
 mod config_cmd;
+mod doctor;
 mod echo;
 mod inspect;
 mod lab;
+mod man;
 mod reap;
 mod run;
 mod topo;
@@ -43,6 +45,13 @@ enum Command {
     Pcap(inspect::PcapArgs),
     /// The host's NUMA layout as a stack sees it, or where a process's threads and memory are, with advice.
     Topo(topo::TopoArgs),
+    /// Check this host before running pronghorn on it: each need a line, ok, warn or fail, with the fix.
+    Doctor(doctor::DoctorArgs),
+    /// The completion script of a shell, on stdout (e.g. `pronghorn completions bash > /etc/bash_completion.d/pronghorn`).
+    Completions(man::CompletionsArgs),
+    /// Writes the man pages (pronghorn.1 and one per command) into a directory (the package build).
+    #[command(hide = true)]
+    Man(man::ManArgs),
     /// Cleans up after an accelerated process that gave up root (started by the runtime).
     #[command(hide = true)]
     Reap(reap::ReapArgs),
@@ -65,6 +74,9 @@ fn main() {
         Command::Lat(args) => inspect::lat(args),
         Command::Pcap(args) => inspect::pcap(args),
         Command::Topo(args) => topo::run(args),
+        Command::Doctor(args) => doctor::run(args),
+        Command::Completions(args) => man::completions(args),
+        Command::Man(args) => man::man(args),
         Command::Reap(args) => reap::run(args),
     };
     match result {

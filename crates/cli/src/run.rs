@@ -1,7 +1,8 @@
 //! `pronghorn run [--config FILE] -- CMD ARGS...`: runs CMD with its sockets on pronghorn.
 //!
 //! It checks the config first (a bad one is one line and exit 1, before CMD starts), then
-//! execs CMD with `libpronghorn.so` (found next to this binary) preloaded, `PRONGHORN_CONFIG`
+//! execs CMD with `libpronghorn.so` preloaded (found next to this binary, as cargo builds it, or
+//! where the Debian package puts it: [`library_of`]), `PRONGHORN_CONFIG`
 //! pointing at the config and `PRONGHORN_ACCEL_PID` naming the process to accelerate: the exec
 //! keeps this pid, so CMD is accelerated and the children it forks or execs are not.
 //! `PRONGHORN_EXE` names this binary: a CMD that drops root starts `pronghorn reap` with it.
@@ -44,14 +45,13 @@ pub fn run(args: RunArgs) -> Result<i32> {
         Some(name) => profiled_config(&path, name)?,
     };
     let exe = std::env::current_exe().context("cannot find the pronghorn binary's own path")?;
-    let lib = exe.with_file_name("libpronghorn.so");
-    if !lib.exists() {
+    let Some(lib) = library_of(&exe) else {
         bail!(
-            "{} not found next to {}: build it with `cargo build --release --workspace` (the preload crate)",
-            lib.display(),
-            exe.display()
+            "libpronghorn.so is neither next to {} nor in {}: build it with `cargo build --release --workspace` (the preload crate), or install the package (scripts/package-deb.sh)",
+            exe.display(),
+            installed_library(&exe).display()
         );
-    }
+    };
     let preload = match std::env::var("LD_PRELOAD") {
         Ok(existing) if !existing.is_empty() => format!("{}:{existing}", lib.display()),
         _ => lib.display().to_string(),
@@ -64,6 +64,21 @@ pub fn run(args: RunArgs) -> Result<i32> {
         .env("PRONGHORN_EXE", &exe)
         .exec();
     bail!("cannot run {}: {err}", args.command[0])
+}
+
+/// The preload library for the `pronghorn` binary at `exe`: next to it (a cargo build's
+/// `target/release`), else where the package installs it, relative to the binary so that a
+/// tree installed under another prefix works too.
+fn library_of(exe: &Path) -> Option<PathBuf> {
+    [exe.with_file_name("libpronghorn.so"), installed_library(exe)].into_iter().find(|p| p.exists())
+}
+
+/// `BIN/../lib/<multiarch>/pronghorn/libpronghorn.so`: `/usr/lib/x86_64-linux-gnu/pronghorn/`
+/// for `/usr/bin/pronghorn`, Debian's multiarch directory (`gcc -print-multiarch`).
+fn installed_library(exe: &Path) -> PathBuf {
+    let bin = exe.parent().unwrap_or(Path::new("/"));
+    let lib = bin.parent().unwrap_or(bin).join("lib");
+    lib.join(format!("{}-linux-gnu", std::env::consts::ARCH)).join("pronghorn/libpronghorn.so")
 }
 
 /// The config at `path` with profile `name` laid under it, as a file in the run directory.
@@ -95,4 +110,24 @@ fn profiled_config(path: &Path, name: &str) -> Result<PathBuf> {
 /// FNV-1a, 64 bits: names the merged config's file by its text.
 fn fnv1a(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_library_is_found_next_to_the_binary_or_where_the_package_puts_it() {
+        let root = std::env::temp_dir().join(format!("pronghorn-run-lib-{}", std::process::id()));
+        let exe = root.join("usr/bin/pronghorn");
+        let installed = root.join(format!("usr/lib/{}-linux-gnu/pronghorn/libpronghorn.so", std::env::consts::ARCH));
+        std::fs::create_dir_all(installed.parent().unwrap()).unwrap();
+        std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
+        assert_eq!(library_of(&exe), None);
+        std::fs::write(&installed, "").unwrap();
+        assert_eq!(library_of(&exe), Some(installed));
+        std::fs::write(exe.with_file_name("libpronghorn.so"), "").unwrap();
+        assert_eq!(library_of(&exe), Some(exe.with_file_name("libpronghorn.so")), "a build's own library first");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }

@@ -934,6 +934,15 @@ address = "fd99::1/64"
         })
     }
 
+    /// The example the Debian package installs as /etc/pronghorn/pronghorn.toml.
+    #[test]
+    fn the_packages_example_config_is_valid() {
+        let text = include_str!("../../../packaging/pronghorn.toml");
+        let c = Config::parse_with(text, Path::new("/etc/pronghorn/pronghorn.toml"), eth0).unwrap();
+        assert!(c.nic.share);
+        assert_eq!(c.ipv4.unwrap().address.to_string(), "192.0.2.7/24");
+    }
+
     #[test]
     fn auto_takes_the_shared_interfaces_own_addresses() {
         let c = Config::parse_with(SHARED, Path::new("t.toml"), eth0).unwrap();

@@ -42,7 +42,7 @@ impl Pmd {
     }
 
     /// The Debian package that ships the driver.
-    fn package(&self) -> &'static str {
+    pub fn package(&self) -> &'static str {
         match self {
             Pmd::AfXdp => "librte-net-af-xdp23",
             Pmd::AfPacket => "librte-net-af-packet23",

@@ -46,6 +46,8 @@ mod sockopt;
 mod urgent;
 mod wait;
 
+pub use shared::ephemeral_range_conflict;
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -348,6 +350,12 @@ pub fn shard_config(cfg: &Config, mac: MacAddr, secret: [u8; 32]) -> ShardConfig
     shard.somaxconn = t.somaxconn as usize;
     if cfg.nic.share {
         shard.ephemeral_ports = shared::EPHEMERAL;
+        // The kernel keeps the interface: without a gateway in the config, its default routes'.
+        if shard.gateway4.is_none() || shard.gateway6.is_none() {
+            let (v4, v6) = shared::kernel_gateways(&cfg.nic.iface, shard.ipv4, shard.ipv6);
+            shard.gateway4 = shard.gateway4.or(v4);
+            shard.gateway6 = shard.gateway6.or(v6);
+        }
     }
     shard
 }

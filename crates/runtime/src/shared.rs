@@ -9,7 +9,9 @@
 //! - the next hops: ARP and NDP answers go to the kernel, so the addresses a shard is resolving
 //!   are read from the kernel's neighbour table (netlink RTM_GETNEIGH) and heard by the shard
 //!   ([`resolve_next_hops`]); one the kernel does not know yet is made known by sending it an
-//!   empty UDP datagram to the discard port (9) through the kernel, which resolves it first.
+//!   empty UDP datagram to the discard port (9) through the kernel, which resolves it first;
+//! - the gateway, when the config names none: the kernel's default route's (netlink
+//!   RTM_GETROUTE, [`kernel_gateways`]).
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -89,22 +91,31 @@ pub(crate) fn release(t: Transport, port: u16) {
 /// to pronghorn.
 pub(crate) fn check_port_range() -> Result<(), String> {
     let read = |name: &str| std::fs::read_to_string(format!("/proc/sys/net/ipv4/{name}")).unwrap_or_default();
-    let range = read("ip_local_port_range");
-    let mut bounds = range.split_whitespace().filter_map(|p| p.parse::<u16>().ok());
-    let (Some(lo), Some(hi)) = (bounds.next(), bounds.next()) else { return Ok(()) };
-    if hi < *EPHEMERAL.start() || lo > *EPHEMERAL.end() {
-        return Ok(());
+    match ephemeral_range_conflict(&read("ip_local_port_range"), &read("ip_local_reserved_ports")) {
+        None => Ok(()),
+        Some(e) => Err(format!("nic.share: {e}")),
     }
-    let reserved = read("ip_local_reserved_ports");
+}
+
+/// Why the kernel's `ip_local_port_range` (`range`, the sysctl's text) and
+/// `ip_local_reserved_ports` (`reserved`) would let the kernel take pronghorn's ephemeral ports
+/// (61000-65535), with the sysctl that changes it; None when they do not (or `range` does not
+/// parse). Also `pronghorn doctor`'s check.
+pub fn ephemeral_range_conflict(range: &str, reserved: &str) -> Option<String> {
+    let mut bounds = range.split_whitespace().filter_map(|p| p.parse::<u16>().ok());
+    let (lo, hi) = (bounds.next()?, bounds.next()?);
+    if hi < *EPHEMERAL.start() || lo > *EPHEMERAL.end() {
+        return None;
+    }
     let covers = |r: &str| {
         let (a, b) = r.split_once('-').unwrap_or((r, r));
         matches!((a.trim().parse::<u16>(), b.trim().parse::<u16>()), (Ok(a), Ok(b)) if a <= *EPHEMERAL.start() && b >= *EPHEMERAL.end())
     };
     if reserved.trim().split(',').any(covers) {
-        return Ok(());
+        return None;
     }
-    Err(format!(
-        "nic.share: the kernel's net.ipv4.ip_local_port_range ({lo}-{hi}) overlaps pronghorn's ephemeral ports {}-{}: \
+    Some(format!(
+        "the kernel's net.ipv4.ip_local_port_range ({lo}-{hi}) overlaps pronghorn's ephemeral ports {}-{}: \
          lower it (sysctl -w net.ipv4.ip_local_port_range=\"32768 60999\") or reserve them \
          (sysctl -w net.ipv4.ip_local_reserved_ports={}-{})",
         EPHEMERAL.start(),
@@ -195,44 +206,91 @@ const NDA_LLADDR: u16 = 2;
 
 /// The kernel's neighbours on interface `ifindex` with a usable address (RTM_GETNEIGH dump).
 fn kernel_neighbours(ifindex: u32) -> Vec<(IpAddr, MacAddr)> {
+    let dump = netlink_dump(libc::RTM_GETNEIGH, libc::AF_UNSPEC as u8);
+    messages(&dump, libc::RTM_NEWNEIGH).filter_map(|body| neighbour(body, ifindex)).collect()
+}
+
+/// The answer of the kernel to a NETLINK_ROUTE dump request of `request` for `family` (its
+/// messages as they came, up to NLMSG_DONE); empty when the kernel cannot be asked. The
+/// request's family header (ndmsg, rtmsg) is 12 bytes, the family first.
+fn netlink_dump(request: u16, family: u8) -> Vec<u8> {
     // SAFETY: plain socket calls on an fd this function owns.
     let fd = unsafe { real::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE) };
     if fd < 0 {
         return Vec::new();
     }
-    // nlmsghdr (16 bytes) + ndmsg (12 bytes): a dump of every family's neighbours.
     let mut req = [0u8; 28];
     req[0..4].copy_from_slice(&28u32.to_ne_bytes());
-    req[4..6].copy_from_slice(&libc::RTM_GETNEIGH.to_ne_bytes());
+    req[4..6].copy_from_slice(&request.to_ne_bytes());
     req[6..8].copy_from_slice(&((libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16).to_ne_bytes());
     req[8..12].copy_from_slice(&1u32.to_ne_bytes());
-    let mut found = Vec::new();
+    req[16] = family;
+    let mut dump = Vec::new();
     // SAFETY: `req` and `buf` are valid for their lengths.
     unsafe {
         if real::send(fd, req.as_ptr().cast(), req.len(), 0) == req.len() as isize {
             let mut buf = vec![0u8; 32 * 1024];
-            'recv: loop {
+            loop {
                 let n = real::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0);
                 if n <= 0 {
                     break;
                 }
-                let mut msgs = &buf[..n as usize];
-                while msgs.len() >= 16 {
-                    let len = u32::from_ne_bytes(msgs[0..4].try_into().unwrap()) as usize;
-                    let ty = u16::from_ne_bytes(msgs[4..6].try_into().unwrap());
-                    if len < 16 || len > msgs.len() || ty == libc::NLMSG_DONE as u16 || ty == libc::NLMSG_ERROR as u16 {
-                        break 'recv;
-                    }
-                    if ty == libc::RTM_NEWNEIGH {
-                        found.extend(neighbour(&msgs[16..len], ifindex));
-                    }
-                    msgs = &msgs[(len + 3) & !3..];
+                let chunk = &buf[..n as usize];
+                dump.extend_from_slice(chunk);
+                if messages_end(chunk) {
+                    break;
                 }
             }
         }
         real::close(fd);
     }
-    found
+    dump
+}
+
+/// Whether netlink messages `chunk` end the dump (NLMSG_DONE or NLMSG_ERROR), or cannot be read on.
+fn messages_end(chunk: &[u8]) -> bool {
+    split(chunk).any(|(ty, _)| ty == libc::NLMSG_DONE as u16 || ty == libc::NLMSG_ERROR as u16)
+}
+
+/// The bodies of the messages of type `ty` in a dump, up to its end.
+fn messages(dump: &[u8], ty: u16) -> impl Iterator<Item = &[u8]> {
+    split(dump)
+        .take_while(|&(t, _)| t != libc::NLMSG_DONE as u16 && t != libc::NLMSG_ERROR as u16)
+        .filter(move |&(t, _)| t == ty)
+        .map(|(_, body)| body)
+}
+
+/// Netlink messages as (type, body); a header that does not fit ends them as an NLMSG_ERROR.
+fn split(mut dump: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    std::iter::from_fn(move || {
+        if dump.len() < 16 {
+            return None;
+        }
+        let len = u32::from_ne_bytes(dump[0..4].try_into().unwrap()) as usize;
+        let ty = u16::from_ne_bytes(dump[4..6].try_into().unwrap());
+        if len < 16 || len > dump.len() {
+            dump = &[];
+            return Some((libc::NLMSG_ERROR as u16, &[][..]));
+        }
+        let body = &dump[16..len];
+        dump = dump.get((len + 3) & !3..).unwrap_or(&[]);
+        Some((ty, body))
+    })
+}
+
+/// The attributes (type, value) that follow a message body's `header` bytes.
+fn attributes(body: &[u8], header: usize) -> impl Iterator<Item = (u16, &[u8])> {
+    let mut attrs = body.get(header..).unwrap_or(&[]);
+    std::iter::from_fn(move || {
+        if attrs.len() < 4 {
+            return None;
+        }
+        let len = u16::from_ne_bytes(attrs[0..2].try_into().unwrap()) as usize;
+        let ty = u16::from_ne_bytes(attrs[2..4].try_into().unwrap());
+        let value = attrs.get(4..len)?;
+        attrs = attrs.get((len + 3) & !3..).unwrap_or(&[]);
+        Some((ty, value))
+    })
 }
 
 /// One RTM_NEWNEIGH message's body (ndmsg and its attributes), if it is a usable neighbour on
@@ -245,20 +303,73 @@ fn neighbour(body: &[u8], ifindex: u32) -> Option<(IpAddr, MacAddr)> {
         return None;
     }
     let (mut ip, mut mac) = (None, None);
-    let mut attrs = &body[12..];
-    while attrs.len() >= 4 {
-        let len = u16::from_ne_bytes(attrs[0..2].try_into().ok()?) as usize;
-        let ty = u16::from_ne_bytes(attrs[2..4].try_into().ok()?);
-        let value = attrs.get(4..len)?;
+    for (ty, value) in attributes(body, 12) {
         match (ty, value.len()) {
             (NDA_DST, 4) => ip = Some(IpAddr::from(<[u8; 4]>::try_from(value).ok()?)),
             (NDA_DST, 16) => ip = Some(IpAddr::from(<[u8; 16]>::try_from(value).ok()?)),
             (NDA_LLADDR, 6) => mac = Some(MacAddr(value.try_into().ok()?)),
             _ => {}
         }
-        attrs = attrs.get((len + 3) & !3..).unwrap_or(&[]);
     }
     Some((ip?, mac?))
+}
+
+const RTA_DST: u16 = 1;
+const RTA_OIF: u16 = 4;
+const RTA_GATEWAY: u16 = 5;
+const RTA_PRIORITY: u16 = 6;
+const RTA_TABLE: u16 = 15;
+
+/// The kernel's default gateways on interface `iface` (RTM_GETROUTE, main table, the lowest
+/// metric of each family), for a shared interface whose config names none: IPv4 only inside
+/// `subnet4` (the stack's gateway is on its subnet), IPv6 inside `subnet6` or link-local.
+pub(crate) fn kernel_gateways(
+    iface: &str,
+    subnet4: Option<(std::net::Ipv4Addr, u8)>,
+    subnet6: Option<(std::net::Ipv6Addr, u8)>,
+) -> (Option<std::net::Ipv4Addr>, Option<std::net::Ipv6Addr>) {
+    let name = std::ffi::CString::new(iface).unwrap_or_default();
+    // SAFETY: a NUL-terminated name.
+    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    let gateway = |family: libc::c_int| default_gateway(&netlink_dump(libc::RTM_GETROUTE, family as u8), ifindex);
+    let v4 = subnet4.and_then(|(net, len)| match gateway(libc::AF_INET)? {
+        IpAddr::V4(g) if len == 0 || (u32::from(g) ^ u32::from(net)) >> (32 - u32::from(len)) == 0 => Some(g),
+        _ => None,
+    });
+    let v6 = subnet6.and_then(|(net, len)| match gateway(libc::AF_INET6)? {
+        IpAddr::V6(g) if g.segments()[0] & 0xffc0 == 0xfe80 => Some(g),
+        IpAddr::V6(g) if len == 0 || (u128::from(g) ^ u128::from(net)) >> (128 - u32::from(len)) == 0 => Some(g),
+        _ => None,
+    });
+    (v4, v6)
+}
+
+/// The gateway of the default route on `ifindex` with the lowest metric in a RTM_GETROUTE dump:
+/// a unicast route of the main table to a zero-length destination with a gateway.
+fn default_gateway(dump: &[u8], ifindex: u32) -> Option<IpAddr> {
+    messages(dump, libc::RTM_NEWROUTE)
+        .filter_map(|body| {
+            let rtm = body.get(..12)?;
+            let (dst_len, mut table, kind) = (rtm[1], u32::from(rtm[4]), rtm[7]);
+            if dst_len != 0 || kind != libc::RTN_UNICAST {
+                return None;
+            }
+            let (mut oif, mut gateway, mut metric) = (None, None, 0u32);
+            for (ty, value) in attributes(body, 12) {
+                match (ty, value.len()) {
+                    (RTA_DST, _) => return None,
+                    (RTA_OIF, 4) => oif = Some(u32::from_ne_bytes(value.try_into().ok()?)),
+                    (RTA_GATEWAY, 4) => gateway = Some(IpAddr::from(<[u8; 4]>::try_from(value).ok()?)),
+                    (RTA_GATEWAY, 16) => gateway = Some(IpAddr::from(<[u8; 16]>::try_from(value).ok()?)),
+                    (RTA_PRIORITY, 4) => metric = u32::from_ne_bytes(value.try_into().ok()?),
+                    (RTA_TABLE, 4) => table = u32::from_ne_bytes(value.try_into().ok()?),
+                    _ => {}
+                }
+            }
+            (oif == Some(ifindex) && table == u32::from(libc::RT_TABLE_MAIN)).then_some((metric, gateway?))
+        })
+        .min_by_key(|&(metric, _)| metric)
+        .map(|(_, gateway)| gateway)
 }
 
 #[cfg(test)]
@@ -290,6 +401,40 @@ mod tests {
         assert_eq!(neighbour(&v4, 8), None, "another interface");
         assert_eq!(neighbour(&body(7, 0x20, &[10, 99, 0, 2], &mac), 7), None, "failed");
         assert_eq!(neighbour(&v4[..20], 7), None, "cut short");
+    }
+
+    #[test]
+    fn the_kernels_port_range_must_leave_ours_out_or_reserve_it() {
+        assert_eq!(ephemeral_range_conflict("32768\t60999\n", "\n"), None, "Linux's default");
+        let overlap = ephemeral_range_conflict("10000\t65000\n", "\n").expect("10000-65000 overlaps");
+        assert!(overlap.contains("(10000-65000) overlaps pronghorn's ephemeral ports 61000-65535"), "{overlap}");
+        assert_eq!(ephemeral_range_conflict("10000\t65000\n", "8080,61000-65535\n"), None, "reserved");
+        assert!(ephemeral_range_conflict("10000 65000", "61000-65000").is_some(), "reserved in part");
+        assert_eq!(ephemeral_range_conflict("", ""), None, "no such sysctl");
+    }
+
+    /// What Linux 6.18 answered to RTM_GETROUTE dumps in a namespace with eth-like veths
+    /// pk-x0 (ifindex 3: 192.0.2.10/24 with default routes via 192.0.2.1 metric 100 and
+    /// 192.0.2.254 metric 200, 203.0.113.0/24 via 192.0.2.5; 2001:db8::10/64 with a default
+    /// route via fe80::1) and pk-x1 (ifindex 2: 198.51.100.10/24, default via 198.51.100.1
+    /// metric 50), captured with a raw NETLINK_ROUTE socket.
+    fn captured(hex: &str) -> Vec<u8> {
+        let hex = hex.trim();
+        (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect()
+    }
+
+    #[test]
+    fn the_default_gateway_is_the_lowest_metric_default_route_of_the_interface() {
+        let v4 = captured(include_str!("../testdata/rtm_getroute_v4.hex"));
+        let v6 = captured(include_str!("../testdata/rtm_getroute_v6.hex"));
+        assert_eq!(default_gateway(&v4, 3), Some("192.0.2.1".parse().unwrap()), "not metric 200's, nor pk-x1's 50");
+        assert_eq!(default_gateway(&v4, 2), Some("198.51.100.1".parse().unwrap()));
+        assert_eq!(default_gateway(&v6, 3), Some("fe80::1".parse().unwrap()));
+        assert_eq!(default_gateway(&v6, 2), None, "pk-x1 has no IPv6 default route");
+        assert_eq!(default_gateway(&v4, 9), None, "no such interface");
+        for cut in 0..v4.len() {
+            default_gateway(&v4[..cut], 3); // a dump cut anywhere is read as far as it goes
+        }
     }
 
     #[test]

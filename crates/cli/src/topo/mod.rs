@@ -5,10 +5,10 @@
 //! tests run over synthetic trees; docs/topology.md says what each line means.
 
 mod advice;
-mod host;
+pub(crate) mod host;
 mod process;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::fmt::Write;
 use std::path::PathBuf;

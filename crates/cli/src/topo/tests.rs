@@ -8,17 +8,17 @@ use super::host::{cpu_list, format_cpu_list, Host};
 use super::process::{Kind, Process};
 
 /// A synthetic root directory, removed when dropped.
-struct Tree(PathBuf);
+pub(crate) struct Tree(PathBuf);
 
 impl Tree {
-    fn new(name: &str) -> Tree {
+    pub(crate) fn new(name: &str) -> Tree {
         let dir = std::env::temp_dir().join(format!("pronghorn-topo-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         Tree(dir)
     }
 
-    fn file(&self, path: &str, text: &str) -> &Tree {
+    pub(crate) fn file(&self, path: &str, text: &str) -> &Tree {
         let p = self.0.join(path);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
@@ -26,7 +26,7 @@ impl Tree {
     }
 
     /// A node with its CPUs, memory (MiB) and 2 MiB hugepages (total, free).
-    fn node(&self, id: u32, cpus: &str, mem_mib: u64, huge: (u64, u64)) -> &Tree {
+    pub(crate) fn node(&self, id: u32, cpus: &str, mem_mib: u64, huge: (u64, u64)) -> &Tree {
         let d = format!("sys/devices/system/node/node{id}");
         self.file(&format!("{d}/cpulist"), &format!("{cpus}\n"));
         self.file(
@@ -39,7 +39,7 @@ impl Tree {
     }
 
     /// An interface with its node (None: no numa_node file) and its MSI interrupts' CPUs.
-    fn nic(&self, name: &str, node: Option<i32>, irqs: &[(u32, &str)]) -> &Tree {
+    pub(crate) fn nic(&self, name: &str, node: Option<i32>, irqs: &[(u32, &str)]) -> &Tree {
         let d = format!("sys/class/net/{name}/device");
         self.file(&format!("{d}/vendor"), "0x8086\n");
         if let Some(n) = node {
@@ -62,7 +62,7 @@ impl Tree {
         Host::read(&self.0)
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }

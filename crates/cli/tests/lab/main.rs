@@ -98,6 +98,49 @@ fn down_cleans_up_after_a_crashed_echo() {
     assert!(dpdk_runtime_dirs().is_empty(), "{:?}", dpdk_runtime_dirs());
 }
 
+/// `pronghorn doctor` on the lab's side a: nothing fails; after an echo killed by SIGKILL it
+/// names the XDP program and the DPDK directory left over, and once its fixes are run the host
+/// is clean again.
+#[test]
+fn doctor_passes_the_lab_and_names_what_a_killed_echo_left() {
+    let Some(_scenario) = scenario(&[]) else { return };
+    let lab = Lab::up("tst-doctor", &[]);
+    let doctor = || {
+        let o = lab.exec("a", &[bin(), "doctor", "--json"]).output().unwrap();
+        assert!(o.status.success(), "a check failed: {}", text(&o));
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let checks = report["checks"].as_array().unwrap().clone();
+        move |name: &str| {
+            let c = checks.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("no {name}: {checks:?}"));
+            (c["status"].as_str().unwrap().to_owned(), c["detail"].as_str().unwrap().to_owned(), c["fix"].clone())
+        }
+    };
+    let check = doctor();
+    for name in ["privileges", "config", "dpdk", "hugepages", "interface", "xdp", "mtu", "xdp program"] {
+        assert_eq!(check(name).0, "ok", "{name}: {:?}", check(name));
+    }
+    assert_eq!(check("interface").1, format!("{}-a0 up, driver veth", lab.prefix));
+    let mut echo = Echo::start(&lab, &[]);
+    let pid = echo.child.id();
+    echo.child.kill().unwrap(); // SIGKILL: the port is not closed
+    echo.child.wait().unwrap();
+    let check = doctor();
+    let (status, detail, fix) = check("xdp program");
+    assert_eq!(status, "warn", "{detail}");
+    assert!(detail.starts_with("pronghorn_xdp (id "), "{detail}");
+    let xdp_off = format!("ip link set dev {}-a0 xdp off", lab.prefix);
+    assert_eq!(fix, xdp_off.as_str());
+    let (status, detail, fix) = check("dpdk run dirs");
+    assert_eq!(status, "warn", "{detail}");
+    assert!(fix.as_str().unwrap().contains(&format!("/var/run/dpdk/pronghorn-{pid}")), "{fix}");
+    let off: Vec<&str> = xdp_off.split(' ').collect();
+    assert!(lab.exec("a", &off).status().unwrap().success());
+    std::fs::remove_dir_all(format!("/var/run/dpdk/pronghorn-{pid}")).unwrap();
+    let check = doctor();
+    assert_eq!(check("xdp program").0, "ok");
+    assert!(!check("dpdk run dirs").1.contains(&pid.to_string()));
+}
+
 #[test]
 fn echo_on_a_missing_interface_says_so() {
     let Some(_scenario) = scenario(&[]) else { return };
