@@ -130,6 +130,8 @@ fn set_tracked_state(fd: i32, state: u8) {
             theirs
         }
     };
+    // SAFETY: `chunk` is non-null: ours just published, or the one another thread
+    // published first; a published chunk is never freed, and the index is masked into it.
     unsafe { (*chunk)[index & (CHUNK - 1)].store(state, Ordering::Relaxed) };
 }
 
@@ -207,6 +209,7 @@ fn global() -> Option<&'static Accel<ProcessNic>> {
         return None;
     }
     *RUNTIME.get_or_init(|| {
+        // SAFETY: getauxval takes no memory and reads the process's auxiliary vector.
         let secure_exec = unsafe { libc::getauxval(libc::AT_SECURE) } != 0;
         match start_decision(std::env::var(ENV_PID).ok().as_deref(), std::process::id(), secure_exec) {
             Start::Kernel => return None,
@@ -236,6 +239,8 @@ fn global() -> Option<&'static Accel<ProcessNic>> {
             rt.precheck = Some(|cfg| nic::dpdk::precheck(&dpdk_options(cfg)).map_err(|e| e.to_string()));
             rt.observe_dir = Some(observe::region::run_dir());
         });
+        // SAFETY: registers an `extern "C" fn()` that lives as long as the program (a static
+        // function of this library, which is never unloaded: it is preloaded).
         unsafe { libc::atexit(close_port_at_exit) };
         Some(me)
     })

@@ -19,6 +19,7 @@ impl<N: Nic + 'static> Accel<N> {
     /// open the NIC (AF_XDP, hugepages) before its first socket. Open it now, unless the calling
     /// thread manages its capabilities itself (`keeps_capabilities`).
     pub fn before_credentials_change(&self) {
+        // SAFETY: PR_GET_SECUREBITS takes no other argument and no memory.
         if keeps_capabilities(unsafe { libc::prctl(libc::PR_GET_SECUREBITS) }) {
             return;
         }
@@ -46,6 +47,7 @@ impl<N: Nic + 'static> Accel<N> {
                         rt.wait.stats,
                         rt.routing
                     );
+                    // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
                     unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
                 }
             }
@@ -81,6 +83,7 @@ impl<N: Nic + 'static> Accel<N> {
                 // Nothing moved: wait for frames or the next timer (a few ms at most).
                 let mut fds: Vec<libc::pollfd> =
                     rx_fds.iter().flatten().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+                // SAFETY: `fds` is our Vec of fds.len() pollfds, read and written by the kernel.
                 unsafe { real::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait_ms.clamp(1, 10)) };
             }
         }
@@ -164,6 +167,7 @@ impl<N: Nic + 'static> Runtime<N> {
                 std::process::id(),
                 inherited.len()
             );
+            // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
             unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
         }
         for &fd in &fds {
@@ -188,6 +192,7 @@ impl<N: Nic + 'static> Runtime<N> {
     /// their fds is not close-on-exec.
     fn kept_across_exec(&self, fds: &[i32]) -> HashSet<SocketId> {
         fds.iter()
+            // SAFETY: F_GETFD takes no memory.
             .filter(|&&fd| unsafe { real::fcntl(fd, libc::F_GETFD, 0) } & libc::FD_CLOEXEC == 0)
             .filter_map(|&fd| match self.fds.kind(fd) {
                 Some(crate::fdtable::Fd::Conn { id, .. }) => Some(*id),
@@ -227,6 +232,9 @@ impl<N: Nic + 'static> Runtime<N> {
 /// socket's placeholder that the runtime has released, keeping its close-on-exec flag, and
 /// stops tracking it: calls on it fail as on a socket with no connection.
 fn bury(fd: i32) {
+    // SAFETY: fcntl (F_GETFD, F_SETFD with an integer), socket, dup2 and close take no
+    // memory; `dead` is the socket made here, closed once; dup2 replaces the placeholder at
+    // `fd`, which the runtime has released, atomically.
     unsafe {
         let cloexec = real::fcntl(fd, libc::F_GETFD, 0);
         let dead = real::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
@@ -275,6 +283,7 @@ pub(crate) fn remember_env() {
 /// started by `pronghorn run` as root has one.
 pub(crate) fn start_reaper(iface: &str, queues: u16) {
     let Some(exe) = EXE.get().cloned().flatten() else { return };
+    // SAFETY: geteuid takes no memory and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return;
     }
@@ -283,6 +292,7 @@ pub(crate) fn start_reaper(iface: &str, queues: u16) {
             "pronghorn: cannot start the cleanup helper ({e}): if this process dies by a signal or exits without root, \
              `ip link set dev {iface} xdp off` detaches the XDP program it leaves\n"
         );
+        // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
         unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
     }
 }
@@ -312,6 +322,10 @@ fn spawn_reaper(exe: &str, iface: &str, queues: u16) -> Result<(), String> {
     let mut envp: Vec<*mut libc::c_char> = env.iter().map(|a| a.as_ptr() as *mut libc::c_char).collect();
     envp.push(std::ptr::null_mut());
     let devnull = CString::new("/dev/null").unwrap();
+    // SAFETY: the file actions and attributes are zeroed (valid bit patterns for them),
+    // initialised before use and destroyed after; every path is a CString and `argv` and `envp`
+    // null-terminated arrays of CStrings (`cargs`, `env`), all of which outlive posix_spawn,
+    // which copies what the child needs; `pid` is ours to write.
     unsafe {
         let mut actions: libc::posix_spawn_file_actions_t = std::mem::zeroed();
         let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
@@ -348,6 +362,7 @@ pub fn forked_child_socket(fd: i32) -> Option<Errno> {
              process its own queue with nic.queues)\n",
             std::process::id()
         );
+        // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
         unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
     }
     Some(Errno::EOPNOTSUPP)
