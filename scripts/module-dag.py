@@ -7,8 +7,8 @@ SRC_DIR is a crate's `src/` (lib.rs or main.rs at its root). A module is a file:
 crate root (named `crate`), `a.rs` and `a/mod.rs` are `a`, `a/b.rs` is `a::b`. Module `m` imports
 module `n` where a path in `m` names `n` or an item of it: `use crate::n::...`, `crate::n::f()` in
 code, `super::...` and `self::...`, and a path that starts with a child module's name. A path to
-an item the target re-exports (`pub use x::Item`) counts as a path to where the item is
-defined. Comments, strings and `#[cfg(test)]` modules are left out (a test may import what it
+an item the target imports (`use x::Item`, `pub use x::Item`) counts as a path to where the item
+is defined: no arrow at all when that is another crate (`crate::Errno` for `use stack::Errno`). Comments, strings and `#[cfg(test)]` modules are left out (a test may import what it
 checks). Method calls are not paths: an `impl` block in another file adds no arrow.
 
 An import arrow m -> n is cyclic when n imports m, directly or through others. The check:
@@ -171,11 +171,12 @@ class Crate:
         if ROOT not in self.files:
             raise SystemExit(f"module-dag: {src} has no lib.rs or main.rs")
         self.parsed = {m: parse_module(m, p) for m, p in self.files.items()}
-        # Re-exports: module -> {item name: [segments of the path it re-exports]}.
+        # Imports, which descendants may name through the module (`crate::Item` for the root's
+        # `use x::Item`): module -> {item name: [segments of the path it imports]}.
         self.reexports = defaultdict(dict)
         for m, (uses, _) in self.parsed.items():
-            for is_pub, segs in uses:
-                if is_pub and segs and segs[-1] != "*":
+            for _, segs in uses:
+                if segs and segs[-1] != "*":
                     self.reexports[m][segs[-1]] = segs
 
     def start(self, module, segs):
@@ -207,9 +208,7 @@ class Crate:
                 continue
             reexported = self.reexports.get(at, {}).get(rest[0])
             if reexported is not None and depth < 8:
-                target = self.resolve(at, reexported, depth + 1)
-                if target is not None:
-                    return target
+                return self.resolve(at, reexported, depth + 1)
             break
         return at
 

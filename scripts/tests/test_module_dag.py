@@ -143,5 +143,15 @@ class SyntheticCrate(unittest.TestCase):
         self.assertEqual(self.graph(), {"crate": ["b"], "a": ["a::inner"], "a::inner": ["b"]})
 
 
+    def test_an_item_the_root_imports_from_another_crate_is_no_arrow(self):
+        self.tree({
+            "lib.rs": "mod a;\nmod b;\npub use other_crate::Errno;\nuse b::Helper;\npub struct Local;\n",
+            "a.rs": "use crate::Errno;\nfn f() -> crate::Helper { todo!() }\n",
+            "b.rs": "pub struct Helper;\nfn g() -> crate::Local { crate::Local }\n",
+        })
+        # `crate::Errno` is other_crate's; `crate::Helper` is b's (a private import of the root,
+        # which its descendants may name); `crate::Local` is the root's own.
+        self.assertEqual(self.graph(), {"crate": ["b"], "a": ["b"], "b": ["crate"]})
+
 if __name__ == "__main__":
     unittest.main()
