@@ -11,6 +11,7 @@ use stack::shard::SocketId;
 use stack::TcpState;
 
 use crate::accel::{Accel, Runtime};
+use crate::observe::region::run_dir;
 use crate::{real, set_tracked, Errno, FORKED};
 
 impl<N: Nic + 'static> Accel<N> {
@@ -258,18 +259,9 @@ pub const ENV_EXE: &str = "PRONGHORN_EXE";
 /// the environment may be another (nginx gives itself and its workers one of their own).
 static EXE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
 static EXIT_STATS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-static RUN_DIR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
-/// Where accelerated processes keep their stats regions and control sockets (`pronghorn ps`
-/// looks there): `PRONGHORN_RUN_DIR`, or /dev/shm.
-pub const ENV_RUN_DIR: &str = "PRONGHORN_RUN_DIR";
-
-/// The run directory as the process found it when its runtime started (or now, in the CLI).
-pub fn run_dir() -> String {
-    RUN_DIR.get_or_init(|| std::env::var(ENV_RUN_DIR).unwrap_or_else(|_| "/dev/shm".into())).clone()
-}
-
-/// Remembers the variables above (called when the process-wide runtime is made).
+/// Remembers the variables above and the run directory (`observe::region::run_dir`), called
+/// when the process-wide runtime is made.
 pub(crate) fn remember_env() {
     EXE.get_or_init(|| std::env::var(ENV_EXE).ok());
     EXIT_STATS.get_or_init(|| std::env::var_os(ENV_EXIT_STATS).is_some());
@@ -312,7 +304,7 @@ fn spawn_reaper(exe: &str, iface: &str, queues: u16) -> Result<(), String> {
         "--queues".into(),
         queues.to_string(),
         "--run-dir".into(),
-        run_dir(),
+        run_dir().to_string_lossy().into_owned(),
     ];
     let cargs: Vec<CString> =
         args.iter().map(|a| CString::new(a.as_str()).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;

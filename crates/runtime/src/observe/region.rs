@@ -14,6 +14,7 @@ use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 /// "PHSTAT" and the layout's version.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT10");
@@ -191,9 +192,16 @@ pub struct Layout {
     pub shard: [[u64; SHARD_COUNTERS.len()]; MAX_SHARDS],
 }
 
-/// The directory of regions and control sockets.
+/// Where accelerated processes keep their stats regions and control sockets (`pronghorn ps`
+/// looks there): `PRONGHORN_RUN_DIR`, or /dev/shm.
+pub const ENV_RUN_DIR: &str = "PRONGHORN_RUN_DIR";
+
+static RUN_DIR: OnceLock<String> = OnceLock::new();
+
+/// The directory of regions and control sockets, as the process found it when its runtime
+/// started (or now, in the CLI): later the environment may be another.
 pub fn run_dir() -> PathBuf {
-    PathBuf::from(crate::process::run_dir())
+    PathBuf::from(RUN_DIR.get_or_init(|| std::env::var(ENV_RUN_DIR).unwrap_or_else(|_| "/dev/shm".into())))
 }
 
 pub fn stats_path(dir: &Path, pid: u32) -> PathBuf {
