@@ -18,7 +18,8 @@
 //!
 //! Layout: `accel` (state, lock, stack pass, routing), `fdtable`, `socket` (the TCP calls, over
 //! the caller's iovecs), `datagram` (UDP), `sockopt`, `urgent` (MSG_OOB, SIOCATMARK, SIGURG), `wait` (parkers, driver role, stack
-//! thread), `epoll`, `poll`, `process` (fork, exit, exec, privilege drop), `exec` (whether an
+//! thread), `epoll`, `poll`, `tracked_fds` (the one-byte-per-fd table of the hooks' fast path),
+//! `process` (fork, exit, exec, privilege drop), `exec` (whether an
 //! exec would start), `secret` (the shards' hash keys), `shared` (an interface shared with the
 //! kernel: owned ports, the kernel's neighbours), `family_lock` (a lock processes share, for
 //! issue 24; unused yet), `observe` (the stats region and the control socket). The process-wide instance is DPDK's; tests build their own
@@ -43,11 +44,12 @@ mod shared;
 pub mod shield;
 mod socket;
 mod sockopt;
+mod tracked_fds;
 mod urgent;
 mod wait;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 use config::{Config, Congestion, PmdName};
@@ -63,111 +65,22 @@ pub use datagram::Datagram;
 pub use exec::Program;
 pub use process::{forked_child_socket, ENV_EXE};
 pub use secret::random_secret;
+pub use tracked_fds::{datagram, tracked};
+use tracked_fds::{
+    inside, set_tracked, set_tracked_datagram, set_tracked_state, tracked_state, INSIDE, TRACKED_DATAGRAM,
+    TRACKED_EPOLL,
+};
 pub use wait::{WaitStats, CALLS_PER_PASS};
 
 /// The variable `pronghorn run` sets to the pid it execs into: only that process is accelerated.
 pub const ENV_PID: &str = "PRONGHORN_ACCEL_PID";
 
-/// fds per chunk of the tracked-fd table.
-const CHUNK_BITS: u32 = 16;
-const CHUNK: usize = 1 << CHUNK_BITS;
-type Chunk = [AtomicU8; CHUNK];
-
-/// Per fd: 0 = not ours, 1 = an accelerated or pending TCP socket, 2 = an epoll set, 3 = an
-/// accelerated or pending UDP socket (`TRACKED_DATAGRAM`). Every fd a process can have
-/// (0..=i32::MAX, a server may raise `ulimit -n` to millions): the first chunk is static (the
-/// kernel fast path is one atomic load); the others are made when an fd in them is first
-/// tracked and kept for the life of the process (64 KiB each).
-static TRACKED: Chunk = [const { AtomicU8::new(0) }; CHUNK];
-static TRACKED_HIGH: [AtomicPtr<Chunk>; 1 << (31 - CHUNK_BITS)] =
-    [const { AtomicPtr::new(std::ptr::null_mut()) }; 1 << (31 - CHUNK_BITS)];
 /// Set in a forked child: the parent's shard must not be touched.
 static FORKED: AtomicBool = AtomicBool::new(false);
 /// The process whose runtime this is: the one it started in, or a child forked before the NIC
 /// opened (it keeps its copy). A vfork child (posix_spawn's, Python's subprocess) runs in its
 /// parent's memory, runtime included, and is told apart only by its pid.
 static OWNER: AtomicU32 = AtomicU32::new(0);
-
-/// The tracked-fd table's entry for `fd` (`None`: not tracked, never was).
-#[inline]
-fn tracked_slot(fd: i32) -> Option<&'static AtomicU8> {
-    let fd = usize::try_from(fd).ok()?;
-    if fd < CHUNK {
-        return Some(&TRACKED[fd]);
-    }
-    let chunk = TRACKED_HIGH[fd >> CHUNK_BITS].load(Ordering::Acquire);
-    // SAFETY: a chunk, once published, is never freed.
-    (!chunk.is_null()).then(|| unsafe { &(*chunk)[fd & (CHUNK - 1)] })
-}
-
-/// What `fd` is in the tracked-fd table (0: not ours).
-#[inline]
-fn tracked_state(fd: i32) -> u8 {
-    tracked_slot(fd).map_or(0, |s| s.load(Ordering::Relaxed))
-}
-
-/// Records what `fd` is, making its chunk of the table if it has none yet.
-fn set_tracked_state(fd: i32, state: u8) {
-    let Ok(index) = usize::try_from(fd) else { return };
-    if let Some(slot) = tracked_slot(fd) {
-        slot.store(state, Ordering::Relaxed);
-        return;
-    }
-    if state == 0 {
-        return;
-    }
-    let made = Box::into_raw(Box::new([const { AtomicU8::new(0) }; CHUNK]));
-    let chunk = match TRACKED_HIGH[index >> CHUNK_BITS].compare_exchange(
-        std::ptr::null_mut(),
-        made,
-        Ordering::AcqRel,
-        Ordering::Acquire,
-    ) {
-        Ok(_) => made,
-        Err(theirs) => {
-            // SAFETY: `made` was never published.
-            drop(unsafe { Box::from_raw(made) });
-            theirs
-        }
-    };
-    // SAFETY: `chunk` is non-null: ours just published, or the one another thread
-    // published first; a published chunk is never freed, and the index is masked into it.
-    unsafe { (*chunk)[index & (CHUNK - 1)].store(state, Ordering::Relaxed) };
-}
-
-thread_local! {
-    /// Set while this thread is inside the runtime: calls it makes (DPDK's own sockets, epoll
-    /// fds, files) go straight to the kernel.
-    static INSIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Whether the runtime should look at `fd` at all: one atomic load on the kernel fast path
-/// (below 65536; two above).
-#[inline]
-pub fn tracked(fd: i32) -> bool {
-    tracked_state(fd) != 0 && !INSIDE.try_with(|i| i.get()).unwrap_or(true)
-}
-
-const TRACKED_EPOLL: u8 = 2;
-const TRACKED_DATAGRAM: u8 = 3;
-
-/// Whether tracked `fd` is a UDP socket (its reads and writes are datagrams): one atomic load.
-#[inline]
-pub fn datagram(fd: i32) -> bool {
-    tracked_state(fd) == TRACKED_DATAGRAM
-}
-
-fn set_tracked(fd: i32, on: bool) {
-    set_tracked_state(fd, on as u8);
-}
-
-fn set_tracked_datagram(fd: i32) {
-    set_tracked_state(fd, TRACKED_DATAGRAM);
-}
-
-fn inside() -> bool {
-    INSIDE.try_with(|i| i.get()).unwrap_or(true)
-}
 
 fn last_errno() -> Errno {
     Errno(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
@@ -576,19 +489,6 @@ pub fn tcp_info(fd: i32) -> Call<libc::tcp_info> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_fd_a_process_can_have_is_tracked() {
-        for fd in [65_535, 65_536, 131_071, 1 << 20, i32::MAX] {
-            assert_eq!(tracked_state(fd), 0);
-            set_tracked_datagram(fd);
-            assert!(tracked(fd) && datagram(fd), "fd {fd}");
-            set_tracked(fd, false);
-            assert!(!tracked(fd), "fd {fd}");
-        }
-        set_tracked(-1, true);
-        assert!(!tracked(-1));
-    }
 
     #[test]
     fn a_secure_exec_process_is_never_accelerated() {
