@@ -16,19 +16,21 @@
 //! thread (thread-per-connection servers); `auto` starts inline and switches when two
 //! application threads block at once. epoll keeps a ready list fed by the stack pass (`epoll`).
 //!
-//! Layout: `accel` (state, lock, stack pass, routing), `fdtable`, `socket` (the TCP calls, over
-//! the caller's iovecs), `datagram` (UDP), `sockopt`, `urgent` (MSG_OOB, SIOCATMARK, SIGURG), `wait` (parkers, driver role, stack
-//! thread), `epoll`, `poll`, `tracked_fds` (the one-byte-per-fd table of the hooks' fast path),
-//! `process` (fork, exit, exec, privilege drop), `exec` (whether an
-//! exec would start), `secret` (the shards' hash keys), `shared` (an interface shared with the
-//! kernel: owned ports, the kernel's neighbours), `family_lock` (a lock processes share, for
-//! issue 24; unused yet), `observe` (the stats region and the control socket). The process-wide instance is DPDK's; tests build their own
-//! over the in-memory NIC.
+//! Layout: `accel` (state, lock, stack pass, routing), `call` (a call's answer, errno),
+//! `tracked_fds` (the one-byte-per-fd table of the hooks' fast path), `fdtable`, `socket` (the
+//! TCP calls, over the caller's iovecs), `datagram` (UDP), `sockopt`, `urgent` (MSG_OOB,
+//! SIOCATMARK, SIGURG), `wait` (parkers, driver role, stack thread), `epoll`, `poll`, `process`
+//! (fork, exit, exec, privilege drop), `exec` (whether an exec would start), `secret` (the
+//! shards' hash keys), `shared` (an interface shared with the kernel: owned ports, the kernel's
+//! neighbours), `family_lock` (a lock processes share, for issue 24; unused yet), `observe` (the
+//! stats region and the control socket). The process-wide instance is DPDK's; tests build their
+//! own over the in-memory NIC.
 //!
 //! It must not be reached through libc symbols: inside the preloaded library those are our own
 //! hooks, so every real call goes through [`real`].
 
 mod accel;
+mod call;
 mod datagram;
 mod epoll;
 mod exec;
@@ -61,6 +63,8 @@ use stack::shard::{ShardConfig, TcpMem, PAGE};
 pub use stack::Errno;
 
 pub use accel::Accel;
+use call::last_errno;
+pub use call::Call;
 pub use datagram::Datagram;
 pub use exec::Program;
 pub use process::{forked_child_socket, ENV_EXE};
@@ -81,16 +85,6 @@ static FORKED: AtomicBool = AtomicBool::new(false);
 /// opened (it keeps its copy). A vfork child (posix_spawn's, Python's subprocess) runs in its
 /// parent's memory, runtime included, and is told apart only by its pid.
 static OWNER: AtomicU32 = AtomicU32::new(0);
-
-fn last_errno() -> Errno {
-    Errno(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
-}
-
-/// The answer to a call: the kernel should handle it, or here is the result.
-pub enum Call<T> {
-    Kernel,
-    Done(Result<T, Errno>),
-}
 
 /// Counters of the per-socket routing decisions (principle 4: fallback is visible).
 #[derive(Clone, Copy, Debug, Default)]
