@@ -51,7 +51,7 @@ mod urgent;
 mod wait;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 use config::{Config, Congestion, PmdName};
@@ -67,6 +67,7 @@ use call::last_errno;
 pub use call::Call;
 pub use datagram::Datagram;
 pub use exec::Program;
+use process::FORKED;
 pub use process::{forked_child_socket, ENV_EXE};
 pub use secret::random_secret;
 pub use tracked_fds::{datagram, tracked};
@@ -79,8 +80,6 @@ pub use wait::{WaitStats, CALLS_PER_PASS};
 /// The variable `pronghorn run` sets to the pid it execs into: only that process is accelerated.
 pub const ENV_PID: &str = "PRONGHORN_ACCEL_PID";
 
-/// Set in a forked child: the parent's shard must not be touched.
-static FORKED: AtomicBool = AtomicBool::new(false);
 /// The process whose runtime this is: the one it started in, or a child forked before the NIC
 /// opened (it keeps its copy). A vfork child (posix_spawn's, Python's subprocess) runs in its
 /// parent's memory, runtime included, and is told apart only by its pid.

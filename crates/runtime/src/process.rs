@@ -12,7 +12,10 @@ use stack::TcpState;
 
 use crate::accel::{Accel, Runtime};
 use crate::observe::region::run_dir;
-use crate::{real, set_tracked, Errno, FORKED};
+use crate::{real, set_tracked, Errno};
+
+/// Set in a forked child: the parent's shard must not be touched.
+pub(crate) static FORKED: AtomicBool = AtomicBool::new(false);
 
 impl<N: Nic + 'static> Accel<N> {
     /// The process is about to change its credentials (setuid, setgid, setgroups, ...): a
