@@ -186,6 +186,12 @@ pub enum DpdkError {
 }
 
 /// One mbuf holding one frame. Dropping it returns it to its mempool.
+///
+/// Invariant (what the `unsafe` blocks on it rely on): the pointer is a single-segment mbuf of the
+/// port's pool that this value alone owns (the PMD handed it over in `rx_burst`, or the pool in
+/// `alloc`; `tx_burst` forgets the ones the PMD took back), and its memory stays mapped while
+/// the value lives: the pool is never freed, and the EAL's memory is kept when a port closes
+/// with mbufs in use (`Port`'s drop).
 pub struct Mbuf(NonNull<sys::rte_mbuf>);
 
 impl Mbuf {
@@ -196,28 +202,36 @@ impl Mbuf {
 
 impl Drop for Mbuf {
     fn drop(&mut self) {
+        // SAFETY: the mbuf is ours alone and valid (the type's invariant); it is freed once, here.
         unsafe { sys::ph_pktmbuf_free(self.raw()) }
     }
 }
 
 impl PacketBuf for Mbuf {
     fn data(&self) -> &[u8] {
+        // SAFETY: a valid single-segment mbuf (the type's invariant) holds `data_len` initialised
+        // bytes at its data pointer (`ph_pktmbuf_set_len` keeps data_len within the buffer); the
+        // slice borrows `self`, and nothing else reads or writes the mbuf while we own it.
         unsafe {
             let len = sys::ph_pktmbuf_data_len(self.raw()) as usize;
             std::slice::from_raw_parts(sys::ph_pktmbuf_data(self.raw()), len)
         }
     }
     fn data_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `data`; `&mut self` makes this the only reference to the bytes.
         unsafe {
             let len = sys::ph_pktmbuf_data_len(self.raw()) as usize;
             std::slice::from_raw_parts_mut(sys::ph_pktmbuf_data(self.raw()), len)
         }
     }
     fn set_len(&mut self, len: usize) {
+        // SAFETY: a valid mbuf we own (the type's invariant); the wrapper refuses a length beyond
+        // the buffer, so data_len never points past it.
         let ok = len <= u16::MAX as usize && unsafe { sys::ph_pktmbuf_set_len(self.raw(), len as u16) } == 0;
         assert!(ok, "frame length {len} exceeds the mbuf's capacity {}", self.capacity());
     }
     fn capacity(&self) -> usize {
+        // SAFETY: reads two fields of a valid mbuf (the type's invariant).
         unsafe { sys::ph_pktmbuf_capacity(self.raw()) as usize }
     }
 }
@@ -235,6 +249,9 @@ static EAL_STARTED: AtomicBool = AtomicBool::new(false);
 impl Drop for Eal {
     fn drop(&mut self) {
         if !self.keep_memory.get() {
+            // SAFETY: the last port of the process is closed and no mbuf is held (else
+            // keep_memory), so nothing uses the EAL's memory again; EAL_STARTED stays set, so no
+            // DPDK call follows in this process.
             unsafe { sys::rte_eal_cleanup() };
         }
         // --in-memory still creates the runtime directory (empty with --no-telemetry); remove it.
@@ -248,6 +265,7 @@ const BURST_MAX: usize = 64;
 /// The started port the queues of a process share; dropped with the last of them.
 struct Port {
     id: u16,
+    /// The process's pool, created with the first port and never freed (see [`Mbuf`]).
     pool: *mut sys::rte_mempool,
     setup_log: String,
     eal: Rc<Eal>,
@@ -282,6 +300,7 @@ impl Drop for DpdkNic {
     fn drop(&mut self) {
         // Back to the pool before the port (and maybe the pool) goes.
         for m in self.spare.drain(..) {
+            // SAFETY: a spare is an mbuf `alloc` took from the pool and has not handed out.
             unsafe { sys::ph_pktmbuf_free(m.as_ptr()) };
         }
     }
@@ -358,6 +377,7 @@ impl DpdkNic {
 
     /// Mbufs free in the pool (for leak checks and `stat`).
     pub fn pool_available(&self) -> u32 {
+        // SAFETY: the pool of a port we hold (`self.port`), never freed; the count is a read.
         unsafe { sys::rte_mempool_avail_count(self.port.pool) }
     }
 
@@ -395,12 +415,15 @@ impl Drop for Port {
         };
         // libxdp chats about the detach on stderr. Keep that quiet.
         let port = self.id;
+        // SAFETY: the port was started in `open_inner` and this is its only close (a Port is
+        // dropped once; its DpdkNic, the only user of its queues, is gone).
         let ((), _) = capture_stdio(|| unsafe {
             sys::rte_eth_dev_stop(port);
             sys::rte_eth_dev_close(port);
         });
         // An mbuf the caller still holds must never point into freed memory: then the pool and
         // the EAL's memory stay until the process exits.
+        // SAFETY: the process's pool, never freed; the count is a read.
         if unsafe { sys::rte_mempool_in_use_count(self.pool) } > 0 {
             self.eal.keep_memory.set(true);
         }
@@ -413,10 +436,13 @@ impl Nic for DpdkNic {
     fn rx_burst(&mut self, out: &mut Vec<Mbuf>, max: usize) -> usize {
         let mut raw = [std::ptr::null_mut::<sys::rte_mbuf>(); BURST_MAX];
         let want = max.min(BURST_MAX) as u16;
+        // SAFETY: a started port and its queue, which only this DpdkNic polls (`&mut self`, not
+        // Send); the PMD writes at most `want` <= BURST_MAX pointers into `raw`.
         let n = unsafe { sys::ph_rx_burst(self.port.id, self.queue, raw.as_mut_ptr(), want) } as usize;
         let mut kept = 0;
         for &m in &raw[..n] {
             let buf = Mbuf(NonNull::new(m).expect("PMD returned a null mbuf"));
+            // SAFETY: a valid mbuf the PMD just handed over (now owned by `buf`).
             if unsafe { sys::ph_pktmbuf_nb_segs(m) } != 1 {
                 self.rx_multiseg_dropped += 1;
                 continue;
@@ -435,6 +461,8 @@ impl Nic for DpdkNic {
             for (slot, b) in raw.iter_mut().zip(chunk) {
                 *slot = b.raw();
             }
+            // SAFETY: as in rx_burst for the queue; `raw` holds chunk.len() valid mbufs we own, and
+            // the PMD takes the first `sent` (forgotten below) and leaves the rest to us.
             let sent =
                 unsafe { sys::ph_tx_burst(self.port.id, self.queue, raw.as_mut_ptr(), chunk.len() as u16) } as usize;
             total += sent;
@@ -452,9 +480,12 @@ impl Nic for DpdkNic {
     fn alloc(&mut self) -> Option<Mbuf> {
         if self.spare.is_empty() {
             let mut raw = [std::ptr::null_mut::<sys::rte_mbuf>(); ALLOC_BATCH];
+            // SAFETY: the pool of a port we hold; on success the pool fills all ALLOC_BATCH slots
+            // of `raw` with mbufs that are ours, on failure none.
             let ok = unsafe { sys::ph_pktmbuf_alloc_bulk(self.port.pool, raw.as_mut_ptr(), ALLOC_BATCH as u32) } == 0;
             if !ok {
                 // The pool is nearly empty: what is left goes one at a time.
+                // SAFETY: the pool of a port we hold; a non-null result is an mbuf that is ours.
                 return NonNull::new(unsafe { sys::ph_pktmbuf_alloc(self.port.pool) }).map(Mbuf);
             }
             // Popped from the end: hand them out in the pool's order.
@@ -473,12 +504,14 @@ impl Nic for DpdkNic {
 
     fn link(&self) -> Link {
         let mut l = sys::rte_eth_link::default();
+        // SAFETY: a valid port id; DPDK writes only the struct it is given, which outlives the call.
         unsafe { sys::rte_eth_link_get_nowait(self.port.id, &mut l) };
         Link { up: l.link_status() != 0, speed_mbps: l.link_speed }
     }
 
     fn stats(&self) -> NicStats {
         let mut s = sys::rte_eth_stats::default();
+        // SAFETY: a valid port id; DPDK writes only the struct it is given, which outlives the call.
         unsafe { sys::rte_eth_stats_get(self.port.id, &mut s) };
         let xsk = self.rx_fd.and_then(xsk_statistics);
         let xdp = self.port.xdp.as_ref().map(|m| m.verdicts()).unwrap_or_default();
@@ -504,6 +537,7 @@ impl Nic for DpdkNic {
     }
 
     fn pool_usage(&self) -> Option<(u64, u64)> {
+        // SAFETY: the pool of a port we hold, never freed; the counts are reads.
         let (free, used) =
             unsafe { (sys::rte_mempool_avail_count(self.port.pool), sys::rte_mempool_in_use_count(self.port.pool)) };
         // The spares are free as far as anyone who reads this is concerned.
@@ -534,11 +568,13 @@ pub const NIC_CAPABILITIES: [(u32, &str); 6] =
 /// The checks that turn the usual failures into one clear line before DPDK prints pages of log
 /// (also run before the port is needed, to report them early).
 pub fn precheck(opts: &DpdkOptions) -> Result<(), DpdkError> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 && !has_nic_capabilities() {
         return Err(DpdkError::NotRoot { pmd: opts.pmd.clone() });
     }
     let name =
         CString::new(opts.iface.as_str()).map_err(|_| DpdkError::NoSuchInterface { iface: opts.iface.clone() })?;
+    // SAFETY: `name` is a NUL-terminated string that outlives the call.
     if unsafe { libc::if_nametoindex(name.as_ptr()) } == 0 {
         return Err(DpdkError::NoSuchInterface { iface: opts.iface.clone() });
     }
@@ -576,6 +612,7 @@ fn open_inner(
     let prefix = format!("pronghorn-{}", std::process::id());
     debug_assert_eq!(runtime_dir_of(std::process::id()), format!("/var/run/dpdk/{prefix}"));
     let saved_affinity = current_affinity();
+    // SAFETY: every `c` is below CPU_SETSIZE, the number of bits in the set.
     let first_cpu =
         (0..libc::CPU_SETSIZE as usize).find(|&c| unsafe { libc::CPU_ISSET(c, &saved_affinity) }).unwrap_or(0);
     let mut args: Vec<String> = vec![
@@ -600,10 +637,15 @@ fn open_inner(
     let cargs: Vec<CString> = args.iter().map(|a| CString::new(a.as_str()).unwrap_or_default()).collect();
     let mut argv: Vec<*mut libc::c_char> = cargs.iter().map(|a| a.as_ptr() as *mut libc::c_char).collect();
     argv.push(std::ptr::null_mut());
+    // SAFETY: once per process (EAL_STARTED, checked by the caller); `argv` is a null-terminated
+    // array of NUL-terminated strings (`cargs`) that outlive the call. getopt permutes the array,
+    // never the strings, and the EAL copies the arguments it keeps (eal_save_args, strdup).
     let rc = unsafe { sys::rte_eal_init(cargs.len() as i32, argv.as_mut_ptr()) };
     // The EAL pins the calling thread to its main lcore; the application keeps the CPUs it had.
+    // SAFETY: the kernel reads `size` bytes of the set it is given, which outlives the call.
     unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &saved_affinity) };
     if rc < 0 {
+        // SAFETY: reads this thread's rte_errno, which any thread may do.
         return Err(Failure::EalInit { errno: unsafe { sys::ph_errno() } });
     }
     let runtime_dir = runtime_dir_of(std::process::id());
@@ -614,9 +656,11 @@ fn open_inner(
     for k in 0..shards {
         let name = CString::new(opts.port_name(k)).unwrap();
         let mut port: u16 = 0;
+        // SAFETY: a NUL-terminated name and a u16 to write, both outliving the call.
         if unsafe { sys::rte_eth_dev_get_port_by_name(name.as_ptr(), &mut port) } != 0 {
             return Err(Failure::PortMissing);
         }
+        // SAFETY: `port` is the id DPDK just gave for the vdev; this reads its NUMA node.
         let socket = unsafe { sys::rte_eth_dev_socket_id(port) };
         // One pool for every port of the process.
         if pool.is_null() {
@@ -628,6 +672,8 @@ fn open_inner(
             // one), missing the cache on its header and data lines. The ring pool stays the
             // fallback where the stack driver is not there.
             let ops = CString::new("stack").unwrap();
+            // SAFETY: the EAL is up; a NUL-terminated name that outlives the call; a null result
+            // is checked below (then the ring pool is tried).
             pool = unsafe {
                 sys::rte_pktmbuf_pool_create_by_ops(
                     pool_name.as_ptr(),
@@ -640,6 +686,7 @@ fn open_inner(
                 )
             };
             if pool.is_null() {
+                // SAFETY: as above, with DPDK's default (ring) pool driver.
                 pool = unsafe {
                     sys::rte_pktmbuf_pool_create(
                         pool_name.as_ptr(),
@@ -655,18 +702,23 @@ fn open_inner(
                 return Err(Failure::Port(format!(
                     "cannot create a pool of {} mbufs: {} (reserve more hugepages)",
                     opts.pool_size,
+                    // SAFETY: reads this thread's rte_errno.
                     rte_strerror(unsafe { sys::ph_errno() })
                 )));
             }
         }
         let conf = sys::rte_eth_conf::default();
+        // SAFETY: a valid, stopped port; DPDK copies the conf, which outlives the call.
         let rc = unsafe { sys::rte_eth_dev_configure(port, 1, 1, &conf) };
         check(rc, "configure")?;
         // The PMDs of 22.11 have no rx interrupt, but the AF_XDP / AF_PACKET socket is itself
         // readable when frames wait: find the one the queue's setup created (af_packet's, opened
         // at probe, is new at the first).
+        // SAFETY: a configured port with one rx queue; a null rxconf asks for the defaults, and
+        // `pool` is non-null (checked above) and never freed.
         let rc = unsafe { sys::rte_eth_rx_queue_setup(port, 0, opts.rx_desc, socket as u32, std::ptr::null(), pool) };
         check(rc, "rx queue setup")?;
+        // SAFETY: a configured port with one tx queue; a null txconf asks for the defaults.
         let rc = unsafe { sys::rte_eth_tx_queue_setup(port, 0, opts.tx_desc, socket as u32, std::ptr::null()) };
         check(rc, "tx queue setup")?;
         let now = socket_fds();
@@ -676,14 +728,18 @@ fn open_inner(
             .filter(|fd| !fds_before.contains(fd))
             .find(|&fd| socket_domain(fd) == Some(opts.pmd.socket_domain()));
         fds_before = now;
+        // SAFETY: a configured port whose queues are set up.
         let rc = unsafe { sys::rte_eth_dev_start(port) };
         if rc != 0 {
+            // SAFETY: the port failed to start and is closed once, here; no Port owns it yet.
             unsafe { sys::rte_eth_dev_close(port) };
             return Err(Failure::Port(format!("start: {}", rte_strerror(-rc))));
         }
         let mut mac = sys::rte_ether_addr::default();
+        // SAFETY: a valid port; DPDK writes only the address it is given, which outlives the call.
         unsafe { sys::rte_eth_macaddr_get(port, &mut mac) };
         let mut mtu: u16 = 1500;
+        // SAFETY: a valid port; DPDK writes only the u16 it is given.
         unsafe { sys::rte_eth_dev_get_mtu(port, &mut mtu) };
         let p = Port {
             id: port,
@@ -709,6 +765,8 @@ fn check(rc: i32, what: &str) -> Result<(), Failure> {
 }
 
 fn rte_strerror(errno: i32) -> String {
+    // SAFETY: rte_strerror returns a non-null NUL-terminated string (static, or this thread's
+    // buffer until its next call), copied here before anything else runs on the thread.
     unsafe { CStr::from_ptr(sys::rte_strerror(errno)) }.to_string_lossy().into_owned()
 }
 
@@ -768,7 +826,9 @@ fn last_error_line(log: &str) -> String {
 }
 
 fn current_affinity() -> libc::cpu_set_t {
+    // SAFETY: cpu_set_t is an array of integers, for which all zeroes is a valid (empty) set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the kernel writes at most `size` bytes into the set it is given.
     unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     set
 }
@@ -799,6 +859,8 @@ fn close_nic_fds_on_exec(before: &[RawFd], domain: libc::c_int) {
         if socket_domain(fd).is_some_and(|d| d != domain) {
             continue;
         }
+        // SAFETY: F_GETFD and F_SETFD take and touch no memory; on an fd closed meanwhile they
+        // fail with EBADF. Only the close-on-exec flag of a fd the port's setup opened changes.
         unsafe {
             let flags = libc::fcntl(fd, libc::F_GETFD);
             if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
@@ -813,6 +875,8 @@ fn xsk_statistics(fd: RawFd) -> Option<libc::xdp_statistics> {
     // SAFETY: xdp_statistics is plain integers; the kernel writes at most `len` bytes.
     let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `st` and the length into `len`, both of
+    // which outlive the call; another socket's fd fails with ENOPROTOOPT.
     let rc = unsafe {
         libc::getsockopt(
             fd,
@@ -828,6 +892,7 @@ fn xsk_statistics(fd: RawFd) -> Option<libc::xdp_statistics> {
 fn socket_domain(fd: RawFd) -> Option<libc::c_int> {
     let mut v: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `v` and the length into `len`.
     let rc = unsafe {
         libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN, &mut v as *mut _ as *mut libc::c_void, &mut len)
     };
@@ -838,30 +903,36 @@ fn socket_domain(fd: RawFd) -> Option<libc::c_int> {
 /// written there. DPDK, libbpf and libxdp all print straight to these fds. What other threads
 /// write meanwhile is captured too (and may interleave).
 pub fn capture_stdio<R>(f: impl FnOnce() -> R) -> (R, String) {
-    unsafe {
-        let mem = libc::memfd_create(c"pronghorn-dpdk-log".as_ptr(), libc::MFD_CLOEXEC);
-        if mem < 0 {
-            return (f(), String::new());
-        }
+    // SAFETY: a NUL-terminated name; the result is checked before use.
+    let mem = unsafe { libc::memfd_create(c"pronghorn-dpdk-log".as_ptr(), libc::MFD_CLOEXEC) };
+    if mem < 0 {
+        return (f(), String::new());
+    }
+    // SAFETY: a fresh fd that nothing else owns: the File closes it.
+    let mut file = unsafe { std::fs::File::from_raw_fd(mem) };
+    // SAFETY: fflush(NULL) flushes every C stream; dup and dup2 take no memory, and fds 1 and 2
+    // are the process's to redirect (a failed dup leaves -1, on which dup2 and close fail with
+    // EBADF). `mem` stays open in `file` until after the redirection is undone.
+    let saved = unsafe {
         libc::fflush(std::ptr::null_mut());
-        let saved_out = libc::dup(1);
-        let saved_err = libc::dup(2);
+        let saved = (libc::dup(1), libc::dup(2));
         libc::dup2(mem, 1);
         libc::dup2(mem, 2);
-        let r = f();
+        saved
+    };
+    let r = f();
+    // SAFETY: as above; `saved` are the fds the dups made, closed once, here.
+    unsafe {
         libc::fflush(std::ptr::null_mut());
-        libc::dup2(saved_out, 1);
-        libc::dup2(saved_err, 2);
-        libc::close(saved_out);
-        libc::close(saved_err);
-        let mut file = std::fs::File::from_raw_fd(mem);
-        let mut text = String::new();
-        let _ = std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0));
-        let mut bytes = Vec::new();
-        let _ = file.read_to_end(&mut bytes);
-        text.push_str(&String::from_utf8_lossy(&bytes));
-        (r, text)
+        libc::dup2(saved.0, 1);
+        libc::dup2(saved.1, 2);
+        libc::close(saved.0);
+        libc::close(saved.1);
     }
+    let mut bytes = Vec::new();
+    let _ = std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0));
+    let _ = file.read_to_end(&mut bytes);
+    (r, String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// The directory the EAL of process `pid` keeps (even with `--in-memory`): removed when the port

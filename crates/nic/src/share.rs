@@ -128,6 +128,7 @@ impl QueueClaim {
     pub fn setup_turn(&self) -> Result<SetupTurn, ClaimError> {
         let path = lock_path(&self.iface, "setup");
         let file = open_lock(&path)?;
+        // SAFETY: flock takes no memory; the fd is `file`'s, open for the call.
         while unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
             let err = std::io::Error::last_os_error();
             if err.kind() != std::io::ErrorKind::Interrupted {
@@ -188,6 +189,7 @@ fn open_lock(path: &std::path::Path) -> Result<File, ClaimError> {
 
 fn try_lock(iface: &str, queue: u16) -> Result<Option<File>, ClaimError> {
     let file = open_lock(&lock_path(iface, queue))?;
+    // SAFETY: flock takes no memory; the fd is `file`'s, open for the call.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
         Ok(Some(file))
     } else {

@@ -15,6 +15,7 @@
 
 use std::ffi::CStr;
 use std::io;
+use std::mem::size_of;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -135,6 +136,9 @@ impl ObjectFile {
 }
 
 /// The program's maps that pronghorn writes and reads (its own fds, duplicated from libbpf's).
+///
+/// Invariant: each map's key and value sizes are those of the Rust types used with it below
+/// (checked by [`XdpMaps::find`]), so the kernel reads and writes only within them.
 #[derive(Debug)]
 pub struct XdpMaps {
     config: OwnedFd,
@@ -145,18 +149,20 @@ pub struct XdpMaps {
 }
 
 impl XdpMaps {
-    /// Finds the program's maps among `fds` (the BPF map fds libbpf opened in this process).
+    /// Finds the program's maps among `fds` (the BPF map fds libbpf opened in this process): by
+    /// name, and only with the key and value sizes of the program's types (a map of another
+    /// program by the same name is not ours to write).
     pub fn find(fds: &[RawFd]) -> Option<XdpMaps> {
         let (mut config, mut ports, mut verdicts) = (None, None, None);
         for &fd in fds {
-            let Some(name) = map_name(fd) else { continue };
-            let slot = match name.as_str() {
-                CONFIG_MAP => &mut config,
-                PORTS_MAP => &mut ports,
-                VERDICTS_MAP => &mut verdicts,
+            let Some(info) = map_info(fd) else { continue };
+            let (slot, key, value) = match info.name().as_deref() {
+                Some(CONFIG_MAP) => (&mut config, size_of::<u32>(), size_of::<RawConfig>()),
+                Some(PORTS_MAP) => (&mut ports, size_of::<PortKey>(), size_of::<u32>()),
+                Some(VERDICTS_MAP) => (&mut verdicts, size_of::<u32>(), size_of::<u64>()),
                 _ => continue,
             };
-            if slot.is_none() {
+            if slot.is_none() && (info.key_size as usize, info.value_size as usize) == (key, value) {
                 *slot = dup_cloexec(fd);
             }
         }
@@ -178,12 +184,14 @@ impl XdpMaps {
     /// passes everything to the kernel.
     pub fn configure(&self, owner: &Owner, mac: MacAddr) -> io::Result<()> {
         let raw = RawConfig::new(owner, mac);
-        update(&self.config, &0u32, &raw)
+        // SAFETY: the config map's key is a u32 and its value a RawConfig (checked by `find`).
+        unsafe { update(&self.config, &0u32, &raw) }
     }
 
     /// Shared interface: frames to `port` go to pronghorn from now on.
     pub fn own_port(&self, t: Transport, port: u16) -> io::Result<()> {
-        update(&self.ports, &PortKey::new(t, port), &1u32)
+        // SAFETY: the ports map's key is a PortKey and its value a u32 (checked by `find`).
+        unsafe { update(&self.ports, &PortKey::new(t, port), &1u32) }
     }
 
     /// Shared interface: frames to `port` go to the kernel again.
@@ -191,7 +199,9 @@ impl XdpMaps {
         let key = PortKey::new(t, port);
         let mut attr =
             ElemAttr { map_fd: self.ports.as_raw_fd() as u32, key: &key as *const _ as u64, ..ElemAttr::default() };
-        match bpf(BPF_MAP_DELETE_ELEM, &mut attr) {
+        // SAFETY: the delete layout; the kernel reads the ports map's key, a PortKey (checked by
+        // `find`), from `key`, which outlives the call.
+        match unsafe { bpf(BPF_MAP_DELETE_ELEM, &mut attr) } {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
             r => r,
         }
@@ -209,7 +219,10 @@ impl XdpMaps {
                 value: per_cpu.as_mut_ptr() as u64,
                 ..ElemAttr::default()
             };
-            if bpf(BPF_MAP_LOOKUP_ELEM, &mut attr).is_ok() {
+            // SAFETY: the lookup layout; the verdicts map has u32 keys and u64 values (checked by
+            // `find`), and a per-CPU lookup writes one u64 per possible CPU: `per_cpu` holds
+            // `self.cpus` of them, the kernel's count of possible CPUs (or CPU_SETSIZE, more).
+            if unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) }.is_ok() {
                 *sum = per_cpu.iter().sum();
             }
         }
@@ -265,9 +278,14 @@ struct MapInfo {
     name: [u8; 16],
 }
 
-fn bpf<A>(cmd: libc::c_long, attr: &mut A) -> io::Result<()> {
-    // SAFETY: `attr` is the bpf_attr layout `cmd` reads, and every pointer in it is valid for
-    // the size the kernel was told (the map's key and value, the info struct).
+/// The bpf(2) system call.
+///
+/// # Safety
+/// `attr` is the `union bpf_attr` layout `cmd` reads, and every pointer in it is valid for what
+/// the kernel reads or writes there: the map's key and value sizes (a per-CPU map's lookup
+/// writes a value for each possible CPU), the info length.
+unsafe fn bpf<A>(cmd: libc::c_long, attr: &mut A) -> io::Result<()> {
+    // SAFETY: the caller's contract; the kernel reads size_of::<A>() bytes of `attr`.
     let rc = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut A, std::mem::size_of::<A>() as u32) };
     if rc < 0 {
         Err(io::Error::last_os_error())
@@ -276,27 +294,41 @@ fn bpf<A>(cmd: libc::c_long, attr: &mut A) -> io::Result<()> {
     }
 }
 
-fn update<K, V>(map: &OwnedFd, key: &K, value: &V) -> io::Result<()> {
+/// Sets `map[key] = value`.
+///
+/// # Safety
+/// `K` and `V` have the map's key and value sizes.
+unsafe fn update<K, V>(map: &OwnedFd, key: &K, value: &V) -> io::Result<()> {
     let mut attr = ElemAttr {
         map_fd: map.as_raw_fd() as u32,
         key: key as *const K as u64,
         value: value as *const V as u64,
         ..ElemAttr::default()
     };
-    bpf(BPF_MAP_UPDATE_ELEM, &mut attr)
+    // SAFETY: the update layout; the kernel reads key_size bytes of `key` and value_size bytes
+    // of `value`, which are a K and a V (the caller's contract) living across the call.
+    unsafe { bpf(BPF_MAP_UPDATE_ELEM, &mut attr) }
 }
 
-/// The name of the BPF map `fd` refers to (None: not a map).
-fn map_name(fd: RawFd) -> Option<String> {
+impl MapInfo {
+    fn name(&self) -> Option<String> {
+        let name = CStr::from_bytes_until_nul(&self.name).ok()?;
+        Some(name.to_string_lossy().into_owned())
+    }
+}
+
+/// What the kernel says of the BPF map `fd` refers to (None: not a map).
+fn map_info(fd: RawFd) -> Option<MapInfo> {
     let mut info = MapInfo::default();
     let mut attr = InfoAttr {
         bpf_fd: fd as u32,
         info_len: std::mem::size_of::<MapInfo>() as u32,
         info: &mut info as *mut MapInfo as u64,
     };
-    bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr).ok()?;
-    let name = CStr::from_bytes_until_nul(&info.name).ok()?;
-    Some(name.to_string_lossy().into_owned())
+    // SAFETY: the info layout; the kernel writes at most `info_len` bytes into `info`, which
+    // outlives the call (a fd that is not a BPF object fails with EBADF or EINVAL).
+    unsafe { bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr) }.ok()?;
+    Some(info)
 }
 
 fn dup_cloexec(fd: RawFd) -> Option<OwnedFd> {

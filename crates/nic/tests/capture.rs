@@ -4,6 +4,7 @@
 
 #[test]
 fn capture_stdio_catches_c_level_output() {
+    // SAFETY: write reads 10 bytes of a 10-byte static buffer.
     let ((), text) = nic::dpdk::capture_stdio(|| unsafe {
         libc::write(2, b"to stderr\n".as_ptr() as *const libc::c_void, 10);
     });

@@ -39,25 +39,34 @@ struct Loaded {
 
 impl Drop for Loaded {
     fn drop(&mut self) {
+        // SAFETY: the object `load` opened, closed once (the maps are our own dups of its fds).
         unsafe { bpf_object__close(self.obj) };
     }
 }
 
 fn load(test: &str) -> Option<Loaded> {
+    // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("{test}: skipped (loading a BPF program needs root)");
         return None;
     }
+    // SAFETY: libbpf reads OBJECT.len() bytes of the static object; null opts are the defaults.
     let obj = unsafe { bpf_object__open_mem(OBJECT.as_ptr().cast(), OBJECT.len(), std::ptr::null()) };
     assert!(!obj.is_null(), "libbpf cannot open the object: {}", std::io::Error::last_os_error());
+    // SAFETY: `obj` is the non-null object just opened.
     assert_eq!(unsafe { bpf_object__load(obj) }, 0, "the verifier rejects the program");
     let name = CString::new("pronghorn_xdp").unwrap();
-    let prog = unsafe { bpf_program__fd(bpf_object__find_program_by_name(obj, name.as_ptr())) };
+    // SAFETY: a loaded object and a NUL-terminated name.
+    let prog = unsafe { bpf_object__find_program_by_name(obj, name.as_ptr()) };
+    assert!(!prog.is_null(), "the object has no program pronghorn_xdp");
+    // SAFETY: a program of the loaded object.
+    let prog = unsafe { bpf_program__fd(prog) };
     assert!(prog >= 0);
     let fds: Vec<RawFd> = ["ph_config", "ph_ports", "ph_verdicts", "xsks_map"]
         .iter()
         .map(|n| {
             let n = CString::new(*n).unwrap();
+            // SAFETY: a loaded object and a NUL-terminated name.
             unsafe { bpf_object__find_map_fd_by_name(obj, n.as_ptr()) }
         })
         .collect();
@@ -76,6 +85,9 @@ impl Loaded {
             repeat: 1,
             ..TestRunAttr::default()
         };
+        // SAFETY: `attr` is the BPF_PROG_TEST_RUN layout with its size; the kernel reads
+        // `data_size_in` bytes of `frame`, which outlives the call, and writes no output (null
+        // data_out and ctx_out).
         let rc = unsafe {
             libc::syscall(libc::SYS_bpf, 10 /* BPF_PROG_TEST_RUN */, &mut attr, std::mem::size_of::<TestRunAttr>())
         };
@@ -272,4 +284,54 @@ fn a_shared_interface_gives_pronghorn_only_its_ports() {
     p.maps.disown_port(Transport::Tcp, 6379).unwrap();
     p.maps.disown_port(Transport::Tcp, 6379).unwrap();
     assert_eq!(p.verdict(&frame4(OURS4, TCP, &ports(40000, 6379))), "kernel");
+}
+
+/// `union bpf_attr` for BPF_MAP_CREATE, up to the name.
+#[repr(C, align(8))]
+#[derive(Default)]
+struct MapCreateAttr {
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+    inner_map_fd: u32,
+    numa_node: u32,
+    map_name: [u8; 16],
+}
+
+/// A new BPF map of this process (closed with the returned fd).
+fn create_map(name: &str, map_type: u32, key_size: u32, value_size: u32) -> std::os::fd::OwnedFd {
+    let mut attr = MapCreateAttr { map_type, key_size, value_size, max_entries: 4, ..MapCreateAttr::default() };
+    attr.map_name[..name.len()].copy_from_slice(name.as_bytes());
+    // SAFETY: `attr` is the BPF_MAP_CREATE layout with its size; the kernel only reads it.
+    let fd = unsafe {
+        libc::syscall(libc::SYS_bpf, 0 /* BPF_MAP_CREATE */, &mut attr, std::mem::size_of::<MapCreateAttr>())
+    };
+    assert!(fd >= 0, "BPF_MAP_CREATE {name}: {}", std::io::Error::last_os_error());
+    // SAFETY: a fresh fd nothing else owns.
+    unsafe { std::os::fd::FromRawFd::from_raw_fd(fd as RawFd) }
+}
+
+/// `XdpMaps` reads and writes through raw pointers to its Rust types: a map that bears the
+/// program's name with other sizes (another program's) would have the kernel write past them
+/// (a per-CPU lookup writes value_size bytes per CPU), so it is not taken.
+#[test]
+fn a_map_with_the_programs_name_but_other_sizes_is_not_taken() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("a_map_with_the_programs_name_but_other_sizes_is_not_taken: skipped (BPF maps need root)");
+        return;
+    }
+    use std::os::fd::AsRawFd;
+    const ARRAY: u32 = 2;
+    const HASH: u32 = 1;
+    const PERCPU_ARRAY: u32 = 6;
+    let config = create_map("ph_config", ARRAY, 4, 48);
+    let ports = create_map("ph_ports", HASH, 4, 4);
+    let verdicts = create_map("ph_verdicts", PERCPU_ARRAY, 4, 8);
+    let wide_verdicts = create_map("ph_verdicts", PERCPU_ARRAY, 4, 64);
+    let fds = |v: &std::os::fd::OwnedFd| [config.as_raw_fd(), ports.as_raw_fd(), v.as_raw_fd()];
+    assert!(XdpMaps::find(&fds(&verdicts)).is_some(), "the program's sizes");
+    assert!(XdpMaps::find(&fds(&wide_verdicts)).is_none(), "a u64 buffer per CPU is too small for 64 bytes");
 }

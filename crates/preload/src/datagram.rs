@@ -15,6 +15,9 @@ fn total(iov: &[std::io::IoSlice<'_>]) -> usize {
 
 /// Receives one datagram into `iov` (a single buffer is filled directly; several through the
 /// thread's scratch buffer). The sender goes to `addr`/`len`, MSG_TRUNC to `msg_flags`.
+/// # Safety
+/// `iov` holds `cnt` iovecs as readv(2) requires; `addr` and `len` are null or valid as
+/// recvfrom(2) requires.
 pub(crate) unsafe fn recv(
     fd: c_int,
     iov: *const iovec,
@@ -24,41 +27,47 @@ pub(crate) unsafe fn recv(
     len: *mut socklen_t,
     msg_flags: Option<&mut c_int>,
 ) -> Option<ssize_t> {
-    let mut bufs = match crate::io_slices_mut(iov, cnt) {
-        Ok(bufs) => bufs,
-        Err(e) => return Some(fail(e)),
-    };
-    let r = match &mut bufs[..] {
-        [] => runtime::recv_datagram(fd, &mut [], flags),
-        [one] => runtime::recv_datagram(fd, one, flags),
-        many => with_scratch(|s| {
-            s.resize(many.iter().map(|v| v.len()).sum::<usize>().min(MAX_DATAGRAM), 0);
-            let r = runtime::recv_datagram(fd, s, flags);
-            if let Call::Done(Ok(d)) = &r {
-                let mut left = &s[..d.len.min(s.len())];
-                for v in many.iter_mut() {
-                    let n = left.len().min(v.len());
-                    v[..n].copy_from_slice(&left[..n]);
-                    left = &left[n..];
+    // SAFETY: `iov`/`cnt` are the caller's iovecs (readv's contract, for io_slices_mut), `addr`
+    // and `len` null or valid for write_addr (recvfrom's).
+    unsafe {
+        let mut bufs = match crate::io_slices_mut(iov, cnt) {
+            Ok(bufs) => bufs,
+            Err(e) => return Some(fail(e)),
+        };
+        let r = match &mut bufs[..] {
+            [] => runtime::recv_datagram(fd, &mut [], flags),
+            [one] => runtime::recv_datagram(fd, one, flags),
+            many => with_scratch(|s| {
+                s.resize(many.iter().map(|v| v.len()).sum::<usize>().min(MAX_DATAGRAM), 0);
+                let r = runtime::recv_datagram(fd, s, flags);
+                if let Call::Done(Ok(d)) = &r {
+                    let mut left = &s[..d.len.min(s.len())];
+                    for v in many.iter_mut() {
+                        let n = left.len().min(v.len());
+                        v[..n].copy_from_slice(&left[..n]);
+                        left = &left[n..];
+                    }
                 }
+                r
+            }),
+        };
+        match r {
+            Call::Kernel => None,
+            Call::Done(Ok(Datagram { len: n, from, truncated })) => {
+                write_addr(from, addr, len);
+                if let Some(f) = msg_flags {
+                    *f = if truncated { libc::MSG_TRUNC } else { 0 };
+                }
+                Some(n as ssize_t)
             }
-            r
-        }),
-    };
-    match r {
-        Call::Kernel => None,
-        Call::Done(Ok(Datagram { len: n, from, truncated })) => {
-            write_addr(from, addr, len);
-            if let Some(f) = msg_flags {
-                *f = if truncated { libc::MSG_TRUNC } else { 0 };
-            }
-            Some(n as ssize_t)
+            Call::Done(Err(e)) => Some(fail(e)),
         }
-        Call::Done(Err(e)) => Some(fail(e)),
     }
 }
 
 /// Sends one datagram made of `iov` to `to` (or the connected peer).
+/// # Safety
+/// `iov` holds `cnt` iovecs as writev(2) requires.
 pub(crate) unsafe fn send(
     fd: c_int,
     iov: *const iovec,
@@ -66,26 +75,29 @@ pub(crate) unsafe fn send(
     flags: c_int,
     to: Option<std::net::SocketAddr>,
 ) -> Option<ssize_t> {
-    let bufs = match crate::io_slices(iov, cnt) {
-        Ok(bufs) => bufs,
-        Err(e) => return Some(fail(e)),
-    };
-    let r = match &bufs[..] {
-        [] => runtime::send_datagram(fd, &[], to, flags),
-        [one] => runtime::send_datagram(fd, one, to, flags),
-        many if total(many) > MAX_DATAGRAM => Call::Done(Err(runtime::Errno::EMSGSIZE)),
-        many => with_scratch(|s| {
-            s.clear();
-            for v in many {
-                s.extend_from_slice(v);
-            }
-            runtime::send_datagram(fd, s, to, flags)
-        }),
-    };
-    match r {
-        Call::Kernel => None,
-        Call::Done(Ok(n)) => Some(n as ssize_t),
-        Call::Done(Err(e)) => Some(fail(e)),
+    // SAFETY: `iov`/`cnt` are the caller's iovecs (writev's contract, for io_slices).
+    unsafe {
+        let bufs = match crate::io_slices(iov, cnt) {
+            Ok(bufs) => bufs,
+            Err(e) => return Some(fail(e)),
+        };
+        let r = match &bufs[..] {
+            [] => runtime::send_datagram(fd, &[], to, flags),
+            [one] => runtime::send_datagram(fd, one, to, flags),
+            many if total(many) > MAX_DATAGRAM => Call::Done(Err(runtime::Errno::EMSGSIZE)),
+            many => with_scratch(|s| {
+                s.clear();
+                for v in many {
+                    s.extend_from_slice(v);
+                }
+                runtime::send_datagram(fd, s, to, flags)
+            }),
+        };
+        match r {
+            Call::Kernel => None,
+            Call::Done(Ok(n)) => Some(n as ssize_t),
+            Call::Done(Err(e)) => Some(fail(e)),
+        }
     }
 }
 

@@ -11,38 +11,45 @@ use crate::{datagram, fail, size, to_addr};
 
 #[no_mangle]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
-    gate!(fd, real::read(fd, buf, n));
-    if runtime::datagram(fd) {
-        let iov = datagram::one(buf, n);
-        return datagram::recv(fd, &iov, 1, 0, std::ptr::null_mut(), std::ptr::null_mut(), None)
-            .unwrap_or_else(|| real::read(fd, buf, n));
+    // SAFETY: read(2)'s contract, the caller's: `buf` is writable for `n` bytes (one iovec of
+    // it for a datagram, a slice of it for a stream; the real read gets it unchanged).
+    unsafe {
+        gate!(fd, real::read(fd, buf, n));
+        if runtime::datagram(fd) {
+            let iov = datagram::one(buf, n);
+            return datagram::recv(fd, &iov, 1, 0, std::ptr::null_mut(), std::ptr::null_mut(), None)
+                .unwrap_or_else(|| real::read(fd, buf, n));
+        }
+        let b = match crate::c_slice_mut(buf as *mut u8, n) {
+            Ok(b) => b,
+            Err(e) => return fail(e),
+        };
+        size(runtime::recv(fd, b, false), || real::read(fd, buf, n))
     }
-    let b = match crate::c_slice_mut(buf as *mut u8, n) {
-        Ok(b) => b,
-        Err(e) => return fail(e),
-    };
-    size(runtime::recv(fd, b, false), || real::read(fd, buf, n))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
-    gate!(fd, real::recv(fd, buf, n, flags));
-    if runtime::datagram(fd) {
-        let iov = datagram::one(buf, n);
-        return datagram::recv(fd, &iov, 1, flags, std::ptr::null_mut(), std::ptr::null_mut(), None)
-            .unwrap_or_else(|| real::recv(fd, buf, n, flags));
+    // SAFETY: recv(2)'s contract, the caller's: `buf` is writable for `n` bytes.
+    unsafe {
+        gate!(fd, real::recv(fd, buf, n, flags));
+        if runtime::datagram(fd) {
+            let iov = datagram::one(buf, n);
+            return datagram::recv(fd, &iov, 1, flags, std::ptr::null_mut(), std::ptr::null_mut(), None)
+                .unwrap_or_else(|| real::recv(fd, buf, n, flags));
+        }
+        let b = match crate::c_slice_mut(buf as *mut u8, n) {
+            Ok(b) => b,
+            Err(e) => return fail(e),
+        };
+        let r = if flags & libc::MSG_OOB != 0 {
+            runtime::recv_urgent(fd, b, flags & libc::MSG_PEEK != 0)
+        } else {
+            let flags = flags & (libc::MSG_DONTWAIT | libc::MSG_PEEK | libc::MSG_WAITALL);
+            runtime::recv_vectored(fd, &mut [IoSliceMut::new(b)], flags)
+        };
+        size(r, || real::recv(fd, buf, n, flags))
     }
-    let b = match crate::c_slice_mut(buf as *mut u8, n) {
-        Ok(b) => b,
-        Err(e) => return fail(e),
-    };
-    let r = if flags & libc::MSG_OOB != 0 {
-        runtime::recv_urgent(fd, b, flags & libc::MSG_PEEK != 0)
-    } else {
-        let flags = flags & (libc::MSG_DONTWAIT | libc::MSG_PEEK | libc::MSG_WAITALL);
-        runtime::recv_vectored(fd, &mut [IoSliceMut::new(b)], flags)
-    };
-    size(r, || real::recv(fd, buf, n, flags))
 }
 
 #[no_mangle]
@@ -54,56 +61,75 @@ pub unsafe extern "C" fn recvfrom(
     addr: *mut sockaddr,
     len: *mut socklen_t,
 ) -> ssize_t {
-    gate!(fd, real::recvfrom(fd, buf, n, flags, addr, len));
-    if runtime::datagram(fd) {
-        let iov = datagram::one(buf, n);
-        return datagram::recv(fd, &iov, 1, flags, addr, len, None)
-            .unwrap_or_else(|| real::recvfrom(fd, buf, n, flags, addr, len));
+    // SAFETY: recvfrom(2)'s contract, the caller's: `buf` writable for `n` bytes, `addr` and
+    // `len` null or valid (`*len` is written only when both are non-null).
+    unsafe {
+        gate!(fd, real::recvfrom(fd, buf, n, flags, addr, len));
+        if runtime::datagram(fd) {
+            let iov = datagram::one(buf, n);
+            return datagram::recv(fd, &iov, 1, flags, addr, len, None)
+                .unwrap_or_else(|| real::recvfrom(fd, buf, n, flags, addr, len));
+        }
+        let r = recv(fd, buf, n, flags);
+        // A stream socket names no sender: Linux sets the length to 0 (Python sees None).
+        if r >= 0 && !addr.is_null() && !len.is_null() {
+            *len = 0;
+        }
+        r
     }
-    let r = recv(fd, buf, n, flags);
-    // A stream socket names no sender: Linux sets the length to 0 (Python sees None).
-    if r >= 0 && !addr.is_null() && !len.is_null() {
-        *len = 0;
-    }
-    r
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
-    gate!(fd, real::write(fd, buf, n));
-    if runtime::datagram(fd) {
-        let iov = datagram::one(buf as *mut c_void, n);
-        return datagram::send(fd, &iov, 1, 0, None).unwrap_or_else(|| real::write(fd, buf, n));
+    // SAFETY: write(2)'s contract, the caller's: `buf` is readable for `n` bytes.
+    unsafe {
+        gate!(fd, real::write(fd, buf, n));
+        if runtime::datagram(fd) {
+            let iov = datagram::one(buf as *mut c_void, n);
+            return datagram::send(fd, &iov, 1, 0, None).unwrap_or_else(|| real::write(fd, buf, n));
+        }
+        let b = match crate::c_slice(buf as *const u8, n) {
+            Ok(b) => b,
+            Err(e) => return fail(e),
+        };
+        size(runtime::send(fd, b, false), || real::write(fd, buf, n))
     }
-    let b = match crate::c_slice(buf as *const u8, n) {
-        Ok(b) => b,
-        Err(e) => return fail(e),
-    };
-    size(runtime::send(fd, b, false), || real::write(fd, buf, n))
 }
 
+/// # Safety
+/// `buf` is readable for `n` bytes, as send(2) requires.
 unsafe fn send_flags(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
-    let b = match crate::c_slice(buf as *const u8, n) {
-        Ok(b) => b,
-        Err(e) => return fail(e),
-    };
-    let dontwait = flags & libc::MSG_DONTWAIT != 0;
-    let r =
-        if flags & libc::MSG_OOB != 0 { runtime::send_urgent(fd, b, dontwait) } else { runtime::send(fd, b, dontwait) };
-    match r {
-        Call::Done(Err(e)) if e == Errno::EPIPE && flags & libc::MSG_NOSIGNAL != 0 => fail(e),
-        r => size(r, || real::send(fd, buf, n, flags)),
+    // SAFETY: `buf` is readable for `n` bytes (the caller's contract), for c_slice and the
+    // real send.
+    unsafe {
+        let b = match crate::c_slice(buf as *const u8, n) {
+            Ok(b) => b,
+            Err(e) => return fail(e),
+        };
+        let dontwait = flags & libc::MSG_DONTWAIT != 0;
+        let r = if flags & libc::MSG_OOB != 0 {
+            runtime::send_urgent(fd, b, dontwait)
+        } else {
+            runtime::send(fd, b, dontwait)
+        };
+        match r {
+            Call::Done(Err(e)) if e == Errno::EPIPE && flags & libc::MSG_NOSIGNAL != 0 => fail(e),
+            r => size(r, || real::send(fd, buf, n, flags)),
+        }
     }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
-    gate!(fd, real::send(fd, buf, n, flags));
-    if runtime::datagram(fd) {
-        let iov = datagram::one(buf as *mut c_void, n);
-        return datagram::send(fd, &iov, 1, flags, None).unwrap_or_else(|| real::send(fd, buf, n, flags));
+    // SAFETY: send(2)'s contract, the caller's: `buf` is readable for `n` bytes.
+    unsafe {
+        gate!(fd, real::send(fd, buf, n, flags));
+        if runtime::datagram(fd) {
+            let iov = datagram::one(buf as *mut c_void, n);
+            return datagram::send(fd, &iov, 1, flags, None).unwrap_or_else(|| real::send(fd, buf, n, flags));
+        }
+        send_flags(fd, buf, n, flags)
     }
-    send_flags(fd, buf, n, flags)
 }
 
 #[no_mangle]
@@ -115,156 +141,187 @@ pub unsafe extern "C" fn sendto(
     addr: *const sockaddr,
     len: socklen_t,
 ) -> ssize_t {
-    gate!(fd, real::sendto(fd, buf, n, flags, addr, len));
-    if runtime::datagram(fd) {
-        let iov = datagram::one(buf as *mut c_void, n);
-        return datagram::send(fd, &iov, 1, flags, to_addr(addr, len))
-            .unwrap_or_else(|| real::sendto(fd, buf, n, flags, addr, len));
+    // SAFETY: sendto(2)'s contract, the caller's: `buf` readable for `n` bytes, `addr` null or
+    // readable for `len` bytes (to_addr's contract).
+    unsafe {
+        gate!(fd, real::sendto(fd, buf, n, flags, addr, len));
+        if runtime::datagram(fd) {
+            let iov = datagram::one(buf as *mut c_void, n);
+            return datagram::send(fd, &iov, 1, flags, to_addr(addr, len))
+                .unwrap_or_else(|| real::sendto(fd, buf, n, flags, addr, len));
+        }
+        send_flags(fd, buf, n, flags)
     }
-    send_flags(fd, buf, n, flags)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    gate!(fd, real::readv(fd, iov, cnt));
-    if runtime::datagram(fd) {
-        return datagram::recv(fd, iov, cnt.max(0) as usize, 0, std::ptr::null_mut(), std::ptr::null_mut(), None)
-            .unwrap_or_else(|| real::readv(fd, iov, cnt));
+    // SAFETY: readv(2)'s contract, the caller's: `iov` holds `cnt` iovecs, each writable for its
+    // length (io_slices_mut's contract; `cnt` below 0 reads as none).
+    unsafe {
+        gate!(fd, real::readv(fd, iov, cnt));
+        if runtime::datagram(fd) {
+            return datagram::recv(fd, iov, cnt.max(0) as usize, 0, std::ptr::null_mut(), std::ptr::null_mut(), None)
+                .unwrap_or_else(|| real::readv(fd, iov, cnt));
+        }
+        let mut bufs = match crate::io_slices_mut(iov, cnt.max(0) as usize) {
+            Ok(bufs) => bufs,
+            Err(e) => return fail(e),
+        };
+        size(runtime::recv_vectored(fd, &mut bufs, 0), || real::readv(fd, iov, cnt))
     }
-    let mut bufs = match crate::io_slices_mut(iov, cnt.max(0) as usize) {
-        Ok(bufs) => bufs,
-        Err(e) => return fail(e),
-    };
-    size(runtime::recv_vectored(fd, &mut bufs, 0), || real::readv(fd, iov, cnt))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    gate!(fd, real::writev(fd, iov, cnt));
-    if runtime::datagram(fd) {
-        return datagram::send(fd, iov, cnt.max(0) as usize, 0, None).unwrap_or_else(|| real::writev(fd, iov, cnt));
+    // SAFETY: writev(2)'s contract, the caller's: `iov` holds `cnt` iovecs, each readable for
+    // its length (io_slices's contract).
+    unsafe {
+        gate!(fd, real::writev(fd, iov, cnt));
+        if runtime::datagram(fd) {
+            return datagram::send(fd, iov, cnt.max(0) as usize, 0, None).unwrap_or_else(|| real::writev(fd, iov, cnt));
+        }
+        let bufs = match crate::io_slices(iov, cnt.max(0) as usize) {
+            Ok(bufs) => bufs,
+            Err(e) => return fail(e),
+        };
+        size(runtime::send_vectored(fd, &bufs, false), || real::writev(fd, iov, cnt))
     }
-    let bufs = match crate::io_slices(iov, cnt.max(0) as usize) {
-        Ok(bufs) => bufs,
-        Err(e) => return fail(e),
-    };
-    size(runtime::send_vectored(fd, &bufs, false), || real::writev(fd, iov, cnt))
 }
 
 /// sendfile from a file to an accelerated socket: read a chunk, send it.
 #[no_mangle]
 pub unsafe extern "C" fn sendfile(out: c_int, input: c_int, off: *mut libc::off_t, count: size_t) -> ssize_t {
-    gate!(out, real::sendfile(out, input, off, count));
-    let (n, sent) = crate::with_scratch(|buf| {
-        buf.resize(count.min(256 * 1024), 0);
-        let n = if off.is_null() {
-            real::read(input, buf.as_mut_ptr().cast(), buf.len())
-        } else {
-            real::pread(input, buf.as_mut_ptr().cast(), buf.len(), *off)
-        };
+    // SAFETY: sendfile(2)'s contract, the caller's: `off` is null or a valid off_t, read and
+    // advanced here as the kernel would. The scratch buffer is ours, `buf.len()` bytes long, and
+    // send_flags reads only the `n` <= len bytes read into it. errno is this thread's.
+    unsafe {
+        gate!(out, real::sendfile(out, input, off, count));
+        let (n, sent) = crate::with_scratch(|buf| {
+            buf.resize(count.min(256 * 1024), 0);
+            let n = if off.is_null() {
+                real::read(input, buf.as_mut_ptr().cast(), buf.len())
+            } else {
+                real::pread(input, buf.as_mut_ptr().cast(), buf.len(), *off)
+            };
+            if n <= 0 {
+                return (n, n);
+            }
+            (n, send_flags(out, buf.as_ptr().cast(), n as size_t, libc::MSG_NOSIGNAL))
+        });
         if n <= 0 {
-            return (n, n);
+            return n;
         }
-        (n, send_flags(out, buf.as_ptr().cast(), n as size_t, libc::MSG_NOSIGNAL))
-    });
-    if n <= 0 {
-        return n;
-    }
-    if sent > 0 {
-        if off.is_null() {
-            // Give back what was read but not sent.
-            libc::lseek(input, sent as libc::off_t - n as libc::off_t, libc::SEEK_CUR);
-        } else {
-            *off += sent as libc::off_t;
+        if sent > 0 {
+            if off.is_null() {
+                // Give back what was read but not sent.
+                libc::lseek(input, sent as libc::off_t - n as libc::off_t, libc::SEEK_CUR);
+            } else {
+                *off += sent as libc::off_t;
+            }
+        } else if sent < 0 && off.is_null() {
+            libc::lseek(input, -(n as libc::off_t), libc::SEEK_CUR);
         }
-    } else if sent < 0 && off.is_null() {
-        libc::lseek(input, -(n as libc::off_t), libc::SEEK_CUR);
+        if sent < 0 && *libc::__errno_location() == libc::EPIPE {
+            libc::raise(libc::SIGPIPE);
+        }
+        sent
     }
-    if sent < 0 && *libc::__errno_location() == libc::EPIPE {
-        libc::raise(libc::SIGPIPE);
-    }
-    sent
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn sendfile64(out: c_int, input: c_int, off: *mut libc::off_t, count: size_t) -> ssize_t {
-    sendfile(out, input, off, count)
+    // SAFETY: sendfile's contract, the caller's (off_t is 64 bits on x86-64).
+    unsafe { sendfile(out, input, off, count) }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> ssize_t {
-    gate!(fd, real::recvmsg(fd, msg, flags));
-    let m = &mut *msg;
-    if runtime::datagram(fd) {
-        let mut namelen = m.msg_namelen;
-        let mut got_flags = 0;
-        let name = m.msg_name.cast::<sockaddr>();
-        let Some(r) = datagram::recv(fd, m.msg_iov, m.msg_iovlen, flags, name, &mut namelen, Some(&mut got_flags))
-        else {
-            return real::recvmsg(fd, msg, flags);
-        };
-        if r >= 0 {
-            m.msg_namelen = if name.is_null() { 0 } else { namelen };
-            m.msg_controllen = 0;
-            m.msg_flags = got_flags;
+    // SAFETY: recvmsg(2)'s contract, the caller's: `msg` is a valid msghdr whose iovecs
+    // are writable for their lengths and whose name is null or writable for `msg_namelen`
+    // bytes; `m` is not used after the real recvmsg may have written through `msg`.
+    unsafe {
+        gate!(fd, real::recvmsg(fd, msg, flags));
+        let m = &mut *msg;
+        if runtime::datagram(fd) {
+            let mut namelen = m.msg_namelen;
+            let mut got_flags = 0;
+            let name = m.msg_name.cast::<sockaddr>();
+            let Some(r) = datagram::recv(fd, m.msg_iov, m.msg_iovlen, flags, name, &mut namelen, Some(&mut got_flags))
+            else {
+                return real::recvmsg(fd, msg, flags);
+            };
+            if r >= 0 {
+                m.msg_namelen = if name.is_null() { 0 } else { namelen };
+                m.msg_controllen = 0;
+                m.msg_flags = got_flags;
+            }
+            return r;
         }
-        return r;
-    }
-    m.msg_controllen = 0;
-    m.msg_flags = 0;
-    if flags & libc::MSG_OOB != 0 {
-        // The urgent byte, into the first buffer with room (no address: Linux gives none).
+        m.msg_controllen = 0;
+        m.msg_flags = 0;
+        if flags & libc::MSG_OOB != 0 {
+            // The urgent byte, into the first buffer with room (no address: Linux gives none).
+            let mut bufs = match crate::io_slices_mut(m.msg_iov, m.msg_iovlen) {
+                Ok(bufs) => bufs,
+                Err(e) => return fail(e),
+            };
+            let first = bufs.iter_mut().find(|v| !v.is_empty()).map_or(&mut [][..], |v| &mut v[..]);
+            m.msg_namelen = 0;
+            let r =
+                size(runtime::recv_urgent(fd, first, flags & libc::MSG_PEEK != 0), || real::recvmsg(fd, msg, flags));
+            if r > 0 {
+                // Through `msg`, not `m`: the real recvmsg may have written the header meanwhile.
+                (*msg).msg_flags = libc::MSG_OOB;
+            }
+            return r;
+        }
+        // A stream socket names no sender (Linux: msg_namelen 0).
+        m.msg_namelen = 0;
         let mut bufs = match crate::io_slices_mut(m.msg_iov, m.msg_iovlen) {
             Ok(bufs) => bufs,
             Err(e) => return fail(e),
         };
-        let first = bufs.iter_mut().find(|v| !v.is_empty()).map_or(&mut [][..], |v| &mut v[..]);
-        m.msg_namelen = 0;
-        let r = size(runtime::recv_urgent(fd, first, flags & libc::MSG_PEEK != 0), || real::recvmsg(fd, msg, flags));
-        if r > 0 {
-            m.msg_flags = libc::MSG_OOB;
-        }
-        return r;
+        let flags_in = flags & (libc::MSG_DONTWAIT | libc::MSG_PEEK | libc::MSG_WAITALL);
+        size(runtime::recv_vectored(fd, &mut bufs, flags_in), || real::recvmsg(fd, msg, flags))
     }
-    // A stream socket names no sender (Linux: msg_namelen 0).
-    m.msg_namelen = 0;
-    let mut bufs = match crate::io_slices_mut(m.msg_iov, m.msg_iovlen) {
-        Ok(bufs) => bufs,
-        Err(e) => return fail(e),
-    };
-    let flags_in = flags & (libc::MSG_DONTWAIT | libc::MSG_PEEK | libc::MSG_WAITALL);
-    size(runtime::recv_vectored(fd, &mut bufs, flags_in), || real::recvmsg(fd, msg, flags))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_int) -> ssize_t {
-    gate!(fd, real::sendmsg(fd, msg, flags));
-    let m = &*msg;
-    if runtime::datagram(fd) {
-        let to = to_addr(m.msg_name.cast(), m.msg_namelen);
-        return datagram::send(fd, m.msg_iov, m.msg_iovlen, flags, to).unwrap_or_else(|| real::sendmsg(fd, msg, flags));
-    }
-    if flags & libc::MSG_OOB != 0 {
-        // Urgent data: its last byte is the mark, so the iovecs go as one buffer.
-        let iovs = match crate::io_slices(m.msg_iov, m.msg_iovlen) {
-            Ok(iovs) => iovs,
+    // SAFETY: sendmsg(2)'s contract, the caller's: `msg` is a valid msghdr, its iovecs
+    // readable for their lengths and its name null or readable for `msg_namelen` bytes; `m` is
+    // only read, as is everything the real sendmsg gets.
+    unsafe {
+        gate!(fd, real::sendmsg(fd, msg, flags));
+        let m = &*msg;
+        if runtime::datagram(fd) {
+            let to = to_addr(m.msg_name.cast(), m.msg_namelen);
+            return datagram::send(fd, m.msg_iov, m.msg_iovlen, flags, to)
+                .unwrap_or_else(|| real::sendmsg(fd, msg, flags));
+        }
+        if flags & libc::MSG_OOB != 0 {
+            // Urgent data: its last byte is the mark, so the iovecs go as one buffer.
+            let iovs = match crate::io_slices(m.msg_iov, m.msg_iovlen) {
+                Ok(iovs) => iovs,
+                Err(e) => return fail(e),
+            };
+            return crate::with_scratch(|data| {
+                data.clear();
+                for v in iovs.iter() {
+                    data.extend_from_slice(v);
+                }
+                send_flags(fd, data.as_ptr().cast(), data.len(), flags)
+            });
+        }
+        let bufs = match crate::io_slices(m.msg_iov, m.msg_iovlen) {
+            Ok(bufs) => bufs,
             Err(e) => return fail(e),
         };
-        return crate::with_scratch(|data| {
-            data.clear();
-            for v in iovs.iter() {
-                data.extend_from_slice(v);
-            }
-            send_flags(fd, data.as_ptr().cast(), data.len(), flags)
-        });
-    }
-    let bufs = match crate::io_slices(m.msg_iov, m.msg_iovlen) {
-        Ok(bufs) => bufs,
-        Err(e) => return fail(e),
-    };
-    match runtime::send_vectored(fd, &bufs, flags & libc::MSG_DONTWAIT != 0) {
-        Call::Done(Err(e)) if e == Errno::EPIPE && flags & libc::MSG_NOSIGNAL != 0 => fail(e),
-        r => size(r, || real::sendmsg(fd, msg, flags)),
+        match runtime::send_vectored(fd, &bufs, flags & libc::MSG_DONTWAIT != 0) {
+            Call::Done(Err(e)) if e == Errno::EPIPE && flags & libc::MSG_NOSIGNAL != 0 => fail(e),
+            r => size(r, || real::sendmsg(fd, msg, flags)),
+        }
     }
 }
 
@@ -278,28 +335,37 @@ pub unsafe extern "C" fn recvmmsg(
     flags: c_int,
     timeout: *mut libc::timespec,
 ) -> c_int {
-    if !tracked(fd) {
-        return real::recvmmsg(fd, msgs, vlen, flags, timeout);
+    // SAFETY: recvmmsg(2)'s contract, the caller's: `msgs` holds `vlen` mmsghdrs
+    // (each_message's contract), each valid for recvmsg; `timeout` goes to the real call only.
+    unsafe {
+        if !tracked(fd) {
+            return real::recvmmsg(fd, msgs, vlen, flags, timeout);
+        }
+        each_message(msgs, vlen, |i, hdr| {
+            let f = if i == 0 { flags & !libc::MSG_WAITFORONE } else { flags | libc::MSG_DONTWAIT };
+            let n = recvmsg(fd, hdr, f);
+            // End of stream; an empty datagram is a datagram like any other.
+            (n, n != 0 || runtime::datagram(fd))
+        })
     }
-    each_message(msgs, vlen, |i, hdr| {
-        let f = if i == 0 { flags & !libc::MSG_WAITFORONE } else { flags | libc::MSG_DONTWAIT };
-        let n = recvmsg(fd, hdr, f);
-        // End of stream; an empty datagram is a datagram like any other.
-        (n, n != 0 || runtime::datagram(fd))
-    })
 }
 
 /// sendmmsg on a stream socket: each message sent in turn; stops at the first short send.
 #[no_mangle]
 pub unsafe extern "C" fn sendmmsg(fd: c_int, msgs: *mut libc::mmsghdr, vlen: libc::c_uint, flags: c_int) -> c_int {
-    if !tracked(fd) {
-        return real::sendmmsg(fd, msgs, vlen, flags);
+    // SAFETY: sendmmsg(2)'s contract, the caller's: `msgs` holds `vlen` mmsghdrs
+    // (each_message's contract), each valid for sendmsg and its iovecs for c_slice.
+    unsafe {
+        if !tracked(fd) {
+            return real::sendmmsg(fd, msgs, vlen, flags);
+        }
+        each_message(msgs, vlen, |_, hdr| {
+            let want: usize =
+                crate::c_slice(hdr.msg_iov, hdr.msg_iovlen).unwrap_or(&[]).iter().map(|v| v.iov_len).sum();
+            let n = sendmsg(fd, hdr, flags);
+            (n, n >= 0 && n as usize >= want)
+        })
     }
-    each_message(msgs, vlen, |_, hdr| {
-        let want: usize = crate::c_slice(hdr.msg_iov, hdr.msg_iovlen).unwrap_or(&[]).iter().map(|v| v.iov_len).sum();
-        let n = sendmsg(fd, hdr, flags);
-        (n, n >= 0 && n as usize >= want)
-    })
 }
 
 /// The loop of recvmmsg and sendmmsg (Linux's `do_recvmmsg`, `__sys_sendmmsg`): `one` moves
@@ -314,21 +380,25 @@ unsafe fn each_message(
     vlen: libc::c_uint,
     mut one: impl FnMut(usize, &mut libc::msghdr) -> (ssize_t, bool),
 ) -> c_int {
-    let mut done = 0;
-    for i in 0..vlen as usize {
-        let m = &mut *msgs.add(i);
-        let (n, go_on) = one(i, &mut m.msg_hdr);
-        if n < 0 {
-            if done > 0 {
+    // SAFETY: `msgs` holds `vlen` messages (the caller's contract), so `msgs.add(i)`
+    // stays inside the array and each is borrowed alone, for one call of `one`.
+    unsafe {
+        let mut done = 0;
+        for i in 0..vlen as usize {
+            let m = &mut *msgs.add(i);
+            let (n, go_on) = one(i, &mut m.msg_hdr);
+            if n < 0 {
+                if done > 0 {
+                    break;
+                }
+                return -1;
+            }
+            m.msg_len = n as libc::c_uint;
+            done += 1;
+            if !go_on {
                 break;
             }
-            return -1;
         }
-        m.msg_len = n as libc::c_uint;
-        done += 1;
-        if !go_on {
-            break;
-        }
+        done
     }
-    done
 }

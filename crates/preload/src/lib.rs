@@ -61,19 +61,30 @@ fn with_scratch<T>(f: impl FnOnce(&mut Vec<u8>) -> T) -> T {
 /// aligned pointer even for no elements, and callers pass `(NULL, 0)`: no elements is the empty
 /// slice whatever the pointer; a null pointer with elements is EFAULT, as the kernel answers.
 /// Every hook makes its slices here.
+///
+/// # Safety
+/// What the C function's contract says of the buffer: a non-null `ptr` is valid and aligned for
+/// reads of `n` elements, not written by anyone else while `'a` lasts.
 unsafe fn c_slice<'a, T>(ptr: *const T, n: usize) -> Result<&'a [T], Errno> {
     match (n, ptr.is_null()) {
         (0, _) => Ok(&[]),
         (_, true) => Err(Errno(libc::EFAULT)),
-        _ => Ok(std::slice::from_raw_parts(ptr, n)),
+        // SAFETY: non-null, and valid for `n` elements for 'a (the caller's contract).
+        _ => Ok(unsafe { std::slice::from_raw_parts(ptr, n) }),
     }
 }
 
+/// [`c_slice`] for a buffer the call fills.
+///
+/// # Safety
+/// A non-null `ptr` is valid and aligned for reads and writes of `n` elements, which nothing
+/// else reads or writes while `'a` lasts (the calling thread is inside the C call).
 unsafe fn c_slice_mut<'a, T>(ptr: *mut T, n: usize) -> Result<&'a mut [T], Errno> {
     match (n, ptr.is_null()) {
         (0, _) => Ok(&mut []),
         (_, true) => Err(Errno(libc::EFAULT)),
-        _ => Ok(std::slice::from_raw_parts_mut(ptr, n)),
+        // SAFETY: non-null, valid and unaliased for `n` elements for 'a (the caller's contract).
+        _ => Ok(unsafe { std::slice::from_raw_parts_mut(ptr, n) }),
     }
 }
 
@@ -81,13 +92,21 @@ unsafe fn c_slice_mut<'a, T>(ptr: *mut T, n: usize) -> Result<&'a mut [T], Errno
 /// `iovec`'s layout on Unix (std guarantees it), so nothing is copied, unless an entry has a
 /// null base (`{NULL, 0}` is valid in C, but an `IoSlice` of it would make a slice of a null
 /// pointer): then a copy with such entries empty.
+///
+/// # Safety
+/// As writev(2) requires: `iov` holds `cnt` iovecs (or is null with none), each non-null base
+/// valid for reads of its length while `'a` lasts.
 unsafe fn io_slices<'a>(iov: *const libc::iovec, cnt: usize) -> Result<Cow<'a, [IoSlice<'a>]>, Errno> {
-    let vecs = c_slice(iov, cnt)?;
+    // SAFETY: the caller's contract for the iovec array.
+    let vecs = unsafe { c_slice(iov, cnt)? };
     if vecs.iter().all(|v| !v.iov_base.is_null()) {
-        return Ok(Cow::Borrowed(std::slice::from_raw_parts(vecs.as_ptr().cast(), vecs.len())));
+        // SAFETY: IoSlice is ABI-compatible with iovec on Unix (std's guarantee), every base is
+        // non-null, and each is valid for its length for 'a (the caller's contract).
+        return Ok(Cow::Borrowed(unsafe { std::slice::from_raw_parts(vecs.as_ptr().cast(), vecs.len()) }));
     }
     vecs.iter()
-        .map(|v| Ok(IoSlice::new(c_slice(v.iov_base as *const u8, v.iov_len)?)))
+        // SAFETY: each entry's base is valid for its length (the caller's contract).
+        .map(|v| Ok(IoSlice::new(unsafe { c_slice(v.iov_base as *const u8, v.iov_len)? })))
         .collect::<Result<_, _>>()
         .map(Cow::Owned)
 }
@@ -117,21 +136,33 @@ impl std::ops::DerefMut for IoSlicesMut<'_> {
     }
 }
 
+/// [`io_slices`] for the calls that fill the buffers.
+///
+/// # Safety
+/// As readv(2) requires: `iov` holds `cnt` iovecs (or is null with none), each non-null base
+/// valid for writes of its length while `'a` lasts, the buffers not overlapping (C allows
+/// overlapping iovecs, the kernel then writes them in turn; as `&mut` slices they would alias).
 unsafe fn io_slices_mut<'a>(iov: *const libc::iovec, cnt: usize) -> Result<IoSlicesMut<'a>, Errno> {
-    let vecs = c_slice(iov, cnt)?;
+    // SAFETY: the caller's contract for the iovec array.
+    let vecs = unsafe { c_slice(iov, cnt)? };
     if vecs.iter().all(|v| !v.iov_base.is_null()) {
-        return Ok(IoSlicesMut::Borrowed(std::slice::from_raw_parts_mut(
-            vecs.as_ptr() as *mut IoSliceMut<'a>,
-            vecs.len(),
-        )));
+        // SAFETY: IoSliceMut is ABI-compatible with iovec on Unix, every base is non-null and
+        // valid for writes of its length, the buffers disjoint (the caller's contract). The
+        // array itself, which C declares const, is only read: the runtime writes through the
+        // entries, never to them.
+        return Ok(IoSlicesMut::Borrowed(unsafe {
+            std::slice::from_raw_parts_mut(vecs.as_ptr() as *mut IoSliceMut<'a>, vecs.len())
+        }));
     }
     vecs.iter()
-        .map(|v| Ok(IoSliceMut::new(c_slice_mut(v.iov_base as *mut u8, v.iov_len)?)))
+        // SAFETY: each entry's base is valid for writes of its length, the entries disjoint.
+        .map(|v| Ok(IoSliceMut::new(unsafe { c_slice_mut(v.iov_base as *mut u8, v.iov_len)? })))
         .collect::<Result<_, _>>()
         .map(IoSlicesMut::Owned)
 }
 
 fn set_errno(e: Errno) {
+    // SAFETY: __errno_location returns this thread's errno, valid and aligned for its lifetime.
     unsafe { *libc::__errno_location() = e.0 };
 }
 
@@ -140,20 +171,29 @@ fn fail<T: From<i8>>(e: Errno) -> T {
     T::from(-1)
 }
 
+/// The address a caller passes with its length (None: null, too short or not IPv4/IPv6).
+///
+/// # Safety
+/// A non-null `addr` is valid for reads of `len` bytes (any alignment).
 unsafe fn to_addr(addr: *const sockaddr, len: socklen_t) -> Option<SocketAddr> {
-    if addr.is_null() {
+    if addr.is_null() || (len as usize) < std::mem::size_of::<libc::sa_family_t>() {
         return None;
     }
-    match (*addr).sa_family as c_int {
+    // SAFETY: the family is the first field, within the `len` bytes the caller vouches for; read
+    // unaligned, as C callers may pass a sockaddr inside a byte buffer.
+    let family = unsafe { std::ptr::addr_of!((*addr).sa_family).read_unaligned() };
+    match family as c_int {
         libc::AF_INET if len as usize >= std::mem::size_of::<libc::sockaddr_in>() => {
-            let a = &*(addr as *const libc::sockaddr_in);
+            // SAFETY: `len` covers a sockaddr_in (checked), read unaligned.
+            let a = unsafe { (addr as *const libc::sockaddr_in).read_unaligned() };
             Some(SocketAddr::V4(SocketAddrV4::new(
                 Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
                 u16::from_be(a.sin_port),
             )))
         }
         libc::AF_INET6 if len as usize >= std::mem::size_of::<libc::sockaddr_in6>() => {
-            let a = &*(addr as *const libc::sockaddr_in6);
+            // SAFETY: `len` covers a sockaddr_in6 (checked), read unaligned.
+            let a = unsafe { (addr as *const libc::sockaddr_in6).read_unaligned() };
             Some(SocketAddr::V6(SocketAddrV6::new(
                 Ipv6Addr::from(a.sin6_addr.s6_addr),
                 u16::from_be(a.sin6_port),
@@ -166,30 +206,43 @@ unsafe fn to_addr(addr: *const sockaddr, len: socklen_t) -> Option<SocketAddr> {
 }
 
 /// Writes `sa` the way the kernel does: truncated to `*len`, `*len` set to the full size.
+///
+/// # Safety
+/// As accept(2) and getsockname(2) require: non-null `addr` and `len` are valid, `len` aligned,
+/// and `addr` writable for `*len` bytes.
 unsafe fn write_addr(sa: SocketAddr, addr: *mut sockaddr, len: *mut socklen_t) {
     if addr.is_null() || len.is_null() {
         return;
     }
-    let mut storage: libc::sockaddr_storage = std::mem::zeroed();
+    // SAFETY: sockaddr_storage is integers and byte arrays: all zeroes is a valid value.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let size = match sa {
         SocketAddr::V4(v4) => {
-            let a = &mut *(&mut storage as *mut _ as *mut libc::sockaddr_in);
+            // SAFETY: sockaddr_storage is larger than and aligned for every sockaddr type (its
+            // purpose); `storage` is ours and nothing else refers to it.
+            let a = unsafe { &mut *(&mut storage as *mut _ as *mut libc::sockaddr_in) };
             a.sin_family = libc::AF_INET as libc::sa_family_t;
             a.sin_port = v4.port().to_be();
             a.sin_addr.s_addr = u32::from(*v4.ip()).to_be();
             std::mem::size_of::<libc::sockaddr_in>()
         }
         SocketAddr::V6(v6) => {
-            let a = &mut *(&mut storage as *mut _ as *mut libc::sockaddr_in6);
+            // SAFETY: as for sockaddr_in above.
+            let a = unsafe { &mut *(&mut storage as *mut _ as *mut libc::sockaddr_in6) };
             a.sin6_family = libc::AF_INET6 as libc::sa_family_t;
             a.sin6_port = v6.port().to_be();
             a.sin6_addr.s6_addr = v6.ip().octets();
             std::mem::size_of::<libc::sockaddr_in6>()
         }
     };
-    let n = size.min(*len as usize);
-    std::ptr::copy_nonoverlapping(&storage as *const _ as *const u8, addr as *mut u8, n);
-    *len = size as socklen_t;
+    // SAFETY: `len` is valid and aligned, `addr` writable for `*len` bytes (the caller's
+    // contract), and `n` is at most that and at most the size of `storage`, a local that cannot
+    // overlap the caller's buffer.
+    unsafe {
+        let n = size.min(*len as usize);
+        std::ptr::copy_nonoverlapping(&storage as *const _ as *const u8, addr as *mut u8, n);
+        *len = size as socklen_t;
+    }
 }
 
 fn int(r: Call<()>, kernel: impl FnOnce() -> c_int) -> c_int {
@@ -206,6 +259,7 @@ fn size(r: Call<usize>, kernel: impl FnOnce() -> ssize_t) -> ssize_t {
         Call::Done(Ok(n)) => n as ssize_t,
         Call::Done(Err(e)) => {
             if e == Errno::EPIPE {
+                // SAFETY: raise takes no memory; SIGPIPE is what the kernel sends on this EPIPE.
                 unsafe { libc::raise(libc::SIGPIPE) };
             }
             fail(e)
@@ -219,11 +273,38 @@ mod tests {
 
     #[test]
     fn a_null_buffer_of_no_bytes_is_empty_and_of_some_bytes_is_efault() {
+        // SAFETY: null pointers, which c_slice checks before any use.
         unsafe {
             assert!(c_slice::<u8>(std::ptr::null(), 0).unwrap().is_empty());
             assert!(c_slice_mut::<u8>(std::ptr::null_mut(), 0).unwrap().is_empty());
             assert_eq!(c_slice::<u8>(std::ptr::null(), 3).unwrap_err(), Errno(libc::EFAULT));
             assert_eq!(c_slice_mut::<libc::pollfd>(std::ptr::null_mut(), 1).unwrap_err(), Errno(libc::EFAULT));
+        }
+    }
+
+    /// A C caller may hand a sockaddr that sits anywhere in a byte buffer (the kernel copies
+    /// bytes): it is read unaligned (a `&sockaddr_in` of it was a misaligned reference, which
+    /// debug builds abort on), and a length too short for the family reads nothing.
+    #[test]
+    fn an_address_is_read_at_any_alignment_and_within_its_length() {
+        let sin = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: 8080u16.to_be(),
+            sin_addr: libc::in_addr { s_addr: u32::from(Ipv4Addr::new(10, 0, 0, 1)).to_be() },
+            sin_zero: [0; 8],
+        };
+        let size = std::mem::size_of::<libc::sockaddr_in>();
+        let mut buf = [0u8; 64];
+        // An offset at which the sockaddr_in is misaligned for its 4-byte fields.
+        let at = (0..4).find(|k| (buf.as_ptr() as usize + k) % 4 == 1).unwrap();
+        // SAFETY: a plain-integer struct viewed as its `size` bytes, copied into `buf`'s range.
+        let bytes = unsafe { std::slice::from_raw_parts(&sin as *const _ as *const u8, size) };
+        buf[at..at + size].copy_from_slice(bytes);
+        let p = buf[at..].as_ptr() as *const sockaddr;
+        // SAFETY: `p` is readable for `size` bytes (and for 1).
+        unsafe {
+            assert_eq!(to_addr(p, size as socklen_t), Some("10.0.0.1:8080".parse().unwrap()));
+            assert_eq!(to_addr(p, 1), None);
         }
     }
 
@@ -236,6 +317,8 @@ mod tests {
             libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 },
             libc::iovec { iov_base: data.as_mut_ptr().cast(), iov_len: 3 },
         ];
+        // SAFETY: `iov` holds 2 iovecs: an empty null one and `data`'s 3 bytes, which outlive the
+        // slices; `bad` and the null arrays are refused before any use.
         unsafe {
             let bufs = io_slices(iov.as_ptr(), 2).unwrap();
             assert_eq!(bufs.iter().map(|b| &b[..]).collect::<Vec<_>>(), [&b""[..], b"abc"]);

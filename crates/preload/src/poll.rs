@@ -8,45 +8,59 @@ use crate::{fail, int};
 
 #[no_mangle]
 pub unsafe extern "C" fn epoll_create1(flags: c_int) -> c_int {
-    let fd = real::epoll_create1(flags);
-    runtime::epoll_created(fd);
-    fd
+    // SAFETY: epoll_create1 takes no memory.
+    unsafe {
+        let fd = real::epoll_create1(flags);
+        runtime::epoll_created(fd);
+        fd
+    }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn epoll_create(size: c_int) -> c_int {
-    if size <= 0 {
-        return fail(Errno::EINVAL);
+    // SAFETY: epoll_create1 takes no memory.
+    unsafe {
+        if size <= 0 {
+            return fail(Errno::EINVAL);
+        }
+        epoll_create1(0)
     }
-    epoll_create1(0)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn epoll_ctl(epfd: c_int, op: c_int, fd: c_int, ev: *mut libc::epoll_event) -> c_int {
-    if let Some(e) = runtime::forked_child_socket(fd) {
-        return fail(e);
+    // SAFETY: epoll_ctl(2)'s contract, the caller's: `ev` is null or a valid epoll_event
+    // (read here only when non-null).
+    unsafe {
+        if let Some(e) = runtime::forked_child_socket(fd) {
+            return fail(e);
+        }
+        // A set the runtime keeps sees every epoll_ctl (it counts its kernel members).
+        if !tracked(epfd) {
+            return real::epoll_ctl(epfd, op, fd, ev);
+        }
+        let (events, data) = if ev.is_null() { (0, 0) } else { ((*ev).events, (*ev).u64) };
+        int(runtime::epoll_ctl(epfd, op, fd, events, data), || real::epoll_ctl(epfd, op, fd, ev))
     }
-    // A set the runtime keeps sees every epoll_ctl (it counts its kernel members).
-    if !tracked(epfd) {
-        return real::epoll_ctl(epfd, op, fd, ev);
-    }
-    let (events, data) = if ev.is_null() { (0, 0) } else { ((*ev).events, (*ev).u64) };
-    int(runtime::epoll_ctl(epfd, op, fd, events, data), || real::epoll_ctl(epfd, op, fd, ev))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn epoll_wait(epfd: c_int, evs: *mut libc::epoll_event, max: c_int, timeout: c_int) -> c_int {
-    if !tracked(epfd) || max <= 0 {
-        return real::epoll_wait(epfd, evs, max, timeout);
-    }
-    let out = match crate::c_slice_mut(evs, max as usize) {
-        Ok(out) => out,
-        Err(e) => return fail(e),
-    };
-    match runtime::epoll_wait(epfd, out, timeout) {
-        Call::Kernel => real::epoll_wait(epfd, evs, max, timeout),
-        Call::Done(Ok(n)) => n as c_int,
-        Call::Done(Err(e)) => fail(e),
+    // SAFETY: epoll_wait(2)'s contract, the caller's: `evs` is writable for `max` (> 0
+    // here) events.
+    unsafe {
+        if !tracked(epfd) || max <= 0 {
+            return real::epoll_wait(epfd, evs, max, timeout);
+        }
+        let out = match crate::c_slice_mut(evs, max as usize) {
+            Ok(out) => out,
+            Err(e) => return fail(e),
+        };
+        match runtime::epoll_wait(epfd, out, timeout) {
+            Call::Kernel => real::epoll_wait(epfd, evs, max, timeout),
+            Call::Done(Ok(n)) => n as c_int,
+            Call::Done(Err(e)) => fail(e),
+        }
     }
 }
 
@@ -58,16 +72,21 @@ pub unsafe extern "C" fn epoll_pwait(
     timeout: c_int,
     sigmask: *const libc::sigset_t,
 ) -> c_int {
-    if sigmask.is_null() {
-        return epoll_wait(epfd, evs, max, timeout);
+    // SAFETY: epoll_pwait(2)'s contract, the caller's: `evs` as for epoll_wait, `sigmask`
+    // a valid sigset (non-null here); `old` is ours and all-zero is a valid (empty) sigset_t;
+    // errno is this thread's.
+    unsafe {
+        if sigmask.is_null() {
+            return epoll_wait(epfd, evs, max, timeout);
+        }
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_SETMASK, sigmask, &mut old);
+        let r = epoll_wait(epfd, evs, max, timeout);
+        let e = *libc::__errno_location();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        *libc::__errno_location() = e;
+        r
     }
-    let mut old: libc::sigset_t = std::mem::zeroed();
-    libc::pthread_sigmask(libc::SIG_SETMASK, sigmask, &mut old);
-    let r = epoll_wait(epfd, evs, max, timeout);
-    let e = *libc::__errno_location();
-    libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-    *libc::__errno_location() = e;
-    r
 }
 
 #[no_mangle]
@@ -78,20 +97,27 @@ pub unsafe extern "C" fn epoll_pwait2(
     timeout: *const libc::timespec,
     sigmask: *const libc::sigset_t,
 ) -> c_int {
-    epoll_pwait(epfd, evs, max, timeout_ms(timespec_ns(timeout)), sigmask)
+    // SAFETY: epoll_pwait2(2)'s contract, the caller's: `timeout` null or a valid
+    // timespec (timespec_ns's contract), `evs` and `sigmask` as for epoll_pwait.
+    unsafe { epoll_pwait(epfd, evs, max, timeout_ms(timespec_ns(timeout)), sigmask) }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
-    let Ok(slice @ [_, ..]) = crate::c_slice_mut(fds, n as usize) else { return real::poll(fds, n, timeout) };
-    match runtime::poll(slice, timeout) {
-        Call::Kernel => real::poll(fds, n, timeout),
-        Call::Done(Ok(k)) => k as c_int,
-        Call::Done(Err(e)) => fail(e),
+    // SAFETY: poll(2)'s contract, the caller's: `fds` holds `n` pollfds, read and written.
+    unsafe {
+        let Ok(slice @ [_, ..]) = crate::c_slice_mut(fds, n as usize) else { return real::poll(fds, n, timeout) };
+        match runtime::poll(slice, timeout) {
+            Call::Kernel => real::poll(fds, n, timeout),
+            Call::Done(Ok(k)) => k as c_int,
+            Call::Done(Err(e)) => fail(e),
+        }
     }
 }
 
 /// The fd_set bits as poll entries, and back (select and pselect are poll underneath).
+/// # Safety
+/// `r`, `w` and `e` are null or valid fd_sets, as select(2) requires.
 unsafe fn select_via_poll(
     nfds: c_int,
     r: *mut libc::fd_set,
@@ -99,63 +125,68 @@ unsafe fn select_via_poll(
     e: *mut libc::fd_set,
     timeout_ms: c_int,
 ) -> Option<c_int> {
-    let mut fds: Vec<pollfd> = Vec::new();
-    let mut any_ours = false;
-    for fd in 0..nfds.max(0) {
-        let mut events = 0;
-        if !r.is_null() && libc::FD_ISSET(fd, r) {
-            events |= libc::POLLIN;
+    // SAFETY: each non-null set holds bits for `nfds` fds (the caller's contract);
+    // FD_ISSET and FD_SET index the fd_set's array with bounds checks (an fd past FD_SETSIZE
+    // panics rather than reading or writing outside it); `fds` is our own Vec of pollfds.
+    unsafe {
+        let mut fds: Vec<pollfd> = Vec::new();
+        let mut any_ours = false;
+        for fd in 0..nfds.max(0) {
+            let mut events = 0;
+            if !r.is_null() && libc::FD_ISSET(fd, r) {
+                events |= libc::POLLIN;
+            }
+            if !w.is_null() && libc::FD_ISSET(fd, w) {
+                events |= libc::POLLOUT;
+            }
+            if !e.is_null() && libc::FD_ISSET(fd, e) {
+                events |= libc::POLLPRI;
+            }
+            if events != 0 {
+                any_ours |= tracked(fd);
+                fds.push(pollfd { fd, events, revents: 0 });
+            }
         }
-        if !w.is_null() && libc::FD_ISSET(fd, w) {
-            events |= libc::POLLOUT;
+        if !any_ours {
+            return None;
         }
-        if !e.is_null() && libc::FD_ISSET(fd, e) {
-            events |= libc::POLLPRI;
+        let n = match runtime::poll(&mut fds, timeout_ms) {
+            Call::Kernel => real::poll(fds.as_mut_ptr(), fds.len() as nfds_t, timeout_ms),
+            Call::Done(Ok(n)) => n as c_int,
+            Call::Done(Err(err)) => return Some(fail(err)),
+        };
+        if n < 0 {
+            return Some(n);
         }
-        if events != 0 {
-            any_ours |= tracked(fd);
-            fds.push(pollfd { fd, events, revents: 0 });
+        for set in [r, w, e] {
+            if !set.is_null() {
+                libc::FD_ZERO(set);
+            }
         }
+        let mut count = 0;
+        for p in &fds {
+            let bad = p.revents & libc::POLLNVAL != 0;
+            if bad {
+                return Some(fail(Errno::EBADF));
+            }
+            if !r.is_null()
+                && p.events & libc::POLLIN != 0
+                && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
+            {
+                libc::FD_SET(p.fd, r);
+                count += 1;
+            }
+            if !w.is_null() && p.events & libc::POLLOUT != 0 && p.revents & (libc::POLLOUT | libc::POLLERR) != 0 {
+                libc::FD_SET(p.fd, w);
+                count += 1;
+            }
+            if !e.is_null() && p.events & libc::POLLPRI != 0 && p.revents & libc::POLLPRI != 0 {
+                libc::FD_SET(p.fd, e);
+                count += 1;
+            }
+        }
+        Some(count)
     }
-    if !any_ours {
-        return None;
-    }
-    let n = match runtime::poll(&mut fds, timeout_ms) {
-        Call::Kernel => real::poll(fds.as_mut_ptr(), fds.len() as nfds_t, timeout_ms),
-        Call::Done(Ok(n)) => n as c_int,
-        Call::Done(Err(err)) => return Some(fail(err)),
-    };
-    if n < 0 {
-        return Some(n);
-    }
-    for set in [r, w, e] {
-        if !set.is_null() {
-            libc::FD_ZERO(set);
-        }
-    }
-    let mut count = 0;
-    for p in &fds {
-        let bad = p.revents & libc::POLLNVAL != 0;
-        if bad {
-            return Some(fail(Errno::EBADF));
-        }
-        if !r.is_null()
-            && p.events & libc::POLLIN != 0
-            && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
-        {
-            libc::FD_SET(p.fd, r);
-            count += 1;
-        }
-        if !w.is_null() && p.events & libc::POLLOUT != 0 && p.revents & (libc::POLLOUT | libc::POLLERR) != 0 {
-            libc::FD_SET(p.fd, w);
-            count += 1;
-        }
-        if !e.is_null() && p.events & libc::POLLPRI != 0 && p.revents & libc::POLLPRI != 0 {
-            libc::FD_SET(p.fd, e);
-            count += 1;
-        }
-    }
-    Some(count)
 }
 
 /// A timeout as poll(2) takes it, in ms (-1: none), rounded up as the kernel does: a wait must
@@ -167,8 +198,11 @@ fn timeout_ms(ns: Option<i64>) -> c_int {
     }
 }
 
+/// # Safety
+/// `ts` is null or a valid timespec.
 unsafe fn timespec_ns(ts: *const libc::timespec) -> Option<i64> {
-    (!ts.is_null()).then(|| (*ts).tv_sec.saturating_mul(1_000_000_000).saturating_add((*ts).tv_nsec))
+    // SAFETY: a non-null `ts` is a valid timespec (the caller's contract).
+    unsafe { (!ts.is_null()).then(|| (*ts).tv_sec.saturating_mul(1_000_000_000).saturating_add((*ts).tv_nsec)) }
 }
 
 #[no_mangle]
@@ -179,10 +213,15 @@ pub unsafe extern "C" fn select(
     e: *mut libc::fd_set,
     tv: *mut libc::timeval,
 ) -> c_int {
-    let ns = (!tv.is_null()).then(|| (*tv).tv_sec.saturating_mul(1_000_000_000).saturating_add((*tv).tv_usec * 1000));
-    match select_via_poll(nfds, r, w, e, timeout_ms(ns)) {
-        Some(n) => n,
-        None => real::select(nfds, r, w, e, tv),
+    // SAFETY: select(2)'s contract, the caller's: the sets null or valid fd_sets
+    // (select_via_poll's contract), `tv` null or a valid timeval, passed on unchanged.
+    unsafe {
+        let ns =
+            (!tv.is_null()).then(|| (*tv).tv_sec.saturating_mul(1_000_000_000).saturating_add((*tv).tv_usec * 1000));
+        match select_via_poll(nfds, r, w, e, timeout_ms(ns)) {
+            Some(n) => n,
+            None => real::select(nfds, r, w, e, tv),
+        }
     }
 }
 
@@ -195,21 +234,26 @@ pub unsafe extern "C" fn pselect(
     ts: *const libc::timespec,
     mask: *const libc::sigset_t,
 ) -> c_int {
-    let ms = timeout_ms(timespec_ns(ts));
-    let mut old: libc::sigset_t = std::mem::zeroed();
-    if !mask.is_null() {
-        libc::pthread_sigmask(libc::SIG_SETMASK, mask, &mut old);
+    // SAFETY: pselect(2)'s contract, the caller's: the sets as for select, `ts` null or a
+    // valid timespec, `mask` null or a valid sigset; `old` is ours (all-zero is an empty
+    // sigset_t); errno is this thread's.
+    unsafe {
+        let ms = timeout_ms(timespec_ns(ts));
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        if !mask.is_null() {
+            libc::pthread_sigmask(libc::SIG_SETMASK, mask, &mut old);
+        }
+        let r = match select_via_poll(nfds, r, w, e, ms) {
+            Some(n) => n,
+            None => real::pselect(nfds, r, w, e, ts, std::ptr::null()),
+        };
+        if !mask.is_null() {
+            let saved = *libc::__errno_location();
+            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+            *libc::__errno_location() = saved;
+        }
+        r
     }
-    let r = match select_via_poll(nfds, r, w, e, ms) {
-        Some(n) => n,
-        None => real::pselect(nfds, r, w, e, ts, std::ptr::null()),
-    };
-    if !mask.is_null() {
-        let saved = *libc::__errno_location();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        *libc::__errno_location() = saved;
-    }
-    r
 }
 
 #[no_mangle]
@@ -219,20 +263,25 @@ pub unsafe extern "C" fn ppoll(
     ts: *const libc::timespec,
     mask: *const libc::sigset_t,
 ) -> c_int {
-    let slice = crate::c_slice_mut(fds, n as usize).unwrap_or(&mut []);
-    if !slice.iter().any(|p| tracked(p.fd)) {
-        return real::ppoll(fds, n, ts, mask);
+    // SAFETY: ppoll(2)'s contract, the caller's: `fds` holds `n` pollfds, `ts` null or a valid
+    // timespec, `mask` null or a valid sigset; `old` is ours; errno is this thread's. The
+    // slice is not used after `poll` takes `fds` again.
+    unsafe {
+        let slice = crate::c_slice_mut(fds, n as usize).unwrap_or(&mut []);
+        if !slice.iter().any(|p| tracked(p.fd)) {
+            return real::ppoll(fds, n, ts, mask);
+        }
+        let ms = timeout_ms(timespec_ns(ts));
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        if !mask.is_null() {
+            libc::pthread_sigmask(libc::SIG_SETMASK, mask, &mut old);
+        }
+        let r = poll(fds, n, ms);
+        if !mask.is_null() {
+            let saved = *libc::__errno_location();
+            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+            *libc::__errno_location() = saved;
+        }
+        r
     }
-    let ms = timeout_ms(timespec_ns(ts));
-    let mut old: libc::sigset_t = std::mem::zeroed();
-    if !mask.is_null() {
-        libc::pthread_sigmask(libc::SIG_SETMASK, mask, &mut old);
-    }
-    let r = poll(fds, n, ms);
-    if !mask.is_null() {
-        let saved = *libc::__errno_location();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        *libc::__errno_location() = saved;
-    }
-    r
 }

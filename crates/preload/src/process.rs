@@ -8,33 +8,45 @@ use libc::{c_char, c_int, size_t};
 use runtime::{real, Program};
 
 /// Runs the real `fork` or `_Fork` with the runtime held across it.
+/// # Safety
+/// `real_fork` is `real::fork` or `real::_Fork`.
 unsafe fn forked(real_fork: unsafe fn() -> libc::pid_t) -> libc::pid_t {
-    let hold = runtime::fork_prepare();
-    let pid = real_fork();
-    runtime::fork_done(hold, pid == 0);
-    pid
+    // SAFETY: `real_fork` is the real fork or _Fork, which take no memory; the runtime
+    // is held across it (fork_prepare) so that no lock of it is mid-update in the child.
+    unsafe {
+        let hold = runtime::fork_prepare();
+        let pid = real_fork();
+        runtime::fork_done(hold, pid == 0);
+        pid
+    }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn fork() -> libc::pid_t {
-    forked(real::fork)
+    // SAFETY: forked's contract: the real fork.
+    unsafe { forked(real::fork) }
 }
 
 /// glibc's fork without atfork handlers (2.34): a child all the same.
 #[no_mangle]
 pub unsafe extern "C" fn _Fork() -> libc::pid_t {
-    forked(real::_Fork)
+    // SAFETY: forked's contract: the real _Fork.
+    unsafe { forked(real::_Fork) }
 }
 
 /// glibc's daemon() forks inside libc (our fork never sees it), exits in the parent and returns
 /// in the child, whose failure (setsid, /dev/null) also reads -1: the pid tells them apart.
 #[no_mangle]
 pub unsafe extern "C" fn daemon(nochdir: c_int, noclose: c_int) -> c_int {
-    let hold = runtime::fork_prepare();
-    let before = libc::getpid();
-    let rc = real::daemon(nochdir, noclose);
-    runtime::fork_done(hold, libc::getpid() != before);
-    rc
+    // SAFETY: daemon and getpid take no memory; the runtime is held across the fork
+    // inside daemon as in `forked`.
+    unsafe {
+        let hold = runtime::fork_prepare();
+        let before = libc::getpid();
+        let rc = real::daemon(nochdir, noclose);
+        runtime::fork_done(hold, libc::getpid() != before);
+        rc
+    }
 }
 
 // Credential changes: a server that drops root before its first socket (mariadbd --user=mysql,
@@ -45,7 +57,9 @@ macro_rules! credential_hooks {
             #[no_mangle]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
                 runtime::before_credentials_change();
-                real::$name($($arg),*)
+                // SAFETY: the real function gets the caller's arguments unchanged (setgroups'
+                // and initgroups' pointers under their own contract, the caller's).
+                unsafe { real::$name($($arg),*) }
             }
         )*
     };
@@ -71,8 +85,12 @@ credential_hooks! {
 // posix_spawn, system and popen start a new process: this one keeps its stack.
 
 /// The program a path names (`None` for a null pointer: the real call answers EFAULT).
+/// # Safety
+/// `path` is null or a NUL-terminated string valid for `'a`.
 unsafe fn named<'a>(path: *const c_char) -> Option<&'a CStr> {
-    (!path.is_null()).then(|| CStr::from_ptr(path))
+    // SAFETY: a non-null `path` is a NUL-terminated string that outlives 'a (the exec
+    // call's contract, the caller's).
+    unsafe { (!path.is_null()).then(|| CStr::from_ptr(path)) }
 }
 
 macro_rules! exec_hooks {
@@ -80,10 +98,15 @@ macro_rules! exec_hooks {
         $(
             #[no_mangle]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
-                if let Some(program) = $program {
-                    runtime::before_exec(program);
+                // SAFETY: the exec call's contract, the caller's: its path is null or a
+                // NUL-terminated string (`named`'s contract), and the real function gets every
+                // argument unchanged.
+                unsafe {
+                    if let Some(program) = $program {
+                        runtime::before_exec(program);
+                    }
+                    real::$name($($arg),*)
                 }
-                real::$name($($arg),*)
             }
         )*
     };

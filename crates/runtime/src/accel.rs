@@ -301,6 +301,7 @@ impl<N: Nic + 'static> Runtime<N> {
 
     fn init_failed(&mut self, e: String) {
         let msg = format!("pronghorn: {e} (this process's sockets on the accelerated address fail with ENETDOWN)\n");
+        // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
         unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
         self.init_error = Some(e);
         self.routing.init_failed += 1;
@@ -507,6 +508,9 @@ impl<N: Nic + 'static> Runtime<N> {
     /// owner (F_SETOWN), who gets SIGURG.
     pub(crate) fn placeholder(&mut self, fd: i32, nonblock: bool) -> Result<(), Errno> {
         let restore_owner = crate::urgent::keep_owner(fd);
+        // SAFETY: fcntl (F_GETFD, F_SETFD with an integer), eventfd, dup2 and close take no memory.
+        // `efd` is the eventfd made here, closed once on each path; `fd` is the caller's socket,
+        // which dup2 replaces atomically (the number stays allocated throughout).
         unsafe {
             let cloexec = real::fcntl(fd, libc::F_GETFD, 0);
             let efd = real::eventfd(0, if nonblock { libc::EFD_NONBLOCK } else { 0 });

@@ -213,6 +213,7 @@ impl<N: Nic + 'static> Runtime<N> {
         };
         for k in moved {
             let mut none = libc::epoll_event { events: 0, u64: 0 };
+            // SAFETY: the kernel reads nothing for EPOLL_CTL_DEL (`none` is valid all the same).
             unsafe { real::epoll_ctl(k.epfd, libc::EPOLL_CTL_DEL, fd, &mut none) };
             let Some(set) = self.fds.epoll_mut(k.epfd) else { continue };
             set.kernel_members = set.kernel_members.saturating_sub(1);
@@ -261,6 +262,7 @@ impl<N: Nic + 'static> Accel<N> {
                 _ => {
                     // A kernel fd: into the kernel set, counted.
                     let mut ev = libc::epoll_event { events, u64: data };
+                    // SAFETY: `ev` is a valid epoll_event that outlives the call (the kernel reads it).
                     if unsafe { real::epoll_ctl(epfd, op, fd, &mut ev) } < 0 {
                         return Call::Done(Err(crate::last_errno()));
                     }
@@ -372,6 +374,8 @@ impl<N: Nic + 'static> Accel<N> {
                 Some(Step::Done(n, kernel_too)) => {
                     let mut n = n;
                     if kernel_too && n < out.len() {
+                        // SAFETY: the kernel writes at most `out.len() - n` (> 0, within i32: the caller's
+                        // epoll_wait took a c_int) events into the rest of `out`.
                         let k = unsafe { real::epoll_wait(epfd, out[n..].as_mut_ptr(), (out.len() - n) as i32, 0) };
                         n += k.max(0) as usize;
                     }
@@ -408,6 +412,7 @@ impl<N: Nic + 'static> Accel<N> {
                 return Call::Done(Err(Errno(libc::EINTR)));
             }
             if kernel_ready {
+                // SAFETY: the kernel writes at most out.len() (within i32) events into `out`.
                 let k = unsafe { real::epoll_wait(epfd, out.as_mut_ptr(), out.len() as i32, 0) };
                 let mut n = k.max(0) as usize;
                 if n < out.len() {

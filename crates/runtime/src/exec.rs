@@ -68,7 +68,10 @@ pub(crate) fn search_path(file: &CStr, path: Option<&OsStr>) -> bool {
 /// AT_SYMLINK_NOFOLLOW as execveat takes them).
 fn executable_at(dirfd: i32, path: &CStr, flags: i32) -> bool {
     let lookup = flags & (libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW);
+    // SAFETY: struct stat is integers: all zeroes is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is a NUL-terminated CStr that outlives both calls; fstatat writes
+    // only into `st`, which outlives it; faccessat takes no other memory.
     unsafe {
         libc::fstatat(dirfd, path.as_ptr(), &mut st, lookup) == 0
             && st.st_mode & libc::S_IFMT == libc::S_IFREG

@@ -15,8 +15,12 @@ pub struct FamilyLock {
     mutex: *mut libc::pthread_mutex_t,
 }
 
-// The mutex is made for threads and processes to share.
+// SAFETY: the pointer is to a mapping this value alone unmaps (on drop), and a process-shared
+// pthread mutex is made to be locked and unlocked from any thread: moving the value to another
+// thread moves nothing that is tied to this one.
 unsafe impl Send for FamilyLock {}
+// SAFETY: every method takes `&self` and only calls pthread_mutex_* on the mutex, which
+// synchronise concurrent callers themselves.
 unsafe impl Sync for FamilyLock {}
 
 impl FamilyLock {
@@ -24,12 +28,17 @@ impl FamilyLock {
     pub fn new() -> Result<FamilyLock, Errno> {
         let size = std::mem::size_of::<libc::pthread_mutex_t>();
         let prot = libc::PROT_READ | libc::PROT_WRITE;
+        // SAFETY: a fresh anonymous shared mapping (no fd, no address hint): the kernel
+        // chooses where; the result is checked against MAP_FAILED.
         let map =
             unsafe { libc::mmap(std::ptr::null_mut(), size, prot, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0) };
         if map == libc::MAP_FAILED {
             return Err(crate::last_errno());
         }
         let lock = FamilyLock { mutex: map.cast() };
+        // SAFETY: the attribute is zeroed (a valid bit pattern for it) and initialised before
+        // use and destroyed after; `lock.mutex` points to our fresh mapping, writable and page-
+        // aligned (more than a pthread_mutex_t needs), which pthread_mutex_init initialises once.
         unsafe {
             let mut attr: libc::pthread_mutexattr_t = std::mem::zeroed();
             libc::pthread_mutexattr_init(&mut attr);
@@ -47,11 +56,13 @@ impl FamilyLock {
     /// Waits for the lock. ENOTRECOVERABLE: a holder died and its successor released the lock
     /// without making the state consistent.
     pub fn lock(&self) -> Result<FamilyGuard<'_>, Errno> {
+        // SAFETY: `self.mutex` is the mutex `new` initialised, mapped until `self` drops.
         self.guard(unsafe { libc::pthread_mutex_lock(self.mutex) })
     }
 
     /// Takes the lock if it is free: `None` when another thread or process holds it.
     pub fn try_lock(&self) -> Result<Option<FamilyGuard<'_>>, Errno> {
+        // SAFETY: as in `lock`.
         match unsafe { libc::pthread_mutex_trylock(self.mutex) } {
             libc::EBUSY => Ok(None),
             rc => self.guard(rc).map(Some),
@@ -70,6 +81,8 @@ impl FamilyLock {
 impl Drop for FamilyLock {
     /// Unmaps this process's view; other processes keep theirs (the mutex is not destroyed).
     fn drop(&mut self) {
+        // SAFETY: the mapping `new` made, unmapped once; no guard is left (a guard borrows
+        // `self`), and other processes keep their own views.
         unsafe { libc::munmap(self.mutex.cast(), std::mem::size_of::<libc::pthread_mutex_t>()) };
     }
 }
@@ -88,6 +101,8 @@ impl FamilyGuard<'_> {
 
     /// What the lock guards is consistent again: the lock stays usable after this guard.
     pub fn mark_consistent(&mut self) {
+        // SAFETY: the lock's initialised mutex, held by this guard (consistent needs the
+        // holder that got EOWNERDEAD).
         if self.owner_died && unsafe { libc::pthread_mutex_consistent(self.lock.mutex) } == 0 {
             self.owner_died = false;
         }
@@ -96,6 +111,8 @@ impl FamilyGuard<'_> {
 
 impl Drop for FamilyGuard<'_> {
     fn drop(&mut self) {
+        // SAFETY: the lock's initialised mutex, which this guard holds (a guard moved to
+        // another thread or forked child would get EPERM: a robust mutex checks its owner).
         unsafe { libc::pthread_mutex_unlock(self.lock.mutex) };
     }
 }
@@ -107,13 +124,17 @@ mod tests {
     /// Forks a child that runs `child` (which must not allocate: the test harness has threads)
     /// and returns its wait status.
     fn in_child(child: impl FnOnce() -> i32) -> i32 {
+        // SAFETY: the child only runs `child`, which must not allocate (the harness's
+        // threads may hold the allocator's lock), and leaves with _exit.
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0);
         if pid == 0 {
             let code = child();
+            // SAFETY: _exit takes no memory and runs no destructors or atexit handlers.
             unsafe { libc::_exit(code) };
         }
         let mut status = 0;
+        // SAFETY: the kernel writes the status into `status`, which outlives the call.
         assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
         status
     }
@@ -140,6 +161,7 @@ mod tests {
         let lock = FamilyLock::new().unwrap();
         let status = in_child(|| {
             std::mem::forget(lock.lock());
+            // SAFETY: raise takes no memory.
             unsafe { libc::raise(libc::SIGKILL) };
             1
         });

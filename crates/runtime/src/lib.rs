@@ -16,18 +16,21 @@
 //! thread (thread-per-connection servers); `auto` starts inline and switches when two
 //! application threads block at once. epoll keeps a ready list fed by the stack pass (`epoll`).
 //!
-//! Layout: `accel` (state, lock, stack pass, routing), `fdtable`, `socket` (the TCP calls, over
-//! the caller's iovecs), `datagram` (UDP), `sockopt`, `urgent` (MSG_OOB, SIOCATMARK, SIGURG), `wait` (parkers, driver role, stack
-//! thread), `epoll`, `poll`, `process` (fork, exit, exec, privilege drop), `exec` (whether an
-//! exec would start), `secret` (the shards' hash keys), `shared` (an interface shared with the
-//! kernel: owned ports, the kernel's neighbours), `family_lock` (a lock processes share, for
-//! issue 24; unused yet), `observe` (the stats region and the control socket). The process-wide instance is DPDK's; tests build their own
-//! over the in-memory NIC.
+//! Layout: `accel` (state, lock, stack pass, routing), `call` (a call's answer, errno),
+//! `tracked_fds` (the one-byte-per-fd table of the hooks' fast path), `fdtable`, `socket` (the
+//! TCP calls, over the caller's iovecs), `datagram` (UDP), `sockopt`, `urgent` (MSG_OOB,
+//! SIOCATMARK, SIGURG), `wait` (parkers, driver role, stack thread), `epoll`, `poll`, `process`
+//! (fork, exit, exec, privilege drop), `exec` (whether an exec would start), `secret` (the
+//! shards' hash keys), `shared` (an interface shared with the kernel: owned ports, the kernel's
+//! neighbours), `family_lock` (a lock processes share, for issue 24; unused yet), `observe` (the
+//! stats region and the control socket). The process-wide instance is DPDK's; tests build their
+//! own over the in-memory NIC.
 //!
 //! It must not be reached through libc symbols: inside the preloaded library those are our own
 //! hooks, so every real call goes through [`real`].
 
 mod accel;
+mod call;
 mod datagram;
 mod epoll;
 mod exec;
@@ -43,13 +46,14 @@ mod shared;
 pub mod shield;
 mod socket;
 mod sockopt;
+mod tracked_fds;
 mod urgent;
 mod wait;
 
 pub use shared::ephemeral_range_conflict;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 use config::{Config, Congestion, PmdName};
@@ -61,123 +65,27 @@ use stack::shard::{ShardConfig, TcpMem, PAGE};
 pub use stack::Errno;
 
 pub use accel::Accel;
+use call::last_errno;
+pub use call::Call;
 pub use datagram::Datagram;
 pub use exec::Program;
+use process::FORKED;
 pub use process::{forked_child_socket, ENV_EXE};
 pub use secret::random_secret;
+pub use tracked_fds::{datagram, tracked};
+use tracked_fds::{
+    inside, set_tracked, set_tracked_datagram, set_tracked_state, tracked_state, INSIDE, TRACKED_DATAGRAM,
+    TRACKED_EPOLL,
+};
 pub use wait::{WaitStats, CALLS_PER_PASS};
 
 /// The variable `pronghorn run` sets to the pid it execs into: only that process is accelerated.
 pub const ENV_PID: &str = "PRONGHORN_ACCEL_PID";
 
-/// fds per chunk of the tracked-fd table.
-const CHUNK_BITS: u32 = 16;
-const CHUNK: usize = 1 << CHUNK_BITS;
-type Chunk = [AtomicU8; CHUNK];
-
-/// Per fd: 0 = not ours, 1 = an accelerated or pending TCP socket, 2 = an epoll set, 3 = an
-/// accelerated or pending UDP socket (`TRACKED_DATAGRAM`). Every fd a process can have
-/// (0..=i32::MAX, a server may raise `ulimit -n` to millions): the first chunk is static (the
-/// kernel fast path is one atomic load); the others are made when an fd in them is first
-/// tracked and kept for the life of the process (64 KiB each).
-static TRACKED: Chunk = [const { AtomicU8::new(0) }; CHUNK];
-static TRACKED_HIGH: [AtomicPtr<Chunk>; 1 << (31 - CHUNK_BITS)] =
-    [const { AtomicPtr::new(std::ptr::null_mut()) }; 1 << (31 - CHUNK_BITS)];
-/// Set in a forked child: the parent's shard must not be touched.
-static FORKED: AtomicBool = AtomicBool::new(false);
 /// The process whose runtime this is: the one it started in, or a child forked before the NIC
 /// opened (it keeps its copy). A vfork child (posix_spawn's, Python's subprocess) runs in its
 /// parent's memory, runtime included, and is told apart only by its pid.
 static OWNER: AtomicU32 = AtomicU32::new(0);
-
-/// The tracked-fd table's entry for `fd` (`None`: not tracked, never was).
-#[inline]
-fn tracked_slot(fd: i32) -> Option<&'static AtomicU8> {
-    let fd = usize::try_from(fd).ok()?;
-    if fd < CHUNK {
-        return Some(&TRACKED[fd]);
-    }
-    let chunk = TRACKED_HIGH[fd >> CHUNK_BITS].load(Ordering::Acquire);
-    // SAFETY: a chunk, once published, is never freed.
-    (!chunk.is_null()).then(|| unsafe { &(*chunk)[fd & (CHUNK - 1)] })
-}
-
-/// What `fd` is in the tracked-fd table (0: not ours).
-#[inline]
-fn tracked_state(fd: i32) -> u8 {
-    tracked_slot(fd).map_or(0, |s| s.load(Ordering::Relaxed))
-}
-
-/// Records what `fd` is, making its chunk of the table if it has none yet.
-fn set_tracked_state(fd: i32, state: u8) {
-    let Ok(index) = usize::try_from(fd) else { return };
-    if let Some(slot) = tracked_slot(fd) {
-        slot.store(state, Ordering::Relaxed);
-        return;
-    }
-    if state == 0 {
-        return;
-    }
-    let made = Box::into_raw(Box::new([const { AtomicU8::new(0) }; CHUNK]));
-    let chunk = match TRACKED_HIGH[index >> CHUNK_BITS].compare_exchange(
-        std::ptr::null_mut(),
-        made,
-        Ordering::AcqRel,
-        Ordering::Acquire,
-    ) {
-        Ok(_) => made,
-        Err(theirs) => {
-            // SAFETY: `made` was never published.
-            drop(unsafe { Box::from_raw(made) });
-            theirs
-        }
-    };
-    unsafe { (*chunk)[index & (CHUNK - 1)].store(state, Ordering::Relaxed) };
-}
-
-thread_local! {
-    /// Set while this thread is inside the runtime: calls it makes (DPDK's own sockets, epoll
-    /// fds, files) go straight to the kernel.
-    static INSIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Whether the runtime should look at `fd` at all: one atomic load on the kernel fast path
-/// (below 65536; two above).
-#[inline]
-pub fn tracked(fd: i32) -> bool {
-    tracked_state(fd) != 0 && !INSIDE.try_with(|i| i.get()).unwrap_or(true)
-}
-
-const TRACKED_EPOLL: u8 = 2;
-const TRACKED_DATAGRAM: u8 = 3;
-
-/// Whether tracked `fd` is a UDP socket (its reads and writes are datagrams): one atomic load.
-#[inline]
-pub fn datagram(fd: i32) -> bool {
-    tracked_state(fd) == TRACKED_DATAGRAM
-}
-
-fn set_tracked(fd: i32, on: bool) {
-    set_tracked_state(fd, on as u8);
-}
-
-fn set_tracked_datagram(fd: i32) {
-    set_tracked_state(fd, TRACKED_DATAGRAM);
-}
-
-fn inside() -> bool {
-    INSIDE.try_with(|i| i.get()).unwrap_or(true)
-}
-
-fn last_errno() -> Errno {
-    Errno(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
-}
-
-/// The answer to a call: the kernel should handle it, or here is the result.
-pub enum Call<T> {
-    Kernel,
-    Done(Result<T, Errno>),
-}
 
 /// Counters of the per-socket routing decisions (principle 4: fallback is visible).
 #[derive(Clone, Copy, Debug, Default)]
@@ -209,6 +117,7 @@ fn global() -> Option<&'static Accel<ProcessNic>> {
         return None;
     }
     *RUNTIME.get_or_init(|| {
+        // SAFETY: getauxval takes no memory and reads the process's auxiliary vector.
         let secure_exec = unsafe { libc::getauxval(libc::AT_SECURE) } != 0;
         match start_decision(std::env::var(ENV_PID).ok().as_deref(), std::process::id(), secure_exec) {
             Start::Kernel => return None,
@@ -238,6 +147,8 @@ fn global() -> Option<&'static Accel<ProcessNic>> {
             rt.precheck = Some(|cfg| nic::dpdk::precheck(&dpdk_options(cfg)).map_err(|e| e.to_string()));
             rt.observe_dir = Some(observe::region::run_dir());
         });
+        // SAFETY: registers an `extern "C" fn()` that lives as long as the program (a static
+        // function of this library, which is never unloaded: it is preloaded).
         unsafe { libc::atexit(close_port_at_exit) };
         Some(me)
     })
@@ -579,19 +490,6 @@ pub fn tcp_info(fd: i32) -> Call<libc::tcp_info> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_fd_a_process_can_have_is_tracked() {
-        for fd in [65_535, 65_536, 131_071, 1 << 20, i32::MAX] {
-            assert_eq!(tracked_state(fd), 0);
-            set_tracked_datagram(fd);
-            assert!(tracked(fd) && datagram(fd), "fd {fd}");
-            set_tracked(fd, false);
-            assert!(!tracked(fd), "fd {fd}");
-        }
-        set_tracked(-1, true);
-        assert!(!tracked(-1));
-    }
 
     #[test]
     fn a_secure_exec_process_is_never_accelerated() {

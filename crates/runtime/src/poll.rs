@@ -143,6 +143,7 @@ impl<N: Nic + 'static> Accel<N> {
                 }
                 Some(Step::Done(n)) => {
                     let k = if kernel.iter().any(|p| p.fd >= 0) {
+                        // SAFETY: `kernel` is our Vec of kernel.len() pollfds, read and written by the kernel.
                         unsafe { real::poll(kernel.as_mut_ptr(), kernel.len() as libc::nfds_t, 0) }
                     } else {
                         0

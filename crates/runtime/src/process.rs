@@ -11,7 +11,11 @@ use stack::shard::SocketId;
 use stack::TcpState;
 
 use crate::accel::{Accel, Runtime};
-use crate::{real, set_tracked, Errno, FORKED};
+use crate::observe::region::run_dir;
+use crate::{real, set_tracked, Errno};
+
+/// Set in a forked child: the parent's shard must not be touched.
+pub(crate) static FORKED: AtomicBool = AtomicBool::new(false);
 
 impl<N: Nic + 'static> Accel<N> {
     /// The process is about to change its credentials (setuid, setgid, setgroups, ...): a
@@ -19,6 +23,7 @@ impl<N: Nic + 'static> Accel<N> {
     /// open the NIC (AF_XDP, hugepages) before its first socket. Open it now, unless the calling
     /// thread manages its capabilities itself (`keeps_capabilities`).
     pub fn before_credentials_change(&self) {
+        // SAFETY: PR_GET_SECUREBITS takes no other argument and no memory.
         if keeps_capabilities(unsafe { libc::prctl(libc::PR_GET_SECUREBITS) }) {
             return;
         }
@@ -46,6 +51,7 @@ impl<N: Nic + 'static> Accel<N> {
                         rt.wait.stats,
                         rt.routing
                     );
+                    // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
                     unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
                 }
             }
@@ -81,6 +87,7 @@ impl<N: Nic + 'static> Accel<N> {
                 // Nothing moved: wait for frames or the next timer (a few ms at most).
                 let mut fds: Vec<libc::pollfd> =
                     rx_fds.iter().flatten().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+                // SAFETY: `fds` is our Vec of fds.len() pollfds, read and written by the kernel.
                 unsafe { real::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait_ms.clamp(1, 10)) };
             }
         }
@@ -164,6 +171,7 @@ impl<N: Nic + 'static> Runtime<N> {
                 std::process::id(),
                 inherited.len()
             );
+            // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
             unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
         }
         for &fd in &fds {
@@ -188,6 +196,7 @@ impl<N: Nic + 'static> Runtime<N> {
     /// their fds is not close-on-exec.
     fn kept_across_exec(&self, fds: &[i32]) -> HashSet<SocketId> {
         fds.iter()
+            // SAFETY: F_GETFD takes no memory.
             .filter(|&&fd| unsafe { real::fcntl(fd, libc::F_GETFD, 0) } & libc::FD_CLOEXEC == 0)
             .filter_map(|&fd| match self.fds.kind(fd) {
                 Some(crate::fdtable::Fd::Conn { id, .. }) => Some(*id),
@@ -227,6 +236,9 @@ impl<N: Nic + 'static> Runtime<N> {
 /// socket's placeholder that the runtime has released, keeping its close-on-exec flag, and
 /// stops tracking it: calls on it fail as on a socket with no connection.
 fn bury(fd: i32) {
+    // SAFETY: fcntl (F_GETFD, F_SETFD with an integer), socket, dup2 and close take no
+    // memory; `dead` is the socket made here, closed once; dup2 replaces the placeholder at
+    // `fd`, which the runtime has released, atomically.
     unsafe {
         let cloexec = real::fcntl(fd, libc::F_GETFD, 0);
         let dead = real::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
@@ -250,18 +262,9 @@ pub const ENV_EXE: &str = "PRONGHORN_EXE";
 /// the environment may be another (nginx gives itself and its workers one of their own).
 static EXE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
 static EXIT_STATS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-static RUN_DIR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
-/// Where accelerated processes keep their stats regions and control sockets (`pronghorn ps`
-/// looks there): `PRONGHORN_RUN_DIR`, or /dev/shm.
-pub const ENV_RUN_DIR: &str = "PRONGHORN_RUN_DIR";
-
-/// The run directory as the process found it when its runtime started (or now, in the CLI).
-pub fn run_dir() -> String {
-    RUN_DIR.get_or_init(|| std::env::var(ENV_RUN_DIR).unwrap_or_else(|_| "/dev/shm".into())).clone()
-}
-
-/// Remembers the variables above (called when the process-wide runtime is made).
+/// Remembers the variables above and the run directory (`observe::region::run_dir`), called
+/// when the process-wide runtime is made.
 pub(crate) fn remember_env() {
     EXE.get_or_init(|| std::env::var(ENV_EXE).ok());
     EXIT_STATS.get_or_init(|| std::env::var_os(ENV_EXIT_STATS).is_some());
@@ -275,6 +278,7 @@ pub(crate) fn remember_env() {
 /// started by `pronghorn run` as root has one.
 pub(crate) fn start_reaper(iface: &str, queues: u16) {
     let Some(exe) = EXE.get().cloned().flatten() else { return };
+    // SAFETY: geteuid takes no memory and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return;
     }
@@ -283,6 +287,7 @@ pub(crate) fn start_reaper(iface: &str, queues: u16) {
             "pronghorn: cannot start the cleanup helper ({e}): if this process dies by a signal or exits without root, \
              `ip link set dev {iface} xdp off` detaches the XDP program it leaves\n"
         );
+        // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
         unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
     }
 }
@@ -302,7 +307,7 @@ fn spawn_reaper(exe: &str, iface: &str, queues: u16) -> Result<(), String> {
         "--queues".into(),
         queues.to_string(),
         "--run-dir".into(),
-        run_dir(),
+        run_dir().to_string_lossy().into_owned(),
     ];
     let cargs: Vec<CString> =
         args.iter().map(|a| CString::new(a.as_str()).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
@@ -312,6 +317,10 @@ fn spawn_reaper(exe: &str, iface: &str, queues: u16) -> Result<(), String> {
     let mut envp: Vec<*mut libc::c_char> = env.iter().map(|a| a.as_ptr() as *mut libc::c_char).collect();
     envp.push(std::ptr::null_mut());
     let devnull = CString::new("/dev/null").unwrap();
+    // SAFETY: the file actions and attributes are zeroed (valid bit patterns for them),
+    // initialised before use and destroyed after; every path is a CString and `argv` and `envp`
+    // null-terminated arrays of CStrings (`cargs`, `env`), all of which outlive posix_spawn,
+    // which copies what the child needs; `pid` is ours to write.
     unsafe {
         let mut actions: libc::posix_spawn_file_actions_t = std::mem::zeroed();
         let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
@@ -348,6 +357,7 @@ pub fn forked_child_socket(fd: i32) -> Option<Errno> {
              process its own queue with nic.queues)\n",
             std::process::id()
         );
+        // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
         unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
     }
     Some(Errno::EOPNOTSUPP)

@@ -7,22 +7,35 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 macro_rules! real_fns {
     ($($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
         $(
-            #[allow(clippy::missing_safety_doc, non_snake_case)]
+            /// Calls the libc function of this name.
+            ///
+            /// # Safety
+            /// The C function's contract for its arguments.
+            #[allow(non_snake_case)]
             pub unsafe fn $name($($arg: $ty),*) -> $ret {
                 static PTR: AtomicUsize = AtomicUsize::new(0);
                 let mut p = PTR.load(Ordering::Relaxed);
                 if p == 0 {
-                    let sym = concat!(stringify!($name), "\0");
-                    p = libc::dlsym(libc::RTLD_NEXT, CStr::from_bytes_with_nul_unchecked(sym.as_bytes()).as_ptr()) as usize;
+                    // SAFETY: an identifier and one NUL: no NUL inside.
+                    let sym = unsafe { CStr::from_bytes_with_nul_unchecked(concat!(stringify!($name), "\0").as_bytes()) };
+                    // SAFETY: dlsym takes a pseudo-handle and a NUL-terminated name, and returns an
+                    // address or null.
+                    p = unsafe { libc::dlsym(libc::RTLD_NEXT, sym.as_ptr()) } as usize;
                     if p == 0 {
                         // Not preloaded (tests, the CLI): the default lookup is libc's.
-                        p = libc::dlsym(libc::RTLD_DEFAULT, CStr::from_bytes_with_nul_unchecked(sym.as_bytes()).as_ptr()) as usize;
+                        // SAFETY: as above.
+                        p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, sym.as_ptr()) } as usize;
                     }
                     assert!(p != 0, "pronghorn: libc has no {}", stringify!($name));
                     PTR.store(p, Ordering::Relaxed);
                 }
-                let f: unsafe extern "C" fn($($ty),*) -> $ret = std::mem::transmute(p);
-                f($($arg),*)
+                // SAFETY: `p` is the non-null address of libc's function of this name, whose C
+                // prototype is the signature declared for it below (fcntl's and ioctl's third,
+                // variadic argument is an integer, which x86-64 passes in the same register either
+                // way). Relaxed suffices: the code it points to is mapped before dlsym answers.
+                let f: unsafe extern "C" fn($($ty),*) -> $ret = unsafe { std::mem::transmute(p) };
+                // SAFETY: the caller's contract for the C function, whose arguments go on unchanged.
+                unsafe { f($($arg),*) }
             }
         )*
     };

@@ -9,6 +9,7 @@ pub const SECRET_LEN: usize = 32;
 pub fn random_secret() -> Result<[u8; SECRET_LEN], String> {
     let mut secret = [0u8; SECRET_LEN];
     fill_random(&mut secret, |buf| {
+        // SAFETY: the kernel writes at most buf.len() bytes into `buf`.
         let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
         if n < 0 {
             Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))

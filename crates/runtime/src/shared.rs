@@ -181,6 +181,8 @@ fn socket2_addr(a: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
                 sin_addr: libc::in_addr { s_addr: u32::from(*v4.ip()).to_be() },
                 sin_zero: [0; 8],
             };
+            // SAFETY: sockaddr_storage is larger than and aligned for a sockaddr_in (its purpose),
+            // and `ss` is our local.
             unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin) };
             std::mem::size_of::<libc::sockaddr_in>()
         }
@@ -192,6 +194,7 @@ fn socket2_addr(a: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
                 sin6_addr: libc::in6_addr { s6_addr: v6.ip().octets() },
                 sin6_scope_id: 0,
             };
+            // SAFETY: as above, for a sockaddr_in6.
             unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin6) };
             std::mem::size_of::<libc::sockaddr_in6>()
         }

@@ -76,6 +76,7 @@ impl<N: Nic + 'static> Runtime<N> {
             self.deferred_listeners -= 1;
             if let Err(e) = self.start_listener(fd, local, backlog, nonblock) {
                 let msg = format!("pronghorn: listening on {local} (fd {fd}) failed as the NIC opened: {e:?}\n");
+                // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
                 unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
                 self.fds.get_mut(fd).unwrap().fd = Fd::Bound { local, nonblock };
             }
@@ -485,6 +486,7 @@ impl<N: Nic + 'static> Accel<N> {
             match accepted {
                 Ok((conn, peer)) => {
                     let shard = rt.shards.of(conn);
+                    // SAFETY: eventfd takes no memory; the result is checked below.
                     let efd = unsafe {
                         let nb = if flags & libc::SOCK_NONBLOCK != 0 { libc::EFD_NONBLOCK } else { 0 };
                         real::eventfd(0, nb | if flags & libc::SOCK_CLOEXEC != 0 { libc::EFD_CLOEXEC } else { 0 })
@@ -536,6 +538,7 @@ impl<N: Nic + 'static> Accel<N> {
                                 "pronghorn: connect() to {addr}, this process's own accelerated address, is refused \
                                  (ECONNREFUSED): a connection within one accelerated process is not supported yet\n"
                             );
+                            // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
                             unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
                         }
                         return Call::Done(Err(Errno(libc::ECONNREFUSED)));

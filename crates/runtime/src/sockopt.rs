@@ -290,6 +290,7 @@ impl<N: Nic + 'static> Accel<N> {
 
 /// Linux's `struct tcp_info` from the connection's snapshot (times in microseconds).
 pub(crate) fn linux_tcp_info(i: &stack::TcpInfo) -> libc::tcp_info {
+    // SAFETY: struct tcp_info is integers only: all zeroes is a valid value.
     let mut t: libc::tcp_info = unsafe { std::mem::zeroed() };
     t.tcpi_state = match i.state {
         stack::TcpState::Established => 1,

@@ -37,6 +37,8 @@ impl SignalOwner {
     /// The owner set on `fd`, if any.
     fn of(fd: i32) -> Option<SignalOwner> {
         let mut owner = OwnerEx::default();
+        // SAFETY: F_GETOWN_EX writes a struct f_owner_ex into `owner`, an OwnerEx of the same
+        // layout (repr(C): two c_ints) that outlives the call.
         let r = unsafe { real::fcntl(fd, F_GETOWN_EX, &mut owner as *mut OwnerEx as libc::c_ulong) };
         (r == 0 && owner.pid > 0).then_some(SignalOwner(owner))
     }
@@ -44,6 +46,7 @@ impl SignalOwner {
     /// Sends SIGURG (errors, such as an owner that has exited, are ignored as Linux does).
     pub(crate) fn signal(self) {
         let OwnerEx { kind, pid } = self.0;
+        // SAFETY: tgkill, getpid and kill take no memory; a gone target fails with ESRCH.
         unsafe {
             match kind {
                 F_OWNER_TID => {
@@ -66,6 +69,8 @@ pub(crate) fn keep_owner(fd: i32) -> impl FnOnce() {
     let owner = SignalOwner::of(fd);
     move || {
         if let Some(SignalOwner(mut o)) = owner {
+            // SAFETY: F_SETOWN_EX reads a struct f_owner_ex from `o`, an OwnerEx of that layout
+            // that outlives the call.
             unsafe { real::fcntl(fd, F_SETOWN_EX, &mut o as *mut OwnerEx as libc::c_ulong) };
         }
     }

@@ -54,6 +54,7 @@ const ASLEEP: u32 = 2;
 
 impl Parker {
     fn new() -> Option<Parker> {
+        // SAFETY: eventfd takes no memory; the result is checked before use.
         let efd = unsafe { real::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         (efd >= 0).then(|| Parker {
             word: AtomicU32::new(IDLE),
@@ -76,9 +77,13 @@ impl Parker {
         if self.via_fd.load(Ordering::Acquire) {
             self.fd_written.store(true, Ordering::Release);
             let one = 1u64;
+            // SAFETY: the eventfd this Parker owns (closed only by its drop), and an 8-byte
+            // counter value that outlives the call.
             unsafe { real::write(self.efd, (&one as *const u64).cast(), 8) };
         } else if before == ASLEEP {
             unsafe {
+                // SAFETY: FUTEX_WAKE on the parker's own AtomicU32, which lives as long as `self`;
+                // the kernel only reads its address.
                 libc::syscall(libc::SYS_futex, self.word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1)
             };
         }
@@ -94,6 +99,7 @@ impl Parker {
         self.word.store(IDLE, Ordering::Release);
         if self.fd_written.swap(false, Ordering::AcqRel) {
             let mut v = 0u64;
+            // SAFETY: the eventfd this Parker owns; the kernel writes the 8-byte counter into `v`.
             unsafe { real::read(self.efd, (&mut v as *mut u64).cast(), 8) };
         }
     }
@@ -110,6 +116,8 @@ impl Parker {
             tv_nsec: ((timeout_ms.max(0) % 1000) as libc::c_long) * 1_000_000,
         };
         let tsp = if timeout_ms < 0 { std::ptr::null() } else { &ts as *const libc::timespec };
+        // SAFETY: FUTEX_WAIT on the parker's own AtomicU32 (lives as long as `self`); `tsp` is
+        // null or points to `ts`, which outlives the call.
         let r = unsafe {
             libc::syscall(libc::SYS_futex, self.word.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, ASLEEP, tsp)
         };
@@ -122,6 +130,7 @@ impl Parker {
 
 impl Drop for Parker {
     fn drop(&mut self) {
+        // SAFETY: the eventfd this Parker made and owns; dropped once, so closed once.
         unsafe { real::close(self.efd) };
     }
 }
@@ -405,6 +414,7 @@ impl<N: Nic + 'static> Runtime<N> {
         }
         if spawned.is_err() && self.shards.len() > 1 {
             let msg = "pronghorn: cannot start a stack thread per shard; the shards without one do not receive\n";
+            // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
             unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
         } else if spawned.is_err() {
             // No thread: stay inline (every waiter drives in turn), which still works.
@@ -417,6 +427,8 @@ impl<N: Nic + 'static> Runtime<N> {
 
 /// How many CPUs this process may run on.
 pub(crate) fn allowed_cpus() -> usize {
+    // SAFETY: cpu_set_t is an array of integers (all-zero: the empty set); the kernel writes
+    // at most `size` bytes into `set`, which outlives the call.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
@@ -427,6 +439,8 @@ pub(crate) fn allowed_cpus() -> usize {
 }
 
 fn pin_to(cpu: u32) {
+    // SAFETY: as in allowed_cpus; CPU_SET indexes the set's array with a bounds check, and
+    // `msg` is readable for its length.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu as usize, &mut set);
@@ -454,6 +468,7 @@ pub(crate) fn sleep(s: &Sleep, extra: &mut PollFds) -> i32 {
             }
             return 0;
         }
+        // SAFETY: `extra` is our Vec of extra.len() pollfds, read and written by the kernel.
         let r = unsafe { real::poll(extra.as_mut_ptr(), extra.len() as libc::nfds_t, 0) };
         return if r < 0 { -crate::last_errno().0 } else { r };
     }
@@ -466,6 +481,7 @@ pub(crate) fn sleep(s: &Sleep, extra: &mut PollFds) -> i32 {
     if let Some(rx) = s.rx_fd {
         extra.push(libc::pollfd { fd: rx, events: libc::POLLIN, revents: 0 });
     }
+    // SAFETY: `extra` is our Vec of extra.len() pollfds, read and written by the kernel.
     let r = unsafe { real::poll(extra.as_mut_ptr(), extra.len() as libc::nfds_t, s.timeout_ms) };
     let errno = if r < 0 { crate::last_errno() } else { Errno(0) };
     extra.truncate(base);
@@ -494,8 +510,12 @@ pub(crate) fn restarts_after_signal(has_timeout: bool) -> bool {
             .contains(s)
     };
     (1..=libc::SIGRTMAX()).filter(asynchronous).all(|sig| {
+        // SAFETY: sigaction is integers, a sigset and a handler address: all zeroes is SIG_DFL
+        // with no flags, a valid value.
         let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
         // glibc refuses its own internal signals (EINVAL): not the application's.
+        // SAFETY: a null new action only reads the current one into `old`, which outlives
+        // the call.
         if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 {
             return true;
         }

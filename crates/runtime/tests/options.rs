@@ -122,6 +122,7 @@ impl Lab {
     /// A blocking connection to the peer (its k-th, counting from 0); options first.
     fn connect(&self, options: &[(i32, i32)]) -> i32 {
         let rt = self.rt;
+        // SAFETY: socket takes no memory.
         let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
         assert!(fd >= 0);
         rt.socket_created(fd, libc::AF_INET, libc::SOCK_STREAM, 0);
@@ -265,6 +266,9 @@ fn sigurg_goes_to_the_owner_set_with_f_setown_ex() {
         let l = Lab::new(drive, Buffers::default());
         let rt = l.rt;
         let script = l.script.clone();
+        // SAFETY: the sigset is zeroed then initialised by sigemptyset before use; every
+        // pointer given (the sigsets, `me` and `owner`, two c_ints each as struct f_owner_ex,
+        // `ts`) is a local that outlives its call; the rest takes no memory.
         let got = within("SIGURG", move || unsafe {
             // This thread is the owner; it blocks SIGURG and takes it with sigtimedwait.
             let mut urg: libc::sigset_t = std::mem::zeroed();
@@ -326,6 +330,7 @@ fn buffer_options_read_back_as_this_hosts_linux() {
     let (rmem_max, wmem_max) = (limits("/proc/sys/net/core/rmem_max")[0], limits("/proc/sys/net/core/wmem_max")[0]);
     let (tcp_rmem, tcp_wmem) = (limits("/proc/sys/net/ipv4/tcp_rmem"), limits("/proc/sys/net/ipv4/tcp_wmem"));
     let bound = || {
+        // SAFETY: socket takes no memory.
         let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
         rt.socket_created(fd, libc::AF_INET, libc::SOCK_STREAM, 0);
         done(rt.bind(fd, SocketAddr::V4(SocketAddrV4::new(OURS, 0)))).unwrap();

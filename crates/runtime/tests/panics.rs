@@ -40,17 +40,24 @@ fn accept(rt: &'static Accel<NicWithPeer<Tripwire>>, fd: i32) -> Call<(i32, Sock
 /// Runs `f` with fd 2 going into a pipe; returns what was written there.
 fn stderr_of(f: impl FnOnce()) -> String {
     let mut p = [0; 2];
+    // SAFETY: pipe2 writes two fds into `p`, which holds two.
     assert_eq!(unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_NONBLOCK) }, 0);
+    // SAFETY: dup and dup2 take no memory; fd 2 is the test process's to redirect.
     let saved = unsafe { libc::dup(2) };
+    // SAFETY: as above.
     unsafe { libc::dup2(p[1], 2) };
     f();
+    // SAFETY: dup2 and close take no memory; `saved` and p[1] are fds made above, each
+    // closed once.
     unsafe {
         libc::dup2(saved, 2);
         libc::close(saved);
         libc::close(p[1]);
     }
     let mut out = vec![0u8; 65536];
+    // SAFETY: the kernel writes at most out.len() bytes into `out`.
     let n = unsafe { libc::read(p[0], out.as_mut_ptr().cast(), out.len()) };
+    // SAFETY: the pipe's read end, made above and closed once.
     unsafe { libc::close(p[0]) };
     out.truncate(n.max(0) as usize);
     String::from_utf8_lossy(&out).into_owned()
@@ -65,6 +72,7 @@ fn a_panic_in_a_call_fails_it_with_eio_counted_and_said_once() {
     let (a, _b) = pair(MemConfig::default());
     let armed = Arc::new(AtomicBool::new(false));
     let rt = Accel::with_nic(cfg, NicWithPeer { mine: a, peer: Tripwire(armed.clone()) });
+    // SAFETY: socket takes no memory.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
     rt.socket_created(fd, libc::AF_INET, libc::SOCK_STREAM, 0);
     assert!(matches!(rt.bind(fd, SocketAddr::V4(SocketAddrV4::new(OURS, 7000))), Call::Done(Ok(()))));

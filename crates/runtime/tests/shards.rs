@@ -127,6 +127,8 @@ struct PeerHandle(Rc<RefCell<Peer>>);
 // SAFETY: the test reaches the peer only through `with_peer`, under the runtime's lock, like
 // the runtime's own NICs.
 unsafe impl Send for PeerHandle {}
+// SAFETY: as for Send: every access to the Rc and RefCell inside is under the runtime's lock,
+// so no two threads touch them at once.
 unsafe impl Sync for PeerHandle {}
 
 #[derive(Clone, Copy)]
@@ -173,6 +175,7 @@ impl Lab {
 
 fn tcp_socket(rt: &Accel<QueueNic>, nonblock: bool) -> i32 {
     let ty = libc::SOCK_STREAM | if nonblock { libc::SOCK_NONBLOCK } else { 0 };
+    // SAFETY: socket takes no memory.
     let fd = unsafe { libc::socket(libc::AF_INET, ty, 0) };
     assert!(fd >= 0);
     rt.socket_created(fd, libc::AF_INET, ty, 0);
@@ -197,6 +200,7 @@ fn one_listener_fd_serves_the_connections_of_both_shards_through_epoll() {
     let lfd = tcp_socket(rt, true);
     done(rt.bind(lfd, SocketAddr::V4(SocketAddrV4::new(OURS, 80)))).unwrap();
     done(rt.listen(lfd, 64)).unwrap();
+    // SAFETY: epoll_create1 takes no memory.
     let epfd = unsafe { libc::epoll_create1(0) };
     assert!(epfd >= 0 && rt.epoll_created(epfd));
     done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, lfd, libc::EPOLLIN as u32, 1)).unwrap();

@@ -153,6 +153,7 @@ fn lab_with(drive: &str, more: &str) -> Lab {
 
 fn tcp_socket(rt: &Accel<PeerNic>, nonblock: bool) -> i32 {
     let ty = libc::SOCK_STREAM | if nonblock { libc::SOCK_NONBLOCK } else { 0 };
+    // SAFETY: socket takes no memory.
     let fd = unsafe { libc::socket(libc::AF_INET, ty, 0) };
     assert!(fd >= 0);
     rt.socket_created(fd, libc::AF_INET, ty, 0);
@@ -394,6 +395,7 @@ fn a_blocked_reader_wakes_with_ebadf_when_another_thread_closes_its_socket() {
 }
 
 fn epoll_set(rt: &Accel<PeerNic>) -> i32 {
+    // SAFETY: epoll_create1 takes no memory.
     let epfd = unsafe { libc::epoll_create1(0) };
     assert!(epfd >= 0 && rt.epoll_created(epfd));
     epfd
@@ -485,9 +487,11 @@ fn epoll_reports_an_fd_once_per_wait_after_it_left_the_set_while_ready_and_came_
         done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_MOD, fd, edge, 3)).unwrap();
         rt.close(fd);
         let other = connect_echo(rt);
+        // SAFETY: dup2 takes no memory; both fds are this test's.
         assert_eq!(unsafe { libc::dup2(other, fd) }, fd);
         rt.duplicated(other, fd);
         rt.close(other);
+        // SAFETY: `other`'s number is this test's, closed once.
         assert_eq!(unsafe { libc::close(other) }, 0);
         let reused = fd;
         done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, reused, edge, 4)).unwrap();
@@ -547,6 +551,7 @@ fn poll_wakes_for_a_kernel_fd_and_for_an_accelerated_one() {
         let rt = l.rt;
         let fd = connect_echo(rt);
         let mut pipe = [0i32; 2];
+        // SAFETY: pipe writes two fds into `pipe`, which holds two.
         assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
         let (r, w) = (pipe[0], pipe[1]);
         let poller = move || {
@@ -564,9 +569,11 @@ fn poll_wakes_for_a_kernel_fd_and_for_an_accelerated_one() {
             poller()
         });
         rx.recv().unwrap();
+        // SAFETY: one byte of a static buffer.
         assert_eq!(unsafe { libc::write(w, b"k".as_ptr().cast(), 1) }, 1);
         assert_eq!(within("poll (pipe)", move || h.join().unwrap()), (1, libc::POLLIN, 0));
         let mut k = [0u8; 1];
+        // SAFETY: the kernel writes at most one byte into `k`, which holds one.
         assert_eq!(unsafe { libc::read(r, k.as_mut_ptr().cast(), 1) }, 1);
         // Then the accelerated one.
         let (tx, rx) = mpsc::channel();
@@ -578,6 +585,7 @@ fn poll_wakes_for_a_kernel_fd_and_for_an_accelerated_one() {
         done(rt.send(fd, b"a", false)).unwrap();
         assert_eq!(within("poll (socket)", move || h.join().unwrap()), (1, 0, libc::POLLIN));
         rt.close(fd);
+        // SAFETY: the pipe's two fds, made above, each closed once.
         unsafe {
             libc::close(r);
             libc::close(w);
@@ -650,6 +658,9 @@ fn a_child_forked_before_the_nic_opened_serves_the_inherited_listener_itself() {
     let local = SocketAddr::V4(SocketAddrV4::new(OURS, 5200));
     let hold = rt.fork_prepare();
     assert!(hold.child_keeps(), "the NIC is not open yet");
+    // SAFETY: the child runs the test's closure and leaves with _exit (no destructors);
+    // glibc's fork keeps malloc usable in the child, and `hold` (fork_prepare) keeps the
+    // runtime's lock free across the fork.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
         // The child: its copy of the runtime opens its own NIC (here: its own copy of the
@@ -664,12 +675,14 @@ fn a_child_forked_before_the_nic_opened_serves_the_inherited_listener_itself() {
             Some(got)
         });
         let ok = served.as_deref() == Some(&b"from the child"[..]) && rt.serving();
+        // SAFETY: _exit takes no memory and runs no destructors or atexit handlers.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
     }
     drop(hold);
     assert!(pid > 0);
     let status = within("child exits", move || {
         let mut status = 0;
+        // SAFETY: the kernel writes the status into `status`, which outlives the call.
         assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
         status
     });
@@ -782,9 +795,12 @@ fn reuseport_listeners_share_an_address_and_its_connections() {
 extern "C" fn note_signal(_: libc::c_int) {}
 
 fn install_handler(sig: libc::c_int, flags: libc::c_int) {
+    // SAFETY: sigaction is integers, a sigset and a handler address: all zeroes is valid.
     let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
     sa.sa_sigaction = note_signal as extern "C" fn(libc::c_int) as usize;
     sa.sa_flags = flags;
+    // SAFETY: `sa` is a valid sigaction whose handler is an `extern "C" fn(c_int)` that
+    // lives as long as the program and does nothing (async-signal-safe).
     assert_eq!(unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) }, 0);
 }
 
@@ -799,6 +815,7 @@ fn a_signal_restarts_a_blocking_read_with_sa_restart_and_interrupts_it_without()
         let (tid_tx, tid_rx) = mpsc::channel();
         let (res_tx, res_rx) = mpsc::channel();
         std::thread::spawn(move || {
+            // SAFETY: pthread_self takes no memory and cannot fail.
             tid_tx.send(unsafe { libc::pthread_self() }).unwrap();
             let mut buf = [0u8; 16];
             let _ = res_tx.send(done(rt.recv(fd, &mut buf, false, false)).map(|n| buf[..n].to_vec()));
@@ -815,6 +832,8 @@ fn a_signal_restarts_a_blocking_read_with_sa_restart_and_interrupts_it_without()
     install_handler(libc::SIGUSR2, libc::SA_RESTART);
     let (tid, result) = reader(rt);
     for _ in 0..5 {
+        // SAFETY: `tid` is the reader thread, alive until it sends its result; its
+        // SIGUSR2 handler is installed above.
         unsafe { libc::pthread_kill(tid, libc::SIGUSR2) };
         assert!(result.recv_timeout(Duration::from_millis(20)).is_err(), "the read ended on a SA_RESTART signal");
     }
@@ -824,6 +843,8 @@ fn a_signal_restarts_a_blocking_read_with_sa_restart_and_interrupts_it_without()
     install_handler(libc::SIGUSR1, 0);
     let (tid, result) = reader(rt);
     let got = within("EINTR", move || loop {
+        // SAFETY: `tid` is the reader thread, alive until its result arrives here; its
+        // SIGUSR1 handler is installed above.
         unsafe { libc::pthread_kill(tid, libc::SIGUSR1) };
         if let Ok(r) = result.recv_timeout(Duration::from_millis(10)) {
             return r;
@@ -831,6 +852,7 @@ fn a_signal_restarts_a_blocking_read_with_sa_restart_and_interrupts_it_without()
     });
     assert_eq!(got, Err(Errno(libc::EINTR)));
     for sig in [libc::SIGUSR1, libc::SIGUSR2] {
+        // SAFETY: restores the default action; no memory.
         unsafe { libc::signal(sig, libc::SIG_DFL) };
     }
     rt.close(fd);
@@ -842,6 +864,7 @@ fn a_signal_restarts_a_blocking_read_with_sa_restart_and_interrupts_it_without()
 
 fn udp_socket(rt: &Accel<PeerNic>, nonblock: bool) -> i32 {
     let ty = libc::SOCK_DGRAM | if nonblock { libc::SOCK_NONBLOCK } else { 0 };
+    // SAFETY: socket takes no memory.
     let fd = unsafe { libc::socket(libc::AF_INET, ty, 0) };
     assert!(fd >= 0);
     rt.socket_created(fd, libc::AF_INET, ty, 0);
@@ -962,6 +985,7 @@ fn udp_sockets_bound_or_sending_elsewhere_stay_with_the_kernel() {
     assert!(!runtime::datagram(fd2));
     assert_eq!(rt.routing_stats().kernel_udp, 2);
     assert_eq!(rt.routing_stats().accelerated_udp, 0);
+    // SAFETY: the test's two sockets, each closed once.
     unsafe {
         libc::close(fd);
         libc::close(fd2);
@@ -1023,6 +1047,7 @@ fn dup_d_fds_share_their_sockets_options_and_o_nonblock() {
     let l = lab("inline");
     let rt = l.rt;
     let fd = connect_echo(rt);
+    // SAFETY: dup takes no memory.
     let copy = unsafe { libc::dup(fd) };
     assert!(copy >= 0);
     rt.duplicated(fd, copy);
@@ -1110,6 +1135,7 @@ fn before_exec_closed_and_close_on_exec_connections_deliver_their_data_and_fin()
         let l = lab(drive);
         let rt = l.rt;
         let (_lfd, [closed, held]) = accept_two(&l, 5403);
+        // SAFETY: F_SETFD takes an integer, no memory.
         assert_eq!(unsafe { libc::fcntl(held, libc::F_SETFD, libc::FD_CLOEXEC) }, 0);
         l.ctl.lock().unwrap().read_per_run = Some(0);
         let sent = [fill(rt, closed, 3), fill(rt, held, 4)];
@@ -1127,9 +1153,11 @@ fn before_exec_closed_and_close_on_exec_connections_deliver_their_data_and_fin()
         }
         assert!(!runtime::tracked(held), "{drive}: the runtime forgot the fd");
         let mut byte = 0u8;
+        // SAFETY: the kernel writes at most one byte into `byte`.
         let r = unsafe { libc::recv(held, (&mut byte as *mut u8).cast(), 1, libc::MSG_DONTWAIT) };
         let e = std::io::Error::last_os_error().raw_os_error();
         assert_eq!((r, e), (-1, Some(libc::ENOTCONN)), "{drive}: a socket with no connection");
+        // SAFETY: F_GETFD takes no memory.
         let cloexec = unsafe { libc::fcntl(held, libc::F_GETFD) };
         assert_eq!(cloexec & libc::FD_CLOEXEC, libc::FD_CLOEXEC, "{drive}: still close-on-exec");
     }
@@ -1143,6 +1171,7 @@ fn before_exec_a_connection_that_would_stay_open_in_the_new_program_is_reset() {
     let l = lab("inline");
     let rt = l.rt;
     let (_lfd, [closed, inherited]) = accept_two(&l, 5404);
+    // SAFETY: F_GETFD takes no memory.
     assert_eq!(unsafe { libc::fcntl(inherited, libc::F_GETFD) } & libc::FD_CLOEXEC, 0);
     l.ctl.lock().unwrap().read_per_run = Some(0);
     let sent = fill(rt, closed, 5);

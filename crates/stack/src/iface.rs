@@ -14,8 +14,8 @@ use wire::{
     Ipv6Repr, NdiscNeighborFlags, NdiscRepr,
 };
 
-use crate::neighbor::{Replace, Update};
-use crate::route::TTL;
+use crate::shard::neighbor::{Replace, Update};
+use crate::shard::route::TTL;
 
 /// What happened to frames, for `pronghorn stat` and tests. Every frame received ends in exactly
 /// one of: answered, or one of the `drop_*` counters.

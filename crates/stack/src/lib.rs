@@ -10,13 +10,9 @@
 pub mod echo;
 pub mod errno;
 pub mod iface;
-pub mod neighbor;
 pub mod ports;
-pub mod route;
 pub mod shard;
 pub mod syncookie;
-pub mod table;
-pub mod timer;
 pub use errno::Errno;
 pub use tcp::Config as TcpConfig;
 pub use tcp::CongestionAlgorithm;

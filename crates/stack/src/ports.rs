@@ -29,8 +29,8 @@ use std::ops::RangeInclusive;
 
 use wire::IpAddress;
 
+use crate::shard::table::addr16;
 use crate::syncookie::{siphash, split_key};
-use crate::table::addr16;
 
 /// Linux's default `net.ipv4.ip_local_port_range`.
 pub const DEFAULT_RANGE: RangeInclusive<u16> = 32768..=60999;

@@ -28,7 +28,7 @@
 //! peer echoes the TSval in its ACK's TSecr and [`SynCookies::check`] reads them back. Without
 //! timestamps, SACK and window scaling are lost for that connection, again as on Linux.
 
-use crate::table::FourTuple;
+use crate::shard::table::FourTuple;
 
 /// How long one value of the cookie counter lasts.
 pub const COUNTER_PERIOD_NS: u64 = 64_000_000_000;
@@ -345,7 +345,7 @@ mod tests {
     ];
 
     fn splitmix64(state: &mut u64) -> u64 {
-        crate::table::splitmix64(state)
+        crate::shard::table::splitmix64(state)
     }
 
     #[test]

@@ -96,6 +96,7 @@ fn read_request(fd: i32, timeout_ms: i32) -> Result<String, String> {
         }
         let left_ms = deadline.saturating_duration_since(std::time::Instant::now()).as_nanos().div_ceil(1_000_000);
         let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one pollfd, `p`, which outlives the call.
         let ready = unsafe { real::poll(&mut p, 1, left_ms.min(i32::MAX as u128) as i32) };
         if ready < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
             continue;
@@ -104,6 +105,7 @@ fn read_request(fd: i32, timeout_ms: i32) -> Result<String, String> {
             return Err(format!("no request line within {} ms", timeout_ms));
         }
         let want = chunk.len().min(MAX_REQUEST + 1 - line.len().min(MAX_REQUEST));
+        // SAFETY: `want` <= chunk.len(): the kernel writes within `chunk`.
         let n = unsafe { real::recv(fd, chunk.as_mut_ptr().cast(), want, libc::MSG_DONTWAIT) };
         match n {
             0 => break,
@@ -124,6 +126,8 @@ fn read_request(fd: i32, timeout_ms: i32) -> Result<String, String> {
 fn peer_allowed(stream: &UnixStream) -> bool {
     let mut cred = libc::ucred { pid: 0, uid: u32::MAX, gid: u32::MAX };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: SO_PEERCRED writes at most `len` bytes (a ucred) into `cred` and the length
+    // into `len`, both of which outlive the call; the fd is `stream`'s, open for the call.
     let rc = unsafe {
         real::getsockopt(
             stream.as_raw_fd(),
@@ -133,6 +137,7 @@ fn peer_allowed(stream: &UnixStream) -> bool {
             &mut len,
         )
     };
+    // SAFETY: geteuid takes no memory and cannot fail.
     rc == 0 && (cred.uid == 0 || cred.uid == unsafe { libc::geteuid() })
 }
 
@@ -140,6 +145,7 @@ fn peer_allowed(stream: &UnixStream) -> bool {
 /// application). False when the reader is gone.
 fn send_all(fd: i32, mut buf: &[u8]) -> bool {
     while !buf.is_empty() {
+        // SAFETY: `buf` is readable for buf.len() bytes.
         let n = unsafe { real::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
         if n < 0 {
             if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
@@ -256,6 +262,7 @@ fn capture<N: Nic + 'static>(me: &'static Accel<N>, stream: &UnixStream, snaplen
     let fd = stream.as_raw_fd();
     let Some((shards, offset)) = me.with(|rt| {
         let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes only the timespec it is given, which outlives the call.
         unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
         let wall = ts.tv_sec * 1_000_000_000 + ts.tv_nsec;
         for s in rt.shards.all_mut() {
@@ -276,8 +283,10 @@ fn capture<N: Nic + 'static>(me: &'static Accel<N>, stream: &UnixStream, snaplen
     while alive {
         // Sleep until it is time to collect, or the reader hangs up.
         let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one pollfd, `p`, which outlives the call.
         if unsafe { real::poll(&mut p, 1, CAPTURE_EVERY_MS) } > 0 {
             let mut b = [0u8; 64];
+            // SAFETY: the kernel writes at most b.len() bytes into `b`.
             let n = unsafe { real::recv(fd, b.as_mut_ptr().cast(), b.len(), libc::MSG_DONTWAIT) };
             if n <= 0 {
                 break;

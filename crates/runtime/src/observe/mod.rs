@@ -77,6 +77,7 @@ impl<N: Nic + 'static> Runtime<N> {
                     "pronghorn: no stats region or control socket in {} ({e}): pronghorn ps/stat/conns will not see pid {pid}\n",
                     dir.display()
                 );
+                // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
                 unsafe { crate::real::write(2, msg.as_ptr().cast(), msg.len()) };
             }
         }

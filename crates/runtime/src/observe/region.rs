@@ -14,6 +14,7 @@ use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 /// "PHSTAT" and the layout's version.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT11");
@@ -192,9 +193,16 @@ pub struct Layout {
     pub shard: [[u64; SHARD_COUNTERS.len()]; MAX_SHARDS],
 }
 
-/// The directory of regions and control sockets.
+/// Where accelerated processes keep their stats regions and control sockets (`pronghorn ps`
+/// looks there): `PRONGHORN_RUN_DIR`, or /dev/shm.
+pub const ENV_RUN_DIR: &str = "PRONGHORN_RUN_DIR";
+
+static RUN_DIR: OnceLock<String> = OnceLock::new();
+
+/// The directory of regions and control sockets, as the process found it when its runtime
+/// started (or now, in the CLI): later the environment may be another.
 pub fn run_dir() -> PathBuf {
-    PathBuf::from(crate::process::run_dir())
+    PathBuf::from(RUN_DIR.get_or_init(|| std::env::var(ENV_RUN_DIR).unwrap_or_else(|_| "/dev/shm".into())))
 }
 
 pub fn stats_path(dir: &Path, pid: u32) -> PathBuf {
@@ -231,7 +239,8 @@ pub struct Region {
     path: PathBuf,
 }
 
-// SAFETY: the mapping is written only with the runtime's lock held.
+// SAFETY: the pointer is to a process-wide shared mapping (never unmapped) that this value alone
+// writes, through `&mut self`; nothing in it is tied to the thread that made it.
 unsafe impl Send for Region {}
 
 impl Region {
@@ -241,6 +250,8 @@ impl Region {
         let file: File = OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(path)?;
         let len = std::mem::size_of::<Layout>();
         file.set_len(len as u64)?;
+        // SAFETY: a new shared mapping of `len` bytes of `file`, which set_len just made that
+        // long (no address hint: the kernel chooses); the result is checked against MAP_FAILED.
         let map = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -259,9 +270,12 @@ impl Region {
         let region = Region { map: map.cast(), path: path.to_path_buf() };
         // The file is all zeros: the magic goes last, so a reader never trusts a half-made one.
         let pid = std::process::id();
+        // SAFETY: the mapping is `size_of::<Layout>()` bytes, page-aligned, zero-filled (a valid
+        // Layout: integers only), and this process's only reference to it until `region` returns.
         let l = unsafe { &mut *region.map };
         l.pid = u64::from(pid);
         l.start_time = start_time_of(pid).unwrap_or(0);
+        // SAFETY: geteuid takes no memory and cannot fail.
         l.uid = u64::from(unsafe { libc::geteuid() });
         fence(Ordering::Release);
         l.magic = MAGIC;
@@ -274,6 +288,8 @@ impl Region {
 
     /// Writes under the sequence counter: `f` sees the region's contents.
     pub fn write(&mut self, f: impl FnOnce(&mut Layout)) {
+        // SAFETY: the mapping `create` made, valid for the process's life; `&mut self`
+        // makes this the only reference (readers are other processes, behind the sequence counter).
         let l = unsafe { &mut *self.map };
         let seq = l.seq.load(Ordering::Relaxed);
         l.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
@@ -284,6 +300,8 @@ impl Region {
 
     /// The latency histograms (only this process writes them; a torn read costs one sample).
     pub fn latency(&mut self) -> &mut [[u64; BUCKETS]; STAGES.len()] {
+        // SAFETY: as in `write`: the mapping lives as long as the process, and `&mut self`
+        // makes the borrow unique.
         unsafe { &mut (*self.map).latency }
     }
 
@@ -316,6 +334,8 @@ impl Snapshot {
         if meta.len() != len as u64 {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "not a stats region of this pronghorn version"));
         }
+        // SAFETY: a read-only shared mapping of the `len` bytes the file has (checked above);
+        // the result is checked against MAP_FAILED.
         let map = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -334,18 +354,23 @@ impl Snapshot {
         let mut out: Box<Layout> = Box::new(unsafe { std::mem::zeroed() });
         let mut ok = false;
         for _ in 0..10_000 {
+            // SAFETY: `src` is the mapping, `len` = size_of::<Layout>() bytes, page-aligned.
             let before = unsafe { (*src).seq.load(Ordering::Acquire) };
             if before % 2 == 1 {
                 std::hint::spin_loop();
                 continue;
             }
+            // SAFETY: `len` bytes from the mapping into our own boxed Layout (separate memory); a
+            // copy torn by the writer is still integers, and the sequence check below discards it.
             unsafe { std::ptr::copy_nonoverlapping(src as *const u8, (&mut *out as *mut Layout).cast::<u8>(), len) };
             fence(Ordering::Acquire);
+            // SAFETY: as above: `src` is the mapping.
             if unsafe { (*src).seq.load(Ordering::Relaxed) } == before {
                 ok = true;
                 break;
             }
         }
+        // SAFETY: the mapping made above, unmapped once; `src` is not used after.
         unsafe { libc::munmap(map, len) };
         if !ok {
             return Err(io::Error::new(io::ErrorKind::WouldBlock, "the region kept changing while read"));
@@ -448,6 +473,7 @@ mod tests {
         assert!(Snapshot::read(&link).is_err(), "a symbolic link was followed");
         let fifo = stats_path(&dir, 4245);
         let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `c` is a NUL-terminated path that outlives the call.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         let e = Snapshot::read(&fifo).err().expect("a FIFO read as a region");
         assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");

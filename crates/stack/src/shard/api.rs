@@ -17,7 +17,7 @@ use wire::IpAddress;
 use super::sockets::Socket;
 use super::tcp::{ListenGroup, Listener, TcpSocket};
 use super::{is_unspecified, to_ip, to_std, Errno, Shard, SocketId};
-use crate::table::FourTuple;
+use crate::shard::table::FourTuple;
 
 /// What a socket is ready for, in epoll's terms.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

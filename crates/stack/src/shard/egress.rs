@@ -15,8 +15,8 @@ use wire::{
 
 use super::{Shard, ETH};
 use crate::iface::{Answer, Learned};
-use crate::neighbor::{multicast_mac, Lookup};
-use crate::route::TTL;
+use crate::shard::neighbor::{multicast_mac, Lookup};
+use crate::shard::route::TTL;
 
 /// Frames waiting for room in the NIC's tx queue before new ones are dropped.
 const TX_BACKLOG: usize = 8192;

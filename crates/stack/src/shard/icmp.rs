@@ -12,7 +12,7 @@ use wire::{
 };
 
 use super::{Errno, Shard};
-use crate::table::FourTuple;
+use crate::shard::table::FourTuple;
 
 /// What an ICMP error says about a packet we sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -27,8 +27,8 @@ use wire::{
 use super::icmp::IcmpError;
 use super::{Shard, ECN_MASK, ETH};
 use crate::iface::{self, Answer, Drop, Ipv6Dst, Learned};
-use crate::neighbor::{NeighborState, Replace, Update};
-use crate::table::FourTuple;
+use crate::shard::neighbor::{NeighborState, Replace, Update};
+use crate::shard::table::FourTuple;
 
 /// The IP header of a TCP or UDP packet to us, as read (an ICMP error quotes it).
 #[derive(Clone, Copy, Debug)]

@@ -25,6 +25,10 @@
 //! - `udp`, `icmp`: UDP sockets, ICMP errors;
 //! - `api`: the socket calls the runtime makes;
 //! - `inspect`: what the observability tools see.
+//!
+//! And the values the shard holds, each a module of its own that knows nothing of `Shard`:
+//! `neighbor` (the neighbor cache), `route` (subnets and gateways), `table` (the connection and
+//! listener tables) and `timer` (the timer wheel).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -32,12 +36,12 @@ use nic::{MacAddr, Nic, Offloads, PacketBuf};
 use wire::{EthernetAddress, IpAddress, Ipv4Address, Ipv6Address};
 
 use crate::iface::{IfaceStats, Learned};
-use crate::neighbor::{NeighborCache, NeighborConfig, Update};
 use crate::ports::EphemeralPorts;
-use crate::route::Routes;
+use crate::shard::neighbor::{NeighborCache, NeighborConfig, Update};
+use crate::shard::route::Routes;
+use crate::shard::table::{ConnTable, ListenTable};
+use crate::shard::timer::TimerWheel;
 use crate::syncookie::SynCookies;
-use crate::table::{ConnTable, ListenTable};
-use crate::timer::TimerWheel;
 
 mod api;
 mod egress;
@@ -45,9 +49,13 @@ mod icmp;
 mod ingress;
 mod inspect;
 mod memory;
+pub mod neighbor;
+pub mod route;
 mod sockets;
+pub mod table;
 mod tcp;
 mod time_wait;
+pub mod timer;
 mod udp;
 
 pub use crate::errno::Errno;
@@ -316,7 +324,7 @@ pub struct Shard<N: Nic> {
     /// Connections whose segments found no frame buffer, serviced again at the next flush.
     starved: Vec<SocketId>,
     /// RSTs of connections freed before a frame buffer came for them, sent at the next flush.
-    owed_rsts: Vec<(crate::table::FourTuple, wire::TcpRepr)>,
+    owed_rsts: Vec<(crate::shard::table::FourTuple, wire::TcpRepr)>,
     changed: Vec<SocketId>,
     /// Connections the application holds whose peer marked new urgent data (SIGURG).
     urgent: Vec<SocketId>,

@@ -23,9 +23,9 @@ use super::ingress::Transport;
 use super::sockets::Socket;
 use super::time_wait::TimeWaitInput;
 use super::{Shard, SocketId, TimerKey, ECN_CE, ECN_ECT0, ECN_NOT_ECT};
+use crate::shard::table::FourTuple;
+use crate::shard::timer::TimerHandle;
 use crate::syncookie::{siphash24, VALID_AFTER_LAST_SENT_NS};
-use crate::table::FourTuple;
-use crate::timer::TimerHandle;
 
 /// How often a connection that holds send or receive rings is looked at: rings that hold
 /// nothing then go back to the thread's spare list (`tcp::Connection::release_buffers`), so an

@@ -12,8 +12,8 @@ use wire::TcpRepr;
 
 use super::sockets::Socket;
 use super::{Shard, SocketId, TimerKey};
-use crate::table::FourTuple;
-use crate::timer::TimerHandle;
+use crate::shard::table::FourTuple;
+use crate::shard::timer::TimerHandle;
 
 /// What a segment to a 4-tuple in TIME-WAIT came to.
 pub(super) enum TimeWaitInput {

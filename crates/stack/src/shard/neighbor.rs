@@ -38,11 +38,11 @@
 //! gleans from TCP and UDP frames). An incomplete entry takes any address it is given.
 //!
 //! Multicast and broadcast destinations map to their Ethernet groups without an entry. The
-//! subnet-directed broadcast is the caller's to map (see [`crate::route::Routes`]).
+//! subnet-directed broadcast is the caller's to map (see [`crate::shard::route::Routes`]).
 
 use wire::{EthernetAddress, IpAddress};
 
-use crate::table::{addr16, from16, AddrPort, RawTable};
+use crate::shard::table::{addr16, from16, AddrPort, RawTable};
 
 const NIL: u32 = u32::MAX;
 /// `next_probe_at` of a stale entry not used since it went stale.
@@ -362,7 +362,7 @@ impl<P> NeighborCache<P> {
         std::iter::from_fn(move || {
             let e = self.entries.get(at as usize)?;
             at = e.next;
-            Some(crate::table::from16(e.addr))
+            Some(crate::shard::table::from16(e.addr))
         })
     }
 

@@ -3,8 +3,8 @@
 //! far a packet we originate may travel.
 //!
 //! It owns that small configuration and nothing else. It must not resolve link-layer addresses
-//! (that is [`crate::neighbor`]) or hold per-destination state; a lookup is a check against a
-//! handful of prefixes, with no allocation.
+//! (that is [`crate::shard::neighbor`]) or hold per-destination state; a lookup is a check
+//! against a handful of prefixes, with no allocation.
 
 use std::fmt;
 
