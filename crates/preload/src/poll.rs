@@ -115,6 +115,63 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
     }
 }
 
+/// The bits of an fd set of `nfds` fds, as select(2) passes it: an array of longs with as many
+/// bits as the caller needs, which may be more than `fd_set`'s FD_SETSIZE (1024) when the
+/// program allocated a larger one (Linux accepts any `nfds` up to its fd limit). libc's
+/// FD_ISSET/FD_SET are bounds-checked against FD_SETSIZE: a select with an fd past 1024 among
+/// an accelerated one panicked inside the hook, which aborted the program.
+mod fd_bits {
+    const BITS: usize = 8 * std::mem::size_of::<libc::c_ulong>();
+
+    /// # Safety
+    /// `set` points to at least `fd / BITS + 1` longs.
+    pub(super) unsafe fn is_set(set: *const libc::fd_set, fd: usize) -> bool {
+        // SAFETY: the caller's: the word that holds bit `fd` is within the set.
+        let word = unsafe { set.cast::<libc::c_ulong>().add(fd / BITS).read_unaligned() };
+        word >> (fd % BITS) & 1 != 0
+    }
+
+    /// # Safety
+    /// As [`is_set`], and writable.
+    pub(super) unsafe fn set(set: *mut libc::fd_set, fd: usize) {
+        // SAFETY: the caller's, as for `is_set`.
+        unsafe {
+            let p = set.cast::<libc::c_ulong>().add(fd / BITS);
+            p.write_unaligned(p.read_unaligned() | (1 as libc::c_ulong) << (fd % BITS));
+        }
+    }
+
+    /// Clears the bits of fds `0..nfds` (the words that hold them).
+    /// # Safety
+    /// `set` points to at least `nfds.div_ceil(BITS)` writable longs.
+    pub(super) unsafe fn zero(set: *mut libc::fd_set, nfds: usize) {
+        for k in 0..nfds.div_ceil(BITS) {
+            // SAFETY: the caller's: word `k` is within the set.
+            unsafe { set.cast::<libc::c_ulong>().add(k).write_unaligned(0) };
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn bits_past_fd_setsize_are_read_written_and_cleared_within_nfds_only() {
+            let mut words = [0 as libc::c_ulong; 4096 / super::BITS + 1];
+            let set = words.as_mut_ptr().cast::<libc::fd_set>();
+            // SAFETY: `words` holds 4096 + BITS bits.
+            unsafe {
+                super::set(set, 3000);
+                super::set(set, 5);
+                assert!(super::is_set(set, 3000) && super::is_set(set, 5));
+                assert!(!super::is_set(set, 2999) && !super::is_set(set, 3001));
+                *words.last_mut().unwrap() = 1;
+                super::zero(set, 4096);
+                assert!(!super::is_set(set, 3000) && !super::is_set(set, 5));
+            }
+            assert_eq!(*words.last().unwrap(), 1, "words past nfds are not the caller's to clear");
+        }
+    }
+}
+
 /// The fd_set bits as poll entries, and back (select and pselect are poll underneath).
 /// # Safety
 /// `r`, `w` and `e` are null or valid fd_sets, as select(2) requires.
@@ -125,21 +182,20 @@ unsafe fn select_via_poll(
     e: *mut libc::fd_set,
     timeout_ms: c_int,
 ) -> Option<c_int> {
-    // SAFETY: each non-null set holds bits for `nfds` fds (the caller's contract);
-    // FD_ISSET and FD_SET index the fd_set's array with bounds checks (an fd past FD_SETSIZE
-    // panics rather than reading or writing outside it); `fds` is our own Vec of pollfds.
+    // SAFETY: each non-null set holds bits for `nfds` fds (the caller's contract), which is
+    // what fd_bits reads and writes; `fds` is our own Vec of pollfds.
     unsafe {
         let mut fds: Vec<pollfd> = Vec::new();
         let mut any_ours = false;
         for fd in 0..nfds.max(0) {
             let mut events = 0;
-            if !r.is_null() && libc::FD_ISSET(fd, r) {
+            if !r.is_null() && fd_bits::is_set(r, fd as usize) {
                 events |= libc::POLLIN;
             }
-            if !w.is_null() && libc::FD_ISSET(fd, w) {
+            if !w.is_null() && fd_bits::is_set(w, fd as usize) {
                 events |= libc::POLLOUT;
             }
-            if !e.is_null() && libc::FD_ISSET(fd, e) {
+            if !e.is_null() && fd_bits::is_set(e, fd as usize) {
                 events |= libc::POLLPRI;
             }
             if events != 0 {
@@ -160,7 +216,7 @@ unsafe fn select_via_poll(
         }
         for set in [r, w, e] {
             if !set.is_null() {
-                libc::FD_ZERO(set);
+                fd_bits::zero(set, nfds as usize);
             }
         }
         let mut count = 0;
@@ -173,15 +229,15 @@ unsafe fn select_via_poll(
                 && p.events & libc::POLLIN != 0
                 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
             {
-                libc::FD_SET(p.fd, r);
+                fd_bits::set(r, p.fd as usize);
                 count += 1;
             }
             if !w.is_null() && p.events & libc::POLLOUT != 0 && p.revents & (libc::POLLOUT | libc::POLLERR) != 0 {
-                libc::FD_SET(p.fd, w);
+                fd_bits::set(w, p.fd as usize);
                 count += 1;
             }
             if !e.is_null() && p.events & libc::POLLPRI != 0 && p.revents & libc::POLLPRI != 0 {
-                libc::FD_SET(p.fd, e);
+                fd_bits::set(e, p.fd as usize);
                 count += 1;
             }
         }
