@@ -265,3 +265,21 @@ fn a_process_with_most_memory_off_the_nics_node_is_told_to_bind_it() {
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(w[0].starts_with("73% of pid 77's memory (20 MiB, 20 MiB of it DPDK hugepages) is off node 0"), "{w:?}");
 }
+
+#[test]
+fn placement_of_a_config_is_shown() {
+    let t = Tree::new("placement");
+    t.node(0, "0-3", 8000, (64, 64)).node(1, "4-7", 8000, (64, 64)).nic("ens1", Some(1), &[]);
+    let text =
+        "[nic]\npmd = \"af_xdp\"\niface = \"ens1\"\n[ipv4]\naddress = \"10.0.0.1/24\"\n[runtime]\ncpus = \"4-5\"\n";
+    let cfg = config::Config::parse(text, Path::new("t.toml")).unwrap();
+    let p = super::placement_of(&t.host(), &cfg).unwrap();
+    assert_eq!(
+        super::placement_text(&p),
+        "placement (runtime.numa): node 1; packet pool on node 1; EAL lcore 4; stack threads on the process's CPUs; \
+         application cpus 4-5, memory preferred node 1\n"
+    );
+    let cfg = config::Config::parse(&text.replace("4-5", "9"), Path::new("t.toml")).unwrap();
+    let e = super::placement_of(&t.host(), &cfg).unwrap_err().to_string();
+    assert_eq!(e, "runtime.cpus: CPU 9 is not online (online: 0-7)");
+}
