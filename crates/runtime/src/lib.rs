@@ -21,7 +21,8 @@
 //! thread), `epoll`, `poll`, `process` (fork, exit, exec, privilege drop), `exec` (whether an
 //! exec would start), `secret` (the shards' hash keys), `shared` (an interface shared with the
 //! kernel: owned ports, the kernel's neighbours), `family_lock` (a lock processes share, for
-//! issue 24; unused yet), `placement` (where the stack's threads and memory go), `observe` (the stats region and the control socket). The process-wide instance is DPDK's; tests build their own
+//! issue 24; unused yet), `placement` (where the stack's threads and memory go), `lockstat` (the lock's wait and
+//! hold times), `observe` (the stats region and the control socket). The process-wide instance is DPDK's; tests build their own
 //! over the in-memory NIC.
 //!
 //! It must not be reached through libc symbols: inside the preloaded library those are our own
@@ -33,6 +34,7 @@ mod epoll;
 mod exec;
 pub mod family_lock;
 mod fdtable;
+mod lockstat;
 pub mod observe;
 pub mod placement;
 mod poll;

@@ -21,7 +21,7 @@
 //!   on the rx fd and its parker (run-to-wakeup). Application threads never poll the NIC there;
 //!   they flush what they wrote at once.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -47,6 +47,10 @@ pub(crate) struct Parker {
     /// A wake wrote `efd`: the next reset reads it back.
     fd_written: AtomicBool,
 }
+
+/// Wakeups that needed a system call (the thread asleep on its futex or eventfd), against
+/// `WaitStats::wakeups` asked for.
+pub(crate) static WAKEUP_SYSCALLS: AtomicU64 = AtomicU64::new(0);
 
 const IDLE: u32 = 0;
 const WOKEN: u32 = 1;
@@ -74,10 +78,12 @@ impl Parker {
             return;
         }
         if self.via_fd.load(Ordering::Acquire) {
+            WAKEUP_SYSCALLS.fetch_add(1, Ordering::Relaxed);
             self.fd_written.store(true, Ordering::Release);
             let one = 1u64;
             unsafe { real::write(self.efd, (&one as *const u64).cast(), 8) };
         } else if before == ASLEEP {
+            WAKEUP_SYSCALLS.fetch_add(1, Ordering::Relaxed);
             unsafe {
                 libc::syscall(libc::SYS_futex, self.word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1)
             };

@@ -210,11 +210,13 @@ fn process_text(host: &Host, p: &Process, command: &str, iface: Option<&str>) ->
         nic_node.map_or("no node".to_owned(), |n| format!("node {n}")),
         format_cpu_list(&p.allowed_cpus)
     );
-    let _ = writeln!(out, "{:>8}  {:>4}  {:>4}  THREAD", "TID", "CPU", "NODE");
+    let _ = writeln!(out, "{:>8}  {:>4}  {:>4}  {:>10}  {:>10}  THREAD", "TID", "CPU", "NODE", "WAITS", "PREEMPTED");
+    let known = |v: Option<u64>| v.map_or("?".to_owned(), |v| v.to_string());
     for t in &p.threads {
         let cpu = t.cpu.map_or("?".to_owned(), |c| c.to_string());
         let node = t.cpu.and_then(|c| host.node_of_cpu(c)).map_or("?".to_owned(), |n| n.to_string());
-        let _ = writeln!(out, "{:>8}  {cpu:>4}  {node:>4}  {}", t.tid, t.name);
+        let (waits, preempted) = (known(t.waits), known(t.preempted));
+        let _ = writeln!(out, "{:>8}  {cpu:>4}  {node:>4}  {waits:>10}  {preempted:>10}  {}", t.tid, t.name);
     }
     let nodes: Vec<u32> = host.nodes.iter().map(|n| n.id).collect();
     let _ = write!(out, "memory (MiB) {:<12}", "");

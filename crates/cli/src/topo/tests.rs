@@ -208,6 +208,10 @@ fn process_tree(t: &Tree, pid: u32, threads: &[(u32, &str, u32)], allowed: &str)
         fields.extend((40..=52).map(|_| "0".to_owned()));
         t.file(&format!("proc/{pid}/task/{tid}/stat"), &format!("{tid} ({comm} x) y) {}\n", fields.join(" ")));
         t.file(&format!("proc/{pid}/task/{tid}/comm"), &format!("{comm}\n"));
+        t.file(
+            &format!("proc/{pid}/task/{tid}/status"),
+            &format!("Name:\t{comm}\nvoluntary_ctxt_switches:\t{}\nnonvoluntary_ctxt_switches:\t{}\n", tid % 100, cpu),
+        );
     }
     t.file(
         &format!("proc/{pid}/numa_maps"),
@@ -249,7 +253,13 @@ fn a_process_lists_its_threads_and_memory_per_node_and_kind() {
         text.starts_with("pid 4242 (redis-server *:6379): interface ens1 (node 1), may run on cpus 0-3\n"),
         "{text}"
     );
-    assert!(text.contains("    4242     2     0  redis-server\n    4250     5     1  pronghorn-ctl\n"), "{text}");
+    assert!(text.contains("     TID   CPU  NODE       WAITS   PREEMPTED  THREAD\n"), "{text}");
+    assert!(
+        text.contains(
+            "    4242     2     0          42           2  redis-server\n    4250     5     1          50           5  pronghorn-ctl\n"
+        ),
+        "{text}"
+    );
     assert!(text.contains("  hugepages (DPDK)               4       20\n"), "{text}");
     assert!(text.contains("numastat node 1: numa_hit 100, numa_miss 3, numa_foreign 2\n"), "{text}");
     assert!(Process::read(t.path(), 1).is_none());

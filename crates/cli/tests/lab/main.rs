@@ -1496,7 +1496,9 @@ fn redis_under_profile_latency_answers_and_topo_lists_its_threads() {
 
 /// Issue 25: `pronghorn run --cpus 1` with `runtime.numa = "auto"` (the default) pins redis to
 /// CPU 1 with its memory preferred on CPU 1's node before the exec, and `topo PID` shows every
-/// thread there; a CPU that is not online is refused before redis starts, naming `--cpus`.
+/// thread there with its context switches; a CPU that is not online is refused before redis
+/// starts, naming `--cpus`. The runtime lock's holds are timed once `stat` asked: a second
+/// `stat` after traffic counts them, and `lat` shows them as a stage.
 #[test]
 fn redis_run_with_cpus_is_pinned_there_and_topo_shows_it() {
     let Some(lab_test) = scenario(REDIS_TOOLS) else { return };
@@ -1509,8 +1511,17 @@ fn redis_run_with_cpus_is_pinned_there_and_topo_shows_it() {
     let iface = format!("{}-a0", lab.prefix);
     let _redis = Redis::start_with(&lab, &dir, &["--cpus", "1"], &[]);
     assert_eq!(redis_cli(&lab, &["ping"]).trim(), "PONG");
-    redis_benchmark(&lab, &["-c", "10", "-n", "2000", "-t", "set,get"], &["SET", "GET"]);
     let pid = accelerated_pid("redis-server", &iface);
+    let (_, before) = stat_of_process_on(&iface);
+    assert_eq!(before["process"]["lock_holds"], 0.0, "holds are not timed before a reader asks: {before}");
+    redis_benchmark(&lab, &["-c", "10", "-n", "2000", "-t", "set,get"], &["SET", "GET"]);
+    let (_, after) = stat_of_process_on(&iface);
+    assert!(after["process"]["lock_holds"].as_f64().unwrap() > 4000.0, "{after}");
+    assert!(after["process"]["lock_waits"].is_number() && after["process"]["wakeup_syscalls"].is_number(), "{after}");
+    let o = pronghorn(&["lat", &pid, "--json"]);
+    let lat: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let hold = lat["stages"].as_array().unwrap().iter().find(|s| s["stage"] == "lock-hold").cloned();
+    assert!(hold.is_some_and(|h| h["samples"].as_u64().unwrap() > 4000 && h["p50_ns"].as_u64().unwrap() > 0), "{lat}");
     let o = lab.exec("a", &[bin(), "topo", &pid, "--json"]).output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -1519,6 +1530,7 @@ fn redis_run_with_cpus_is_pinned_there_and_topo_shows_it() {
     assert!(threads.len() > 1, "{report}");
     for t in threads {
         assert_eq!(t["cpu"], 1, "every thread last ran on CPU 1: {report}");
+        assert!(t["waits"].is_u64() && t["preempted"].is_u64(), "context switches: {report}");
     }
     let numa_maps = std::fs::read_to_string(format!("/proc/{pid}/numa_maps")).unwrap();
     assert!(numa_maps.contains(" prefer:0 "), "memory preferred on CPU 1's node: {numa_maps}");

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// "PHSTAT" and the layout's version.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT10");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT11");
 
 /// Shards a region has room for (`runtime.shards` is at most 64).
 pub const MAX_SHARDS: usize = 64;
@@ -118,6 +118,14 @@ pub const PROCESS_COUNTERS: &[(&str, &str)] = &[
     ("stack_thread_polls", "stack passes by stack threads"),
     ("inline_polls", "stack passes by application threads"),
     ("panics_caught", "calls failed with EIO: an internal error (a panic) caught at the hooks"),
+    (
+        "wakeup_syscalls",
+        "wakeups that needed a system call (futex or eventfd): the rest of wakeups found the thread awake",
+    ),
+    ("lock_waits", "times a thread found the runtime's lock taken and waited for it"),
+    ("lock_wait_us", "microseconds threads waited for the runtime's lock, all together"),
+    ("lock_holds", "times the runtime's lock was taken and released, since pronghorn stat or lat first asked"),
+    ("lock_hold_us", "microseconds the runtime's lock was held, all together, since pronghorn stat or lat first asked"),
 ];
 
 /// The latency stages (`pronghorn lat`): (name, what is measured).
@@ -125,6 +133,8 @@ pub const STAGES: &[(&str, &str)] = &[
     ("rx->socket", "a frame taken from the NIC to its data in the socket buffer and its waiter woken (the stack pass)"),
     ("socket->read", "a socket becoming readable to the application's read of it"),
     ("write->tx", "an application write to the next burst handed to the NIC"),
+    ("lock-wait", "a thread that found the runtime's lock taken, waiting for it (octave buckets of CPU ticks)"),
+    ("lock-hold", "the runtime's lock held, from taking it to releasing it, since stat or lat first asked (octave buckets of CPU ticks)"),
 ];
 
 /// Buckets of a latency histogram: values below 4 ns exactly, then four per power of two.
