@@ -70,6 +70,10 @@ impl<'de> Deserialize<'de> for Numa {
     }
 }
 
+/// The note of a host with one node (`pronghorn topo` says the same).
+pub const ONE_NODE: &str =
+    "one NUMA node: every CPU and all memory are local to each other, so placement changes nothing on this host";
+
 /// What the placement is decided from, besides the host.
 #[derive(Clone, Debug)]
 pub struct Request<'a> {
@@ -157,7 +161,7 @@ pub fn decide(host: &Host, req: &Request) -> Result<Placement, String> {
         p.stack_cpus = (0..u32::from(req.shards.max(1))).map(|k| vec![first + k]).collect();
     }
     if host.nodes.len() == 1 {
-        p.notes.push("one NUMA node: every CPU and all memory are local, placement changes nothing".into());
+        p.notes.push(ONE_NODE.into());
     }
     let node = match req.numa {
         Numa::Off => {
