@@ -14,6 +14,10 @@ use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
+use nic::Nic;
+
+use crate::accel::Accel;
+
 /// Buckets of a log2 histogram: bucket k holds values in [2^k, 2^(k+1)) (0 and 1 in bucket 0).
 pub const LOG2_BUCKETS: usize = 64;
 
@@ -155,6 +159,15 @@ impl<T> DerefMut for Held<'_, T> {
     #[inline]
     fn deref_mut(&mut self) -> &mut T {
         &mut self.guard
+    }
+}
+
+impl<N: Nic + 'static> Accel<N> {
+    /// The runtime's lock: threads blocked on it now, and the waits for it so far (tests; the
+    /// stats region has the histograms).
+    pub fn lock_waits(&self) -> (u64, u64) {
+        let s = self.lock_stats();
+        (s.waiting.load(Relaxed), s.wait.iter().map(|b| b.load(Relaxed)).sum())
     }
 }
 
