@@ -29,7 +29,7 @@ MODULE_LAYERS = [
                                                "runtime::fdtable", "runtime::sockopt", "runtime::datagram",
                                                "runtime::urgent", "runtime::lib", "runtime::real"]),
     ("runtime: wait and wakeup", ["runtime::wait"]),
-    ("runtime: lock", ["std::sys::sync", "std::sync"]),
+    ("runtime: lock", ["std::sys::sync", "std::sync", "runtime::lockstat"]),
     ("runtime: stack pass and dispatch", ["runtime::accel", "runtime::shards", "runtime::observe"]),
     ("runtime: other", ["runtime"]),
     ("stack: timers", ["stack::shard::timer"]),

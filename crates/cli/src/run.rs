@@ -9,6 +9,9 @@
 //! With `--profile NAME` the process reads the config with the profile laid under it: a file in
 //! the run directory named after the profile and a hash of its text (written once per
 //! distinct merge and read by the process when it opens its first socket, so it stays there).
+//! With `--cpus LIST` (or `runtime.cpus`) CMD is pinned to those CPUs and its memory tied to
+//! their node before the exec, as `numactl --physcpubind` would; `runtime.numa = NODE` alone
+//! pins it to the node (crate `topology`'s placement has the rules).
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -21,6 +24,8 @@ use clap::Args;
 use config::profile::Profile;
 use config::Config;
 use runtime::observe::region;
+use topology::host::{format_cpu_list, Host};
+use topology::MemPolicy;
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -30,6 +35,9 @@ pub struct RunArgs {
     /// Lay a shipped profile under the config (`pronghorn config check --profile NAME` lists its keys).
     #[arg(long)]
     profile: Option<String>,
+    /// Pin the command to these CPUs (a kernel CPU list, `1,4-7`), its memory on their node.
+    #[arg(long)]
+    cpus: Option<String>,
     /// The command and its arguments (after `--`).
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -44,6 +52,7 @@ pub fn run(args: RunArgs) -> Result<i32> {
         }
         Some(name) => profiled_config(&path, name)?,
     };
+    place(&Config::load(&path)?, args.cpus.as_deref())?;
     let exe = std::env::current_exe().context("cannot find the pronghorn binary's own path")?;
     let Some(lib) = library_of(&exe) else {
         bail!(
@@ -79,6 +88,56 @@ fn installed_library(exe: &Path) -> PathBuf {
     let bin = exe.parent().unwrap_or(Path::new("/"));
     let lib = bin.parent().unwrap_or(bin).join("lib");
     lib.join(format!("{}-linux-gnu", std::env::consts::ARCH)).join("pronghorn/libpronghorn.so")
+}
+
+/// Pins this process (the command it becomes) and sets its memory policy as the placement of
+/// `cfg` with `--cpus` says; the decision's errors name the key or option at fault.
+fn place(cfg: &Config, cpus_option: Option<&str>) -> Result<()> {
+    let (text, key) = match (cpus_option, &cfg.runtime.cpus) {
+        (Some(t), _) => (Some(t), "--cpus"),
+        (None, Some(t)) => (Some(t.as_str()), "runtime.cpus"),
+        (None, None) => (None, ""),
+    };
+    let cpus = text.map(topology::parse_cpu_list).transpose().map_err(|e| anyhow::anyhow!("{key}: {e}"))?;
+    let allowed = runtime::placement::affinity();
+    let request = topology::Request {
+        iface: &cfg.nic.iface,
+        numa: cfg.runtime.numa,
+        allowed: &allowed,
+        app_cpus: cpus.as_deref().map(|c| (c, key)),
+        stack_cpu: cfg.runtime.stack_cpu,
+        shards: cfg.runtime.shards,
+    };
+    let placed = topology::decide(&Host::read(Path::new("/")), &request).map_err(anyhow::Error::msg)?;
+    if !placed.app_cpus.is_empty() {
+        runtime::placement::pin(&placed.app_cpus)
+            .with_context(|| format!("cannot pin the command to CPUs {} ({key})", format_cpu_list(&placed.app_cpus)))?;
+    }
+    if let Some((node, policy)) = placed.app_memory {
+        set_mempolicy(node, policy)
+            .with_context(|| format!("cannot tie the command's memory to NUMA node {node} (runtime.numa)"))?;
+    }
+    Ok(())
+}
+
+/// `set_mempolicy(2)` for this thread (kept across exec), without libnuma.
+fn set_mempolicy(node: u32, policy: MemPolicy) -> std::io::Result<()> {
+    const MPOL_PREFERRED: libc::c_long = 1;
+    const MPOL_BIND: libc::c_long = 2;
+    let bits = libc::c_ulong::BITS;
+    let mut mask = [0 as libc::c_ulong; 16];
+    let word = mask.get_mut((node / bits) as usize).ok_or_else(|| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    *word |= 1 << (node % bits);
+    let mode = match policy {
+        MemPolicy::Preferred => MPOL_PREFERRED,
+        MemPolicy::Bind => MPOL_BIND,
+    };
+    // maxnode counts one more than the mask's bits, as numactl passes it.
+    let maxnode = (mask.len() as libc::c_ulong) * libc::c_ulong::from(bits) + 1;
+    if unsafe { libc::syscall(libc::SYS_set_mempolicy, mode, mask.as_ptr(), maxnode) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// The config at `path` with profile `name` laid under it, as a file in the run directory.

@@ -29,6 +29,8 @@
 //! spin_us = 0             # dedicated: how long the stack thread polls an idle NIC before it sleeps
 //! busy_poll_us = 0        # inline: how long a waiting thread polls before it sleeps
 //! stack_cpu = 3           # optional; dedicated: the CPU the stack thread is pinned to
+//! numa = "auto"           # "auto", "off" or a node number: where DPDK memory and stack threads go
+//! cpus = "2-3"            # optional; `pronghorn run` pins the application there (as --cpus)
 //! shards = 1              # stacks in this process, each on its own queue with its own thread
 //! exit_drain_ms = 5000    # at exit and exec: the longest wait for connections to send their data and FIN
 //!
@@ -51,6 +53,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 pub mod profile;
+
+pub use topology::Numa;
 
 /// The environment variable that names the config file (`pronghorn lab exec a` sets it).
 pub const ENV_VAR: &str = "PRONGHORN_CONFIG";
@@ -224,6 +228,14 @@ pub struct RuntimeConfig {
     /// Dedicated mode: pin the stack thread to this CPU (default: the process's own affinity).
     #[serde(default)]
     pub stack_cpu: Option<u32>,
+    /// Where the packet memory and the stack threads go (crate `topology`'s placement): the
+    /// NIC's node (`auto`), nowhere in particular (`off`), or a node by number.
+    #[serde(default)]
+    pub numa: Numa,
+    /// The CPUs `pronghorn run` pins the application to (a kernel CPU list, `1,4-7`), its
+    /// memory bound to their node, as `numactl --physcpubind` would; `--cpus` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<String>,
     /// Shards (stack instances) in this process, each on its own queue of the interface (a run
     /// of consecutive queues among `nic.queues`) and driven by its own stack thread; listeners
     /// listen on every shard, and a connection stays on the shard its queue feeds.
@@ -244,6 +256,8 @@ impl Default for RuntimeConfig {
             spin_us: default_spin_us(),
             busy_poll_us: 0,
             stack_cpu: None,
+            numa: Numa::Auto,
+            cpus: None,
             shards: default_shards(),
             exit_drain_ms: default_exit_drain_ms(),
         }
@@ -634,6 +648,9 @@ impl Config {
                 return Err(format!("runtime.stack_cpu {cpu} is not a CPU number (0 to 1023)"));
             }
         }
+        if let Some(cpus) = &r.cpus {
+            topology::parse_cpu_list(cpus).map_err(|e| format!("runtime.cpus \"{cpus}\": {e}"))?;
+        }
         if !(1..=64).contains(&r.shards) {
             return Err(format!("runtime.shards must be 1 to 64 (stacks in this process), got {}", r.shards));
         }
@@ -733,6 +750,24 @@ address = "fd99::1/64"
         assert_eq!(c.runtime.drive, Drive::Auto);
         assert_eq!(c.tcp.ecn, 2, "Linux's default tcp_ecn");
         assert_eq!(c.tcp.congestion, Congestion::Cubic);
+    }
+
+    #[test]
+    fn numa_and_cpus_are_checked() {
+        let numa = |v: &str| parse(&format!("{GOOD}\n[runtime]\nnuma = {v}\n")).map(|c| c.runtime.numa);
+        assert_eq!(parse(GOOD).unwrap().runtime.numa, Numa::Auto);
+        assert_eq!(numa("\"off\"").unwrap(), Numa::Off);
+        assert_eq!(numa("\"auto\"").unwrap(), Numa::Auto);
+        assert_eq!(numa("1").unwrap(), Numa::Node(1));
+        assert_eq!(numa("\"3\"").unwrap(), Numa::Node(3));
+        for bad in ["-1", "\"near\"", "4096"] {
+            let e = numa(bad).unwrap_err().to_string();
+            assert!(e.contains("runtime.numa must be \"auto\", \"off\" or a NUMA node number"), "{e}");
+        }
+        let c = parse(&format!("{GOOD}\n[runtime]\nnuma = 1\ncpus = \"1,4-5\"\n")).unwrap();
+        assert_eq!(parse(&c.to_toml()).unwrap(), c, "numa and cpus survive to_toml");
+        let e = err(&format!("{GOOD}\n[runtime]\ncpus = \"3-1\"\n"));
+        assert!(e.contains("runtime.cpus \"3-1\""), "{e}");
     }
 
     #[test]

@@ -103,6 +103,11 @@ pub struct DpdkOptions {
     /// DPDK 22.11 attaches an `xdp_prog` once per port and the second attach fails), leaves
     /// DPDK's default program, which hands the socket every frame of its queue.
     pub xdp_owner: Option<Owner>,
+    /// The EAL's main lcore (`-l`), a CPU of the NIC's node (crate `topology`'s placement);
+    /// None: the first CPU the process may run on.
+    pub lcore: Option<u32>,
+    /// The NUMA node whose hugepages hold the packet pool; None: the port's own socket id.
+    pub pool_node: Option<u32>,
 }
 
 impl DpdkOptions {
@@ -117,6 +122,8 @@ impl DpdkOptions {
             queues: 1,
             shards: 1,
             xdp_owner: None,
+            lcore: None,
+            pool_node: None,
         }
     }
 
@@ -623,7 +630,7 @@ fn open_inner(
         "--file-prefix".into(),
         prefix.clone(),
         "-l".into(),
-        first_cpu.to_string(),
+        opts.lcore.map_or(first_cpu, |c| c as usize).to_string(),
     ];
     let shards = opts.shards.max(1);
     for k in 0..shards {
@@ -660,8 +667,11 @@ fn open_inner(
         if unsafe { sys::rte_eth_dev_get_port_by_name(name.as_ptr(), &mut port) } != 0 {
             return Err(Failure::PortMissing);
         }
-        // SAFETY: `port` is the id DPDK just gave for the vdev; this reads its NUMA node.
-        let socket = unsafe { sys::rte_eth_dev_socket_id(port) };
+        let socket = match opts.pool_node {
+            Some(node) => node as i32,
+            // SAFETY: `port` is the id DPDK just gave for the vdev; this reads its NUMA node.
+            None => unsafe { sys::rte_eth_dev_socket_id(port) },
+        };
         // One pool for every port of the process.
         if pool.is_null() {
             let pool_name = CString::new("ph_pool").unwrap();

@@ -7,7 +7,6 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Mutex, MutexGuard};
 
 use config::Config;
 use nic::clock::{Clock, MonotonicClock};
@@ -15,6 +14,7 @@ use nic::Nic;
 use stack::shard::{Readiness, Shard, SocketId};
 
 use crate::fdtable::{Fd, FdTable, SockTable};
+use crate::lockstat::{Held, StackLock};
 use crate::shards::ShardSet;
 use crate::sockopt::BufferLimits;
 use crate::urgent::SignalOwner;
@@ -29,7 +29,7 @@ pub(crate) type Precheck = fn(&Config) -> Result<(), String>;
 
 /// The runtime of one process (or of one test): its state behind one lock.
 pub struct Accel<N: Nic + 'static> {
-    state: Mutex<Runtime<N>>,
+    state: StackLock<Runtime<N>>,
 }
 
 pub(crate) struct Runtime<N: Nic + 'static> {
@@ -75,7 +75,7 @@ impl<N: Nic + 'static> Accel<N> {
     pub(crate) fn new(cfg: Config, open: Opener<N>) -> Accel<N> {
         let wait = WaitState::new(&cfg.runtime);
         Accel {
-            state: Mutex::new(Runtime {
+            state: StackLock::new(Runtime {
                 cfg,
                 shards: ShardSet::default(),
                 open: Some(open),
@@ -108,8 +108,13 @@ impl<N: Nic + 'static> Accel<N> {
         me
     }
 
-    fn lock(&self) -> MutexGuard<'_, Runtime<N>> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> Held<'_, Runtime<N>> {
+        self.state.lock()
+    }
+
+    /// The lock's wait and hold histograms (`observe` publishes them).
+    pub(crate) fn lock_stats(&self) -> &crate::lockstat::LockStats {
+        self.state.stats()
     }
 
     /// Runs `f` with the lock held and `INSIDE` set (our own calls go to the kernel). Wakeups for
@@ -142,13 +147,12 @@ impl<N: Nic + 'static> Accel<N> {
         let mut tries = 0;
         let mut rt = loop {
             match self.state.try_lock() {
-                Ok(g) => break g,
-                Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) if tries < 500 => {
+                Some(g) => break g,
+                None if tries < 500 => {
                     tries += 1;
                     std::thread::sleep(std::time::Duration::from_millis(1));
                 }
-                Err(_) => return None,
+                None => return None,
             }
         };
         rt.wait.holds += 1;
@@ -159,6 +163,14 @@ impl<N: Nic + 'static> Accel<N> {
         drop(rt);
         wait::send_wakes(wakes);
         Some(r)
+    }
+
+    /// The runtime's lock: threads blocked on it now, and the waits for it so far (tests; the
+    /// stats region has the histograms).
+    pub fn lock_waits(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let s = self.lock_stats();
+        (s.waiting.load(Relaxed), s.wait.iter().map(|b| b.load(Relaxed)).sum())
     }
 
     /// The waiting counters (tests, `pronghorn stat` later).
@@ -257,7 +269,7 @@ impl<N: Nic + 'static> Runtime<N> {
 
 /// The runtime's lock, held across fork() so that the child never inherits it held by a thread
 /// it does not have.
-pub struct ForkHold<'a, N: Nic + 'static>(MutexGuard<'a, Runtime<N>>);
+pub struct ForkHold<'a, N: Nic + 'static>(Held<'a, Runtime<N>>);
 
 impl<N: Nic + 'static> Accel<N> {
     /// fork() is about to run in this thread.

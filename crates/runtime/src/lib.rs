@@ -22,7 +22,8 @@
 //! SIOCATMARK, SIGURG), `wait` (parkers, driver role, stack thread), `epoll`, `poll`, `process`
 //! (fork, exit, exec, privilege drop), `exec` (whether an exec would start), `secret` (the
 //! shards' hash keys), `shared` (an interface shared with the kernel: owned ports, the kernel's
-//! neighbours), `family_lock` (a lock processes share, for issue 24; unused yet), `observe` (the
+//! neighbours), `family_lock` (a lock processes share, for issue 24; unused yet), `placement` (where the stack's
+//! threads and memory go), `lockstat` (the lock's wait and hold times), `observe` (the
 //! stats region and the control socket). The process-wide instance is DPDK's; tests build their
 //! own over the in-memory NIC.
 //!
@@ -36,7 +37,9 @@ mod epoll;
 mod exec;
 pub mod family_lock;
 mod fdtable;
+mod lockstat;
 pub mod observe;
+pub mod placement;
 mod poll;
 mod process;
 pub mod real;
@@ -140,10 +143,19 @@ fn global() -> Option<&'static Accel<ProcessNic>> {
                 return None;
             }
         };
+        let placed = match placement::of_process(&cfg) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("pronghorn: {e}; sockets stay on the kernel");
+                return None;
+            }
+        };
         process::remember_env();
         OWNER.store(std::process::id(), Ordering::Relaxed);
-        let me = Accel::new(cfg, Box::new(open_dpdk)).leak();
+        let (lcore, pool_node) = (placed.eal_lcore, placed.pool_node);
+        let me = Accel::new(cfg, Box::new(move |cfg: &Config| open_dpdk(cfg, lcore, pool_node))).leak();
         me.with(|rt| {
+            rt.wait.stack_cpus = placed.stack_cpus;
             rt.precheck = Some(|cfg| nic::dpdk::precheck(&dpdk_options(cfg)).map_err(|e| e.to_string()));
             rt.observe_dir = Some(observe::region::run_dir());
         });
@@ -307,12 +319,15 @@ pub fn tcp_config(cfg: &Config) -> stack::TcpConfig {
     }
 }
 
-fn open_dpdk(cfg: &Config) -> Result<Vec<ProcessNic>, String> {
+/// Opens the config's port with the EAL's main lcore and the packet pool where the placement
+/// put them.
+fn open_dpdk(cfg: &Config, lcore: Option<u32>, pool_node: Option<u32>) -> Result<Vec<ProcessNic>, String> {
     let faults: FaultConfig = cfg.nic.fault.parse().map_err(|e| format!("nic.fault: {e}"))?;
     if cfg.nic.share {
         shared::check_port_range()?;
     }
-    let ports = DpdkNic::open_shards(&dpdk_options(cfg)).map_err(|e| e.to_string())?;
+    let opts = DpdkOptions { lcore, pool_node, ..dpdk_options(cfg) };
+    let ports = DpdkNic::open_shards(&opts).map_err(|e| e.to_string())?;
     if cfg.nic.share {
         let maps = ports.first().and_then(|p| p.xdp_maps()).map(|m| m.try_clone());
         match maps {

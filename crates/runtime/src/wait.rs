@@ -75,12 +75,14 @@ impl Parker {
             return;
         }
         if self.via_fd.load(Ordering::Acquire) {
+            crate::lockstat::WAKEUP_SYSCALLS.fetch_add(1, Ordering::Relaxed);
             self.fd_written.store(true, Ordering::Release);
             let one = 1u64;
             // SAFETY: the eventfd this Parker owns (closed only by its drop), and an 8-byte
             // counter value that outlives the call.
             unsafe { real::write(self.efd, (&one as *const u64).cast(), 8) };
         } else if before == ASLEEP {
+            crate::lockstat::WAKEUP_SYSCALLS.fetch_add(1, Ordering::Relaxed);
             unsafe {
                 // SAFETY: FUTEX_WAKE on the parker's own AtomicU32, which lives as long as `self`;
                 // the kernel only reads its address.
@@ -209,7 +211,8 @@ pub(crate) struct WaitState {
     pub parked: u32,
     pub spin_us: u32,
     pub busy_poll_us: u32,
-    pub stack_cpu: Option<u32>,
+    /// Stack thread k's CPUs (runtime.stack_cpu + k, or the placement's); empty: inherited.
+    pub stack_cpus: Vec<Vec<u32>>,
     pub stats: WaitStats,
     /// Inline mode: reads and writes served since the last stack pass (see [`CALLS_PER_PASS`]).
     pub calls_since_pass: u32,
@@ -268,7 +271,7 @@ impl WaitState {
             parked: 0,
             spin_us: cfg.spin_us,
             busy_poll_us: cfg.busy_poll_us,
-            stack_cpu: cfg.stack_cpu,
+            stack_cpus: cfg.stack_cpu.map_or(Vec::new(), |c| (c..c + u32::from(cfg.shards)).map(|c| vec![c]).collect()),
             stats: WaitStats::default(),
             calls_since_pass: 0,
             holds: 0,
@@ -390,7 +393,7 @@ impl<N: Nic + 'static> Runtime<N> {
     }
 
     /// Starts the stack threads of dedicated mode: one per shard, shard k's pinned to
-    /// `stack_cpu + k` when that is set.
+    /// `stack_cpus[k]` when that is set.
     pub(crate) fn ensure_stack_thread(&mut self) {
         if self.wait.stats.dedicated || !self.shards.is_open() {
             return;
@@ -399,11 +402,11 @@ impl<N: Nic + 'static> Runtime<N> {
         self.wait.stats.dedicated = true;
         let mut spawned = Ok(());
         for k in 0..self.shards.len() {
-            let cpu = self.wait.stack_cpu.map(|c| c + k as u32);
+            let cpus = self.wait.stack_cpus.get(k).cloned().unwrap_or_default();
             let name = if k == 0 { "pronghorn-stack".to_string() } else { format!("pronghorn-stack{k}") };
             let started = std::thread::Builder::new().name(name).spawn(move || {
-                if let Some(cpu) = cpu {
-                    pin_to(cpu);
+                if !cpus.is_empty() {
+                    pin_to(&cpus);
                 }
                 me.stack_thread(k);
             });
@@ -438,17 +441,13 @@ pub(crate) fn allowed_cpus() -> usize {
     }
 }
 
-fn pin_to(cpu: u32) {
-    // SAFETY: as in allowed_cpus; CPU_SET indexes the set's array with a bounds check, and
-    // `msg` is readable for its length.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu as usize, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            let msg =
-                format!("pronghorn: cannot pin the stack thread to CPU {cpu} (runtime.stack_cpu): it runs unpinned\n");
-            real::write(2, msg.as_ptr().cast(), msg.len());
-        }
+fn pin_to(cpus: &[u32]) {
+    if crate::placement::pin(cpus).is_err() {
+        let msg = format!(
+            "pronghorn: cannot pin the stack thread to CPUs {cpus:?} (runtime.stack_cpu, runtime.numa): it runs unpinned\n"
+        );
+        // SAFETY: `msg` is readable for its length.
+        unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
     }
 }
 

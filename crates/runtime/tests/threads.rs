@@ -289,6 +289,36 @@ fn one_thread_reads_while_another_writes_the_same_socket() {
     });
 }
 
+/// Issue 25: application threads that find the runtime's lock taken are counted as waits (the
+/// wait histogram `pronghorn stat` and `lat` show). The main thread holds the lock until every
+/// one of them is blocked on it.
+#[test]
+fn threads_contending_for_the_runtime_lock_are_counted_as_waits() {
+    const N: u64 = 4;
+    let l = lab("dedicated");
+    let rt = l.rt;
+    let fds: Vec<i32> = (0..N).map(|_| connect_echo(rt)).collect();
+    let (_, waits_before) = rt.lock_waits();
+    let senders = rt.locked(|| {
+        let senders: Vec<_> =
+            fds.iter().map(|&fd| std::thread::spawn(move || done(rt.send(fd, b"ping", false)))).collect();
+        while rt.lock_waits().0 < N {
+            std::thread::yield_now();
+        }
+        senders
+    });
+    for s in senders {
+        assert_eq!(s.join().unwrap(), Ok(4));
+    }
+    let (waiting, waits) = rt.lock_waits();
+    assert_eq!(waiting, 0);
+    assert!(waits - waits_before >= N, "{N} threads blocked on the lock: {} waits", waits - waits_before);
+    for fd in fds {
+        assert_eq!(read_exact(rt, fd, 4), b"ping");
+        rt.close(fd);
+    }
+}
+
 #[test]
 fn an_inline_application_that_never_waits_still_makes_stack_passes() {
     // An event loop whose sockets stay ready reads and writes without ever waiting: it must

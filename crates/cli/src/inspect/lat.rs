@@ -4,7 +4,7 @@ use anyhow::Result;
 use clap::Args;
 use runtime::observe::region::{quantile, STAGES};
 
-use super::pick;
+use super::{control_lines, pick};
 
 #[derive(Args)]
 pub struct LatArgs {
@@ -21,7 +21,10 @@ fn us(ns: Option<u64>) -> String {
 }
 
 pub fn run(args: LatArgs) -> Result<i32> {
-    let p = pick(args.pid)?;
+    let mut p = pick(args.pid)?;
+    // Asking for fresh figures also starts the timing of the lock's holds (stage lock-hold).
+    control_lines(p.pid, "stat")?;
+    p.re_read()?;
     let l = &p.snapshot.layout;
     let rows: Vec<_> = STAGES
         .iter()

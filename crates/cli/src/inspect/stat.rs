@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use clap::Args;
-use runtime::observe::region::{Snapshot, PROCESS_COUNTERS, SHARD_COUNTERS};
+use runtime::observe::region::{bucket_floor, Snapshot, BUCKETS, PROCESS_COUNTERS, SHARD_COUNTERS, STAGES};
 
 use super::{control_lines, pick, ps::summary, Process};
 
@@ -151,6 +151,11 @@ fn print(p: &Process, r: &Reading, rates: Option<(&Reading, f64)>, args: &StatAr
             println!("# HELP pronghorn_{name} {help}\n# TYPE pronghorn_{name} counter");
             println!("pronghorn_{name}{{pid=\"{pid}\"}} {}", r.process[i]);
         }
+        for (stage, name) in [("lock-wait", "lock_wait"), ("lock-hold", "lock_hold")] {
+            if let Some(i) = STAGES.iter().position(|(s, _)| *s == stage) {
+                print!("{}", prometheus_histogram(pid, name, STAGES[i].1, &p.snapshot.layout.latency[i]));
+            }
+        }
         return;
     }
     if args.json {
@@ -214,9 +219,40 @@ fn print(p: &Process, r: &Reading, rates: Option<(&Reading, f64)>, args: &StatAr
     }
 }
 
+/// A latency histogram (ns) as a Prometheus histogram in seconds: a bucket per non-empty bucket
+/// of the region's, cumulative, with `_count` (and no `_sum`: the region keeps none per stage).
+fn prometheus_histogram(pid: u32, name: &str, help: &str, hist: &[u64; BUCKETS]) -> String {
+    let mut out = format!("# HELP pronghorn_{name}_seconds {help}\n# TYPE pronghorn_{name}_seconds histogram\n");
+    let mut cumulative = 0;
+    for (b, &n) in hist.iter().enumerate().filter(|(_, &n)| n > 0) {
+        cumulative += n;
+        let le = if b + 1 < BUCKETS { bucket_floor(b + 1) as f64 / 1e9 } else { f64::INFINITY };
+        out.push_str(&format!("pronghorn_{name}_seconds_bucket{{pid=\"{pid}\",le=\"{le:e}\"}} {cumulative}\n"));
+    }
+    out.push_str(&format!("pronghorn_{name}_seconds_bucket{{pid=\"{pid}\",le=\"+Inf\"}} {cumulative}\n"));
+    out.push_str(&format!("pronghorn_{name}_seconds_count{{pid=\"{pid}\"}} {cumulative}\n"));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lock_histograms_are_cumulative_prometheus_buckets() {
+        let mut h = [0; BUCKETS];
+        h[runtime::observe::region::bucket_of(100)] = 2;
+        h[runtime::observe::region::bucket_of(5000)] = 3;
+        let text = prometheus_histogram(7, "lock_wait", "waits", &h);
+        assert_eq!(
+            text,
+            "# HELP pronghorn_lock_wait_seconds waits\n# TYPE pronghorn_lock_wait_seconds histogram\n\
+             pronghorn_lock_wait_seconds_bucket{pid=\"7\",le=\"1.12e-7\"} 2\n\
+             pronghorn_lock_wait_seconds_bucket{pid=\"7\",le=\"5.12e-6\"} 5\n\
+             pronghorn_lock_wait_seconds_bucket{pid=\"7\",le=\"+Inf\"} 5\n\
+             pronghorn_lock_wait_seconds_count{pid=\"7\"} 5\n"
+        );
+    }
 
     /// A name that is not a shard counter would read as 0 for ever.
     #[test]

@@ -21,10 +21,7 @@ pub struct Intent<'a> {
 pub fn notes(host: &Host, intent: &Intent) -> Vec<String> {
     let mut notes = Vec::new();
     if host.nodes.len() == 1 {
-        notes.push(
-            "one NUMA node: every CPU and all memory are local to each other, so placement changes nothing on this host"
-                .to_owned(),
-        );
+        notes.push(topology::placement::ONE_NODE.to_owned());
     }
     if let Some(name) = intent.iface {
         match host.interface(name) {

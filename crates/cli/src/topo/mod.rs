@@ -5,7 +5,7 @@
 //! tests run over synthetic trees; docs/topology.md says what each line means.
 
 mod advice;
-pub(crate) mod host;
+pub(crate) use topology::host;
 mod process;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -21,6 +21,7 @@ use runtime::observe::region::get_text;
 use advice::Intent;
 use host::{format_cpu_list, Host};
 use process::Process;
+use topology::{Placement, Request};
 
 #[derive(Args)]
 pub struct TopoArgs {
@@ -67,11 +68,19 @@ pub fn run(args: TopoArgs) -> Result<i32> {
     intent.iface = iface.as_deref();
     intent.process = process.as_ref().map(|(p, _)| p);
     let warnings = advice::warnings(&host, &intent);
-    let notes = advice::notes(&host, &intent);
+    let mut notes = advice::notes(&host, &intent);
+    // Where `pronghorn run` with this config would put things (runtime.numa, runtime.cpus).
+    let placement = match (&config, &process) {
+        (Some(c), None) => Some(placement_of(&host, c)?),
+        _ => None,
+    };
+    if let Some(p) = &placement {
+        notes.extend(p.notes.iter().filter(|n| !notes.contains(n)).cloned().collect::<Vec<_>>());
+    }
     if args.json {
         let v = serde_json::json!({
             "host": host, "interface": intent.iface, "stack_cpus": intent.stack_cpus,
-            "process": intent.process, "notes": notes, "warnings": warnings,
+            "process": intent.process, "placement": placement, "notes": notes, "warnings": warnings,
         });
         println!("{v}");
     } else {
@@ -79,6 +88,9 @@ pub fn run(args: TopoArgs) -> Result<i32> {
             Some((p, command)) => process_text(&host, p, command, intent.iface),
             None => host_text(&host, intent.iface),
         };
+        if let Some(p) = &placement {
+            out.push_str(&placement_text(p));
+        }
         for n in &notes {
             writeln!(out, "note: {n}")?;
         }
@@ -141,6 +153,45 @@ fn host_text(host: &Host, iface: Option<&str>) -> String {
     out
 }
 
+/// The placement a process started now with `cfg` would get: on every CPU, `runtime.cpus` as
+/// `pronghorn run` applies it.
+fn placement_of(host: &Host, cfg: &Config) -> Result<Placement> {
+    let online: Vec<u32> = host.nodes.iter().flat_map(|n| n.cpus.iter().copied()).collect();
+    let cpus = cfg.runtime.cpus.as_deref().map(topology::parse_cpu_list).transpose().map_err(anyhow::Error::msg)?;
+    let request = Request {
+        iface: &cfg.nic.iface,
+        numa: cfg.runtime.numa,
+        allowed: &online,
+        app_cpus: cpus.as_deref().map(|c| (c, "runtime.cpus")),
+        stack_cpu: cfg.runtime.stack_cpu,
+        shards: cfg.runtime.shards,
+    };
+    topology::decide(host, &request).map_err(anyhow::Error::msg)
+}
+
+fn placement_text(p: &Placement) -> String {
+    let node = |n: Option<u32>| n.map_or("any node".to_owned(), |n| format!("node {n}"));
+    let stack = match p.stack_cpus.first() {
+        None => "the process's CPUs".to_owned(),
+        Some(cpus) if p.stack_cpus.iter().all(|c| c == cpus) => format!("cpus {}", format_cpu_list(cpus)),
+        Some(_) => p.stack_cpus.iter().map(|c| format_cpu_list(c)).collect::<Vec<_>>().join(" / "),
+    };
+    let app = match (p.app_cpus.is_empty(), p.app_memory) {
+        (true, None) => "unchanged".to_owned(),
+        (_, memory) => format!(
+            "cpus {}, memory {}",
+            if p.app_cpus.is_empty() { "unchanged".to_owned() } else { format_cpu_list(&p.app_cpus) },
+            memory.map_or("anywhere".to_owned(), |(n, policy)| format!("{policy:?} node {n}").to_lowercase())
+        ),
+    };
+    format!(
+        "placement (runtime.numa): {}; packet pool on {}; EAL lcore {}; stack threads on {stack}; application {app}\n",
+        node(p.node),
+        node(p.pool_node),
+        p.eal_lcore.map_or("the first allowed CPU".to_owned(), |c| c.to_string()),
+    )
+}
+
 fn numastat_text(out: &mut String, host: &Host) {
     for n in host.nodes.iter().filter(|n| !n.numastat.is_empty()) {
         let counters: Vec<String> = n.numastat.iter().map(|(k, v)| format!("{k} {v}")).collect();
@@ -159,11 +210,13 @@ fn process_text(host: &Host, p: &Process, command: &str, iface: Option<&str>) ->
         nic_node.map_or("no node".to_owned(), |n| format!("node {n}")),
         format_cpu_list(&p.allowed_cpus)
     );
-    let _ = writeln!(out, "{:>8}  {:>4}  {:>4}  THREAD", "TID", "CPU", "NODE");
+    let _ = writeln!(out, "{:>8}  {:>4}  {:>4}  {:>10}  {:>10}  THREAD", "TID", "CPU", "NODE", "WAITS", "PREEMPTED");
+    let known = |v: Option<u64>| v.map_or("?".to_owned(), |v| v.to_string());
     for t in &p.threads {
         let cpu = t.cpu.map_or("?".to_owned(), |c| c.to_string());
         let node = t.cpu.and_then(|c| host.node_of_cpu(c)).map_or("?".to_owned(), |n| n.to_string());
-        let _ = writeln!(out, "{:>8}  {cpu:>4}  {node:>4}  {}", t.tid, t.name);
+        let (waits, preempted) = (known(t.waits), known(t.preempted));
+        let _ = writeln!(out, "{:>8}  {cpu:>4}  {node:>4}  {waits:>10}  {preempted:>10}  {}", t.tid, t.name);
     }
     let nodes: Vec<u32> = host.nodes.iter().map(|n| n.id).collect();
     let _ = write!(out, "memory (MiB) {:<12}", "");

@@ -26,6 +26,10 @@ pub struct Thread {
     pub name: String,
     /// The CPU it last ran on (field 39 of /proc/PID/task/TID/stat).
     pub cpu: Option<u32>,
+    /// Context switches since it started (`voluntary_ctxt_switches` of its status: it waited,
+    /// for a lock, a wakeup or the network) and `nonvoluntary_ctxt_switches` (preempted).
+    pub waits: Option<u64>,
+    pub preempted: Option<u64>,
 }
 
 /// What a mapping of numa_maps holds.
@@ -66,7 +70,17 @@ impl Process {
             .filter_map(|tid| {
                 let d = task.join(tid.to_string());
                 let stat = read(&d.join("stat"))?;
-                Some(Thread { tid, name: read(&d.join("comm")).unwrap_or_default(), cpu: last_cpu(&stat) })
+                let status = read(&d.join("status")).unwrap_or_default();
+                let switches = |field: &str| {
+                    status.lines().find_map(|l| l.strip_prefix(field)).and_then(|v| v.trim().parse().ok())
+                };
+                Some(Thread {
+                    tid,
+                    name: read(&d.join("comm")).unwrap_or_default(),
+                    cpu: last_cpu(&stat),
+                    waits: switches("voluntary_ctxt_switches:"),
+                    preempted: switches("nonvoluntary_ctxt_switches:"),
+                })
             })
             .collect();
         threads.sort_by_key(|t| t.tid);

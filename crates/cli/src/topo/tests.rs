@@ -208,6 +208,10 @@ fn process_tree(t: &Tree, pid: u32, threads: &[(u32, &str, u32)], allowed: &str)
         fields.extend((40..=52).map(|_| "0".to_owned()));
         t.file(&format!("proc/{pid}/task/{tid}/stat"), &format!("{tid} ({comm} x) y) {}\n", fields.join(" ")));
         t.file(&format!("proc/{pid}/task/{tid}/comm"), &format!("{comm}\n"));
+        t.file(
+            &format!("proc/{pid}/task/{tid}/status"),
+            &format!("Name:\t{comm}\nvoluntary_ctxt_switches:\t{}\nnonvoluntary_ctxt_switches:\t{}\n", tid % 100, cpu),
+        );
     }
     t.file(
         &format!("proc/{pid}/numa_maps"),
@@ -249,7 +253,13 @@ fn a_process_lists_its_threads_and_memory_per_node_and_kind() {
         text.starts_with("pid 4242 (redis-server *:6379): interface ens1 (node 1), may run on cpus 0-3\n"),
         "{text}"
     );
-    assert!(text.contains("    4242     2     0  redis-server\n    4250     5     1  pronghorn-ctl\n"), "{text}");
+    assert!(text.contains("     TID   CPU  NODE       WAITS   PREEMPTED  THREAD\n"), "{text}");
+    assert!(
+        text.contains(
+            "    4242     2     0          42           2  redis-server\n    4250     5     1          50           5  pronghorn-ctl\n"
+        ),
+        "{text}"
+    );
     assert!(text.contains("  hugepages (DPDK)               4       20\n"), "{text}");
     assert!(text.contains("numastat node 1: numa_hit 100, numa_miss 3, numa_foreign 2\n"), "{text}");
     assert!(Process::read(t.path(), 1).is_none());
@@ -264,4 +274,22 @@ fn a_process_with_most_memory_off_the_nics_node_is_told_to_bind_it() {
     let w = advice::warnings(&t.host(), &Intent { iface: Some("ens0"), stack_cpus: Vec::new(), process: Some(&p) });
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(w[0].starts_with("73% of pid 77's memory (20 MiB, 20 MiB of it DPDK hugepages) is off node 0"), "{w:?}");
+}
+
+#[test]
+fn placement_of_a_config_is_shown() {
+    let t = Tree::new("placement");
+    t.node(0, "0-3", 8000, (64, 64)).node(1, "4-7", 8000, (64, 64)).nic("ens1", Some(1), &[]);
+    let text =
+        "[nic]\npmd = \"af_xdp\"\niface = \"ens1\"\n[ipv4]\naddress = \"10.0.0.1/24\"\n[runtime]\ncpus = \"4-5\"\n";
+    let cfg = config::Config::parse(text, Path::new("t.toml")).unwrap();
+    let p = super::placement_of(&t.host(), &cfg).unwrap();
+    assert_eq!(
+        super::placement_text(&p),
+        "placement (runtime.numa): node 1; packet pool on node 1; EAL lcore 4; stack threads on the process's CPUs; \
+         application cpus 4-5, memory preferred node 1\n"
+    );
+    let cfg = config::Config::parse(&text.replace("4-5", "9"), Path::new("t.toml")).unwrap();
+    let e = super::placement_of(&t.host(), &cfg).unwrap_err().to_string();
+    assert_eq!(e, "runtime.cpus: CPU 9 is not online (online: 0-7)");
 }

@@ -22,10 +22,11 @@ use testkit::lab::{dpdk_runtime_dirs, eventually, netns_exists, nr_hugepages, sc
 mod rigs;
 
 use rigs::{
-    assert_echoed, assert_lab_gone, assert_one_clear_line, bin, compat_peer, compat_py, config_file, deterministic_sql,
-    exit_stat, have_scapy, kernel_client, nginx_site, peer_py, ping, pronghorn, pronghorn_as_nobody, pronghorn_client,
-    ps_json, redis_benchmark, redis_cli, redis_dir, stat_of_process_on, until_ok, wire_py, Accelerated, Echo,
-    KernelPair, KernelServer, Lab, Mariadb, NginxMaster, Redis, RedisNode, DEBIAN_PYTHON, MARIADB_TOOLS, REDIS_TOOLS,
+    accelerated_pid, assert_echoed, assert_lab_gone, assert_one_clear_line, bin, compat_peer, compat_py, config_file,
+    deterministic_sql, exit_stat, have_scapy, kernel_client, nginx_site, peer_py, ping, pronghorn, pronghorn_as_nobody,
+    pronghorn_client, ps_json, redis_benchmark, redis_cli, redis_dir, stat_of_process_on, until_ok, wire_py,
+    Accelerated, Echo, KernelPair, KernelServer, Lab, Mariadb, NginxMaster, Redis, RedisNode, DEBIAN_PYTHON,
+    MARIADB_TOOLS, REDIS_TOOLS,
 };
 
 fn ping_both_families(pmd: &str, prefix: &str) {
@@ -1506,12 +1507,7 @@ fn redis_under_profile_latency_answers_and_topo_lists_its_threads() {
     assert_eq!(redis_cli(&lab, &["ping"]).trim(), "PONG");
     redis_benchmark(&lab, &["-c", "10", "-n", "2000", "-t", "set,get"], &["SET", "GET"]);
 
-    let procs = ps_json();
-    let me = procs
-        .iter()
-        .find(|p| p["command"].as_str().unwrap_or("").contains("redis-server") && p["interface"] == iface.as_str())
-        .unwrap_or_else(|| panic!("ps does not list the redis-server on {iface}: {procs:?}"));
-    let pid = me["pid"].as_u64().unwrap().to_string();
+    let pid = accelerated_pid("redis-server", &iface);
 
     // `run --profile` handed the process the merge: the profile's busy polling under the lab's
     // keys. (Redis's process title overwrites its environment, so the file is found by its name
@@ -1538,6 +1534,49 @@ fn redis_under_profile_latency_answers_and_topo_lists_its_threads() {
     for (file, _) in merged_configs() {
         let _ = std::fs::remove_file(file);
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 25: `pronghorn run --cpus 1` with `runtime.numa = "auto"` (the default) pins redis to
+/// CPU 1 with its memory preferred on CPU 1's node before the exec, and `topo PID` shows every
+/// thread there with its context switches; a CPU that is not online is refused before redis
+/// starts, naming `--cpus`. The runtime lock's holds are timed once `stat` asked: a second
+/// `stat` after traffic counts them, and `lat` shows them as a stage.
+#[test]
+fn redis_run_with_cpus_is_pinned_there_and_topo_shows_it() {
+    let Some(lab_test) = scenario(REDIS_TOOLS) else { return };
+    let lab = Lab::up("tst-numa", &[]);
+    let o = lab.exec("a", &[bin(), "run", "--cpus", "1023", "--", "true"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("--cpus: CPU 1023 is not online (online: "), "{}", text(&o));
+    let dir = redis_dir(lab_test.name());
+    std::fs::create_dir_all(&dir).unwrap();
+    let iface = format!("{}-a0", lab.prefix);
+    let _redis = Redis::start_with(&lab, &dir, &["--cpus", "1"], &[]);
+    assert_eq!(redis_cli(&lab, &["ping"]).trim(), "PONG");
+    let pid = accelerated_pid("redis-server", &iface);
+    let (_, before) = stat_of_process_on(&iface);
+    assert_eq!(before["process"]["lock_holds"], 0.0, "holds are not timed before a reader asks: {before}");
+    redis_benchmark(&lab, &["-c", "10", "-n", "2000", "-t", "set,get"], &["SET", "GET"]);
+    let (_, after) = stat_of_process_on(&iface);
+    assert!(after["process"]["lock_holds"].as_f64().unwrap() > 4000.0, "{after}");
+    assert!(after["process"]["lock_waits"].is_number() && after["process"]["wakeup_syscalls"].is_number(), "{after}");
+    let o = pronghorn(&["lat", &pid, "--json"]);
+    let lat: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let hold = lat["stages"].as_array().unwrap().iter().find(|s| s["stage"] == "lock-hold").cloned();
+    assert!(hold.is_some_and(|h| h["samples"].as_u64().unwrap() > 4000 && h["p50_ns"].as_u64().unwrap() > 0), "{lat}");
+    let o = lab.exec("a", &[bin(), "topo", &pid, "--json"]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["process"]["allowed_cpus"], serde_json::json!([1]), "{report}");
+    let threads = report["process"]["threads"].as_array().unwrap();
+    assert!(threads.len() > 1, "{report}");
+    for t in threads {
+        assert_eq!(t["cpu"], 1, "every thread last ran on CPU 1: {report}");
+        assert!(t["waits"].is_u64() && t["preempted"].is_u64(), "context switches: {report}");
+    }
+    let numa_maps = std::fs::read_to_string(format!("/proc/{pid}/numa_maps")).unwrap();
+    assert!(numa_maps.contains(" prefer:0 "), "memory preferred on CPU 1's node: {numa_maps}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

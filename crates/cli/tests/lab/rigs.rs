@@ -225,6 +225,17 @@ pub fn ps_json() -> Vec<serde_json::Value> {
     String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
+/// The pid of the accelerated process whose command contains `command`, on interface `iface`
+/// (as `pronghorn ps` lists it).
+pub fn accelerated_pid(command: &str, iface: &str) -> String {
+    let procs = ps_json();
+    let me = procs
+        .iter()
+        .find(|p| p["command"].as_str().unwrap_or("").contains(command) && p["interface"] == iface)
+        .unwrap_or_else(|| panic!("ps does not list the {command} on {iface}: {procs:?}"));
+    me["pid"].as_u64().unwrap().to_string()
+}
+
 /// `pronghorn run -- redis-server` in side a, killed when dropped.
 pub struct Redis {
     pub child: Child,

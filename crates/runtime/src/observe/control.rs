@@ -171,6 +171,8 @@ fn serve<N: Nic + 'static>(me: &'static Accel<N>, stream: UnixStream) {
     let mut words = line.split_whitespace();
     match words.next() {
         Some("stat") => {
+            // A reader: the lock's holds are worth timing from now on.
+            me.lock_stats().time_holds();
             me.with(|rt| rt.publish(true, true));
             send_all(fd, b"ok\n");
         }

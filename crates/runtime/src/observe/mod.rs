@@ -7,16 +7,19 @@
 //!
 //! This module reads the shards' counters and sockets; it never changes what they do. The
 //! only data-path cost is `Runtime::publish` (a copy of a few hundred bytes at most once a
-//! millisecond) and the latency samples (a clock read and an add).
+//! millisecond), the latency samples (a clock read and an add) and the lock's statistics
+//! (`lockstat`).
 
 pub mod control;
 pub mod region;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use nic::Nic;
 
 use crate::accel::Runtime;
+use crate::lockstat::LockStats;
 use region::{Region, PROCESS_COUNTERS, SHARD_COUNTERS};
 
 /// How often the counters are copied into the region at most.
@@ -42,6 +45,29 @@ fn sample(region: &mut Region, stage: usize, ns: u64, weight: u64) {
 const STAGE_RX: usize = 0;
 const STAGE_READ: usize = 1;
 const STAGE_WRITE: usize = 2;
+const STAGE_LOCK_WAIT: usize = 3;
+const STAGE_LOCK_HOLD: usize = 4;
+
+/// The runtime lock's figures for the region: waits, microseconds waited, holds, microseconds
+/// held; its wait and hold histograms as latency stages (each octave of
+/// ticks counted at its middle, in ns).
+fn lock_figures(s: &LockStats) -> ([u64; 4], [[u64; region::BUCKETS]; 2]) {
+    // In the first millisecond the ticks' rate is not known yet: taken as 1 GHz.
+    let ticks_per_us = s.ticks_per_us().unwrap_or(1000.0);
+    let us = |ticks: &AtomicU64| (ticks.load(Relaxed) as f64 / ticks_per_us) as u64;
+    let total = |h: &[AtomicU64]| h.iter().map(|b| b.load(Relaxed)).sum::<u64>();
+    let mut rows = [[0; region::BUCKETS]; 2];
+    for (row, octaves) in rows.iter_mut().zip([&s.wait, &s.hold]) {
+        for (k, n) in octaves.iter().enumerate() {
+            let n = n.load(Relaxed);
+            if n > 0 {
+                let middle_ticks = 1.5 * (1u64 << k) as f64;
+                row[region::bucket_of((middle_ticks * 1000.0 / ticks_per_us) as u64)] += n;
+            }
+        }
+    }
+    ([total(&s.wait), us(&s.wait_ticks), total(&s.hold), us(&s.hold_ticks)], rows)
+}
 
 impl<N: Nic + 'static> Runtime<N> {
     /// Makes the region and the control socket in `dir` (the NIC just opened). Failing costs
@@ -109,6 +135,8 @@ impl<N: Nic + 'static> Runtime<N> {
         o.next_publish_ns = now + PUBLISH_EVERY_NS;
         let r = self.routing;
         let w = self.wait.stats;
+        let (lock_counters, lock_rows) =
+            self.me.map_or(([0; 4], [[0; region::BUCKETS]; 2]), |a| lock_figures(a.lock_stats()));
         let process = [
             r.accelerated_listen,
             r.accelerated_connect,
@@ -125,6 +153,11 @@ impl<N: Nic + 'static> Runtime<N> {
             w.inline_polls,
             w.skipped_passes,
             crate::shield::caught(),
+            crate::lockstat::WAKEUP_SYSCALLS.load(std::sync::atomic::Ordering::Relaxed),
+            lock_counters[0],
+            lock_counters[1],
+            lock_counters[2],
+            lock_counters[3],
         ];
         debug_assert_eq!(process.len(), PROCESS_COUNTERS.len());
         let shards = self.shards.all();
@@ -132,6 +165,8 @@ impl<N: Nic + 'static> Runtime<N> {
             l.updated_ns = now;
             l.dedicated = u64::from(w.dedicated);
             l.process = process;
+            l.latency[STAGE_LOCK_WAIT] = lock_rows[0];
+            l.latency[STAGE_LOCK_HOLD] = lock_rows[1];
             for (k, s) in shards.iter().enumerate().take(region::MAX_SHARDS) {
                 let row = &mut l.shard[k];
                 if with_nic {

@@ -17,7 +17,7 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// "PHSTAT" and the layout's version.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT11");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT12");
 
 /// Shards a region has room for (`runtime.shards` is at most 64).
 pub const MAX_SHARDS: usize = 64;
@@ -120,6 +120,14 @@ pub const PROCESS_COUNTERS: &[(&str, &str)] = &[
     ("inline_polls", "stack passes by application threads"),
     ("skipped_passes", "stack passes poll() left out: its thread had just made one, or was woken to a ready socket"),
     ("panics_caught", "calls failed with EIO: an internal error (a panic) caught at the hooks"),
+    (
+        "wakeup_syscalls",
+        "wakeups that needed a system call (futex or eventfd): the rest of wakeups found the thread awake",
+    ),
+    ("lock_waits", "times a thread found the runtime's lock taken and waited for it"),
+    ("lock_wait_us", "microseconds threads waited for the runtime's lock, all together"),
+    ("lock_holds", "times the runtime's lock was taken and released, since pronghorn stat or lat first asked"),
+    ("lock_hold_us", "microseconds the runtime's lock was held, all together, since pronghorn stat or lat first asked"),
 ];
 
 /// The latency stages (`pronghorn lat`): (name, what is measured).
@@ -127,6 +135,8 @@ pub const STAGES: &[(&str, &str)] = &[
     ("rx->socket", "a frame taken from the NIC to its data in the socket buffer and its waiter woken (the stack pass)"),
     ("socket->read", "a socket becoming readable to the application's read of it"),
     ("write->tx", "an application write to the next burst handed to the NIC"),
+    ("lock-wait", "a thread that found the runtime's lock taken, waiting for it (octave buckets of CPU ticks)"),
+    ("lock-hold", "the runtime's lock held, from taking it to releasing it, since stat or lat first asked (octave buckets of CPU ticks)"),
 ];
 
 /// Buckets of a latency histogram: values below 4 ns exactly, then four per power of two.

@@ -246,11 +246,11 @@ pub fn format_cpu_list(cpus: &[u32]) -> String {
     }
 }
 
-pub(crate) fn read(path: &Path) -> Option<String> {
+pub fn read(path: &Path) -> Option<String> {
     std::fs::read_to_string(path).ok().map(|t| t.trim().to_owned())
 }
 
-pub(crate) fn entries(dir: &Path) -> Vec<String> {
+pub fn entries(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .map(|d| d.flatten().filter_map(|e| e.file_name().into_string().ok()).collect())
         .unwrap_or_default()
