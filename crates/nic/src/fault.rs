@@ -689,6 +689,10 @@ impl<N: Nic, C: Clock> Nic for FaultyNic<N, C> {
         self.inner.alloc()
     }
 
+    fn alloc_tso(&mut self) -> Option<N::Buf> {
+        self.inner.alloc_tso()
+    }
+
     fn mac(&self) -> MacAddr {
         self.inner.mac()
     }

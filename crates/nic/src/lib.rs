@@ -61,17 +61,58 @@ pub trait PacketBuf {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Asks the NIC to fill the checksums this frame's headers leave to it, as the offloads it
+    /// reports allow ([`Offloads::tx_ipv4_checksum`], [`Offloads::tx_l4_checksum`]): an IPv4
+    /// header checksum left zero, a TCP or UDP checksum field holding the pseudo-header sum.
+    /// Frames without the request carry their checksums complete. This default does nothing
+    /// (a backend without the offloads).
+    fn request_checksums(&mut self) {}
+
+    /// Asks the NIC to cut this frame, one TCP segment larger than the MSS, into segments of
+    /// `seg.mss` payload bytes on transmit (TCP segmentation offload). Only for buffers from
+    /// [`Nic::alloc_tso`] of a NIC whose [`Offloads::tx_tcp_segmentation`] is true; a backend
+    /// without the offload never hands such buffers out, and this default does nothing.
+    fn request_segmentation(&mut self, seg: Segmentation) {
+        let _ = seg;
+    }
 }
 
-/// Checksum work the hardware does for us. A backend without offloads reports all false and the
-/// stack computes (and checks) every checksum itself.
+/// What a NIC needs to know to segment a TCP frame (DPDK's `l2_len`, `l3_len`, `l4_len` and
+/// `tso_segsz`): the headers it copies into every piece and the payload of each piece. The
+/// frame's IPv4 header checksum is left to the NIC, and its TCP checksum field holds the
+/// pseudo-header sum without the length (DPDK's `rte_ipv4_phdr_cksum` of a TSO frame).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segmentation {
+    /// The Ethernet header.
+    pub l2_len: u16,
+    /// The IP header.
+    pub l3_len: u16,
+    /// The TCP header, options included.
+    pub l4_len: u16,
+    /// Payload bytes per piece (the last one may be shorter).
+    pub mss: u16,
+    /// IPv4 (else IPv6).
+    pub ipv4: bool,
+}
+
+/// Checksum and segmentation work the hardware does for us. A backend without offloads reports
+/// all false and the stack computes (and checks) every checksum itself and sends MSS-sized frames.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Offloads {
     pub rx_ipv4_checksum: bool,
     pub rx_l4_checksum: bool,
     pub tx_ipv4_checksum: bool,
     pub tx_l4_checksum: bool,
+    /// TCP segmentation offload: the NIC cuts a TCP frame of up to
+    /// [`TSO_MAX_FRAME`] bytes into MSS-sized segments ([`PacketBuf::request_segmentation`],
+    /// buffers from [`Nic::alloc_tso`]). Implies both tx checksum offloads.
+    pub tx_tcp_segmentation: bool,
 }
+
+/// The largest frame a NIC with TCP segmentation offload takes: what one DPDK mbuf holds
+/// after its headroom (its `buf_len` is 16 bits), above the 64 KiB of payload Linux's GSO
+/// gives a segment less its headers.
+pub const TSO_MAX_FRAME: usize = 65535 - 128;
 
 /// Link state as the port reports it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -124,6 +165,13 @@ pub trait Nic {
 
     /// An empty buffer (length 0) for a frame to transmit, or `None` when the pool is exhausted.
     fn alloc(&mut self) -> Option<Self::Buf>;
+
+    /// An empty buffer for a TCP frame the NIC will segment, of up to [`TSO_MAX_FRAME`] bytes,
+    /// or `None` (no such offload, or its pool is exhausted: the caller sends MSS-sized
+    /// frames).
+    fn alloc_tso(&mut self) -> Option<Self::Buf> {
+        None
+    }
 
     fn mac(&self) -> MacAddr;
 

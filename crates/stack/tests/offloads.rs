@@ -52,7 +52,8 @@ struct Rig {
 
 impl Rig {
     fn new(offloads: Offloads) -> Rig {
-        let (a, b) = pair(MemConfig::default());
+        // The offloads are this test's to report: none of the in-memory NIC's own.
+        let (a, b) = pair(MemConfig { tso: false, ..MemConfig::default() });
         let cfg = ShardConfig::new(a.mac(), Some((Ipv4Addr::new(10, 0, 0, 1), 24)), None, [1; 32]);
         let mut shard = Shard::new(Offloading { inner: a, offloads }, cfg);
         let now = 1_000_000_000;

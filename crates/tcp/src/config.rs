@@ -112,6 +112,10 @@ pub struct Config {
     /// of the addresses so that values are not guessable yet grow across connections between the
     /// same hosts; the stack chooses it per connection (this crate has no randomness).
     pub ts_offset: u32,
+    /// TCP segmentation offload: the NIC cuts what it is given into MSS-sized segments, so new
+    /// data goes out in segments of several MSS (up to the buffer `poll_transmit` is given,
+    /// sized as Linux's `tcp_tso_autosize`). Retransmissions and probes stay one MSS.
+    pub tso: bool,
 }
 
 impl Default for Config {
@@ -141,6 +145,7 @@ impl Default for Config {
             congestion: CongestionAlgorithm::Cubic,
             rack_tlp: true,
             ts_offset: 0,
+            tso: false,
         }
     }
 }

@@ -2,7 +2,8 @@
 //! the `pronghorn` command) never link this crate, only tests, benchmarks and fuzzers do.
 //!
 //! - [`mem`]: an in-memory pair of NIC endpoints, deterministic, for stack tests and stack-level
-//!   benchmarks;
+//!   benchmarks, with transmit offloads (checksums, TCP segmentation) done in software by
+//!   [`offload`] when asked;
 //! - [`fuzzing`]: the stack's fuzz checks and [`fuzzing::Rig`], a shard with listeners and a
 //!   hand-played peer;
 //! - [`rng`]: the seeded generator of the tests;
@@ -15,6 +16,7 @@
 pub mod fuzzing;
 pub mod lab;
 pub mod mem;
+pub mod offload;
 pub mod rng;
 
 pub use rng::Rng;

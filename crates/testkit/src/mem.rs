@@ -29,7 +29,9 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::rc::Rc;
 
-use nic::{Link, MacAddr, Nic, NicStats, PacketBuf};
+use nic::{Link, MacAddr, Nic, NicStats, Offloads, PacketBuf, Segmentation, TSO_MAX_FRAME};
+
+use crate::offload;
 
 /// The Ethernet header a buffer holds on top of the MTU (no FCS).
 pub const ETH_HEADER_LEN: usize = 14;
@@ -47,7 +49,16 @@ pub struct MemConfig {
     pub mac_a: MacAddr,
     /// The second endpoint's MAC.
     pub mac_b: MacAddr,
+    /// Transmit offloads as a NIC with them has: IPv4, TCP and UDP checksums and TCP
+    /// segmentation, done in software on transmit ([`crate::offload`]) so that the peer
+    /// receives what a real wire would carry. Off by default; `PRONGHORN_TEST_TSO=1` in the
+    /// environment turns it on for every pair made from the default, so that the whole stack
+    /// test suite can run with it.
+    pub tso: bool,
 }
+
+/// Frames of [`TSO_MAX_FRAME`] bytes per endpoint for TCP segmentation.
+const TSO_POOL_SIZE: usize = 64;
 
 impl Default for MemConfig {
     fn default() -> Self {
@@ -57,6 +68,7 @@ impl Default for MemConfig {
             pool_size: 4096,
             mac_a: MacAddr([0x02, 0, 0, 0, 0, 0x01]),
             mac_b: MacAddr([0x02, 0, 0, 0, 0, 0x02]),
+            tso: std::env::var_os("PRONGHORN_TEST_TSO").is_some_and(|v| v == "1"),
         }
     }
 }
@@ -104,6 +116,10 @@ pub struct MemBuf {
     storage: Box<[u8]>,
     len: usize,
     pool: Rc<Pool>,
+    /// Asked to be cut into TCP segments on transmit.
+    segmentation: Option<Segmentation>,
+    /// Asked to have its checksums filled on transmit.
+    checksums: bool,
 }
 
 impl PacketBuf for MemBuf {
@@ -132,6 +148,14 @@ impl PacketBuf for MemBuf {
     fn len(&self) -> usize {
         self.len
     }
+
+    fn request_segmentation(&mut self, seg: Segmentation) {
+        self.segmentation = Some(seg);
+    }
+
+    fn request_checksums(&mut self) {
+        self.checksums = true;
+    }
 }
 
 impl Drop for MemBuf {
@@ -159,6 +183,10 @@ pub struct MemNic {
     side: usize,
     wire: Rc<RefCell<Wire>>,
     pool: Rc<Pool>,
+    /// Buffers for frames to segment, when the offloads are on.
+    tso_pool: Option<Rc<Pool>>,
+    /// Frames cut into TCP segments so far.
+    segmented: u64,
     queue_len: usize,
     mtu: u16,
     mac: MacAddr,
@@ -176,6 +204,8 @@ pub fn pair(cfg: MemConfig) -> (MemNic, MemNic) {
         side,
         wire: Rc::clone(&wire),
         pool: Pool::new(cfg.pool_size, buf_capacity),
+        tso_pool: cfg.tso.then(|| Pool::new(TSO_POOL_SIZE, TSO_MAX_FRAME)),
+        segmented: 0,
         queue_len: cfg.queue_len,
         mtu: cfg.mtu,
         mac,
@@ -188,7 +218,8 @@ pub fn pair(cfg: MemConfig) -> (MemNic, MemNic) {
 
 impl MemNic {
     /// Buffers of this endpoint's pool not in use (neither held by anyone nor queued). Equal to
-    /// [`pool_size`](Self::pool_size) when nothing leaked.
+    /// [`pool_size`](Self::pool_size) when nothing leaked. (The segmentation pool's buffers
+    /// never stay in use: a frame to segment goes back to it on transmit.)
     pub fn pool_available(&self) -> usize {
         self.pool.available()
     }
@@ -206,6 +237,11 @@ impl MemNic {
     /// Frames this endpoint could still transmit before the peer's queue is full.
     pub fn tx_space(&self) -> usize {
         self.queue_len - self.wire.borrow().to[1 - self.side].len()
+    }
+
+    /// Frames this endpoint cut into TCP segments on transmit ([`MemConfig::tso`]).
+    pub fn frames_segmented(&self) -> u64 {
+        self.segmented
     }
 
     /// The capacity of every buffer: `mtu + 14`.
@@ -241,19 +277,58 @@ impl Nic for MemNic {
     }
 
     fn tx_burst(&mut self, bufs: &mut Vec<MemBuf>) -> usize {
-        let mut wire = self.wire.borrow_mut();
+        let wire = Rc::clone(&self.wire);
+        let mut wire = wire.borrow_mut();
         let q = &mut wire.to[1 - self.side];
         let n = bufs.len().min(self.queue_len.saturating_sub(q.len()));
-        let mut bytes = 0u64;
-        q.extend(bufs.drain(..n).inspect(|b| bytes += b.len as u64));
-        self.stats.opackets += n as u64;
-        self.stats.obytes += bytes;
+        if self.tso_pool.is_none() {
+            let mut bytes = 0u64;
+            q.extend(bufs.drain(..n).inspect(|b| bytes += b.len as u64));
+            self.stats.opackets += n as u64;
+            self.stats.obytes += bytes;
+            return n;
+        }
+        // With the offloads, as a NIC: a frame to segment leaves as its pieces (which may go
+        // beyond the queue's length), a frame that asks for it with its checksums finished.
+        for mut buf in bufs.drain(..n) {
+            let Some(seg) = buf.segmentation.take() else {
+                if std::mem::take(&mut buf.checksums) {
+                    offload::finish_checksums(buf.data_mut());
+                }
+                self.stats.opackets += 1;
+                self.stats.obytes += buf.len as u64;
+                q.push_back(buf);
+                continue;
+            };
+            self.segmented += 1;
+            offload::segment(buf.data(), seg, |piece| match self.alloc() {
+                Some(mut p) => {
+                    p.set_len(piece.len());
+                    p.data_mut().copy_from_slice(piece);
+                    self.stats.opackets += 1;
+                    self.stats.obytes += piece.len() as u64;
+                    q.push_back(p);
+                }
+                None => self.stats.oerrors += 1,
+            });
+        }
         n
     }
 
     fn alloc(&mut self) -> Option<MemBuf> {
         let storage = self.pool.take()?;
-        Some(MemBuf { storage, len: 0, pool: Rc::clone(&self.pool) })
+        Some(MemBuf { storage, len: 0, pool: Rc::clone(&self.pool), segmentation: None, checksums: false })
+    }
+
+    fn alloc_tso(&mut self) -> Option<MemBuf> {
+        let pool = self.tso_pool.as_ref()?;
+        let storage = pool.take()?;
+        Some(MemBuf { storage, len: 0, pool: Rc::clone(pool), segmentation: None, checksums: false })
+    }
+
+    fn offloads(&self) -> Offloads {
+        let on = self.tso_pool.is_some();
+        Offloads { tx_ipv4_checksum: on, tx_l4_checksum: on, tx_tcp_segmentation: on, ..Offloads::default() }
     }
 
     fn mac(&self) -> MacAddr {

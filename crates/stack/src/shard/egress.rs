@@ -106,6 +106,7 @@ impl<N: Nic> Shard<N> {
             self.keep_tx_buffer(buf);
             return None;
         }
+        self.request_checksums(&mut buf);
         Some((buf, l4))
     }
 
@@ -155,6 +156,13 @@ impl<N: Nic> Shard<N> {
             }
         }
         true
+    }
+
+    /// Asks the NIC for the checksums left to it (`Nic::offloads`), if any.
+    pub(super) fn request_checksums(&self, buf: &mut N::Buf) {
+        if !self.checksums.fill_ipv4 || !self.checksums.fill_l4 {
+            buf.request_checksums();
+        }
     }
 
     /// Fills the Ethernet destination from the neighbor cache and queues the frame, or parks it
@@ -260,6 +268,7 @@ impl<N: Nic> Shard<N> {
         buf.set_len(room);
         let len = answer.write(self.mac, buf.data_mut(), self.checksums.fill_ipv4);
         buf.set_len(len);
+        self.request_checksums(&mut buf);
         answer.count(&mut self.link_stats);
         self.tx.push(buf);
     }

@@ -13,16 +13,16 @@
 
 use std::collections::VecDeque;
 
-use nic::{Nic, PacketBuf};
+use nic::{Nic, PacketBuf, Segmentation};
 use tcp::{Connection, CookieOptions, Event as TcpEvent, TimeWait};
-use wire::{IpAddress, IpProtocol, TcpFlags, TcpPacket, TcpRepr};
+use wire::{checksum, IpAddress, IpProtocol, TcpFlags, TcpPacket, TcpRepr};
 
 use super::api::{Buffers, Readiness};
 use super::egress::transport_offset;
 use super::ingress::Transport;
 use super::sockets::Socket;
 use super::time_wait::TimeWaitInput;
-use super::{Shard, SocketId, TimerKey, ECN_CE, ECN_ECT0, ECN_NOT_ECT};
+use super::{Shard, SocketId, TimerKey, ECN_CE, ECN_ECT0, ECN_NOT_ECT, ETH};
 use crate::shard::table::FourTuple;
 use crate::shard::timer::TimerHandle;
 use crate::syncookie::{siphash24, VALID_AFTER_LAST_SENT_NS};
@@ -592,15 +592,22 @@ impl<N: Nic> Shard<N> {
     /// the connection writes the payload from its send buffer straight into the frame, after
     /// the headers it will get ([`Connection::data_header_len`]), and the headers are written
     /// in front of it.
+    ///
+    /// With segmentation offload (`Offloads::tx_tcp_segmentation`), a connection with more
+    /// than a segment to send gets a large buffer and may fill it with several MSS of new data
+    /// for the NIC to cut.
     pub(super) fn send_segments(&mut self, id: SocketId) {
         let now = self.now;
         loop {
-            let Some(mut buf) = self.tx_buffer() else { return self.defer_segments(id) };
+            let large = self.tso_buffer(id);
+            let is_large = large.is_some();
+            let Some(mut buf) = large.or_else(|| self.tx_buffer()) else { return self.defer_segments(id) };
             let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return self.keep_tx_buffer(buf) };
             let at = transport_offset(s.tuple.remote().0) + s.conn.data_header_len();
             buf.set_len(buf.capacity());
             let Some(repr) = s.conn.poll_transmit(now, &mut buf.data_mut()[at..]) else {
-                return self.keep_tx_buffer(buf);
+                // A large buffer goes back to its pool rather than serve as the spare.
+                return if is_large { drop(buf) } else { self.keep_tx_buffer(buf) };
             };
             // The payload went behind the header the connection announced; its options can change
             // in between (out-of-order data pruned at the buffer check takes its SACK blocks
@@ -618,8 +625,22 @@ impl<N: Nic> Shard<N> {
             }
             let ecn = if s.conn.transmit_ect() { ECN_ECT0 } else { ECN_NOT_ECT };
             let tuple = s.tuple;
-            self.emit_tcp(buf, &tuple, &repr, ecn);
+            let mss = s.conn.segment_payload_max(repr.header_len());
+            self.emit_tcp(buf, &tuple, &repr, ecn, (repr.payload_len > mss).then_some(mss));
         }
+    }
+
+    /// A buffer for a segment the NIC cuts, if it can and the connection has more than one
+    /// segment's worth to send (else an ordinary one serves, and keeps the few large ones free).
+    fn tso_buffer(&mut self, id: SocketId) -> Option<N::Buf> {
+        if !self.cfg.tcp.tso {
+            return None;
+        }
+        let Some(Socket::Tcp(s)) = self.socket(id) else { return None };
+        if s.conn.unsent() <= s.conn.segment_payload_max(s.conn.data_header_len()) {
+            return None;
+        }
+        self.nic.alloc_tso()
     }
 
     /// No buffer for a frame (the pool is empty): what the connection has to send stays owed
@@ -638,7 +659,7 @@ impl<N: Nic> Shard<N> {
         while let Some(&(tuple, repr)) = self.owed_rsts.last() {
             let Some(buf) = self.tx_buffer() else { break };
             self.owed_rsts.pop();
-            self.emit_tcp(buf, &tuple, &repr, ECN_NOT_ECT);
+            self.emit_tcp(buf, &tuple, &repr, ECN_NOT_ECT, None);
         }
         let mut starved = std::mem::take(&mut self.starved);
         for id in starved.drain(..) {
@@ -669,12 +690,15 @@ impl<N: Nic> Shard<N> {
             self.stats.tx_no_buffer += 1;
             return;
         };
-        self.emit_tcp(buf, tuple, repr, ECN_NOT_ECT);
+        self.emit_tcp(buf, tuple, repr, ECN_NOT_ECT, None);
     }
 
     /// Writes the headers of a segment whose payload is in place in `buf` (ECN field `ecn`) and
-    /// sends it.
-    fn emit_tcp(&mut self, mut buf: N::Buf, tuple: &FourTuple, repr: &TcpRepr, ecn: u8) {
+    /// sends it; with `cut`, a segment of several MSS for the NIC to cut into pieces of that
+    /// many payload bytes: its TCP checksum field then holds the pseudo-header sum without the
+    /// length, which each piece's finishes, and it counts once per piece (as Linux counts
+    /// `OutSegs` by `tcp_skb_pcount`).
+    fn emit_tcp(&mut self, mut buf: N::Buf, tuple: &FourTuple, repr: &TcpRepr, ecn: u8, cut: Option<usize>) {
         let (src, _) = tuple.local();
         let (dst, _) = tuple.remote();
         let at = transport_offset(dst);
@@ -684,8 +708,25 @@ impl<N: Nic> Shard<N> {
             return self.keep_tx_buffer(buf);
         }
         let fill = self.checksums.fill_l4;
-        repr.emit_header(&mut TcpPacket::new_unchecked(&mut buf.data_mut()[at..]), &src, &dst, fill);
-        self.stats.tcp_tx_segments += 1;
+        let mut tcp = TcpPacket::new_unchecked(&mut buf.data_mut()[at..]);
+        repr.emit_header(&mut tcp, &src, &dst, fill);
+        if cut.is_some() {
+            tcp.set_checksum(checksum::pseudo_header(&src, &dst, IpProtocol::Tcp, 0));
+        }
+        self.request_checksums(&mut buf);
+        match cut {
+            None => self.stats.tcp_tx_segments += 1,
+            Some(mss) => {
+                buf.request_segmentation(Segmentation {
+                    l2_len: ETH as u16,
+                    l3_len: (at - ETH) as u16,
+                    l4_len: repr.header_len() as u16,
+                    mss: mss as u16,
+                    ipv4: matches!(dst, IpAddress::V4(_)),
+                });
+                self.stats.tcp_tx_segments += repr.payload_len.div_ceil(mss) as u64;
+            }
+        }
         if repr.flags.contains(TcpFlags::RST) {
             self.stats.tcp_rst_sent += 1;
         }

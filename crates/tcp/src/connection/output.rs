@@ -76,12 +76,12 @@ impl Connection {
             || (self.owed.has(Owed::Probe) && self.timers.is_armed(Timer::Delack))
         {
             let seq = self.snd.max;
-            return Some(self.emit(now, seq, 0, false, payload));
+            return Some(self.emit(now, seq, 0, false, false, payload));
         }
         if self.owed.has(Owed::Probe) {
             self.owed.remove(Owed::Probe);
             let seq = self.snd.una.wrapping_sub(1);
-            return Some(self.emit(now, seq, 0, false, payload));
+            return Some(self.emit(now, seq, 0, false, false, payload));
         }
         self.arm_persist(now);
         None
@@ -219,7 +219,7 @@ impl Connection {
     /// Sends again the segment at `seq` (at most `limit` bytes) without moving SND.NXT.
     pub(super) fn retransmit(&mut self, now: Instant, seq: u32, limit: usize, buf: &mut [u8]) -> TcpRepr {
         let fin_sent = self.snd.fin_queued && seq::gt(self.snd.max, self.snd.data_end());
-        let repr = self.emit(now, seq, limit, fin_sent, buf);
+        let repr = self.emit(now, seq, limit, fin_sent, false, buf);
         let end = seq.wrapping_add(repr.segment_len() as u32);
         self.loss.sent.retransmitted(seq, end, now);
         self.counters.retransmits = self.counters.retransmits.wrapping_add(1);
@@ -266,7 +266,18 @@ impl Connection {
             let sent = self.snd.max.wrapping_sub(self.snd.nxt) as usize;
             wnd_room = wnd_room.max(mss.min(sent));
         }
-        let mut len = avail.min(mss).min(wnd_room).min(cwnd_room as usize);
+        // With segmentation offload, new data goes in a segment of several MSS that the NIC
+        // cuts; what is sent again (after an RTO or as a probe) goes one MSS at a time.
+        let room = if self.p.has(Opt::Tso) && !is_rtx && !loss_probe { self.tso_room(mss, buf.len()) } else { mss };
+        let mut len = avail.min(room).min(wnd_room).min(cwnd_room as usize);
+        if len > mss {
+            // Whole segments: the NIC cuts at every MSS, so a short piece may only end the
+            // data, and only where Nagle would let it go alone (Linux's `tcp_mss_split_point`).
+            let nagle_free = self.p.has(Opt::Nodelay) || fin_unsent || self.urg.sending;
+            if len < avail || !nagle_free {
+                len -= len % mss;
+            }
+        }
         if is_rtx {
             // Going back after an RTO: stop before what the peer SACKed.
             if let Some(next) = self.loss.sacked.next_start_after(self.snd.nxt) {
@@ -295,7 +306,7 @@ impl Connection {
         }
         let seq = self.snd.nxt;
         let was_idle = self.snd.una == self.snd.max;
-        let mut repr = self.emit(now, seq, len, fin_unsent, buf);
+        let mut repr = self.emit(now, seq, len, fin_unsent, len > mss, buf);
         if !is_rtx && repr.payload_len > 0 && self.ecn.has(EcnBit::On) {
             // RFC 3168 section 6.1.2: new data is ECN-capable; the first after a window
             // reduction says so with CWR.
@@ -328,6 +339,45 @@ impl Connection {
             self.schedule_probe(now);
         }
         Some(repr)
+    }
+
+    /// The payload of one MSS-sized segment whose header (options included) is `header_len`
+    /// bytes: what each piece of a segment the NIC cuts carries (its `tso_segsz`).
+    #[inline]
+    pub fn segment_payload_max(&self, header_len: usize) -> usize {
+        (usize::from(self.mss_cap()) + HEADER_LEN).saturating_sub(header_len).max(1)
+    }
+
+    /// Bytes written and not sent yet (a FIN not counted): a stack with segmentation offload
+    /// gives [`Connection::poll_transmit`] a large buffer only when there is more than one
+    /// segment's worth.
+    #[inline]
+    pub fn unsent(&self) -> usize {
+        let data_end = self.snd.data_end();
+        if seq::lt(self.snd.nxt, data_end) {
+            data_end.wrapping_sub(self.snd.nxt) as usize
+        } else {
+            0
+        }
+    }
+
+    /// How much new data one segment the NIC cuts may carry, as Linux's `tcp_tso_autosize`:
+    /// about a millisecond of data at the pacing rate (Linux's `sk_pacing_shift` of 10; the
+    /// rate twice cwnd per RTT in slow start, 1.2 times in congestion avoidance, as
+    /// `tcp_update_pacing_rate`), at least two segments, at most what the buffer holds (the
+    /// 64 KiB a NIC takes), in whole segments of `mss`. Before an RTT sample, no limit but the
+    /// buffer (Linux's rate is unbounded without one too).
+    fn tso_room(&self, mss: usize, buf_len: usize) -> usize {
+        let most = buf_len - buf_len % mss;
+        let srtt_us = self.rtt.srtt() / 1000;
+        if !self.rtt.has_sample() || srtt_us == 0 {
+            return most;
+        }
+        let cwnd = u64::from(self.cc.cwnd());
+        let ratio_pct = if self.cc.cwnd() < self.cc.ssthresh() / 2 { 200 } else { 120 };
+        let bytes_per_s = cwnd * ratio_pct * 10_000 / srtt_us;
+        let goal = (bytes_per_s >> 10) as usize;
+        (goal - goal % mss).max(2 * mss).min(most)
     }
 
     /// Payload room of a data segment sent now: the MSS less the options it will carry.
@@ -392,11 +442,19 @@ impl Connection {
         blocks
     }
 
-    /// A segment at `seq` with up to `max_len` bytes from the send buffer, and the FIN if
-    /// `fin_ok` and the data reaches it.
-    fn emit(&mut self, now: Instant, seq: u32, max_len: usize, fin_ok: bool, buf: &mut [u8]) -> TcpRepr {
+    /// A segment at `seq` with up to `max_len` bytes from the send buffer (more than one MSS
+    /// only if `segmented`: the NIC cuts it), and the FIN if `fin_ok` and the data reaches it.
+    fn emit(
+        &mut self,
+        now: Instant,
+        seq: u32,
+        max_len: usize,
+        fin_ok: bool,
+        segmented: bool,
+        buf: &mut [u8],
+    ) -> TcpRepr {
         let mut repr = self.header(now, seq);
-        let room = (usize::from(self.mss_cap()) + HEADER_LEN).saturating_sub(repr.header_len()).max(1);
+        let room = if segmented { max_len } else { self.segment_payload_max(repr.header_len()) };
         let data_end = self.snd.data_end();
         let avail = if seq::ge(seq, self.snd.buf_seq) && seq::lt(seq, data_end) {
             data_end.wrapping_sub(seq) as usize

@@ -24,6 +24,8 @@ pub(super) enum Opt {
     RackTlp,
     /// SO_OOBINLINE: the urgent byte stays in the stream.
     OobInline,
+    /// TCP segmentation offload: new data in segments of several MSS.
+    Tso,
 }
 
 impl Bit for Opt {
@@ -84,6 +86,7 @@ impl Params {
         opts.set(Opt::OfferSack, cfg.sack);
         opts.set(Opt::OfferTimestamps, cfg.timestamps);
         opts.set(Opt::RackTlp, cfg.rack_tlp);
+        opts.set(Opt::Tso, cfg.tso);
         Params {
             rcv_buf: cfg.rcv_buf.max(1),
             snd_buf: cfg.snd_buf.max(1),

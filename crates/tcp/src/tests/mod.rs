@@ -16,6 +16,7 @@ mod rfc9293;
 mod rfc9438;
 mod sack;
 mod time_wait;
+mod tso;
 mod urgent;
 mod zero_window;
 
