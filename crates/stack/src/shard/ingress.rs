@@ -24,7 +24,9 @@ use wire::{
     UdpPacket,
 };
 
+use super::coalesce::Candidate;
 use super::icmp::IcmpError;
+use super::tcp::TcpInput;
 use super::{Shard, ECN_MASK, ETH};
 use crate::iface::{self, Answer, Drop, Ipv6Dst, Learned};
 use crate::neighbor::{NeighborState, Replace, Update};
@@ -99,6 +101,9 @@ enum Outcome {
     Done,
     /// TCP or UDP that no socket here takes: for the process's other shards.
     HandOff(Transport),
+    /// Data for an established connection, held to be coalesced with what follows it in the
+    /// burst ([`super::coalesce`]).
+    Coalesce(Candidate),
     /// The link layer answers it in place.
     Answer(Answer),
     Drop(Drop),
@@ -111,6 +116,7 @@ impl<N: Nic> Shard<N> {
         match self.process_ethernet(buf.data(), may_hand_off) {
             Outcome::Done => {}
             Outcome::HandOff(t) => self.hand_off(buf, t),
+            Outcome::Coalesce(c) => self.hold(buf, c),
             Outcome::Answer(answer) => self.queue_answer(buf, answer),
             Outcome::Drop(reason) => self.link_stats.count_drop(reason),
         }
@@ -120,7 +126,10 @@ impl<N: Nic> Shard<N> {
     /// shard holds, or its own when no shard holds it (then it is answered as a shard alone
     /// would, a RST or a port unreachable).
     pub(super) fn receive_transport(&mut self, buf: N::Buf, t: &Transport) {
-        self.process_transport(buf.data(), t, false);
+        if let Outcome::Coalesce(c) = self.process_transport(buf.data(), t, false) {
+            let (start, end) = c.payload;
+            self.deliver(c.id, &c.repr, &[&buf.data()[start..end]], c.ecn);
+        }
     }
 
     /// Whether this shard holds the connection (or TIME-WAIT entry) or the UDP socket that a
@@ -353,14 +362,15 @@ impl<N: Nic> Shard<N> {
     /// `may_hand_off` (the process's other shards have not seen it yet).
     fn process_transport(&mut self, frame: &[u8], t: &Transport, may_hand_off: bool) -> Outcome {
         let seg = &frame[t.start..t.end];
-        let unplaced = match t.proto {
+        let placed = match t.proto {
             IpProtocol::Tcp => self.tcp_input(t, seg, may_hand_off),
-            _ => self.udp_input(t, &frame[t.ip_payload..t.end], seg, may_hand_off),
+            _ if self.udp_input(t, &frame[t.ip_payload..t.end], seg, may_hand_off) => TcpInput::Unplaced,
+            _ => TcpInput::Taken,
         };
-        if unplaced {
-            Outcome::HandOff(*t)
-        } else {
-            Outcome::Done
+        match placed {
+            TcpInput::Taken => Outcome::Done,
+            TcpInput::Unplaced => Outcome::HandOff(*t),
+            TcpInput::Coalesce(c) => Outcome::Coalesce(c),
         }
     }
 

@@ -18,11 +18,12 @@ use tcp::{Connection, CookieOptions, Event as TcpEvent, TimeWait};
 use wire::{IpAddress, IpProtocol, TcpFlags, TcpPacket, TcpRepr};
 
 use super::api::{Buffers, Readiness};
+use super::coalesce::{self, Candidate};
 use super::egress::transport_offset;
 use super::ingress::Transport;
 use super::sockets::Socket;
 use super::time_wait::TimeWaitInput;
-use super::{Shard, SocketId, TimerKey, ECN_CE, ECN_ECT0, ECN_NOT_ECT};
+use super::{Shard, SocketId, TimerKey, ECN_ECT0, ECN_NOT_ECT};
 use crate::syncookie::{siphash24, VALID_AFTER_LAST_SENT_NS};
 use crate::table::FourTuple;
 use crate::timer::TimerHandle;
@@ -107,6 +108,17 @@ impl TcpSocket {
     }
 }
 
+/// What became of a TCP segment to us.
+pub(super) enum TcpInput {
+    /// Taken by a connection or listener, answered, or dropped and counted.
+    Taken,
+    /// No socket here takes it: for the process's other shards.
+    Unplaced,
+    /// Data for an established connection that may join the run of segments held for it
+    /// ([`super::coalesce`]).
+    Coalesce(Candidate),
+}
+
 /// The listeners of one local address: one, or several that all set SO_REUSEPORT.
 pub(super) struct ListenGroup {
     pub(super) reuseport: bool,
@@ -146,24 +158,24 @@ impl<N: Nic> Shard<N> {
         }
     }
 
-    /// A TCP segment to us, as ingress read the layers below. Returns true when nothing here
-    /// takes it and `may_hand_off`: another shard of the process may hold its connection (else
-    /// it is answered here, with a RST if it calls for one).
-    pub(super) fn tcp_input(&mut self, t: &Transport, seg: &[u8], may_hand_off: bool) -> bool {
+    /// A TCP segment to us, as ingress read the layers below. [`TcpInput::Unplaced`] when
+    /// nothing here takes it and `may_hand_off`: another shard of the process may hold its
+    /// connection (else it is answered here, with a RST if it calls for one).
+    pub(super) fn tcp_input(&mut self, t: &Transport, seg: &[u8], may_hand_off: bool) -> TcpInput {
         let (src, dst) = (t.src, t.dst);
         let Ok(packet) = TcpPacket::new_checked(seg) else {
             self.stats.tcp_malformed += 1;
-            return false;
+            return TcpInput::Taken;
         };
         let repr = match TcpRepr::parse(&packet, &src, &dst, self.checksums.verify_l4 && !t.verified) {
             Ok(r) => r,
             Err(wire::Error::Checksum) => {
                 self.stats.tcp_bad_checksum += 1;
-                return false;
+                return TcpInput::Taken;
             }
             Err(_) => {
                 self.stats.tcp_malformed += 1;
-                return false;
+                return TcpInput::Taken;
             }
         };
         self.stats.tcp_rx_segments += 1;
@@ -172,30 +184,28 @@ impl<N: Nic> Shard<N> {
 
         if let Some(&id) = self.conns.get(&tuple) {
             self.glean(t);
+            let established =
+                matches!(self.socket(id), Some(Socket::Tcp(s)) if s.conn.state() == tcp::State::Established);
+            if established && coalesce::may_join(t, &repr) {
+                let start = t.start + packet.header_len() as usize;
+                let payload = (start, start + repr.payload_len);
+                return TcpInput::Coalesce(Candidate { id, repr, ecn: t.ecn, payload });
+            }
+            self.deliver_run_of(id);
             if self.accept_queue_full_at_handshake(id, &repr, payload.len()) {
                 // Linux `tcp_v4_syn_recv_sock` on a full accept queue: the handshake's last
                 // ACK (and any data on it) is dropped, counted in ListenOverflows and
                 // ListenDrops; the connection stays in SYN-RECEIVED, and the peer's
                 // retransmission, or the one our SYN-ACK's retransmission draws, completes it.
                 self.stats.tcp_listen_overflows += 1;
-                return false;
+                return TcpInput::Taken;
             }
-            let now = self.now;
-            self.give_budget(id);
-            let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return false };
-            s.conn.handle_segment_ce(now, &repr, payload, t.ecn == ECN_CE);
-            if s.conn.challenge_ack_pending() && !self.take_challenge_ack() {
-                if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
-                    s.conn.cancel_challenge_ack();
-                }
-            }
-            self.recharge(id);
-            self.mark_dirty(id);
-            return false;
+            self.deliver(id, &repr, &[payload], t.ecn);
+            return TcpInput::Taken;
         }
         let reopen_iss = match self.time_wait_input(&tuple, &repr) {
             TimeWaitInput::NoEntry => None,
-            TimeWaitInput::Done => return false,
+            TimeWaitInput::Done => return TcpInput::Taken,
             TimeWaitInput::Reopen { iss } => Some(iss),
         };
         // RFC 9293 3.10.7.2, LISTEN: first, a RST is ignored (a SYN with RST too, as in Linux);
@@ -214,23 +224,23 @@ impl<N: Nic> Shard<N> {
                     syn.flags.remove(TcpFlags::ECE | TcpFlags::CWR);
                 }
                 self.syn_to_listener(lid, tuple, &syn, reopen_iss);
-                return false;
+                return TcpInput::Taken;
             }
             if is_ack && self.cookie_ack(lid, tuple, &repr, payload) {
-                return false;
+                return TcpInput::Taken;
             }
             if repr.ack_number.is_none() {
-                return false;
+                return TcpInput::Taken;
             }
         }
         if may_hand_off {
             // Another shard of the process may hold the connection: it decides.
-            return true;
+            return TcpInput::Unplaced;
         }
         if let Some(rst) = tcp::rst_for_unmatched(&repr, payload.len()) {
             self.send_tcp(&tuple, &rst);
         }
-        false
+        TcpInput::Taken
     }
 
     /// Whether `repr` would complete passive connection `id`'s handshake while its listener's
