@@ -587,6 +587,13 @@ impl<N: Nic> Shard<N> {
         let mut cfg = self.cfg.tcp;
         cfg.rcv_buf = buffers.recv.unwrap_or(cfg.rcv_buf);
         cfg.snd_buf = buffers.send.unwrap_or(cfg.snd_buf);
+        // Set by the application: fixed, not autotuned (a maximum below the size).
+        if buffers.recv_fixed {
+            cfg.rcv_buf_max = 0;
+        }
+        if buffers.send.is_some() {
+            cfg.snd_buf_max = 0;
+        }
         if !tuple.is_ipv4() {
             cfg.mss = cfg.mss.saturating_sub(20);
         }

@@ -136,6 +136,7 @@ impl Connection {
 
     pub(super) fn establish(&mut self, now: Instant) {
         self.state = if self.snd.fin_queued { State::FinWait1 } else { State::Established };
+        self.autotune_start(now);
         let mss = self.eff_mss();
         // RFC 5681 section 3.1: one segment if the SYN or SYN-ACK was lost.
         let iw = if self.flags.has(Flag::SynRetransmitted) { mss } else { self.p.initial_cwnd.saturating_mul(mss) };
@@ -509,6 +510,9 @@ impl Connection {
             self.timers.disarm(Timer::Loss);
         }
 
+        if freed {
+            self.autotune_send();
+        }
         if freed
             && self.snd.write_blocked
             && matches!(self.state, State::Established | State::CloseWait)
@@ -607,6 +611,7 @@ impl Connection {
                 self.rcv.buf.extend(nxt.wrapping_sub(self.rcv.nxt.wrapping_add(len)) as usize);
                 self.rcv.nxt = nxt;
                 self.rcv.unacked = self.rcv.unacked.saturating_add(len);
+                self.autotune_receive(now);
                 self.events |= EV_READABLE;
                 if had_ooo || self.rcv.unacked >= 2 * u32::from(self.rcv.mss) {
                     // A filled hole, or the second full-sized segment (RFC 5681 4.2).
