@@ -368,6 +368,10 @@ impl<N: Nic + 'static> Runtime<N> {
     fn make_shard(&self, nic: N, index: u16, count: u16) -> Result<Shard<N>, String> {
         let secret = crate::secret::random_secret()?;
         let mut cfg = crate::shard_config(&self.cfg, nic.mac(), secret);
+        // Autotuning grows a connection's buffers up to this host's limits (`tcp_rmem[2]`,
+        // `tcp_wmem[2]`), as Linux's would.
+        cfg.tcp.rcv_buf_max = self.limits.tcp_rmem[2];
+        cfg.tcp.snd_buf_max = self.limits.tcp_wmem[2];
         cfg.glean_neighbors = self.cfg.nic.queues > 1;
         cfg.shard_index = index;
         cfg.shard_count = count;

@@ -312,7 +312,7 @@ impl Default for SockOpts {
 impl SockOpts {
     /// The buffers a connection of this socket uses: those set, else the shard's.
     pub(crate) fn buffers(&self) -> Buffers {
-        Buffers { recv: self.rcvbuf, send: self.sndbuf }
+        Buffers { recv: self.rcvbuf, recv_fixed: self.rcvbuf_locked, send: self.sndbuf }
     }
 
     pub(crate) fn keepalive(&self) -> Option<stack::Keepalive> {

@@ -8,7 +8,9 @@
 //! value read back is the buffer's size in bytes of data: pronghorn's buffers hold payload
 //! only, where Linux's count its skb overhead too (measured here: a receive buffer read back
 //! as N holds 0.77 N to 0.9 N of data on Linux, a send buffer about N). A socket that set
-//! none keeps the shard's buffers (128 KiB each); Linux grows its own by autotuning instead.
+//! none starts with the shard's buffers (128 KiB each), which autotuning grows up to this
+//! host's `tcp_rmem[2]`/`tcp_wmem[2]` as Linux's does (read back still as `tcp_rmem[1]`/
+//! `tcp_wmem[1]`, where Linux reports the grown size); setting one fixes it.
 
 use nic::Nic;
 use stack::shard::Buffers;
@@ -192,7 +194,7 @@ impl<N: Nic + 'static> Accel<N> {
                     }
                     (libc::SOL_SOCKET, libc::SO_RCVLOWAT) => {
                         // Readable or not may change now (Linux wakes readers too).
-                        let _ = shard.tcp_set_buffers(id, Buffers { recv: o.rcvbuf, send: None });
+                        let _ = shard.tcp_set_buffers(id, Buffers { send: None, ..o.buffers() });
                         let _ = shard.tcp_set_rcvlowat(id, o.rcvlowat);
                         rt.flush_shard();
                     }

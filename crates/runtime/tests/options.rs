@@ -372,7 +372,7 @@ fn buffer_options_read_back_as_this_hosts_linux() {
 fn a_small_so_sndbuf_gives_eagain_after_that_much_data() {
     // The peer never reads and offers a 4096-byte window: what we can send is our buffer and
     // that window.
-    let l = Lab::new("inline", Buffers { recv: Some(4096), send: None });
+    let l = Lab::new("inline", Buffers { recv: Some(4096), recv_fixed: true, send: None });
     l.script.lock().unwrap().deaf = true;
     let rt = l.rt;
     let sent_before_eagain = |options: &[(i32, i32)]| {

@@ -203,6 +203,9 @@ fn one_connection_echoes_a_mebibyte_exactly() {
     p.run(&mut c, 1_000_000);
     assert_all_done(&c, 1 << 20);
     assert_eq!(p.echo.stats().echoed_bytes, 1 << 20);
+    // Both ways, bursts of data segments reached the connections coalesced (software GRO),
+    // every byte the same.
+    assert!(p.server.stats().tcp_gro_merged > 0 && p.client.stats().tcp_gro_merged > 0);
     p.assert_clean();
 }
 
@@ -223,6 +226,7 @@ fn under_loss_reordering_duplication_and_corruption_every_byte_arrives() {
     assert_all_done(&c, 200_000);
     let (rx, tx) = p.server.nic().fault_stats();
     assert!(rx.dropped + tx.dropped > 0 && rx.corrupted + tx.corrupted > 0, "faults were injected");
+    assert!(p.server.stats().tcp_gro_merged > 0, "coalesced between the gaps");
     p.assert_clean();
 }
 

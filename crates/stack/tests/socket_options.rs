@@ -39,7 +39,7 @@ fn listener_buffers_size_the_syn_ack_and_the_connections() {
     let mut r = Rig::new(|_| {});
     let default = syn(&mut r, 41000);
     assert_eq!((default.window_len, default.window_scale), (65535, Some(2)), "128 KiB by default");
-    r.shard.tcp_set_buffers(r.listener, Buffers { recv: Some(8192), send: Some(4608) }).unwrap();
+    r.shard.tcp_set_buffers(r.listener, Buffers { recv: Some(8192), recv_fixed: true, send: Some(4608) }).unwrap();
     let small = syn(&mut r, 41001);
     assert_eq!((small.window_len, small.window_scale), (8192, Some(0)));
     let ours = small.seq_number.wrapping_add(1);
@@ -47,8 +47,27 @@ fn listener_buffers_size_the_syn_ack_and_the_connections() {
     let (conn, _) = r.shard.tcp_accept(r.listener).unwrap();
     assert_eq!(r.shard.tcp_send(conn, &[0; 10_000]), Ok(4608), "the send buffer is the listener's");
     // Set on the connection itself later: it grows.
-    r.shard.tcp_set_buffers(conn, Buffers { recv: None, send: Some(9216) }).unwrap();
+    r.shard.tcp_set_buffers(conn, Buffers { send: Some(9216), ..Buffers::default() }).unwrap();
     assert_eq!(r.shard.tcp_send(conn, &[0; 10_000]), Ok(9216 - 4608));
+}
+
+#[test]
+fn autotuned_buffers_offer_the_window_scale_of_their_maximum_until_so_rcvbuf_fixes_them() {
+    // Linux's `tcp_select_initial_window` scales for `tcp_rmem[2]`, so that the window can
+    // follow the buffer as autotuning grows it: 6 MiB needs 7.
+    let mut r = Rig::new(|cfg| cfg.tcp.rcv_buf_max = 6 << 20);
+    let tuned = syn(&mut r, 41000);
+    assert_eq!((tuned.window_len, tuned.window_scale), (65535, Some(7)));
+    let ours = tuned.seq_number.wrapping_add(1);
+    r.segment(&TcpRepr { src_port: 41000, ..base(1001, Some(ours), TcpFlags::ACK) }, &[]);
+    let (conn, _) = r.shard.tcp_accept(r.listener).unwrap();
+    assert_eq!(r.shard.tcp_info(conn).unwrap().rcv_buf, 128 * 1024, "it starts at the default");
+    // SO_RCVLOWAT's growth keeps it autotuned; SO_RCVBUF fixes it (SOCK_RCVBUF_LOCK).
+    r.shard.tcp_set_buffers(conn, Buffers { recv: Some(256 * 1024), ..Buffers::default() }).unwrap();
+    assert_eq!(r.shard.tcp_info(conn).unwrap().rcv_buf, 256 * 1024);
+    r.shard.tcp_set_buffers(r.listener, Buffers { recv: Some(8192), recv_fixed: true, send: None }).unwrap();
+    let fixed = syn(&mut r, 41001);
+    assert_eq!((fixed.window_len, fixed.window_scale), (8192, Some(0)));
 }
 
 #[test]
@@ -56,7 +75,7 @@ fn connect_with_a_receive_buffer_offers_its_window_scale() {
     let mut r = Rig::new(|_| {});
     let peer = SocketAddr::new(Ipv4Addr::new(10, 0, 0, 2).into(), 9999);
     for (recv, window, scale) in [(None, 65535, 2), (Some(4096), 4096, 0), (Some(1 << 20), 65535, 5)] {
-        r.shard.tcp_connect_with(peer, Buffers { recv, send: None }).unwrap();
+        r.shard.tcp_connect_with(peer, Buffers { recv, recv_fixed: recv.is_some(), send: None }).unwrap();
         r.shard.flush(r.now);
         let syn = r.replies();
         assert_eq!(syn.len(), 1);

@@ -57,6 +57,12 @@ pub struct Config {
     pub rcv_buf: u32,
     /// Send buffer in bytes.
     pub snd_buf: u32,
+    /// The most autotuning grows the receive buffer to (Linux's `tcp_rmem[2]`); it also chooses
+    /// the window scale we offer. At or below `rcv_buf` (the default) the size is fixed.
+    pub rcv_buf_max: u32,
+    /// The most autotuning grows the send buffer to (Linux's `tcp_wmem[2]`). At or below
+    /// `snd_buf` (the default) the size is fixed.
+    pub snd_buf_max: u32,
     /// `TCP_NODELAY`: no Nagle.
     pub nodelay: bool,
     /// Offer window scaling (RFC 7323).
@@ -124,6 +130,8 @@ impl Default for Config {
             mss: 1460,
             rcv_buf: 128 * 1024,
             snd_buf: 128 * 1024,
+            rcv_buf_max: 0,
+            snd_buf_max: 0,
             nodelay: false,
             window_scale: true,
             timestamps: true,

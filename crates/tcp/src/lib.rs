@@ -71,6 +71,7 @@
 mod config;
 mod congestion;
 mod connection;
+mod payload;
 mod rack;
 mod ranges;
 mod ring;

@@ -9,6 +9,7 @@
 //!   machine rather than the checksum check; application calls (read, write, shutdown, close)
 //!   and time steps are mixed in, and segments may come with IPv6 extension headers, from the
 //!   peer's address of the other family (IPv4-mapped) or under the other family's ethertype.
+//!   Consecutive segments reach the shard in one rx burst, so that they may be coalesced.
 //!   Nothing may panic, and the connection must stay within its buffers.
 //!
 //! [`seeds`] are the seed corpora of both targets (`crates/stack/fuzz/corpus`: frames that reach these
@@ -116,6 +117,13 @@ impl Rig {
 
     /// Puts a frame on the wire to the shard and polls it.
     pub fn inject(&mut self, frame: &[u8]) {
+        self.put(frame);
+        self.shard.poll(self.now);
+    }
+
+    /// Puts a frame on the wire to the shard (the next poll takes it, in one rx burst with
+    /// the others put before it, up to the burst's size).
+    pub fn put(&mut self, frame: &[u8]) {
         if frame.len() > 1514 {
             return;
         }
@@ -124,7 +132,21 @@ impl Rig {
         b.data_mut().copy_from_slice(frame);
         let mut v = vec![b];
         self.peer.tx_burst(&mut v);
+    }
+
+    /// Puts `frames` on the wire to the shard together, so that one poll takes them in one
+    /// rx burst (at most the burst's size), and polls it.
+    pub fn inject_burst(&mut self, frames: &[Vec<u8>]) {
+        assert!(frames.len() <= stack::shard::RX_BURST, "one burst");
+        for frame in frames {
+            self.put(frame);
+        }
         self.shard.poll(self.now);
+    }
+
+    /// The frame that [`Rig::segment_ecn`] sends.
+    pub fn frame(&self, repr: &TcpRepr, payload: &[u8], ecn: u8) -> Vec<u8> {
+        peer_frame(self.peer.mac().0, self.shard.nic().mac().0, repr, payload, ecn)
     }
 
     /// Frames the shard sent, parsed as TCP from the server port; others are dropped.
@@ -146,7 +168,7 @@ impl Rig {
 
     /// Like [`Rig::segment`], with `ecn` in the ECN field of the IP header.
     pub fn segment_ecn(&mut self, repr: &TcpRepr, payload: &[u8], ecn: u8) {
-        let f = peer_frame(self.peer.mac().0, self.shard.nic().mac().0, repr, payload, ecn);
+        let f = self.frame(repr, payload, ecn);
         self.inject(&f);
     }
 
@@ -251,6 +273,16 @@ pub fn base(seq: u32, ack: Option<u32>, flags: TcpFlags) -> TcpRepr {
     tcp::bare_segment(PEER_PORT, PORT, seq, ack, flags, 65535)
 }
 
+/// Whether [`tcp_segments`] reads an 8-byte chunk starting with `op` as a segment.
+fn is_segment_op(op: u8) -> bool {
+    match op & 0x07 {
+        0 | 1 | 4 => false,
+        2 => op & 0x80 == 0,
+        3 => op & 0xc0 != 0xc0,
+        _ => true,
+    }
+}
+
 /// Arbitrary frames (each prefixed by a length byte pair) into a shard.
 pub fn shard_frames(data: &[u8]) {
     let mut r = rig();
@@ -301,11 +333,18 @@ pub fn tcp_segments(data: &[u8]) {
     let mut tsval = 3u32;
     let mut buf = [0u8; 2048];
     let payload = [0x5au8; 255];
+    // Consecutive segments go on the wire together and reach the shard in one rx burst (so
+    // that they may be coalesced); any other step polls first.
+    let mut on_wire = 0;
     for chunk in data[1.min(data.len())..].chunks(8) {
         if chunk.len() < 8 {
             break;
         }
         let op = chunk[0];
+        if !is_segment_op(op) && on_wire > 0 {
+            r.shard.poll(r.now);
+            on_wire = 0;
+        }
         match op & 0x07 {
             0 => {
                 let _ = r.shard.tcp_recv(conn, &mut buf);
@@ -363,7 +402,12 @@ pub fn tcp_segments(data: &[u8]) {
                 if op & 0x10 != 0 {
                     swap_ip_ethertype(&mut f);
                 }
-                r.inject(&f);
+                r.put(&f);
+                on_wire += 1;
+                if on_wire == stack::shard::RX_BURST {
+                    r.shard.poll(r.now);
+                    on_wire = 0;
+                }
                 if chunk[1] & 0x80 != 0 {
                     peer_nxt = seq.wrapping_add(len as u32);
                 }
@@ -379,6 +423,7 @@ pub fn tcp_segments(data: &[u8]) {
             assert!(info.recv_queue <= 1 << 20 && info.send_queue <= 1 << 20, "{info:?}");
         }
     }
+    r.shard.poll(r.now);
 }
 
 /// The IPv6 extension headers [`with_ipv6_extension_header`] inserts, by kind.

@@ -250,6 +250,7 @@ impl<N: Nic + 'static> Runtime<N> {
                     t.tcp_memory_pressures,
                     t.tcp_listen_memory_drops,
                     t.tcp_time_wait_overflows,
+                    t.tcp_gro_merged,
                     s.socket_count() as u64,
                     s.time_wait_count() as u64,
                     s.orphan_count() as u64,

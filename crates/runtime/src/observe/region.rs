@@ -17,7 +17,7 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// "PHSTAT" and the layout's version.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT12");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT13");
 
 /// Shards a region has room for (`runtime.shards` is at most 64).
 pub const MAX_SHARDS: usize = 64;
@@ -97,6 +97,7 @@ pub const SHARD_COUNTERS: &[(&str, &str)] = &[
     ("tcp_memory_pressures", "times TCP memory went above tcp.mem's pressure"),
     ("tcp_listen_memory_drops", "SYNs dropped: no memory (tcp.mem) for a receive ring"),
     ("tcp_time_wait_overflows", "connections that skipped TIME-WAIT: tcp.max_tw_buckets entries"),
+    ("tcp_gro_merged", "TCP segments coalesced on receive into the one before them (software GRO; no Linux MIB)"),
     ("sockets", "sockets open: connections, listeners, UDP (gauge)"),
     ("time_wait", "TIME-WAIT entries (gauge)"),
     ("tcp_orphans", "connections closed by the application, still delivering (gauge)"),

@@ -37,11 +37,14 @@ pub struct Readiness {
 }
 
 /// SO_RCVBUF and SO_SNDBUF as a connection applies them, in bytes of data: what its receive
-/// buffer holds (the most it advertises; before the handshake also what chooses its window
-/// scale) and what its send buffer takes. `None` keeps the shard's (`ShardConfig::tcp`).
+/// buffer holds (the most it advertises) and what its send buffer takes. `None` keeps the
+/// shard's (`ShardConfig::tcp`), which autotuning grows. A send size, and a receive size with
+/// `recv_fixed` (SO_RCVBUF set: Linux's SOCK_RCVBUF_LOCK), fix the buffer; a receive size
+/// without it (grown for SO_RCVLOWAT) is a least size that autotuning may grow beyond.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Buffers {
     pub recv: Option<u32>,
+    pub recv_fixed: bool,
     pub send: Option<u32>,
 }
 
@@ -291,8 +294,10 @@ impl<N: Nic> Shard<N> {
     pub fn tcp_set_buffers(&mut self, id: SocketId, buffers: Buffers) -> Result<(), Errno> {
         match self.socket_mut(id) {
             Some(Socket::Tcp(s)) => {
-                if let Some(bytes) = buffers.recv {
-                    s.conn.set_recv_buffer(bytes);
+                match buffers.recv {
+                    Some(bytes) if buffers.recv_fixed => s.conn.set_recv_buffer(bytes),
+                    Some(bytes) => s.conn.grow_recv_buffer(bytes),
+                    None => {}
                 }
                 if let Some(bytes) = buffers.send {
                     s.conn.set_send_buffer(bytes);
@@ -301,6 +306,7 @@ impl<N: Nic> Shard<N> {
             }
             Some(Socket::Listener(l)) => {
                 l.buffers.recv = buffers.recv.or(l.buffers.recv);
+                l.buffers.recv_fixed |= buffers.recv_fixed;
                 l.buffers.send = buffers.send.or(l.buffers.send);
                 return Ok(());
             }

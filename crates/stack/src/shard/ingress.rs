@@ -20,12 +20,12 @@
 use nic::{Nic, PacketBuf};
 use wire::{
     EtherType, EthernetAddress, EthernetFrame, Icmpv4Message, Icmpv4Packet, Icmpv6Message, Icmpv6Packet, IpAddress,
-    IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet, Ipv6Repr, Ipv6UpperLayer, TcpPacket,
-    UdpPacket,
+    IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet, Ipv6Repr, Ipv6UpperLayer, TcpFlags,
+    TcpPacket, TcpRepr, UdpPacket,
 };
 
 use super::icmp::IcmpError;
-use super::{Shard, ECN_MASK, ETH};
+use super::{Shard, SocketId, ECN_MASK, ETH};
 use crate::iface::{self, Answer, Drop, Ipv6Dst, Learned};
 use crate::shard::neighbor::{NeighborState, Replace, Update};
 use crate::shard::table::FourTuple;
@@ -99,6 +99,9 @@ enum Outcome {
     Done,
     /// TCP or UDP that no socket here takes: for the process's other shards.
     HandOff(Transport),
+    /// Data for an established connection, held to be coalesced with what follows it in the
+    /// burst ([`super::coalesce`]).
+    Coalesce(Candidate),
     /// The link layer answers it in place.
     Answer(Answer),
     Drop(Drop),
@@ -111,6 +114,7 @@ impl<N: Nic> Shard<N> {
         match self.process_ethernet(buf.data(), may_hand_off) {
             Outcome::Done => {}
             Outcome::HandOff(t) => self.hand_off(buf, t),
+            Outcome::Coalesce(c) => self.hold(buf, c),
             Outcome::Answer(answer) => self.queue_answer(buf, answer),
             Outcome::Drop(reason) => self.link_stats.count_drop(reason),
         }
@@ -120,7 +124,10 @@ impl<N: Nic> Shard<N> {
     /// shard holds, or its own when no shard holds it (then it is answered as a shard alone
     /// would, a RST or a port unreachable).
     pub(super) fn receive_transport(&mut self, buf: N::Buf, t: &Transport) {
-        self.process_transport(buf.data(), t, false);
+        if let Outcome::Coalesce(c) = self.process_transport(buf.data(), t, false) {
+            let (start, end) = c.payload;
+            self.deliver(c.id, &c.repr, &[&buf.data()[start..end]], c.ecn);
+        }
     }
 
     /// Whether this shard holds the connection (or TIME-WAIT entry) or the UDP socket that a
@@ -353,14 +360,15 @@ impl<N: Nic> Shard<N> {
     /// `may_hand_off` (the process's other shards have not seen it yet).
     fn process_transport(&mut self, frame: &[u8], t: &Transport, may_hand_off: bool) -> Outcome {
         let seg = &frame[t.start..t.end];
-        let unplaced = match t.proto {
+        let placed = match t.proto {
             IpProtocol::Tcp => self.tcp_input(t, seg, may_hand_off),
-            _ => self.udp_input(t, &frame[t.ip_payload..t.end], seg, may_hand_off),
+            _ if self.udp_input(t, &frame[t.ip_payload..t.end], seg, may_hand_off) => TcpInput::Unplaced,
+            _ => TcpInput::Taken,
         };
-        if unplaced {
-            Outcome::HandOff(*t)
-        } else {
-            Outcome::Done
+        match placed {
+            TcpInput::Taken => Outcome::Done,
+            TcpInput::Unplaced => Outcome::HandOff(*t),
+            TcpInput::Coalesce(c) => Outcome::Coalesce(c),
         }
     }
 
@@ -399,4 +407,39 @@ impl<N: Nic> Shard<N> {
             self.learn(Learned { ip: src, mac, update });
         }
     }
+}
+
+/// What became of a TCP segment to us.
+pub(super) enum TcpInput {
+    /// Taken by a connection or listener, answered, or dropped and counted.
+    Taken,
+    /// No socket here takes it: for the process's other shards.
+    Unplaced,
+    /// Data for an established connection that may join the run of segments held for it
+    /// ([`super::coalesce`]; the kinds of input live here, with ingress, so that tcp and coalesce
+    /// import ingress and not each other).
+    Coalesce(Candidate),
+}
+
+/// A data segment of an established connection that may join a run: where its payload lies in
+/// its frame, and what TCP reads of its header.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Candidate {
+    pub(super) id: SocketId,
+    pub(super) repr: TcpRepr,
+    pub(super) ecn: u8,
+    pub(super) payload: (usize, usize),
+}
+
+/// Whether a segment TCP read may join a run at all: data with ACK (and PSH) alone, no IP
+/// options nor IPv6 extension headers.
+pub(super) fn may_join(t: &Transport, repr: &TcpRepr) -> bool {
+    let plain_ip = match t.ip {
+        IpHeader::V4(_) => t.start == ETH + wire::ipv4::HEADER_LEN,
+        IpHeader::V6(_) => t.start == t.ip_payload,
+    };
+    plain_ip
+        && repr.payload_len > 0
+        && repr.ack_number.is_some()
+        && (repr.flags - (TcpFlags::ACK | TcpFlags::PSH)).is_empty()
 }

@@ -18,6 +18,8 @@
 //! - `sockets`: the socket slab, socket ids, the dirty and changed lists;
 //! - `ingress`: a received frame, read once from Ethernet down to TCP, UDP, ICMP or the link
 //!   layer ([`crate::iface`]);
+//! - `coalesce`: in-order data segments of one connection in a burst handed to it as one
+//!   (software GRO);
 //! - `egress`: frames out: buffers, IP headers, routing, neighbor resolution, the tx queue;
 //! - `tcp`: demux, listeners, SYN cookies, servicing connections (one copy of the data out);
 //! - `memory`: Linux's limits on what TCP holds: `tcp_mem`, the orphans, pruning;
@@ -44,6 +46,7 @@ use crate::shard::timer::TimerWheel;
 use crate::syncookie::SynCookies;
 
 mod api;
+mod coalesce;
 mod egress;
 mod icmp;
 mod ingress;
@@ -257,6 +260,9 @@ pub struct ShardStats {
     /// Connections that skipped TIME-WAIT: `max_tw_buckets` entries already (Linux
     /// `TCPTimeWaitOverflow`).
     pub tcp_time_wait_overflows: u64,
+    /// Segments coalesced on receive into the one before them (software GRO, `coalesce`;
+    /// Linux has no MIB counter for GRO).
+    pub tcp_gro_merged: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -341,6 +347,8 @@ pub struct Shard<N: Nic> {
     icmp_limit: IcmpRateLimit,
     link_stats: IfaceStats,
     stats: ShardStats,
+    /// Data segments held during a burst, to be handed to their connections coalesced.
+    coalescer: coalesce::Coalescer<N::Buf>,
     /// Frames that belong to no socket here, for the process's other shards (`shard_count` > 1),
     /// with what ingress read of them.
     handed_off: Vec<(N::Buf, Transport)>,
@@ -483,6 +491,7 @@ impl<N: Nic> Shard<N> {
             icmp_limit: IcmpRateLimit::new(),
             link_stats: IfaceStats::default(),
             stats: ShardStats::default(),
+            coalescer: coalesce::Coalescer::default(),
             handed_off: Vec::new(),
             heard: Vec::new(),
             orphans: 0,
@@ -590,6 +599,7 @@ impl<N: Nic> Shard<N> {
         for buf in rx.drain(..) {
             self.receive(buf);
         }
+        self.deliver_runs();
         self.rx = rx;
         n
     }

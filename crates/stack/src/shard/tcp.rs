@@ -19,10 +19,10 @@ use wire::{checksum, IpAddress, IpProtocol, TcpFlags, TcpPacket, TcpRepr};
 
 use super::api::{Buffers, Readiness};
 use super::egress::transport_offset;
-use super::ingress::Transport;
+use super::ingress::{may_join, Candidate, TcpInput, Transport};
 use super::sockets::Socket;
 use super::time_wait::TimeWaitInput;
-use super::{Shard, SocketId, TimerKey, ECN_CE, ECN_ECT0, ECN_NOT_ECT, ETH};
+use super::{Shard, SocketId, TimerKey, ECN_ECT0, ECN_NOT_ECT, ETH};
 use crate::shard::table::FourTuple;
 use crate::shard::timer::TimerHandle;
 use crate::syncookie::{siphash24, VALID_AFTER_LAST_SENT_NS};
@@ -146,24 +146,24 @@ impl<N: Nic> Shard<N> {
         }
     }
 
-    /// A TCP segment to us, as ingress read the layers below. Returns true when nothing here
-    /// takes it and `may_hand_off`: another shard of the process may hold its connection (else
-    /// it is answered here, with a RST if it calls for one).
-    pub(super) fn tcp_input(&mut self, t: &Transport, seg: &[u8], may_hand_off: bool) -> bool {
+    /// A TCP segment to us, as ingress read the layers below. [`TcpInput::Unplaced`] when
+    /// nothing here takes it and `may_hand_off`: another shard of the process may hold its
+    /// connection (else it is answered here, with a RST if it calls for one).
+    pub(super) fn tcp_input(&mut self, t: &Transport, seg: &[u8], may_hand_off: bool) -> TcpInput {
         let (src, dst) = (t.src, t.dst);
         let Ok(packet) = TcpPacket::new_checked(seg) else {
             self.stats.tcp_malformed += 1;
-            return false;
+            return TcpInput::Taken;
         };
         let repr = match TcpRepr::parse(&packet, &src, &dst, self.checksums.verify_l4 && !t.verified) {
             Ok(r) => r,
             Err(wire::Error::Checksum) => {
                 self.stats.tcp_bad_checksum += 1;
-                return false;
+                return TcpInput::Taken;
             }
             Err(_) => {
                 self.stats.tcp_malformed += 1;
-                return false;
+                return TcpInput::Taken;
             }
         };
         self.stats.tcp_rx_segments += 1;
@@ -172,30 +172,28 @@ impl<N: Nic> Shard<N> {
 
         if let Some(&id) = self.conns.get(&tuple) {
             self.glean(t);
+            let established =
+                matches!(self.socket(id), Some(Socket::Tcp(s)) if s.conn.state() == tcp::State::Established);
+            if established && may_join(t, &repr) {
+                let start = t.start + packet.header_len() as usize;
+                let payload = (start, start + repr.payload_len);
+                return TcpInput::Coalesce(Candidate { id, repr, ecn: t.ecn, payload });
+            }
+            self.deliver_run_of(id);
             if self.accept_queue_full_at_handshake(id, &repr, payload.len()) {
                 // Linux `tcp_v4_syn_recv_sock` on a full accept queue: the handshake's last
                 // ACK (and any data on it) is dropped, counted in ListenOverflows and
                 // ListenDrops; the connection stays in SYN-RECEIVED, and the peer's
                 // retransmission, or the one our SYN-ACK's retransmission draws, completes it.
                 self.stats.tcp_listen_overflows += 1;
-                return false;
+                return TcpInput::Taken;
             }
-            let now = self.now;
-            self.give_budget(id);
-            let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return false };
-            s.conn.handle_segment_ce(now, &repr, payload, t.ecn == ECN_CE);
-            if s.conn.challenge_ack_pending() && !self.take_challenge_ack() {
-                if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
-                    s.conn.cancel_challenge_ack();
-                }
-            }
-            self.recharge(id);
-            self.mark_dirty(id);
-            return false;
+            self.deliver(id, &repr, &[payload], t.ecn);
+            return TcpInput::Taken;
         }
         let reopen_iss = match self.time_wait_input(&tuple, &repr) {
             TimeWaitInput::NoEntry => None,
-            TimeWaitInput::Done => return false,
+            TimeWaitInput::Done => return TcpInput::Taken,
             TimeWaitInput::Reopen { iss } => Some(iss),
         };
         // RFC 9293 3.10.7.2, LISTEN: first, a RST is ignored (a SYN with RST too, as in Linux);
@@ -214,23 +212,23 @@ impl<N: Nic> Shard<N> {
                     syn.flags.remove(TcpFlags::ECE | TcpFlags::CWR);
                 }
                 self.syn_to_listener(lid, tuple, &syn, reopen_iss);
-                return false;
+                return TcpInput::Taken;
             }
             if is_ack && self.cookie_ack(lid, tuple, &repr, payload) {
-                return false;
+                return TcpInput::Taken;
             }
             if repr.ack_number.is_none() {
-                return false;
+                return TcpInput::Taken;
             }
         }
         if may_hand_off {
             // Another shard of the process may hold the connection: it decides.
-            return true;
+            return TcpInput::Unplaced;
         }
         if let Some(rst) = tcp::rst_for_unmatched(&repr, payload.len()) {
             self.send_tcp(&tuple, &rst);
         }
-        false
+        TcpInput::Taken
     }
 
     /// Whether `repr` would complete passive connection `id`'s handshake while its listener's
@@ -577,6 +575,13 @@ impl<N: Nic> Shard<N> {
         let mut cfg = self.cfg.tcp;
         cfg.rcv_buf = buffers.recv.unwrap_or(cfg.rcv_buf);
         cfg.snd_buf = buffers.send.unwrap_or(cfg.snd_buf);
+        // Set by the application: fixed, not autotuned (a maximum below the size).
+        if buffers.recv_fixed {
+            cfg.rcv_buf_max = 0;
+        }
+        if buffers.send.is_some() {
+            cfg.snd_buf_max = 0;
+        }
         if !tuple.is_ipv4() {
             cfg.mss = cfg.mss.saturating_sub(20);
         }

@@ -136,23 +136,29 @@ impl Connection {
 
     /// SO_RCVBUF, in bytes of data (the window advertised is at most this). The window-scale
     /// shift was fixed by the handshake: a buffer larger than it can announce is announced as
-    /// far as it can. A smaller buffer takes back no window already offered.
+    /// far as it can. A smaller buffer takes back no window already offered. The size is then
+    /// fixed: autotuning no longer grows it (Linux's SOCK_RCVBUF_LOCK).
     pub fn set_recv_buffer(&mut self, bytes: u32) {
         self.p.rcv_buf = bytes.max(1);
-        let cap = self.rx_cap();
-        if self.rcv.buf.is_allocated() && self.rcv.buf.capacity() < cap {
-            self.rcv.buf.grow(cap);
-        }
+        self.p.rcv_buf_max = self.p.rcv_buf;
+        self.grow_rx_ring();
+    }
+
+    /// A receive buffer of at least `bytes`, still autotuned (Linux's `tcp_set_rcvlowat` on a
+    /// buffer the application did not set; the most autotuning grows it to rises with it).
+    pub fn grow_recv_buffer(&mut self, bytes: u32) {
+        self.p.rcv_buf = self.p.rcv_buf.max(bytes);
+        self.p.rcv_buf_max = self.p.rcv_buf_max.max(self.p.rcv_buf);
+        self.grow_rx_ring();
     }
 
     /// SO_SNDBUF, in bytes of data: what `send` may queue (unsent and unacknowledged). Data
     /// already queued beyond a smaller buffer stays; `send` waits until it drains below it.
+    /// The size is then fixed: autotuning no longer grows it (Linux's SOCK_SNDBUF_LOCK).
     pub fn set_send_buffer(&mut self, bytes: u32) {
         self.p.snd_buf = bytes.max(1);
-        let cap = self.p.snd_buf as usize;
-        if self.snd.buf.is_allocated() && self.snd.buf.capacity() < cap {
-            self.snd.buf.grow(cap);
-        }
+        self.p.snd_buf_max = self.p.snd_buf;
+        self.grow_tx_ring();
     }
 
     /// Bytes `recv` can return now, up to the urgent mark unless SO_OOBINLINE (FIONREAD, Linux's
@@ -411,6 +417,8 @@ impl Connection {
             bytes_in_flight: self.snd.in_flight(),
             send_queue: self.snd.buf.len() as u32,
             recv_queue: self.rcv.buf.len() as u32,
+            rcv_buf: self.p.rcv_buf,
+            snd_buf: self.p.snd_buf,
             challenge_acks: self.challenge_acks,
         }
     }

@@ -6,6 +6,7 @@
 use wire::{TcpFlags, TcpRepr};
 
 use crate::congestion::CongestionControl;
+use crate::payload::Payload;
 use crate::time::{Instant, MILLISECOND};
 use crate::{segment, seq};
 
@@ -38,6 +39,17 @@ impl Connection {
     /// if `ce`: a router on the path saw congestion (RFC 3168 section 5). On an ECN connection
     /// our segments then carry ECE until the peer's CWR.
     pub fn handle_segment_ce(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8], ce: bool) {
+        self.handle_coalesced(now, seg, &[payload], ce);
+    }
+
+    /// [`Connection::handle_segment_ce`] for consecutive in-order segments that the stack
+    /// coalesced on receive (Linux's GRO): `seg` is the first's header with `payload_len` the
+    /// sum, and carries the last's PSH; `parts` are their payloads in order, each full-sized
+    /// but the last. They are taken as one segment: one ACK decision, one copy into the
+    /// receive ring, while the delayed-ACK rule counts them at their own size (Linux's
+    /// `tcp_measure_rcv_mss` reads `gso_size`).
+    pub fn handle_coalesced(&mut self, now: Instant, seg: &TcpRepr, parts: &[&[u8]], ce: bool) {
+        let payload = Payload::new(parts);
         match self.state {
             State::Closed => {
                 // RFC 9293 3.10.7.1: as if there were no connection.
@@ -52,7 +64,7 @@ impl Connection {
     }
 
     /// RFC 9293 3.10.7.3.
-    fn handle_syn_sent(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8], ce: bool) {
+    fn handle_syn_sent(&mut self, now: Instant, seg: &TcpRepr, payload: Payload, ce: bool) {
         let rst = seg.flags.contains(TcpFlags::RST);
         if let Some(ack) = seg.ack_number {
             if seq::le(ack, self.snd.iss) || seq::gt(ack, self.snd.max) {
@@ -124,6 +136,7 @@ impl Connection {
 
     pub(super) fn establish(&mut self, now: Instant) {
         self.state = if self.snd.fin_queued { State::FinWait1 } else { State::Established };
+        self.autotune_start(now);
         let mss = self.eff_mss();
         // RFC 5681 section 3.1: one segment if the SYN or SYN-ACK was lost.
         let iw = if self.flags.has(Flag::SynRetransmitted) { mss } else { self.p.initial_cwnd.saturating_mul(mss) };
@@ -157,7 +170,7 @@ impl Connection {
     }
 
     /// RFC 9293 3.10.7.4, for every state after SYN-SENT.
-    fn handle_synchronized(&mut self, now: Instant, seg: &TcpRepr, payload: &[u8], ce: bool) {
+    fn handle_synchronized(&mut self, now: Instant, seg: &TcpRepr, payload: Payload, ce: bool) {
         let rst = seg.flags.contains(TcpFlags::RST);
         let mut syn = seg.flags.contains(TcpFlags::SYN);
         let fin = seg.flags.contains(TcpFlags::FIN);
@@ -497,6 +510,9 @@ impl Connection {
             self.timers.disarm(Timer::Loss);
         }
 
+        if freed {
+            self.autotune_send();
+        }
         if freed
             && self.snd.write_blocked
             && matches!(self.state, State::Established | State::CloseWait)
@@ -524,7 +540,7 @@ impl Connection {
     }
 
     /// Data and FIN of an acceptable segment starting at `seq`.
-    fn process_text(&mut self, now: Instant, mut seq: u32, payload: &[u8], mut fin: bool, ce: bool) {
+    fn process_text(&mut self, now: Instant, mut seq: u32, payload: Payload, mut fin: bool, ce: bool) {
         let mut data = payload;
         // Trim what we already have.
         if seq::lt(seq, self.rcv.nxt) {
@@ -536,18 +552,14 @@ impl Connection {
                 // Nothing new: a retransmission, answered at once (Linux too, SACK or not).
                 self.owed.insert(Owed::Ack);
             }
-            if skip >= data.len() {
-                fin = fin && skip == data.len();
-                data = &[];
-            } else {
-                data = &data[skip..];
-            }
+            fin = fin && skip <= data.len();
+            data = data.skip(skip);
             seq = self.rcv.nxt;
         }
         // Trim what is beyond the window (a bare FIN at the edge is kept, like Linux).
         let room = if seq::gt(self.rcv.adv, seq) { self.rcv.adv.wrapping_sub(seq) as usize } else { 0 };
         if data.len() > room {
-            data = &data[..room];
+            data = data.truncate(room);
             fin = false;
             self.owed.insert(Owed::Ack);
         }
@@ -589,16 +601,17 @@ impl Connection {
             }
             self.rcv.buf.ensure(self.rx_ring_size());
             let len = data.len() as u32;
-            self.rcv.mss = self.rcv.mss.max(data.len().min(usize::from(self.p.mss)) as u16);
+            self.rcv.mss = self.rcv.mss.max(data.piece().min(usize::from(self.p.mss)) as u16);
             if off == 0 {
                 let had_ooo = !self.rcv.ooo.is_empty();
                 let at = self.rcv.buf.len();
-                self.rcv.buf.write_at(at, data);
+                data.write_to(&mut self.rcv.buf, at);
                 self.rcv.buf.extend(data.len());
                 let nxt = self.rcv.ooo.advance(self.rcv.nxt.wrapping_add(len));
                 self.rcv.buf.extend(nxt.wrapping_sub(self.rcv.nxt.wrapping_add(len)) as usize);
                 self.rcv.nxt = nxt;
                 self.rcv.unacked = self.rcv.unacked.saturating_add(len);
+                self.autotune_receive(now);
                 self.events |= EV_READABLE;
                 if had_ooo || self.rcv.unacked >= 2 * u32::from(self.rcv.mss) {
                     // A filled hole, or the second full-sized segment (RFC 5681 4.2).
@@ -613,7 +626,7 @@ impl Connection {
                 }
                 if self.rcv.ooo.add(seq, seq.wrapping_add(len)) {
                     let at = self.rcv.buf.len() + off;
-                    self.rcv.buf.write_at(at, data);
+                    data.write_to(&mut self.rcv.buf, at);
                 }
                 // Out of order: a duplicate ACK (with SACK blocks) at once (RFC 5681 4.2).
                 self.owed.insert(Owed::Ack);

@@ -26,6 +26,7 @@ use crate::congestion::Congestion;
 use crate::time::{Duration, Instant};
 
 mod app;
+mod autotune;
 mod bits;
 mod ecn;
 mod input;
@@ -214,6 +215,10 @@ pub struct Info {
     pub send_queue: u32,
     /// Bytes readable by the application.
     pub recv_queue: u32,
+    /// The receive buffer's size now, in bytes of data (autotuning grows it).
+    pub rcv_buf: u32,
+    /// The send buffer's size now, in bytes of data (autotuning grows it).
+    pub snd_buf: u32,
     /// Challenge ACKs generated (RFC 5961), for the stack's rate limit and stats.
     pub challenge_acks: u32,
 }
@@ -330,6 +335,8 @@ pub struct Connection {
     ts: Timestamps,
     ecn: EcnState,
     urg: Urgent,
+    /// Buffer autotuning's measurements.
+    tune: autotune::Autotune,
     counters: Counters,
     /// Challenge ACKs generated (RFC 5961), for `TCP_INFO` and the stack's stats.
     challenge_acks: u32,
@@ -371,13 +378,16 @@ pub(crate) struct TimeWaitParts {
 impl Connection {
     fn new(cfg: &Config, local_port: u16, remote_port: u16, iss: u32) -> Self {
         let p = Params::new(cfg);
-        let rcv_wscale = if p.has(Opt::OfferWindowScale) { window_shift_for(p.rcv_buf) } else { 0 };
+        // As Linux, from the most the buffer may grow to (`tcp_rmem[2]`), so that autotuning can
+        // announce what it grows.
+        let rcv_wscale = if p.has(Opt::OfferWindowScale) { window_shift_for(p.rcv_buf_max) } else { 0 };
         Connection {
             p,
             cc: Congestion::new(cfg.congestion),
             snd: SendSpace::new(iss),
             loss: LossRecovery::new(iss),
             urg: Urgent::new(iss),
+            tune: autotune::Autotune::default(),
             rcv: RecvSpace { mss: p.mss.min(DEFAULT_MSS), ..RecvSpace::default() },
             timers: TimerTable::default(),
             agreed: Agreed::new(rcv_wscale),

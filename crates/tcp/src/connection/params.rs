@@ -39,6 +39,9 @@ impl Bit for Opt {
 pub(super) struct Params {
     pub(super) rcv_buf: u32,
     pub(super) snd_buf: u32,
+    /// What autotuning may grow the buffers to (the size itself once the application set it).
+    pub(super) rcv_buf_max: u32,
+    pub(super) snd_buf_max: u32,
     pub(super) initial_cwnd: u32,
     pub(super) delayed_ack_us: u32,
     pub(super) rto_min_us: u32,
@@ -90,6 +93,8 @@ impl Params {
         Params {
             rcv_buf: cfg.rcv_buf.max(1),
             snd_buf: cfg.snd_buf.max(1),
+            rcv_buf_max: cfg.rcv_buf_max.max(cfg.rcv_buf).max(1),
+            snd_buf_max: cfg.snd_buf_max.max(cfg.snd_buf).max(1),
             initial_cwnd: cfg.initial_cwnd.max(1),
             delayed_ack_us: to_us(cfg.delayed_ack),
             rto_min_us: to_us(cfg.rto_min).max(1),

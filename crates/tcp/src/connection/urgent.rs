@@ -6,6 +6,7 @@
 
 use wire::{TcpFlags, TcpRepr};
 
+use crate::payload::Payload;
 use crate::seq;
 
 use super::params::Opt;
@@ -150,13 +151,13 @@ impl Connection {
     /// acceptable segment carries it, in order or not (Linux's `tcp_urg`; it also stays in the
     /// stream). Always inlined: it is on every segment's path, and most segments have neither.
     #[inline(always)]
-    pub(super) fn urgent_arrival(&mut self, seg: &TcpRepr, seq: u32, payload: &[u8]) {
+    pub(super) fn urgent_arrival(&mut self, seg: &TcpRepr, seq: u32, payload: Payload) {
         if seg.flags.contains(TcpFlags::URG) {
             self.urgent_pointer(seg.seq_number, seg.urgent_at);
         }
         if self.urg.rcv == UrgentIn::Announced {
             let at = self.urg.rcv_up.wrapping_sub(seq) as usize;
-            if let Some(&byte) = payload.get(at) {
+            if let Some(byte) = payload.get(at) {
                 self.urg.rcv = UrgentIn::Arrived(byte);
             }
         }
