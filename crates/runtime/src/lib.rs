@@ -20,8 +20,8 @@
 //! the caller's iovecs), `datagram` (UDP), `sockopt`, `urgent` (MSG_OOB, SIOCATMARK, SIGURG), `wait` (parkers, driver role, stack
 //! thread), `epoll`, `poll`, `process` (fork, exit, exec, privilege drop), `exec` (whether an
 //! exec would start), `secret` (the shards' hash keys), `shared` (an interface shared with the
-//! kernel: owned ports, the kernel's neighbours), `family_lock` (a lock processes share, for
-//! issue 24; unused yet), `observe` (the stats region and the control socket). The process-wide instance is DPDK's; tests build their own
+//! kernel: owned ports, the kernel's neighbours), `family_lock` and `family_parker` (a lock and
+//! parkers processes share, for issue 24; unused yet), `observe` (the stats region and the control socket). The process-wide instance is DPDK's; tests build their own
 //! over the in-memory NIC.
 //!
 //! It must not be reached through libc symbols: inside the preloaded library those are our own
@@ -32,6 +32,7 @@ mod datagram;
 mod epoll;
 mod exec;
 pub mod family_lock;
+pub mod family_parker;
 mod fdtable;
 pub mod observe;
 mod poll;
