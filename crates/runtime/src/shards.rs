@@ -2,7 +2,9 @@
 //! the interface, a connection lives on the shard its queue feeds, and a listener is one
 //! listener per shard under one fd. This module owns that list and the listener siblings: the
 //! fd table names a listener by its shard-0 socket (the primary), and readiness, arrivals and
-//! wakeups of the others are folded into it here. It knows nothing of fds or waiting.
+//! wakeups of the others are folded into it here. It knows nothing of fds or waiting. The list
+//! of shards is in the family arena with what the shards hold (issue 24); the sibling maps are
+//! this process's.
 
 use std::collections::HashMap;
 
@@ -26,8 +28,15 @@ impl<N: Nic> Default for ShardSet<N> {
 }
 
 impl<N: Nic> ShardSet<N> {
+    /// Starts serving with `shards`. Their structs move into a list allocated in the family
+    /// arena, where their heap objects already are (`arena`): a fork shares both.
     pub(crate) fn start(&mut self, shards: Vec<Shard<N>>) {
-        self.list = shards;
+        let mut list = {
+            let _in = arena::family().map(arena::Arena::enter);
+            Vec::with_capacity(shards.len())
+        };
+        list.extend(shards);
+        self.list = list;
     }
 
     /// Whether the NIC is open (the shards serving).
@@ -120,5 +129,22 @@ impl<N: Nic> ShardSet<N> {
     /// Arrivals on `id` (edge-triggered epoll): a listener's count over its siblings.
     pub(crate) fn arrivals(&self, id: SocketId) -> u32 {
         self.group(id).fold(0u32, |n, s| n.wrapping_add(self.of_ref(s).arrivals(s)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stack::shard::ShardConfig;
+    use testkit::mem::{pair, MemConfig};
+
+    #[test]
+    fn the_shards_structs_are_in_the_family_arena_once_started() {
+        let (nic, _peer) = pair(MemConfig::default());
+        let cfg = ShardConfig::new(nic.mac(), Some(([10, 0, 0, 1].into(), 24)), None, [1; 32]);
+        let mut set = ShardSet::default();
+        set.start(vec![Shard::new(nic, cfg)]);
+        let arena = arena::family().expect("the family arena is mapped");
+        assert!(arena.contains(set.all().as_ptr().cast()), "a fork would share the shard's heap but not its struct");
     }
 }
