@@ -6,6 +6,10 @@
 //!
 //! [`shard::Shard`] is the whole of it; the other modules are its parts. It never reads a clock or
 //! sleeps: time comes in as `now`.
+//!
+//! What a shard allocates lives in the family arena (crate `arena`: a MAP_SHARED region that a
+//! fork keeps at the same address, issue 24), so that the processes of a family can one day
+//! share the shard; each of its calls that may allocate opens the arena's scope.
 
 pub mod echo;
 pub mod errno;
