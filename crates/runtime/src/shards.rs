@@ -134,6 +134,8 @@ impl<N: Nic> ShardSet<N> {
 
 #[cfg(test)]
 mod tests {
+    use std::net::{Ipv4Addr, SocketAddr};
+
     use super::*;
     use stack::shard::ShardConfig;
     use testkit::mem::{pair, MemConfig};
@@ -146,5 +148,47 @@ mod tests {
         set.start(vec![Shard::new(nic, cfg)]);
         let arena = arena::family().expect("the family arena is mapped");
         assert!(arena.contains(set.all().as_ptr().cast()), "a fork would share the shard's heap but not its struct");
+    }
+
+    /// What stage 3 builds on: a child forked after a connection was accepted works on the
+    /// parent's shard itself, not a copy. The child reads what the parent's shard received, and
+    /// the parent then finds it read.
+    #[test]
+    fn a_forked_child_reads_from_the_parents_shard_and_the_parent_sees_it_read() {
+        let (a, b) = pair(MemConfig::default());
+        let (server_ip, client_ip) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        let (amac, bmac) = (a.mac(), b.mac());
+        let mut set = ShardSet::default();
+        set.start(vec![Shard::new(a, ShardConfig::new(amac, Some((server_ip, 24)), None, [1; 32]))]);
+        let mut client = Shard::new(b, ShardConfig::new(bmac, Some((client_ip, 24)), None, [2; 32]));
+        let now = 1_000_000_000;
+        let server = &mut set.all_mut()[0];
+        server.hear(client_ip.into(), bmac, now);
+        client.hear(server_ip.into(), amac, now);
+        let listener = server.tcp_listen(SocketAddr::from((server_ip, 80)), 8).unwrap();
+        let c = client.tcp_connect(SocketAddr::from((server_ip, 80))).unwrap();
+        let s = loop {
+            client.poll(now);
+            server.poll(now);
+            if let Ok((s, _)) = server.tcp_accept(listener) {
+                break s;
+            }
+        };
+        client.tcp_send(c, b"request").unwrap();
+        while server.tcp_recv_available(s) != Ok(7) {
+            client.poll(now);
+            server.poll(now);
+        }
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let mut buf = [0u8; 16];
+            let read = server.tcp_recv(s, &mut buf) == Ok(7) && &buf[..7] == b"request";
+            unsafe { libc::_exit(if read { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child did not read the request");
+        assert_eq!(server.tcp_recv_available(s), Ok(0), "the child read a copy of the shard");
     }
 }
