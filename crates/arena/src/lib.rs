@@ -14,9 +14,14 @@
 //! when the shard fills them. What must stay private to a process (the fd table, the
 //! placeholders, the shim's tables) is never allocated inside a scope.
 //!
-//! Linking this crate makes [`ScopedAlloc`] the global allocator of the program (or of the
-//! preloaded library): outside a scope it costs a thread-local read per allocation and an
-//! address comparison per free.
+//! Linking this crate changes nothing by itself: a program opts in twice. [`ScopedAlloc`]
+//! serves scopes only where it is declared the global allocator (`#[global_allocator]`: the
+//! preloaded library does, and the tests that check where things are placed; every other
+//! program and test, the fuzz targets included, keeps the system allocator), and the family
+//! arena exists only once [`enable_family`] made it (the runtime calls it when the config says
+//! `[runtime] share = "family"`); until then [`family`] is `None`, nothing is mapped and a
+//! shard opens no scope. Outside a scope [`ScopedAlloc`] forwards to `System`, at the cost of a
+//! thread-local read per allocation and an address comparison per free.
 //!
 //! The allocator: blocks of power-of-two sizes, from 16 bytes, each size with a free list;
 //! blocks up to 64 KiB are cut from 64 KiB chunks, larger ones taken whole from the region's
@@ -207,22 +212,37 @@ fn size_class(layout: Layout) -> Option<(usize, usize)> {
     (class < CLASSES).then_some((class, block))
 }
 
-/// The arena of this process's family: made on first use, before the fork that should share
-/// it. `None`: it could not be mapped (the shard then lives on the process heap).
+/// The arena of this process's family, once [`enable_family`] made it; `None` before (the
+/// default: shards live on the process heap).
+#[inline]
 pub fn family() -> Option<Arena> {
     let header = FAMILY.load(Ordering::Acquire);
-    if !header.is_null() {
-        return Some(Arena { header });
-    }
+    (!header.is_null()).then_some(Arena { header })
+}
+
+/// Makes the family arena (once; later calls return it), to be called before the first shard
+/// is made and before the fork that should share it. `None`: nothing was mapped, because
+/// [`ScopedAlloc`] is not the program's global allocator (a scope would place nothing) or the
+/// mmap failed; [`family`] stays `None` and shards live on the process heap.
+pub fn enable_family() -> Option<Arena> {
     static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = MAKING.lock().unwrap_or_else(|p| p.into_inner());
-    let header = FAMILY.load(Ordering::Acquire);
-    if !header.is_null() {
-        return Some(Arena { header });
+    if let Some(arena) = family() {
+        return Some(arena);
+    }
+    if !scoped_alloc_is_global() {
+        return None;
     }
     let arena = Arena::new(FAMILY_RESERVE)?;
     FAMILY.store(arena.header, Ordering::Release);
     Some(arena)
+}
+
+/// Whether [`ScopedAlloc`] serves this program's allocations: only it counts them.
+fn scoped_alloc_is_global() -> bool {
+    let before = allocations_by_this_thread();
+    drop(std::hint::black_box(Box::new(0u64)));
+    allocations_by_this_thread() != before
 }
 
 /// The arena whose region holds `p`, if any.
@@ -327,12 +347,12 @@ unsafe impl GlobalAlloc for ScopedAlloc {
     }
 }
 
-#[global_allocator]
-static GLOBAL: ScopedAlloc = ScopedAlloc;
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[global_allocator]
+    static GLOBAL: ScopedAlloc = ScopedAlloc;
 
     fn small() -> Arena {
         Arena::new(1 << 20).unwrap()
@@ -350,6 +370,31 @@ mod tests {
         assert!(!arena.contains(outside.as_ptr()));
         let after = Box::new([3u8; 100]);
         assert!(!arena.contains(after.as_ptr()), "the scope ended with its guard");
+    }
+
+    #[test]
+    fn outside_a_scope_the_allocator_is_the_systems() {
+        let layout = Layout::from_size_align(100, 8).unwrap();
+        unsafe {
+            // Blocks cross between the two both ways: System's free and realloc take ScopedAlloc's
+            // blocks, and ScopedAlloc's take System's.
+            let ours = ScopedAlloc.alloc(layout);
+            assert!(home_of(ours).is_none());
+            let grown = System.realloc(ours, layout, 5000);
+            System.dealloc(grown, Layout::from_size_align(5000, 8).unwrap());
+            let theirs = System.alloc_zeroed(layout);
+            let grown = ScopedAlloc.realloc(theirs, layout, 5000);
+            assert!(home_of(grown).is_none());
+            ScopedAlloc.dealloc(grown, Layout::from_size_align(5000, 8).unwrap());
+        }
+    }
+
+    #[test]
+    fn the_family_arena_exists_only_once_enabled() {
+        assert!(family().is_none(), "mapped before anyone asked");
+        let made = enable_family().expect("ScopedAlloc is this test's global allocator");
+        assert_eq!(family().map(|a| a.header), Some(made.header));
+        assert_eq!(enable_family().map(|a| a.header), Some(made.header), "made once");
     }
 
     #[test]

@@ -1,16 +1,45 @@
 //! The data path allocates nothing per frame once warm: the in-memory pair alone, through a
 //! pass-through fault injector, and through one injecting every fault on both directions.
 //!
-//! The program's global allocator is `arena`'s (linked through testkit and the stack): it counts
-//! what each thread allocates, so the test harness's own threads do not count.
+//! A counting global allocator (per thread, so the test harness's own threads do not count).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 
 use nic::clock::ManualClock;
 use nic::fault::FaultyNic;
 use nic::{Nic, PacketBuf};
 use testkit::mem::{pair, MemConfig, MemNic};
 
+struct Counting;
+
+thread_local! {
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        System.alloc(layout)
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        System.alloc_zeroed(layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        System.realloc(ptr, layout, new_size)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout)
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
 fn allocs() -> u64 {
-    arena::allocations_by_this_thread()
+    ALLOCS.with(|c| c.get())
 }
 
 /// Sends `rounds` bursts of 32 frames from `s` to `r`, 10 µs apart, receiving all the way;

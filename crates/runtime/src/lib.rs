@@ -569,6 +569,13 @@ pub fn tcp_info(fd: i32) -> Call<libc::tcp_info> {
     })
 }
 
+/// The unit tests' allocator: some check what the shards place in the family arena, which only
+/// `arena`'s allocator does (the integration tests keep the system's; the preloaded library
+/// declares its own).
+#[cfg(test)]
+#[global_allocator]
+static GLOBAL: arena::ScopedAlloc = arena::ScopedAlloc;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,9 +2,9 @@
 //! the interface, a connection lives on the shard its queue feeds, and a listener is one
 //! listener per shard under one fd. This module owns that list and the listener siblings: the
 //! fd table names a listener by its shard-0 socket (the primary), and readiness, arrivals and
-//! wakeups of the others are folded into it here. It knows nothing of fds or waiting. The list
-//! of shards is in the family arena with what the shards hold (issue 24); the sibling maps are
-//! this process's.
+//! wakeups of the others are folded into it here. It knows nothing of fds or waiting. With the
+//! family arena enabled, the list of shards is in it with what the shards hold (issue 24); the
+//! sibling maps are this process's.
 
 use std::collections::HashMap;
 
@@ -28,8 +28,8 @@ impl<N: Nic> Default for ShardSet<N> {
 }
 
 impl<N: Nic> ShardSet<N> {
-    /// Starts serving with `shards`. Their structs move into a list allocated in the family
-    /// arena, where their heap objects already are (`arena`): a fork shares both.
+    /// Starts serving with `shards`. With the family arena enabled, their structs move into a
+    /// list allocated in it, where their heap objects already are (`arena`): a fork shares both.
     pub(crate) fn start(&mut self, shards: Vec<Shard<N>>) {
         let mut list = {
             let _in = arena::family().map(arena::Arena::enter);
@@ -142,11 +142,12 @@ mod tests {
 
     #[test]
     fn the_shards_structs_are_in_the_family_arena_once_started() {
+        arena::enable_family().expect("ScopedAlloc is the unit tests' global allocator");
         let (nic, _peer) = pair(MemConfig::default());
         let cfg = ShardConfig::new(nic.mac(), Some(([10, 0, 0, 1].into(), 24)), None, [1; 32]);
         let mut set = ShardSet::default();
         set.start(vec![Shard::new(nic, cfg)]);
-        let arena = arena::family().expect("the family arena is mapped");
+        let arena = arena::family().expect("enabled above");
         assert!(arena.contains(set.all().as_ptr().cast()), "a fork would share the shard's heap but not its struct");
     }
 
@@ -155,6 +156,7 @@ mod tests {
     /// the parent then finds it read.
     #[test]
     fn a_forked_child_reads_from_the_parents_shard_and_the_parent_sees_it_read() {
+        arena::enable_family().expect("ScopedAlloc is the unit tests' global allocator");
         let (a, b) = pair(MemConfig::default());
         let (server_ip, client_ip) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
         let (amac, bmac) = (a.mac(), b.mac());

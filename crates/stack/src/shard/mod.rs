@@ -290,8 +290,8 @@ impl From<Offloads> for Checksums {
 /// One stack instance on one NIC queue.
 pub struct Shard<N: Nic> {
     /// Where the shard's heap objects live: every call that may allocate for the shard runs
-    /// inside this arena's scope ([`Shard::in_arena`]). `None`: it could not be mapped, and they
-    /// live on the process heap.
+    /// inside this arena's scope ([`Shard::in_arena`]). `None` (the family arena is not enabled,
+    /// `[runtime] share = "off"`): they live on the process heap and no scope is opened.
     arena: Option<arena::Arena>,
     nic: N,
     mac: EthernetAddress,

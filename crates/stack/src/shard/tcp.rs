@@ -755,6 +755,7 @@ mod tests {
     /// vector the caller hands the shard to fill stays the caller's (per process).
     #[test]
     fn a_connections_state_lives_in_the_family_arena_and_the_callers_vectors_do_not() {
+        arena::enable_family().expect("ScopedAlloc is the unit tests' global allocator");
         let (mut client, c, mut server, s, now) = connected();
         server.take_changed(&mut Vec::new());
         client.tcp_send(c, b"request").unwrap();
@@ -764,7 +765,7 @@ mod tests {
             server.poll(now);
             server.take_changed(&mut changed);
         }
-        let arena = arena::family().expect("the family arena is mapped");
+        let arena = arena::family().expect("enabled above");
         assert!(arena.contains(server.slots.as_ptr().cast()), "the socket slab");
         match server.socket(s) {
             Some(Socket::Tcp(conn)) => assert!(arena.contains((&**conn as *const super::TcpSocket).cast())),
