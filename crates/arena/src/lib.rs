@@ -88,7 +88,7 @@ unsafe impl Sync for Arena {}
 /// The arenas this process knows, for frees to find a block's home by its address.
 static ARENAS: [AtomicPtr<Header>; MAX_ARENAS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_ARENAS];
 static ARENA_COUNT: AtomicUsize = AtomicUsize::new(0);
-/// The process's family arena ([`family`]), made on first use.
+/// The process's family arena ([`family`]), made by [`enable_family`].
 static FAMILY: AtomicPtr<Header> = AtomicPtr::new(std::ptr::null_mut());
 
 impl Arena {
