@@ -33,6 +33,7 @@
 //! cpus = "2-3"            # optional; `pronghorn run` pins the application there (as --cpus)
 //! shards = 1              # stacks in this process, each on its own queue with its own thread
 //! exit_drain_ms = 5000    # at exit and exec: the longest wait for connections to send their data and FIN
+//! share = "off"           # or "family": the shards' memory in a region a fork shares (issue 24, groundwork)
 //!
 //! [tcp]                   # optional; the defaults
 //! congestion = "cubic"    # or "newreno": congestion control of new connections
@@ -247,6 +248,10 @@ pub struct RuntimeConfig {
     /// on from orphaned sockets after the process is gone; a user-space stack ends with it.
     #[serde(default = "default_exit_drain_ms")]
     pub exit_drain_ms: u32,
+    /// Where the shards' memory lives: the process heap, or the family arena that a fork shares
+    /// (issue 24's groundwork; nothing uses the sharing yet).
+    #[serde(default)]
+    pub share: Share,
 }
 
 impl Default for RuntimeConfig {
@@ -260,7 +265,49 @@ impl Default for RuntimeConfig {
             cpus: None,
             shards: default_shards(),
             exit_drain_ms: default_exit_drain_ms(),
+            share: Share::Off,
         }
+    }
+}
+
+/// `runtime.share`: where the shards' heap objects and structs are allocated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Share {
+    /// The process heap, private to the process (a forked child gets a copy).
+    #[default]
+    Off,
+    /// The family arena: a MAP_SHARED region made before the first shard, which a fork keeps
+    /// at the same address (crate `arena`). Costs a 64 GiB address-space reservation (pages
+    /// taken as touched) and an allocator that keeps freed blocks for reuse; only the
+    /// groundwork of a stack that forked processes share (docs/design-notes.md).
+    Family,
+}
+
+impl TryFrom<String> for Share {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Share, String> {
+        match s.as_str() {
+            "off" => Ok(Share::Off),
+            "family" => Ok(Share::Family),
+            _ => Err(format!("runtime.share must be \"off\" or \"family\", got \"{s}\"")),
+        }
+    }
+}
+
+impl From<Share> for String {
+    fn from(s: Share) -> String {
+        s.to_string()
+    }
+}
+
+impl fmt::Display for Share {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Share::Off => "off",
+            Share::Family => "family",
+        })
     }
 }
 
@@ -845,6 +892,17 @@ address = "fd99::1/64"
         assert!(e.contains("runtime.exit_drain_ms"), "{e}");
         let e = err(&format!("{GOOD}\n[runtime]\nspin = 5\n"));
         assert!(e.contains("unknown field `spin`"), "{e}");
+    }
+
+    #[test]
+    fn runtime_share_is_off_unless_asked_and_checked() {
+        assert_eq!(parse(GOOD).unwrap().runtime.share, Share::Off);
+        let c = parse(&format!("{GOOD}\n[runtime]\nshare = \"family\"\n")).unwrap();
+        assert_eq!(c.runtime.share, Share::Family);
+        let e = err(&format!("{GOOD}\n[runtime]\nshare = \"fork\"\n"));
+        assert!(e.contains("runtime.share") && e.contains("\"off\" or \"family\"") && e.contains("fork"), "{e}");
+        let e = err(&format!("{GOOD}\n[runtime]\nshare = true\n"));
+        assert!(e.contains("string") && e.contains("line"), "{e}");
     }
 
     #[test]

@@ -42,6 +42,13 @@ mod poll;
 mod process;
 mod socket;
 
+/// The library's allocator: the process heap, and the family arena inside a shard's scope once
+/// `[runtime] share = "family"` made it (crate `arena`). Declared here, not in `arena`: only an
+/// accelerated process serves its shards from an arena; every other program and test linking
+/// the stack keeps the system allocator.
+#[global_allocator]
+static GLOBAL: arena::ScopedAlloc = arena::ScopedAlloc;
+
 thread_local! {
     /// A thread's buffer for what cannot go straight through: a datagram gathered from or
     /// scattered to several iovecs, a sendfile chunk, urgent data sent with sendmsg (reused).

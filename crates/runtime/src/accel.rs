@@ -330,6 +330,7 @@ impl<N: Nic + 'static> Runtime<N> {
             };
             match opened {
                 Ok(nics) if !nics.is_empty() => {
+                    self.enable_sharing();
                     let count = nics.len() as u16;
                     let rx_fds = nics.iter().map(|n| n.rx_interrupt_fd()).collect();
                     let shards: Result<Vec<_>, String> =
@@ -362,6 +363,18 @@ impl<N: Nic + 'static> Runtime<N> {
             }
         }
         Ok(&mut self.shards)
+    }
+
+    /// `[runtime] share = "family"`: makes the family arena before the first shard, so that the
+    /// shards are allocated in it (crate `arena`). When it cannot be made (this program's global
+    /// allocator is not `arena::ScopedAlloc`, or the mmap failed) the shards live on the process
+    /// heap, as with "off", and stderr says so: nothing depends on the sharing yet.
+    fn enable_sharing(&self) {
+        if self.cfg.runtime.share == config::Share::Family && arena::enable_family().is_none() {
+            let msg = "pronghorn: runtime.share = \"family\": the family arena could not be made (an allocator other than arena::ScopedAlloc, or mmap failed); the shards live on the process heap\n";
+            // SAFETY: `msg` is readable for its length.
+            unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
+        }
     }
 
     /// A shard over `nic`, keyed from the kernel's random source (no key: no shard).

@@ -22,8 +22,8 @@
 //! SIOCATMARK, SIGURG), `wait` (parkers, driver role, stack thread), `epoll`, `poll`, `process`
 //! (fork, exit, exec, privilege drop), `exec` (whether an exec would start), `secret` (the
 //! shards' hash keys), `shared` (an interface shared with the kernel: owned ports, the kernel's
-//! neighbours), `family_lock` (a lock processes share, for issue 24; unused yet), `placement` (where the stack's
-//! threads and memory go), `lockstat` (the lock's wait and hold times), `observe` (the
+//! neighbours), `family_lock` and `family_parker` (a lock and parkers processes share, for
+//! issue 24; unused yet), `placement` (where the stack's threads and memory go), `lockstat` (the lock's wait and hold times), `observe` (the
 //! stats region and the control socket). The process-wide instance is DPDK's; tests build their
 //! own over the in-memory NIC.
 //!
@@ -36,6 +36,7 @@ mod datagram;
 mod epoll;
 mod exec;
 pub mod family_lock;
+pub mod family_parker;
 mod fdtable;
 mod lockstat;
 pub mod observe;
@@ -501,6 +502,13 @@ pub fn tcp_info(fd: i32) -> Call<libc::tcp_info> {
         _ => Call::Kernel,
     })
 }
+
+/// The unit tests' allocator: some check what the shards place in the family arena, which only
+/// `arena`'s allocator does (the integration tests keep the system's; the preloaded library
+/// declares its own).
+#[cfg(test)]
+#[global_allocator]
+static GLOBAL: arena::ScopedAlloc = arena::ScopedAlloc;
 
 #[cfg(test)]
 mod tests {

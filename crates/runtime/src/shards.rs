@@ -2,7 +2,9 @@
 //! the interface, a connection lives on the shard its queue feeds, and a listener is one
 //! listener per shard under one fd. This module owns that list and the listener siblings: the
 //! fd table names a listener by its shard-0 socket (the primary), and readiness, arrivals and
-//! wakeups of the others are folded into it here. It knows nothing of fds or waiting.
+//! wakeups of the others are folded into it here. It knows nothing of fds or waiting. With the
+//! family arena enabled, the list of shards is in it with what the shards hold (issue 24); the
+//! sibling maps are this process's.
 
 use std::collections::HashMap;
 
@@ -26,8 +28,15 @@ impl<N: Nic> Default for ShardSet<N> {
 }
 
 impl<N: Nic> ShardSet<N> {
+    /// Starts serving with `shards`. With the family arena enabled, their structs move into a
+    /// list allocated in it, where their heap objects already are (`arena`): a fork shares both.
     pub(crate) fn start(&mut self, shards: Vec<Shard<N>>) {
-        self.list = shards;
+        let mut list = {
+            let _in = arena::family().map(arena::Arena::enter);
+            Vec::with_capacity(shards.len())
+        };
+        list.extend(shards);
+        self.list = list;
     }
 
     /// Whether the NIC is open (the shards serving).
@@ -128,5 +137,72 @@ impl<N: Nic> ShardSet<N> {
     /// Arrivals on `id` (edge-triggered epoll): a listener's count over its siblings.
     pub(crate) fn arrivals(&self, id: SocketId) -> u32 {
         self.group(id).fold(0u32, |n, s| n.wrapping_add(self.of_ref(s).arrivals(s)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{Ipv4Addr, SocketAddr};
+
+    use super::*;
+    use stack::shard::ShardConfig;
+    use testkit::mem::{pair, MemConfig};
+
+    #[test]
+    fn the_shards_structs_are_in_the_family_arena_once_started() {
+        arena::enable_family().expect("ScopedAlloc is the unit tests' global allocator");
+        let (nic, _peer) = pair(MemConfig::default());
+        let cfg = ShardConfig::new(nic.mac(), Some(([10, 0, 0, 1].into(), 24)), None, [1; 32]);
+        let mut set = ShardSet::default();
+        set.start(vec![Shard::new(nic, cfg)]);
+        let arena = arena::family().expect("enabled above");
+        assert!(arena.contains(set.all().as_ptr().cast()), "a fork would share the shard's heap but not its struct");
+    }
+
+    /// What stage 3 builds on: a child forked after a connection was accepted works on the
+    /// parent's shard itself, not a copy. The child reads what the parent's shard received, and
+    /// the parent then finds it read.
+    #[test]
+    fn a_forked_child_reads_from_the_parents_shard_and_the_parent_sees_it_read() {
+        arena::enable_family().expect("ScopedAlloc is the unit tests' global allocator");
+        let (a, b) = pair(MemConfig::default());
+        let (server_ip, client_ip) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        let (amac, bmac) = (a.mac(), b.mac());
+        let mut set = ShardSet::default();
+        set.start(vec![Shard::new(a, ShardConfig::new(amac, Some((server_ip, 24)), None, [1; 32]))]);
+        let mut client = Shard::new(b, ShardConfig::new(bmac, Some((client_ip, 24)), None, [2; 32]));
+        let now = 1_000_000_000;
+        let server = &mut set.all_mut()[0];
+        server.hear(client_ip.into(), bmac, now);
+        client.hear(server_ip.into(), amac, now);
+        let listener = server.tcp_listen(SocketAddr::from((server_ip, 80)), 8).unwrap();
+        let c = client.tcp_connect(SocketAddr::from((server_ip, 80))).unwrap();
+        let s = loop {
+            client.poll(now);
+            server.poll(now);
+            if let Ok((s, _)) = server.tcp_accept(listener) {
+                break s;
+            }
+        };
+        client.tcp_send(c, b"request").unwrap();
+        while server.tcp_recv_available(s) != Ok(7) {
+            client.poll(now);
+            server.poll(now);
+        }
+        // SAFETY: the child only reads the shard into a stack buffer (no allocation: another
+        // test thread may hold the allocator's lock at the fork) and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let mut buf = [0u8; 16];
+            let read = server.tcp_recv(s, &mut buf) == Ok(7) && &buf[..7] == b"request";
+            // SAFETY: _exit has no preconditions.
+            unsafe { libc::_exit(if read { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: `status` is a writable int.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child did not read the request");
+        assert_eq!(server.tcp_recv_available(s), Ok(0), "the child read a copy of the shard");
     }
 }

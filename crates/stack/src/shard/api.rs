@@ -54,6 +54,7 @@ impl<N: Nic> Shard<N> {
     /// process that inherited every worker's listener through fork (nginx `listen ...
     /// reuseport`) serves one of them, and its siblings, each with its own shard, the others.
     pub fn tcp_listener_watched(&mut self, id: SocketId) {
+        let _arena = self.in_arena();
         if let Some(Socket::Listener(l)) = self.socket_mut(id) {
             l.watched = true;
         }
@@ -82,6 +83,7 @@ impl<N: Nic> Shard<N> {
     /// A TCP listener on `local` (the unspecified address listens on every address of its
     /// family; `[::]` also takes IPv4). Port 0 picks an ephemeral port.
     pub fn tcp_listen(&mut self, local: SocketAddr, backlog: usize) -> Result<SocketId, Errno> {
+        let _arena = self.in_arena();
         self.tcp_listen_with(local, backlog, false, false)
     }
 
@@ -95,6 +97,7 @@ impl<N: Nic> Shard<N> {
         v6only: bool,
         reuseport: bool,
     ) -> Result<SocketId, Errno> {
+        let _arena = self.in_arena();
         let addr = to_ip(local.ip());
         self.check_local(addr)?;
         let port = if local.port() == 0 {
@@ -158,6 +161,7 @@ impl<N: Nic> Shard<N> {
 
     /// The next established connection of a listener (EAGAIN when none).
     pub fn tcp_accept(&mut self, listener: SocketId) -> Result<(SocketId, SocketAddr), Errno> {
+        let _arena = self.in_arena();
         let id = match self.socket_mut(listener) {
             Some(Socket::Listener(l)) => l.accept_queue.pop_front().ok_or(Errno::EAGAIN)?,
             Some(_) => return Err(Errno::EINVAL),
@@ -177,12 +181,14 @@ impl<N: Nic> Shard<N> {
     /// Starts an active open to `remote` from an ephemeral port (non-blocking: the socket
     /// becomes writable when connected, or reports the error).
     pub fn tcp_connect(&mut self, remote: SocketAddr) -> Result<SocketId, Errno> {
+        let _arena = self.in_arena();
         self.tcp_connect_with(remote, Buffers::default())
     }
 
     /// [`Shard::tcp_connect`] with the socket's buffers (its SYN offers the window scale the
     /// receive buffer needs).
     pub fn tcp_connect_with(&mut self, remote: SocketAddr, buffers: Buffers) -> Result<SocketId, Errno> {
+        let _arena = self.in_arena();
         let dst = to_ip(remote.ip());
         let src = self.local_address(matches!(dst, IpAddress::V6(_)))?;
         if self.routes.next_hop(dst).is_none() {
@@ -207,11 +213,13 @@ impl<N: Nic> Shard<N> {
     }
 
     pub fn tcp_send(&mut self, id: SocketId, data: &[u8]) -> Result<usize, Errno> {
+        let _arena = self.in_arena();
         self.send_marked(id, data, false)
     }
 
     /// `send(..., MSG_OOB)`: the last byte taken is urgent (see `tcp::Connection::send_urgent`).
     pub fn tcp_send_urgent(&mut self, id: SocketId, data: &[u8]) -> Result<usize, Errno> {
+        let _arena = self.in_arena();
         self.send_marked(id, data, true)
     }
 
@@ -234,6 +242,7 @@ impl<N: Nic> Shard<N> {
 
     /// Reads in-order data; `Ok(0)` is the end of the stream.
     pub fn tcp_recv(&mut self, id: SocketId, buf: &mut [u8]) -> Result<usize, Errno> {
+        let _arena = self.in_arena();
         let s = self.tcp(id)?;
         let r = s.conn.recv(buf);
         if r == Err(tcp::Error::WouldBlock) {
@@ -248,12 +257,14 @@ impl<N: Nic> Shard<N> {
 
     /// Reads without consuming (MSG_PEEK).
     pub fn tcp_peek(&mut self, id: SocketId, buf: &mut [u8]) -> Result<usize, Errno> {
+        let _arena = self.in_arena();
         Ok(self.tcp(id)?.conn.peek(buf)?)
     }
 
     /// `recv(..., MSG_OOB)`: the urgent byte (`None`: end of stream), never waiting; `peek`
     /// (MSG_PEEK) leaves it. The errors are Linux's (see `tcp::Connection::recv_urgent`).
     pub fn tcp_recv_urgent(&mut self, id: SocketId, peek: bool) -> Result<Option<u8>, Errno> {
+        let _arena = self.in_arena();
         let s = self.tcp(id)?;
         let byte = s.conn.recv_urgent(peek)?;
         if !peek {
@@ -265,6 +276,7 @@ impl<N: Nic> Shard<N> {
 
     /// Bytes before the urgent mark (`Some(0)`: SIOCATMARK), `None` without urgent data.
     pub fn tcp_urgent_mark(&mut self, id: SocketId) -> Result<Option<usize>, Errno> {
+        let _arena = self.in_arena();
         Ok(self.tcp(id)?.conn.urgent_mark())
     }
 
@@ -276,6 +288,7 @@ impl<N: Nic> Shard<N> {
 
     /// SO_OOBINLINE.
     pub fn tcp_set_oob_inline(&mut self, id: SocketId, inline: bool) -> Result<(), Errno> {
+        let _arena = self.in_arena();
         self.tcp(id)?.conn.set_oob_inline(inline);
         self.mark_dirty(id);
         Ok(())
@@ -283,6 +296,7 @@ impl<N: Nic> Shard<N> {
 
     /// SO_RCVLOWAT (readable from this many bytes on).
     pub fn tcp_set_rcvlowat(&mut self, id: SocketId, bytes: u32) -> Result<(), Errno> {
+        let _arena = self.in_arena();
         self.tcp(id)?.conn.set_rcvlowat(bytes);
         // Readiness may change either way: the next pass reports it.
         self.mark_dirty(id);
@@ -292,6 +306,7 @@ impl<N: Nic> Shard<N> {
     /// SO_RCVBUF/SO_SNDBUF of a connection (`None`: left as they are); of a listener, for the
     /// connections it makes from now on.
     pub fn tcp_set_buffers(&mut self, id: SocketId, buffers: Buffers) -> Result<(), Errno> {
+        let _arena = self.in_arena();
         match self.socket_mut(id) {
             Some(Socket::Tcp(s)) => {
                 match buffers.recv {
@@ -319,6 +334,7 @@ impl<N: Nic> Shard<N> {
 
     /// Bytes that `tcp_send` would take now (0 counts as a full buffer seen, like EAGAIN).
     pub fn tcp_send_space(&mut self, id: SocketId) -> Result<usize, Errno> {
+        let _arena = self.in_arena();
         let s = self.tcp(id)?;
         let space = s.conn.send_space();
         if space == 0 {
@@ -329,16 +345,19 @@ impl<N: Nic> Shard<N> {
 
     /// Bytes waiting to be read (FIONREAD).
     pub fn tcp_recv_available(&mut self, id: SocketId) -> Result<usize, Errno> {
+        let _arena = self.in_arena();
         Ok(self.tcp(id)?.conn.recv_available())
     }
 
     pub fn tcp_shutdown_write(&mut self, id: SocketId) -> Result<(), Errno> {
+        let _arena = self.in_arena();
         self.tcp(id)?.conn.shutdown_write()?;
         self.mark_dirty(id);
         Ok(())
     }
 
     pub fn tcp_set_nodelay(&mut self, id: SocketId, nodelay: bool) -> Result<(), Errno> {
+        let _arena = self.in_arena();
         let s = self.tcp(id)?;
         s.conn.set_nodelay(nodelay);
         s.nodelay = nodelay;
@@ -348,6 +367,7 @@ impl<N: Nic> Shard<N> {
 
     /// SO_KEEPALIVE with its TCP_KEEPIDLE/INTVL/CNT (`None`: off).
     pub fn tcp_set_keepalive(&mut self, id: SocketId, keepalive: Option<tcp::Keepalive>) -> Result<(), Errno> {
+        let _arena = self.in_arena();
         let now = self.now;
         self.tcp(id)?.conn.set_keepalive(keepalive, now);
         self.mark_dirty(id);
@@ -356,12 +376,14 @@ impl<N: Nic> Shard<N> {
 
     /// TCP_NODELAY as set.
     pub fn tcp_nodelay(&mut self, id: SocketId) -> Result<bool, Errno> {
+        let _arena = self.in_arena();
         Ok(self.tcp(id)?.nodelay)
     }
 
     /// Sends what is queued now, small tail segment included (what clearing TCP_CORK does):
     /// Nagle is lifted for this one flush.
     pub fn tcp_push(&mut self, id: SocketId) -> Result<(), Errno> {
+        let _arena = self.in_arena();
         self.tcp(id)?.conn.set_nodelay(true);
         self.service(id);
         if let Ok(s) = self.tcp(id) {
@@ -372,6 +394,7 @@ impl<N: Nic> Shard<N> {
     }
 
     pub fn tcp_info(&mut self, id: SocketId) -> Result<tcp::Info, Errno> {
+        let _arena = self.in_arena();
         Ok(self.tcp(id)?.conn.info())
     }
 
@@ -385,6 +408,7 @@ impl<N: Nic> Shard<N> {
 
     /// SO_ERROR: the pending error, consumed.
     pub fn take_error(&mut self, id: SocketId) -> Result<Option<Errno>, Errno> {
+        let _arena = self.in_arena();
         match self.socket_mut(id) {
             Some(Socket::Udp(u)) => Ok(u.take_error()),
             _ => Ok(self.tcp(id)?.conn.take_error().map(Errno::from)),
@@ -394,6 +418,7 @@ impl<N: Nic> Shard<N> {
     /// Closes a socket: a connection finishes gracefully (its data is still delivered, then a
     /// FIN) and is freed when done; a listener resets the connections nobody accepted.
     pub fn close(&mut self, id: SocketId) -> Result<(), Errno> {
+        let _arena = self.in_arena();
         let now = self.now;
         match self.socket_mut(id) {
             None => Err(Errno::EBADF),
@@ -453,6 +478,7 @@ impl<N: Nic> Shard<N> {
 
     /// Resets a connection at once (SO_LINGER with a zero timeout).
     pub fn abort(&mut self, id: SocketId) -> Result<(), Errno> {
+        let _arena = self.in_arena();
         self.tcp(id)?;
         self.abort_and_free(id);
         Ok(())

@@ -169,11 +169,13 @@ impl<N: Nic> Shard<N> {
     /// most `limit` of them until [`Shard::take_captured`] takes them (more are counted as
     /// dropped). A capture already running is restarted.
     pub fn start_capture(&mut self, snaplen: usize, limit: usize) {
+        let _arena = self.in_arena();
         self.capture = Some(Box::new(Capture { snaplen: snaplen.max(1), limit, frames: Vec::new(), dropped: 0 }));
     }
 
     /// Stops the capture (what it kept and did not hand over is dropped).
     pub fn stop_capture(&mut self) {
+        let _arena = self.in_arena();
         self.capture = None;
     }
 

@@ -303,6 +303,10 @@ impl From<Offloads> for Checksums {
 
 /// One stack instance on one NIC queue.
 pub struct Shard<N: Nic> {
+    /// Where the shard's heap objects live: every call that may allocate for the shard runs
+    /// inside this arena's scope ([`Shard::in_arena`]). `None` (the family arena is not enabled,
+    /// `[runtime] share = "off"`): they live on the process heap and no scope is opened.
+    arena: Option<arena::Arena>,
     nic: N,
     mac: EthernetAddress,
     ipv4: Option<Ipv4Address>,
@@ -425,6 +429,8 @@ fn is_unspecified(a: IpAddress) -> bool {
 
 impl<N: Nic> Shard<N> {
     pub fn new(nic: N, cfg: ShardConfig) -> Self {
+        let arena = arena::family();
+        let _arena = arena.map(arena::Arena::enter);
         let mac = EthernetAddress(cfg.mac.0);
         let mut routes = Routes::new();
         if let Some((a, p)) = cfg.ipv4 {
@@ -500,9 +506,18 @@ impl<N: Nic> Shard<N> {
             mem_waiters: Vec::new(),
             capture: None,
             tx_captured: 0,
+            arena,
             nic,
             cfg,
         }
+    }
+
+    /// Opens the scope in which what this thread allocates comes from the shard's arena (the
+    /// family's: a fork shares it), until the guard is dropped. Every public call that may
+    /// allocate for the shard opens it first; those that fill the caller's vectors do not (the
+    /// caller's memory stays the caller's), nor does anything the runtime owns.
+    fn in_arena(&self) -> Option<arena::InArena> {
+        self.arena.map(arena::Arena::enter)
     }
 
     pub fn nic(&self) -> &N {
@@ -568,6 +583,7 @@ impl<N: Nic> Shard<N> {
     /// most [`RX_DRAIN_BURSTS`] bursts), sending what each burst caused, then sends what became
     /// due. Returns the work done (frames received + timers fired); 0 means idle.
     pub fn poll(&mut self, now: u64) -> usize {
+        let _arena = self.in_arena();
         self.now = self.now.max(now);
         let mut work = self.fire_timers();
         for _ in 0..RX_DRAIN_BURSTS {
@@ -615,6 +631,7 @@ impl<N: Nic> Shard<N> {
     /// Handles a frame handed off by a shard of the process: one this shard holds, or its own
     /// when no shard holds it (then it answers as if alone). Sends what it caused.
     fn receive_handed_off(&mut self, buf: N::Buf, t: &Transport, now: u64) {
+        let _arena = self.in_arena();
         self.now = self.now.max(now);
         self.receive_transport(buf, t);
         self.flush_dirty();
@@ -631,6 +648,7 @@ impl<N: Nic> Shard<N> {
     /// it as its own would have (an incomplete entry here is resolved and its waiting frames
     /// leave; nothing is made or changed that the message itself could not).
     fn hear_from_sibling(&mut self, l: Learned, now: u64) {
+        let _arena = self.in_arena();
         self.now = self.now.max(now);
         if self.routes.is_on_link(l.ip) {
             self.learn(l);
@@ -649,6 +667,7 @@ impl<N: Nic> Shard<N> {
     /// neighbor solicitation would say: the cache makes (or updates) its entry, stale (Linux
     /// `neigh_event_ns`). Tests and tools introduce a peer this way.
     pub fn hear(&mut self, ip: IpAddr, mac: MacAddr, now: u64) {
+        let _arena = self.in_arena();
         let l = Learned { ip: to_ip(ip), mac: EthernetAddress(mac.0), update: Update::REQUEST };
         self.hear_from_sibling(l, now);
     }
@@ -663,6 +682,7 @@ impl<N: Nic> Shard<N> {
     /// without receiving or firing timers: the cheap half of `poll` for a thread that only
     /// wrote.
     pub fn flush(&mut self, now: u64) {
+        let _arena = self.in_arena();
         self.now = self.now.max(now);
         self.flush_dirty();
         self.transmit();

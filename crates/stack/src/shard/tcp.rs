@@ -797,6 +797,30 @@ mod tests {
         }
     }
 
+    /// A connection's state is allocated in the family arena (what a fork would share), and a
+    /// vector the caller hands the shard to fill stays the caller's (per process).
+    #[test]
+    fn a_connections_state_lives_in_the_family_arena_and_the_callers_vectors_do_not() {
+        arena::enable_family().expect("ScopedAlloc is the unit tests' global allocator");
+        let (mut client, c, mut server, s, now) = connected();
+        server.take_changed(&mut Vec::new());
+        client.tcp_send(c, b"request").unwrap();
+        let mut changed = Vec::new();
+        while changed.is_empty() {
+            client.poll(now);
+            server.poll(now);
+            server.take_changed(&mut changed);
+        }
+        let arena = arena::family().expect("enabled above");
+        assert!(arena.contains(server.slots.as_ptr().cast()), "the socket slab");
+        match server.socket(s) {
+            Some(Socket::Tcp(conn)) => assert!(arena.contains((&**conn as *const super::TcpSocket).cast())),
+            _ => panic!("no connection"),
+        }
+        assert!(!arena.contains(changed.as_ptr().cast()), "the caller's vector");
+        assert_eq!(arena.overflows(), 0);
+    }
+
     /// Rings that drained go back within a buffer check, both ends; the check is not left armed.
     #[test]
     fn rings_that_drained_are_released_at_the_next_buffer_check() {

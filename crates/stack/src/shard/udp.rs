@@ -358,6 +358,7 @@ impl<N: Nic> Shard<N> {
 
     /// A UDP socket bound to `local` (port 0: an ephemeral port).
     pub fn udp_bind(&mut self, local: SocketAddr) -> Result<super::SocketId, Errno> {
+        let _arena = self.in_arena();
         self.udp_bind_with(local, false, false)
     }
 
@@ -369,6 +370,7 @@ impl<N: Nic> Shard<N> {
         reuseaddr: bool,
         reuseport: bool,
     ) -> Result<super::SocketId, Errno> {
+        let _arena = self.in_arena();
         let addr = to_ip(local.ip());
         self.check_local(addr)?;
         let port = if local.port() == 0 {
@@ -419,6 +421,7 @@ impl<N: Nic> Shard<N> {
     /// (`None`: AF_UNSPEC, the association dissolved). Datagrams queued from others stay, as on
     /// Linux.
     pub fn udp_connect(&mut self, id: super::SocketId, remote: Option<SocketAddr>) -> Result<(), Errno> {
+        let _arena = self.in_arena();
         let remote = remote.map(|r| (to_ip(r.ip()), r.port()));
         if let Some((a, _)) = remote {
             if self.routes.next_hop(a).is_none() {
@@ -434,6 +437,7 @@ impl<N: Nic> Shard<N> {
     /// One datagram and its sender; EAGAIN when none. A datagram longer than `buf` is cut (the
     /// rest is lost, as on Linux); `peek` leaves it queued (MSG_PEEK).
     pub fn udp_recv(&mut self, id: super::SocketId, buf: &mut [u8], peek: bool) -> Result<Received, Errno> {
+        let _arena = self.in_arena();
         let u = self.udp(id)?;
         let d = u.rx.front().ok_or(Errno::EAGAIN)?;
         let copied = d.data.len().min(buf.len());
@@ -450,24 +454,28 @@ impl<N: Nic> Shard<N> {
 
     /// One datagram and its sender, as `udp_recv` without MSG_PEEK: (its full length, sender).
     pub fn udp_recv_from(&mut self, id: super::SocketId, buf: &mut [u8]) -> Result<(usize, SocketAddr), Errno> {
+        let _arena = self.in_arena();
         self.udp_recv(id, buf, false).map(|r| (r.len, r.from))
     }
 
     /// SO_RCVBUF: the most its queued datagrams may cost, each its `truesize` (`None`: the
     /// shard's default). Datagrams already queued stay.
     pub fn udp_set_rcvbuf(&mut self, id: super::SocketId, bytes: Option<usize>) -> Result<(), Errno> {
+        let _arena = self.in_arena();
         self.udp(id)?.rcvbuf = bytes;
         Ok(())
     }
 
     /// The length of the next datagram (FIONREAD), 0 when none.
     pub fn udp_next_len(&mut self, id: super::SocketId) -> Result<usize, Errno> {
+        let _arena = self.in_arena();
         Ok(self.udp(id)?.rx.front().map_or(0, |d| d.data.len()))
     }
 
     /// Sends one datagram to `to`, or to the connected peer (`None`: EDESTADDRREQ if there is
     /// none). A pending ICMP error is returned first, once (Linux's sock_error at send).
     pub fn udp_send(&mut self, id: super::SocketId, data: &[u8], to: Option<SocketAddr>) -> Result<usize, Errno> {
+        let _arena = self.in_arena();
         let u = self.udp(id)?;
         if let Some(e) = u.error.take() {
             return Err(e);
@@ -506,6 +514,7 @@ impl<N: Nic> Shard<N> {
 
     /// Sends one datagram to `to` (the echo service's call).
     pub fn udp_send_to(&mut self, id: super::SocketId, data: &[u8], to: SocketAddr) -> Result<usize, Errno> {
+        let _arena = self.in_arena();
         self.udp_send(id, data, Some(to))
     }
 }
