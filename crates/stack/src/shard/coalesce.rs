@@ -125,6 +125,11 @@ impl<N: Nic> Shard<N> {
         self.coalescer.live += 1;
     }
 
+    /// Whether connection `id` has a run held in this burst.
+    pub(super) fn holds_run_of(&self, id: SocketId) -> bool {
+        self.coalescer.runs[..self.coalescer.live].iter().any(|r| r.id == id)
+    }
+
     /// Hands connection `id` its held run, if it has one (a segment of it that may not join
     /// comes next).
     pub(super) fn deliver_run_of(&mut self, id: SocketId) {
