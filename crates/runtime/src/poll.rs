@@ -40,18 +40,20 @@ fn poll_mask(r: Readiness, wanted: i16) -> i16 {
 }
 
 impl<N: Nic + 'static> Runtime<N> {
-    /// Fills in the revents of the accelerated entries of `fds`, marking them in `ours`; returns
-    /// how many are ready.
-    fn poll_accelerated(&self, fds: &mut [libc::pollfd], ours: &mut [bool]) -> usize {
-        let mut n = 0;
+    /// Fills in the revents of the accelerated entries of `fds` and says in `ours` which entries
+    /// are accelerated; returns how many are ready and how many are accelerated.
+    fn poll_accelerated(&self, fds: &mut [libc::pollfd], ours: &mut [bool]) -> (usize, usize) {
+        let (mut ready, mut accelerated) = (0, 0);
         for (p, mine) in fds.iter_mut().zip(ours.iter_mut()) {
-            if let Some(r) = self.readiness(p.fd) {
-                *mine = true;
+            let r = self.readiness(p.fd);
+            *mine = r.is_some();
+            if let Some(r) = r {
+                accelerated += 1;
                 p.revents = poll_mask(r, p.events);
-                n += (p.revents != 0) as usize;
+                ready += (p.revents != 0) as usize;
             }
         }
-        n
+        (ready, accelerated)
     }
 }
 
@@ -68,6 +70,8 @@ impl<N: Nic + 'static> Accel<N> {
         let mut kernel = wait::PollFds::with_capacity(fds.len() + 2);
         let mut waited = false;
         let mut waiting_since = None;
+        // Whether some of `fds` are the kernel's (the last look's answer).
+        let mut kernel_fds = false;
         loop {
             let step = self.with(|rt| {
                 // Inline, poll() makes a stack pass before it looks, except where the pass
@@ -85,19 +89,18 @@ impl<N: Nic + 'static> Accel<N> {
                 } else {
                     rt.start_looking();
                 }
-                ours.fill(false);
-                let mut n = rt.poll_accelerated(fds, &mut ours);
+                let (mut n, mut accelerated) = rt.poll_accelerated(fds, &mut ours);
                 if may_skip {
                     if (waited && n > 0) || (n == 0 && blocks && rt.passed_just_before()) {
                         rt.wait.stats.skipped_passes += 1;
                         rt.flush_shard();
                     } else {
                         rt.poll_shard();
-                        ours.fill(false);
-                        n = rt.poll_accelerated(fds, &mut ours);
+                        (n, accelerated) = rt.poll_accelerated(fds, &mut ours);
                     }
                 }
-                if !ours.iter().any(|&o| o) {
+                kernel_fds = accelerated < fds.len();
+                if accelerated == 0 {
                     if waited {
                         rt.hand_off();
                     }
@@ -127,13 +130,14 @@ impl<N: Nic + 'static> Accel<N> {
                 if timeout_ms > 0 && deadline.is_none() {
                     deadline = Some(Instant::now() + Duration::from_millis(timeout_ms as u64));
                 }
-                let kernel_fds = ours.iter().any(|&o| !o);
                 Step::Sleep(rt.prepare_sleep(parker, limit_ms, &mut waiting_since, kernel_fds), ids)
             });
             // The kernel fds (accelerated slots get fd -1: the kernel ignores them).
             kernel.clear();
-            for (p, &mine) in fds.iter().zip(&ours) {
-                kernel.push(libc::pollfd { fd: if mine { -1 } else { p.fd }, events: p.events, revents: 0 });
+            if kernel_fds {
+                for (p, &mine) in fds.iter().zip(&ours) {
+                    kernel.push(libc::pollfd { fd: if mine { -1 } else { p.fd }, events: p.events, revents: 0 });
+                }
             }
             let (plan, ids) = match step {
                 None => return Call::Kernel,
@@ -142,7 +146,7 @@ impl<N: Nic + 'static> Accel<N> {
                     return Call::Kernel;
                 }
                 Some(Step::Done(n)) => {
-                    let k = if kernel.iter().any(|p| p.fd >= 0) {
+                    let k = if kernel_fds {
                         // SAFETY: `kernel` is our Vec of kernel.len() pollfds, read and written by the kernel.
                         unsafe { real::poll(kernel.as_mut_ptr(), kernel.len() as libc::nfds_t, 0) }
                     } else {
@@ -155,12 +159,7 @@ impl<N: Nic + 'static> Accel<N> {
                 }
                 Some(Step::Sleep(plan, ids)) => (plan, ids),
             };
-            let has_kernel_fds = ours.iter().any(|&o| !o);
-            let slept = if has_kernel_fds {
-                wait::sleep(&plan, &mut kernel)
-            } else {
-                wait::sleep(&plan, &mut wait::PollFds::new())
-            };
+            let slept = wait::sleep(&plan, &mut kernel);
             waited = true;
             self.with(|rt| {
                 rt.after_sleep(&plan);
@@ -179,12 +178,12 @@ impl<N: Nic + 'static> Accel<N> {
                 self.with(|rt| rt.hand_off());
                 return Call::Done(Err(Errno(libc::EINTR)));
             }
-            let k = if has_kernel_fds { self.take_kernel(fds, &ours, &kernel) } else { 0 };
+            let k = if kernel_fds { self.take_kernel(fds, &ours, &kernel) } else { 0 };
             if k > 0 {
                 let n = self
                     .with(|rt| {
                         rt.hand_off();
-                        rt.poll_accelerated(fds, &mut ours)
+                        rt.poll_accelerated(fds, &mut ours).0
                     })
                     .unwrap_or(0);
                 return Call::Done(Ok(n + k));
