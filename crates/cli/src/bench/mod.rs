@@ -87,6 +87,12 @@ pub struct BenchArgs {
     /// (one after the other, each with its own results files).
     #[arg(long, value_enum, default_value = "veth")]
     model: ModelArg,
+    /// pronghorn's path on an interface it shares with the kernel (`nic.share = true`, issue
+    /// 23): side a's DPDK veth gets the kernel address 10.99.0.1/24 for the run (removed after)
+    /// and pronghorn's XDP program hands it only its own flows. af_xdp only. The results are
+    /// written as `<workload>-share` beside the dedicated mode's.
+    #[arg(long)]
+    share: bool,
 }
 
 impl BenchArgs {
@@ -175,6 +181,9 @@ pub fn run(args: BenchArgs) -> Result<i32> {
     if let Some(name) = &args.profile {
         config::profile::Profile::named(name).map_err(anyhow::Error::msg)?;
     }
+    if args.share && args.pmd != "af_xdp" {
+        bail!("--share needs --pmd af_xdp: sharing the interface with the kernel is pronghorn's XDP program's job");
+    }
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     let exe = std::env::current_exe().context("cannot find the pronghorn binary's own path")?;
     if args.workload == Name::Scale {
@@ -188,7 +197,7 @@ pub fn run(args: BenchArgs) -> Result<i32> {
     }
     // A plan that cannot be made (a client not installed) fails here, before the lab comes up.
     let result = plan_for(&args, StackPath::Kernel).map(|p| p.about).and_then(|about| {
-        let mut lab = Lab::up(&exe, &args.prefix, &args.pmd, args.busy_poll_us, args.workers)?;
+        let mut lab = Lab::up(&exe, &args.prefix, &args.pmd, args.busy_poll_us, args.workers, args.share)?;
         lab.profile = args.profile.clone();
         let runs = measure(&args, &exe, &lab);
         lab.down();
@@ -212,10 +221,19 @@ pub fn run(args: BenchArgs) -> Result<i32> {
         }
         None => String::new(),
     };
+    let share = if args.share {
+        facts.insert(
+            "interface",
+            "shared: the kernel's address 10.99.0.1/24 on pronghorn's veth, `nic.share = true`".into(),
+        );
+        "-share"
+    } else {
+        ""
+    };
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     for (model, runs) in &measured {
         let name = format!(
-            "{}{workers}{profile}{}{}",
+            "{}{workers}{profile}{share}{}{}",
             args.workload.as_str(),
             model.model.file_suffix(),
             if args.quick { "-quick" } else { "" }
@@ -394,11 +412,13 @@ struct Lab {
     config: PathBuf,
     /// The profile pronghorn's path runs under.
     profile: Option<String>,
+    /// Shared mode: the kernel address this run put on `xdp_veth` (taken off again at `down`).
+    shared_addr: Option<String>,
     ours: bool,
 }
 
 impl Lab {
-    fn up(exe: &Path, prefix: &str, pmd: &str, busy_poll_us: Option<u32>, queues: u16) -> Result<Lab> {
+    fn up(exe: &Path, prefix: &str, pmd: &str, busy_poll_us: Option<u32>, queues: u16, share: bool) -> Result<Lab> {
         let ns_a = format!("{prefix}-a");
         let ours = !Path::new("/run/netns").join(&ns_a).exists();
         let q = queues.to_string();
@@ -417,11 +437,38 @@ impl Lab {
         if config::Config::load(&config).map(|c| c.nic.queues).unwrap_or(1) != queues {
             bail!("lab {prefix} is up with another number of queues: take it down (`pronghorn lab down --prefix {prefix}`)");
         }
-        if let Some(us) = busy_poll_us {
+        if busy_poll_us.is_some() || share {
             let mut cfg = config::Config::load(&config)?;
-            cfg.runtime.busy_poll_us = us;
-            config.set_file_name("a-busy-poll.toml");
+            let mut name = "a".to_string();
+            if let Some(us) = busy_poll_us {
+                cfg.runtime.busy_poll_us = us;
+                name += "-busy-poll";
+            }
+            if share {
+                cfg.nic.share = true;
+                name += "-share";
+            }
+            config.set_file_name(format!("{name}.toml"));
             std::fs::write(&config, cfg.to_toml()).with_context(|| format!("cannot write {}", config.display()))?;
+        }
+        let xdp_veth = format!("{prefix}-a0");
+        let shared_addr = share.then(|| format!("{PRONGHORN_ADDR}/24"));
+        if !share {
+            // A shared run that was killed may have left its kernel address: the dedicated
+            // mode's interface has none (the kernel would answer pronghorn's peers).
+            let _ = Command::new("ip")
+                .args(["-n", &ns_a, "addr", "del", &format!("{PRONGHORN_ADDR}/24"), "dev", &xdp_veth])
+                .stderr(Stdio::null())
+                .status();
+        }
+        if let Some(addr) = &shared_addr {
+            let out = Command::new("ip").args(["-n", &ns_a, "addr", "replace", addr, "dev", &xdp_veth]).output()?;
+            if !out.status.success() {
+                bail!(
+                    "cannot give {xdp_veth} the kernel address {addr}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
         }
         Ok(Lab {
             exe: exe.to_path_buf(),
@@ -429,7 +476,8 @@ impl Lab {
             ns_a,
             ns_b: format!("{prefix}-b"),
             profile: None,
-            xdp_veth: format!("{prefix}-a0"),
+            shared_addr,
+            xdp_veth,
             xdp_peer: format!("{prefix}-b0"),
             kernel_veth: format!("{prefix}-k0"),
             kernel_peer: format!("{prefix}-k1"),
@@ -451,6 +499,9 @@ impl Lab {
     }
 
     fn down(&self) {
+        if let Some(addr) = &self.shared_addr {
+            let _ = Command::new("ip").args(["-n", &self.ns_a, "addr", "del", addr, "dev", &self.xdp_veth]).status();
+        }
         if self.ours {
             let _ =
                 Command::new(&self.exe).args(["lab", "down", "--prefix", &self.prefix]).stdout(Stdio::null()).status();
@@ -692,6 +743,12 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<BenchArgs, clap::Error> {
         Cli::try_parse_from([&["bench"], args].concat()).map(|c| c.bench)
+    }
+
+    #[test]
+    fn shared_mode_is_asked_for_and_off_by_default() {
+        assert!(!parse(&["redis"]).unwrap().share);
+        assert!(parse(&["mariadb", "--share"]).unwrap().share);
     }
 
     #[test]
