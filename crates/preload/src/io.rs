@@ -293,6 +293,9 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_i
     // readable for their lengths and its name null or readable for `msg_namelen` bytes; `m` is
     // only read, as is everything the real sendmsg gets.
     unsafe {
+        if let Some(e) = refused_rights(msg) {
+            return fail(e);
+        }
         gate!(fd, real::sendmsg(fd, msg, flags));
         let m = &*msg;
         if runtime::datagram(fd) {
@@ -357,6 +360,13 @@ pub unsafe extern "C" fn sendmmsg(fd: c_int, msgs: *mut libc::mmsghdr, vlen: lib
     // (each_message's contract), each valid for sendmsg and its iovecs for c_slice.
     unsafe {
         if !tracked(fd) {
+            // The messages before the first that passes an accelerated socket go; that one fails
+            // (the whole call when it is the first, as sendmmsg fails on its first message).
+            for i in 0..vlen as usize {
+                if let Some(e) = refused_rights(&(*msgs.add(i)).msg_hdr) {
+                    return if i == 0 { fail(e) } else { real::sendmmsg(fd, msgs, i as libc::c_uint, flags) };
+                }
+            }
             return real::sendmmsg(fd, msgs, vlen, flags);
         }
         each_message(msgs, vlen, |_, hdr| {
@@ -365,6 +375,56 @@ pub unsafe extern "C" fn sendmmsg(fd: c_int, msgs: *mut libc::mmsghdr, vlen: lib
             let n = sendmsg(fd, hdr, flags);
             (n, n >= 0 && n as usize >= want)
         })
+    }
+}
+
+/// EOPNOTSUPP when `msg` passes an accelerated socket with SCM_RIGHTS (the receiving process
+/// could not use it: runtime's `passing`); `None` for every other message. Reads only the
+/// control buffer, each header and fd where it lies (the buffer need not be aligned).
+///
+/// # Safety
+/// `msg` is a valid msghdr whose control buffer, when not null, is readable for
+/// `msg_controllen` bytes (sendmsg(2)'s contract).
+unsafe fn refused_rights(msg: *const libc::msghdr) -> Option<Errno> {
+    // Linux's CMSG_ALIGN: headers and their data start at multiples of a long.
+    let align = |n: usize| (n + std::mem::size_of::<libc::c_long>() - 1) & !(std::mem::size_of::<libc::c_long>() - 1);
+    let header = std::mem::size_of::<libc::cmsghdr>();
+    // SAFETY: `msg` is valid (the caller's contract). Every header is read unaligned and only
+    // when it lies inside the control buffer, and every fd only when it lies inside it too; the
+    // walk is Linux's (`__cmsg_nxthdr`), ending at the buffer's end or at a header shorter than
+    // itself (which the kernel refuses with EINVAL).
+    unsafe {
+        let m = &*msg;
+        if m.msg_control.is_null() {
+            return None;
+        }
+        let base = m.msg_control.cast::<u8>();
+        let len = m.msg_controllen;
+        let mut at = 0usize;
+        while at + header <= len {
+            let h = std::ptr::read_unaligned(base.add(at).cast::<libc::cmsghdr>());
+            let cmsg_len = h.cmsg_len as usize;
+            if cmsg_len < header {
+                break;
+            }
+            if h.cmsg_level == libc::SOL_SOCKET && h.cmsg_type == libc::SCM_RIGHTS {
+                let data = at + align(header);
+                let n = cmsg_len.min(len - at).saturating_sub(align(header)) / std::mem::size_of::<c_int>();
+                let mut fds = [0 as c_int; 64];
+                for start in (0..n).step_by(fds.len()) {
+                    let k = (n - start).min(fds.len());
+                    for (i, slot) in fds[..k].iter_mut().enumerate() {
+                        let off = data + (start + i) * std::mem::size_of::<c_int>();
+                        *slot = std::ptr::read_unaligned(base.add(off).cast::<c_int>());
+                    }
+                    if let Some(e) = runtime::refuse_passing(&fds[..k]) {
+                        return Some(e);
+                    }
+                }
+            }
+            at += align(cmsg_len);
+        }
+        None
     }
 }
 

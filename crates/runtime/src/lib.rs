@@ -40,6 +40,7 @@ pub mod family_parker;
 mod fdtable;
 mod lockstat;
 pub mod observe;
+mod passing;
 pub mod placement;
 mod poll;
 mod process;
@@ -416,6 +417,24 @@ pub fn epoll_created(epfd: i32) {
             set_tracked_state(epfd, TRACKED_EPOLL);
         }
     });
+}
+
+/// Before sendmsg passes `fds` to another process (SCM_RIGHTS): EOPNOTSUPP if one of them is an
+/// accelerated socket, which the receiver could not use (see `passing`).
+pub fn refuse_passing(fds: &[i32]) -> Option<Errno> {
+    if inside() || !fds.iter().any(|&fd| tracked_state(fd) != 0) {
+        return None;
+    }
+    let found = shield::guard(
+        "sendmsg",
+        || None,
+        || match global() {
+            Some(a) => a.first_accelerated(fds),
+            // A forked child that lost the runtime: what it inherited tracked is the parent's.
+            None => fds.iter().copied().find(|&fd| matches!(tracked_state(fd), 1 | TRACKED_DATAGRAM)),
+        },
+    );
+    found.map(passing::say_refused)
 }
 
 /// The process is about to change its credentials: open the NIC while it still may.

@@ -11,6 +11,7 @@ use stack::shard::{Buffers, Shard, SocketId};
 use crate::accel::{Accel, Runtime};
 use crate::epoll::Target;
 use crate::fdtable::{Entry, Fd, SockOpts};
+use crate::tracked_fds::{tracked_state, TRACKED_DATAGRAM};
 use crate::wait::Dir;
 use crate::{real, set_tracked, Call, Errno};
 
@@ -675,6 +676,21 @@ impl<N: Nic + 'static> Accel<N> {
             Call::Done(outcome)
         });
         partial(r, got)
+    }
+
+    /// The first of `fds` that is an accelerated socket (a placeholder of this process's shard),
+    /// if any: what a message passing fds to another process must not carry (`passing`). A
+    /// socket still on the kernel (`Pending`, `UdpPending`) is a real kernel socket.
+    pub(crate) fn first_accelerated(&self, fds: &[i32]) -> Option<i32> {
+        let mut candidates =
+            fds.iter().copied().filter(|&fd| matches!(tracked_state(fd), 1 | TRACKED_DATAGRAM)).peekable();
+        candidates.peek()?;
+        self.with(|rt| {
+            candidates.find(|&fd| {
+                !matches!(rt.fds.get(fd).map(|e| &e.fd), None | Some(Fd::Pending { .. } | Fd::UdpPending { .. }))
+            })
+        })
+        .flatten()
     }
 
     /// `send`/`write`: a blocking socket sends everything (waiting for room); EPIPE is returned and

@@ -826,6 +826,25 @@ fn forked_children_get_their_own_nic_or_a_clear_errno() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("inherited through fork"), "{}", text(&o));
 }
 
+/// Issue 24: an accelerated socket passed to another process over a unix socket (SCM_RIGHTS)
+/// would arrive as the placeholder eventfd, which never carries a byte: the sendmsg is refused
+/// with EOPNOTSUPP and said on stderr (tests/lab/fd_passing.py), while pipes and kernel sockets
+/// still pass and the connection keeps working.
+#[test]
+fn accelerated_sockets_passed_over_a_unix_socket_fail_clearly() {
+    let Some(_scenario) = scenario(&[]) else { return };
+    let lab = Lab::up("tst-fdpass", &[]);
+    let _peer = KernelServer::start(&lab, 7301);
+    let script = format!("{}/../../tests/lab/fd_passing.py", env!("CARGO_MANIFEST_DIR"));
+    let o = lab.exec("a", &[bin(), "run", "--", "python3", &script, "10.99.0.2", "7301"]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let seen: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    assert_eq!(seen.len(), 7, "{seen:?}");
+    assert!(seen.values().all(|v| v == &serde_json::Value::Bool(true)), "{seen:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("SCM_RIGHTS"), "{}", text(&o));
+}
+
 /// Issue 10: `lab up --nodes 3`. Each node is a namespace with its own DPDK-driven veth (no
 /// kernel address, no IPv6) and config; side b reaches every node, and the nodes reach each other
 /// through the bridge, over IPv4 and IPv6, with several accelerated processes running at once,
