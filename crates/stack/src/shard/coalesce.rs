@@ -22,7 +22,7 @@ use nic::{Nic, PacketBuf};
 use wire::{TcpFlags, TcpRepr};
 
 use super::ingress::Candidate;
-use super::sockets::Socket;
+use super::Socket;
 use super::{Shard, SocketId, RX_BURST};
 
 /// Runs held at once (Linux's `MAX_GRO_SKBS`): one more starts by handing over the oldest.
@@ -164,14 +164,14 @@ impl<N: Nic> Shard<N> {
     pub(super) fn deliver(&mut self, id: SocketId, repr: &TcpRepr, parts: &[&[u8]], ecn: u8) {
         let now = self.now;
         self.give_budget(id);
-        let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
+        let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return };
         s.conn.handle_coalesced(now, repr, parts, ecn == super::ECN_CE);
         if s.conn.challenge_ack_pending() && !self.take_challenge_ack() {
-            if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+            if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
                 s.conn.cancel_challenge_ack();
             }
         }
         self.recharge(id);
-        self.mark_dirty(id);
+        self.sockets.mark_dirty(id);
     }
 }

@@ -96,11 +96,10 @@ impl<N: Nic> Shard<N> {
                 SocketAddr::V6(_) => SocketAddr::from(([0u16; 8], 0)),
             }
         };
-        for (i, slot) in self.slots.iter().enumerate() {
-            let id = Some(SocketId { index: i as u32, gen: slot.gen, shard: self.cfg.shard_index });
-            let row = match &slot.socket {
-                None => continue,
-                Some(Socket::Tcp(s)) => {
+        for (id, socket) in self.sockets.iter() {
+            let id = Some(id);
+            let row = match socket {
+                Socket::Tcp(s) => {
                     let (la, lp) = s.tuple.local();
                     let (ra, rp) = s.tuple.remote();
                     let info = s.conn.info();
@@ -115,7 +114,7 @@ impl<N: Nic> Shard<N> {
                         info: Some(info),
                     }
                 }
-                Some(Socket::Listener(l)) => {
+                Socket::Listener(l) => {
                     let local = SocketAddr::new(to_std(l.local.0), l.local.1);
                     SocketRow {
                         id,
@@ -128,7 +127,7 @@ impl<N: Nic> Shard<N> {
                         info: None,
                     }
                 }
-                Some(Socket::Udp(u)) => {
+                Socket::Udp(u) => {
                     let local = SocketAddr::new(to_std(u.local.0), u.local.1);
                     // ss prints a connected UDP socket as ESTAB with its peer.
                     let (state, peer) = match u.remote() {

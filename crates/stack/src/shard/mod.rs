@@ -69,10 +69,10 @@ pub use sockets::SocketId;
 pub use udp::{Received, DATAGRAM_OVERHEAD, SPARE_DATAGRAMS};
 
 use ingress::Transport;
-use sockets::{Slot, Socket};
-use tcp::ListenGroup;
+use sockets::SocketSet;
+use tcp::{ListenGroup, Listener, TcpSocket};
 use time_wait::TimeWaitEntry;
-use udp::{IcmpRateLimit, UdpGroup};
+use udp::{IcmpRateLimit, UdpGroup, UdpSocket};
 
 /// The most frames taken from the NIC in one burst.
 pub const RX_BURST: usize = 32;
@@ -301,6 +301,24 @@ impl From<Offloads> for Checksums {
     }
 }
 
+/// What a slot of the socket set holds.
+enum Socket {
+    Tcp(Box<TcpSocket>),
+    Listener(Listener),
+    Udp(UdpSocket),
+}
+
+impl SocketSet<Socket> {
+    /// The TCP connection `id`: EBADF for a stale id, EOPNOTSUPP for another kind of socket.
+    fn tcp(&mut self, id: SocketId) -> Result<&mut TcpSocket, Errno> {
+        match self.get_mut(id) {
+            Some(Socket::Tcp(s)) => Ok(s),
+            Some(_) => Err(Errno::EOPNOTSUPP),
+            None => Err(Errno::EBADF),
+        }
+    }
+}
+
 /// One stack instance on one NIC queue.
 pub struct Shard<N: Nic> {
     /// Where the shard's heap objects live: every call that may allocate for the shard runs
@@ -316,8 +334,7 @@ pub struct Shard<N: Nic> {
     now: u64,
     routes: Routes,
     neighbors: NeighborCache<N::Buf>,
-    slots: Vec<Slot>,
-    free_slots: Vec<u32>,
+    sockets: SocketSet<Socket>,
     conns: ConnTable<SocketId>,
     listeners: ListenTable<ListenGroup>,
     udp_binds: ListenTable<UdpGroup>,
@@ -330,12 +347,10 @@ pub struct Shard<N: Nic> {
     /// The second (of the shard's clock) the challenge-ACK budget is for, and what is left.
     challenge_second: u64,
     challenge_left: u32,
-    dirty: Vec<SocketId>,
     /// Connections whose segments found no frame buffer, serviced again at the next flush.
     starved: Vec<SocketId>,
     /// RSTs of connections freed before a frame buffer came for them, sent at the next flush.
     owed_rsts: Vec<(crate::shard::table::FourTuple, wire::TcpRepr)>,
-    changed: Vec<SocketId>,
     /// Connections the application holds whose peer marked new urgent data (SIGURG).
     urgent: Vec<SocketId>,
     rx: Vec<N::Buf>,
@@ -461,8 +476,7 @@ impl<N: Nic> Shard<N> {
             now: 0,
             routes,
             neighbors: NeighborCache::new(NeighborConfig::default()),
-            slots: Vec::new(),
-            free_slots: Vec::new(),
+            sockets: SocketSet::new(cfg.shard_index),
             conns: ConnTable::with_capacity(cfg.expected_connections, seed),
             listeners: ListenTable::new(seed ^ 1),
             udp_binds: ListenTable::new(seed ^ 2),
@@ -482,10 +496,8 @@ impl<N: Nic> Shard<N> {
             cookies: SynCookies::new(key(8)),
             challenge_second: u64::MAX,
             challenge_left: 0,
-            dirty: Vec::new(),
             starved: Vec::new(),
             owed_rsts: Vec::new(),
-            changed: Vec::new(),
             urgent: Vec::new(),
             rx: Vec::with_capacity(RX_BURST),
             tx: Vec::with_capacity(RX_BURST),
@@ -544,7 +556,7 @@ impl<N: Nic> Shard<N> {
 
     /// Sockets open (connections, listeners, UDP), TIME-WAIT entries not included.
     pub fn socket_count(&self) -> usize {
-        self.slots.len() - self.free_slots.len()
+        self.sockets.len()
     }
 
     /// Compact TIME-WAIT entries.
@@ -572,6 +584,11 @@ impl<N: Nic> Shard<N> {
     /// (a RST of a closed connection) for a buffer.
     pub fn pending_frames(&self) -> usize {
         self.neighbors.pending() + self.tx.len() + self.owed_rsts.len()
+    }
+
+    /// Sockets whose readiness may have changed since the last call (each once).
+    pub fn take_changed(&mut self, out: &mut Vec<SocketId>) {
+        self.sockets.take_changed(out);
     }
 
     /// The earliest time `poll` has timer work to do.
@@ -675,7 +692,7 @@ impl<N: Nic> Shard<N> {
     /// Whether [`Shard::flush`] has anything to do: sockets with output to service, frames
     /// queued for the NIC, or RSTs and sockets that waited for a buffer.
     pub fn has_output(&self) -> bool {
-        !self.dirty.is_empty() || !self.tx.is_empty() || !self.owed_rsts.is_empty() || !self.starved.is_empty()
+        self.sockets.has_dirty() || !self.tx.is_empty() || !self.owed_rsts.is_empty() || !self.starved.is_empty()
     }
 
     /// Sends what application calls queued (segments of written data, ACKs of read data)
@@ -696,7 +713,7 @@ impl<N: Nic> Shard<N> {
             match key {
                 TimerKey::Socket(id) => {
                     let now = self.now;
-                    if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+                    if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
                         s.timer = None;
                         match s.conn.poll_timeout() {
                             // Armed lazily (`Shard::service`): the connection's deadline went
@@ -704,7 +721,7 @@ impl<N: Nic> Shard<N> {
                             None => continue,
                             Some(deadline) if deadline > now => {
                                 let timer = self.timers.insert(deadline, TimerKey::Socket(id));
-                                if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+                                if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
                                     s.timer = Some(timer);
                                 }
                                 continue;
@@ -716,10 +733,10 @@ impl<N: Nic> Shard<N> {
                             self.abort_orphan(id);
                             continue;
                         }
-                        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+                        if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
                             s.conn.handle_timeout(now);
                         }
-                        self.mark_dirty(id);
+                        self.sockets.mark_dirty(id);
                     }
                 }
                 TimerKey::Buffers(id) => self.check_buffers(id),
@@ -733,19 +750,13 @@ impl<N: Nic> Shard<N> {
     fn flush_dirty(&mut self) {
         self.retry_starved();
         // Handling one socket can dirty others (a listener), so loop until quiet.
-        while !self.dirty.is_empty() {
-            let mut dirty = std::mem::take(&mut self.dirty);
+        while self.sockets.has_dirty() {
+            let mut dirty = self.sockets.take_dirty();
             for id in dirty.drain(..) {
-                if let Some(slot) = self.slots.get_mut(id.index as usize) {
-                    if slot.gen == id.gen {
-                        slot.dirty = false;
-                    }
-                }
+                self.sockets.unmark_dirty(id);
                 self.service(id);
             }
-            if self.dirty.is_empty() {
-                self.dirty = dirty;
-            }
+            self.sockets.return_dirty(dirty);
         }
     }
 }

@@ -20,8 +20,8 @@ use wire::{checksum, IpAddress, IpProtocol, TcpFlags, TcpPacket, TcpRepr};
 use super::api::{Buffers, Readiness};
 use super::egress::transport_offset;
 use super::ingress::{may_join, Candidate, TcpInput, Transport};
-use super::sockets::Socket;
 use super::time_wait::TimeWaitInput;
+use super::Socket;
 use super::{Shard, SocketId, TimerKey, ECN_ECT0, ECN_NOT_ECT, ETH};
 use crate::shard::table::FourTuple;
 use crate::shard::timer::TimerHandle;
@@ -136,10 +136,10 @@ impl<N: Nic> Shard<N> {
             self.stats.icmp_too_big_ignored += 1;
             return;
         };
-        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+        if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
             if s.conn.path_mtu_reduced(mss, seq) {
                 self.stats.pmtu_reductions += 1;
-                self.mark_dirty(id);
+                self.sockets.mark_dirty(id);
             } else {
                 self.stats.icmp_too_big_ignored += 1;
             }
@@ -173,7 +173,7 @@ impl<N: Nic> Shard<N> {
         if let Some(&id) = self.conns.get(&tuple) {
             self.glean(t);
             let established =
-                matches!(self.socket(id), Some(Socket::Tcp(s)) if s.conn.state() == tcp::State::Established);
+                matches!(self.sockets.get(id), Some(Socket::Tcp(s)) if s.conn.state() == tcp::State::Established);
             // A PSH segment ends a run the moment it joins: one that would start a run is
             // handed over at once instead (request/response traffic, where every segment has
             // PSH, then pays nothing for coalescing: holding it cost ~900 instructions per
@@ -238,10 +238,10 @@ impl<N: Nic> Shard<N> {
     /// Whether `repr` would complete passive connection `id`'s handshake while its listener's
     /// accept queue is full.
     fn accept_queue_full_at_handshake(&self, id: SocketId, repr: &TcpRepr, payload_len: usize) -> bool {
-        let Some(Socket::Tcp(s)) = self.socket(id) else { return false };
+        let Some(Socket::Tcp(s)) = self.sockets.get(id) else { return false };
         let Some(lid) = s.listener else { return false };
         s.conn.completes_handshake(repr, payload_len)
-            && matches!(self.socket(lid), Some(Socket::Listener(l)) if l.accept_queue.len() >= l.backlog)
+            && matches!(self.sockets.get(lid), Some(Socket::Listener(l)) if l.accept_queue.len() >= l.backlog)
     }
 
     /// The listener of `group` that takes connection `tuple`: with SO_REUSEPORT, a keyed hash
@@ -252,7 +252,7 @@ impl<N: Nic> Shard<N> {
         if group.members.len() == 1 {
             return group.members[0];
         }
-        let watched = |id: &&SocketId| matches!(self.socket(**id), Some(Socket::Listener(l)) if l.watched);
+        let watched = |id: &&SocketId| matches!(self.sockets.get(**id), Some(Socket::Listener(l)) if l.watched);
         let n = group.members.iter().filter(watched).count();
         let key: [u8; 16] = self.cfg.secret[4..20].try_into().unwrap();
         let hash = siphash24(&key, &tuple_bytes(tuple));
@@ -264,7 +264,7 @@ impl<N: Nic> Shard<N> {
 
     pub(super) fn syn_to_listener(&mut self, lid: SocketId, tuple: FourTuple, syn: &TcpRepr, iss: Option<u32>) {
         let syn_backlog = self.cfg.syn_backlog;
-        let buffers = match self.socket(lid) {
+        let buffers = match self.sockets.get(lid) {
             Some(Socket::Listener(l)) => l.buffers,
             _ => return,
         };
@@ -275,7 +275,7 @@ impl<N: Nic> Shard<N> {
             return;
         }
         let now = self.now;
-        let Some(Socket::Listener(l)) = self.socket_mut(lid) else { return };
+        let Some(Socket::Listener(l)) = self.sockets.get_mut(lid) else { return };
         if l.accept_queue.len() >= l.backlog {
             self.stats.tcp_listen_overflows += 1;
             return;
@@ -339,7 +339,7 @@ impl<N: Nic> Shard<N> {
     /// once on `tcp_synq_no_recent_overflow`, counting nothing): else it is answered with a RST.
     pub(super) fn cookie_ack(&mut self, lid: SocketId, tuple: FourTuple, ack: &TcpRepr, payload: &[u8]) -> bool {
         let Some(ack_number) = ack.ack_number else { return false };
-        let recent = match self.socket(lid) {
+        let recent = match self.sockets.get(lid) {
             Some(Socket::Listener(l)) => l.last_cookie_sent,
             _ => None,
         };
@@ -353,7 +353,7 @@ impl<N: Nic> Shard<N> {
             self.stats.tcp_syncookies_failed += 1;
             return false;
         };
-        match self.socket(lid) {
+        match self.sockets.get(lid) {
             Some(Socket::Listener(l)) if l.accept_queue.len() < l.backlog => {}
             _ => {
                 self.stats.tcp_listen_overflows += 1;
@@ -362,7 +362,7 @@ impl<N: Nic> Shard<N> {
         }
         self.stats.tcp_syncookies_ok += 1;
         self.stats.tcp_passive_opens += 1;
-        let buffers = match self.socket(lid) {
+        let buffers = match self.sockets.get(lid) {
             Some(Socket::Listener(l)) => l.buffers,
             _ => Buffers::default(),
         };
@@ -384,7 +384,7 @@ impl<N: Nic> Shard<N> {
     pub(super) fn service(&mut self, id: SocketId) {
         self.give_budget(id);
         self.send_segments(id);
-        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+        if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
             let now = s.conn.counters();
             let before = std::mem::replace(&mut s.counted, now);
             let new = |f: fn(&tcp::Counters) -> u32| u64::from(f(&now).wrapping_sub(f(&before)));
@@ -400,20 +400,20 @@ impl<N: Nic> Shard<N> {
             t.tcp_rcvq_drops += new(|c| c.rcvq_drops);
             t.tcp_ofo_drops += new(|c| c.ofo_drops);
         }
-        while let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+        while let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
             let Some(ev) = s.conn.poll_event() else { break };
             self.tcp_event(id, ev);
         }
         // Events say what happened; readiness is what the application waits on. Report every
         // change of it (an ACK that frees send space is not always an event of the connection).
         let now_ready = self.readiness(id);
-        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+        if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
             let owned = s.owned;
             if std::mem::replace(&mut s.reported, now_ready) != now_ready && owned {
-                self.mark_changed(id);
+                self.sockets.mark_changed(id);
             }
         }
-        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+        if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
             let deadline = s.conn.poll_timeout();
             let timer = s.timer;
             let check_buffers = s.buffers_timer.is_none() && s.conn.buffers_allocated() != (false, false);
@@ -430,7 +430,7 @@ impl<N: Nic> Shard<N> {
                 (None, _) => None,
             };
             let buffers = check_buffers.then(|| self.timers.insert(self.now + BUFFERS_CHECK_NS, TimerKey::Buffers(id)));
-            if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+            if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
                 s.timer = new;
                 s.buffers_timer = s.buffers_timer.or(buffers);
             }
@@ -445,26 +445,26 @@ impl<N: Nic> Shard<N> {
     /// rings in use are looked at again in [`BUFFERS_CHECK_NS`].
     pub(super) fn check_buffers(&mut self, id: SocketId) {
         self.prune_out_of_order(id);
-        let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
+        let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return };
         s.conn.release_buffers();
         s.buffers_timer = None;
         self.recharge(id);
-        let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
+        let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return };
         if s.conn.buffers_allocated() != (false, false) {
             let timer = self.timers.insert(self.now + BUFFERS_CHECK_NS, TimerKey::Buffers(id));
-            if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+            if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
                 s.buffers_timer = Some(timer);
             }
         }
     }
 
     pub(super) fn tcp_event(&mut self, id: SocketId, ev: TcpEvent) {
-        let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
+        let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return };
         match ev {
             TcpEvent::Connected => {
                 if let Some(lid) = s.listener {
                     let counted = std::mem::replace(&mut s.half_open, false);
-                    let queued = match self.socket_mut(lid) {
+                    let queued = match self.sockets.get_mut(lid) {
                         Some(Socket::Listener(l)) => {
                             if counted {
                                 l.half_open -= 1;
@@ -476,20 +476,20 @@ impl<N: Nic> Shard<N> {
                         _ => false,
                     };
                     if queued {
-                        self.mark_changed(lid);
+                        self.sockets.mark_changed(lid);
                     } else {
                         // The listener went away during the handshake.
                         self.abort_and_free(id);
                     }
                 } else {
-                    self.mark_changed(id);
+                    self.sockets.mark_changed(id);
                 }
             }
             TcpEvent::Readable | TcpEvent::ReadClosed => {
                 s.arrivals = s.arrivals.wrapping_add(1);
-                self.mark_changed(id);
+                self.sockets.mark_changed(id);
             }
-            TcpEvent::Writable => self.mark_changed(id),
+            TcpEvent::Writable => self.sockets.mark_changed(id),
             TcpEvent::Urgent => {
                 // Linux signals the socket's owner; a connection nobody accepted yet has none.
                 if s.owned {
@@ -506,7 +506,7 @@ impl<N: Nic> Shard<N> {
                     if self.conns.get(&tuple) == Some(&id) {
                         self.conns.remove(&tuple);
                     }
-                    self.mark_changed(id);
+                    self.sockets.mark_changed(id);
                 } else {
                     self.free_tcp(id);
                 }
@@ -523,7 +523,7 @@ impl<N: Nic> Shard<N> {
                         self.conns.remove(&tuple);
                     }
                     self.insert_time_wait(tw, tuple);
-                    self.mark_changed(id);
+                    self.sockets.mark_changed(id);
                 } else {
                     self.enter_time_wait(id);
                 }
@@ -532,7 +532,7 @@ impl<N: Nic> Shard<N> {
     }
 
     pub(super) fn abort_and_free(&mut self, id: SocketId) {
-        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+        if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
             s.conn.abort();
             self.send_segments(id);
         }
@@ -541,7 +541,7 @@ impl<N: Nic> Shard<N> {
 
     /// Removes a TCP socket from the demux table, the timer wheel, its listener, and the slab.
     pub(super) fn free_tcp(&mut self, id: SocketId) {
-        let Some(Socket::Tcp(mut s)) = self.take_socket(id) else { return };
+        let Some(Socket::Tcp(mut s)) = self.sockets.take(id) else { return };
         self.keep_owed_rst(&mut s);
         if self.conns.get(&s.tuple) == Some(&id) {
             self.conns.remove(&s.tuple);
@@ -557,7 +557,7 @@ impl<N: Nic> Shard<N> {
             self.timers.cancel(h);
         }
         if let Some(lid) = s.listener {
-            if let Some(Socket::Listener(l)) = self.socket_mut(lid) {
+            if let Some(Socket::Listener(l)) = self.sockets.get_mut(lid) {
                 if s.half_open {
                     l.half_open -= 1;
                 }
@@ -611,7 +611,7 @@ impl<N: Nic> Shard<N> {
             let large = self.tso_buffer(id);
             let is_large = large.is_some();
             let Some(mut buf) = large.or_else(|| self.tx_buffer()) else { return self.defer_segments(id) };
-            let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return self.keep_tx_buffer(buf) };
+            let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return self.keep_tx_buffer(buf) };
             let at = transport_offset(s.tuple.remote().0) + s.conn.data_header_len();
             buf.set_len(buf.capacity());
             let Some(repr) = s.conn.poll_transmit(now, &mut buf.data_mut()[at..]) else {
@@ -645,7 +645,7 @@ impl<N: Nic> Shard<N> {
         if !self.cfg.tcp.tso {
             return None;
         }
-        let Some(Socket::Tcp(s)) = self.socket(id) else { return None };
+        let Some(Socket::Tcp(s)) = self.sockets.get(id) else { return None };
         if s.conn.unsent() <= s.conn.segment_payload_max(s.conn.data_header_len()) {
             return None;
         }
@@ -672,7 +672,7 @@ impl<N: Nic> Shard<N> {
         }
         let mut starved = std::mem::take(&mut self.starved);
         for id in starved.drain(..) {
-            self.mark_dirty(id);
+            self.sockets.mark_dirty(id);
         }
         self.starved = starved;
     }
@@ -745,9 +745,9 @@ impl<N: Nic> Shard<N> {
     /// A new connection in the slab and the demux table, due for a first transmit.
     pub(super) fn add_connection(&mut self, sock: TcpSocket) -> SocketId {
         let tuple = sock.tuple;
-        let id = self.alloc(Socket::Tcp(Box::new(sock)));
+        let id = self.sockets.alloc(Socket::Tcp(Box::new(sock)));
         self.conns.insert(tuple, id);
-        self.mark_dirty(id);
+        self.sockets.mark_dirty(id);
         id
     }
 }
@@ -795,7 +795,7 @@ mod tests {
     }
 
     fn rings(shard: &Shard<MemNic>, id: SocketId) -> (bool, bool) {
-        match shard.socket(id) {
+        match shard.sockets.get(id) {
             Some(Socket::Tcp(s)) => s.conn.buffers_allocated(),
             _ => panic!("no connection"),
         }
@@ -816,8 +816,8 @@ mod tests {
             server.take_changed(&mut changed);
         }
         let arena = arena::family().expect("enabled above");
-        assert!(arena.contains(server.slots.as_ptr().cast()), "the socket slab");
-        match server.socket(s) {
+        assert!(arena.contains(server.sockets.slab_ptr()), "the socket slab");
+        match server.sockets.get(s) {
             Some(Socket::Tcp(conn)) => assert!(arena.contains((&**conn as *const super::TcpSocket).cast())),
             _ => panic!("no connection"),
         }
@@ -857,7 +857,7 @@ mod tests {
         assert_eq!((rings(&client, c), rings(&server, s)), ((false, false), (false, false)));
         // (The timer count says nothing here: a connection's timer armed lazily stays counted
         // until it fires.)
-        let check_armed = |shard: &Shard<MemNic>, id| match shard.socket(id) {
+        let check_armed = |shard: &Shard<MemNic>, id| match shard.sockets.get(id) {
             Some(Socket::Tcp(s)) => s.buffers_timer.is_some(),
             _ => panic!("no connection"),
         };
@@ -891,7 +891,7 @@ mod tests {
 
     /// (The wheel's deadline for the connection's timer, the connection's own next deadline.)
     fn deadlines(shard: &Shard<MemNic>, id: SocketId) -> (Option<u64>, Option<u64>) {
-        match shard.socket(id) {
+        match shard.sockets.get(id) {
             Some(Socket::Tcp(s)) => (s.timer.and_then(|h| shard.timers.deadline(h)), s.conn.poll_timeout()),
             _ => panic!("no connection"),
         }

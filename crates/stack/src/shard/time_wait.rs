@@ -10,7 +10,7 @@ use nic::Nic;
 use tcp::{State as TcpState, TimeWait, TimeWaitAction};
 use wire::TcpRepr;
 
-use super::sockets::Socket;
+use super::Socket;
 use super::{Shard, SocketId, TimerKey};
 use crate::shard::table::FourTuple;
 use crate::shard::timer::TimerHandle;
@@ -34,7 +34,7 @@ pub(super) struct TimeWaitEntry {
 
 impl<N: Nic> Shard<N> {
     pub(super) fn enter_time_wait(&mut self, id: SocketId) {
-        let Some(Socket::Tcp(s)) = self.socket(id) else { return };
+        let Some(Socket::Tcp(s)) = self.sockets.get(id) else { return };
         if s.conn.state() != TcpState::TimeWait {
             return;
         }

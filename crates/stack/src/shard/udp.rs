@@ -220,14 +220,14 @@ impl<N: Nic> Shard<N> {
             return false;
         };
         self.stats.udp_rx_datagrams += 1;
-        if matches!(self.socket(id), Some(Socket::Udp(u)) if u.remote == Some(from)) {
+        if matches!(self.sockets.get(id), Some(Socket::Udp(u)) if u.remote == Some(from)) {
             // A datagram of a connected socket's peer: a known flow (`Shard::glean`).
             self.glean(t);
         }
         let payload = packet.payload();
         let default = self.cfg.udp_rcvbuf;
         let cost = truesize(&from, payload.len());
-        let Some(Socket::Udp(u)) = self.socket_mut(id) else { return false };
+        let Some(Socket::Udp(u)) = self.sockets.get_mut(id) else { return false };
         // Linux's rule (__udp_enqueue_schedule_skb): an empty queue takes one datagram whatever
         // its size; otherwise it must fit.
         if !u.rx.is_empty() && u.rx_charged + cost > u.rcvbuf.unwrap_or(default) {
@@ -237,12 +237,12 @@ impl<N: Nic> Shard<N> {
         let mut data = self.free_datagrams.pop().unwrap_or_default();
         data.clear();
         data.extend_from_slice(payload);
-        let Some(Socket::Udp(u)) = self.socket_mut(id) else { return false };
+        let Some(Socket::Udp(u)) = self.sockets.get_mut(id) else { return false };
         u.rx_bytes += payload.len();
         u.rx_charged += cost;
         u.rx.push_back(Datagram { from, data });
         u.arrivals = u.arrivals.wrapping_add(1);
-        self.mark_changed(id);
+        self.sockets.mark_changed(id);
         false
     }
 
@@ -260,7 +260,7 @@ impl<N: Nic> Shard<N> {
         let mut unconnected = 0;
         let mut last = None;
         for &id in &group.members {
-            if let Some(Socket::Udp(u)) = self.socket(id) {
+            if let Some(Socket::Udp(u)) = self.sockets.get(id) {
                 match u.remote {
                     Some(r) if r == from => return Some(id),
                     Some(_) => {}
@@ -282,7 +282,7 @@ impl<N: Nic> Shard<N> {
                 .members
                 .iter()
                 .copied()
-                .filter(|&id| matches!(self.socket(id), Some(Socket::Udp(u)) if u.remote.is_none()))
+                .filter(|&id| matches!(self.sockets.get(id), Some(Socket::Udp(u)) if u.remote.is_none()))
                 .nth(pick);
         }
         last
@@ -344,10 +344,10 @@ impl<N: Nic> Shard<N> {
         self.stats.icmp_in_dest_unreachs += 1;
         let Some(errno) = errno else { return };
         let Some(id) = self.udp_lookup(local, remote) else { return };
-        if let Some(Socket::Udp(u)) = self.socket_mut(id) {
+        if let Some(Socket::Udp(u)) = self.sockets.get_mut(id) {
             if u.remote == Some(remote) {
                 u.error = Some(errno);
-                self.mark_changed(id);
+                self.sockets.mark_changed(id);
             }
         }
     }
@@ -393,24 +393,24 @@ impl<N: Nic> Shard<N> {
             if !(reuseaddr && g.reuseaddr || reuseport && g.reuseport) {
                 return Err(Errno::EADDRINUSE);
             }
-            let id = self.alloc(Socket::Udp(socket));
+            let id = self.sockets.alloc(Socket::Udp(socket));
             let g = self.udp_binds.get_mut((addr, port)).expect("the group just found");
             g.members.push(id);
             g.reuseaddr &= reuseaddr;
             g.reuseport &= reuseport;
             return Ok(id);
         }
-        let id = self.alloc(Socket::Udp(socket));
+        let id = self.sockets.alloc(Socket::Udp(socket));
         let group = UdpGroup { reuseaddr, reuseport, members: vec![id] };
         if self.udp_binds.insert((addr, port), false, group).is_err() {
-            self.take_socket(id);
+            self.sockets.take(id);
             return Err(Errno::EADDRINUSE);
         }
         Ok(id)
     }
 
     fn udp(&mut self, id: super::SocketId) -> Result<&mut UdpSocket, Errno> {
-        match self.socket_mut(id) {
+        match self.sockets.get_mut(id) {
             Some(Socket::Udp(u)) => Ok(u),
             Some(_) => Err(Errno::EOPNOTSUPP),
             None => Err(Errno::EBADF),
