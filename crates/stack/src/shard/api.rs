@@ -517,21 +517,26 @@ impl<N: Nic> Shard<N> {
             Some(Socket::Udp(u)) => {
                 Readiness { readable: u.readable(), writable: true, error: u.has_error(), ..Readiness::default() }
             }
-            Some(Socket::Tcp(s)) => {
-                let state = s.conn.state();
-                let read_closed = matches!(
-                    state,
-                    TcpState::CloseWait | TcpState::LastAck | TcpState::Closing | TcpState::TimeWait | TcpState::Closed
-                );
-                Readiness {
-                    readable: s.conn.is_readable(),
-                    writable: s.conn.is_writable() && state != TcpState::SynSent && state != TcpState::SynReceived,
-                    read_closed,
-                    hangup: state == TcpState::Closed || state == TcpState::TimeWait,
-                    error: s.conn.error().is_some(),
-                    urgent: s.conn.has_urgent(),
-                }
-            }
+            Some(Socket::Tcp(s)) => s.readiness(),
+        }
+    }
+}
+
+impl TcpSocket {
+    /// What the application waits on of this connection (poll's events).
+    pub(super) fn readiness(&self) -> Readiness {
+        let state = self.conn.state();
+        let read_closed = matches!(
+            state,
+            TcpState::CloseWait | TcpState::LastAck | TcpState::Closing | TcpState::TimeWait | TcpState::Closed
+        );
+        Readiness {
+            readable: self.conn.is_readable(),
+            writable: self.conn.is_writable() && state != TcpState::SynSent && state != TcpState::SynReceived,
+            read_closed,
+            hangup: state == TcpState::Closed || state == TcpState::TimeWait,
+            error: self.conn.error().is_some(),
+            urgent: self.conn.has_urgent(),
         }
     }
 }

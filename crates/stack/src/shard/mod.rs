@@ -713,31 +713,32 @@ impl<N: Nic> Shard<N> {
             match key {
                 TimerKey::Socket(id) => {
                     let now = self.now;
-                    if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
-                        s.timer = None;
-                        match s.conn.poll_timeout() {
-                            // Armed lazily (`Shard::service`): the connection's deadline went
-                            // away or moved later since; nothing is due yet.
-                            None => continue,
-                            Some(deadline) if deadline > now => {
-                                let timer = self.timers.insert(deadline, TimerKey::Socket(id));
-                                if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
-                                    s.timer = Some(timer);
-                                }
-                                continue;
-                            }
-                            Some(_) => {}
+                    let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { continue };
+                    s.timer = None;
+                    match s.conn.poll_timeout() {
+                        // Armed lazily (`Shard::service`): the connection's deadline went
+                        // away or moved later since; nothing is due yet.
+                        None => continue,
+                        Some(deadline) if deadline > now => {
+                            s.timer = Some(self.timers.insert(deadline, TimerKey::Socket(id)));
+                            continue;
                         }
-                        let orphan_queued = s.app_closed.then(|| s.conn.send_queued());
-                        if orphan_queued.is_some_and(|queued| self.orphan_out_of_resources(queued)) {
+                        Some(_) => {}
+                    }
+                    if s.app_closed {
+                        // An orphan: Linux checks its resources before its timer's work.
+                        let queued = s.conn.send_queued();
+                        if self.orphan_out_of_resources(queued) {
                             self.abort_orphan(id);
                             continue;
                         }
                         if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
                             s.conn.handle_timeout(now);
                         }
-                        self.sockets.mark_dirty(id);
+                    } else {
+                        s.conn.handle_timeout(now);
                     }
+                    self.sockets.mark_dirty(id);
                 }
                 TimerKey::Buffers(id) => self.check_buffers(id),
                 TimerKey::TimeWait(i) => self.time_wait_expired(i),

@@ -404,39 +404,45 @@ impl<N: Nic> Shard<N> {
             let Some(ev) = s.conn.poll_event() else { break };
             self.tcp_event(id, ev);
         }
+        // The rest of the step takes the connection once (the events may have freed it): the
+        // socket set, the timer wheel and the memory waiters are separate values.
+        let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return };
         // Events say what happened; readiness is what the application waits on. Report every
         // change of it (an ACK that frees send space is not always an event of the connection).
-        let now_ready = self.readiness(id);
-        if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
-            let owned = s.owned;
-            if std::mem::replace(&mut s.reported, now_ready) != now_ready && owned {
-                self.sockets.mark_changed(id);
-            }
+        let now_ready = s.readiness();
+        let changed = std::mem::replace(&mut s.reported, now_ready) != now_ready && s.owned;
+        let deadline = s.conn.poll_timeout();
+        let check_buffers = s.buffers_timer.is_none() && s.conn.buffers_allocated() != (false, false);
+        // Armed lazily, as Linux's socket timers are: a deadline that moved later (an ACK
+        // pushing the retransmission timeout on) or went away keeps the timer where it
+        // is, instead of unlinking and placing it on every segment; when it fires early,
+        // `fire_timers` arms it again at the connection's real deadline. Only a deadline
+        // that moved earlier moves the timer.
+        s.timer = match (deadline, s.timer.map(|h| (h, self.timers.deadline(h)))) {
+            (Some(d), Some((h, Some(armed)))) if armed <= d => Some(h),
+            (None, Some((h, Some(_)))) => Some(h),
+            (Some(d), Some((h, _))) if self.timers.reschedule(h, d) => Some(h),
+            (Some(d), _) => Some(self.timers.insert(d, TimerKey::Socket(id))),
+            (None, _) => None,
+        };
+        if check_buffers {
+            s.buffers_timer = Some(self.timers.insert(self.now + BUFFERS_CHECK_NS, TimerKey::Buffers(id)));
         }
-        if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
-            let deadline = s.conn.poll_timeout();
-            let timer = s.timer;
-            let check_buffers = s.buffers_timer.is_none() && s.conn.buffers_allocated() != (false, false);
-            // Armed lazily, as Linux's socket timers are: a deadline that moved later (an ACK
-            // pushing the retransmission timeout on) or went away keeps the timer where it
-            // is, instead of unlinking and placing it on every segment; when it fires early,
-            // `fire_timers` arms it again at the connection's real deadline. Only a deadline
-            // that moved earlier moves the timer.
-            let new = match (deadline, timer.map(|h| (h, self.timers.deadline(h)))) {
-                (Some(d), Some((h, Some(armed)))) if armed <= d => Some(h),
-                (None, Some((h, Some(_)))) => Some(h),
-                (Some(d), Some((h, _))) if self.timers.reschedule(h, d) => Some(h),
-                (Some(d), _) => Some(self.timers.insert(d, TimerKey::Socket(id))),
-                (None, _) => None,
-            };
-            let buffers = check_buffers.then(|| self.timers.insert(self.now + BUFFERS_CHECK_NS, TimerKey::Buffers(id)));
-            if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
-                s.timer = new;
-                s.buffers_timer = s.buffers_timer.or(buffers);
-            }
+        let charged = s.conn.charged_bytes();
+        let charged_before = std::mem::replace(&mut s.charged, charged);
+        let waits_for_memory = s.owned && !s.mem_waiting && s.conn.send_waits_for_memory();
+        if changed {
+            self.sockets.mark_changed(id);
         }
-        self.recharge(id);
-        self.wait_for_memory(id);
+        if charged_before == charged {
+            // Nearly always the same rings (see `Shard::recharge`).
+            if waits_for_memory {
+                self.wait_for_memory(id);
+            }
+        } else {
+            self.memory_changed(charged_before, charged);
+            self.wait_for_memory(id);
+        }
     }
 
     /// A connection's buffer check is due: out-of-order data may be pruned (see
@@ -447,15 +453,9 @@ impl<N: Nic> Shard<N> {
         self.prune_out_of_order(id);
         let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return };
         s.conn.release_buffers();
-        s.buffers_timer = None;
+        s.buffers_timer = (s.conn.buffers_allocated() != (false, false))
+            .then(|| self.timers.insert(self.now + BUFFERS_CHECK_NS, TimerKey::Buffers(id)));
         self.recharge(id);
-        let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return };
-        if s.conn.buffers_allocated() != (false, false) {
-            let timer = self.timers.insert(self.now + BUFFERS_CHECK_NS, TimerKey::Buffers(id));
-            if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
-                s.buffers_timer = Some(timer);
-            }
-        }
     }
 
     pub(super) fn tcp_event(&mut self, id: SocketId, ev: TcpEvent) {
