@@ -62,16 +62,16 @@ impl<N: Nic> Shard<N> {
 
     pub(super) fn local_address(&self, family_v6: bool) -> Result<IpAddress, Errno> {
         if family_v6 {
-            self.ipv6.map(IpAddress::V6).ok_or(Errno::EADDRNOTAVAIL)
+            self.link.ipv6().map(IpAddress::V6).ok_or(Errno::EADDRNOTAVAIL)
         } else {
-            self.ipv4.map(IpAddress::V4).ok_or(Errno::EADDRNOTAVAIL)
+            self.link.ipv4().map(IpAddress::V4).ok_or(Errno::EADDRNOTAVAIL)
         }
     }
 
     pub(super) fn check_local(&self, addr: IpAddress) -> Result<(), Errno> {
         let ours = match addr {
-            IpAddress::V4(a) => Some(a) == self.ipv4,
-            IpAddress::V6(a) => Some(a) == self.ipv6 || a == self.ipv6_link_local,
+            IpAddress::V4(a) => Some(a) == self.link.ipv4(),
+            IpAddress::V6(a) => Some(a) == self.link.ipv6() || a == self.link.ipv6_link_local(),
         };
         if ours || is_unspecified(addr) {
             Ok(())
@@ -191,7 +191,7 @@ impl<N: Nic> Shard<N> {
         let _arena = self.in_arena();
         let dst = to_ip(remote.ip());
         let src = self.local_address(matches!(dst, IpAddress::V6(_)))?;
-        if self.routes.next_hop(dst).is_none() {
+        if self.link.routes().next_hop(dst).is_none() {
             return Err(Errno::ENETUNREACH);
         }
         let conns = &self.conns;

@@ -14,7 +14,7 @@
 //! and drops need our MAC, broadcast or an IPv6 multicast group (33:33:..), and anything else
 //! is counted as not for us.
 //!
-//! It reads frames and hands them on; it must not build frames (that is [`super::egress`]) nor
+//! It reads frames and hands them on; it must not build frames (that is [`super::link`]) nor
 //! keep state of its own beyond the neighbors it gleans from the frames of known connections.
 
 use nic::{Nic, PacketBuf};
@@ -115,8 +115,8 @@ impl<N: Nic> Shard<N> {
             Outcome::Done => {}
             Outcome::HandOff(t) => self.hand_off(buf, t),
             Outcome::Coalesce(c) => self.hold(buf, c),
-            Outcome::Answer(answer) => self.queue_answer(buf, answer),
-            Outcome::Drop(reason) => self.link_stats.count_drop(reason),
+            Outcome::Answer(answer) => self.link.queue_answer(buf, answer),
+            Outcome::Drop(reason) => self.link.stats_mut().count_drop(reason),
         }
     }
 
@@ -153,18 +153,18 @@ impl<N: Nic> Shard<N> {
     fn process_ethernet(&mut self, frame: &[u8], may_hand_off: bool) -> Outcome {
         let Ok(eth) = EthernetFrame::new_checked(frame) else { return Outcome::Drop(Drop::Malformed) };
         let dst = eth.dst_addr();
-        if dst != self.mac && !dst.is_multicast() {
+        if dst != self.link.mac() && !dst.is_multicast() {
             return Outcome::Drop(Drop::NotForUs);
         }
-        let answerable = dst == self.mac || dst.is_broadcast() || (dst.0[0] == 0x33 && dst.0[1] == 0x33);
+        let answerable = dst == self.link.mac() || dst.is_broadcast() || (dst.0[0] == 0x33 && dst.0[1] == 0x33);
         let link = Link { src: eth.src_addr(), answerable };
         match eth.ethertype() {
             EtherType::Ipv4 => self.process_ipv4(frame, link, may_hand_off),
             EtherType::Ipv6 => self.process_ipv6(frame, link, may_hand_off),
             EtherType::Arp if answerable => {
-                let Some(ours) = self.ipv4 else { return Outcome::Drop(Drop::NotForUs) };
+                let Some(ours) = self.link.ipv4() else { return Outcome::Drop(Drop::NotForUs) };
                 let mut learned = None;
-                let answer = iface::arp(self.mac, ours, eth.payload(), dst == self.mac, &mut learned);
+                let answer = iface::arp(self.link.mac(), ours, eth.payload(), dst == self.link.mac(), &mut learned);
                 self.heard_on_link(learned);
                 answer.map_or_else(Outcome::Drop, Outcome::Answer)
             }
@@ -173,7 +173,7 @@ impl<N: Nic> Shard<N> {
     }
 
     fn process_ipv4(&mut self, frame: &[u8], link: Link, may_hand_off: bool) -> Outcome {
-        let Some(ours) = self.ipv4 else { return Outcome::Drop(Drop::NotForUs) };
+        let Some(ours) = self.link.ipv4() else { return Outcome::Drop(Drop::NotForUs) };
         let ip = match Ipv4Packet::new_checked(&frame[ETH..]) {
             Ok(ip) => ip,
             Err(e) => return link.drop(e.into()),
@@ -184,7 +184,7 @@ impl<N: Nic> Shard<N> {
         if ip.is_fragment() {
             return link.drop(Drop::Fragment);
         }
-        let repr = match Ipv4Repr::parse(&ip, self.checksums.verify_ipv4) {
+        let repr = match Ipv4Repr::parse(&ip, self.link.checksums().verify_ipv4) {
             Ok(repr) => repr,
             Err(e) => return link.drop(e.into()),
         };
@@ -236,7 +236,7 @@ impl<N: Nic> Shard<N> {
     }
 
     fn process_ipv6(&mut self, frame: &[u8], link: Link, may_hand_off: bool) -> Outcome {
-        let Some(ours) = self.ipv6 else { return Outcome::Drop(Drop::NotForUs) };
+        let Some(ours) = self.link.ipv6() else { return Outcome::Drop(Drop::NotForUs) };
         let ip = match Ipv6Packet::new_checked(&frame[ETH..]) {
             Ok(ip) => ip,
             Err(e) => return link.drop(e.into()),
@@ -245,7 +245,7 @@ impl<N: Nic> Shard<N> {
             Ok(repr) => repr,
             Err(e) => return link.drop(e.into()),
         };
-        let ll = self.ipv6_link_local;
+        let ll = self.link.ipv6_link_local();
         let dst = repr.dst_addr;
         let to = Ipv6Dst {
             ours,
@@ -341,7 +341,7 @@ impl<N: Nic> Shard<N> {
             || src.0[0] == 0
             || src.is_loopback()
             || src == ours
-            || self.routes.is_directed_broadcast(src)
+            || self.link.routes().is_directed_broadcast(src)
     }
 
     /// Whether an IPv6 packet to us comes from a source no peer may send from. Linux's
@@ -353,7 +353,11 @@ impl<N: Nic> Shard<N> {
     /// dropped for every protocol. Our own addresses as a source can only be forged or looped
     /// back on this link, and an answer would be addressed to ourselves.
     fn bad_source_v6(&self, src: Ipv6Address, ours: Ipv6Address) -> bool {
-        src.is_multicast() || src.is_loopback() || src.is_ipv4_mapped() || src == ours || src == self.ipv6_link_local
+        src.is_multicast()
+            || src.is_loopback()
+            || src.is_ipv4_mapped()
+            || src == ours
+            || src == self.link.ipv6_link_local()
     }
 
     /// A TCP or UDP packet to us, to its layer; handed off when no socket here takes it and
@@ -377,9 +381,9 @@ impl<N: Nic> Shard<N> {
     fn heard_on_link(&mut self, learned: Option<Learned>) {
         if let Some(l) = learned {
             if self.cfg.shard_count > 1 {
-                self.heard.push(l);
+                self.link.heard(l);
             }
-            self.learn(l);
+            self.link.learn(l, self.now);
         }
     }
 
@@ -394,17 +398,17 @@ impl<N: Nic> Shard<N> {
     /// that never came, with two nginx workers).
     pub(super) fn glean(&mut self, t: &Transport) {
         let (src, mac) = (t.src, t.link_src);
-        if !self.cfg.glean_neighbors || !self.routes.is_on_link(src) || mac.is_multicast() {
+        if !self.cfg.glean_neighbors || !self.link.routes().is_on_link(src) || mac.is_multicast() {
             return;
         }
-        let wanted = match self.neighbors.state(src, self.now) {
+        let wanted = match self.link.neighbors().state(src, self.now) {
             Some((NeighborState::Incomplete, _)) => true,
             Some((NeighborState::Stale, Some(known))) => known == mac,
             _ => false,
         };
         if wanted {
             let update = Update { create: false, reachable: true, replace: Replace::Never };
-            self.learn(Learned { ip: src, mac, update });
+            self.link.learn(Learned { ip: src, mac, update }, self.now);
         }
     }
 }

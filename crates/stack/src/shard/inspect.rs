@@ -203,10 +203,11 @@ impl<N: Nic> Shard<N> {
     /// ones a full queue left behind last time were).
     pub(super) fn capture_sending(&mut self) {
         if let Some(c) = &mut self.capture {
-            for f in &self.tx[self.tx_captured.min(self.tx.len())..] {
+            let queued = self.link.queued();
+            for f in &queued[self.tx_captured.min(queued.len())..] {
                 c.keep(self.now, Direction::Sent, f.data());
             }
-            self.tx_captured = self.tx.len();
+            self.tx_captured = queued.len();
         }
     }
 }

@@ -8,7 +8,7 @@
 //! real one: a sleeper woken for it finds nothing due. The protocol itself is
 //! the `tcp` crate's.
 //!
-//! It must not build frames below the transport header (that is [`super::egress`]) nor answer
+//! It must not build frames below the transport header (that is [`super::link`]) nor answer
 //! the application (that is [`super::api`]).
 
 use std::collections::VecDeque;
@@ -18,8 +18,8 @@ use tcp::{Connection, CookieOptions, Event as TcpEvent, TimeWait};
 use wire::{checksum, IpAddress, IpProtocol, TcpFlags, TcpPacket, TcpRepr};
 
 use super::api::{Buffers, Readiness};
-use super::egress::transport_offset;
 use super::ingress::{may_join, Candidate, TcpInput, Transport};
+use super::link::transport_offset;
 use super::time_wait::TimeWaitInput;
 use super::Socket;
 use super::{Shard, SocketId, TimerKey, ECN_ECT0, ECN_NOT_ECT, ETH};
@@ -155,7 +155,7 @@ impl<N: Nic> Shard<N> {
             self.stats.tcp_malformed += 1;
             return TcpInput::Taken;
         };
-        let repr = match TcpRepr::parse(&packet, &src, &dst, self.checksums.verify_l4 && !t.verified) {
+        let repr = match TcpRepr::parse(&packet, &src, &dst, self.link.checksums().verify_l4 && !t.verified) {
             Ok(r) => r,
             Err(wire::Error::Checksum) => {
                 self.stats.tcp_bad_checksum += 1;
@@ -610,13 +610,13 @@ impl<N: Nic> Shard<N> {
         loop {
             let large = self.tso_buffer(id);
             let is_large = large.is_some();
-            let Some(mut buf) = large.or_else(|| self.tx_buffer()) else { return self.defer_segments(id) };
-            let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return self.keep_tx_buffer(buf) };
+            let Some(mut buf) = large.or_else(|| self.link.tx_buffer()) else { return self.defer_segments(id) };
+            let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return self.link.keep_tx_buffer(buf) };
             let at = transport_offset(s.tuple.remote().0) + s.conn.data_header_len();
             buf.set_len(buf.capacity());
             let Some(repr) = s.conn.poll_transmit(now, &mut buf.data_mut()[at..]) else {
                 // A large buffer goes back to its pool rather than serve as the spare.
-                return if is_large { drop(buf) } else { self.keep_tx_buffer(buf) };
+                return if is_large { drop(buf) } else { self.link.keep_tx_buffer(buf) };
             };
             // The payload went behind the header the connection announced; its options can change
             // in between (out-of-order data pruned at the buffer check takes its SACK blocks
@@ -627,7 +627,7 @@ impl<N: Nic> Shard<N> {
                     // Cannot happen with a frame of at most the MTU; if it did, the segment is
                     // lost as on the wire (the connection sends it again) and counted.
                     self.stats.tx_no_buffer += 1;
-                    self.keep_tx_buffer(buf);
+                    self.link.keep_tx_buffer(buf);
                     continue;
                 }
                 buf.data_mut().copy_within(at..at + repr.payload_len, header_end);
@@ -649,7 +649,7 @@ impl<N: Nic> Shard<N> {
         if s.conn.unsent() <= s.conn.segment_payload_max(s.conn.data_header_len()) {
             return None;
         }
-        self.nic.alloc_tso()
+        self.link.nic_mut().alloc_tso()
     }
 
     /// No buffer for a frame (the pool is empty): what the connection has to send stays owed
@@ -666,7 +666,7 @@ impl<N: Nic> Shard<N> {
     /// pass's own work. Cheap when nothing waits: two empty vectors.
     pub(super) fn retry_starved(&mut self) {
         while let Some(&(tuple, repr)) = self.owed_rsts.last() {
-            let Some(buf) = self.tx_buffer() else { break };
+            let Some(buf) = self.link.tx_buffer() else { break };
             self.owed_rsts.pop();
             self.emit_tcp(buf, &tuple, &repr, ECN_NOT_ECT, None);
         }
@@ -695,7 +695,7 @@ impl<N: Nic> Shard<N> {
     /// a SYN cookie.
     pub(super) fn send_tcp(&mut self, tuple: &FourTuple, repr: &TcpRepr) {
         debug_assert_eq!(repr.payload_len, 0);
-        let Some(buf) = self.tx_buffer() else {
+        let Some(buf) = self.link.tx_buffer() else {
             self.stats.tx_no_buffer += 1;
             return;
         };
@@ -713,16 +713,17 @@ impl<N: Nic> Shard<N> {
         let at = transport_offset(dst);
         let len = repr.buffer_len();
         buf.set_len(at + len);
-        if !self.write_headers(buf.data_mut(), src, dst, IpProtocol::Tcp, len, ecn) {
-            return self.keep_tx_buffer(buf);
+        if !self.link.write_headers(buf.data_mut(), src, dst, IpProtocol::Tcp, len, ecn) {
+            self.stats.tx_no_route += 1;
+            return self.link.keep_tx_buffer(buf);
         }
-        let fill = self.checksums.fill_l4;
+        let fill = self.link.checksums().fill_l4;
         let mut tcp = TcpPacket::new_unchecked(&mut buf.data_mut()[at..]);
         repr.emit_header(&mut tcp, &src, &dst, fill);
         if cut.is_some() {
             tcp.set_checksum(checksum::pseudo_header(&src, &dst, IpProtocol::Tcp, 0));
         }
-        self.request_checksums(&mut buf);
+        self.link.request_checksums(&mut buf);
         match cut {
             None => self.stats.tcp_tx_segments += 1,
             Some(mss) => {
@@ -739,7 +740,7 @@ impl<N: Nic> Shard<N> {
         if repr.flags.contains(TcpFlags::RST) {
             self.stats.tcp_rst_sent += 1;
         }
-        self.route_out(buf, dst);
+        self.link.route_out(buf, dst, self.now, &mut self.stats);
     }
 
     /// A new connection in the slab and the demux table, due for a first transmit.
@@ -942,7 +943,7 @@ mod tests {
 
     /// Takes every frame buffer the shard could use (its pool's and the one it keeps ready).
     fn drain_pool(shard: &mut Shard<MemNic>) -> Vec<<MemNic as Nic>::Buf> {
-        let mut held: Vec<_> = shard.tx_spare.take().into_iter().collect();
+        let mut held: Vec<_> = shard.link.tx_buffer().into_iter().collect();
         held.extend(std::iter::from_fn(|| shard.nic_mut().alloc()));
         held
     }

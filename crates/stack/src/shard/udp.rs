@@ -206,7 +206,7 @@ impl<N: Nic> Shard<N> {
             self.stats.udp_bad_checksum += 1;
             return false;
         };
-        let Ok(repr) = UdpRepr::parse(&packet, &src, &dst, self.checksums.verify_l4 && !t.verified) else {
+        let Ok(repr) = UdpRepr::parse(&packet, &src, &dst, self.link.checksums().verify_l4 && !t.verified) else {
             self.stats.udp_bad_checksum += 1;
             return false;
         };
@@ -310,19 +310,23 @@ impl<N: Nic> Shard<N> {
                     header,
                     data,
                 };
-                let Some((mut buf, l4)) = self.ip_frame(ours, to, IpProtocol::Icmp, repr.buffer_len(), 0) else {
+                let Some((mut buf, l4)) =
+                    self.link.ip_frame(ours, to, IpProtocol::Icmp, repr.buffer_len(), 0, &mut self.stats)
+                else {
                     return;
                 };
                 repr.emit(&mut Icmpv4Packet::new_unchecked(&mut buf.data_mut()[l4..]), true);
                 self.stats.icmp_out_dest_unreachs += 1;
-                self.route_out(buf, to);
+                self.link.route_out(buf, to, self.now, &mut self.stats);
             }
             IpHeader::V6(header) => {
                 let room =
                     ICMPV6_ERROR_MAX - wire::ipv6::HEADER_LEN - wire::icmpv6::HEADER_LEN - wire::ipv6::HEADER_LEN;
                 let data = &ip_payload[..ip_payload.len().min(room)];
                 let repr = Icmpv6Repr::DstUnreachable { reason: Icmpv6DstUnreachable::PortUnreachable, header, data };
-                let Some((mut buf, l4)) = self.ip_frame(ours, to, IpProtocol::Icmpv6, repr.buffer_len(), 0) else {
+                let Some((mut buf, l4)) =
+                    self.link.ip_frame(ours, to, IpProtocol::Icmpv6, repr.buffer_len(), 0, &mut self.stats)
+                else {
                     return;
                 };
                 repr.emit(
@@ -332,7 +336,7 @@ impl<N: Nic> Shard<N> {
                     true,
                 );
                 self.stats.icmp_out_dest_unreachs += 1;
-                self.route_out(buf, to);
+                self.link.route_out(buf, to, self.now, &mut self.stats);
             }
         }
     }
@@ -424,7 +428,7 @@ impl<N: Nic> Shard<N> {
         let _arena = self.in_arena();
         let remote = remote.map(|r| (to_ip(r.ip()), r.port()));
         if let Some((a, _)) = remote {
-            if self.routes.next_hop(a).is_none() {
+            if self.link.routes().next_hop(a).is_none() {
                 return Err(Errno::ENETUNREACH);
             }
         }
@@ -492,23 +496,25 @@ impl<N: Nic> Shard<N> {
             local_addr
         };
         let ip_len = if matches!(dst, IpAddress::V4(_)) { wire::ipv4::HEADER_LEN } else { wire::ipv6::HEADER_LEN };
-        if ip_len + wire::udp::HEADER_LEN + data.len() > self.nic.mtu() as usize {
+        if ip_len + wire::udp::HEADER_LEN + data.len() > self.link.nic().mtu() as usize {
             return Err(Errno::EMSGSIZE);
         }
-        if self.routes.next_hop(dst).is_none() {
+        if self.link.routes().next_hop(dst).is_none() {
             return Err(Errno::ENETUNREACH);
         }
         let len = wire::udp::HEADER_LEN + data.len();
-        let Some((mut buf, l4)) = self.ip_frame(src, dst, IpProtocol::Udp, len, 0) else { return Err(Errno::EAGAIN) };
+        let Some((mut buf, l4)) = self.link.ip_frame(src, dst, IpProtocol::Udp, len, 0, &mut self.stats) else {
+            return Err(Errno::EAGAIN);
+        };
         UdpRepr { src_port: local_port, dst_port }.emit(
             &mut UdpPacket::new_unchecked(&mut buf.data_mut()[l4..]),
             &src,
             &dst,
             data,
-            self.checksums.fill_l4,
+            self.link.checksums().fill_l4,
         );
         self.stats.udp_tx_datagrams += 1;
-        self.route_out(buf, dst);
+        self.link.route_out(buf, dst, self.now, &mut self.stats);
         Ok(data.len())
     }
 
