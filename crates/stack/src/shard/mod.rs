@@ -20,7 +20,9 @@
 //! - `sockets`: the socket set: the slab, socket ids, the dirty and changed lists;
 //! - `timer`: the timer wheel;
 //! - `table`: the connection and listener tables;
-//! - `stats`: the counters of the TCP and UDP layers.
+//! - `stats`: the counters of the TCP and UDP layers;
+//! - `tcp_mem`, `api_types`, `observed`: the values of the settings, the socket API and the
+//!   observability tools (`TcpMem`; `Readiness`, `Buffers`; socket rows, captured frames).
 //!
 //! And the parts that work on them, each a submodule that adds an `impl Shard` block:
 //! - this module: the [`Shard`] struct, its settings, and the driver ([`Shard::poll`],
@@ -50,6 +52,7 @@ use crate::shard::timer::TimerWheel;
 use crate::syncookie::SynCookies;
 
 mod api;
+mod api_types;
 mod coalesce;
 mod icmp;
 mod ingress;
@@ -57,22 +60,24 @@ mod inspect;
 mod link;
 mod memory;
 pub mod neighbor;
+mod observed;
 pub mod route;
 mod sockets;
 mod stats;
 pub mod table;
 mod tcp;
+mod tcp_mem;
 mod time_wait;
 pub mod timer;
 mod udp;
 
 pub use crate::errno::Errno;
-pub use api::{Buffers, Readiness};
-pub use inspect::{state_name, CapturedFrame, Direction, SocketRow};
+pub use api_types::{Buffers, Readiness};
 pub use link::RX_BURST;
-pub use memory::{TcpMem, PAGE};
+pub use observed::{state_name, CapturedFrame, Direction, SocketRow};
 pub use sockets::SocketId;
 pub use stats::ShardStats;
+pub use tcp_mem::{TcpMem, PAGE};
 pub use udp::{Received, DATAGRAM_OVERHEAD, SPARE_DATAGRAMS};
 
 use link::{Link, ETH};
@@ -256,7 +261,7 @@ pub struct Shard<N: Nic> {
     /// Connections whose writer found no room for a send ring, woken when memory is freed.
     mem_waiters: Vec<SocketId>,
     /// A capture in progress (`pronghorn pcap`): one branch per burst while there is none.
-    capture: Option<Box<inspect::Capture>>,
+    capture: Option<Box<observed::Capture>>,
     /// Frames at the head of `tx` the capture has already seen (left there by a full queue).
     tx_captured: usize,
 }

@@ -17,7 +17,7 @@ use nic::{Nic, PacketBuf, Segmentation};
 use tcp::{Connection, CookieOptions, Event as TcpEvent, TimeWait};
 use wire::{checksum, IpAddress, IpProtocol, TcpFlags, TcpPacket, TcpRepr};
 
-use super::api::{Buffers, Readiness};
+use super::api_types::{Buffers, Readiness};
 use super::ingress::{may_join, Candidate, TcpInput, Transport};
 use super::link::transport_offset;
 use super::time_wait::TimeWaitInput;
