@@ -21,7 +21,7 @@
 use nic::{Nic, PacketBuf};
 use wire::{TcpFlags, TcpRepr};
 
-use super::ingress::Candidate;
+use super::transport::Candidate;
 use super::Socket;
 use super::{Shard, SocketId, RX_BURST};
 

@@ -22,7 +22,8 @@
 //! - `table`: the connection and listener tables;
 //! - `stats`: the counters of the TCP and UDP layers;
 //! - `tcp_mem`, `api_types`, `observed`: the values of the settings, the socket API and the
-//!   observability tools (`TcpMem`; `Readiness`, `Buffers`; socket rows, captured frames).
+//!   observability tools (`TcpMem`; `Readiness`, `Buffers`; socket rows, captured frames);
+//! - `transport`: what ingress read of a packet to us, for the transport layers.
 //!
 //! And the parts that work on them, each a submodule that adds an `impl Shard` block:
 //! - this module: the [`Shard`] struct, its settings, and the driver ([`Shard::poll`],
@@ -69,6 +70,7 @@ mod tcp;
 mod tcp_mem;
 mod time_wait;
 pub mod timer;
+mod transport;
 mod udp;
 
 pub use crate::errno::Errno;
@@ -82,10 +84,10 @@ pub use udp::{Received, DATAGRAM_OVERHEAD, SPARE_DATAGRAMS};
 
 use link::{Link, ETH};
 
-use ingress::Transport;
 use sockets::SocketSet;
 use tcp::{ListenGroup, Listener, TcpSocket};
 use time_wait::TimeWaitEntry;
+use transport::Transport;
 use udp::{IcmpRateLimit, UdpGroup, UdpSocket};
 
 /// The most bursts one poll takes while they come back full: 2048 frames, the AF_XDP fill

@@ -18,9 +18,9 @@ use tcp::{Connection, CookieOptions, Event as TcpEvent, TimeWait};
 use wire::{checksum, IpAddress, IpProtocol, TcpFlags, TcpPacket, TcpRepr};
 
 use super::api_types::{Buffers, Readiness};
-use super::ingress::{may_join, Candidate, TcpInput, Transport};
 use super::link::transport_offset;
 use super::time_wait::TimeWaitInput;
+use super::transport::{may_join, Candidate, TcpInput, Transport};
 use super::Socket;
 use super::{Shard, SocketId, TimerKey, ECN_ECT0, ECN_NOT_ECT, ETH};
 use crate::shard::table::FourTuple;

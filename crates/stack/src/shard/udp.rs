@@ -17,7 +17,7 @@ use wire::{
     IpProtocol, UdpPacket, UdpRepr,
 };
 
-use super::ingress::{IpHeader, Transport};
+use super::transport::{IpHeader, Transport};
 use super::{is_unspecified, to_ip, to_std, Errno, Shard, Socket};
 
 /// An address and port.
