@@ -14,9 +14,10 @@ use nic::Nic;
 use tcp::{Connection, State as TcpState};
 use wire::IpAddress;
 
+use super::addr::{is_unspecified, to_ip, to_std};
 use super::tcp::{ListenGroup, Listener, TcpSocket};
 use super::Socket;
-use super::{is_unspecified, to_ip, to_std, Buffers, Errno, Readiness, Shard, SocketId};
+use super::{Buffers, Errno, Readiness, Shard, SocketId};
 use crate::shard::table::FourTuple;
 
 impl<N: Nic> Shard<N> {

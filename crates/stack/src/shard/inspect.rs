@@ -8,8 +8,9 @@ use std::net::SocketAddr;
 
 use nic::{Nic, PacketBuf};
 
+use super::addr::to_std;
 use super::observed::{state_name, Capture, CapturedFrame, Direction, SocketRow};
-use super::{to_std, Shard, Socket};
+use super::{Shard, Socket};
 
 impl<N: Nic> Shard<N> {
     /// Appends a row per socket (connections, listeners, UDP sockets, TIME-WAIT entries) to

@@ -52,6 +52,7 @@ use crate::shard::table::{ConnTable, ListenTable};
 use crate::shard::timer::TimerWheel;
 use crate::syncookie::SynCookies;
 
+mod addr;
 mod api;
 mod api_types;
 mod coalesce;
@@ -82,6 +83,7 @@ pub use stats::ShardStats;
 pub use tcp_mem::{TcpMem, PAGE};
 pub use udp::{Received, DATAGRAM_OVERHEAD, SPARE_DATAGRAMS};
 
+use addr::{to_ip, to_std};
 use link::{Link, ETH};
 
 use sockets::SocketSet;
@@ -297,30 +299,6 @@ pub fn exchange<N: Nic>(shards: &mut [Shard<N>], now: u64) -> usize {
         heard.clear();
     }
     moved
-}
-
-fn to_ip(a: IpAddr) -> IpAddress {
-    match a {
-        IpAddr::V4(v4) => IpAddress::V4(v4.into()),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddress::V4(v4.into()),
-            None => IpAddress::V6(v6.into()),
-        },
-    }
-}
-
-fn to_std(a: IpAddress) -> IpAddr {
-    match a {
-        IpAddress::V4(v4) => IpAddr::V4(v4.into()),
-        IpAddress::V6(v6) => IpAddr::V6(v6.into()),
-    }
-}
-
-fn is_unspecified(a: IpAddress) -> bool {
-    match a {
-        IpAddress::V4(v4) => v4.is_unspecified(),
-        IpAddress::V6(v6) => v6.is_unspecified(),
-    }
 }
 
 impl<N: Nic> Shard<N> {
