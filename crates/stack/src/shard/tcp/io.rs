@@ -1,137 +1,22 @@
-//! TCP on the shard: demux of segments to connections, listeners (SO_REUSEPORT groups, SYN and
-//! accept queues, SYN cookies when the SYN queue is full), the shard-wide challenge-ACK budget,
-//! and servicing a connection: sending what it has (its payload written once, from its send
-//! buffer straight into the frame), turning its events into readiness, arming its timers (its
-//! own, lazily as Linux's are: a deadline that moves later or goes leaves the wheel entry where
-//! it is, and an early firing arms it again; and a check that gives drained rings back),
-//! freeing it when done. The shard's next deadline may therefore come before the connections'
-//! real one: a sleeper woken for it finds nothing due. The protocol itself is
-//! the `tcp` crate's.
-//!
-//! It must not build frames below the transport header (that is [`super::link`]) nor answer
-//! the application (that is [`super::api`]).
-
-use std::collections::VecDeque;
+//! TCP's work on the shard: demux of segments to connections and listeners (SYN and accept
+//! queues, SYN cookies), the challenge-ACK budget, and servicing a connection: its segments
+//! out, its events, its timers, freeing it.
 
 use nic::{Nic, PacketBuf, Segmentation};
 use tcp::{Connection, CookieOptions, Event as TcpEvent, TimeWait};
 use wire::{checksum, IpAddress, IpProtocol, TcpFlags, TcpPacket, TcpRepr};
 
-use super::api_types::{Buffers, Readiness};
-use super::link::transport_offset;
-use super::time_wait::TimeWaitInput;
-use super::transport::{may_join, Candidate, TcpInput, Transport};
-use super::Socket;
-use super::{Shard, SocketId, TimerKey, ECN_ECT0, ECN_NOT_ECT, ETH};
+use super::{ListenGroup, TcpSocket, BUFFERS_CHECK_NS, OWED_RSTS_MAX};
+use crate::shard::api_types::Buffers;
+use crate::shard::link::transport_offset;
 use crate::shard::table::FourTuple;
-use crate::shard::timer::TimerHandle;
+use crate::shard::time_wait::TimeWaitInput;
+use crate::shard::transport::{may_join, Candidate, TcpInput, Transport};
+use crate::shard::{Shard, Socket, SocketId, TimerKey, ECN_ECT0, ECN_NOT_ECT, ETH};
 use crate::syncookie::{siphash24, VALID_AFTER_LAST_SENT_NS};
 
-/// How often a connection that holds send or receive rings is looked at: rings that hold
-/// nothing then go back to the thread's spare list (`tcp::Connection::release_buffers`), so an
-/// idle connection costs its state, not 2 x 128 KiB of rings, as a Linux socket whose queues
-/// drained holds no buffer memory. Releasing them every time they drain instead cost 4% more
-/// instructions per 64-byte request/response (stack-scale, callgrind); once a second costs an
-/// active connection one release and one reuse.
-const BUFFERS_CHECK_NS: u64 = 1_000_000_000;
-
-/// RSTs of freed connections a shard keeps while its buffer pool is empty (a few kB; a peer
-/// that makes connections abort while the pool is dry cannot grow it further).
-const OWED_RSTS_MAX: usize = 1024;
-
-pub(super) struct TcpSocket {
-    pub(super) conn: Connection,
-    pub(super) tuple: FourTuple,
-    pub(super) timer: Option<TimerHandle>,
-    /// The listener this passive connection came from, until it is accepted.
-    pub(super) listener: Option<SocketId>,
-    /// Counted in the listener's half-open total (SYN-RECEIVED, not a cookie).
-    pub(super) half_open: bool,
-    /// The application holds it (connected, or accepted).
-    pub(super) owned: bool,
-    /// The application closed it: free it once the connection is over.
-    pub(super) app_closed: bool,
-    /// Readiness when last reported, to report every change exactly once.
-    pub(super) reported: Readiness,
-    /// Data (or the end of stream) arrivals so far (see [`Shard::arrivals`]).
-    pub(super) arrivals: u32,
-    /// TCP_NODELAY as the application set it.
-    pub(super) nodelay: bool,
-    /// The connection's counters already added to `ShardStats`.
-    pub(super) counted: tcp::Counters,
-    /// The next look at its rings (see [`BUFFERS_CHECK_NS`]), while it has any.
-    pub(super) buffers_timer: Option<TimerHandle>,
-    /// Its ring memory counted in the shard's `tcp_mem` use.
-    pub(super) charged: usize,
-    /// At the last buffer check its receive ring held only out-of-order data.
-    pub(super) ofo_pinned: bool,
-    /// On the shard's list of writers waiting for memory.
-    pub(super) mem_waiting: bool,
-}
-
-impl TcpSocket {
-    /// An active open (`connect`): the application holds it from the start.
-    pub(super) fn connecting(conn: Connection, tuple: FourTuple) -> TcpSocket {
-        TcpSocket { owned: true, ..TcpSocket::unclaimed(conn, tuple) }
-    }
-
-    /// A passive open from a SYN to `listener`: half-open until its handshake completes.
-    pub(super) fn from_syn(conn: Connection, tuple: FourTuple, listener: SocketId) -> TcpSocket {
-        TcpSocket { listener: Some(listener), half_open: true, ..TcpSocket::unclaimed(conn, tuple) }
-    }
-
-    /// A passive open from the ACK of a SYN cookie: established at once, never half-open.
-    pub(super) fn from_cookie(conn: Connection, tuple: FourTuple, listener: SocketId) -> TcpSocket {
-        TcpSocket { listener: Some(listener), ..TcpSocket::unclaimed(conn, tuple) }
-    }
-
-    /// No listener, not half-open, not held by the application.
-    fn unclaimed(conn: Connection, tuple: FourTuple) -> TcpSocket {
-        TcpSocket {
-            conn,
-            tuple,
-            timer: None,
-            listener: None,
-            half_open: false,
-            owned: false,
-            app_closed: false,
-            reported: Readiness::default(),
-            arrivals: 0,
-            nodelay: false,
-            counted: tcp::Counters::default(),
-            buffers_timer: None,
-            charged: 0,
-            ofo_pinned: false,
-            mem_waiting: false,
-        }
-    }
-}
-
-/// The listeners of one local address: one, or several that all set SO_REUSEPORT.
-pub(super) struct ListenGroup {
-    pub(super) reuseport: bool,
-    pub(super) members: Vec<SocketId>,
-}
-
-pub(super) struct Listener {
-    pub(super) local: (IpAddress, u16),
-    pub(super) backlog: usize,
-    pub(super) half_open: usize,
-    pub(super) accept_queue: VecDeque<SocketId>,
-    /// Connections queued so far (see [`Shard::arrivals`]).
-    pub(super) arrivals: u32,
-    /// The application waits on it (see [`Shard::tcp_listener_watched`]).
-    pub(super) watched: bool,
-    /// Its connections' buffers, from the SYN on (Linux's children inherit the listener's).
-    pub(super) buffers: Buffers,
-    /// When it last answered a SYN with a cookie: an ACK is checked for one only within
-    /// [`VALID_AFTER_LAST_SENT_NS`] of that (Linux's `tcp_synq_no_recent_overflow`, per socket
-    /// or SO_REUSEPORT group; here per member, which the ACK of its SYN goes back to).
-    pub(super) last_cookie_sent: Option<u64>,
-}
-
 impl<N: Nic> Shard<N> {
-    pub(super) fn path_mtu(&mut self, tuple: FourTuple, mss: u16, seq: u32) {
+    pub(in crate::shard) fn path_mtu(&mut self, tuple: FourTuple, mss: u16, seq: u32) {
         let Some(&id) = self.conns.get(&tuple) else {
             self.stats.icmp_too_big_ignored += 1;
             return;
@@ -149,7 +34,7 @@ impl<N: Nic> Shard<N> {
     /// A TCP segment to us, as ingress read the layers below. [`TcpInput::Unplaced`] when
     /// nothing here takes it and `may_hand_off`: another shard of the process may hold its
     /// connection (else it is answered here, with a RST if it calls for one).
-    pub(super) fn tcp_input(&mut self, t: &Transport, seg: &[u8], may_hand_off: bool) -> TcpInput {
+    pub(in crate::shard) fn tcp_input(&mut self, t: &Transport, seg: &[u8], may_hand_off: bool) -> TcpInput {
         let (src, dst) = (t.src, t.dst);
         let Ok(packet) = TcpPacket::new_checked(seg) else {
             self.stats.tcp_malformed += 1;
@@ -248,7 +133,7 @@ impl<N: Nic> Shard<N> {
     /// of the 4-tuple spreads connections over the members the application waits on (all of
     /// them while it waits on none), and sends a SYN-cookie ACK to the member its SYN went to
     /// (the group being unchanged).
-    pub(super) fn group_member(&self, group: &ListenGroup, tuple: &FourTuple) -> SocketId {
+    pub(in crate::shard) fn group_member(&self, group: &ListenGroup, tuple: &FourTuple) -> SocketId {
         if group.members.len() == 1 {
             return group.members[0];
         }
@@ -262,7 +147,13 @@ impl<N: Nic> Shard<N> {
         *group.members.iter().filter(watched).nth((hash % n as u64) as usize).unwrap()
     }
 
-    pub(super) fn syn_to_listener(&mut self, lid: SocketId, tuple: FourTuple, syn: &TcpRepr, iss: Option<u32>) {
+    pub(in crate::shard) fn syn_to_listener(
+        &mut self,
+        lid: SocketId,
+        tuple: FourTuple,
+        syn: &TcpRepr,
+        iss: Option<u32>,
+    ) {
         let syn_backlog = self.cfg.syn_backlog;
         let buffers = match self.sockets.get(lid) {
             Some(Socket::Listener(l)) => l.buffers,
@@ -311,7 +202,7 @@ impl<N: Nic> Shard<N> {
     /// Whether one more challenge ACK may go out now (RFC 5961 section 7): one budget per second
     /// of the shard's clock for all its connections, drawn from the keyed hash of the second
     /// between half and one and a half times `challenge_ack_limit` (see [`ShardConfig`]).
-    pub(super) fn take_challenge_ack(&mut self) -> bool {
+    pub(in crate::shard) fn take_challenge_ack(&mut self) -> bool {
         let limit = self.cfg.challenge_ack_limit;
         if limit == u32::MAX {
             return true;
@@ -337,7 +228,13 @@ impl<N: Nic> Shard<N> {
     /// An ACK at a listener with no connection: the third step of a SYN-cookie handshake? Only
     /// looked at while the listener may have cookies out (Linux's `cookie_v4_check` returns at
     /// once on `tcp_synq_no_recent_overflow`, counting nothing): else it is answered with a RST.
-    pub(super) fn cookie_ack(&mut self, lid: SocketId, tuple: FourTuple, ack: &TcpRepr, payload: &[u8]) -> bool {
+    pub(in crate::shard) fn cookie_ack(
+        &mut self,
+        lid: SocketId,
+        tuple: FourTuple,
+        ack: &TcpRepr,
+        payload: &[u8],
+    ) -> bool {
         let Some(ack_number) = ack.ack_number else { return false };
         let recent = match self.sockets.get(lid) {
             Some(Socket::Listener(l)) => l.last_cookie_sent,
@@ -381,7 +278,7 @@ impl<N: Nic> Shard<N> {
     }
 
     /// Sends what the connection has, handles its events, re-arms its timer, frees it when done.
-    pub(super) fn service(&mut self, id: SocketId) {
+    pub(in crate::shard) fn service(&mut self, id: SocketId) {
         self.give_budget(id);
         self.send_segments(id);
         if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
@@ -449,7 +346,7 @@ impl<N: Nic> Shard<N> {
     /// [`Shard::prune_out_of_order`]), rings that hold nothing (all sent data acknowledged,
     /// all received data read) go back to the thread's spare list, to be taken again on use;
     /// rings in use are looked at again in [`BUFFERS_CHECK_NS`].
-    pub(super) fn check_buffers(&mut self, id: SocketId) {
+    pub(in crate::shard) fn check_buffers(&mut self, id: SocketId) {
         self.prune_out_of_order(id);
         let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return };
         s.conn.release_buffers();
@@ -458,7 +355,7 @@ impl<N: Nic> Shard<N> {
         self.recharge(id);
     }
 
-    pub(super) fn tcp_event(&mut self, id: SocketId, ev: TcpEvent) {
+    pub(in crate::shard) fn tcp_event(&mut self, id: SocketId, ev: TcpEvent) {
         let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return };
         match ev {
             TcpEvent::Connected => {
@@ -531,7 +428,7 @@ impl<N: Nic> Shard<N> {
         }
     }
 
-    pub(super) fn abort_and_free(&mut self, id: SocketId) {
+    pub(in crate::shard) fn abort_and_free(&mut self, id: SocketId) {
         if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
             s.conn.abort();
             self.send_segments(id);
@@ -540,7 +437,7 @@ impl<N: Nic> Shard<N> {
     }
 
     /// Removes a TCP socket from the demux table, the timer wheel, its listener, and the slab.
-    pub(super) fn free_tcp(&mut self, id: SocketId) {
+    pub(in crate::shard) fn free_tcp(&mut self, id: SocketId) {
         let Some(Socket::Tcp(mut s)) = self.sockets.take(id) else { return };
         self.keep_owed_rst(&mut s);
         if self.conns.get(&s.tuple) == Some(&id) {
@@ -566,7 +463,7 @@ impl<N: Nic> Shard<N> {
         }
     }
 
-    pub(super) fn iss(&self, tuple: &FourTuple) -> u32 {
+    pub(in crate::shard) fn iss(&self, tuple: &FourTuple) -> u32 {
         // RFC 6528: a keyed hash of the 4-tuple plus a 4 µs clock.
         let key: [u8; 16] = self.cfg.secret[16..32].try_into().unwrap();
         (siphash24(&key, &tuple_bytes(tuple)) as u32).wrapping_add((self.now / 4_000) as u32)
@@ -575,7 +472,7 @@ impl<N: Nic> Shard<N> {
     /// The per-connection TCP settings: the MSS of the family, a timestamp offset hashed from
     /// the addresses (so values between two hosts keep growing across connections), the
     /// socket's buffers.
-    pub(super) fn conn_config(&self, tuple: &FourTuple, buffers: Buffers) -> tcp::Config {
+    pub(in crate::shard) fn conn_config(&self, tuple: &FourTuple, buffers: Buffers) -> tcp::Config {
         let mut cfg = self.cfg.tcp;
         cfg.rcv_buf = buffers.recv.unwrap_or(cfg.rcv_buf);
         cfg.snd_buf = buffers.send.unwrap_or(cfg.snd_buf);
@@ -605,7 +502,7 @@ impl<N: Nic> Shard<N> {
     /// With segmentation offload (`Offloads::tx_tcp_segmentation`), a connection with more
     /// than a segment to send gets a large buffer and may fill it with several MSS of new data
     /// for the NIC to cut.
-    pub(super) fn send_segments(&mut self, id: SocketId) {
+    pub(in crate::shard) fn send_segments(&mut self, id: SocketId) {
         let now = self.now;
         loop {
             let large = self.tso_buffer(id);
@@ -664,7 +561,7 @@ impl<N: Nic> Shard<N> {
     /// Sends the RSTs of freed connections that waited for a buffer, and services again the
     /// connections whose output did (each once, whatever it was pushed for), before the
     /// pass's own work. Cheap when nothing waits: two empty vectors.
-    pub(super) fn retry_starved(&mut self) {
+    pub(in crate::shard) fn retry_starved(&mut self) {
         while let Some(&(tuple, repr)) = self.owed_rsts.last() {
             let Some(buf) = self.link.tx_buffer() else { break };
             self.owed_rsts.pop();
@@ -693,7 +590,7 @@ impl<N: Nic> Shard<N> {
 
     /// A segment without data that is not ECN-capable: a RST, TIME-WAIT's ACK, the SYN-ACK of
     /// a SYN cookie.
-    pub(super) fn send_tcp(&mut self, tuple: &FourTuple, repr: &TcpRepr) {
+    pub(in crate::shard) fn send_tcp(&mut self, tuple: &FourTuple, repr: &TcpRepr) {
         debug_assert_eq!(repr.payload_len, 0);
         let Some(buf) = self.link.tx_buffer() else {
             self.stats.tx_no_buffer += 1;
@@ -744,7 +641,7 @@ impl<N: Nic> Shard<N> {
     }
 
     /// A new connection in the slab and the demux table, due for a first transmit.
-    pub(super) fn add_connection(&mut self, sock: TcpSocket) -> SocketId {
+    pub(in crate::shard) fn add_connection(&mut self, sock: TcpSocket) -> SocketId {
         let tuple = sock.tuple;
         let id = self.sockets.alloc(Socket::Tcp(Box::new(sock)));
         self.conns.insert(tuple, id);
@@ -769,8 +666,8 @@ mod tests {
     use nic::Nic;
     use testkit::mem::{pair, MemConfig, MemNic};
 
-    use super::super::{Shard, ShardConfig, SocketId};
-    use super::{Socket, BUFFERS_CHECK_NS};
+    use crate::shard::tcp::{TcpSocket, BUFFERS_CHECK_NS};
+    use crate::shard::{Shard, ShardConfig, Socket, SocketId};
 
     /// Two shards over the in-memory pair; a connection from the client to the server's port
     /// 80, accepted. Returns (client shard, its socket, server shard, its socket, the time).
@@ -819,7 +716,7 @@ mod tests {
         let arena = arena::family().expect("enabled above");
         assert!(arena.contains(server.sockets.slab_ptr()), "the socket slab");
         match server.sockets.get(s) {
-            Some(Socket::Tcp(conn)) => assert!(arena.contains((&**conn as *const super::TcpSocket).cast())),
+            Some(Socket::Tcp(conn)) => assert!(arena.contains((&**conn as *const TcpSocket).cast())),
             _ => panic!("no connection"),
         }
         assert!(!arena.contains(changed.as_ptr().cast()), "the caller's vector");
