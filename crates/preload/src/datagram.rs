@@ -2,7 +2,7 @@
 //! over or gathered from the caller's iovecs. The hooks in lib.rs hand UDP fds here.
 
 use libc::{c_int, iovec, sockaddr, socklen_t, ssize_t};
-use runtime::{Call, Datagram};
+use runtime::{Call, Datagram, Errno};
 
 use crate::{fail, with_scratch, write_addr};
 
@@ -27,29 +27,35 @@ pub(crate) unsafe fn recv(
     len: *mut socklen_t,
     msg_flags: Option<&mut c_int>,
 ) -> Option<ssize_t> {
-    // SAFETY: `iov`/`cnt` are the caller's iovecs (readv's contract, for io_slices_mut), `addr`
-    // and `len` null or valid for write_addr (recvfrom's).
+    // SAFETY: `iov`/`cnt` are the caller's iovecs (readv's contract): a lone one valid for
+    // c_slice_mut, several for scatter (every non-empty base checked non-null, none pointing
+    // into our scratch buffer); `addr` and `len` null or valid for write_addr (recvfrom's).
     unsafe {
-        let mut bufs = match crate::io_slices_mut(iov, cnt) {
-            Ok(bufs) => bufs,
+        let vecs = match crate::c_slice(iov, cnt) {
+            Ok(vecs) => vecs,
             Err(e) => return Some(fail(e)),
         };
-        let r = match &mut bufs[..] {
+        let r = match vecs {
             [] => runtime::recv_datagram(fd, &mut [], flags),
-            [one] => runtime::recv_datagram(fd, one, flags),
-            many => with_scratch(|s| {
-                s.resize(many.iter().map(|v| v.len()).sum::<usize>().min(MAX_DATAGRAM), 0);
-                let r = runtime::recv_datagram(fd, s, flags);
-                if let Call::Done(Ok(d)) = &r {
-                    let mut left = &s[..d.len.min(s.len())];
-                    for v in many.iter_mut() {
-                        let n = left.len().min(v.len());
-                        v[..n].copy_from_slice(&left[..n]);
-                        left = &left[n..];
-                    }
+            [one] => match crate::c_slice_mut(one.iov_base as *mut u8, one.iov_len) {
+                Ok(one) => runtime::recv_datagram(fd, one, flags),
+                Err(e) => return Some(fail(e)),
+            },
+            many => {
+                if many.iter().any(|v| v.iov_base.is_null() && v.iov_len > 0) {
+                    return Some(fail(Errno(libc::EFAULT)));
                 }
-                r
-            }),
+                with_scratch(|s| {
+                    s.resize(many.iter().map(|v| v.iov_len).sum::<usize>().min(MAX_DATAGRAM), 0);
+                    let r = runtime::recv_datagram(fd, s, flags);
+                    if let Call::Done(Ok(d)) = &r {
+                        // Copied through raw pointers: the iovecs may overlap (see
+                        // `crate::scatter`).
+                        crate::scatter(many, &s[..d.len.min(s.len())]);
+                    }
+                    r
+                })
+            }
         };
         match r {
             Call::Kernel => None,

@@ -7,7 +7,7 @@ use std::io::IoSliceMut;
 use libc::{c_int, c_void, iovec, size_t, sockaddr, socklen_t, ssize_t};
 use runtime::{real, tracked, Call, Errno};
 
-use crate::{datagram, fail, size, to_addr};
+use crate::{datagram, fail, filled, size, to_addr};
 
 #[no_mangle]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
@@ -164,11 +164,11 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssiz
             return datagram::recv(fd, iov, cnt.max(0) as usize, 0, std::ptr::null_mut(), std::ptr::null_mut(), None)
                 .unwrap_or_else(|| real::readv(fd, iov, cnt));
         }
-        let mut bufs = match crate::io_slices_mut(iov, cnt.max(0) as usize) {
-            Ok(bufs) => bufs,
-            Err(e) => return fail(e),
-        };
-        size(runtime::recv_vectored(fd, &mut bufs, 0), || real::readv(fd, iov, cnt))
+        let r = crate::fill_iovecs(iov, cnt.max(0) as usize, |bufs| runtime::recv_vectored(fd, bufs, 0), filled);
+        match r {
+            Ok(r) => size(r, || real::readv(fd, iov, cnt)),
+            Err(e) => fail(e),
+        }
     }
 }
 
@@ -262,11 +262,17 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int
         m.msg_flags = 0;
         if flags & libc::MSG_OOB != 0 {
             // The urgent byte, into the first buffer with room (no address: Linux gives none).
-            let mut bufs = match crate::io_slices_mut(m.msg_iov, m.msg_iovlen) {
-                Ok(bufs) => bufs,
+            let vecs = match crate::c_slice(m.msg_iov, m.msg_iovlen) {
+                Ok(vecs) => vecs,
                 Err(e) => return fail(e),
             };
-            let first = bufs.iter_mut().find(|v| !v.is_empty()).map_or(&mut [][..], |v| &mut v[..]);
+            let first = match vecs.iter().find(|v| v.iov_len > 0) {
+                Some(v) => match crate::c_slice_mut(v.iov_base as *mut u8, v.iov_len) {
+                    Ok(first) => first,
+                    Err(e) => return fail(e),
+                },
+                None => &mut [],
+            };
             m.msg_namelen = 0;
             let r =
                 size(runtime::recv_urgent(fd, first, flags & libc::MSG_PEEK != 0), || real::recvmsg(fd, msg, flags));
@@ -278,12 +284,12 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int
         }
         // A stream socket names no sender (Linux: msg_namelen 0).
         m.msg_namelen = 0;
-        let mut bufs = match crate::io_slices_mut(m.msg_iov, m.msg_iovlen) {
-            Ok(bufs) => bufs,
-            Err(e) => return fail(e),
-        };
         let flags_in = flags & (libc::MSG_DONTWAIT | libc::MSG_PEEK | libc::MSG_WAITALL);
-        size(runtime::recv_vectored(fd, &mut bufs, flags_in), || real::recvmsg(fd, msg, flags))
+        let r = crate::fill_iovecs(m.msg_iov, m.msg_iovlen, |bufs| runtime::recv_vectored(fd, bufs, flags_in), filled);
+        match r {
+            Ok(r) => size(r, || real::recvmsg(fd, msg, flags)),
+            Err(e) => fail(e),
+        }
     }
 }
 

@@ -143,15 +143,13 @@ impl std::ops::DerefMut for IoSlicesMut<'_> {
     }
 }
 
-/// [`io_slices`] for the calls that fill the buffers.
+/// [`io_slices`] for the calls that fill the buffers, which must be disjoint (see
+/// [`fill_iovecs`], which checks).
 ///
 /// # Safety
-/// As readv(2) requires: `iov` holds `cnt` iovecs (or is null with none), each non-null base
-/// valid for writes of its length while `'a` lasts, the buffers not overlapping (C allows
-/// overlapping iovecs, the kernel then writes them in turn; as `&mut` slices they would alias).
-unsafe fn io_slices_mut<'a>(iov: *const libc::iovec, cnt: usize) -> Result<IoSlicesMut<'a>, Errno> {
-    // SAFETY: the caller's contract for the iovec array.
-    let vecs = unsafe { c_slice(iov, cnt)? };
+/// As readv(2) requires: `vecs`' non-null bases valid for writes of their lengths while `'a`
+/// lasts; and the buffers do not overlap (as `&mut` slices they would alias).
+unsafe fn io_slices_mut<'a>(vecs: &'a [libc::iovec]) -> Result<IoSlicesMut<'a>, Errno> {
     if vecs.iter().all(|v| !v.iov_base.is_null()) {
         // SAFETY: IoSliceMut is ABI-compatible with iovec on Unix, every base is non-null and
         // valid for writes of its length, the buffers disjoint (the caller's contract). The
@@ -166,6 +164,87 @@ unsafe fn io_slices_mut<'a>(iov: *const libc::iovec, cnt: usize) -> Result<IoSli
         .map(|v| Ok(IoSliceMut::new(unsafe { c_slice_mut(v.iov_base as *mut u8, v.iov_len)? })))
         .collect::<Result<_, _>>()
         .map(IoSlicesMut::Owned)
+}
+
+/// The most bytes one call takes through the scratch buffer for overlapping iovecs: a larger
+/// request is a short read (as a stream socket may give; a datagram is at most 64 KiB anyway).
+const OVERLAP_SCRATCH_MAX: usize = 256 * 1024;
+
+/// Fills the caller's iovecs with `recv`, which takes them as slices and says with `filled` how
+/// many bytes it wrote. Disjoint iovecs (every caller we know) go to `recv` as they are, nothing
+/// copied. Overlapping ones, which C allows, cannot be `&mut` slices (two would alias): `recv`
+/// fills the thread's scratch buffer instead (at most [`OVERLAP_SCRATCH_MAX`] bytes), which is
+/// then copied to the iovecs in order, so that where they overlap a later iovec's bytes win, as
+/// the kernel's in-order copy leaves them.
+///
+/// # Safety
+/// As readv(2) requires: `iov` holds `cnt` iovecs (or is null with none), each non-null base
+/// valid for writes of its length while the call lasts.
+unsafe fn fill_iovecs<R>(
+    iov: *const libc::iovec,
+    cnt: usize,
+    recv: impl FnOnce(&mut [IoSliceMut<'_>]) -> R,
+    filled: impl FnOnce(&R) -> usize,
+) -> Result<R, Errno> {
+    // SAFETY: the caller's contract for the iovec array.
+    let vecs = unsafe { c_slice(iov, cnt)? };
+    if !overlapping(vecs) {
+        // SAFETY: the caller's contract, and the buffers are disjoint (checked).
+        let mut bufs = unsafe { io_slices_mut(vecs)? };
+        return Ok(recv(&mut bufs));
+    }
+    if vecs.iter().any(|v| v.iov_base.is_null() && v.iov_len > 0) {
+        return Err(Errno(libc::EFAULT));
+    }
+    let room = vecs.iter().map(|v| v.iov_len).sum::<usize>().min(OVERLAP_SCRATCH_MAX);
+    Ok(with_scratch(|s| {
+        s.resize(room, 0);
+        let r = recv(&mut [IoSliceMut::new(&mut s[..room])]);
+        let n = filled(&r).min(room);
+        // SAFETY: every non-empty base is non-null (checked) and valid for writes of its length
+        // (the caller's contract); the scratch buffer is ours, so no iovec points into it.
+        unsafe { scatter(vecs, &s[..n]) };
+        r
+    }))
+}
+
+/// Whether two non-empty iovecs of `vecs` share a byte.
+fn overlapping(vecs: &[libc::iovec]) -> bool {
+    let range = |v: &libc::iovec| (v.iov_base as usize, v.iov_base as usize + v.iov_len);
+    match vecs {
+        [] | [_] => false,
+        // The common case (a header and a body, a ring's two halves): no allocation.
+        _ if vecs.len() <= 8 => vecs.iter().enumerate().any(|(i, a)| {
+            vecs[i + 1..].iter().any(|b| {
+                let ((a0, a1), (b0, b1)) = (range(a), range(b));
+                a.iov_len > 0 && b.iov_len > 0 && a0 < b1 && b0 < a1
+            })
+        }),
+        _ => {
+            let mut ranges: Vec<(usize, usize)> = vecs.iter().filter(|v| v.iov_len > 0).map(range).collect();
+            ranges.sort_unstable();
+            ranges.windows(2).any(|w| w[1].0 < w[0].1)
+        }
+    }
+}
+
+/// Copies `data` to the iovecs in order, each filled before the next, through raw pointers (the
+/// iovecs may overlap: then a later one overwrites an earlier one's bytes, as in the kernel).
+///
+/// # Safety
+/// Each iovec's base is valid for writes of its length (non-null unless the length is 0) and
+/// does not point into `data`.
+unsafe fn scatter(vecs: &[libc::iovec], mut data: &[u8]) {
+    for v in vecs {
+        let n = data.len().min(v.iov_len);
+        if n == 0 {
+            continue;
+        }
+        // SAFETY: `v`'s base is valid for `n` <= its length bytes and apart from `data` (the
+        // caller's contract); no reference to the iovec's memory is made.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), v.iov_base as *mut u8, n) };
+        data = &data[n..];
+    }
 }
 
 fn set_errno(e: Errno) {
@@ -260,6 +339,14 @@ fn int(r: Call<()>, kernel: impl FnOnce() -> c_int) -> c_int {
     }
 }
 
+/// The bytes a runtime call that fills buffers wrote (for [`fill_iovecs`]).
+fn filled(r: &Call<usize>) -> usize {
+    match r {
+        Call::Done(Ok(n)) => *n,
+        _ => 0,
+    }
+}
+
 fn size(r: Call<usize>, kernel: impl FnOnce() -> ssize_t) -> ssize_t {
     match r {
         Call::Kernel => kernel(),
@@ -329,16 +416,80 @@ mod tests {
         unsafe {
             let bufs = io_slices(iov.as_ptr(), 2).unwrap();
             assert_eq!(bufs.iter().map(|b| &b[..]).collect::<Vec<_>>(), [&b""[..], b"abc"]);
-            let mut bufs = io_slices_mut(iov.as_ptr(), 2).unwrap();
+            let mut bufs = io_slices_mut(&iov).unwrap();
             bufs[1][0] = b'x';
             assert!(bufs[0].is_empty());
             assert!(io_slices(std::ptr::null(), 0).unwrap().is_empty());
-            assert!(io_slices_mut(std::ptr::null(), 0).unwrap().is_empty());
+            assert!(io_slices_mut(&[]).unwrap().is_empty());
             let bad = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 5 }];
             assert_eq!(io_slices(bad.as_ptr(), 1).unwrap_err(), Errno(libc::EFAULT));
-            assert!(io_slices_mut(bad.as_ptr(), 1).is_err());
+            assert!(io_slices_mut(&bad).is_err());
             assert_eq!(io_slices(std::ptr::null(), 2).unwrap_err(), Errno(libc::EFAULT));
         }
         assert_eq!(&data, b"xbc");
+    }
+
+    /// Where `layout`'s iovecs ((offset, length) in a 12-byte buffer) leave 16 bytes of a stream
+    /// read into them: by the kernel's readv over a socketpair, and by `fill_iovecs` with a
+    /// stand-in for the runtime's in-order copy, which checks that the slices it is handed are
+    /// disjoint (two `&mut` slices of the same bytes alias, which Rust forbids).
+    fn read_into(layout: &[(usize, usize)]) -> ([u8; 12], [u8; 12]) {
+        let data = *b"ABCDEFGHIJKLMNOP";
+        let iovecs = |buf: &mut [u8; 12]| -> Vec<libc::iovec> {
+            let base = buf.as_mut_ptr();
+            layout
+                .iter()
+                .map(|&(at, len)| libc::iovec { iov_base: base.wrapping_add(at).cast(), iov_len: len })
+                .collect()
+        };
+        let (mut kernel, mut ours) = ([b'.'; 12], [b'.'; 12]);
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the pair; `data` is readable for its 16 bytes; the iovecs
+        // are within `kernel` and `ours`, which outlive the calls; the fds are ours to close.
+        unsafe {
+            assert_eq!(libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, fds.as_mut_ptr()), 0);
+            assert_eq!(libc::write(fds[1], data.as_ptr().cast(), data.len()), 16);
+            let iov = iovecs(&mut kernel);
+            let n = runtime::real::readv(fds[0], iov.as_ptr(), iov.len() as c_int);
+            assert_eq!(n, layout.iter().map(|l| l.1).sum::<usize>().min(16) as ssize_t);
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+            let iov = iovecs(&mut ours);
+            let recv = |bufs: &mut [IoSliceMut<'_>]| {
+                let ranges: Vec<_> =
+                    bufs.iter().map(|b| (b.as_ptr() as usize, b.as_ptr() as usize + b.len())).collect();
+                for (i, a) in ranges.iter().enumerate() {
+                    assert!(ranges[i + 1..].iter().all(|b| a.1 <= b.0 || b.1 <= a.0 || a.0 == a.1 || b.0 == b.1));
+                }
+                let mut left = &data[..];
+                for b in bufs.iter_mut() {
+                    let k = left.len().min(b.len());
+                    b[..k].copy_from_slice(&left[..k]);
+                    left = &left[k..];
+                }
+                Call::Done(Ok(data.len() - left.len()))
+            };
+            assert_eq!(filled(&fill_iovecs(iov.as_ptr(), iov.len(), recv, filled).unwrap()), n as usize);
+        }
+        (kernel, ours)
+    }
+
+    /// Overlapping iovecs, which C allows: the kernel copies into them in order, so a later
+    /// iovec's bytes win where they overlap; ours leave the same bytes (through a scratch buffer,
+    /// never two `&mut` slices of the same bytes). Disjoint ones are filled in place.
+    #[test]
+    fn overlapping_iovecs_are_filled_in_order_as_the_kernel_fills_them() {
+        let (kernel, ours) = read_into(&[(0, 8), (4, 8)]);
+        assert_eq!(&kernel, b"ABCDIJKLMNOP");
+        assert_eq!(ours, kernel);
+        // More iovecs than the pairwise check takes (sorted instead), the last over the first.
+        let many = [(0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1), (7, 1), (8, 1), (0, 4)];
+        let (kernel, ours) = read_into(&many);
+        assert_eq!(&kernel, b"JKLMEFGHI...");
+        assert_eq!(ours, kernel);
+        // Disjoint, with an empty iovec inside another's bytes: no overlap.
+        let (kernel, ours) = read_into(&[(0, 4), (2, 0), (4, 8)]);
+        assert_eq!(&kernel, b"ABCDEFGHIJKL");
+        assert_eq!(ours, kernel);
     }
 }

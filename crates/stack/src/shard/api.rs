@@ -14,39 +14,11 @@ use nic::Nic;
 use tcp::{Connection, State as TcpState};
 use wire::IpAddress;
 
-use super::sockets::Socket;
+use super::addr::{is_unspecified, to_ip, to_std};
 use super::tcp::{ListenGroup, Listener, TcpSocket};
-use super::{is_unspecified, to_ip, to_std, Errno, Shard, SocketId};
+use super::Socket;
+use super::{Buffers, Errno, Readiness, Shard, SocketId};
 use crate::shard::table::FourTuple;
-
-/// What a socket is ready for, in epoll's terms.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Readiness {
-    /// EPOLLIN: data, a connection to accept, end of stream or an error.
-    pub readable: bool,
-    /// EPOLLOUT.
-    pub writable: bool,
-    /// EPOLLRDHUP: the peer closed its sending half.
-    pub read_closed: bool,
-    /// EPOLLHUP: both halves are done.
-    pub hangup: bool,
-    /// EPOLLERR: an error is pending (SO_ERROR).
-    pub error: bool,
-    /// EPOLLPRI: urgent data waits to be read with MSG_OOB.
-    pub urgent: bool,
-}
-
-/// SO_RCVBUF and SO_SNDBUF as a connection applies them, in bytes of data: what its receive
-/// buffer holds (the most it advertises) and what its send buffer takes. `None` keeps the
-/// shard's (`ShardConfig::tcp`), which autotuning grows. A send size, and a receive size with
-/// `recv_fixed` (SO_RCVBUF set: Linux's SOCK_RCVBUF_LOCK), fix the buffer; a receive size
-/// without it (grown for SO_RCVLOWAT) is a least size that autotuning may grow beyond.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Buffers {
-    pub recv: Option<u32>,
-    pub recv_fixed: bool,
-    pub send: Option<u32>,
-}
 
 impl<N: Nic> Shard<N> {
     /// The application waits for connections on listener `id` (epoll, poll, accept). Among
@@ -55,23 +27,23 @@ impl<N: Nic> Shard<N> {
     /// reuseport`) serves one of them, and its siblings, each with its own shard, the others.
     pub fn tcp_listener_watched(&mut self, id: SocketId) {
         let _arena = self.in_arena();
-        if let Some(Socket::Listener(l)) = self.socket_mut(id) {
+        if let Some(Socket::Listener(l)) = self.sockets.get_mut(id) {
             l.watched = true;
         }
     }
 
     pub(super) fn local_address(&self, family_v6: bool) -> Result<IpAddress, Errno> {
         if family_v6 {
-            self.ipv6.map(IpAddress::V6).ok_or(Errno::EADDRNOTAVAIL)
+            self.link.ipv6().map(IpAddress::V6).ok_or(Errno::EADDRNOTAVAIL)
         } else {
-            self.ipv4.map(IpAddress::V4).ok_or(Errno::EADDRNOTAVAIL)
+            self.link.ipv4().map(IpAddress::V4).ok_or(Errno::EADDRNOTAVAIL)
         }
     }
 
     pub(super) fn check_local(&self, addr: IpAddress) -> Result<(), Errno> {
         let ours = match addr {
-            IpAddress::V4(a) => Some(a) == self.ipv4,
-            IpAddress::V6(a) => Some(a) == self.ipv6 || a == self.ipv6_link_local,
+            IpAddress::V4(a) => Some(a) == self.link.ipv4(),
+            IpAddress::V6(a) => Some(a) == self.link.ipv6() || a == self.link.ipv6_link_local(),
         };
         if ours || is_unspecified(addr) {
             Ok(())
@@ -113,7 +85,7 @@ impl<N: Nic> Shard<N> {
             Some(_) => return Err(Errno::EADDRINUSE),
             None => false,
         };
-        let id = self.alloc(Socket::Listener(Listener {
+        let id = self.sockets.alloc(Socket::Listener(Listener {
             local: (addr, port),
             // Linux: a backlog above `somaxconn` is `somaxconn`.
             backlog: backlog.min(self.cfg.somaxconn).max(1),
@@ -127,7 +99,7 @@ impl<N: Nic> Shard<N> {
         if joins {
             self.listeners.get_mut((addr, port)).expect("the group exists").members.push(id);
         } else if self.listeners.insert((addr, port), v6only, ListenGroup { reuseport, members: vec![id] }).is_err() {
-            self.take_socket(id);
+            self.sockets.take(id);
             return Err(Errno::EADDRINUSE);
         }
         Ok(id)
@@ -135,7 +107,7 @@ impl<N: Nic> Shard<N> {
 
     /// The local address a listener or connection is bound to.
     pub fn local_addr(&self, id: SocketId) -> Result<SocketAddr, Errno> {
-        match self.socket(id) {
+        match self.sockets.get(id) {
             Some(Socket::Listener(l)) => Ok(SocketAddr::new(to_std(l.local.0), l.local.1)),
             Some(Socket::Tcp(s)) => {
                 let (a, p) = s.tuple.local();
@@ -148,7 +120,7 @@ impl<N: Nic> Shard<N> {
 
     /// The peer of a connection.
     pub fn peer_addr(&self, id: SocketId) -> Result<SocketAddr, Errno> {
-        match self.socket(id) {
+        match self.sockets.get(id) {
             Some(Socket::Tcp(s)) => {
                 let (a, p) = s.tuple.remote();
                 Ok(SocketAddr::new(to_std(a), p))
@@ -162,18 +134,18 @@ impl<N: Nic> Shard<N> {
     /// The next established connection of a listener (EAGAIN when none).
     pub fn tcp_accept(&mut self, listener: SocketId) -> Result<(SocketId, SocketAddr), Errno> {
         let _arena = self.in_arena();
-        let id = match self.socket_mut(listener) {
+        let id = match self.sockets.get_mut(listener) {
             Some(Socket::Listener(l)) => l.accept_queue.pop_front().ok_or(Errno::EAGAIN)?,
             Some(_) => return Err(Errno::EINVAL),
             None => return Err(Errno::EBADF),
         };
-        let s = self.tcp(id)?;
+        let s = self.sockets.tcp(id)?;
         s.listener = None;
         s.owned = true;
         let (a, p) = s.tuple.remote();
         // Data or a FIN may have arrived before the accept: report it.
         if s.conn.is_readable() || s.conn.error().is_some() {
-            self.mark_changed(id);
+            self.sockets.mark_changed(id);
         }
         Ok((id, SocketAddr::new(to_std(a), p)))
     }
@@ -191,7 +163,7 @@ impl<N: Nic> Shard<N> {
         let _arena = self.in_arena();
         let dst = to_ip(remote.ip());
         let src = self.local_address(matches!(dst, IpAddress::V6(_)))?;
-        if self.routes.next_hop(dst).is_none() {
+        if self.link.routes().next_hop(dst).is_none() {
             return Err(Errno::ENETUNREACH);
         }
         let conns = &self.conns;
@@ -224,9 +196,9 @@ impl<N: Nic> Shard<N> {
     }
 
     pub(super) fn send_marked(&mut self, id: SocketId, data: &[u8], urgent: bool) -> Result<usize, Errno> {
-        self.tcp(id)?;
+        self.sockets.tcp(id)?;
         self.give_budget(id);
-        let s = self.tcp(id)?;
+        let s = self.sockets.tcp(id)?;
         let r = if urgent { s.conn.send_urgent(data) } else { s.conn.send(data) };
         // The application saw a full buffer: the next time it has room is a change to report
         // (as EPOLLET re-arms on EAGAIN).
@@ -236,14 +208,14 @@ impl<N: Nic> Shard<N> {
         self.recharge(id);
         self.wait_for_memory(id);
         let n = r?;
-        self.mark_dirty(id);
+        self.sockets.mark_dirty(id);
         Ok(n)
     }
 
     /// Reads in-order data; `Ok(0)` is the end of the stream.
     pub fn tcp_recv(&mut self, id: SocketId, buf: &mut [u8]) -> Result<usize, Errno> {
         let _arena = self.in_arena();
-        let s = self.tcp(id)?;
+        let s = self.sockets.tcp(id)?;
         let r = s.conn.recv(buf);
         if r == Err(tcp::Error::WouldBlock) {
             s.reported.readable = false;
@@ -251,21 +223,21 @@ impl<N: Nic> Shard<N> {
         let n = r?;
         self.recharge(id);
         // Reading may open the window: let the connection send an update.
-        self.mark_dirty(id);
+        self.sockets.mark_dirty(id);
         Ok(n)
     }
 
     /// Reads without consuming (MSG_PEEK).
     pub fn tcp_peek(&mut self, id: SocketId, buf: &mut [u8]) -> Result<usize, Errno> {
         let _arena = self.in_arena();
-        Ok(self.tcp(id)?.conn.peek(buf)?)
+        Ok(self.sockets.tcp(id)?.conn.peek(buf)?)
     }
 
     /// `recv(..., MSG_OOB)`: the urgent byte (`None`: end of stream), never waiting; `peek`
     /// (MSG_PEEK) leaves it. The errors are Linux's (see `tcp::Connection::recv_urgent`).
     pub fn tcp_recv_urgent(&mut self, id: SocketId, peek: bool) -> Result<Option<u8>, Errno> {
         let _arena = self.in_arena();
-        let s = self.tcp(id)?;
+        let s = self.sockets.tcp(id)?;
         let byte = s.conn.recv_urgent(peek)?;
         if !peek {
             // Taken: the next urgent byte is a change to report.
@@ -277,7 +249,7 @@ impl<N: Nic> Shard<N> {
     /// Bytes before the urgent mark (`Some(0)`: SIOCATMARK), `None` without urgent data.
     pub fn tcp_urgent_mark(&mut self, id: SocketId) -> Result<Option<usize>, Errno> {
         let _arena = self.in_arena();
-        Ok(self.tcp(id)?.conn.urgent_mark())
+        Ok(self.sockets.tcp(id)?.conn.urgent_mark())
     }
 
     /// Connections whose peer marked new urgent data since the last call (each once per new
@@ -289,17 +261,17 @@ impl<N: Nic> Shard<N> {
     /// SO_OOBINLINE.
     pub fn tcp_set_oob_inline(&mut self, id: SocketId, inline: bool) -> Result<(), Errno> {
         let _arena = self.in_arena();
-        self.tcp(id)?.conn.set_oob_inline(inline);
-        self.mark_dirty(id);
+        self.sockets.tcp(id)?.conn.set_oob_inline(inline);
+        self.sockets.mark_dirty(id);
         Ok(())
     }
 
     /// SO_RCVLOWAT (readable from this many bytes on).
     pub fn tcp_set_rcvlowat(&mut self, id: SocketId, bytes: u32) -> Result<(), Errno> {
         let _arena = self.in_arena();
-        self.tcp(id)?.conn.set_rcvlowat(bytes);
+        self.sockets.tcp(id)?.conn.set_rcvlowat(bytes);
         // Readiness may change either way: the next pass reports it.
-        self.mark_dirty(id);
+        self.sockets.mark_dirty(id);
         Ok(())
     }
 
@@ -307,7 +279,7 @@ impl<N: Nic> Shard<N> {
     /// connections it makes from now on.
     pub fn tcp_set_buffers(&mut self, id: SocketId, buffers: Buffers) -> Result<(), Errno> {
         let _arena = self.in_arena();
-        match self.socket_mut(id) {
+        match self.sockets.get_mut(id) {
             Some(Socket::Tcp(s)) => {
                 match buffers.recv {
                     Some(bytes) if buffers.recv_fixed => s.conn.set_recv_buffer(bytes),
@@ -328,14 +300,14 @@ impl<N: Nic> Shard<N> {
             Some(Socket::Udp(_)) => return Err(Errno::EOPNOTSUPP),
             None => return Err(Errno::EBADF),
         }
-        self.mark_dirty(id);
+        self.sockets.mark_dirty(id);
         Ok(())
     }
 
     /// Bytes that `tcp_send` would take now (0 counts as a full buffer seen, like EAGAIN).
     pub fn tcp_send_space(&mut self, id: SocketId) -> Result<usize, Errno> {
         let _arena = self.in_arena();
-        let s = self.tcp(id)?;
+        let s = self.sockets.tcp(id)?;
         let space = s.conn.send_space();
         if space == 0 {
             s.reported.writable = false;
@@ -346,22 +318,22 @@ impl<N: Nic> Shard<N> {
     /// Bytes waiting to be read (FIONREAD).
     pub fn tcp_recv_available(&mut self, id: SocketId) -> Result<usize, Errno> {
         let _arena = self.in_arena();
-        Ok(self.tcp(id)?.conn.recv_available())
+        Ok(self.sockets.tcp(id)?.conn.recv_available())
     }
 
     pub fn tcp_shutdown_write(&mut self, id: SocketId) -> Result<(), Errno> {
         let _arena = self.in_arena();
-        self.tcp(id)?.conn.shutdown_write()?;
-        self.mark_dirty(id);
+        self.sockets.tcp(id)?.conn.shutdown_write()?;
+        self.sockets.mark_dirty(id);
         Ok(())
     }
 
     pub fn tcp_set_nodelay(&mut self, id: SocketId, nodelay: bool) -> Result<(), Errno> {
         let _arena = self.in_arena();
-        let s = self.tcp(id)?;
+        let s = self.sockets.tcp(id)?;
         s.conn.set_nodelay(nodelay);
         s.nodelay = nodelay;
-        self.mark_dirty(id);
+        self.sockets.mark_dirty(id);
         Ok(())
     }
 
@@ -369,24 +341,24 @@ impl<N: Nic> Shard<N> {
     pub fn tcp_set_keepalive(&mut self, id: SocketId, keepalive: Option<tcp::Keepalive>) -> Result<(), Errno> {
         let _arena = self.in_arena();
         let now = self.now;
-        self.tcp(id)?.conn.set_keepalive(keepalive, now);
-        self.mark_dirty(id);
+        self.sockets.tcp(id)?.conn.set_keepalive(keepalive, now);
+        self.sockets.mark_dirty(id);
         Ok(())
     }
 
     /// TCP_NODELAY as set.
     pub fn tcp_nodelay(&mut self, id: SocketId) -> Result<bool, Errno> {
         let _arena = self.in_arena();
-        Ok(self.tcp(id)?.nodelay)
+        Ok(self.sockets.tcp(id)?.nodelay)
     }
 
     /// Sends what is queued now, small tail segment included (what clearing TCP_CORK does):
     /// Nagle is lifted for this one flush.
     pub fn tcp_push(&mut self, id: SocketId) -> Result<(), Errno> {
         let _arena = self.in_arena();
-        self.tcp(id)?.conn.set_nodelay(true);
+        self.sockets.tcp(id)?.conn.set_nodelay(true);
         self.service(id);
-        if let Ok(s) = self.tcp(id) {
+        if let Ok(s) = self.sockets.tcp(id) {
             let nodelay = s.nodelay;
             s.conn.set_nodelay(nodelay);
         }
@@ -395,11 +367,11 @@ impl<N: Nic> Shard<N> {
 
     pub fn tcp_info(&mut self, id: SocketId) -> Result<tcp::Info, Errno> {
         let _arena = self.in_arena();
-        Ok(self.tcp(id)?.conn.info())
+        Ok(self.sockets.tcp(id)?.conn.info())
     }
 
     pub fn tcp_state(&self, id: SocketId) -> Result<TcpState, Errno> {
-        match self.socket(id) {
+        match self.sockets.get(id) {
             Some(Socket::Tcp(s)) => Ok(s.conn.state()),
             Some(_) => Err(Errno::EOPNOTSUPP),
             None => Err(Errno::EBADF),
@@ -409,9 +381,9 @@ impl<N: Nic> Shard<N> {
     /// SO_ERROR: the pending error, consumed.
     pub fn take_error(&mut self, id: SocketId) -> Result<Option<Errno>, Errno> {
         let _arena = self.in_arena();
-        match self.socket_mut(id) {
+        match self.sockets.get_mut(id) {
             Some(Socket::Udp(u)) => Ok(u.take_error()),
-            _ => Ok(self.tcp(id)?.conn.take_error().map(Errno::from)),
+            _ => Ok(self.sockets.tcp(id)?.conn.take_error().map(Errno::from)),
         }
     }
 
@@ -420,13 +392,13 @@ impl<N: Nic> Shard<N> {
     pub fn close(&mut self, id: SocketId) -> Result<(), Errno> {
         let _arena = self.in_arena();
         let now = self.now;
-        match self.socket_mut(id) {
+        match self.sockets.get_mut(id) {
             None => Err(Errno::EBADF),
             Some(Socket::Tcp(s)) => {
                 if !std::mem::replace(&mut s.app_closed, true) {
                     self.orphans += 1;
                 }
-                let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return Err(Errno::EBADF) };
+                let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return Err(Errno::EBADF) };
                 s.conn.close(now);
                 let (state, tuple, queued) = (s.conn.state(), s.tuple, s.conn.send_queued());
                 if state == TcpState::Closed {
@@ -442,7 +414,7 @@ impl<N: Nic> Shard<N> {
                     // sockets"): reset.
                     self.abort_orphan(id);
                 } else {
-                    self.mark_dirty(id);
+                    self.sockets.mark_dirty(id);
                 }
                 Ok(())
             }
@@ -460,13 +432,13 @@ impl<N: Nic> Shard<N> {
                     self.abort_and_free(c);
                 }
                 // Half-open children die with their listener (their ACK would find no one).
-                self.take_socket(id);
+                self.sockets.take(id);
                 Ok(())
             }
             Some(Socket::Udp(u)) => {
                 let local = u.local;
                 self.udp_unbind(id, local);
-                if let Some(Socket::Udp(u)) = self.take_socket(id) {
+                if let Some(Socket::Udp(u)) = self.sockets.take(id) {
                     for data in u.into_buffers() {
                         self.recycle_datagram(data);
                     }
@@ -479,7 +451,7 @@ impl<N: Nic> Shard<N> {
     /// Resets a connection at once (SO_LINGER with a zero timeout).
     pub fn abort(&mut self, id: SocketId) -> Result<(), Errno> {
         let _arena = self.in_arena();
-        self.tcp(id)?;
+        self.sockets.tcp(id)?;
         self.abort_and_free(id);
         Ok(())
     }
@@ -487,11 +459,10 @@ impl<N: Nic> Shard<N> {
     /// Every TCP connection with its addresses and state, for the connection table
     /// (`pronghorn conns`) and diagnostics. It walks all sockets: never call it per packet.
     pub fn connections(&self) -> impl Iterator<Item = (SocketId, SocketAddr, SocketAddr, tcp::Info)> + '_ {
-        self.slots.iter().enumerate().filter_map(|(i, slot)| match &slot.socket {
-            Some(Socket::Tcp(s)) => {
+        self.sockets.iter().filter_map(|(id, socket)| match socket {
+            Socket::Tcp(s) => {
                 let (la, lp) = s.tuple.local();
                 let (ra, rp) = s.tuple.remote();
-                let id = SocketId { index: i as u32, gen: slot.gen, shard: self.cfg.shard_index };
                 Some((id, SocketAddr::new(to_std(la), lp), SocketAddr::new(to_std(ra), rp), s.conn.info()))
             }
             _ => None,
@@ -502,7 +473,7 @@ impl<N: Nic> Shard<N> {
     /// was queued on a listener. Edge-triggered waiters report EPOLLIN again when it moves, as
     /// Linux wakes them on every arrival even if the application did not drain the socket.
     pub fn arrivals(&self, id: SocketId) -> u32 {
-        match self.socket(id) {
+        match self.sockets.get(id) {
             Some(Socket::Tcp(s)) => s.arrivals,
             Some(Socket::Listener(l)) => l.arrivals,
             Some(Socket::Udp(u)) => u.arrivals,
@@ -512,27 +483,32 @@ impl<N: Nic> Shard<N> {
 
     /// What `id` is ready for now.
     pub fn readiness(&self, id: SocketId) -> Readiness {
-        match self.socket(id) {
+        match self.sockets.get(id) {
             None => Readiness { error: true, hangup: true, ..Readiness::default() },
             Some(Socket::Listener(l)) => Readiness { readable: !l.accept_queue.is_empty(), ..Readiness::default() },
             Some(Socket::Udp(u)) => {
                 Readiness { readable: u.readable(), writable: true, error: u.has_error(), ..Readiness::default() }
             }
-            Some(Socket::Tcp(s)) => {
-                let state = s.conn.state();
-                let read_closed = matches!(
-                    state,
-                    TcpState::CloseWait | TcpState::LastAck | TcpState::Closing | TcpState::TimeWait | TcpState::Closed
-                );
-                Readiness {
-                    readable: s.conn.is_readable(),
-                    writable: s.conn.is_writable() && state != TcpState::SynSent && state != TcpState::SynReceived,
-                    read_closed,
-                    hangup: state == TcpState::Closed || state == TcpState::TimeWait,
-                    error: s.conn.error().is_some(),
-                    urgent: s.conn.has_urgent(),
-                }
-            }
+            Some(Socket::Tcp(s)) => s.readiness(),
+        }
+    }
+}
+
+impl TcpSocket {
+    /// What the application waits on of this connection (poll's events).
+    pub(super) fn readiness(&self) -> Readiness {
+        let state = self.conn.state();
+        let read_closed = matches!(
+            state,
+            TcpState::CloseWait | TcpState::LastAck | TcpState::Closing | TcpState::TimeWait | TcpState::Closed
+        );
+        Readiness {
+            readable: self.conn.is_readable(),
+            writable: self.conn.is_writable() && state != TcpState::SynSent && state != TcpState::SynReceived,
+            read_closed,
+            hangup: state == TcpState::Closed || state == TcpState::TimeWait,
+            error: self.conn.error().is_some(),
+            urgent: self.conn.has_urgent(),
         }
     }
 }

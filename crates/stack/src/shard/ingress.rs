@@ -14,68 +14,21 @@
 //! and drops need our MAC, broadcast or an IPv6 multicast group (33:33:..), and anything else
 //! is counted as not for us.
 //!
-//! It reads frames and hands them on; it must not build frames (that is [`super::egress`]) nor
+//! It reads frames and hands them on; it must not build frames (that is [`super::link`]) nor
 //! keep state of its own beyond the neighbors it gleans from the frames of known connections.
 
 use nic::{Nic, PacketBuf};
 use wire::{
     EtherType, EthernetAddress, EthernetFrame, Icmpv4Message, Icmpv4Packet, Icmpv6Message, Icmpv6Packet, IpAddress,
-    IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet, Ipv6Repr, Ipv6UpperLayer, TcpFlags,
-    TcpPacket, TcpRepr, UdpPacket,
+    IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet, Ipv6Repr, Ipv6UpperLayer,
 };
 
 use super::icmp::IcmpError;
-use super::{Shard, SocketId, ECN_MASK, ETH};
+use super::transport::{Candidate, IpHeader, TcpInput, Transport};
+use super::{Shard, ECN_MASK, ETH};
 use crate::iface::{self, Answer, Drop, Ipv6Dst, Learned};
 use crate::shard::neighbor::{NeighborState, Replace, Update};
 use crate::shard::table::FourTuple;
-
-/// The IP header of a TCP or UDP packet to us, as read (an ICMP error quotes it).
-#[derive(Clone, Copy, Debug)]
-pub(super) enum IpHeader {
-    V4(Ipv4Repr),
-    V6(Ipv6Repr),
-}
-
-/// A TCP or UDP packet to one of our addresses, as the layers below read it: enough for the
-/// transport layer, here or on another shard of the process, without reading them again.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Transport {
-    pub(super) src: IpAddress,
-    pub(super) dst: IpAddress,
-    pub(super) proto: IpProtocol,
-    pub(super) ip: IpHeader,
-    /// The IP header's ECN field (RFC 3168 section 5).
-    pub(super) ecn: u8,
-    /// The sender's link address.
-    pub(super) link_src: EthernetAddress,
-    /// Where the IP payload starts in the frame (after the fixed header; IPv6 extension headers
-    /// are part of it).
-    pub(super) ip_payload: usize,
-    /// The transport segment's bounds in the frame.
-    pub(super) start: usize,
-    pub(super) end: usize,
-    /// The transport layer of a shard read it whole and found its checksum right (set when
-    /// it is handed to another shard, which need not check again).
-    pub(super) verified: bool,
-}
-
-impl Transport {
-    /// The segment's source and destination ports (the transport layer checked they are there).
-    fn ports(&self, frame: &[u8]) -> (u16, u16) {
-        let seg = &frame[self.start..self.end];
-        match self.proto {
-            IpProtocol::Tcp => {
-                let p = TcpPacket::new_unchecked(seg);
-                (p.src_port(), p.dst_port())
-            }
-            _ => {
-                let p = UdpPacket::new_unchecked(seg);
-                (p.src_port(), p.dst_port())
-            }
-        }
-    }
-}
 
 /// How a frame was addressed at the link layer.
 #[derive(Clone, Copy)]
@@ -115,8 +68,8 @@ impl<N: Nic> Shard<N> {
             Outcome::Done => {}
             Outcome::HandOff(t) => self.hand_off(buf, t),
             Outcome::Coalesce(c) => self.hold(buf, c),
-            Outcome::Answer(answer) => self.queue_answer(buf, answer),
-            Outcome::Drop(reason) => self.link_stats.count_drop(reason),
+            Outcome::Answer(answer) => self.link.queue_answer(buf, answer),
+            Outcome::Drop(reason) => self.link.stats_mut().count_drop(reason),
         }
     }
 
@@ -153,18 +106,18 @@ impl<N: Nic> Shard<N> {
     fn process_ethernet(&mut self, frame: &[u8], may_hand_off: bool) -> Outcome {
         let Ok(eth) = EthernetFrame::new_checked(frame) else { return Outcome::Drop(Drop::Malformed) };
         let dst = eth.dst_addr();
-        if dst != self.mac && !dst.is_multicast() {
+        if dst != self.link.mac() && !dst.is_multicast() {
             return Outcome::Drop(Drop::NotForUs);
         }
-        let answerable = dst == self.mac || dst.is_broadcast() || (dst.0[0] == 0x33 && dst.0[1] == 0x33);
+        let answerable = dst == self.link.mac() || dst.is_broadcast() || (dst.0[0] == 0x33 && dst.0[1] == 0x33);
         let link = Link { src: eth.src_addr(), answerable };
         match eth.ethertype() {
             EtherType::Ipv4 => self.process_ipv4(frame, link, may_hand_off),
             EtherType::Ipv6 => self.process_ipv6(frame, link, may_hand_off),
             EtherType::Arp if answerable => {
-                let Some(ours) = self.ipv4 else { return Outcome::Drop(Drop::NotForUs) };
+                let Some(ours) = self.link.ipv4() else { return Outcome::Drop(Drop::NotForUs) };
                 let mut learned = None;
-                let answer = iface::arp(self.mac, ours, eth.payload(), dst == self.mac, &mut learned);
+                let answer = iface::arp(self.link.mac(), ours, eth.payload(), dst == self.link.mac(), &mut learned);
                 self.heard_on_link(learned);
                 answer.map_or_else(Outcome::Drop, Outcome::Answer)
             }
@@ -173,7 +126,7 @@ impl<N: Nic> Shard<N> {
     }
 
     fn process_ipv4(&mut self, frame: &[u8], link: Link, may_hand_off: bool) -> Outcome {
-        let Some(ours) = self.ipv4 else { return Outcome::Drop(Drop::NotForUs) };
+        let Some(ours) = self.link.ipv4() else { return Outcome::Drop(Drop::NotForUs) };
         let ip = match Ipv4Packet::new_checked(&frame[ETH..]) {
             Ok(ip) => ip,
             Err(e) => return link.drop(e.into()),
@@ -184,7 +137,7 @@ impl<N: Nic> Shard<N> {
         if ip.is_fragment() {
             return link.drop(Drop::Fragment);
         }
-        let repr = match Ipv4Repr::parse(&ip, self.checksums.verify_ipv4) {
+        let repr = match Ipv4Repr::parse(&ip, self.link.checksums().verify_ipv4) {
             Ok(repr) => repr,
             Err(e) => return link.drop(e.into()),
         };
@@ -236,7 +189,7 @@ impl<N: Nic> Shard<N> {
     }
 
     fn process_ipv6(&mut self, frame: &[u8], link: Link, may_hand_off: bool) -> Outcome {
-        let Some(ours) = self.ipv6 else { return Outcome::Drop(Drop::NotForUs) };
+        let Some(ours) = self.link.ipv6() else { return Outcome::Drop(Drop::NotForUs) };
         let ip = match Ipv6Packet::new_checked(&frame[ETH..]) {
             Ok(ip) => ip,
             Err(e) => return link.drop(e.into()),
@@ -245,7 +198,7 @@ impl<N: Nic> Shard<N> {
             Ok(repr) => repr,
             Err(e) => return link.drop(e.into()),
         };
-        let ll = self.ipv6_link_local;
+        let ll = self.link.ipv6_link_local();
         let dst = repr.dst_addr;
         let to = Ipv6Dst {
             ours,
@@ -341,7 +294,7 @@ impl<N: Nic> Shard<N> {
             || src.0[0] == 0
             || src.is_loopback()
             || src == ours
-            || self.routes.is_directed_broadcast(src)
+            || self.link.routes().is_directed_broadcast(src)
     }
 
     /// Whether an IPv6 packet to us comes from a source no peer may send from. Linux's
@@ -353,7 +306,11 @@ impl<N: Nic> Shard<N> {
     /// dropped for every protocol. Our own addresses as a source can only be forged or looped
     /// back on this link, and an answer would be addressed to ourselves.
     fn bad_source_v6(&self, src: Ipv6Address, ours: Ipv6Address) -> bool {
-        src.is_multicast() || src.is_loopback() || src.is_ipv4_mapped() || src == ours || src == self.ipv6_link_local
+        src.is_multicast()
+            || src.is_loopback()
+            || src.is_ipv4_mapped()
+            || src == ours
+            || src == self.link.ipv6_link_local()
     }
 
     /// A TCP or UDP packet to us, to its layer; handed off when no socket here takes it and
@@ -377,9 +334,9 @@ impl<N: Nic> Shard<N> {
     fn heard_on_link(&mut self, learned: Option<Learned>) {
         if let Some(l) = learned {
             if self.cfg.shard_count > 1 {
-                self.heard.push(l);
+                self.link.heard(l);
             }
-            self.learn(l);
+            self.link.learn(l, self.now);
         }
     }
 
@@ -394,52 +351,17 @@ impl<N: Nic> Shard<N> {
     /// that never came, with two nginx workers).
     pub(super) fn glean(&mut self, t: &Transport) {
         let (src, mac) = (t.src, t.link_src);
-        if !self.cfg.glean_neighbors || !self.routes.is_on_link(src) || mac.is_multicast() {
+        if !self.cfg.glean_neighbors || !self.link.routes().is_on_link(src) || mac.is_multicast() {
             return;
         }
-        let wanted = match self.neighbors.state(src, self.now) {
+        let wanted = match self.link.neighbors().state(src, self.now) {
             Some((NeighborState::Incomplete, _)) => true,
             Some((NeighborState::Stale, Some(known))) => known == mac,
             _ => false,
         };
         if wanted {
             let update = Update { create: false, reachable: true, replace: Replace::Never };
-            self.learn(Learned { ip: src, mac, update });
+            self.link.learn(Learned { ip: src, mac, update }, self.now);
         }
     }
-}
-
-/// What became of a TCP segment to us.
-pub(super) enum TcpInput {
-    /// Taken by a connection or listener, answered, or dropped and counted.
-    Taken,
-    /// No socket here takes it: for the process's other shards.
-    Unplaced,
-    /// Data for an established connection that may join the run of segments held for it
-    /// ([`super::coalesce`]; the kinds of input live here, with ingress, so that tcp and coalesce
-    /// import ingress and not each other).
-    Coalesce(Candidate),
-}
-
-/// A data segment of an established connection that may join a run: where its payload lies in
-/// its frame, and what TCP reads of its header.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Candidate {
-    pub(super) id: SocketId,
-    pub(super) repr: TcpRepr,
-    pub(super) ecn: u8,
-    pub(super) payload: (usize, usize),
-}
-
-/// Whether a segment TCP read may join a run at all: data with ACK (and PSH) alone, no IP
-/// options nor IPv6 extension headers.
-pub(super) fn may_join(t: &Transport, repr: &TcpRepr) -> bool {
-    let plain_ip = match t.ip {
-        IpHeader::V4(_) => t.start == ETH + wire::ipv4::HEADER_LEN,
-        IpHeader::V6(_) => t.start == t.ip_payload,
-    };
-    plain_ip
-        && repr.payload_len > 0
-        && repr.ack_number.is_some()
-        && (repr.flags - (TcpFlags::ACK | TcpFlags::PSH)).is_empty()
 }

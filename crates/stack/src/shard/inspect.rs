@@ -8,83 +8,9 @@ use std::net::SocketAddr;
 
 use nic::{Nic, PacketBuf};
 
-use super::{to_std, Shard, Socket, SocketId};
-
-/// One socket of the shard, for the connection table.
-#[derive(Clone, Debug)]
-pub struct SocketRow {
-    /// The socket (TIME-WAIT entries have none: the application no longer holds them).
-    pub id: Option<SocketId>,
-    /// `ss`'s name of the state: LISTEN, SYN-SENT, SYN-RECV, ESTAB, FIN-WAIT-1, FIN-WAIT-2,
-    /// CLOSE-WAIT, CLOSING, LAST-ACK, TIME-WAIT, CLOSE; UNCONN for a UDP socket.
-    pub state: &'static str,
-    pub udp: bool,
-    pub local: SocketAddr,
-    /// The unspecified address and port 0 for listeners and UDP sockets.
-    pub peer: SocketAddr,
-    /// Bytes the application has not read (a listener: connections waiting for accept).
-    pub recv_q: u32,
-    /// Bytes not yet acknowledged or not yet sent (a listener: its backlog).
-    pub send_q: u32,
-    /// The TCP details of a connection (not of listeners, UDP or TIME-WAIT).
-    pub info: Option<tcp::Info>,
-}
-
-/// `ss`'s state names.
-pub fn state_name(state: tcp::State) -> &'static str {
-    use tcp::State::*;
-    match state {
-        SynSent => "SYN-SENT",
-        SynReceived => "SYN-RECV",
-        Established => "ESTAB",
-        FinWait1 => "FIN-WAIT-1",
-        FinWait2 => "FIN-WAIT-2",
-        CloseWait => "CLOSE-WAIT",
-        Closing => "CLOSING",
-        LastAck => "LAST-ACK",
-        TimeWait => "TIME-WAIT",
-        Closed => "CLOSE",
-    }
-}
-
-/// Which way a captured frame went.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Direction {
-    Received,
-    Sent,
-}
-
-/// A frame the capture kept.
-#[derive(Clone, Debug)]
-pub struct CapturedFrame {
-    /// The shard's clock (ns) when it was received or handed to the NIC.
-    pub at_ns: u64,
-    pub direction: Direction,
-    /// The frame's length on the wire.
-    pub len: u32,
-    /// Its first `snaplen` bytes.
-    pub data: Vec<u8>,
-}
-
-/// A capture in progress: frames wait here until the observer takes them.
-pub(super) struct Capture {
-    snaplen: usize,
-    /// Frames kept before the observer takes them; more are counted as dropped.
-    limit: usize,
-    frames: Vec<CapturedFrame>,
-    dropped: u64,
-}
-
-impl Capture {
-    pub(super) fn keep(&mut self, at_ns: u64, direction: Direction, frame: &[u8]) {
-        if self.frames.len() >= self.limit {
-            self.dropped += 1;
-            return;
-        }
-        let data = frame[..frame.len().min(self.snaplen)].to_vec();
-        self.frames.push(CapturedFrame { at_ns, direction, len: frame.len() as u32, data });
-    }
-}
+use super::addr::to_std;
+use super::observed::{state_name, Capture, CapturedFrame, Direction, SocketRow};
+use super::{Shard, Socket};
 
 impl<N: Nic> Shard<N> {
     /// Appends a row per socket (connections, listeners, UDP sockets, TIME-WAIT entries) to
@@ -96,11 +22,10 @@ impl<N: Nic> Shard<N> {
                 SocketAddr::V6(_) => SocketAddr::from(([0u16; 8], 0)),
             }
         };
-        for (i, slot) in self.slots.iter().enumerate() {
-            let id = Some(SocketId { index: i as u32, gen: slot.gen, shard: self.cfg.shard_index });
-            let row = match &slot.socket {
-                None => continue,
-                Some(Socket::Tcp(s)) => {
+        for (id, socket) in self.sockets.iter() {
+            let id = Some(id);
+            let row = match socket {
+                Socket::Tcp(s) => {
                     let (la, lp) = s.tuple.local();
                     let (ra, rp) = s.tuple.remote();
                     let info = s.conn.info();
@@ -115,7 +40,7 @@ impl<N: Nic> Shard<N> {
                         info: Some(info),
                     }
                 }
-                Some(Socket::Listener(l)) => {
+                Socket::Listener(l) => {
                     let local = SocketAddr::new(to_std(l.local.0), l.local.1);
                     SocketRow {
                         id,
@@ -128,7 +53,7 @@ impl<N: Nic> Shard<N> {
                         info: None,
                     }
                 }
-                Some(Socket::Udp(u)) => {
+                Socket::Udp(u) => {
                     let local = SocketAddr::new(to_std(u.local.0), u.local.1);
                     // ss prints a connected UDP socket as ESTAB with its peer.
                     let (state, peer) = match u.remote() {
@@ -170,7 +95,7 @@ impl<N: Nic> Shard<N> {
     /// dropped). A capture already running is restarted.
     pub fn start_capture(&mut self, snaplen: usize, limit: usize) {
         let _arena = self.in_arena();
-        self.capture = Some(Box::new(Capture { snaplen: snaplen.max(1), limit, frames: Vec::new(), dropped: 0 }));
+        self.capture = Some(Box::new(Capture::new(snaplen, limit)));
     }
 
     /// Stops the capture (what it kept and did not hand over is dropped).
@@ -182,13 +107,7 @@ impl<N: Nic> Shard<N> {
     /// Moves the frames captured so far to `out`; returns how many were dropped since the last
     /// call because the observer was too slow.
     pub fn take_captured(&mut self, out: &mut Vec<CapturedFrame>) -> u64 {
-        match &mut self.capture {
-            Some(c) => {
-                out.append(&mut c.frames);
-                std::mem::take(&mut c.dropped)
-            }
-            None => 0,
-        }
+        self.capture.as_mut().map_or(0, |c| c.take(out))
     }
 
     /// The capture's view of a burst received (`Shard::poll`).
@@ -204,10 +123,11 @@ impl<N: Nic> Shard<N> {
     /// ones a full queue left behind last time were).
     pub(super) fn capture_sending(&mut self) {
         if let Some(c) = &mut self.capture {
-            for f in &self.tx[self.tx_captured.min(self.tx.len())..] {
+            let queued = self.link.queued();
+            for f in &queued[self.tx_captured.min(queued.len())..] {
                 c.keep(self.now, Direction::Sent, f.data());
             }
-            self.tx_captured = self.tx.len();
+            self.tx_captured = queued.len();
         }
     }
 }

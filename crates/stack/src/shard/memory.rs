@@ -16,31 +16,8 @@
 use nic::Nic;
 use tcp::MemoryBudget;
 
-use super::sockets::Socket;
+use super::Socket;
 use super::{Shard, SocketId};
-
-/// Linux's page, the unit of its `tcp_mem`.
-pub const PAGE: usize = 4096;
-
-/// The TCP memory limits (Linux `tcp_mem`), in bytes charged (see the module doc).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TcpMem {
-    /// Below this, memory pressure ends.
-    pub low: usize,
-    /// Above this, memory pressure begins: windows stop growing, out-of-order data is pruned.
-    pub pressure: usize,
-    /// No ring is allocated that would take the memory past this.
-    pub high: usize,
-}
-
-impl Default for TcpMem {
-    /// What Linux gives a 16 GiB host (`tcp_init_mem`: `pressure` is 1/16 of the memory, `low`
-    /// 3/4 of that, `high` twice `low`): 196,608, 262,144 and 393,216 pages (768 MiB, 1 GiB,
-    /// 1.5 GiB), charged as Linux charges.
-    fn default() -> Self {
-        TcpMem { low: 196_608 * PAGE, pressure: 262_144 * PAGE, high: 393_216 * PAGE }
-    }
-}
 
 impl<N: Nic> Shard<N> {
     /// What the budget allows a connection now.
@@ -53,14 +30,14 @@ impl<N: Nic> Shard<N> {
     /// (a segment, a write) and before it chooses a window (a transmit).
     pub(super) fn give_budget(&mut self, id: SocketId) {
         let budget = self.memory_budget();
-        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+        if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
             s.conn.set_memory_budget(budget);
         }
     }
 
     /// Counts what connection `id`'s rings hold again after a call that may have changed it.
     pub(super) fn recharge(&mut self, id: SocketId) {
-        let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
+        let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return };
         let bytes = s.conn.charged_bytes();
         let before = std::mem::replace(&mut s.charged, bytes);
         // Nearly always the same rings: then the shard's use, its pressure and the waiters'
@@ -84,18 +61,18 @@ impl<N: Nic> Shard<N> {
         }
         if after < before && !self.mem_waiters.is_empty() && self.tcp_mem_used + tcp::SEND_QUANTUM <= limits.high {
             for id in std::mem::take(&mut self.mem_waiters) {
-                if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+                if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
                     s.mem_waiting = false;
                 }
                 // Servicing it reports a change of readiness; one still without room waits again.
-                self.mark_dirty(id);
+                self.sockets.mark_dirty(id);
             }
         }
     }
 
     /// Connection `id`'s writer saw EAGAIN for want of memory: wake it when memory is freed.
     pub(super) fn wait_for_memory(&mut self, id: SocketId) {
-        let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
+        let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return };
         if s.owned && !s.mem_waiting && s.conn.send_waits_for_memory() {
             s.mem_waiting = true;
             self.mem_waiters.push(id);
@@ -128,7 +105,7 @@ impl<N: Nic> Shard<N> {
     /// drops first); the ring stays for the readable data.
     pub(super) fn prune_out_of_order(&mut self, id: SocketId) {
         let pressure = self.mem_pressure;
-        let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
+        let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return };
         let only = s.conn.holds_only_out_of_order();
         let pinned = std::mem::replace(&mut s.ofo_pinned, only);
         if !(pressure || (only && pinned)) {

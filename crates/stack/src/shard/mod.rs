@@ -12,70 +12,86 @@
 //! It must not know about file descriptors, threads or the application's event loop: that is the
 //! runtime's and the shim's.
 //!
-//! The parts, each a submodule that adds an `impl Shard` block of its own:
-//! - this module: the [`Shard`] struct, its settings and counters, and the driver ([`Shard::poll`],
+//! The shard is made of separate values, each a module of its own that knows nothing of
+//! `Shard`, with private fields, passed by `&mut` where needed (smoltcp's interface is cut the
+//! same way), so that a connection in hand borrows the socket set alone:
+//! - `link`: the NIC queue, our addresses, the routes (`route`) and the neighbor cache
+//!   (`neighbor`), frames in and out: buffers, IP headers, neighbor resolution, the tx queue;
+//! - `sockets`: the socket set: the slab, socket ids, the dirty and changed lists;
+//! - `timer`: the timer wheel;
+//! - `table`: the connection and listener tables;
+//! - `stats`: the counters of the TCP and UDP layers;
+//! - `tcp_mem`, `api_types`, `observed`: the values of the settings, the socket API and the
+//!   observability tools (`TcpMem`; `Readiness`, `Buffers`; socket rows, captured frames);
+//! - `transport`: what ingress read of a packet to us, for the transport layers.
+//!
+//! And the parts that work on them, each a submodule that adds an `impl Shard` block:
+//! - this module: the [`Shard`] struct, its settings, and the driver ([`Shard::poll`],
 //!   [`Shard::flush`], the timers, the hand-off between the shards of one process);
-//! - `sockets`: the socket slab, socket ids, the dirty and changed lists;
 //! - `ingress`: a received frame, read once from Ethernet down to TCP, UDP, ICMP or the link
 //!   layer ([`crate::iface`]);
 //! - `coalesce`: in-order data segments of one connection in a burst handed to it as one
 //!   (software GRO);
-//! - `egress`: frames out: buffers, IP headers, routing, neighbor resolution, the tx queue;
 //! - `tcp`: demux, listeners, SYN cookies, servicing connections (one copy of the data out);
 //! - `memory`: Linux's limits on what TCP holds: `tcp_mem`, the orphans, pruning;
 //! - `time_wait`: compact TIME-WAIT entries (at most `max_tw_buckets`);
 //! - `udp`, `icmp`: UDP sockets, ICMP errors;
 //! - `api`: the socket calls the runtime makes;
 //! - `inspect`: what the observability tools see.
-//!
-//! And the values the shard holds, each a module of its own that knows nothing of `Shard`:
-//! `neighbor` (the neighbor cache), `route` (subnets and gateways), `table` (the connection and
-//! listener tables) and `timer` (the timer wheel).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use nic::{MacAddr, Nic, Offloads, PacketBuf};
-use wire::{EthernetAddress, IpAddress, Ipv4Address, Ipv6Address};
+use nic::{MacAddr, Nic, PacketBuf};
+use wire::{EthernetAddress, IpAddress};
 
 use crate::iface::{IfaceStats, Learned};
 use crate::ports::EphemeralPorts;
-use crate::shard::neighbor::{NeighborCache, NeighborConfig, Update};
+use crate::shard::neighbor::Update;
 use crate::shard::route::Routes;
 use crate::shard::table::{ConnTable, ListenTable};
 use crate::shard::timer::TimerWheel;
 use crate::syncookie::SynCookies;
 
+mod addr;
 mod api;
+mod api_types;
 mod coalesce;
-mod egress;
 mod icmp;
 mod ingress;
 mod inspect;
+mod link;
 mod memory;
 pub mod neighbor;
+mod observed;
 pub mod route;
 mod sockets;
+mod stats;
 pub mod table;
 mod tcp;
+mod tcp_mem;
 mod time_wait;
 pub mod timer;
+mod transport;
 mod udp;
 
 pub use crate::errno::Errno;
-pub use api::{Buffers, Readiness};
-pub use inspect::{state_name, CapturedFrame, Direction, SocketRow};
-pub use memory::{TcpMem, PAGE};
+pub use api_types::{Buffers, Readiness};
+pub use link::RX_BURST;
+pub use observed::{state_name, CapturedFrame, Direction, SocketRow};
 pub use sockets::SocketId;
+pub use stats::ShardStats;
+pub use tcp_mem::{TcpMem, PAGE};
 pub use udp::{Received, DATAGRAM_OVERHEAD, SPARE_DATAGRAMS};
 
-use ingress::Transport;
-use sockets::{Slot, Socket};
-use tcp::ListenGroup;
-use time_wait::TimeWaitEntry;
-use udp::{IcmpRateLimit, UdpGroup};
+use addr::{to_ip, to_std};
+use link::{Link, ETH};
 
-/// The most frames taken from the NIC in one burst.
-pub const RX_BURST: usize = 32;
+use sockets::SocketSet;
+use tcp::{ListenGroup, Listener, TcpSocket};
+use time_wait::TimeWaitEntry;
+use transport::Transport;
+use udp::{IcmpRateLimit, UdpGroup, UdpSocket};
+
 /// The most bursts one poll takes while they come back full: 2048 frames, the AF_XDP fill
 /// ring's worth (DPDK 22.11's af_xdp keeps 2048 buffers on it) and the rx ring's
 /// (`DpdkOptions::rx_desc`). Frames left in the rx ring while the application works overflow it,
@@ -83,7 +99,6 @@ pub const RX_BURST: usize = 32;
 /// count as imissed): under connection churn an event loop's one pass per iteration took 256
 /// frames and the kernel dropped a third of the segments sent to us.
 pub const RX_DRAIN_BURSTS: usize = 64;
-const ETH: usize = wire::ethernet::HEADER_LEN;
 /// The ECN field of the IP header (RFC 3168 section 5): its mask and the codepoints we use.
 const ECN_MASK: u8 = 0b11;
 const ECN_NOT_ECT: u8 = 0b00;
@@ -176,95 +191,6 @@ impl ShardConfig {
     }
 }
 
-/// Counters of the TCP/UDP layers (the link layer's are in [`IfaceStats`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ShardStats {
-    pub tcp_rx_segments: u64,
-    pub tcp_tx_segments: u64,
-    pub tcp_bad_checksum: u64,
-    pub tcp_malformed: u64,
-    pub tcp_rst_sent: u64,
-    pub tcp_active_opens: u64,
-    pub tcp_passive_opens: u64,
-    pub tcp_syncookies_sent: u64,
-    pub tcp_syncookies_ok: u64,
-    pub tcp_syncookies_failed: u64,
-    /// SYNs dropped because the listener's accept queue was full.
-    pub tcp_listen_overflows: u64,
-    /// Challenge ACKs not sent: within the connection's rate limit or over the shard's budget
-    /// (Linux `TCPACKSkippedChallenge`).
-    pub tcp_challenge_acks_skipped: u64,
-    pub tcp_time_wait_entries: u64,
-    /// Segments that matched no socket here, handed to the process's other shards.
-    pub tcp_handed_off: u64,
-    /// UDP datagrams that matched no socket here, handed to the process's other shards.
-    pub udp_handed_off: u64,
-    pub udp_rx_datagrams: u64,
-    pub udp_tx_datagrams: u64,
-    pub udp_bad_checksum: u64,
-    pub udp_no_port: u64,
-    pub udp_rcvbuf_errors: u64,
-    /// ICMP destination unreachable sent (a UDP datagram to a port nobody holds).
-    pub icmp_out_dest_unreachs: u64,
-    /// ICMP errors not sent: over Linux's rate limits.
-    pub icmp_out_rate_limited: u64,
-    /// ICMP destination unreachable received about a UDP datagram we sent.
-    pub icmp_in_dest_unreachs: u64,
-    /// ICMP "fragmentation needed" / "packet too big" that lowered a connection's segment size.
-    pub pmtu_reductions: u64,
-    /// Such messages not believed: no such connection, or the quoted segment is not in flight.
-    pub icmp_too_big_ignored: u64,
-    /// Segments retransmitted (Linux `RetransSegs`).
-    pub tcp_retrans_segments: u64,
-    /// Retransmission timeouts, SYN and SYN-ACK timeouts included (Linux `TCPTimeouts`).
-    pub tcp_timeouts: u64,
-    /// Tail loss probes sent (RFC 8985; Linux `TCPLossProbes`).
-    pub tcp_loss_probes: u64,
-    /// Losses repaired by a tail loss probe alone (Linux `TCPLossProbeRecovery`).
-    pub tcp_loss_probe_recoveries: u64,
-    /// Segments RACK marked lost (RFC 8985's time-based detection; Linux has no counter).
-    pub tcp_rack_lost: u64,
-    /// Retransmissions RACK found lost in turn (Linux `TCPLostRetransmit`).
-    pub tcp_lost_retransmits: u64,
-    /// Frames not sent: no buffer in the pool.
-    pub tx_no_buffer: u64,
-    /// Times a connection's segments (data, FIN, RST, ACK) waited for a buffer: the pool was
-    /// empty, so they stayed owed and went out at a later pass.
-    pub tx_deferred: u64,
-    /// Frames not sent: the NIC's tx queue stayed full.
-    pub tx_queue_full: u64,
-    /// Frames not sent: no route to the destination (or none from the source: a destination of
-    /// the other IP family).
-    pub tx_no_route: u64,
-    /// Frames dropped waiting for a neighbor that never answered (or a full queue).
-    pub tx_unresolved: u64,
-    /// Connections given up for unanswered retransmissions, probes or keepalives (Linux
-    /// `TCPAbortOnTimeout`).
-    pub tcp_abort_on_timeout: u64,
-    /// Connections reset for too many orphans or no memory (Linux `TCPAbortOnMemory`).
-    pub tcp_abort_on_memory: u64,
-    /// In-order segments dropped: no memory for a receive ring (Linux `TCPRcvQDrop`).
-    pub tcp_rcvq_drops: u64,
-    /// Out-of-order segments dropped: no memory for a receive ring (Linux `TCPOFODrop`).
-    pub tcp_ofo_drops: u64,
-    /// Prunes of a connection's receive queue (Linux `PruneCalled`; here each drops its
-    /// out-of-order data, so it moves with `tcp_ofo_pruned`).
-    pub tcp_prune_called: u64,
-    /// Connections whose out-of-order data was dropped to free memory (Linux `OfoPruned`).
-    pub tcp_ofo_pruned: u64,
-    /// Times the shard went under memory pressure (Linux `TCPMemoryPressures`).
-    pub tcp_memory_pressures: u64,
-    /// SYNs dropped: no memory for the connection's receive ring (with the accept-queue
-    /// overflows, Linux's `ListenDrops`).
-    pub tcp_listen_memory_drops: u64,
-    /// Connections that skipped TIME-WAIT: `max_tw_buckets` entries already (Linux
-    /// `TCPTimeWaitOverflow`).
-    pub tcp_time_wait_overflows: u64,
-    /// Segments coalesced on receive into the one before them (software GRO, `coalesce`;
-    /// Linux has no MIB counter for GRO).
-    pub tcp_gro_merged: u64,
-}
-
 #[derive(Clone, Copy, Debug)]
 enum TimerKey {
     /// The connection's own timers (`tcp::Connection::poll_timeout`).
@@ -274,29 +200,20 @@ enum TimerKey {
     TimeWait(u32),
 }
 
-/// The checksum work left to the stack: what the NIC does not do for it (`Nic::offloads`, read
-/// once). A NIC that verifies checksums on receive must not deliver a frame it found bad. ICMP
-/// (and ICMPv6, neighbor discovery) checksums are always the stack's: NICs offload TCP and UDP.
-#[derive(Clone, Copy, Debug)]
-struct Checksums {
-    /// Check the IPv4 header checksum of what arrives.
-    verify_ipv4: bool,
-    /// Check the TCP and UDP checksums of what arrives.
-    verify_l4: bool,
-    /// Fill the IPv4 header checksum of what leaves.
-    fill_ipv4: bool,
-    /// Fill the TCP and UDP checksums of what leaves (else their pseudo-header sum, which is
-    /// what a NIC finishing them expects).
-    fill_l4: bool,
+/// What a slot of the socket set holds.
+enum Socket {
+    Tcp(Box<TcpSocket>),
+    Listener(Listener),
+    Udp(UdpSocket),
 }
 
-impl From<Offloads> for Checksums {
-    fn from(o: Offloads) -> Checksums {
-        Checksums {
-            verify_ipv4: !o.rx_ipv4_checksum,
-            verify_l4: !o.rx_l4_checksum,
-            fill_ipv4: !o.tx_ipv4_checksum,
-            fill_l4: !o.tx_l4_checksum,
+impl SocketSet<Socket> {
+    /// The TCP connection `id`: EBADF for a stale id, EOPNOTSUPP for another kind of socket.
+    fn tcp(&mut self, id: SocketId) -> Result<&mut TcpSocket, Errno> {
+        match self.get_mut(id) {
+            Some(Socket::Tcp(s)) => Ok(s),
+            Some(_) => Err(Errno::EOPNOTSUPP),
+            None => Err(Errno::EBADF),
         }
     }
 }
@@ -307,17 +224,11 @@ pub struct Shard<N: Nic> {
     /// inside this arena's scope ([`Shard::in_arena`]). `None` (the family arena is not enabled,
     /// `[runtime] share = "off"`): they live on the process heap and no scope is opened.
     arena: Option<arena::Arena>,
-    nic: N,
-    mac: EthernetAddress,
-    ipv4: Option<Ipv4Address>,
-    ipv6: Option<Ipv6Address>,
-    ipv6_link_local: Ipv6Address,
+    /// The NIC queue, the addresses, routes and neighbors, frames in and out.
+    link: Link<N>,
     cfg: ShardConfig,
     now: u64,
-    routes: Routes,
-    neighbors: NeighborCache<N::Buf>,
-    slots: Vec<Slot>,
-    free_slots: Vec<u32>,
+    sockets: SocketSet<Socket>,
     conns: ConnTable<SocketId>,
     listeners: ListenTable<ListenGroup>,
     udp_binds: ListenTable<UdpGroup>,
@@ -330,34 +241,21 @@ pub struct Shard<N: Nic> {
     /// The second (of the shard's clock) the challenge-ACK budget is for, and what is left.
     challenge_second: u64,
     challenge_left: u32,
-    dirty: Vec<SocketId>,
     /// Connections whose segments found no frame buffer, serviced again at the next flush.
     starved: Vec<SocketId>,
     /// RSTs of connections freed before a frame buffer came for them, sent at the next flush.
     owed_rsts: Vec<(crate::shard::table::FourTuple, wire::TcpRepr)>,
-    changed: Vec<SocketId>,
     /// Connections the application holds whose peer marked new urgent data (SIGURG).
     urgent: Vec<SocketId>,
-    rx: Vec<N::Buf>,
-    tx: Vec<N::Buf>,
     fired: Vec<TimerKey>,
-    solicit: Vec<IpAddress>,
-    /// A frame buffer taken for a segment that did not come, kept for the next one while the
-    /// shard has connections (`poll` gives it back when none is left).
-    tx_spare: Option<N::Buf>,
-    /// The checksum work the NIC leaves to us.
-    checksums: Checksums,
     free_datagrams: Vec<Vec<u8>>,
     icmp_limit: IcmpRateLimit,
-    link_stats: IfaceStats,
     stats: ShardStats,
     /// Data segments held during a burst, to be handed to their connections coalesced.
     coalescer: coalesce::Coalescer<N::Buf>,
     /// Frames that belong to no socket here, for the process's other shards (`shard_count` > 1),
     /// with what ingress read of them.
     handed_off: Vec<(N::Buf, Transport)>,
-    /// Neighbors ARP or NDP taught this shard, for the process's other shards.
-    heard: Vec<Learned>,
     /// Connections the application closed that are not done yet (Linux's orphans).
     orphans: usize,
     /// Ring memory the TCP connections hold (what `tcp_mem` limits), in bytes.
@@ -367,7 +265,7 @@ pub struct Shard<N: Nic> {
     /// Connections whose writer found no room for a send ring, woken when memory is freed.
     mem_waiters: Vec<SocketId>,
     /// A capture in progress (`pronghorn pcap`): one branch per burst while there is none.
-    capture: Option<Box<inspect::Capture>>,
+    capture: Option<Box<observed::Capture>>,
     /// Frames at the head of `tx` the capture has already seen (left there by a full queue).
     tx_captured: usize,
 }
@@ -403,30 +301,6 @@ pub fn exchange<N: Nic>(shards: &mut [Shard<N>], now: u64) -> usize {
     moved
 }
 
-fn to_ip(a: IpAddr) -> IpAddress {
-    match a {
-        IpAddr::V4(v4) => IpAddress::V4(v4.into()),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddress::V4(v4.into()),
-            None => IpAddress::V6(v6.into()),
-        },
-    }
-}
-
-fn to_std(a: IpAddress) -> IpAddr {
-    match a {
-        IpAddress::V4(v4) => IpAddr::V4(v4.into()),
-        IpAddress::V6(v6) => IpAddr::V6(v6.into()),
-    }
-}
-
-fn is_unspecified(a: IpAddress) -> bool {
-    match a {
-        IpAddress::V4(v4) => v4.is_unspecified(),
-        IpAddress::V6(v6) => v6.is_unspecified(),
-    }
-}
-
 impl<N: Nic> Shard<N> {
     pub fn new(nic: N, cfg: ShardConfig) -> Self {
         let arena = arena::family();
@@ -454,15 +328,9 @@ impl<N: Nic> Shard<N> {
         tcp_cfg.tso = nic.offloads().tx_tcp_segmentation;
         let cfg = ShardConfig { tcp: tcp_cfg, ..cfg };
         Shard {
-            mac,
-            ipv4: cfg.ipv4.map(|(a, _)| a.into()),
-            ipv6: cfg.ipv6.map(|(a, _)| a.into()),
-            ipv6_link_local: Ipv6Address::link_local_from_ethernet(mac),
+            link: Link::new(nic, mac, cfg.ipv4.map(|(a, _)| a.into()), cfg.ipv6.map(|(a, _)| a.into()), routes),
             now: 0,
-            routes,
-            neighbors: NeighborCache::new(NeighborConfig::default()),
-            slots: Vec::new(),
-            free_slots: Vec::new(),
+            sockets: SocketSet::new(cfg.shard_index),
             conns: ConnTable::with_capacity(cfg.expected_connections, seed),
             listeners: ListenTable::new(seed ^ 1),
             udp_binds: ListenTable::new(seed ^ 2),
@@ -482,24 +350,15 @@ impl<N: Nic> Shard<N> {
             cookies: SynCookies::new(key(8)),
             challenge_second: u64::MAX,
             challenge_left: 0,
-            dirty: Vec::new(),
             starved: Vec::new(),
             owed_rsts: Vec::new(),
-            changed: Vec::new(),
             urgent: Vec::new(),
-            rx: Vec::with_capacity(RX_BURST),
-            tx: Vec::with_capacity(RX_BURST),
             fired: Vec::new(),
-            solicit: Vec::new(),
-            tx_spare: None,
-            checksums: Checksums::from(nic.offloads()),
             free_datagrams: Vec::new(),
             icmp_limit: IcmpRateLimit::new(),
-            link_stats: IfaceStats::default(),
             stats: ShardStats::default(),
             coalescer: coalesce::Coalescer::default(),
             handed_off: Vec::new(),
-            heard: Vec::new(),
             orphans: 0,
             tcp_mem_used: 0,
             mem_pressure: false,
@@ -507,7 +366,6 @@ impl<N: Nic> Shard<N> {
             capture: None,
             tx_captured: 0,
             arena,
-            nic,
             cfg,
         }
     }
@@ -521,16 +379,16 @@ impl<N: Nic> Shard<N> {
     }
 
     pub fn nic(&self) -> &N {
-        &self.nic
+        self.link.nic()
     }
 
     pub fn nic_mut(&mut self) -> &mut N {
-        &mut self.nic
+        self.link.nic_mut()
     }
 
     /// Link-layer counters (ARP, NDP, ICMP, drops).
     pub fn link_stats(&self) -> &IfaceStats {
-        &self.link_stats
+        self.link.stats()
     }
 
     /// TCP and UDP counters.
@@ -539,12 +397,12 @@ impl<N: Nic> Shard<N> {
     }
 
     pub fn ipv6_link_local(&self) -> Ipv6Addr {
-        self.ipv6_link_local.into()
+        self.link.ipv6_link_local().into()
     }
 
     /// Sockets open (connections, listeners, UDP), TIME-WAIT entries not included.
     pub fn socket_count(&self) -> usize {
-        self.slots.len() - self.free_slots.len()
+        self.sockets.len()
     }
 
     /// Compact TIME-WAIT entries.
@@ -571,12 +429,17 @@ impl<N: Nic> Shard<N> {
     /// Frames not sent yet: waiting for a neighbor's address, for room in the NIC's queue, or
     /// (a RST of a closed connection) for a buffer.
     pub fn pending_frames(&self) -> usize {
-        self.neighbors.pending() + self.tx.len() + self.owed_rsts.len()
+        self.link.pending() + self.owed_rsts.len()
+    }
+
+    /// Sockets whose readiness may have changed since the last call (each once).
+    pub fn take_changed(&mut self, out: &mut Vec<SocketId>) {
+        self.sockets.take_changed(out);
     }
 
     /// The earliest time `poll` has timer work to do.
     pub fn next_deadline(&self) -> Option<u64> {
-        [self.timers.next_deadline(), self.neighbors.next_deadline()].into_iter().flatten().min()
+        [self.timers.next_deadline(), self.link.neighbors().next_deadline()].into_iter().flatten().min()
     }
 
     /// Fires due timers, receives until the rx ring is empty (a burst comes back short; at
@@ -595,20 +458,19 @@ impl<N: Nic> Shard<N> {
                 break;
             }
         }
-        self.expire_neighbors();
+        self.link.expire_neighbors(self.now, &mut self.stats);
         self.transmit();
         if self.conns.is_empty() {
             // No connection left to send: the frame buffer kept ready goes back to the pool.
-            self.tx_spare = None;
+            self.link.drop_tx_spare();
         }
         work
     }
 
     /// Takes one burst from the NIC and handles each frame. Returns how many came.
     fn receive_burst(&mut self) -> usize {
-        let mut rx = std::mem::take(&mut self.rx);
-        let n = self.nic.rx_burst(&mut rx, RX_BURST);
-        self.link_stats.rx_frames += n as u64;
+        let mut rx = self.link.receive_burst();
+        let n = rx.len();
         if self.capture.is_some() {
             self.capture_received(&rx);
         }
@@ -616,7 +478,7 @@ impl<N: Nic> Shard<N> {
             self.receive(buf);
         }
         self.deliver_runs();
-        self.rx = rx;
+        self.link.give_back_rx(rx);
         n
     }
 
@@ -641,7 +503,7 @@ impl<N: Nic> Shard<N> {
     /// What ARP and NDP taught this shard since the last call, for the process's other shards:
     /// the answer to one shard's query lands on any queue.
     fn take_heard(&mut self, out: &mut Vec<Learned>) {
-        out.append(&mut self.heard);
+        self.link.take_heard(out);
     }
 
     /// An ARP or NDP message another shard of the process received: this shard's cache takes
@@ -650,8 +512,8 @@ impl<N: Nic> Shard<N> {
     fn hear_from_sibling(&mut self, l: Learned, now: u64) {
         let _arena = self.in_arena();
         self.now = self.now.max(now);
-        if self.routes.is_on_link(l.ip) {
-            self.learn(l);
+        if self.link.routes().is_on_link(l.ip) {
+            self.link.learn(l, self.now);
             self.transmit();
         }
     }
@@ -660,7 +522,7 @@ impl<N: Nic> Shard<N> {
     /// shared with the kernel the answers go to the kernel, and the runtime [`Shard::hear`]s
     /// them from its neighbour table.
     pub fn unresolved_neighbors(&self) -> Vec<IpAddr> {
-        self.neighbors.incomplete().map(to_std).collect()
+        self.link.neighbors().incomplete().map(to_std).collect()
     }
 
     /// The on-link neighbor `ip` asked for our address from `mac`, as its ARP request or
@@ -675,7 +537,10 @@ impl<N: Nic> Shard<N> {
     /// Whether [`Shard::flush`] has anything to do: sockets with output to service, frames
     /// queued for the NIC, or RSTs and sockets that waited for a buffer.
     pub fn has_output(&self) -> bool {
-        !self.dirty.is_empty() || !self.tx.is_empty() || !self.owed_rsts.is_empty() || !self.starved.is_empty()
+        self.sockets.has_dirty()
+            || !self.link.queued().is_empty()
+            || !self.owed_rsts.is_empty()
+            || !self.starved.is_empty()
     }
 
     /// Sends what application calls queued (segments of written data, ACKs of read data)
@@ -696,31 +561,32 @@ impl<N: Nic> Shard<N> {
             match key {
                 TimerKey::Socket(id) => {
                     let now = self.now;
-                    if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
-                        s.timer = None;
-                        match s.conn.poll_timeout() {
-                            // Armed lazily (`Shard::service`): the connection's deadline went
-                            // away or moved later since; nothing is due yet.
-                            None => continue,
-                            Some(deadline) if deadline > now => {
-                                let timer = self.timers.insert(deadline, TimerKey::Socket(id));
-                                if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
-                                    s.timer = Some(timer);
-                                }
-                                continue;
-                            }
-                            Some(_) => {}
+                    let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { continue };
+                    s.timer = None;
+                    match s.conn.poll_timeout() {
+                        // Armed lazily (`Shard::service`): the connection's deadline went
+                        // away or moved later since; nothing is due yet.
+                        None => continue,
+                        Some(deadline) if deadline > now => {
+                            s.timer = Some(self.timers.insert(deadline, TimerKey::Socket(id)));
+                            continue;
                         }
-                        let orphan_queued = s.app_closed.then(|| s.conn.send_queued());
-                        if orphan_queued.is_some_and(|queued| self.orphan_out_of_resources(queued)) {
+                        Some(_) => {}
+                    }
+                    if s.app_closed {
+                        // An orphan: Linux checks its resources before its timer's work.
+                        let queued = s.conn.send_queued();
+                        if self.orphan_out_of_resources(queued) {
                             self.abort_orphan(id);
                             continue;
                         }
-                        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+                        if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
                             s.conn.handle_timeout(now);
                         }
-                        self.mark_dirty(id);
+                    } else {
+                        s.conn.handle_timeout(now);
                     }
+                    self.sockets.mark_dirty(id);
                 }
                 TimerKey::Buffers(id) => self.check_buffers(id),
                 TimerKey::TimeWait(i) => self.time_wait_expired(i),
@@ -733,20 +599,26 @@ impl<N: Nic> Shard<N> {
     fn flush_dirty(&mut self) {
         self.retry_starved();
         // Handling one socket can dirty others (a listener), so loop until quiet.
-        while !self.dirty.is_empty() {
-            let mut dirty = std::mem::take(&mut self.dirty);
+        while self.sockets.has_dirty() {
+            let mut dirty = self.sockets.take_dirty();
             for id in dirty.drain(..) {
-                if let Some(slot) = self.slots.get_mut(id.index as usize) {
-                    if slot.gen == id.gen {
-                        slot.dirty = false;
-                    }
-                }
+                self.sockets.unmark_dirty(id);
                 self.service(id);
             }
-            if self.dirty.is_empty() {
-                self.dirty = dirty;
-            }
+            self.sockets.return_dirty(dirty);
         }
+    }
+
+    /// Hands the queued frames to the NIC (the capture sees them first).
+    fn transmit(&mut self) {
+        if self.link.queued().is_empty() {
+            return;
+        }
+        if self.capture.is_some() {
+            self.capture_sending();
+        }
+        let sent = self.link.transmit(&mut self.stats);
+        self.tx_captured = self.tx_captured.saturating_sub(sent).min(self.link.queued().len());
     }
 }
 

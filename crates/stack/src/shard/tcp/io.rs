@@ -1,145 +1,30 @@
-//! TCP on the shard: demux of segments to connections, listeners (SO_REUSEPORT groups, SYN and
-//! accept queues, SYN cookies when the SYN queue is full), the shard-wide challenge-ACK budget,
-//! and servicing a connection: sending what it has (its payload written once, from its send
-//! buffer straight into the frame), turning its events into readiness, arming its timers (its
-//! own, lazily as Linux's are: a deadline that moves later or goes leaves the wheel entry where
-//! it is, and an early firing arms it again; and a check that gives drained rings back),
-//! freeing it when done. The shard's next deadline may therefore come before the connections'
-//! real one: a sleeper woken for it finds nothing due. The protocol itself is
-//! the `tcp` crate's.
-//!
-//! It must not build frames below the transport header (that is [`super::egress`]) nor answer
-//! the application (that is [`super::api`]).
-
-use std::collections::VecDeque;
+//! TCP's work on the shard: demux of segments to connections and listeners (SYN and accept
+//! queues, SYN cookies), the challenge-ACK budget, and servicing a connection: its segments
+//! out, its events, its timers, freeing it.
 
 use nic::{Nic, PacketBuf, Segmentation};
 use tcp::{Connection, CookieOptions, Event as TcpEvent, TimeWait};
 use wire::{checksum, IpAddress, IpProtocol, TcpFlags, TcpPacket, TcpRepr};
 
-use super::api::{Buffers, Readiness};
-use super::egress::transport_offset;
-use super::ingress::{may_join, Candidate, TcpInput, Transport};
-use super::sockets::Socket;
-use super::time_wait::TimeWaitInput;
-use super::{Shard, SocketId, TimerKey, ECN_ECT0, ECN_NOT_ECT, ETH};
+use super::{ListenGroup, TcpSocket, BUFFERS_CHECK_NS, OWED_RSTS_MAX};
+use crate::shard::api_types::Buffers;
+use crate::shard::link::transport_offset;
 use crate::shard::table::FourTuple;
-use crate::shard::timer::TimerHandle;
+use crate::shard::time_wait::TimeWaitInput;
+use crate::shard::transport::{may_join, Candidate, TcpInput, Transport};
+use crate::shard::{Shard, Socket, SocketId, TimerKey, ECN_ECT0, ECN_NOT_ECT, ETH};
 use crate::syncookie::{siphash24, VALID_AFTER_LAST_SENT_NS};
 
-/// How often a connection that holds send or receive rings is looked at: rings that hold
-/// nothing then go back to the thread's spare list (`tcp::Connection::release_buffers`), so an
-/// idle connection costs its state, not 2 x 128 KiB of rings, as a Linux socket whose queues
-/// drained holds no buffer memory. Releasing them every time they drain instead cost 4% more
-/// instructions per 64-byte request/response (stack-scale, callgrind); once a second costs an
-/// active connection one release and one reuse.
-const BUFFERS_CHECK_NS: u64 = 1_000_000_000;
-
-/// RSTs of freed connections a shard keeps while its buffer pool is empty (a few kB; a peer
-/// that makes connections abort while the pool is dry cannot grow it further).
-const OWED_RSTS_MAX: usize = 1024;
-
-pub(super) struct TcpSocket {
-    pub(super) conn: Connection,
-    pub(super) tuple: FourTuple,
-    pub(super) timer: Option<TimerHandle>,
-    /// The listener this passive connection came from, until it is accepted.
-    pub(super) listener: Option<SocketId>,
-    /// Counted in the listener's half-open total (SYN-RECEIVED, not a cookie).
-    pub(super) half_open: bool,
-    /// The application holds it (connected, or accepted).
-    pub(super) owned: bool,
-    /// The application closed it: free it once the connection is over.
-    pub(super) app_closed: bool,
-    /// Readiness when last reported, to report every change exactly once.
-    pub(super) reported: Readiness,
-    /// Data (or the end of stream) arrivals so far (see [`Shard::arrivals`]).
-    pub(super) arrivals: u32,
-    /// TCP_NODELAY as the application set it.
-    pub(super) nodelay: bool,
-    /// The connection's counters already added to `ShardStats`.
-    pub(super) counted: tcp::Counters,
-    /// The next look at its rings (see [`BUFFERS_CHECK_NS`]), while it has any.
-    pub(super) buffers_timer: Option<TimerHandle>,
-    /// Its ring memory counted in the shard's `tcp_mem` use.
-    pub(super) charged: usize,
-    /// At the last buffer check its receive ring held only out-of-order data.
-    pub(super) ofo_pinned: bool,
-    /// On the shard's list of writers waiting for memory.
-    pub(super) mem_waiting: bool,
-}
-
-impl TcpSocket {
-    /// An active open (`connect`): the application holds it from the start.
-    pub(super) fn connecting(conn: Connection, tuple: FourTuple) -> TcpSocket {
-        TcpSocket { owned: true, ..TcpSocket::unclaimed(conn, tuple) }
-    }
-
-    /// A passive open from a SYN to `listener`: half-open until its handshake completes.
-    pub(super) fn from_syn(conn: Connection, tuple: FourTuple, listener: SocketId) -> TcpSocket {
-        TcpSocket { listener: Some(listener), half_open: true, ..TcpSocket::unclaimed(conn, tuple) }
-    }
-
-    /// A passive open from the ACK of a SYN cookie: established at once, never half-open.
-    pub(super) fn from_cookie(conn: Connection, tuple: FourTuple, listener: SocketId) -> TcpSocket {
-        TcpSocket { listener: Some(listener), ..TcpSocket::unclaimed(conn, tuple) }
-    }
-
-    /// No listener, not half-open, not held by the application.
-    fn unclaimed(conn: Connection, tuple: FourTuple) -> TcpSocket {
-        TcpSocket {
-            conn,
-            tuple,
-            timer: None,
-            listener: None,
-            half_open: false,
-            owned: false,
-            app_closed: false,
-            reported: Readiness::default(),
-            arrivals: 0,
-            nodelay: false,
-            counted: tcp::Counters::default(),
-            buffers_timer: None,
-            charged: 0,
-            ofo_pinned: false,
-            mem_waiting: false,
-        }
-    }
-}
-
-/// The listeners of one local address: one, or several that all set SO_REUSEPORT.
-pub(super) struct ListenGroup {
-    pub(super) reuseport: bool,
-    pub(super) members: Vec<SocketId>,
-}
-
-pub(super) struct Listener {
-    pub(super) local: (IpAddress, u16),
-    pub(super) backlog: usize,
-    pub(super) half_open: usize,
-    pub(super) accept_queue: VecDeque<SocketId>,
-    /// Connections queued so far (see [`Shard::arrivals`]).
-    pub(super) arrivals: u32,
-    /// The application waits on it (see [`Shard::tcp_listener_watched`]).
-    pub(super) watched: bool,
-    /// Its connections' buffers, from the SYN on (Linux's children inherit the listener's).
-    pub(super) buffers: Buffers,
-    /// When it last answered a SYN with a cookie: an ACK is checked for one only within
-    /// [`VALID_AFTER_LAST_SENT_NS`] of that (Linux's `tcp_synq_no_recent_overflow`, per socket
-    /// or SO_REUSEPORT group; here per member, which the ACK of its SYN goes back to).
-    pub(super) last_cookie_sent: Option<u64>,
-}
-
 impl<N: Nic> Shard<N> {
-    pub(super) fn path_mtu(&mut self, tuple: FourTuple, mss: u16, seq: u32) {
+    pub(in crate::shard) fn path_mtu(&mut self, tuple: FourTuple, mss: u16, seq: u32) {
         let Some(&id) = self.conns.get(&tuple) else {
             self.stats.icmp_too_big_ignored += 1;
             return;
         };
-        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+        if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
             if s.conn.path_mtu_reduced(mss, seq) {
                 self.stats.pmtu_reductions += 1;
-                self.mark_dirty(id);
+                self.sockets.mark_dirty(id);
             } else {
                 self.stats.icmp_too_big_ignored += 1;
             }
@@ -149,13 +34,13 @@ impl<N: Nic> Shard<N> {
     /// A TCP segment to us, as ingress read the layers below. [`TcpInput::Unplaced`] when
     /// nothing here takes it and `may_hand_off`: another shard of the process may hold its
     /// connection (else it is answered here, with a RST if it calls for one).
-    pub(super) fn tcp_input(&mut self, t: &Transport, seg: &[u8], may_hand_off: bool) -> TcpInput {
+    pub(in crate::shard) fn tcp_input(&mut self, t: &Transport, seg: &[u8], may_hand_off: bool) -> TcpInput {
         let (src, dst) = (t.src, t.dst);
         let Ok(packet) = TcpPacket::new_checked(seg) else {
             self.stats.tcp_malformed += 1;
             return TcpInput::Taken;
         };
-        let repr = match TcpRepr::parse(&packet, &src, &dst, self.checksums.verify_l4 && !t.verified) {
+        let repr = match TcpRepr::parse(&packet, &src, &dst, self.link.checksums().verify_l4 && !t.verified) {
             Ok(r) => r,
             Err(wire::Error::Checksum) => {
                 self.stats.tcp_bad_checksum += 1;
@@ -173,7 +58,7 @@ impl<N: Nic> Shard<N> {
         if let Some(&id) = self.conns.get(&tuple) {
             self.glean(t);
             let established =
-                matches!(self.socket(id), Some(Socket::Tcp(s)) if s.conn.state() == tcp::State::Established);
+                matches!(self.sockets.get(id), Some(Socket::Tcp(s)) if s.conn.state() == tcp::State::Established);
             // A PSH segment ends a run the moment it joins: one that would start a run is
             // handed over at once instead (request/response traffic, where every segment has
             // PSH, then pays nothing for coalescing: holding it cost ~900 instructions per
@@ -238,21 +123,21 @@ impl<N: Nic> Shard<N> {
     /// Whether `repr` would complete passive connection `id`'s handshake while its listener's
     /// accept queue is full.
     fn accept_queue_full_at_handshake(&self, id: SocketId, repr: &TcpRepr, payload_len: usize) -> bool {
-        let Some(Socket::Tcp(s)) = self.socket(id) else { return false };
+        let Some(Socket::Tcp(s)) = self.sockets.get(id) else { return false };
         let Some(lid) = s.listener else { return false };
         s.conn.completes_handshake(repr, payload_len)
-            && matches!(self.socket(lid), Some(Socket::Listener(l)) if l.accept_queue.len() >= l.backlog)
+            && matches!(self.sockets.get(lid), Some(Socket::Listener(l)) if l.accept_queue.len() >= l.backlog)
     }
 
     /// The listener of `group` that takes connection `tuple`: with SO_REUSEPORT, a keyed hash
     /// of the 4-tuple spreads connections over the members the application waits on (all of
     /// them while it waits on none), and sends a SYN-cookie ACK to the member its SYN went to
     /// (the group being unchanged).
-    pub(super) fn group_member(&self, group: &ListenGroup, tuple: &FourTuple) -> SocketId {
+    pub(in crate::shard) fn group_member(&self, group: &ListenGroup, tuple: &FourTuple) -> SocketId {
         if group.members.len() == 1 {
             return group.members[0];
         }
-        let watched = |id: &&SocketId| matches!(self.socket(**id), Some(Socket::Listener(l)) if l.watched);
+        let watched = |id: &&SocketId| matches!(self.sockets.get(**id), Some(Socket::Listener(l)) if l.watched);
         let n = group.members.iter().filter(watched).count();
         let key: [u8; 16] = self.cfg.secret[4..20].try_into().unwrap();
         let hash = siphash24(&key, &tuple_bytes(tuple));
@@ -262,9 +147,15 @@ impl<N: Nic> Shard<N> {
         *group.members.iter().filter(watched).nth((hash % n as u64) as usize).unwrap()
     }
 
-    pub(super) fn syn_to_listener(&mut self, lid: SocketId, tuple: FourTuple, syn: &TcpRepr, iss: Option<u32>) {
+    pub(in crate::shard) fn syn_to_listener(
+        &mut self,
+        lid: SocketId,
+        tuple: FourTuple,
+        syn: &TcpRepr,
+        iss: Option<u32>,
+    ) {
         let syn_backlog = self.cfg.syn_backlog;
-        let buffers = match self.socket(lid) {
+        let buffers = match self.sockets.get(lid) {
             Some(Socket::Listener(l)) => l.buffers,
             _ => return,
         };
@@ -275,7 +166,7 @@ impl<N: Nic> Shard<N> {
             return;
         }
         let now = self.now;
-        let Some(Socket::Listener(l)) = self.socket_mut(lid) else { return };
+        let Some(Socket::Listener(l)) = self.sockets.get_mut(lid) else { return };
         if l.accept_queue.len() >= l.backlog {
             self.stats.tcp_listen_overflows += 1;
             return;
@@ -311,7 +202,7 @@ impl<N: Nic> Shard<N> {
     /// Whether one more challenge ACK may go out now (RFC 5961 section 7): one budget per second
     /// of the shard's clock for all its connections, drawn from the keyed hash of the second
     /// between half and one and a half times `challenge_ack_limit` (see [`ShardConfig`]).
-    pub(super) fn take_challenge_ack(&mut self) -> bool {
+    pub(in crate::shard) fn take_challenge_ack(&mut self) -> bool {
         let limit = self.cfg.challenge_ack_limit;
         if limit == u32::MAX {
             return true;
@@ -337,9 +228,15 @@ impl<N: Nic> Shard<N> {
     /// An ACK at a listener with no connection: the third step of a SYN-cookie handshake? Only
     /// looked at while the listener may have cookies out (Linux's `cookie_v4_check` returns at
     /// once on `tcp_synq_no_recent_overflow`, counting nothing): else it is answered with a RST.
-    pub(super) fn cookie_ack(&mut self, lid: SocketId, tuple: FourTuple, ack: &TcpRepr, payload: &[u8]) -> bool {
+    pub(in crate::shard) fn cookie_ack(
+        &mut self,
+        lid: SocketId,
+        tuple: FourTuple,
+        ack: &TcpRepr,
+        payload: &[u8],
+    ) -> bool {
         let Some(ack_number) = ack.ack_number else { return false };
-        let recent = match self.socket(lid) {
+        let recent = match self.sockets.get(lid) {
             Some(Socket::Listener(l)) => l.last_cookie_sent,
             _ => None,
         };
@@ -353,7 +250,7 @@ impl<N: Nic> Shard<N> {
             self.stats.tcp_syncookies_failed += 1;
             return false;
         };
-        match self.socket(lid) {
+        match self.sockets.get(lid) {
             Some(Socket::Listener(l)) if l.accept_queue.len() < l.backlog => {}
             _ => {
                 self.stats.tcp_listen_overflows += 1;
@@ -362,7 +259,7 @@ impl<N: Nic> Shard<N> {
         }
         self.stats.tcp_syncookies_ok += 1;
         self.stats.tcp_passive_opens += 1;
-        let buffers = match self.socket(lid) {
+        let buffers = match self.sockets.get(lid) {
             Some(Socket::Listener(l)) => l.buffers,
             _ => Buffers::default(),
         };
@@ -381,10 +278,10 @@ impl<N: Nic> Shard<N> {
     }
 
     /// Sends what the connection has, handles its events, re-arms its timer, frees it when done.
-    pub(super) fn service(&mut self, id: SocketId) {
+    pub(in crate::shard) fn service(&mut self, id: SocketId) {
         self.give_budget(id);
         self.send_segments(id);
-        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+        if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
             let now = s.conn.counters();
             let before = std::mem::replace(&mut s.counted, now);
             let new = |f: fn(&tcp::Counters) -> u32| u64::from(f(&now).wrapping_sub(f(&before)));
@@ -400,71 +297,71 @@ impl<N: Nic> Shard<N> {
             t.tcp_rcvq_drops += new(|c| c.rcvq_drops);
             t.tcp_ofo_drops += new(|c| c.ofo_drops);
         }
-        while let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+        while let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
             let Some(ev) = s.conn.poll_event() else { break };
             self.tcp_event(id, ev);
         }
+        // The rest of the step takes the connection once (the events may have freed it): the
+        // socket set, the timer wheel and the memory waiters are separate values.
+        let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return };
         // Events say what happened; readiness is what the application waits on. Report every
         // change of it (an ACK that frees send space is not always an event of the connection).
-        let now_ready = self.readiness(id);
-        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
-            let owned = s.owned;
-            if std::mem::replace(&mut s.reported, now_ready) != now_ready && owned {
-                self.mark_changed(id);
-            }
+        let now_ready = s.readiness();
+        let changed = std::mem::replace(&mut s.reported, now_ready) != now_ready && s.owned;
+        let deadline = s.conn.poll_timeout();
+        let check_buffers = s.buffers_timer.is_none() && s.conn.buffers_allocated() != (false, false);
+        // Armed lazily, as Linux's socket timers are: a deadline that moved later (an ACK
+        // pushing the retransmission timeout on) or went away keeps the timer where it
+        // is, instead of unlinking and placing it on every segment; when it fires early,
+        // `fire_timers` arms it again at the connection's real deadline. Only a deadline
+        // that moved earlier moves the timer.
+        s.timer = match (deadline, s.timer.map(|h| (h, self.timers.deadline(h)))) {
+            (Some(d), Some((h, Some(armed)))) if armed <= d => Some(h),
+            (None, Some((h, Some(_)))) => Some(h),
+            (Some(d), Some((h, _))) if self.timers.reschedule(h, d) => Some(h),
+            (Some(d), _) => Some(self.timers.insert(d, TimerKey::Socket(id))),
+            (None, _) => None,
+        };
+        if check_buffers {
+            s.buffers_timer = Some(self.timers.insert(self.now + BUFFERS_CHECK_NS, TimerKey::Buffers(id)));
         }
-        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
-            let deadline = s.conn.poll_timeout();
-            let timer = s.timer;
-            let check_buffers = s.buffers_timer.is_none() && s.conn.buffers_allocated() != (false, false);
-            // Armed lazily, as Linux's socket timers are: a deadline that moved later (an ACK
-            // pushing the retransmission timeout on) or went away keeps the timer where it
-            // is, instead of unlinking and placing it on every segment; when it fires early,
-            // `fire_timers` arms it again at the connection's real deadline. Only a deadline
-            // that moved earlier moves the timer.
-            let new = match (deadline, timer.map(|h| (h, self.timers.deadline(h)))) {
-                (Some(d), Some((h, Some(armed)))) if armed <= d => Some(h),
-                (None, Some((h, Some(_)))) => Some(h),
-                (Some(d), Some((h, _))) if self.timers.reschedule(h, d) => Some(h),
-                (Some(d), _) => Some(self.timers.insert(d, TimerKey::Socket(id))),
-                (None, _) => None,
-            };
-            let buffers = check_buffers.then(|| self.timers.insert(self.now + BUFFERS_CHECK_NS, TimerKey::Buffers(id)));
-            if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
-                s.timer = new;
-                s.buffers_timer = s.buffers_timer.or(buffers);
-            }
+        let charged = s.conn.charged_bytes();
+        let charged_before = std::mem::replace(&mut s.charged, charged);
+        let waits_for_memory = s.owned && !s.mem_waiting && s.conn.send_waits_for_memory();
+        if changed {
+            self.sockets.mark_changed(id);
         }
-        self.recharge(id);
-        self.wait_for_memory(id);
+        if charged_before == charged {
+            // Nearly always the same rings (see `Shard::recharge`).
+            if waits_for_memory {
+                self.wait_for_memory(id);
+            }
+        } else {
+            self.memory_changed(charged_before, charged);
+            self.wait_for_memory(id);
+        }
     }
 
     /// A connection's buffer check is due: out-of-order data may be pruned (see
     /// [`Shard::prune_out_of_order`]), rings that hold nothing (all sent data acknowledged,
     /// all received data read) go back to the thread's spare list, to be taken again on use;
     /// rings in use are looked at again in [`BUFFERS_CHECK_NS`].
-    pub(super) fn check_buffers(&mut self, id: SocketId) {
+    pub(in crate::shard) fn check_buffers(&mut self, id: SocketId) {
         self.prune_out_of_order(id);
-        let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
+        let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return };
         s.conn.release_buffers();
-        s.buffers_timer = None;
+        s.buffers_timer = (s.conn.buffers_allocated() != (false, false))
+            .then(|| self.timers.insert(self.now + BUFFERS_CHECK_NS, TimerKey::Buffers(id)));
         self.recharge(id);
-        let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
-        if s.conn.buffers_allocated() != (false, false) {
-            let timer = self.timers.insert(self.now + BUFFERS_CHECK_NS, TimerKey::Buffers(id));
-            if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
-                s.buffers_timer = Some(timer);
-            }
-        }
     }
 
-    pub(super) fn tcp_event(&mut self, id: SocketId, ev: TcpEvent) {
-        let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return };
+    pub(in crate::shard) fn tcp_event(&mut self, id: SocketId, ev: TcpEvent) {
+        let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return };
         match ev {
             TcpEvent::Connected => {
                 if let Some(lid) = s.listener {
                     let counted = std::mem::replace(&mut s.half_open, false);
-                    let queued = match self.socket_mut(lid) {
+                    let queued = match self.sockets.get_mut(lid) {
                         Some(Socket::Listener(l)) => {
                             if counted {
                                 l.half_open -= 1;
@@ -476,20 +373,20 @@ impl<N: Nic> Shard<N> {
                         _ => false,
                     };
                     if queued {
-                        self.mark_changed(lid);
+                        self.sockets.mark_changed(lid);
                     } else {
                         // The listener went away during the handshake.
                         self.abort_and_free(id);
                     }
                 } else {
-                    self.mark_changed(id);
+                    self.sockets.mark_changed(id);
                 }
             }
             TcpEvent::Readable | TcpEvent::ReadClosed => {
                 s.arrivals = s.arrivals.wrapping_add(1);
-                self.mark_changed(id);
+                self.sockets.mark_changed(id);
             }
-            TcpEvent::Writable => self.mark_changed(id),
+            TcpEvent::Writable => self.sockets.mark_changed(id),
             TcpEvent::Urgent => {
                 // Linux signals the socket's owner; a connection nobody accepted yet has none.
                 if s.owned {
@@ -506,7 +403,7 @@ impl<N: Nic> Shard<N> {
                     if self.conns.get(&tuple) == Some(&id) {
                         self.conns.remove(&tuple);
                     }
-                    self.mark_changed(id);
+                    self.sockets.mark_changed(id);
                 } else {
                     self.free_tcp(id);
                 }
@@ -523,7 +420,7 @@ impl<N: Nic> Shard<N> {
                         self.conns.remove(&tuple);
                     }
                     self.insert_time_wait(tw, tuple);
-                    self.mark_changed(id);
+                    self.sockets.mark_changed(id);
                 } else {
                     self.enter_time_wait(id);
                 }
@@ -531,8 +428,8 @@ impl<N: Nic> Shard<N> {
         }
     }
 
-    pub(super) fn abort_and_free(&mut self, id: SocketId) {
-        if let Some(Socket::Tcp(s)) = self.socket_mut(id) {
+    pub(in crate::shard) fn abort_and_free(&mut self, id: SocketId) {
+        if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
             s.conn.abort();
             self.send_segments(id);
         }
@@ -540,8 +437,8 @@ impl<N: Nic> Shard<N> {
     }
 
     /// Removes a TCP socket from the demux table, the timer wheel, its listener, and the slab.
-    pub(super) fn free_tcp(&mut self, id: SocketId) {
-        let Some(Socket::Tcp(mut s)) = self.take_socket(id) else { return };
+    pub(in crate::shard) fn free_tcp(&mut self, id: SocketId) {
+        let Some(Socket::Tcp(mut s)) = self.sockets.take(id) else { return };
         self.keep_owed_rst(&mut s);
         if self.conns.get(&s.tuple) == Some(&id) {
             self.conns.remove(&s.tuple);
@@ -557,7 +454,7 @@ impl<N: Nic> Shard<N> {
             self.timers.cancel(h);
         }
         if let Some(lid) = s.listener {
-            if let Some(Socket::Listener(l)) = self.socket_mut(lid) {
+            if let Some(Socket::Listener(l)) = self.sockets.get_mut(lid) {
                 if s.half_open {
                     l.half_open -= 1;
                 }
@@ -566,7 +463,7 @@ impl<N: Nic> Shard<N> {
         }
     }
 
-    pub(super) fn iss(&self, tuple: &FourTuple) -> u32 {
+    pub(in crate::shard) fn iss(&self, tuple: &FourTuple) -> u32 {
         // RFC 6528: a keyed hash of the 4-tuple plus a 4 µs clock.
         let key: [u8; 16] = self.cfg.secret[16..32].try_into().unwrap();
         (siphash24(&key, &tuple_bytes(tuple)) as u32).wrapping_add((self.now / 4_000) as u32)
@@ -575,7 +472,7 @@ impl<N: Nic> Shard<N> {
     /// The per-connection TCP settings: the MSS of the family, a timestamp offset hashed from
     /// the addresses (so values between two hosts keep growing across connections), the
     /// socket's buffers.
-    pub(super) fn conn_config(&self, tuple: &FourTuple, buffers: Buffers) -> tcp::Config {
+    pub(in crate::shard) fn conn_config(&self, tuple: &FourTuple, buffers: Buffers) -> tcp::Config {
         let mut cfg = self.cfg.tcp;
         cfg.rcv_buf = buffers.recv.unwrap_or(cfg.rcv_buf);
         cfg.snd_buf = buffers.send.unwrap_or(cfg.snd_buf);
@@ -605,18 +502,18 @@ impl<N: Nic> Shard<N> {
     /// With segmentation offload (`Offloads::tx_tcp_segmentation`), a connection with more
     /// than a segment to send gets a large buffer and may fill it with several MSS of new data
     /// for the NIC to cut.
-    pub(super) fn send_segments(&mut self, id: SocketId) {
+    pub(in crate::shard) fn send_segments(&mut self, id: SocketId) {
         let now = self.now;
         loop {
             let large = self.tso_buffer(id);
             let is_large = large.is_some();
-            let Some(mut buf) = large.or_else(|| self.tx_buffer()) else { return self.defer_segments(id) };
-            let Some(Socket::Tcp(s)) = self.socket_mut(id) else { return self.keep_tx_buffer(buf) };
+            let Some(mut buf) = large.or_else(|| self.link.tx_buffer()) else { return self.defer_segments(id) };
+            let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return self.link.keep_tx_buffer(buf) };
             let at = transport_offset(s.tuple.remote().0) + s.conn.data_header_len();
             buf.set_len(buf.capacity());
             let Some(repr) = s.conn.poll_transmit(now, &mut buf.data_mut()[at..]) else {
                 // A large buffer goes back to its pool rather than serve as the spare.
-                return if is_large { drop(buf) } else { self.keep_tx_buffer(buf) };
+                return if is_large { drop(buf) } else { self.link.keep_tx_buffer(buf) };
             };
             // The payload went behind the header the connection announced; its options can change
             // in between (out-of-order data pruned at the buffer check takes its SACK blocks
@@ -627,7 +524,7 @@ impl<N: Nic> Shard<N> {
                     // Cannot happen with a frame of at most the MTU; if it did, the segment is
                     // lost as on the wire (the connection sends it again) and counted.
                     self.stats.tx_no_buffer += 1;
-                    self.keep_tx_buffer(buf);
+                    self.link.keep_tx_buffer(buf);
                     continue;
                 }
                 buf.data_mut().copy_within(at..at + repr.payload_len, header_end);
@@ -645,11 +542,11 @@ impl<N: Nic> Shard<N> {
         if !self.cfg.tcp.tso {
             return None;
         }
-        let Some(Socket::Tcp(s)) = self.socket(id) else { return None };
+        let Some(Socket::Tcp(s)) = self.sockets.get(id) else { return None };
         if s.conn.unsent() <= s.conn.segment_payload_max(s.conn.data_header_len()) {
             return None;
         }
-        self.nic.alloc_tso()
+        self.link.nic_mut().alloc_tso()
     }
 
     /// No buffer for a frame (the pool is empty): what the connection has to send stays owed
@@ -664,15 +561,15 @@ impl<N: Nic> Shard<N> {
     /// Sends the RSTs of freed connections that waited for a buffer, and services again the
     /// connections whose output did (each once, whatever it was pushed for), before the
     /// pass's own work. Cheap when nothing waits: two empty vectors.
-    pub(super) fn retry_starved(&mut self) {
+    pub(in crate::shard) fn retry_starved(&mut self) {
         while let Some(&(tuple, repr)) = self.owed_rsts.last() {
-            let Some(buf) = self.tx_buffer() else { break };
+            let Some(buf) = self.link.tx_buffer() else { break };
             self.owed_rsts.pop();
             self.emit_tcp(buf, &tuple, &repr, ECN_NOT_ECT, None);
         }
         let mut starved = std::mem::take(&mut self.starved);
         for id in starved.drain(..) {
-            self.mark_dirty(id);
+            self.sockets.mark_dirty(id);
         }
         self.starved = starved;
     }
@@ -693,9 +590,9 @@ impl<N: Nic> Shard<N> {
 
     /// A segment without data that is not ECN-capable: a RST, TIME-WAIT's ACK, the SYN-ACK of
     /// a SYN cookie.
-    pub(super) fn send_tcp(&mut self, tuple: &FourTuple, repr: &TcpRepr) {
+    pub(in crate::shard) fn send_tcp(&mut self, tuple: &FourTuple, repr: &TcpRepr) {
         debug_assert_eq!(repr.payload_len, 0);
-        let Some(buf) = self.tx_buffer() else {
+        let Some(buf) = self.link.tx_buffer() else {
             self.stats.tx_no_buffer += 1;
             return;
         };
@@ -713,16 +610,17 @@ impl<N: Nic> Shard<N> {
         let at = transport_offset(dst);
         let len = repr.buffer_len();
         buf.set_len(at + len);
-        if !self.write_headers(buf.data_mut(), src, dst, IpProtocol::Tcp, len, ecn) {
-            return self.keep_tx_buffer(buf);
+        if !self.link.write_headers(buf.data_mut(), src, dst, IpProtocol::Tcp, len, ecn) {
+            self.stats.tx_no_route += 1;
+            return self.link.keep_tx_buffer(buf);
         }
-        let fill = self.checksums.fill_l4;
+        let fill = self.link.checksums().fill_l4;
         let mut tcp = TcpPacket::new_unchecked(&mut buf.data_mut()[at..]);
         repr.emit_header(&mut tcp, &src, &dst, fill);
         if cut.is_some() {
             tcp.set_checksum(checksum::pseudo_header(&src, &dst, IpProtocol::Tcp, 0));
         }
-        self.request_checksums(&mut buf);
+        self.link.request_checksums(&mut buf);
         match cut {
             None => self.stats.tcp_tx_segments += 1,
             Some(mss) => {
@@ -739,15 +637,15 @@ impl<N: Nic> Shard<N> {
         if repr.flags.contains(TcpFlags::RST) {
             self.stats.tcp_rst_sent += 1;
         }
-        self.route_out(buf, dst);
+        self.link.route_out(buf, dst, self.now, &mut self.stats);
     }
 
     /// A new connection in the slab and the demux table, due for a first transmit.
-    pub(super) fn add_connection(&mut self, sock: TcpSocket) -> SocketId {
+    pub(in crate::shard) fn add_connection(&mut self, sock: TcpSocket) -> SocketId {
         let tuple = sock.tuple;
-        let id = self.alloc(Socket::Tcp(Box::new(sock)));
+        let id = self.sockets.alloc(Socket::Tcp(Box::new(sock)));
         self.conns.insert(tuple, id);
-        self.mark_dirty(id);
+        self.sockets.mark_dirty(id);
         id
     }
 }
@@ -768,8 +666,8 @@ mod tests {
     use nic::Nic;
     use testkit::mem::{pair, MemConfig, MemNic};
 
-    use super::super::{Shard, ShardConfig, SocketId};
-    use super::{Socket, BUFFERS_CHECK_NS};
+    use crate::shard::tcp::{TcpSocket, BUFFERS_CHECK_NS};
+    use crate::shard::{Shard, ShardConfig, Socket, SocketId};
 
     /// Two shards over the in-memory pair; a connection from the client to the server's port
     /// 80, accepted. Returns (client shard, its socket, server shard, its socket, the time).
@@ -795,7 +693,7 @@ mod tests {
     }
 
     fn rings(shard: &Shard<MemNic>, id: SocketId) -> (bool, bool) {
-        match shard.socket(id) {
+        match shard.sockets.get(id) {
             Some(Socket::Tcp(s)) => s.conn.buffers_allocated(),
             _ => panic!("no connection"),
         }
@@ -816,9 +714,9 @@ mod tests {
             server.take_changed(&mut changed);
         }
         let arena = arena::family().expect("enabled above");
-        assert!(arena.contains(server.slots.as_ptr().cast()), "the socket slab");
-        match server.socket(s) {
-            Some(Socket::Tcp(conn)) => assert!(arena.contains((&**conn as *const super::TcpSocket).cast())),
+        assert!(arena.contains(server.sockets.slab_ptr()), "the socket slab");
+        match server.sockets.get(s) {
+            Some(Socket::Tcp(conn)) => assert!(arena.contains((&**conn as *const TcpSocket).cast())),
             _ => panic!("no connection"),
         }
         assert!(!arena.contains(changed.as_ptr().cast()), "the caller's vector");
@@ -857,7 +755,7 @@ mod tests {
         assert_eq!((rings(&client, c), rings(&server, s)), ((false, false), (false, false)));
         // (The timer count says nothing here: a connection's timer armed lazily stays counted
         // until it fires.)
-        let check_armed = |shard: &Shard<MemNic>, id| match shard.socket(id) {
+        let check_armed = |shard: &Shard<MemNic>, id| match shard.sockets.get(id) {
             Some(Socket::Tcp(s)) => s.buffers_timer.is_some(),
             _ => panic!("no connection"),
         };
@@ -891,7 +789,7 @@ mod tests {
 
     /// (The wheel's deadline for the connection's timer, the connection's own next deadline.)
     fn deadlines(shard: &Shard<MemNic>, id: SocketId) -> (Option<u64>, Option<u64>) {
-        match shard.socket(id) {
+        match shard.sockets.get(id) {
             Some(Socket::Tcp(s)) => (s.timer.and_then(|h| shard.timers.deadline(h)), s.conn.poll_timeout()),
             _ => panic!("no connection"),
         }
@@ -942,7 +840,7 @@ mod tests {
 
     /// Takes every frame buffer the shard could use (its pool's and the one it keeps ready).
     fn drain_pool(shard: &mut Shard<MemNic>) -> Vec<<MemNic as Nic>::Buf> {
-        let mut held: Vec<_> = shard.tx_spare.take().into_iter().collect();
+        let mut held: Vec<_> = shard.link.tx_buffer().into_iter().collect();
         held.extend(std::iter::from_fn(|| shard.nic_mut().alloc()));
         held
     }

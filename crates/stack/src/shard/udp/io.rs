@@ -1,12 +1,6 @@
-//! UDP on the shard: bound sockets (connected or not) with their queue of datagrams, the ICMP
-//! "port unreachable" answer for a datagram nobody holds (rate-limited as Linux limits it), and
-//! the ICMP errors that reach a connected socket as ECONNREFUSED.
-//!
-//! Linux is the model (net/ipv4/udp.c, icmp.c): a connected socket receives only from its peer
-//! and only it is told of ICMP errors (`recverr` off); a datagram that finds no socket is counted
-//! as NoPorts and answered with port unreachable. Datagrams are never fragmented or reassembled
-//! here: a send that does not fit the MTU fails with EMSGSIZE (Linux would fragment), a fragment
-//! received is dropped by the link layer and counted.
+//! UDP's work on the shard: a datagram to us demuxed to its socket (or answered with port
+//! unreachable), the ICMP errors for a connected socket, datagram buffers kept for reuse, and
+//! the socket calls the runtime makes (bind, connect, send, receive).
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -17,83 +11,15 @@ use wire::{
     IpProtocol, UdpPacket, UdpRepr,
 };
 
-use super::ingress::{IpHeader, Transport};
-use super::{is_unspecified, to_ip, to_std, Errno, Shard, Socket};
-
-/// An address and port.
-type Endpoint = (IpAddress, u16);
-
-/// What a queued datagram costs against SO_RCVBUF beyond its IP and UDP headers and payload, as
-/// Linux charges an skb's truesize rather than its payload (a queue of empty datagrams is not
-/// free): the sk_buff and its skb_shared_info alone are 576 bytes on x86-64 (SKB_TRUESIZE(0)),
-/// and Linux 6.18 charges 832 bytes for an empty IPv4 datagram received over loopback (512 of
-/// them fill an SO_RCVBUF of 425,984). 768 keeps an empty IPv4 datagram at 796 bytes.
-pub const DATAGRAM_OVERHEAD: usize = 768;
-
-/// Freed datagram buffers kept for reuse at most (each at most an MTU's payload): after a burst
-/// the rest go back to the allocator.
-pub const SPARE_DATAGRAMS: usize = 256;
-
-/// What a datagram of `payload` bytes from `from` costs against SO_RCVBUF.
-fn truesize(from: &Endpoint, payload: usize) -> usize {
-    let ip = if matches!(from.0, IpAddress::V4(_)) { wire::ipv4::HEADER_LEN } else { wire::ipv6::HEADER_LEN };
-    ip + wire::udp::HEADER_LEN + payload + DATAGRAM_OVERHEAD
-}
-
-/// One received datagram.
-pub(super) struct Datagram {
-    from: Endpoint,
-    data: Vec<u8>,
-}
-
-/// A UDP socket: bound to a local address and port, perhaps connected to one peer.
-pub(super) struct UdpSocket {
-    pub(super) local: Endpoint,
-    /// connect(): the only source it receives from and the default destination.
-    remote: Option<Endpoint>,
-    rx: VecDeque<Datagram>,
-    rx_bytes: usize,
-    /// What the queued datagrams cost against SO_RCVBUF (`truesize`).
-    rx_charged: usize,
-    /// SO_RCVBUF: the most the queued datagrams may cost (`None`: the shard's `udp_rcvbuf`).
-    rcvbuf: Option<usize>,
-    /// An ICMP error for the connected peer, reported once (SO_ERROR, or the next call).
-    error: Option<Errno>,
-    /// Datagrams queued so far (edge-triggered waiters report each arrival).
-    pub(super) arrivals: u32,
-}
-
-impl UdpSocket {
-    pub(super) fn readable(&self) -> bool {
-        !self.rx.is_empty()
-    }
-
-    /// Bytes of the queued datagrams (ss's Recv-Q).
-    pub(super) fn queued_bytes(&self) -> usize {
-        self.rx_bytes
-    }
-
-    pub(super) fn has_error(&self) -> bool {
-        self.error.is_some()
-    }
-
-    pub(super) fn take_error(&mut self) -> Option<Errno> {
-        self.error.take()
-    }
-
-    pub(super) fn remote(&self) -> Option<SocketAddr> {
-        self.remote.map(|(a, p)| SocketAddr::new(to_std(a), p))
-    }
-
-    /// The buffers of its queued datagrams, for reuse.
-    pub(super) fn into_buffers(self) -> impl Iterator<Item = Vec<u8>> {
-        self.rx.into_iter().map(|d| d.data)
-    }
-}
+use super::{truesize, Datagram, Endpoint, Received, UdpGroup, UdpSocket, SPARE_DATAGRAMS};
+use crate::errno::Errno;
+use crate::shard::addr::{is_unspecified, to_ip, to_std};
+use crate::shard::transport::{IpHeader, Transport};
+use crate::shard::{Shard, Socket, SocketId};
 
 impl<N: Nic> Shard<N> {
     /// Keeps a freed datagram buffer for the next datagram, up to `SPARE_DATAGRAMS`.
-    pub(super) fn recycle_datagram(&mut self, data: Vec<u8>) {
+    pub(in crate::shard) fn recycle_datagram(&mut self, data: Vec<u8>) {
         if self.free_datagrams.len() < SPARE_DATAGRAMS {
             self.free_datagrams.push(data);
         }
@@ -105,7 +31,7 @@ impl<N: Nic> Shard<N> {
     }
 
     /// A UDP socket closes: it leaves its address's group (the last one frees the address).
-    pub(super) fn udp_unbind(&mut self, id: super::SocketId, local: Endpoint) {
+    pub(in crate::shard) fn udp_unbind(&mut self, id: SocketId, local: Endpoint) {
         let empty = self.udp_binds.get_mut(local).is_some_and(|g| {
             g.members.retain(|&m| m != id);
             g.members.is_empty()
@@ -114,81 +40,6 @@ impl<N: Nic> Shard<N> {
             self.udp_binds.remove(local);
         }
     }
-}
-
-/// The UDP sockets bound to one address and port: one, or several that all set SO_REUSEADDR
-/// or SO_REUSEPORT (iperf3's server binds a new socket to its port while the one it connected
-/// to a client still holds it).
-pub(super) struct UdpGroup {
-    reuseaddr: bool,
-    reuseport: bool,
-    members: Vec<super::SocketId>,
-}
-
-/// What one received datagram was, for `recvmsg`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Received {
-    /// Bytes copied into the buffer.
-    pub copied: usize,
-    /// The datagram's full length (more than `copied`: it was cut, MSG_TRUNC).
-    pub len: usize,
-    pub from: SocketAddr,
-}
-
-/// Linux's limits on ICMP errors: a global budget (net.ipv4.icmp_msgs_per_sec = 1000,
-/// icmp_msgs_burst = 50) and one per destination (icmp_ratelimit = 1000 ms with a burst of six,
-/// inet_peer_xrlim_allow). Destinations share a small direct-mapped table: a collision forgets
-/// the older one, which then starts with a full burst again.
-pub(super) struct IcmpRateLimit {
-    credit: u32,
-    credit_at: u64,
-    peers: Vec<Option<(IpAddress, u64, u64)>>,
-}
-
-const ICMP_MSGS_PER_SEC: u64 = 1000;
-const ICMP_MSGS_BURST: u32 = 50;
-const ICMP_RATELIMIT_NS: u64 = 1_000_000_000;
-const XRLIM_BURST_FACTOR: u64 = 6;
-const ICMP_PEERS: usize = 256;
-
-impl IcmpRateLimit {
-    pub(super) fn new() -> IcmpRateLimit {
-        IcmpRateLimit { credit: ICMP_MSGS_BURST, credit_at: 0, peers: vec![None; ICMP_PEERS] }
-    }
-
-    /// Whether an ICMP error may go to `dst` now (and, if so, its cost taken).
-    fn allow(&mut self, dst: IpAddress, now: u64) -> bool {
-        let incr = now.saturating_sub(self.credit_at) * ICMP_MSGS_PER_SEC / 1_000_000_000;
-        if incr > 0 {
-            self.credit = (u64::from(self.credit) + incr).min(u64::from(ICMP_MSGS_BURST)) as u32;
-            self.credit_at = now;
-        }
-        if self.credit == 0 {
-            return false;
-        }
-        let slot = &mut self.peers[peer_slot(dst)];
-        let (tokens, last) = match *slot {
-            Some((a, tokens, last)) if a == dst => (tokens, last),
-            // A destination not seen (or forgotten): a full burst, as a new inet_peer.
-            _ => (XRLIM_BURST_FACTOR * ICMP_RATELIMIT_NS, now),
-        };
-        let tokens = (tokens + now.saturating_sub(last)).min(XRLIM_BURST_FACTOR * ICMP_RATELIMIT_NS);
-        if tokens < ICMP_RATELIMIT_NS {
-            *slot = Some((dst, tokens, now));
-            return false;
-        }
-        *slot = Some((dst, tokens - ICMP_RATELIMIT_NS, now));
-        self.credit -= 1;
-        true
-    }
-}
-
-fn peer_slot(a: IpAddress) -> usize {
-    let bytes: &[u8] = match &a {
-        IpAddress::V4(v4) => &v4.0,
-        IpAddress::V6(v6) => &v6.0,
-    };
-    bytes.iter().fold(0usize, |h, &b| h.wrapping_mul(31).wrapping_add(b as usize)) % ICMP_PEERS
 }
 
 /// IPv4: an ICMP error carries at most 576 bytes (RFC 1812 4.3.2.3, Linux's limit).
@@ -200,13 +51,19 @@ impl<N: Nic> Shard<N> {
     /// A UDP datagram to one of our addresses, as ingress read the layers below; `ip_payload`
     /// is what follows the fixed IP header (an ICMP error quotes it). Returns true when no
     /// socket here takes it and `may_hand_off`: another shard of the process may hold one.
-    pub(super) fn udp_input(&mut self, t: &Transport, ip_payload: &[u8], seg: &[u8], may_hand_off: bool) -> bool {
+    pub(in crate::shard) fn udp_input(
+        &mut self,
+        t: &Transport,
+        ip_payload: &[u8],
+        seg: &[u8],
+        may_hand_off: bool,
+    ) -> bool {
         let (src, dst) = (t.src, t.dst);
         let Ok(packet) = UdpPacket::new_checked(seg) else {
             self.stats.udp_bad_checksum += 1;
             return false;
         };
-        let Ok(repr) = UdpRepr::parse(&packet, &src, &dst, self.checksums.verify_l4 && !t.verified) else {
+        let Ok(repr) = UdpRepr::parse(&packet, &src, &dst, self.link.checksums().verify_l4 && !t.verified) else {
             self.stats.udp_bad_checksum += 1;
             return false;
         };
@@ -220,14 +77,14 @@ impl<N: Nic> Shard<N> {
             return false;
         };
         self.stats.udp_rx_datagrams += 1;
-        if matches!(self.socket(id), Some(Socket::Udp(u)) if u.remote == Some(from)) {
+        if matches!(self.sockets.get(id), Some(Socket::Udp(u)) if u.remote == Some(from)) {
             // A datagram of a connected socket's peer: a known flow (`Shard::glean`).
             self.glean(t);
         }
         let payload = packet.payload();
         let default = self.cfg.udp_rcvbuf;
         let cost = truesize(&from, payload.len());
-        let Some(Socket::Udp(u)) = self.socket_mut(id) else { return false };
+        let Some(Socket::Udp(u)) = self.sockets.get_mut(id) else { return false };
         // Linux's rule (__udp_enqueue_schedule_skb): an empty queue takes one datagram whatever
         // its size; otherwise it must fit.
         if !u.rx.is_empty() && u.rx_charged + cost > u.rcvbuf.unwrap_or(default) {
@@ -237,30 +94,30 @@ impl<N: Nic> Shard<N> {
         let mut data = self.free_datagrams.pop().unwrap_or_default();
         data.clear();
         data.extend_from_slice(payload);
-        let Some(Socket::Udp(u)) = self.socket_mut(id) else { return false };
+        let Some(Socket::Udp(u)) = self.sockets.get_mut(id) else { return false };
         u.rx_bytes += payload.len();
         u.rx_charged += cost;
         u.rx.push_back(Datagram { from, data });
         u.arrivals = u.arrivals.wrapping_add(1);
-        self.mark_changed(id);
+        self.sockets.mark_changed(id);
         false
     }
 
     /// Whether a UDP socket here takes a datagram to `dst` from `src` (several shards: where
     /// to hand it).
-    pub(super) fn holds_datagram(&self, dst: Endpoint, src: Endpoint) -> bool {
+    pub(in crate::shard) fn holds_datagram(&self, dst: Endpoint, src: Endpoint) -> bool {
         self.udp_lookup(dst, src).is_some()
     }
 
     /// The socket that receives a datagram to `dst` from `from`, as Linux scores them: the one
     /// connected to `from`, else an unconnected one (spread by source over SO_REUSEPORT
     /// members; the last bound otherwise). A socket connected elsewhere never matches.
-    fn udp_lookup(&self, dst: Endpoint, from: Endpoint) -> Option<super::SocketId> {
+    fn udp_lookup(&self, dst: Endpoint, from: Endpoint) -> Option<SocketId> {
         let group = self.udp_binds.lookup(dst)?;
         let mut unconnected = 0;
         let mut last = None;
         for &id in &group.members {
-            if let Some(Socket::Udp(u)) = self.socket(id) {
+            if let Some(Socket::Udp(u)) = self.sockets.get(id) {
                 match u.remote {
                     Some(r) if r == from => return Some(id),
                     Some(_) => {}
@@ -282,7 +139,7 @@ impl<N: Nic> Shard<N> {
                 .members
                 .iter()
                 .copied()
-                .filter(|&id| matches!(self.socket(id), Some(Socket::Udp(u)) if u.remote.is_none()))
+                .filter(|&id| matches!(self.sockets.get(id), Some(Socket::Udp(u)) if u.remote.is_none()))
                 .nth(pick);
         }
         last
@@ -310,19 +167,23 @@ impl<N: Nic> Shard<N> {
                     header,
                     data,
                 };
-                let Some((mut buf, l4)) = self.ip_frame(ours, to, IpProtocol::Icmp, repr.buffer_len(), 0) else {
+                let Some((mut buf, l4)) =
+                    self.link.ip_frame(ours, to, IpProtocol::Icmp, repr.buffer_len(), 0, &mut self.stats)
+                else {
                     return;
                 };
                 repr.emit(&mut Icmpv4Packet::new_unchecked(&mut buf.data_mut()[l4..]), true);
                 self.stats.icmp_out_dest_unreachs += 1;
-                self.route_out(buf, to);
+                self.link.route_out(buf, to, self.now, &mut self.stats);
             }
             IpHeader::V6(header) => {
                 let room =
                     ICMPV6_ERROR_MAX - wire::ipv6::HEADER_LEN - wire::icmpv6::HEADER_LEN - wire::ipv6::HEADER_LEN;
                 let data = &ip_payload[..ip_payload.len().min(room)];
                 let repr = Icmpv6Repr::DstUnreachable { reason: Icmpv6DstUnreachable::PortUnreachable, header, data };
-                let Some((mut buf, l4)) = self.ip_frame(ours, to, IpProtocol::Icmpv6, repr.buffer_len(), 0) else {
+                let Some((mut buf, l4)) =
+                    self.link.ip_frame(ours, to, IpProtocol::Icmpv6, repr.buffer_len(), 0, &mut self.stats)
+                else {
                     return;
                 };
                 repr.emit(
@@ -332,7 +193,7 @@ impl<N: Nic> Shard<N> {
                     true,
                 );
                 self.stats.icmp_out_dest_unreachs += 1;
-                self.route_out(buf, to);
+                self.link.route_out(buf, to, self.now, &mut self.stats);
             }
         }
     }
@@ -340,14 +201,14 @@ impl<N: Nic> Shard<N> {
     /// An ICMP destination unreachable about a datagram we sent from `local` to `remote`: the
     /// socket connected to that peer is told `errno` (Linux reports only these "fatal" codes,
     /// and only to a connected socket).
-    pub(super) fn udp_unreachable(&mut self, local: Endpoint, remote: Endpoint, errno: Option<Errno>) {
+    pub(in crate::shard) fn udp_unreachable(&mut self, local: Endpoint, remote: Endpoint, errno: Option<Errno>) {
         self.stats.icmp_in_dest_unreachs += 1;
         let Some(errno) = errno else { return };
         let Some(id) = self.udp_lookup(local, remote) else { return };
-        if let Some(Socket::Udp(u)) = self.socket_mut(id) {
+        if let Some(Socket::Udp(u)) = self.sockets.get_mut(id) {
             if u.remote == Some(remote) {
                 u.error = Some(errno);
-                self.mark_changed(id);
+                self.sockets.mark_changed(id);
             }
         }
     }
@@ -357,19 +218,14 @@ impl<N: Nic> Shard<N> {
     // ------------------------------------------------------------------------------------------
 
     /// A UDP socket bound to `local` (port 0: an ephemeral port).
-    pub fn udp_bind(&mut self, local: SocketAddr) -> Result<super::SocketId, Errno> {
+    pub fn udp_bind(&mut self, local: SocketAddr) -> Result<SocketId, Errno> {
         let _arena = self.in_arena();
         self.udp_bind_with(local, false, false)
     }
 
     /// A UDP socket bound to `local` with SO_REUSEADDR / SO_REUSEPORT as set: sockets that all
     /// set the same one share the address.
-    pub fn udp_bind_with(
-        &mut self,
-        local: SocketAddr,
-        reuseaddr: bool,
-        reuseport: bool,
-    ) -> Result<super::SocketId, Errno> {
+    pub fn udp_bind_with(&mut self, local: SocketAddr, reuseaddr: bool, reuseport: bool) -> Result<SocketId, Errno> {
         let _arena = self.in_arena();
         let addr = to_ip(local.ip());
         self.check_local(addr)?;
@@ -393,24 +249,24 @@ impl<N: Nic> Shard<N> {
             if !(reuseaddr && g.reuseaddr || reuseport && g.reuseport) {
                 return Err(Errno::EADDRINUSE);
             }
-            let id = self.alloc(Socket::Udp(socket));
+            let id = self.sockets.alloc(Socket::Udp(socket));
             let g = self.udp_binds.get_mut((addr, port)).expect("the group just found");
             g.members.push(id);
             g.reuseaddr &= reuseaddr;
             g.reuseport &= reuseport;
             return Ok(id);
         }
-        let id = self.alloc(Socket::Udp(socket));
+        let id = self.sockets.alloc(Socket::Udp(socket));
         let group = UdpGroup { reuseaddr, reuseport, members: vec![id] };
         if self.udp_binds.insert((addr, port), false, group).is_err() {
-            self.take_socket(id);
+            self.sockets.take(id);
             return Err(Errno::EADDRINUSE);
         }
         Ok(id)
     }
 
-    fn udp(&mut self, id: super::SocketId) -> Result<&mut UdpSocket, Errno> {
-        match self.socket_mut(id) {
+    fn udp(&mut self, id: SocketId) -> Result<&mut UdpSocket, Errno> {
+        match self.sockets.get_mut(id) {
             Some(Socket::Udp(u)) => Ok(u),
             Some(_) => Err(Errno::EOPNOTSUPP),
             None => Err(Errno::EBADF),
@@ -420,11 +276,11 @@ impl<N: Nic> Shard<N> {
     /// connect() on a UDP socket: `remote` becomes its only source and default destination
     /// (`None`: AF_UNSPEC, the association dissolved). Datagrams queued from others stay, as on
     /// Linux.
-    pub fn udp_connect(&mut self, id: super::SocketId, remote: Option<SocketAddr>) -> Result<(), Errno> {
+    pub fn udp_connect(&mut self, id: SocketId, remote: Option<SocketAddr>) -> Result<(), Errno> {
         let _arena = self.in_arena();
         let remote = remote.map(|r| (to_ip(r.ip()), r.port()));
         if let Some((a, _)) = remote {
-            if self.routes.next_hop(a).is_none() {
+            if self.link.routes().next_hop(a).is_none() {
                 return Err(Errno::ENETUNREACH);
             }
         }
@@ -436,7 +292,7 @@ impl<N: Nic> Shard<N> {
 
     /// One datagram and its sender; EAGAIN when none. A datagram longer than `buf` is cut (the
     /// rest is lost, as on Linux); `peek` leaves it queued (MSG_PEEK).
-    pub fn udp_recv(&mut self, id: super::SocketId, buf: &mut [u8], peek: bool) -> Result<Received, Errno> {
+    pub fn udp_recv(&mut self, id: SocketId, buf: &mut [u8], peek: bool) -> Result<Received, Errno> {
         let _arena = self.in_arena();
         let u = self.udp(id)?;
         let d = u.rx.front().ok_or(Errno::EAGAIN)?;
@@ -453,28 +309,28 @@ impl<N: Nic> Shard<N> {
     }
 
     /// One datagram and its sender, as `udp_recv` without MSG_PEEK: (its full length, sender).
-    pub fn udp_recv_from(&mut self, id: super::SocketId, buf: &mut [u8]) -> Result<(usize, SocketAddr), Errno> {
+    pub fn udp_recv_from(&mut self, id: SocketId, buf: &mut [u8]) -> Result<(usize, SocketAddr), Errno> {
         let _arena = self.in_arena();
         self.udp_recv(id, buf, false).map(|r| (r.len, r.from))
     }
 
     /// SO_RCVBUF: the most its queued datagrams may cost, each its `truesize` (`None`: the
     /// shard's default). Datagrams already queued stay.
-    pub fn udp_set_rcvbuf(&mut self, id: super::SocketId, bytes: Option<usize>) -> Result<(), Errno> {
+    pub fn udp_set_rcvbuf(&mut self, id: SocketId, bytes: Option<usize>) -> Result<(), Errno> {
         let _arena = self.in_arena();
         self.udp(id)?.rcvbuf = bytes;
         Ok(())
     }
 
     /// The length of the next datagram (FIONREAD), 0 when none.
-    pub fn udp_next_len(&mut self, id: super::SocketId) -> Result<usize, Errno> {
+    pub fn udp_next_len(&mut self, id: SocketId) -> Result<usize, Errno> {
         let _arena = self.in_arena();
         Ok(self.udp(id)?.rx.front().map_or(0, |d| d.data.len()))
     }
 
     /// Sends one datagram to `to`, or to the connected peer (`None`: EDESTADDRREQ if there is
     /// none). A pending ICMP error is returned first, once (Linux's sock_error at send).
-    pub fn udp_send(&mut self, id: super::SocketId, data: &[u8], to: Option<SocketAddr>) -> Result<usize, Errno> {
+    pub fn udp_send(&mut self, id: SocketId, data: &[u8], to: Option<SocketAddr>) -> Result<usize, Errno> {
         let _arena = self.in_arena();
         let u = self.udp(id)?;
         if let Some(e) = u.error.take() {
@@ -492,28 +348,30 @@ impl<N: Nic> Shard<N> {
             local_addr
         };
         let ip_len = if matches!(dst, IpAddress::V4(_)) { wire::ipv4::HEADER_LEN } else { wire::ipv6::HEADER_LEN };
-        if ip_len + wire::udp::HEADER_LEN + data.len() > self.nic.mtu() as usize {
+        if ip_len + wire::udp::HEADER_LEN + data.len() > self.link.nic().mtu() as usize {
             return Err(Errno::EMSGSIZE);
         }
-        if self.routes.next_hop(dst).is_none() {
+        if self.link.routes().next_hop(dst).is_none() {
             return Err(Errno::ENETUNREACH);
         }
         let len = wire::udp::HEADER_LEN + data.len();
-        let Some((mut buf, l4)) = self.ip_frame(src, dst, IpProtocol::Udp, len, 0) else { return Err(Errno::EAGAIN) };
+        let Some((mut buf, l4)) = self.link.ip_frame(src, dst, IpProtocol::Udp, len, 0, &mut self.stats) else {
+            return Err(Errno::EAGAIN);
+        };
         UdpRepr { src_port: local_port, dst_port }.emit(
             &mut UdpPacket::new_unchecked(&mut buf.data_mut()[l4..]),
             &src,
             &dst,
             data,
-            self.checksums.fill_l4,
+            self.link.checksums().fill_l4,
         );
         self.stats.udp_tx_datagrams += 1;
-        self.route_out(buf, dst);
+        self.link.route_out(buf, dst, self.now, &mut self.stats);
         Ok(data.len())
     }
 
     /// Sends one datagram to `to` (the echo service's call).
-    pub fn udp_send_to(&mut self, id: super::SocketId, data: &[u8], to: SocketAddr) -> Result<usize, Errno> {
+    pub fn udp_send_to(&mut self, id: SocketId, data: &[u8], to: SocketAddr) -> Result<usize, Errno> {
         let _arena = self.in_arena();
         self.udp_send(id, data, Some(to))
     }

@@ -1,40 +1,17 @@
-//! Compact TIME-WAIT entries: a connection that reached TIME-WAIT leaves its socket and keeps
-//! only what RFC 9293 and RFC 6191 need to answer its 4-tuple (`tcp::TimeWait`), in a table of
-//! its own, until its timer expires; at most `max_tw_buckets` of them (Linux's
-//! `tcp_max_tw_buckets`: beyond it a connection skips TIME-WAIT).
-//!
-//! It owns the entries and their table; it must not touch live connections beyond turning one
-//! into an entry.
+//! TIME-WAIT entries on the shard: a connection in TIME-WAIT made an entry (or, beyond
+//! `max_tw_buckets`, none), a segment to an entry answered, an entry expired.
 
 use nic::Nic;
 use tcp::{State as TcpState, TimeWait, TimeWaitAction};
 use wire::TcpRepr;
 
-use super::sockets::Socket;
-use super::{Shard, SocketId, TimerKey};
+use super::{TimeWaitEntry, TimeWaitInput};
 use crate::shard::table::FourTuple;
-use crate::shard::timer::TimerHandle;
-
-/// What a segment to a 4-tuple in TIME-WAIT came to.
-pub(super) enum TimeWaitInput {
-    /// No entry for the 4-tuple.
-    NoEntry,
-    /// The entry answered it (an ACK) or ignored it.
-    Done,
-    /// A new SYN the entry accepts (RFC 6191): the entry is gone, and the new connection starts
-    /// from this ISS.
-    Reopen { iss: u32 },
-}
-
-pub(super) struct TimeWaitEntry {
-    pub(super) tw: TimeWait,
-    pub(super) tuple: FourTuple,
-    pub(super) timer: TimerHandle,
-}
+use crate::shard::{Shard, Socket, SocketId, TimerKey};
 
 impl<N: Nic> Shard<N> {
-    pub(super) fn enter_time_wait(&mut self, id: SocketId) {
-        let Some(Socket::Tcp(s)) = self.socket(id) else { return };
+    pub(in crate::shard) fn enter_time_wait(&mut self, id: SocketId) {
+        let Some(Socket::Tcp(s)) = self.sockets.get(id) else { return };
         if s.conn.state() != TcpState::TimeWait {
             return;
         }
@@ -47,7 +24,7 @@ impl<N: Nic> Shard<N> {
         }
     }
 
-    pub(super) fn insert_time_wait(&mut self, tw: TimeWait, tuple: FourTuple) {
+    pub(in crate::shard) fn insert_time_wait(&mut self, tw: TimeWait, tuple: FourTuple) {
         if let Some(&old) = self.time_wait_table.get(&tuple) {
             self.free_time_wait_entry(old);
         }
@@ -69,7 +46,7 @@ impl<N: Nic> Shard<N> {
         self.stats.tcp_time_wait_entries += 1;
     }
 
-    pub(super) fn free_time_wait_entry(&mut self, i: u32) {
+    pub(in crate::shard) fn free_time_wait_entry(&mut self, i: u32) {
         if let Some(e) = self.time_wait[i as usize].take() {
             self.timers.cancel(e.timer);
             self.time_wait_table.remove(&e.tuple);
@@ -78,7 +55,7 @@ impl<N: Nic> Shard<N> {
     }
 
     /// A segment for `tuple`, if an entry holds it.
-    pub(super) fn time_wait_input(&mut self, tuple: &FourTuple, repr: &TcpRepr) -> TimeWaitInput {
+    pub(in crate::shard) fn time_wait_input(&mut self, tuple: &FourTuple, repr: &TcpRepr) -> TimeWaitInput {
         let Some(&i) = self.time_wait_table.get(tuple) else { return TimeWaitInput::NoEntry };
         let Some(entry) = self.time_wait.get_mut(i as usize).and_then(Option::as_mut) else {
             // The table always points at a live entry; were it not so, the segment is judged
@@ -101,7 +78,7 @@ impl<N: Nic> Shard<N> {
     }
 
     /// An entry's timer fired: it is gone.
-    pub(super) fn time_wait_expired(&mut self, i: u32) {
+    pub(in crate::shard) fn time_wait_expired(&mut self, i: u32) {
         if let Some(e) = self.time_wait[i as usize].take() {
             self.time_wait_table.remove(&e.tuple);
             self.free_time_wait.push(i);
