@@ -104,9 +104,6 @@ pub struct RoutingStats {
     pub accelerated_udp: u64,
     /// UDP sockets left with the kernel (bound or sent elsewhere).
     pub kernel_udp: u64,
-    /// TCP connect() calls to the process's own accelerated address, refused (the shard cannot
-    /// reach its own address yet: docs/runtime.md).
-    pub self_connect_refused: u64,
 }
 
 /// The NIC of an accelerated process: a DPDK port behind the fault injector, which passes every

@@ -523,25 +523,12 @@ impl<N: Nic + 'static> Accel<N> {
                 Some(Fd::Pending { nonblock }) => {
                     let nonblock = *nonblock;
                     // On a shared interface the kernel holds our address too: it connects
-                    // locally (to a kernel server, or refuses at once for one of ours).
+                    // locally (to a kernel server, or to the kernel socket beside one of our
+                    // listeners). On a dedicated one, a connection to our own address is the
+                    // shard's loopback (stack::shard::loopback).
                     if !rt.routes_here(addr.ip()) || (rt.cfg.nic.share && rt.is_ours(addr.ip())) {
                         rt.routing.kernel_connect += 1;
                         return rt.leave_to_kernel(fd);
-                    }
-                    if rt.is_ours(addr.ip()) {
-                        // The SYN would go out on the NIC for an address nobody else answers
-                        // for, and the connect would hang until its retries ran out: refused
-                        // at once instead, said once, counted.
-                        rt.routing.self_connect_refused += 1;
-                        if rt.routing.self_connect_refused == 1 {
-                            let msg = format!(
-                                "pronghorn: connect() to {addr}, this process's own accelerated address, is refused \
-                                 (ECONNREFUSED): a connection within one accelerated process is not supported yet\n"
-                            );
-                            // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
-                            unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
-                        }
-                        return Call::Done(Err(Errno(libc::ECONNREFUSED)));
                     }
                     let buffers = rt.fds.get(fd).map(|e| e.opts.buffers()).unwrap_or_default();
                     let id = match rt.open_shards().and_then(|s| s.for_connect().tcp_connect_with(addr, buffers)) {

@@ -384,18 +384,42 @@ fn poll_after_a_read_that_just_passed_and_after_a_wake_to_ready_data_makes_no_pa
 }
 
 #[test]
-fn a_connect_to_our_own_address_is_refused_at_once_and_counted() {
-    // The SYN would leave on the NIC for an address that nobody else answers: the connect used
-    // to hang until its retries ran out. Blocking and non-blocking, it fails at once.
+fn a_connect_to_our_own_listener_completes_and_one_to_a_closed_port_is_refused_at_once() {
+    // The shard receives what it sends to its own address (its loopback): before, the SYN left
+    // on the NIC for an address nobody else answers, and a blocking connect hung until its
+    // retries ran out.
     both_modes(|l| {
         let rt = l.rt;
+        let lfd = listener(rt, 6379, false);
+        let ours = SocketAddr::V4(SocketAddrV4::new(OURS, 6379));
+        let before = rt.routing_stats().accelerated_connect;
         for nonblock in [false, true] {
             let fd = tcp_socket(rt, nonblock);
-            let ours = SocketAddr::V4(SocketAddrV4::new(OURS, 7));
-            assert_eq!(within("connect", move || done(rt.connect(fd, ours))), Err(Errno(libc::ECONNREFUSED)));
+            let connected = within("connect", move || match done(rt.connect(fd, ours)) {
+                Err(Errno(libc::EINPROGRESS)) => {
+                    let mut p = [libc::pollfd { fd, events: libc::POLLOUT, revents: 0 }];
+                    assert_eq!(done(rt.poll(&mut p, -1)), Ok(1));
+                    done(rt.connect(fd, ours))
+                }
+                r => r,
+            });
+            assert_eq!(connected, Ok(()), "nonblock {nonblock}");
+            let (conn, peer) = within("accept", move || done(rt.accept(lfd, 0))).unwrap();
+            assert_eq!(peer.ip(), ours.ip());
+            done(rt.send(fd, b"PING", false)).unwrap();
+            assert_eq!(read_exact(rt, conn, 4), b"PING");
+            done(rt.send(conn, b"PONG", false)).unwrap();
+            assert_eq!(read_exact(rt, fd, 4), b"PONG");
+            rt.close(conn);
             rt.close(fd);
         }
-        assert_eq!(rt.routing_stats().self_connect_refused, 2);
+        assert_eq!(rt.routing_stats().accelerated_connect - before, 2);
+        // A port of ours nobody holds: the shard's own RST, at once (Linux: ECONNREFUSED).
+        let fd = tcp_socket(rt, false);
+        let closed = SocketAddr::V4(SocketAddrV4::new(OURS, 7));
+        assert_eq!(within("connect", move || done(rt.connect(fd, closed))), Err(Errno(libc::ECONNREFUSED)));
+        rt.close(fd);
+        rt.close(lfd);
         // Other addresses of the subnet still connect.
         let fd = connect_echo(rt);
         rt.close(fd);

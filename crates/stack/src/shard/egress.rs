@@ -166,8 +166,13 @@ impl<N: Nic> Shard<N> {
     }
 
     /// Fills the Ethernet destination from the neighbor cache and queues the frame, or parks it
-    /// until the neighbor answers.
+    /// until the neighbor answers; one to our own address is received by this shard instead
+    /// (`loopback`).
     pub(super) fn route_out(&mut self, mut buf: N::Buf, dst: IpAddress) {
+        if self.is_own_address(dst) {
+            self.loop_back(buf);
+            return;
+        }
         let Some(hop) = self.routes.next_hop(dst) else {
             self.stats.tx_no_route += 1;
             return;

@@ -21,6 +21,7 @@
 //! - `coalesce`: in-order data segments of one connection in a burst handed to it as one
 //!   (software GRO);
 //! - `egress`: frames out: buffers, IP headers, routing, neighbor resolution, the tx queue;
+//! - `loopback`: frames to our own addresses, received by the shard itself;
 //! - `tcp`: demux, listeners, SYN cookies, servicing connections (one copy of the data out);
 //! - `memory`: Linux's limits on what TCP holds: `tcp_mem`, the orphans, pruning;
 //! - `time_wait`: compact TIME-WAIT entries (at most `max_tw_buckets`);
@@ -51,6 +52,7 @@ mod egress;
 mod icmp;
 mod ingress;
 mod inspect;
+mod loopback;
 mod memory;
 pub mod neighbor;
 pub mod route;
@@ -263,6 +265,9 @@ pub struct ShardStats {
     /// Segments coalesced on receive into the one before them (software GRO, `coalesce`;
     /// Linux has no MIB counter for GRO).
     pub tcp_gro_merged: u64,
+    /// Frames the shard sent to one of its own addresses and received itself, never on the
+    /// NIC (`loopback`; Linux counts them on `lo`).
+    pub loopback_frames: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -340,6 +345,8 @@ pub struct Shard<N: Nic> {
     urgent: Vec<SocketId>,
     rx: Vec<N::Buf>,
     tx: Vec<N::Buf>,
+    /// Frames to our own addresses, to be received by this shard (`loopback`).
+    looped: Vec<N::Buf>,
     fired: Vec<TimerKey>,
     solicit: Vec<IpAddress>,
     /// A frame buffer taken for a segment that did not come, kept for the next one while the
@@ -489,6 +496,7 @@ impl<N: Nic> Shard<N> {
             urgent: Vec::new(),
             rx: Vec::with_capacity(RX_BURST),
             tx: Vec::with_capacity(RX_BURST),
+            looped: Vec::new(),
             fired: Vec::new(),
             solicit: Vec::new(),
             tx_spare: None,
@@ -569,9 +577,9 @@ impl<N: Nic> Shard<N> {
     }
 
     /// Frames not sent yet: waiting for a neighbor's address, for room in the NIC's queue, or
-    /// (a RST of a closed connection) for a buffer.
+    /// (a RST of a closed connection) for a buffer; or sent to ourselves, not received yet.
     pub fn pending_frames(&self) -> usize {
-        self.neighbors.pending() + self.tx.len() + self.owed_rsts.len()
+        self.neighbors.pending() + self.tx.len() + self.owed_rsts.len() + self.looped.len()
     }
 
     /// The earliest time `poll` has timer work to do.
@@ -675,7 +683,11 @@ impl<N: Nic> Shard<N> {
     /// Whether [`Shard::flush`] has anything to do: sockets with output to service, frames
     /// queued for the NIC, or RSTs and sockets that waited for a buffer.
     pub fn has_output(&self) -> bool {
-        !self.dirty.is_empty() || !self.tx.is_empty() || !self.owed_rsts.is_empty() || !self.starved.is_empty()
+        !self.dirty.is_empty()
+            || !self.tx.is_empty()
+            || !self.owed_rsts.is_empty()
+            || !self.starved.is_empty()
+            || !self.looped.is_empty()
     }
 
     /// Sends what application calls queued (segments of written data, ACKs of read data)
@@ -732,6 +744,10 @@ impl<N: Nic> Shard<N> {
 
     fn flush_dirty(&mut self) {
         self.retry_starved();
+        self.service_and_loop_back();
+    }
+
+    fn service_dirty(&mut self) {
         // Handling one socket can dirty others (a listener), so loop until quiet.
         while !self.dirty.is_empty() {
             let mut dirty = std::mem::take(&mut self.dirty);
