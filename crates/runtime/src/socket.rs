@@ -42,6 +42,17 @@ impl<N: Nic + 'static> Runtime<N> {
                 }
             }
         }
+        if self.cfg.nic.share {
+            // Local clients come through the kernel: a kernel socket listens beside it.
+            if let Err(e) = self.listen_beside(id, local, backlog, &opts) {
+                let shards = self.shards.all_mut();
+                let _ = shards[0].close(id);
+                for o in others {
+                    let _ = shards[o.shard()].close(o);
+                }
+                return Err(e);
+            }
+        }
         self.shards.add_siblings(id, others);
         if opts.buffers() != Buffers::default() {
             self.set_listener_buffers(id, opts.buffers());
@@ -218,6 +229,7 @@ impl<N: Nic + 'static> Runtime<N> {
         }
         let now = self.now();
         if self.shards.is_open() {
+            self.close_beside(id);
             let siblings = self.shards.take_siblings(id);
             for &o in siblings.iter() {
                 let _ = self.shards.of(o).close(o);
@@ -405,7 +417,11 @@ impl<N: Nic + 'static> Accel<N> {
         self.with(|rt| match rt.fds.kind(fd) {
             Some(Fd::Pending { nonblock }) => {
                 let nonblock = *nonblock;
-                if !rt.is_ours(addr.ip()) {
+                // On a shared interface a wildcard port (a server's `bind 0.0.0.0`) is ours
+                // too: the shard takes it on the interface's addresses, the kernel socket
+                // beside its listener everywhere else (`beside`). Port 0 decides nothing.
+                let wildcard = rt.cfg.nic.share && addr.ip().is_unspecified() && addr.port() != 0;
+                if !rt.is_ours(addr.ip()) && !wildcard {
                     rt.routing.kernel_bind += 1;
                     return rt.leave_to_kernel(fd);
                 }
@@ -481,6 +497,12 @@ impl<N: Nic + 'static> Accel<N> {
                 accepted = rt.shards.of(l).tcp_accept(l);
                 if accepted.is_ok() {
                     break;
+                }
+            }
+            if accepted == Err(Errno::EAGAIN) {
+                let opts = rt.fds.get(fd).map(|e| e.opts).unwrap_or_default();
+                if let Some(local_client) = rt.accept_beside(id, flags, &opts) {
+                    return Call::Done(local_client);
                 }
             }
             match accepted {

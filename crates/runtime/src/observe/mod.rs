@@ -141,6 +141,7 @@ impl<N: Nic + 'static> Runtime<N> {
             r.accelerated_listen,
             r.accelerated_connect,
             r.accepted,
+            r.kernel_accepted,
             r.kernel_bind,
             r.kernel_connect,
             r.init_failed,

@@ -109,7 +109,8 @@ pub const SHARD_COUNTERS: &[(&str, &str)] = &[
 pub const PROCESS_COUNTERS: &[(&str, &str)] = &[
     ("accelerated_listen", "listeners on the accelerated address"),
     ("accelerated_connect", "connect() calls into the accelerated subnet"),
-    ("accepted", "connections accepted"),
+    ("accepted", "connections accepted from the shards"),
+    ("kernel_accepted", "connections accepted from the kernel socket beside a listener: local clients (nic.share)"),
     ("kernel_bind", "sockets bound elsewhere: left with the kernel"),
     ("kernel_connect", "connect() elsewhere: left with the kernel"),
     ("init_failed", "times the NIC failed to open"),
