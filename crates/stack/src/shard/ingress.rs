@@ -110,22 +110,22 @@ enum Outcome {
 impl<N: Nic> Shard<N> {
     /// A frame from the NIC: read once and handed to whatever it is for.
     pub(super) fn receive(&mut self, buf: N::Buf) {
-        let may_hand_off = self.cfg.shard_count > 1;
-        match self.process_ethernet(buf.data(), may_hand_off) {
-            Outcome::Done => {}
-            Outcome::HandOff(t) => self.hand_off(buf, t),
-            Outcome::Coalesce(c) => self.hold(buf, c),
-            Outcome::Answer(answer) => self.queue_answer(buf, answer),
-            Outcome::Drop(reason) => self.link_stats.count_drop(reason),
-        }
+        let outcome = self.process_ethernet(buf.data(), self.cfg.shard_count > 1);
+        self.place(buf, outcome);
     }
 
     /// A frame this shard sent to one of its own addresses ([`super::loopback`]): read as the
     /// kernel's loopback reads it, trusting what the shard wrote itself (no checksum is checked:
     /// those left to the NIC were never filled; no martian-source check: the source is ours).
     pub(super) fn receive_looped(&mut self, buf: N::Buf) {
-        let may_hand_off = self.cfg.shard_count > 1;
-        match self.process_looped(buf.data(), may_hand_off) {
+        let outcome = self.process_looped(buf.data(), self.cfg.shard_count > 1);
+        self.place(buf, outcome);
+    }
+
+    /// Hands a frame read as `outcome` to whatever it is for.
+    #[inline]
+    fn place(&mut self, buf: N::Buf, outcome: Outcome) {
+        match outcome {
             Outcome::Done => {}
             Outcome::HandOff(t) => self.hand_off(buf, t),
             Outcome::Coalesce(c) => self.hold(buf, c),
