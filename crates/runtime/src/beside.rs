@@ -36,6 +36,10 @@ pub(crate) struct BesideSet {
     listeners: HashMap<SocketId, Beside>,
     /// The watcher thread's epoll set, once started.
     watch: Option<i32>,
+    /// By application fd: the kernel sockets of listeners made before the NIC opened.
+    early: HashMap<i32, i32>,
+    /// That an address is not the kernel's was said.
+    said_not_the_kernels: bool,
 }
 
 struct Beside {
@@ -124,43 +128,87 @@ fn std_addr(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
 }
 
 impl<N: Nic + 'static> Runtime<N> {
-    /// Listener `id` on `local` (its port chosen) starts: the kernel socket beside it. An
-    /// address the kernel does not have (EADDRNOTAVAIL: a fixed `address` that is not the
-    /// interface's) gets none, said once; any other failure is the listen's.
+    /// listen() on `fd` before the NIC opened (its listener is made when it opens): the kernel
+    /// socket beside it now, so that local clients may connect at once, as on Linux. Port 0
+    /// waits for the port the shard picks.
+    pub(crate) fn listen_beside_early(
+        &mut self,
+        fd: i32,
+        local: SocketAddr,
+        backlog: usize,
+        opts: &SockOpts,
+    ) -> Result<(), Errno> {
+        if local.port() == 0 {
+            return Ok(());
+        }
+        if let Some(k) = self.kernel_listener_beside(local, backlog, opts)? {
+            self.shards.beside.early.insert(fd, k);
+        }
+        Ok(())
+    }
+
+    /// The deferred listener `fd` is closed before the NIC opened: so is its kernel socket.
+    pub(crate) fn close_beside_early(&mut self, fd: i32) {
+        if let Some(k) = self.shards.beside.early.remove(&fd) {
+            // SAFETY: our own fd.
+            unsafe { real::close(k) };
+        }
+    }
+
+    /// The kernel socket for a listener on `local`, `None` for an address the kernel does not
+    /// have (EADDRNOTAVAIL: a fixed `address` that is not the interface's), said once; any other
+    /// failure is the listen's.
+    fn kernel_listener_beside(
+        &mut self,
+        local: SocketAddr,
+        backlog: usize,
+        opts: &SockOpts,
+    ) -> Result<Option<i32>, Errno> {
+        match kernel_listener(local, backlog, opts) {
+            Ok(fd) => Ok(Some(fd)),
+            Err(e) if e == Errno::EADDRNOTAVAIL => {
+                if !std::mem::replace(&mut self.shards.beside.said_not_the_kernels, true) {
+                    let msg = format!(
+                        "pronghorn: {local} is not the kernel's: local clients cannot reach this listener \
+                         (nic.share wants the interface's own address, address = \"auto\")\n"
+                    );
+                    // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
+                    unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
+                }
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Listener `id` of `fd` on `local` (its port chosen) starts: the kernel socket beside it,
+    /// the one made at listen() if the NIC was not open then, watched from now on.
     pub(crate) fn listen_beside(
         &mut self,
+        fd: i32,
         id: SocketId,
         local: SocketAddr,
         backlog: usize,
         opts: &SockOpts,
     ) -> Result<(), Errno> {
-        let fd = match kernel_listener(local, backlog, opts) {
-            Ok(fd) => fd,
-            Err(e) if e == Errno::EADDRNOTAVAIL => {
-                let msg = format!(
-                    "pronghorn: {local} is not the kernel's: local clients cannot reach this listener \
-                     (nic.share wants the interface's own address, address = \"auto\")\n"
-                );
-                // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
-                unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
-                return Ok(());
-            }
-            Err(e) => return Err(e),
+        let early = self.shards.beside.early.remove(&fd);
+        let Some(k) = early.map_or_else(|| self.kernel_listener_beside(local, backlog, opts), |k| Ok(Some(k)))? else {
+            return Ok(());
         };
         let Some(watch) = self.beside_watch() else {
             // SAFETY: our own fd.
-            unsafe { real::close(fd) };
+            unsafe { real::close(k) };
             return Err(Errno(libc::ENOMEM));
         };
-        let mut ev = libc::epoll_event { events: (libc::EPOLLIN | libc::EPOLLONESHOT) as u32, u64: fd as u64 };
+        let mut ev = libc::epoll_event { events: (libc::EPOLLIN | libc::EPOLLONESHOT) as u32, u64: k as u64 };
         // SAFETY: `ev` outlives the call; both fds are ours.
-        if unsafe { real::epoll_ctl(watch, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
+        if unsafe { real::epoll_ctl(watch, libc::EPOLL_CTL_ADD, k, &mut ev) } != 0 {
             let e = crate::last_errno();
             // SAFETY: our own fd.
-            unsafe { real::close(fd) };
+            unsafe { real::close(k) };
             return Err(e);
         }
-        self.shards.beside.listeners.insert(id, Beside { fd, ready: false, arrivals: 0 });
+        self.shards.beside.listeners.insert(id, Beside { fd: k, ready: false, arrivals: 0 });
         Ok(())
     }
 

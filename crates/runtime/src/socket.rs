@@ -44,7 +44,7 @@ impl<N: Nic + 'static> Runtime<N> {
         }
         if self.cfg.nic.share {
             // Local clients come through the kernel: a kernel socket listens beside it.
-            if let Err(e) = self.listen_beside(id, local, backlog, &opts) {
+            if let Err(e) = self.listen_beside(fd, id, local, backlog, &opts) {
                 let shards = self.shards.all_mut();
                 let _ = shards[0].close(id);
                 for o in others {
@@ -189,6 +189,7 @@ impl<N: Nic + 'static> Runtime<N> {
                 if let Some(a) = entry.bound_to {
                     self.release_addr(a);
                 }
+                self.close_beside_early(fd);
                 self.deferred_listeners -= 1;
                 None
             }
@@ -463,12 +464,20 @@ impl<N: Nic + 'static> Accel<N> {
                 let (local, nonblock) = (*local, *nonblock);
                 // Linux: a negative backlog is the largest, which the shard cuts to somaxconn.
                 let backlog = usize::try_from(backlog).unwrap_or(usize::MAX);
-                rt.routing.accelerated_listen += 1;
                 if !rt.shards.is_open() {
+                    // Local clients may connect as soon as listen() returns, as on Linux.
+                    if rt.cfg.nic.share {
+                        let opts = rt.fds.get(fd).map(|e| e.opts).unwrap_or_default();
+                        if let Err(e) = rt.listen_beside_early(fd, local, backlog, &opts) {
+                            return Call::Done(Err(e));
+                        }
+                    }
+                    rt.routing.accelerated_listen += 1;
                     rt.fds.get_mut(fd).unwrap().fd = Fd::Listening { local, backlog, nonblock };
                     rt.deferred_listeners += 1;
                     return Call::Done(Ok(()));
                 }
+                rt.routing.accelerated_listen += 1;
                 Call::Done(rt.start_listener(fd, local, backlog, nonblock))
             }
             Some(Fd::Listening { .. } | Fd::Listener { .. }) => Call::Done(Ok(())),

@@ -445,11 +445,13 @@ fn on_a_shared_interface_a_wildcard_listener_takes_the_wire_and_local_kernel_cli
         let any = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port));
         assert_eq!(done(rt.bind(lfd, any)), Ok(()), "{drive}: a wildcard bind is accelerated");
         done(rt.listen(lfd, 64)).unwrap();
-        let epfd = epoll_set(rt);
-        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, lfd, libc::EPOLLIN as u32, 77)).unwrap();
-        // The local client, through the kernel: the listener becomes readable, once accepted not.
+        // The local client, through the kernel, as soon as listen() returned (the NIC opens at
+        // the first wait, here epoll_ctl): the listener becomes readable, once accepted not.
+        assert!(!rt.serving(), "{drive}: listen leaves the NIC closed");
         let mut local = std::net::TcpStream::connect(("127.0.0.1", port)).expect("the kernel listens beside");
         local.write_all(b"local").unwrap();
+        let epfd = epoll_set(rt);
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, lfd, libc::EPOLLIN as u32, 77)).unwrap();
         assert_eq!(within("epoll", move || wait_events(rt, epfd, -1)), [(libc::EPOLLIN as u32, 77)], "{drive}");
         let (kfd, peer) = within("accept", move || done(rt.accept(lfd, 0))).unwrap();
         assert_eq!(peer.ip(), std::net::IpAddr::V4(Ipv4Addr::LOCALHOST));

@@ -1656,7 +1656,13 @@ fn an_accelerated_process_reaches_its_own_listener() {
     let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-self", &[]);
     let args = [bin(), "run", "--", "python3", &peer_py(), "self-connect", "10.99.0.1", "7010", "4194304"];
-    let o = lab.exec("a", &args).output().unwrap();
+    assert_self_connect(&lab, &args);
+}
+
+/// `args` (peer.py's self-connect in side a) echoed its bytes whole and was refused at once on
+/// the closed port.
+fn assert_self_connect(lab: &Lab, args: &[&str]) {
+    let o = lab.exec("a", args).output().unwrap();
     assert!(o.status.success(), "self-connect: {}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap_or("")).expect("one JSON line");
@@ -1668,8 +1674,9 @@ fn an_accelerated_process_reaches_its_own_listener() {
 /// clients on its own host through the kernel socket beside each listener: redis-cli in side a,
 /// not accelerated, over 127.0.0.1, ::1 and the interface's own addresses. One server: a key set
 /// from side b is read locally and the other way round; `pronghorn stat` counts both sides'
-/// accepts. Before, the wildcard bind stayed with the kernel (side b's clients never reached
-/// pronghorn), and with a specific address local clients reached nothing.
+/// accepts. Then a process under pronghorn connects to its own listener (through the kernel, to
+/// the socket beside it). Before, the wildcard bind stayed with the kernel (side b's clients
+/// never reached pronghorn), and with a specific address local clients reached nothing.
 #[test]
 fn a_shared_interface_serves_local_clients_and_wildcard_binds() {
     let Some(_scenario) = scenario(REDIS_TOOLS) else { return };
@@ -1701,6 +1708,11 @@ fn a_shared_interface_serves_local_clients_and_wildcard_binds() {
     let _ = redis.0.kill();
     let _ = redis.0.wait();
     let _ = std::fs::remove_dir_all(&dir);
+    // A process connecting to its own listener: through the kernel, to the socket beside it.
+    let config = shared.to_str().unwrap();
+    let args =
+        [bin(), "run", "--config", config, "--", "python3", &peer_py(), "self-connect", "10.99.0.1", "7010", "4194304"];
+    assert_self_connect(&lab, &args);
 }
 
 /// The capabilities a server started by a wrapper as another user needs to open the NIC, in
