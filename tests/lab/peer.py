@@ -23,6 +23,10 @@ what came back), so the Rust test that drives it compares hashes instead of trus
       connects with a small receive buffer and reads CHUNK bytes at a time, pausing between
       reads, until EOF; reports what arrived, whether it ended with EOF or an error, and
       whether it is the BYTES the seed makes
+  peer.py self-connect HOST PORT BYTES [--seed S]
+      (run accelerated) listens on HOST PORT, connects to it from the same process, echoes
+      BYTES pseudo-random bytes through the connection, then connects to PORT+1, where nothing
+      listens; reports whether the echo came back whole and how the second connect ended
   peer.py orphan-server HOST PORT CONNS [--seconds S]
       (run accelerated) accepts CONNS connections, queues as much as each takes without
       blocking, closes them all (orphans, their clients not reading), reports what each had
@@ -234,6 +238,46 @@ def slow_read(host, port, total, seed, rcvbuf, chunk):
     return {"received": received, "eof": eof, "error": error, "identical": got.hexdigest() == want.hexdigest()}
 
 
+def self_connect(host, port, total, seed):
+    ls = socket.socket(family(host), socket.SOCK_STREAM)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((host, port))
+    ls.listen(8)
+    c = socket.create_connection((host, port), timeout=30)
+    conn, _ = ls.accept()
+
+    def drain(s, handle):
+        """Hands `handle` what `s` receives, to its end."""
+        while True:
+            b = s.recv(BLOCK)
+            if not b:
+                break
+            handle(b)
+
+    def echo():
+        drain(conn, conn.sendall)
+        conn.close()
+
+    data = random.Random(seed).randbytes(total)
+    got = bytearray()
+    threads = [threading.Thread(target=echo), threading.Thread(target=drain, args=(c, got.extend))]
+    for t in threads:
+        t.start()
+    c.sendall(data)
+    c.shutdown(socket.SHUT_WR)
+    for t in threads:
+        t.join()
+    c.close()
+    try:
+        socket.create_connection((host, port + 1), timeout=30).close()
+        closed_port = "connected"
+    except ConnectionRefusedError:
+        closed_port = "refused"
+    except OSError as e:
+        closed_port = str(e)
+    return {"echoed": bytes(got) == data, "bytes": len(got), "closed_port": closed_port}
+
+
 def orphan_server(host, port, conns, seconds):
     s = socket.socket(family(host))
     s.bind((host, port))
@@ -332,6 +376,7 @@ def main():
     sr = stream_parser("slow-read")
     sr.add_argument("--rcvbuf", type=int, default=8192)
     sr.add_argument("--chunk", type=int, default=4096)
+    stream_parser("self-connect")
     o = sub.add_parser("orphan-server")
     o.add_argument("host")
     o.add_argument("port", type=int)
@@ -362,6 +407,8 @@ def main():
         return write_close_exit(a.host, a.port, a.bytes, a.seed)
     elif a.mode == "write-exec":
         write_exec(a.host, a.port, a.bytes, a.seed, a.hold)
+    elif a.mode == "self-connect":
+        print(json.dumps(self_connect(a.host, a.port, a.bytes, a.seed)))
     elif a.mode == "slow-read":
         print(json.dumps(slow_read(a.host, a.port, a.bytes, a.seed, a.rcvbuf, a.chunk)))
     elif a.mode == "tcp-echo-server":

@@ -31,6 +31,7 @@
 //! hooks, so every real call goes through [`real`].
 
 mod accel;
+mod beside;
 mod call;
 mod datagram;
 mod epoll;
@@ -105,9 +106,9 @@ pub struct RoutingStats {
     pub accelerated_udp: u64,
     /// UDP sockets left with the kernel (bound or sent elsewhere).
     pub kernel_udp: u64,
-    /// TCP connect() calls to the process's own accelerated address, refused (the shard cannot
-    /// reach its own address yet: docs/runtime.md).
-    pub self_connect_refused: u64,
+    /// Connections accepted from the kernel socket beside an accelerated listener: local
+    /// clients on a shared interface (`beside`).
+    pub kernel_accepted: u64,
 }
 
 /// The NIC of an accelerated process: a DPDK port behind the fault injector, which passes every

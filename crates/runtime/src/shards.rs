@@ -11,6 +11,8 @@ use std::collections::HashMap;
 use nic::Nic;
 use stack::shard::{Readiness, Shard, SocketId};
 
+use crate::beside::BesideSet;
+
 pub(crate) struct ShardSet<N: Nic> {
     list: Vec<Shard<N>>,
     /// Listener primary -> its listeners on the other shards.
@@ -19,11 +21,20 @@ pub(crate) struct ShardSet<N: Nic> {
     primary: HashMap<SocketId, SocketId>,
     /// The shard the next connect() goes to (round robin).
     next_connect: usize,
+    /// The kernel sockets beside the listeners (a shared interface): their readiness is the
+    /// listener's too.
+    pub(crate) beside: BesideSet,
 }
 
 impl<N: Nic> Default for ShardSet<N> {
     fn default() -> Self {
-        ShardSet { list: Vec::new(), siblings: HashMap::new(), primary: HashMap::new(), next_connect: 0 }
+        ShardSet {
+            list: Vec::new(),
+            siblings: HashMap::new(),
+            primary: HashMap::new(),
+            next_connect: 0,
+            beside: BesideSet::default(),
+        }
     }
 }
 
@@ -123,7 +134,8 @@ impl<N: Nic> ShardSet<N> {
         self.primary.get(&id).copied().unwrap_or(id)
     }
 
-    /// What `id` is ready for: for a listener, any of its siblings' readiness too.
+    /// What `id` is ready for: for a listener, any of its siblings' readiness too, and its
+    /// kernel socket's (`beside`).
     pub(crate) fn readiness(&self, id: SocketId) -> Readiness {
         let mut r = self.of_ref(id).readiness(id);
         for &o in self.siblings_of(id) {
@@ -131,12 +143,17 @@ impl<N: Nic> ShardSet<N> {
             r.readable |= s.readable;
             r.error |= s.error;
         }
+        if let Some((ready, _)) = self.beside.state(id) {
+            r.readable |= ready;
+        }
         r
     }
 
-    /// Arrivals on `id` (edge-triggered epoll): a listener's count over its siblings.
+    /// Arrivals on `id` (edge-triggered epoll): a listener's count over its siblings and its
+    /// kernel socket.
     pub(crate) fn arrivals(&self, id: SocketId) -> u32 {
-        self.group(id).fold(0u32, |n, s| n.wrapping_add(self.of_ref(s).arrivals(s)))
+        let kernel = self.beside.state(id).map_or(0, |(_, n)| n);
+        self.group(id).fold(kernel, |n, s| n.wrapping_add(self.of_ref(s).arrivals(s)))
     }
 }
 

@@ -170,7 +170,7 @@ fn ask_kernel_to_resolve(ip: IpAddr) {
     }
 }
 
-fn socket2_addr(a: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+pub(crate) fn socket2_addr(a: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     // SAFETY: all-zero is a valid sockaddr_storage; the family's struct fits in it.
     let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let len = match a {

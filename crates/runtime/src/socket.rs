@@ -43,6 +43,17 @@ impl<N: Nic + 'static> Runtime<N> {
                 }
             }
         }
+        if self.cfg.nic.share {
+            // Local clients come through the kernel: a kernel socket listens beside it.
+            if let Err(e) = self.listen_beside(fd, id, local, backlog, &opts) {
+                let shards = self.shards.all_mut();
+                let _ = shards[0].close(id);
+                for o in others {
+                    let _ = shards[o.shard()].close(o);
+                }
+                return Err(e);
+            }
+        }
         self.shards.add_siblings(id, others);
         if opts.buffers() != Buffers::default() {
             self.set_listener_buffers(id, opts.buffers());
@@ -179,6 +190,7 @@ impl<N: Nic + 'static> Runtime<N> {
                 if let Some(a) = entry.bound_to {
                     self.release_addr(a);
                 }
+                self.close_beside_early(fd);
                 self.deferred_listeners -= 1;
                 None
             }
@@ -219,6 +231,7 @@ impl<N: Nic + 'static> Runtime<N> {
         }
         let now = self.now();
         if self.shards.is_open() {
+            self.close_beside(id);
             let siblings = self.shards.take_siblings(id);
             for &o in siblings.iter() {
                 let _ = self.shards.of(o).close(o);
@@ -406,7 +419,11 @@ impl<N: Nic + 'static> Accel<N> {
         self.with(|rt| match rt.fds.kind(fd) {
             Some(Fd::Pending { nonblock }) => {
                 let nonblock = *nonblock;
-                if !rt.is_ours(addr.ip()) {
+                // On a shared interface a wildcard port (a server's `bind 0.0.0.0`) is ours
+                // too: the shard takes it on the interface's addresses, the kernel socket
+                // beside its listener everywhere else (`beside`). Port 0 decides nothing.
+                let wildcard = rt.cfg.nic.share && addr.ip().is_unspecified() && addr.port() != 0;
+                if !rt.is_ours(addr.ip()) && !wildcard {
                     rt.routing.kernel_bind += 1;
                     return rt.leave_to_kernel(fd);
                 }
@@ -448,12 +465,20 @@ impl<N: Nic + 'static> Accel<N> {
                 let (local, nonblock) = (*local, *nonblock);
                 // Linux: a negative backlog is the largest, which the shard cuts to somaxconn.
                 let backlog = usize::try_from(backlog).unwrap_or(usize::MAX);
-                rt.routing.accelerated_listen += 1;
                 if !rt.shards.is_open() {
+                    // Local clients may connect as soon as listen() returns, as on Linux.
+                    if rt.cfg.nic.share {
+                        let opts = rt.fds.get(fd).map(|e| e.opts).unwrap_or_default();
+                        if let Err(e) = rt.listen_beside_early(fd, local, backlog, &opts) {
+                            return Call::Done(Err(e));
+                        }
+                    }
+                    rt.routing.accelerated_listen += 1;
                     rt.fds.get_mut(fd).unwrap().fd = Fd::Listening { local, backlog, nonblock };
                     rt.deferred_listeners += 1;
                     return Call::Done(Ok(()));
                 }
+                rt.routing.accelerated_listen += 1;
                 Call::Done(rt.start_listener(fd, local, backlog, nonblock))
             }
             Some(Fd::Listening { .. } | Fd::Listener { .. }) => Call::Done(Ok(())),
@@ -482,6 +507,12 @@ impl<N: Nic + 'static> Accel<N> {
                 accepted = rt.shards.of(l).tcp_accept(l);
                 if accepted.is_ok() {
                     break;
+                }
+            }
+            if accepted == Err(Errno::EAGAIN) {
+                let opts = rt.fds.get(fd).map(|e| e.opts).unwrap_or_default();
+                if let Some(local_client) = rt.accept_beside(id, flags, &opts) {
+                    return Call::Done(local_client);
                 }
             }
             match accepted {
@@ -524,25 +555,12 @@ impl<N: Nic + 'static> Accel<N> {
                 Some(Fd::Pending { nonblock }) => {
                     let nonblock = *nonblock;
                     // On a shared interface the kernel holds our address too: it connects
-                    // locally (to a kernel server, or refuses at once for one of ours).
+                    // locally (to a kernel server, or to the kernel socket beside one of our
+                    // listeners). On a dedicated one, a connection to our own address is the
+                    // shard's loopback (stack::shard::loopback).
                     if !rt.routes_here(addr.ip()) || (rt.cfg.nic.share && rt.is_ours(addr.ip())) {
                         rt.routing.kernel_connect += 1;
                         return rt.leave_to_kernel(fd);
-                    }
-                    if rt.is_ours(addr.ip()) {
-                        // The SYN would go out on the NIC for an address nobody else answers
-                        // for, and the connect would hang until its retries ran out: refused
-                        // at once instead, said once, counted.
-                        rt.routing.self_connect_refused += 1;
-                        if rt.routing.self_connect_refused == 1 {
-                            let msg = format!(
-                                "pronghorn: connect() to {addr}, this process's own accelerated address, is refused \
-                                 (ECONNREFUSED): a connection within one accelerated process is not supported yet\n"
-                            );
-                            // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
-                            unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
-                        }
-                        return Call::Done(Err(Errno(libc::ECONNREFUSED)));
                     }
                     let buffers = rt.fds.get(fd).map(|e| e.opts.buffers()).unwrap_or_default();
                     let id = match rt.open_shards().and_then(|s| s.for_connect().tcp_connect_with(addr, buffers)) {

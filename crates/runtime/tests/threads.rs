@@ -138,8 +138,13 @@ fn lab(drive: &str) -> Lab {
 /// A lab with more of the config file after `[runtime]`'s first lines: more `[runtime]`
 /// settings, then whole tables.
 fn lab_with(drive: &str, more: &str) -> Lab {
+    lab_from(drive, "", more)
+}
+
+/// A lab with more `[nic]` settings (`nic_more`) and more after `[runtime]`'s first lines.
+fn lab_from(drive: &str, nic_more: &str, more: &str) -> Lab {
     let toml = format!(
-        "[nic]\npmd = \"af_xdp\"\niface = \"mem0\"\n[ipv4]\naddress = \"{OURS}/24\"\n[runtime]\ndrive = \"{drive}\"\nspin_us = 20\n{more}"
+        "[nic]\npmd = \"af_xdp\"\niface = \"mem0\"\n{nic_more}[ipv4]\naddress = \"{OURS}/24\"\n[runtime]\ndrive = \"{drive}\"\nspin_us = 20\n{more}"
     );
     let cfg = Config::parse(&toml, Path::new("threads.toml")).unwrap();
     let (a, b) = pair(MemConfig { queue_len: 4096, pool_size: 8192, ..MemConfig::default() });
@@ -384,22 +389,94 @@ fn poll_after_a_read_that_just_passed_and_after_a_wake_to_ready_data_makes_no_pa
 }
 
 #[test]
-fn a_connect_to_our_own_address_is_refused_at_once_and_counted() {
-    // The SYN would leave on the NIC for an address that nobody else answers: the connect used
-    // to hang until its retries ran out. Blocking and non-blocking, it fails at once.
+fn a_connect_to_our_own_listener_completes_and_one_to_a_closed_port_is_refused_at_once() {
+    // The shard receives what it sends to its own address (its loopback): before, the SYN left
+    // on the NIC for an address nobody else answers, and a blocking connect hung until its
+    // retries ran out.
     both_modes(|l| {
         let rt = l.rt;
+        let lfd = listener(rt, 6379, false);
+        let ours = SocketAddr::V4(SocketAddrV4::new(OURS, 6379));
+        let before = rt.routing_stats().accelerated_connect;
         for nonblock in [false, true] {
             let fd = tcp_socket(rt, nonblock);
-            let ours = SocketAddr::V4(SocketAddrV4::new(OURS, 7));
-            assert_eq!(within("connect", move || done(rt.connect(fd, ours))), Err(Errno(libc::ECONNREFUSED)));
+            let connected = within("connect", move || match done(rt.connect(fd, ours)) {
+                Err(Errno(libc::EINPROGRESS)) => {
+                    let mut p = [libc::pollfd { fd, events: libc::POLLOUT, revents: 0 }];
+                    assert_eq!(done(rt.poll(&mut p, -1)), Ok(1));
+                    done(rt.connect(fd, ours))
+                }
+                r => r,
+            });
+            assert_eq!(connected, Ok(()), "nonblock {nonblock}");
+            let (conn, peer) = within("accept", move || done(rt.accept(lfd, 0))).unwrap();
+            assert_eq!(peer.ip(), ours.ip());
+            done(rt.send(fd, b"PING", false)).unwrap();
+            assert_eq!(read_exact(rt, conn, 4), b"PING");
+            done(rt.send(conn, b"PONG", false)).unwrap();
+            assert_eq!(read_exact(rt, fd, 4), b"PONG");
+            rt.close(conn);
             rt.close(fd);
         }
-        assert_eq!(rt.routing_stats().self_connect_refused, 2);
+        assert_eq!(rt.routing_stats().accelerated_connect - before, 2);
+        // A port of ours nobody holds: the shard's own RST, at once (Linux: ECONNREFUSED).
+        let fd = tcp_socket(rt, false);
+        let closed = SocketAddr::V4(SocketAddrV4::new(OURS, 7));
+        assert_eq!(within("connect", move || done(rt.connect(fd, closed))), Err(Errno(libc::ECONNREFUSED)));
+        rt.close(fd);
+        rt.close(lfd);
         // Other addresses of the subnet still connect.
         let fd = connect_echo(rt);
         rt.close(fd);
     });
+}
+
+/// Issue 23 items 3 and 4: on an interface shared with the kernel, `bind 0.0.0.0` is
+/// accelerated, and a client on this host (here a plain kernel socket to 127.0.0.1, as
+/// `redis-cli` would be) reaches the listener through the kernel socket beside it: accept()
+/// returns it (a kernel fd) as well as the wire's clients, blocking or woken by epoll.
+#[test]
+fn on_a_shared_interface_a_wildcard_listener_takes_the_wire_and_local_kernel_clients() {
+    use std::io::{Read, Write};
+    for (drive, port) in [("inline", 47_391u16), ("dedicated", 47_392)] {
+        let l = lab_from(drive, "share = true\n", "");
+        let rt = l.rt;
+        let lfd = tcp_socket(rt, false);
+        let any = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port));
+        assert_eq!(done(rt.bind(lfd, any)), Ok(()), "{drive}: a wildcard bind is accelerated");
+        done(rt.listen(lfd, 64)).unwrap();
+        // The local client, through the kernel, as soon as listen() returned (the NIC opens at
+        // the first wait, here epoll_ctl): the listener becomes readable, once accepted not.
+        assert!(!rt.serving(), "{drive}: listen leaves the NIC closed");
+        let mut local = std::net::TcpStream::connect(("127.0.0.1", port)).expect("the kernel listens beside");
+        local.write_all(b"local").unwrap();
+        let epfd = epoll_set(rt);
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, lfd, libc::EPOLLIN as u32, 77)).unwrap();
+        assert_eq!(within("epoll", move || wait_events(rt, epfd, -1)), [(libc::EPOLLIN as u32, 77)], "{drive}");
+        let (kfd, peer) = within("accept", move || done(rt.accept(lfd, 0))).unwrap();
+        assert_eq!(peer.ip(), std::net::IpAddr::V4(Ipv4Addr::LOCALHOST));
+        // SAFETY: `kfd` is the kernel socket accept returned; it is ours to read, write and close.
+        let mut kernel_conn = unsafe { <std::net::TcpStream as std::os::fd::FromRawFd>::from_raw_fd(kfd) };
+        let mut got = [0u8; 5];
+        kernel_conn.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"local");
+        kernel_conn.write_all(b"+PONG").unwrap();
+        local.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"+PONG");
+        assert_eq!(within("epoll", move || wait_events(rt, epfd, 0)), [], "{drive}: nothing more waits");
+        // The wire's client, through the shard, on the same listener.
+        l.ctl.lock().unwrap().to_open.push((SocketAddr::V4(SocketAddrV4::new(OURS, port)), b"remote".to_vec()));
+        let (conn, peer) = within("accept", move || done(rt.accept(lfd, 0))).unwrap();
+        assert_eq!(peer.ip(), std::net::IpAddr::V4(PEER));
+        assert_eq!(read_exact(rt, conn, 6), b"remote");
+        let stats = rt.routing_stats();
+        assert_eq!((stats.kernel_accepted, stats.accepted, stats.kernel_bind), (1, 1, 0), "{drive}");
+        rt.close(conn);
+        rt.close(lfd);
+        drop(kernel_conn);
+        // Closed, the kernel socket is gone with it.
+        assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err(), "{drive}: the kernel still listens");
+    }
 }
 
 #[test]

@@ -24,9 +24,9 @@ mod rigs;
 use rigs::{
     accelerated_pid, assert_echoed, assert_lab_gone, assert_one_clear_line, bin, compat_peer, compat_py, config_file,
     deterministic_sql, exit_stat, have_scapy, kernel_client, nginx_site, peer_py, ping, pronghorn, pronghorn_as_nobody,
-    pronghorn_client, ps_json, redis_benchmark, redis_cli, redis_dir, stat_of_process_on, until_ok, wire_py,
-    Accelerated, Echo, KernelPair, KernelServer, Lab, Mariadb, NginxMaster, Redis, RedisNode, DEBIAN_PYTHON,
-    MARIADB_TOOLS, REDIS_TOOLS,
+    pronghorn_client, ps_json, redis_benchmark, redis_cli, redis_dir, share_side_a, shared_redis, stat_of_process_on,
+    until_ok, wire_py, Accelerated, Echo, KernelPair, KernelServer, Lab, Mariadb, NginxMaster, Redis, RedisNode,
+    DEBIAN_PYTHON, MARIADB_TOOLS, REDIS_TOOLS,
 };
 
 fn ping_both_families(pmd: &str, prefix: &str) {
@@ -1610,24 +1610,7 @@ fn a_shared_interface_serves_the_kernel_and_pronghorn_side_by_side() {
         return;
     };
     let lab = Lab::up("tst-share", &[]);
-    let (ns, iface) = (format!("{}-a", lab.prefix), format!("{}-a0", lab.prefix));
-    let ip = |args: &[&str]| {
-        let o = Command::new("ip").args(["-n", &ns]).args(args).output().unwrap();
-        assert!(o.status.success(), "ip {args:?}: {}", text(&o));
-    };
-    let o = Command::new("ip")
-        .args(["netns", "exec", &ns, "sysctl", "-qw", &format!("net.ipv6.conf.{iface}.disable_ipv6=0")])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-    ip(&["addr", "add", "10.99.0.1/24", "dev", &iface]);
-    ip(&["addr", "add", "fd99::1/64", "dev", &iface, "nodad"]);
-    let shared = lab.config_a().with_file_name("shared.toml");
-    std::fs::write(
-        &shared,
-        format!("[nic]\npmd = \"af_xdp\"\niface = \"{iface}\"\nshare = true\n[ipv4]\naddress = \"auto\"\n[ipv6]\naddress = \"auto\"\n"),
-    )
-    .unwrap();
+    let (iface, shared) = share_side_a(&lab);
 
     let _kernel_echo = compat_peer(lab.exec("a", &["python3", &peer_py(), "tcp-echo-server", "7007"]));
     let kernel_serves = |why: &str| {
@@ -1644,24 +1627,7 @@ fn a_shared_interface_serves_the_kernel_and_pronghorn_side_by_side() {
     let dir = std::env::temp_dir().join(format!("pronghorn-share-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let config = shared.to_str().unwrap();
-    let mut redis = Accelerated(
-        lab.exec("a", &[bin(), "run", "--config", config, "--", "redis-server", "--bind", "10.99.0.1", "fd99::1"])
-            .args(["--port", "6379", "--save", "", "--protected-mode", "no", "--dir", dir.to_str().unwrap()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut reader = BufReader::new(redis.0.stdout.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(reader.read_line(&mut line).unwrap() > 0, "redis-server ended before it was ready");
-        if line.contains("Ready to accept connections") {
-            break;
-        }
-    }
-    std::thread::spawn(move || while reader.read_line(&mut String::new()).is_ok_and(|n| n > 0) {});
+    let mut redis = shared_redis(&lab, config, &["10.99.0.1", "fd99::1"], &dir);
     for host in ["10.99.0.1", "fd99::1"] {
         let o = lab.exec("b", &["redis-cli", "-h", host, "ping"]).output().unwrap();
         assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "PONG", "redis over {host}: {}", text(&o));
@@ -1698,6 +1664,74 @@ fn a_shared_interface_serves_the_kernel_and_pronghorn_side_by_side() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 23 item 3: a process under pronghorn connects to its own listener on the accelerated
+/// address (the dedicated interface, the lab's default): the shard receives what it sends itself,
+/// 4 MiB echo back whole, and a port nobody holds refuses at once. Before, the SYN left on the
+/// NIC for a neighbor nobody is (then the connect was refused outright, `self_connect_refused`).
+#[test]
+fn an_accelerated_process_reaches_its_own_listener() {
+    let Some(_scenario) = scenario(&[]) else { return };
+    let lab = Lab::up("tst-self", &[]);
+    let args = [bin(), "run", "--", "python3", &peer_py(), "self-connect", "10.99.0.1", "7010", "4194304"];
+    assert_self_connect(&lab, &args);
+}
+
+/// `args` (peer.py's self-connect in side a) echoed its bytes whole and was refused at once on
+/// the closed port.
+fn assert_self_connect(lab: &Lab, args: &[&str]) {
+    let o = lab.exec("a", args).output().unwrap();
+    assert!(o.status.success(), "self-connect: {}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap_or("")).expect("one JSON line");
+    assert_eq!((&v["echoed"], &v["closed_port"]), (&serde_json::json!(true), &serde_json::json!("refused")), "{v}");
+}
+
+/// Issue 23 items 3 and 4: on the shared interface, redis-server under pronghorn bound to the
+/// wildcards (`0.0.0.0` and `::`, as its default `* -::*`) serves side b through pronghorn and
+/// clients on its own host through the kernel socket beside each listener: redis-cli in side a,
+/// not accelerated, over 127.0.0.1, ::1 and the interface's own addresses. One server: a key set
+/// from side b is read locally and the other way round; `pronghorn stat` counts both sides'
+/// accepts. Then a process under pronghorn connects to its own listener (through the kernel, to
+/// the socket beside it). Before, the wildcard bind stayed with the kernel (side b's clients
+/// never reached pronghorn), and with a specific address local clients reached nothing.
+#[test]
+fn a_shared_interface_serves_local_clients_and_wildcard_binds() {
+    let Some(_scenario) = scenario(REDIS_TOOLS) else { return };
+    let lab = Lab::up("tst-local", &[]);
+    let (iface, shared) = share_side_a(&lab);
+    let dir = std::env::temp_dir().join(format!("pronghorn-local-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut redis = shared_redis(&lab, shared.to_str().unwrap(), &["0.0.0.0", "::"], &dir);
+    let cli = |side: &str, host: &str, args: &[&str]| {
+        let o = lab.exec(side, &[&["redis-cli", "-h", host][..], args].concat()).output().unwrap();
+        assert!(o.status.success(), "redis-cli in {side} to {host} {args:?}: {}", text(&o));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    for host in ["10.99.0.1", "fd99::1"] {
+        assert_eq!(cli("b", host, &["set", &format!("from-b-{host}"), "wire"]), "OK", "side b over {host}");
+    }
+    for host in ["127.0.0.1", "::1", "10.99.0.1", "fd99::1"] {
+        assert_eq!(cli("a", host, &["get", "from-b-10.99.0.1"]), "wire", "a local client over {host}");
+        assert_eq!(cli("a", host, &["set", &format!("from-a-{host}"), "local"]), "OK");
+    }
+    for host in ["10.99.0.1", "fd99::1"] {
+        assert_eq!(cli("b", host, &["get", "from-a-127.0.0.1"]), "local", "side b over {host}");
+    }
+    let (_, stat) = stat_of_process_on(&iface);
+    let process = |name: &str| stat["process"][name].as_f64().unwrap_or(0.0);
+    assert!(process("accepted") >= 4.0, "side b's connections through pronghorn: {stat}");
+    assert!(process("kernel_accepted") >= 8.0, "the local clients' through the kernel: {stat}");
+    assert_eq!(process("kernel_bind"), 0.0, "the wildcard binds are accelerated: {stat}");
+    let _ = redis.0.kill();
+    let _ = redis.0.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    // A process connecting to its own listener: through the kernel, to the socket beside it.
+    let config = shared.to_str().unwrap();
+    let args =
+        [bin(), "run", "--config", config, "--", "python3", &peer_py(), "self-connect", "10.99.0.1", "7010", "4194304"];
+    assert_self_connect(&lab, &args);
 }
 
 /// The capabilities a server started by a wrapper as another user needs to open the NIC, in

@@ -752,3 +752,52 @@ pub fn stat_of_process_on(iface: &str) -> (i32, serde_json::Value) {
     let stat = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
     (pid as i32, stat)
 }
+
+/// Side a's DPDK veth shared with the kernel (issue 23): kernel addresses 10.99.0.1/24 and
+/// fd99::1/64 on it, and a config beside the lab's that shares it (`nic.share`, addresses
+/// "auto"). Returns the interface and that config.
+pub fn share_side_a(lab: &Lab) -> (String, PathBuf) {
+    let (ns, iface) = (format!("{}-a", lab.prefix), format!("{}-a0", lab.prefix));
+    let ip = |args: &[&str]| {
+        let o = Command::new("ip").args(["-n", &ns]).args(args).output().unwrap();
+        assert!(o.status.success(), "ip {args:?}: {}", text(&o));
+    };
+    let o = Command::new("ip")
+        .args(["netns", "exec", &ns, "sysctl", "-qw", &format!("net.ipv6.conf.{iface}.disable_ipv6=0")])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    ip(&["addr", "add", "10.99.0.1/24", "dev", &iface]);
+    ip(&["addr", "add", "fd99::1/64", "dev", &iface, "nodad"]);
+    let shared = lab.config_a().with_file_name("shared.toml");
+    std::fs::write(
+        &shared,
+        format!("[nic]\npmd = \"af_xdp\"\niface = \"{iface}\"\nshare = true\n[ipv4]\naddress = \"auto\"\n[ipv6]\naddress = \"auto\"\n"),
+    )
+    .unwrap();
+    (iface, shared)
+}
+
+/// redis-server under pronghorn in side a with `config`, bound to `bind`, its dir `dir`, once
+/// it says it is ready (its output read on after that, so that it never blocks on it).
+pub fn shared_redis(lab: &Lab, config: &str, bind: &[&str], dir: &Path) -> Accelerated {
+    let mut redis = Accelerated(
+        lab.exec("a", &[&[bin(), "run", "--config", config, "--", "redis-server", "--bind"][..], bind].concat())
+            .args(["--port", "6379", "--save", "", "--protected-mode", "no", "--dir", dir.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut reader = BufReader::new(redis.0.stdout.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "redis-server ended before it was ready");
+        if line.contains("Ready to accept connections") {
+            break;
+        }
+    }
+    std::thread::spawn(move || while reader.read_line(&mut String::new()).is_ok_and(|n| n > 0) {});
+    redis
+}

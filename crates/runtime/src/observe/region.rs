@@ -17,7 +17,7 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// "PHSTAT" and the layout's version.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT13");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT14");
 
 /// Shards a region has room for (`runtime.shards` is at most 64).
 pub const MAX_SHARDS: usize = 64;
@@ -98,6 +98,7 @@ pub const SHARD_COUNTERS: &[(&str, &str)] = &[
     ("tcp_listen_memory_drops", "SYNs dropped: no memory (tcp.mem) for a receive ring"),
     ("tcp_time_wait_overflows", "connections that skipped TIME-WAIT: tcp.max_tw_buckets entries"),
     ("tcp_gro_merged", "TCP segments coalesced on receive into the one before them (software GRO; no Linux MIB)"),
+    ("loopback_frames", "frames the shard sent to its own address and received itself, never on the NIC"),
     ("sockets", "sockets open: connections, listeners, UDP (gauge)"),
     ("time_wait", "TIME-WAIT entries (gauge)"),
     ("tcp_orphans", "connections closed by the application, still delivering (gauge)"),
@@ -108,13 +109,13 @@ pub const SHARD_COUNTERS: &[(&str, &str)] = &[
 pub const PROCESS_COUNTERS: &[(&str, &str)] = &[
     ("accelerated_listen", "listeners on the accelerated address"),
     ("accelerated_connect", "connect() calls into the accelerated subnet"),
-    ("accepted", "connections accepted"),
+    ("accepted", "connections accepted from the shards"),
+    ("kernel_accepted", "connections accepted from the kernel socket beside a listener: local clients (nic.share)"),
     ("kernel_bind", "sockets bound elsewhere: left with the kernel"),
     ("kernel_connect", "connect() elsewhere: left with the kernel"),
     ("init_failed", "times the NIC failed to open"),
     ("accelerated_udp", "UDP sockets on the shard"),
     ("kernel_udp", "UDP sockets bound or sent elsewhere: left with the kernel"),
-    ("self_connect_refused", "TCP connect() to the process's own accelerated address: refused (ECONNREFUSED)"),
     ("sleeps", "threads put to sleep"),
     ("wakeups", "wakeups sent"),
     ("stack_thread_polls", "stack passes by stack threads"),

@@ -172,7 +172,9 @@ impl<N: Nic> Shard<N> {
             .ports
             .allocate(src, (dst, remote.port()), |p| {
                 let t = FourTuple::new((src, p), (dst, remote.port()));
-                !conns.contains_key(&t) && !time_wait.contains_key(&t)
+                // A connection to our own address never takes the port it connects to: both
+                // ends would be one 4-tuple.
+                (dst, remote.port()) != (src, p) && !conns.contains_key(&t) && !time_wait.contains_key(&t)
             })
             .map_err(|_| Errno::EADDRNOTAVAIL)?;
         let tuple = FourTuple::new((src, port), (dst, remote.port()));

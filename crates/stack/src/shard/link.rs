@@ -84,6 +84,8 @@ pub(super) struct Link<N: Nic> {
     stats: IfaceStats,
     /// Neighbors ARP or NDP taught this shard, for the process's other shards.
     heard: Vec<Learned>,
+    /// Frames to our own addresses, to be received by this shard (`loopback`).
+    looped: Vec<N::Buf>,
 }
 
 impl<N: Nic> Link<N> {
@@ -109,6 +111,7 @@ impl<N: Nic> Link<N> {
             solicit: Vec::new(),
             stats: IfaceStats::default(),
             heard: Vec::new(),
+            looped: Vec::new(),
         }
     }
 
@@ -162,9 +165,34 @@ impl<N: Nic> Link<N> {
         &self.tx
     }
 
-    /// Frames not sent yet: waiting for a neighbor's address or for room in the NIC's queue.
+    /// Frames not sent yet: waiting for a neighbor's address or for room in the NIC's queue; or
+    /// sent to ourselves, not received yet.
     pub(super) fn pending(&self) -> usize {
-        self.neighbors.pending() + self.tx.len()
+        self.neighbors.pending() + self.tx.len() + self.looped.len()
+    }
+
+    /// Whether one of `ip` is the link's own addresses (its IPv6 link-local one included).
+    pub(super) fn is_own_address(&self, ip: IpAddress) -> bool {
+        match ip {
+            IpAddress::V4(v4) => self.ipv4 == Some(v4),
+            IpAddress::V6(v6) => self.ipv6 == Some(v6) || v6 == self.ipv6_link_local,
+        }
+    }
+
+    /// A frame to one of our own addresses: queued to be received by this shard.
+    fn loop_back(&mut self, mut buf: N::Buf) {
+        EthernetFrame::new_unchecked(buf.data_mut()).set_dst_addr(self.mac);
+        self.looped.push(buf);
+    }
+
+    /// Frames sent to our own addresses and not received yet (`loopback`).
+    pub(super) fn has_looped(&self) -> bool {
+        !self.looped.is_empty()
+    }
+
+    /// The frames sent to our own addresses so far, moved into `into` (empty).
+    pub(super) fn take_looped(&mut self, into: &mut Vec<N::Buf>) {
+        std::mem::swap(into, &mut self.looped);
     }
 
     /// Takes a burst of at most [`RX_BURST`] frames from the NIC into `rx` (empty; the link's
@@ -329,8 +357,13 @@ impl<N: Nic> Link<N> {
     }
 
     /// Fills the Ethernet destination from the neighbor cache and queues the frame, or parks it
-    /// until the neighbor answers.
+    /// until the neighbor answers; one to our own address is received by this shard instead
+    /// (`loopback`).
     pub(super) fn route_out(&mut self, mut buf: N::Buf, dst: IpAddress, now: u64, stats: &mut ShardStats) {
+        if self.is_own_address(dst) {
+            self.loop_back(buf);
+            return;
+        }
         let Some(hop) = self.routes.next_hop(dst) else {
             stats.tx_no_route += 1;
             return;

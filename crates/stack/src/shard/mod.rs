@@ -32,6 +32,7 @@
 //!   layer ([`crate::iface`]);
 //! - `coalesce`: in-order data segments of one connection in a burst handed to it as one
 //!   (software GRO);
+//! - `loopback`: frames to our own addresses, received by the shard itself;
 //! - `tcp`: demux, listeners, SYN cookies, servicing connections (one copy of the data out);
 //! - `memory`: Linux's limits on what TCP holds: `tcp_mem`, the orphans, pruning;
 //! - `time_wait`: compact TIME-WAIT entries (at most `max_tw_buckets`);
@@ -60,6 +61,7 @@ mod icmp;
 mod ingress;
 mod inspect;
 mod link;
+mod loopback;
 mod memory;
 pub mod neighbor;
 mod observed;
@@ -427,7 +429,7 @@ impl<N: Nic> Shard<N> {
     }
 
     /// Frames not sent yet: waiting for a neighbor's address, for room in the NIC's queue, or
-    /// (a RST of a closed connection) for a buffer.
+    /// (a RST of a closed connection) for a buffer; or sent to ourselves, not received yet.
     pub fn pending_frames(&self) -> usize {
         self.link.pending() + self.owed_rsts.len()
     }
@@ -541,6 +543,7 @@ impl<N: Nic> Shard<N> {
             || !self.link.queued().is_empty()
             || !self.owed_rsts.is_empty()
             || !self.starved.is_empty()
+            || self.link.has_looped()
     }
 
     /// Sends what application calls queued (segments of written data, ACKs of read data)
@@ -598,6 +601,10 @@ impl<N: Nic> Shard<N> {
 
     fn flush_dirty(&mut self) {
         self.retry_starved();
+        self.service_and_loop_back();
+    }
+
+    fn service_dirty(&mut self) {
         // Handling one socket can dirty others (a listener), so loop until quiet.
         while self.sockets.has_dirty() {
             let mut dirty = self.sockets.take_dirty();

@@ -89,4 +89,7 @@ pub struct ShardStats {
     /// Segments coalesced on receive into the one before them (software GRO, `coalesce`;
     /// Linux has no MIB counter for GRO).
     pub tcp_gro_merged: u64,
+    /// Frames the shard sent to one of its own addresses and received itself, never on the
+    /// NIC (`loopback`; Linux counts them on `lo`).
+    pub loopback_frames: u64,
 }
