@@ -66,6 +66,7 @@ pub(crate) enum Sharing {
 }
 
 impl Sharing {
+    #[inline]
     pub(crate) fn family(self) -> Option<&'static Family> {
         match self {
             Sharing::Alone => None,
@@ -74,6 +75,7 @@ impl Sharing {
     }
 
     /// The family of a child (`None`: this process may drive its NIC).
+    #[inline]
     pub(crate) fn child(self) -> Option<&'static Family> {
         match self {
             Sharing::Child(f) => Some(f),
@@ -82,6 +84,7 @@ impl Sharing {
     }
 
     /// Takes the family lock when the shards are shared (before touching them).
+    #[inline]
     pub(crate) fn lock(self) -> Option<FamilyGuard<'static>> {
         self.family().map(Family::lock)
     }
