@@ -265,6 +265,14 @@ impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
         std::mem::forget(self.observer.take());
     }
 
+    /// In the opener, after a fork that shares the shards: a stack thread drives the NIC from
+    /// now on (dedicated mode), so that a child's rings are answered whatever the opener's own
+    /// threads do (a parent in waitpid(2), or computing, drives nothing inline).
+    pub(crate) fn drive_for_children(&mut self) {
+        self.wait.mode = crate::wait::Mode::Dedicated;
+        self.ensure_stack_thread();
+    }
+
     /// A child's part of `dispatch`: what its calls queued goes out through the driver, and
     /// when the driver's passes changed sockets since it last looked, every socket it holds
     /// counts as changed (its blocked calls, polls and epoll sets look again: the driver's
