@@ -826,6 +826,48 @@ fn forked_children_get_their_own_nic_or_a_clear_errno() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("inherited through fork"), "{}", text(&o));
 }
 
+/// Issue 24 stage 3: the same script with `[runtime] share = "family"`: a child forked after
+/// the parent's NIC opened (fork, _Fork) echoes through the connection it inherited, on the
+/// parent's stack, and the parent's connection still echoes after each; a daemon() child still
+/// gets EOPNOTSUPP (its parent, the driver, exits).
+#[test]
+fn forked_children_share_the_parents_stack_with_share_family() {
+    let Some(_scenario) = scenario(&[]) else { return };
+    let lab = Lab::up("tst-forkfam", &[]);
+    let _peer = KernelServer::start(&lab, 7300);
+    let dir = std::env::temp_dir().join(format!("pronghorn-forkfam-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = std::fs::read_to_string(lab.config_a()).unwrap();
+    let cfg_path = dir.join("family.toml");
+    std::fs::write(&cfg_path, cfg + "\n[runtime]\nshare = \"family\"\n").unwrap();
+    let script = format!("{}/../../tests/lab/forks.py", env!("CARGO_MANIFEST_DIR"));
+    let o = lab
+        .exec(
+            "a",
+            &[
+                bin(),
+                "run",
+                "--config",
+                cfg_path.to_str().unwrap(),
+                "--",
+                "python3",
+                &script,
+                "10.99.0.2",
+                "7300",
+                "family",
+            ],
+        )
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(o.status.success(), "{}", text(&o));
+    let seen: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    assert_eq!(seen.len(), 8, "{seen:?}");
+    assert!(seen.values().all(|v| v == &serde_json::Value::Bool(true)), "{seen:?}");
+    assert!(seen.contains_key("after: child echoes through the inherited connection"), "{seen:?}");
+}
+
 /// Issue 10: `lab up --nodes 3`. Each node is a namespace with its own DPDK-driven veth (no
 /// kernel address, no IPv6) and config; side b reaches every node, and the nodes reach each other
 /// through the bridge, over IPv4 and IPv6, with several accelerated processes running at once,
