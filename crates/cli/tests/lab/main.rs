@@ -1925,7 +1925,8 @@ impl Postgres {
 
 /// Issue 24 stage 3: with `[runtime] share = "family"` the backend the postmaster forks for a
 /// connection serves it on the postmaster's stack (the postmaster's stack thread drives the NIC):
-/// psql from side b gets its answer, several times over (a backend per connection).
+/// psql from side b gets its answer, several times over (a backend per connection), and
+/// pgbench's select-only run with 16 clients completes every transaction without a failure.
 #[test]
 fn postgres_serves_psql_through_its_forked_backends_with_share_family() {
     let Some(pg) = Postgres::start("tst-pgfam", "share = \"family\"") else { return };
@@ -1944,6 +1945,26 @@ fn postgres_serves_psql_through_its_forked_backends_with_share_family() {
             text(&o),
             pg.log.lock().unwrap()
         );
+    }
+    // pgbench's select-only run, 16 clients (a backend each), then its own checks.
+    let bench = |args: &[&str]| {
+        let cmd =
+            [&["timeout", "120", "pgbench", "-h", "10.99.0.1", "-U", "postgres"][..], args, &["postgres"]].concat();
+        let o = lab.exec("b", &cmd).output().unwrap();
+        assert!(o.status.success(), "pgbench {args:?}: {}\n{}", text(&o), pg.log.lock().unwrap());
+        text(&o)
+    };
+    bench(&["-i", "-s", "1", "-q"]);
+    let out = bench(&["-S", "-c", "16", "-j", "4", "-t", "200"]);
+    assert!(out.contains("number of transactions actually processed: 3200/3200"), "{out}");
+    assert!(out.contains("number of failed transactions: 0"), "{out}");
+    eprintln!("pgbench -S -c 16:\n{out}");
+    // The TPC-B-like mix (writes, a backend each), and a connection per transaction (-C: a
+    // fork per transaction).
+    for args in [&["-c", "16", "-j", "4", "-t", "50"][..], &["-S", "-C", "-c", "16", "-j", "4", "-t", "20"]] {
+        let out = bench(args);
+        assert!(out.contains("number of failed transactions: 0"), "{args:?}: {out}");
+        eprintln!("pgbench {args:?}:\n{out}");
     }
     let o = pronghorn(&["ps"]);
     assert!(text(&o).contains(&format!("{}-a0", lab.prefix)) && text(&o).contains("postgres"), "{}", text(&o));
