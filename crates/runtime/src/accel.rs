@@ -486,8 +486,10 @@ impl<N: Nic + 'static> Runtime<N> {
     /// a few ring's worth), transmission, and the wakeups for what changed. Returns the work done
     /// (0: idle).
     pub(crate) fn poll_shard(&mut self) -> usize {
-        if let Some(f) = self.sharing.child() {
-            f.ring();
+        if self.sharing.child().is_some() {
+            // The driver passes on its own when frames come; a child only hands it what it
+            // queued (a ring for nothing would wake every sleeping child at the driver's pass).
+            self.flush_shard();
             return 0;
         }
         if self.wait.inline() && self.shards.is_open() {

@@ -21,13 +21,13 @@
 //! children (the NIC goes with it), a process table with liveness.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 
 use stack::shard::SocketId;
 
 use crate::family_lock::{FamilyGuard, FamilyLock};
 use crate::family_parker::FamilyParker;
-use crate::real;
+use crate::{real, Errno};
 
 /// What the processes of the family share besides the shards.
 pub(crate) struct Family {
@@ -45,6 +45,28 @@ struct Shared {
     sleepers: AtomicU32,
     /// The processes that hold a socket, for the sockets more than one process holds.
     holders: HashMap<SocketId, u32>,
+    /// Children's threads asleep in poll(2) (they also watch kernel fds): each one's process and
+    /// eventfd, written at each change (pid 0: a free slot).
+    fd_sleepers: [FdSleeper; FD_SLEEPERS],
+}
+
+/// A child's thread asleep in poll(2) on its eventfd `efd`.
+#[derive(Default)]
+struct FdSleeper {
+    pid: AtomicI32,
+    efd: AtomicI32,
+}
+
+/// How many children's threads can sleep in poll(2) woken at once; more look every
+/// [`KERNEL_FDS_LOOK_MS`].
+const FD_SLEEPERS: usize = 256;
+
+/// A child's thread about to sleep (`wait::Sleep`): on the change count from `seen`, or in
+/// poll(2) with its eventfd registered in `slot`.
+pub(crate) struct ChildSleep {
+    family: &'static Family,
+    seen: u32,
+    slot: Option<usize>,
 }
 
 // SAFETY: `shared` points into the family arena, mapped for the life of the process at the same
@@ -104,6 +126,7 @@ impl Family {
                 changes: AtomicU32::new(0),
                 sleepers: AtomicU32::new(0),
                 holders: HashMap::new(),
+                fd_sleepers: std::array::from_fn(|_| FdSleeper::default()),
             }))
         };
         if !arena.contains(shared.cast()) {
@@ -180,9 +203,23 @@ impl Family {
     pub(crate) fn changed(&self) {
         let s = self.shared();
         s.changes.fetch_add(1, Ordering::AcqRel);
-        if s.sleepers.load(Ordering::Acquire) > 0 {
-            // SAFETY: FUTEX_WAKE on an aligned u32 of the arena, mapped for the process's life.
-            unsafe { libc::syscall(libc::SYS_futex, s.changes.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
+        if s.sleepers.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        // SAFETY: FUTEX_WAKE on an aligned u32 of the arena, mapped for the process's life.
+        unsafe { libc::syscall(libc::SYS_futex, s.changes.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
+        for sleeper in &s.fd_sleepers {
+            let pid = sleeper.pid.load(Ordering::Acquire);
+            if pid == 0 {
+                continue;
+            }
+            match crate::family_parker::usable_fd(pid, sleeper.efd.load(Ordering::Acquire)) {
+                Ok(fd) => crate::family_parker::add_one(fd),
+                // Gone (killed while asleep): the slot is free again.
+                Err(Errno(libc::ESRCH)) => sleeper.pid.store(0, Ordering::Release),
+                // Not allowed (a credential change): it looks again every KERNEL_FDS_LOOK_MS.
+                Err(_) => {}
+            }
         }
     }
 
@@ -191,46 +228,20 @@ impl Family {
         self.shared().changes.load(Ordering::Acquire)
     }
 
-    /// A child's thread found nothing and will sleep from change count `seen` (family lock
-    /// held, so the driver's next change wakes it): see [`Family::sleep`].
-    pub(crate) fn about_to_sleep(&self) {
-        self.shared().sleepers.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// Sleeps until the change count moves from `seen`, `timeout_ms` passes (-1: none) or a
-    /// signal comes (-EINTR). A thread that also watches kernel fds (`extra`, non-empty) sleeps
-    /// in poll(2) on them instead, for at most [`KERNEL_FDS_LOOK_MS`] at a time: the futex
-    /// cannot be among them. Returns what `wait::sleep` returns.
-    pub(crate) fn sleep(&self, seen: u32, timeout_ms: i32, extra: &mut [libc::pollfd]) -> i32 {
+    /// A child's thread found nothing and will sleep (family lock held, so the driver's next
+    /// change wakes it): on the change count, or, when it also watches kernel fds
+    /// (`kernel_fds`), in poll(2) with its eventfd `efd` among them.
+    pub(crate) fn prepare_sleep(&'static self, kernel_fds: bool, efd: i32) -> ChildSleep {
         let s = self.shared();
-        let r = if extra.is_empty() {
-            let ts = libc::timespec {
-                tv_sec: (timeout_ms.max(0) / 1000) as libc::time_t,
-                tv_nsec: ((timeout_ms.max(0) % 1000) as libc::c_long) * 1_000_000,
-            };
-            let tsp = if timeout_ms < 0 { std::ptr::null() } else { &ts as *const libc::timespec };
-            // SAFETY: FUTEX_WAIT on an aligned u32 of the arena; `tsp` is null or points to `ts`,
-            // alive across the call.
-            let r = unsafe { libc::syscall(libc::SYS_futex, s.changes.as_ptr(), libc::FUTEX_WAIT, seen, tsp) };
-            if r < 0 && crate::last_errno().0 == libc::EINTR {
-                -libc::EINTR
-            } else {
-                0
-            }
-        } else {
-            let t = if timeout_ms < 0 { KERNEL_FDS_LOOK_MS } else { timeout_ms.min(KERNEL_FDS_LOOK_MS) };
-            // SAFETY: `extra` is the caller's slice of pollfds, read and written by the kernel.
-            let r = unsafe { real::poll(extra.as_mut_ptr(), extra.len() as libc::nfds_t, t) };
-            if r < 0 {
-                -crate::last_errno().0
-            } else {
-                r
-            }
-        };
-        s.sleepers.fetch_sub(1, Ordering::AcqRel);
-        r
+        s.sleepers.fetch_add(1, Ordering::AcqRel);
+        let slot = kernel_fds.then(|| s.fd_sleepers.iter().position(|f| f.pid.load(Ordering::Acquire) == 0)).flatten();
+        if let Some(i) = slot {
+            s.fd_sleepers[i].efd.store(efd, Ordering::Release);
+            // SAFETY: getpid has no preconditions.
+            s.fd_sleepers[i].pid.store(unsafe { libc::getpid() }, Ordering::Release);
+        }
+        ChildSleep { family: self, seen: s.changes.load(Ordering::Acquire), slot }
     }
-
     /// A child queued frames (or needs the NIC looked at): the driver runs a pass. A failed
     /// ring (the driver's eventfd cannot be copied: EPERM after a credential change) leaves
     /// them to the driver's next pass, at most 100 ms later.
@@ -246,9 +257,60 @@ impl Family {
     }
 }
 
-/// A child's thread that waits for sockets and kernel fds at once looks at the shared sockets
-/// this often (ms): a change of theirs cannot wake its poll(2).
+/// A child's thread that waits for sockets and kernel fds at once and found no free
+/// [`FdSleeper`] looks at the shared sockets this often (ms).
 pub(crate) const KERNEL_FDS_LOOK_MS: i32 = 10;
+
+impl ChildSleep {
+    /// Sleeps until the change count moves, `timeout_ms` passes (-1: none), a signal comes
+    /// (-EINTR) or, with kernel fds (`extra`, non-empty), one of them is ready; `efd` is the
+    /// thread's eventfd (registered in `prepare_sleep`). Returns what `wait::sleep` returns.
+    pub(crate) fn sleep(&self, timeout_ms: i32, extra: &mut crate::wait::PollFds, efd: i32) -> i32 {
+        let s = self.family.shared();
+        let r = if extra.is_empty() {
+            let ts = libc::timespec {
+                tv_sec: (timeout_ms.max(0) / 1000) as libc::time_t,
+                tv_nsec: ((timeout_ms.max(0) % 1000) as libc::c_long) * 1_000_000,
+            };
+            let tsp = if timeout_ms < 0 { std::ptr::null() } else { &ts as *const libc::timespec };
+            // SAFETY: FUTEX_WAIT on an aligned u32 of the arena; `tsp` is null or points to `ts`,
+            // alive across the call.
+            let r = unsafe { libc::syscall(libc::SYS_futex, s.changes.as_ptr(), libc::FUTEX_WAIT, self.seen, tsp) };
+            if r < 0 && crate::last_errno().0 == libc::EINTR {
+                -libc::EINTR
+            } else {
+                0
+            }
+        } else {
+            let base = extra.len();
+            let t = match self.slot {
+                Some(_) => {
+                    extra.push(libc::pollfd { fd: efd, events: libc::POLLIN, revents: 0 });
+                    timeout_ms
+                }
+                None if timeout_ms < 0 => KERNEL_FDS_LOOK_MS,
+                None => timeout_ms.min(KERNEL_FDS_LOOK_MS),
+            };
+            // SAFETY: `extra` is our list of extra.len() pollfds, read and written by the kernel.
+            let r = unsafe { real::poll(extra.as_mut_ptr(), extra.len() as libc::nfds_t, t) };
+            let errno = crate::last_errno();
+            extra.truncate(base);
+            if let Some(i) = self.slot {
+                s.fd_sleepers[i].pid.store(0, Ordering::Release);
+                let mut v = 0u64;
+                // SAFETY: the thread's own non-blocking eventfd; the kernel writes 8 bytes to `v`.
+                unsafe { real::read(efd, (&mut v as *mut u64).cast(), 8) };
+            }
+            if r < 0 {
+                -errno.0
+            } else {
+                extra.iter().filter(|p| p.revents != 0).count() as i32
+            }
+        };
+        s.sleepers.fetch_sub(1, Ordering::AcqRel);
+        r
+    }
+}
 
 impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
     /// In a child just forked from a process that shares its shards: from now on the runtime is

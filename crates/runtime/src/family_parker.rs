@@ -129,13 +129,9 @@ impl FamilyParker {
             return Ok(());
         }
         if w.via_fd.load(Ordering::Acquire) {
-            let (pid, efd) = (w.pid.load(Ordering::Acquire), w.efd.load(Ordering::Acquire));
-            // SAFETY: getpid has no preconditions.
-            let fd = if pid == unsafe { libc::getpid() } { efd } else { REMOTE_FDS.local_copy(pid, efd)? };
+            let fd = usable_fd(w.pid.load(Ordering::Acquire), w.efd.load(Ordering::Acquire))?;
             w.fd_written.store(true, Ordering::Release);
-            let one = 1u64;
-            // SAFETY: `one` is 8 readable bytes.
-            unsafe { real::write(fd, (&one as *const u64).cast(), 8) };
+            add_one(fd);
         } else if before == ASLEEP {
             // SAFETY: the futex word is an aligned u32 in the live shared mapping.
             unsafe { libc::syscall(libc::SYS_futex, w.state.as_ptr(), libc::FUTEX_WAKE, 1) };
@@ -175,6 +171,24 @@ impl Drop for FamilyParker {
         // SAFETY: the mapping made in `new`, of this size; no reference to it outlives `self`.
         unsafe { libc::munmap(self.word.cast(), std::mem::size_of::<Word>()) };
     }
+}
+
+/// Process `pid`'s fd `efd` as this process can write it: itself in its own process, else a
+/// copy (taken once: `RemoteFds`).
+pub(crate) fn usable_fd(pid: i32, efd: i32) -> Result<i32, Errno> {
+    // SAFETY: getpid has no preconditions.
+    if pid == unsafe { libc::getpid() } {
+        Ok(efd)
+    } else {
+        REMOTE_FDS.local_copy(pid, efd)
+    }
+}
+
+/// Adds one to the eventfd `fd` (of this process).
+pub(crate) fn add_one(fd: i32) {
+    let one = 1u64;
+    // SAFETY: `one` is 8 readable bytes.
+    unsafe { real::write(fd, (&one as *const u64).cast(), 8) };
 }
 
 /// The copies this process took of other processes' eventfds (pidfd_getfd), kept so that a

@@ -306,7 +306,7 @@ pub(crate) struct Sleep {
     pub timeout_ms: i32,
     /// A child of a family that shares the shards: it sleeps on the family's change count
     /// from this value instead (`family`).
-    pub family: Option<(&'static crate::family::Family, u32)>,
+    pub family: Option<crate::family::ChildSleep>,
 }
 
 impl<N: Nic + 'static> Runtime<N> {
@@ -352,8 +352,7 @@ impl<N: Nic + 'static> Runtime<N> {
         self.wait.stats.sleeps += 1;
         if let Some(f) = self.sharing.child() {
             // Never the driver, never a stack thread: the opener's pass wakes it (`family`).
-            f.about_to_sleep();
-            let family = Some((f, f.changes()));
+            let family = Some(f.prepare_sleep(kernel_fds, parker.fd()));
             return Sleep { parker, drives: false, spin: false, rx_fd: None, timeout_ms: limit_ms, family };
         }
         if self.wait.auto && self.wait.mode == Mode::Inline && self.wait.parked >= 2 {
@@ -477,8 +476,8 @@ pub(crate) type PollFds = smallvec::SmallVec<[libc::pollfd; 8]>;
 /// Sleeps on the parker (and the rx fd when driving) plus `extra` kernel fds; returns the
 /// kernel's poll result for `extra` (their revents are filled in), or minus the errno.
 pub(crate) fn sleep(s: &Sleep, extra: &mut PollFds) -> i32 {
-    if let Some((f, seen)) = s.family {
-        return f.sleep(seen, s.timeout_ms, extra);
+    if let Some(child) = &s.family {
+        return child.sleep(s.timeout_ms, extra, s.parker.fd());
     }
     if s.spin {
         if extra.is_empty() {
