@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""fork() under `pronghorn run` (issue 10): `forks.py HOST PORT` talks to an echo server at
-HOST:PORT (a kernel host in the accelerated subnet) and prints one JSON object of observations.
+"""fork() under `pronghorn run` (issue 10): `forks.py HOST PORT [family]` talks to an echo
+server at HOST:PORT (a kernel host in the accelerated subnet) and prints one JSON object of
+observations. `family`: the config says `[runtime] share = "family"` (issue 24 stage 3), and a
+child forked after the NIC opened (fork or _Fork) echoes through the inherited connection
+instead of failing; it exits through exit(), which lets go of its copy of the connection.
 
 - before: a child forked before the process used the network connects and is echoed (it keeps
   the runtime and opens the NIC itself; the parent never does before it ends).
@@ -21,6 +24,7 @@ import socket
 import sys
 
 host, port = sys.argv[1], int(sys.argv[2])
+family = sys.argv[3:] == ["family"]
 
 
 def echo(s, msg):
@@ -87,7 +91,11 @@ fds = nic_fds()
 out["nic fds: the NIC's sockets and BPF fds are close-on-exec"] = bool(fds) and all(cloexec(fd) for fd in fds)
 if not out["nic fds: the NIC's sockets and BPF fds are close-on-exec"]:
     out["nic fds: not close-on-exec"] = [(fd, os.readlink(f"/proc/self/fd/{fd}")) for fd in fds if not cloexec(fd)]
+sys.stdout.flush()
 pid = os.fork()
+if pid == 0 and family:
+    # The parent drives the NIC; this child's calls work on the shared stack.
+    sys.exit(0 if echo(s, b"the child, on the family's stack") else 12)
 if pid == 0:
     try:
         s.send(b"x")
@@ -100,7 +108,10 @@ if pid == 0:
         os.execv(sys.executable, [sys.executable, "-c", probe, str(s.fileno())])
     os._exit(code)
 code = child_status(pid)
-out["after: child send gets EOPNOTSUPP and exec closes it"] = code == 0
+if family:
+    out["after: child echoes through the inherited connection"] = code == 0
+else:
+    out["after: child send gets EOPNOTSUPP and exec closes it"] = code == 0
 if code != 0:
     out["after: child exit code"] = code
 out["after: parent still echoes"] = echo(s, b"parent, after the child")
@@ -116,15 +127,21 @@ def inherited_send_fails():
 
 libc = ctypes.CDLL(None, use_errno=True)
 pid = libc._Fork()
+if pid == 0 and family:
+    sys.exit(0 if echo(s, b"the _Fork child") else 1)
 if pid == 0:
     os._exit(0 if inherited_send_fails() else 1)
-out["_Fork: child send gets EOPNOTSUPP"] = child_status(pid) == 0
+if family:
+    out["_Fork: child echoes through the inherited connection"] = child_status(pid) == 0
+else:
+    out["_Fork: child send gets EOPNOTSUPP"] = child_status(pid) == 0
 out["_Fork: parent still echoes"] = echo(s, b"parent, after _Fork")
 
 sys.stdout.flush()
 if libc.daemon(1, 1) != 0:
     out["daemon: failed"] = ctypes.get_errno()
-# Only the daemon's child gets here (the parent exited inside daemon()).
+# Only the daemon's child gets here (the parent exited inside daemon()). It does not share the
+# stack even with `family`: its parent, the NIC's driver, is gone.
 out["daemon: child send gets EOPNOTSUPP"] = inherited_send_fails()
 print(json.dumps(out, sort_keys=True), flush=True)
 os._exit(0)

@@ -16,7 +16,7 @@ unsafe fn forked(real_fork: unsafe fn() -> libc::pid_t) -> libc::pid_t {
     unsafe {
         let hold = runtime::fork_prepare();
         let pid = real_fork();
-        runtime::fork_done(hold, pid == 0);
+        runtime::fork_done(hold, pid);
         pid
     }
 }
@@ -44,7 +44,7 @@ pub unsafe extern "C" fn daemon(nochdir: c_int, noclose: c_int) -> c_int {
         let hold = runtime::fork_prepare();
         let before = libc::getpid();
         let rc = real::daemon(nochdir, noclose);
-        runtime::fork_done(hold, libc::getpid() != before);
+        runtime::daemon_done(hold, libc::getpid() != before);
         rc
     }
 }

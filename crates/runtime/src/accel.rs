@@ -13,6 +13,7 @@ use nic::clock::{Clock, MonotonicClock};
 use nic::Nic;
 use stack::shard::{Readiness, Shard, SocketId};
 
+use crate::family::{Family, Sharing};
 use crate::fdtable::{Fd, FdTable, SockTable};
 use crate::lockstat::{Held, StackLock};
 use crate::shards::ShardSet;
@@ -63,6 +64,10 @@ pub(crate) struct Runtime<N: Nic + 'static> {
     pub sigurg: Vec<SignalOwner>,
     /// Connections whose peer marked new urgent data, from the shards (scratch of `dispatch`).
     pub urgent: Vec<SocketId>,
+    /// Whether the shards are shared with a fork family, and this process's part in it.
+    pub sharing: Sharing,
+    /// A child: the family's change count its sockets' waiters were last told of.
+    pub family_seen: u32,
 }
 
 // SAFETY: the shard (DPDK port, mbufs, `Rc`s inside) is only ever touched with the runtime's
@@ -97,6 +102,8 @@ impl<N: Nic + 'static> Accel<N> {
                 limits: BufferLimits::read(),
                 sigurg: Vec::new(),
                 urgent: Vec::new(),
+                sharing: Sharing::Alone,
+                family_seen: 0,
             }),
         }
     }
@@ -125,6 +132,7 @@ impl<N: Nic + 'static> Accel<N> {
             return None;
         }
         let mut rt = self.lock();
+        let family = rt.sharing.lock();
         rt.wait.holds += 1;
         let inside = Inside::enter();
         let r = f(&mut rt);
@@ -132,6 +140,7 @@ impl<N: Nic + 'static> Accel<N> {
         let sigurg = std::mem::take(&mut rt.sigurg);
         let wakes = rt.take_wakes();
         drop(inside);
+        drop(family);
         drop(rt);
         wait::send_wakes(wakes);
         // After the lock: a SIGURG handler typically reads the urgent byte, with our calls.
@@ -155,11 +164,13 @@ impl<N: Nic + 'static> Accel<N> {
                 None => return None,
             }
         };
+        let family = rt.sharing.lock();
         rt.wait.holds += 1;
         let inside = Inside::enter();
         let r = f(&mut rt);
         let wakes = rt.take_wakes();
         drop(inside);
+        drop(family);
         drop(rt);
         wait::send_wakes(wakes);
         Some(r)
@@ -268,23 +279,69 @@ impl<N: Nic + 'static> Runtime<N> {
 }
 
 /// The runtime's lock, held across fork() so that the child never inherits it held by a thread
-/// it does not have.
-pub struct ForkHold<'a, N: Nic + 'static>(Held<'a, Runtime<N>>);
+/// it does not have. With the shards shared, the child's holds of the sockets are counted
+/// before the fork (`family`), as the kernel counts the file references a fork copies.
+pub struct ForkHold<'a, N: Nic + 'static> {
+    rt: Held<'a, Runtime<N>>,
+    /// The sockets the child will hold too, counted in the family (taken back if fork fails).
+    shared: Vec<SocketId>,
+}
 
 impl<N: Nic + 'static> Accel<N> {
     /// fork() is about to run in this thread.
     pub fn fork_prepare(&self) -> ForkHold<'_, N> {
-        ForkHold(self.lock())
+        let rt = self.lock();
+        let mut shared = Vec::new();
+        if let Some(f) = rt.sharing.family() {
+            shared = rt.socks.held();
+            let _family = rt.sharing.lock();
+            f.share(&shared, false);
+        }
+        ForkHold { rt, shared }
     }
 }
 
 impl<N: Nic + 'static> ForkHold<'_, N> {
     /// In the child: whether it keeps the runtime it inherited. It does when the NIC was never
     /// opened: its sockets (deferred listeners above all) are then its own, and it opens a NIC
-    /// queue of its own when it first waits. A child of a process whose NIC is open cannot
-    /// share the parent's port; its inherited accelerated sockets fail (`forked_child_socket`).
+    /// queue of its own when it first waits; and when the shards are shared with the family
+    /// (`share = "family"`) and the parent stays to drive the NIC: it then works on them under
+    /// the family lock and never drives. Otherwise it cannot share the parent's port; its
+    /// inherited accelerated sockets fail (`forked_child_socket`).
     pub fn child_keeps(&self) -> bool {
-        !self.0.shards.is_open() && self.0.open.is_some()
+        self.keeps(true)
+    }
+
+    /// [`ForkHold::child_keeps`], where `shares` says whether the child may share the shards.
+    fn keeps(&self, shares: bool) -> bool {
+        (!self.rt.shards.is_open() && self.rt.open.is_some()) || (shares && self.rt.sharing.family().is_some())
+    }
+
+    /// After fork() returned `pid` (0: in the child; negative: it failed): in a child that
+    /// shares the shards, the runtime becomes a child's (the parent's threads it has no more are
+    /// forgotten, it never drives); after a failed fork the counts go back. Returns, in the
+    /// child, whether it keeps the runtime ([`ForkHold::child_keeps`]).
+    pub fn forked(self, pid: libc::pid_t) -> bool {
+        self.done(pid, true)
+    }
+
+    /// After daemon(3) (`child`: in the new process): the parent exits at once, so nobody
+    /// would drive the NIC for the child: it does not share the shards.
+    pub fn daemonized(self, child: bool) -> bool {
+        self.done(if child { 0 } else { 1 }, false)
+    }
+
+    fn done(mut self, pid: libc::pid_t, shares: bool) -> bool {
+        match (pid, self.rt.sharing.family()) {
+            (0, Some(f)) if shares => self.rt.become_child(f),
+            (1.., Some(_)) if shares => self.rt.drive_for_children(),
+            (..=0, Some(f)) => {
+                let _family = self.rt.sharing.lock();
+                f.share(&self.shared, true);
+            }
+            _ => {}
+        }
+        pid == 0 && self.keeps(shares)
     }
 }
 
@@ -369,8 +426,15 @@ impl<N: Nic + 'static> Runtime<N> {
     /// shards are allocated in it (crate `arena`). When it cannot be made (this program's global
     /// allocator is not `arena::ScopedAlloc`, or the mmap failed) the shards live on the process
     /// heap, as with "off", and stderr says so: nothing depends on the sharing yet.
-    fn enable_sharing(&self) {
-        if self.cfg.runtime.share == config::Share::Family && arena::enable_family().is_none() {
+    fn enable_sharing(&mut self) {
+        if self.cfg.runtime.share != config::Share::Family {
+            return;
+        }
+        if arena::enable_family().is_some() {
+            if let Some(f) = Family::new() {
+                self.sharing = Sharing::Opener(f);
+            }
+        } else {
             let msg = "pronghorn: runtime.share = \"family\": the family arena could not be made (an allocator other than arena::ScopedAlloc, or mmap failed); the shards live on the process heap\n";
             // SAFETY: `msg` is readable for its length.
             unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
@@ -422,6 +486,12 @@ impl<N: Nic + 'static> Runtime<N> {
     /// a few ring's worth), transmission, and the wakeups for what changed. Returns the work done
     /// (0: idle).
     pub(crate) fn poll_shard(&mut self) -> usize {
+        if self.sharing.child().is_some() {
+            // The driver passes on its own when frames come; a child only hands it what it
+            // queued (a ring for nothing would wake every sleeping child at the driver's pass).
+            self.flush_shard();
+            return 0;
+        }
         if self.wait.inline() && self.shards.is_open() {
             self.wait.stats.inline_polls += 1;
         }
@@ -433,6 +503,9 @@ impl<N: Nic + 'static> Runtime<N> {
     /// One stack pass of shard `k` (its stack thread's), then the frames it could not place
     /// handed to the others, and the wakeups.
     pub(crate) fn poll_one(&mut self, k: usize) -> usize {
+        if self.sharing.child().is_some() {
+            return self.poll_shard();
+        }
         let now = self.now();
         let mut work = 0;
         let mut frames = 0;
@@ -467,6 +540,10 @@ impl<N: Nic + 'static> Runtime<N> {
         if !self.shards.all().iter().any(|s| s.has_output()) {
             return;
         }
+        if let Some(f) = self.sharing.child() {
+            f.ring();
+            return;
+        }
         let now = self.now();
         for s in self.shards.all_mut() {
             s.flush(now);
@@ -481,6 +558,10 @@ impl<N: Nic + 'static> Runtime<N> {
     /// Turns the shard's readiness changes into wakeups: threads blocked on a changed socket,
     /// and the epoll sets it is in (queued on their ready lists, their waiters woken).
     pub(crate) fn dispatch(&mut self) {
+        if let Some(f) = self.sharing.child() {
+            self.catch_up(f);
+            return;
+        }
         for s in self.shards.all_mut() {
             s.take_changed(&mut self.changed);
             s.take_urgent(&mut self.urgent);
@@ -490,6 +571,9 @@ impl<N: Nic + 'static> Runtime<N> {
         }
         if self.changed.is_empty() {
             return;
+        }
+        if let Some(f) = self.sharing.family() {
+            f.changed();
         }
         let mut changed = std::mem::take(&mut self.changed);
         for id in changed.drain(..) {

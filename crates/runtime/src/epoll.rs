@@ -102,6 +102,11 @@ impl EpollSet {
         }
     }
 
+    /// Forgets the threads waiting on the set (a forked child has none of its parent's).
+    pub(crate) fn forget_waiters(&mut self) {
+        self.waiters.clear();
+    }
+
     /// `fd` leaves the set (EPOLL_CTL_DEL, or its close), and the ready list with it: an fd is
     /// on the list at most once, while its member says `queued` (a stale entry would be taken
     /// for the member that `fd` gets next, which is then reported twice in one wait).

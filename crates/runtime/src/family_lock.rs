@@ -1,6 +1,6 @@
 //! A lock that the processes of one family share: the first building block of issue 24's
-//! shared stack (docs/design-notes.md, "Fork after accept: a shared stack"), used by nothing
-//! yet. A robust, process-shared pthread mutex in a MAP_SHARED mapping made before fork, so a
+//! shared stack (docs/design-notes.md, "Fork after accept: a shared stack"), taken by `family`
+//! around the shared shards. A robust, process-shared pthread mutex in a MAP_SHARED mapping made before fork, so a
 //! parent and the children it forks afterwards lock the same word (a futex without
 //! FUTEX_PRIVATE_FLAG). A process that dies holding it (kill -9) does not leave the others
 //! stuck: glibc registers the lock on the thread's robust list, the kernel marks it when the

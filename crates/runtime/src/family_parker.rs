@@ -1,6 +1,7 @@
 //! Parkers that the processes of one family share: issue 24's stage 1 with [`crate::family_lock`]
-//! (docs/design-notes.md, "Fork after accept: a shared stack"), used by nothing yet; `wait`'s
-//! `Parker` adopts it when the stack is shared. A thread's parker is a word in a
+//! (docs/design-notes.md, "Fork after accept: a shared stack"). `family` uses one as the
+//! opener's doorbell (a child rings the thread that drives the NIC); `wait`'s `Parker` is not
+//! one yet (a child's threads sleep on the family's change count). A thread's parker is a word in a
 //! MAP_SHARED mapping made before fork, so a waker in any process of the family reaches it:
 //! - a thread that sleeps on nothing else waits on the word with FUTEX_WAIT, and a waker does
 //!   FUTEX_WAKE on it, both without FUTEX_PRIVATE_FLAG (a private futex is keyed by the process's
@@ -128,13 +129,9 @@ impl FamilyParker {
             return Ok(());
         }
         if w.via_fd.load(Ordering::Acquire) {
-            let (pid, efd) = (w.pid.load(Ordering::Acquire), w.efd.load(Ordering::Acquire));
-            // SAFETY: getpid has no preconditions.
-            let fd = if pid == unsafe { libc::getpid() } { efd } else { REMOTE_FDS.local_copy(pid, efd)? };
+            let fd = usable_fd(w.pid.load(Ordering::Acquire), w.efd.load(Ordering::Acquire))?;
             w.fd_written.store(true, Ordering::Release);
-            let one = 1u64;
-            // SAFETY: `one` is 8 readable bytes.
-            unsafe { real::write(fd, (&one as *const u64).cast(), 8) };
+            add_one(fd);
         } else if before == ASLEEP {
             // SAFETY: the futex word is an aligned u32 in the live shared mapping.
             unsafe { libc::syscall(libc::SYS_futex, w.state.as_ptr(), libc::FUTEX_WAKE, 1) };
@@ -174,6 +171,24 @@ impl Drop for FamilyParker {
         // SAFETY: the mapping made in `new`, of this size; no reference to it outlives `self`.
         unsafe { libc::munmap(self.word.cast(), std::mem::size_of::<Word>()) };
     }
+}
+
+/// Process `pid`'s fd `efd` as this process can write it: itself in its own process, else a
+/// copy (taken once: `RemoteFds`).
+pub(crate) fn usable_fd(pid: i32, efd: i32) -> Result<i32, Errno> {
+    // SAFETY: getpid has no preconditions.
+    if pid == unsafe { libc::getpid() } {
+        Ok(efd)
+    } else {
+        REMOTE_FDS.local_copy(pid, efd)
+    }
+}
+
+/// Adds one to the eventfd `fd` (of this process).
+pub(crate) fn add_one(fd: i32) {
+    let one = 1u64;
+    // SAFETY: `one` is 8 readable bytes.
+    unsafe { real::write(fd, (&one as *const u64).cast(), 8) };
 }
 
 /// The copies this process took of other processes' eventfds (pidfd_getfd), kept so that a

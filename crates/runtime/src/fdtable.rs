@@ -182,6 +182,15 @@ impl FdTable {
     }
 
     /// The epoll set at `epfd`.
+    /// Forgets the threads waiting on every epoll set (a forked child has none of its parent's).
+    pub(crate) fn forget_epoll_waiters(&mut self) {
+        for e in self.slots.iter_mut().flatten() {
+            if let Fd::Epoll(set) = &mut e.fd {
+                set.forget_waiters();
+            }
+        }
+    }
+
     pub(crate) fn epoll_mut(&mut self, epfd: i32) -> Option<&mut EpollSet> {
         match self.get_mut(epfd) {
             Some(Entry { fd: Fd::Epoll(set), .. }) => Some(set),
@@ -245,6 +254,22 @@ impl SockTable {
             *slot = Some((id, SockState::default()));
         }
         &mut slot.as_mut().unwrap().1
+    }
+
+    /// The sockets this process holds an fd of.
+    pub(crate) fn held(&self) -> Vec<SocketId> {
+        let held = |slot: &Option<(SocketId, SockState)>| match slot {
+            Some((id, st)) if !st.fds.is_empty() => Some(*id),
+            _ => None,
+        };
+        self.shards.iter().flatten().filter_map(held).collect()
+    }
+
+    /// Forgets every waiting thread (a forked child has none of its parent's).
+    pub(crate) fn forget_waiters(&mut self) {
+        for (_, st) in self.shards.iter_mut().flatten().flatten() {
+            st.waiters.clear();
+        }
     }
 
     pub(crate) fn remove(&mut self, id: SocketId) -> Option<SockState> {

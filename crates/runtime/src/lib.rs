@@ -22,8 +22,8 @@
 //! SIOCATMARK, SIGURG), `wait` (parkers, driver role, stack thread), `epoll`, `poll`, `process`
 //! (fork, exit, exec, privilege drop), `exec` (whether an exec would start), `secret` (the
 //! shards' hash keys), `shared` (an interface shared with the kernel: owned ports, the kernel's
-//! neighbours), `family_lock` and `family_parker` (a lock and parkers processes share, for
-//! issue 24; unused yet), `placement` (where the stack's threads and memory go), `lockstat` (the lock's wait and hold times), `observe` (the
+//! neighbours), `family_lock` and `family_parker` (a lock and parkers processes share),
+//! `family` (the shards a fork family shares with `runtime.share = "family"`: issue 24), `placement` (where the stack's threads and memory go), `lockstat` (the lock's wait and hold times), `observe` (the
 //! stats region and the control socket). The process-wide instance is DPDK's; tests build their
 //! own over the in-memory NIC.
 //!
@@ -36,6 +36,7 @@ mod call;
 mod datagram;
 mod epoll;
 mod exec;
+mod family;
 pub mod family_lock;
 pub mod family_parker;
 mod fdtable;
@@ -214,18 +215,34 @@ pub fn fork_prepare() -> Fork {
     shield::guard("fork", || Fork::Held(None), || Fork::Held(global().map(|a| a.fork_prepare())))
 }
 
-/// preload's fork(), just after the real one (`child`: in the new process).
-pub fn fork_done(hold: Fork, child: bool) {
+/// preload's fork(), just after the real one returned `pid` (0: in the new process; negative:
+/// it failed).
+pub fn fork_done(hold: Fork, pid: libc::pid_t) {
+    after_fork("fork", hold, pid == 0, |h| h.forked(pid));
+}
+
+/// preload's daemon(), just after the real one (`child`: in the new process): the child does
+/// not share the shards (its parent exits, and with it the NIC's driver).
+pub fn daemon_done(hold: Fork, child: bool) {
+    after_fork("daemon", hold, child, |h| h.daemonized(child));
+}
+
+/// In the child, the runtime stays (`keeps` says whether: this process then owns it) or is
+/// refused (`FORKED`); `keeps` also does the parent's part.
+fn after_fork(call: &str, hold: Fork, child: bool, keeps: impl FnOnce(accel::ForkHold<'static, ProcessNic>) -> bool) {
     shield::guard(
-        "fork",
+        call,
         || (),
-        || {
-            match &hold {
-                Fork::Held(Some(h)) if child && h.child_keeps() => OWNER.store(std::process::id(), Ordering::Relaxed),
-                Fork::Held(Some(_)) | Fork::Interrupted if child => FORKED.store(true, Ordering::Relaxed),
-                _ => {}
+        || match hold {
+            Fork::Held(Some(h)) => {
+                if keeps(h) {
+                    OWNER.store(std::process::id(), Ordering::Relaxed);
+                } else if child {
+                    FORKED.store(true, Ordering::Relaxed);
+                }
             }
-            drop(hold);
+            Fork::Interrupted if child => FORKED.store(true, Ordering::Relaxed),
+            _ => {}
         },
     )
 }

@@ -38,6 +38,11 @@ impl<N: Nic + 'static> Accel<N> {
     /// (`FORKED`).
     pub fn at_exit(&self) {
         self.drain(Leaving::Exit);
+        if self.try_with(|rt| rt.sharing.child().is_some()) != Some(false) {
+            // A child of a family that shares the shards let go of its sockets in `drain`;
+            // the NIC and the shards are the opener's.
+            return;
+        }
         self.try_with(|rt| {
             rt.poll_shard();
             if EXIT_STATS.get().copied().unwrap_or(false) {
@@ -73,9 +78,16 @@ impl<N: Nic + 'static> Accel<N> {
     /// stack thread, application threads the exit did not stop) go on; if it cannot be taken
     /// (a thread stopped while holding it) the drain ends.
     fn drain(&self, leaving: Leaving) {
-        let Some(Some(mut drain)) = self.try_with(|rt| rt.shards.is_open().then(|| rt.close_all(leaving))) else {
+        let Some(Some((mut drain, child))) =
+            self.try_with(|rt| rt.shards.is_open().then(|| (rt.close_all(leaving), rt.sharing.child().is_some())))
+        else {
             return;
         };
+        if child {
+            // Its sockets are closed as its last fds went (those the family still holds stay
+            // open); the opener's passes deliver what is left.
+            return;
+        }
         loop {
             let Some(Some((work, rx_fds, wait_ms))) = self.try_with(|rt| {
                 let work = rt.poll_shard();

@@ -223,13 +223,17 @@ impl<N: Nic + 'static> Runtime<N> {
         if !last {
             return;
         }
+        // Another process of the family still holds it: it stays open for that one.
+        let last_in_family = self.sharing.family().map_or(true, |f| f.release(id));
         if let Some(st) = self.socks.remove(id) {
             // Threads still blocked on it (another thread closed it): they retry and get EBADF.
             for p in &st.waiters {
                 crate::wait::owe_wake(&mut self.owed_wakes, p);
             }
         }
-        let now = self.now();
+        if !last_in_family {
+            return;
+        }
         if self.shards.is_open() {
             self.close_beside(id);
             let siblings = self.shards.take_siblings(id);
@@ -243,7 +247,7 @@ impl<N: Nic + 'static> Runtime<N> {
             // SO_LINGER with a zero timeout resets instead of closing gracefully.
             let _ = if entry.opts.linger_s == Some(0) { s.abort(id) } else { s.close(id) };
             // What was written before close leaves now (and the FIN or RST after it).
-            s.flush(now);
+            self.flush_shard();
         }
         if let Some(a) = entry.bound_to {
             self.release_addr(a);

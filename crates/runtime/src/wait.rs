@@ -282,6 +282,13 @@ impl WaitState {
     pub(crate) fn inline(&self) -> bool {
         self.mode == Mode::Inline
     }
+
+    /// In a forked child: the parent's threads (driver, standby, parked) are not here.
+    pub(crate) fn forget_threads(&mut self) {
+        self.driver = false;
+        self.standby.clear();
+        self.parked = 0;
+    }
 }
 
 /// Without an rx fd (the in-memory NIC) a driver cannot sleep on packets: it looks this often.
@@ -297,6 +304,9 @@ pub(crate) struct Sleep {
     pub rx_fd: Option<i32>,
     /// How long it may sleep, ms (-1: until woken).
     pub timeout_ms: i32,
+    /// A child of a family that shares the shards: it sleeps on the family's change count
+    /// from this value instead (`family`).
+    pub family: Option<crate::family::ChildSleep>,
 }
 
 impl<N: Nic + 'static> Runtime<N> {
@@ -340,6 +350,11 @@ impl<N: Nic + 'static> Runtime<N> {
     ) -> Sleep {
         self.wait.parked += 1;
         self.wait.stats.sleeps += 1;
+        if let Some(f) = self.sharing.child() {
+            // Never the driver, never a stack thread: the opener's pass wakes it (`family`).
+            let family = Some(f.prepare_sleep(kernel_fds, parker.fd()));
+            return Sleep { parker, drives: false, spin: false, rx_fd: None, timeout_ms: limit_ms, family };
+        }
         if self.wait.auto && self.wait.mode == Mode::Inline && self.wait.parked >= 2 {
             // Two application threads blocked at once: a thread-per-connection program. From
             // now on a stack thread drives the NIC and wakes them.
@@ -351,22 +366,26 @@ impl<N: Nic + 'static> Runtime<N> {
         // Inline mode has one shard (several need their stack threads: config validation).
         let rx_fd = self.rx_fds.first().copied().flatten();
         let drives = self.wait.inline() && !self.wait.driver && self.shards.is_open();
-        parker.via_fd.store(kernel_fds || (drives && rx_fd.is_some()), Ordering::Release);
+        let rung = drives && self.sharing.family().is_some();
+        parker.via_fd.store(kernel_fds || (drives && rx_fd.is_some()) || rung, Ordering::Release);
         let mut timeout_ms = limit_ms;
         let busy = Duration::from_micros(u64::from(self.wait.busy_poll_us));
         // The clock is read only when busy polling is on.
         if drives && !busy.is_zero() && waiting_since.get_or_insert_with(Instant::now).elapsed() < busy {
             self.wait.driver = true;
-            return Sleep { parker, drives, spin: true, rx_fd: None, timeout_ms: 0 };
+            return Sleep { parker, drives, spin: true, rx_fd: None, timeout_ms: 0, family: None };
         }
         if drives {
             self.wait.driver = true;
+            if let Some(f) = self.sharing.family() {
+                f.driver_sleeps_on(parker.fd());
+            }
             let cap = if rx_fd.is_some() { self.next_wait_ms(None) } else { NO_RX_FD_SLEEP_MS };
             timeout_ms = if timeout_ms < 0 { cap } else { timeout_ms.min(cap) };
         } else if self.wait.inline() {
             self.wait.standby.push(parker.clone());
         }
-        Sleep { parker, drives, spin: false, rx_fd: if drives { rx_fd } else { None }, timeout_ms }
+        Sleep { parker, drives, spin: false, rx_fd: if drives { rx_fd } else { None }, timeout_ms, family: None }
     }
 
     /// Called with the lock held when the thread is up again: gives up the driver role (the
@@ -457,6 +476,9 @@ pub(crate) type PollFds = smallvec::SmallVec<[libc::pollfd; 8]>;
 /// Sleeps on the parker (and the rx fd when driving) plus `extra` kernel fds; returns the
 /// kernel's poll result for `extra` (their revents are filled in), or minus the errno.
 pub(crate) fn sleep(s: &Sleep, extra: &mut PollFds) -> i32 {
+    if let Some(child) = &s.family {
+        return child.sleep(s.timeout_ms, extra, s.parker.fd());
+    }
     if s.spin {
         if extra.is_empty() {
             for _ in 0..256 {
@@ -745,8 +767,19 @@ impl<N: Nic + 'static> Accel<N> {
                     let rx_fd = rt.rx_fds.get(k).copied().flatten();
                     let cap = if rx_fd.is_some() { rt.next_wait_ms(Some(k)) } else { NO_RX_FD_SLEEP_MS };
                     rt.wait.stats.sleeps += 1;
-                    parker.via_fd.store(rx_fd.is_some(), Ordering::Release);
-                    Plan::Sleep(Sleep { parker: parker.clone(), drives: true, spin: false, rx_fd, timeout_ms: cap })
+                    let family = rt.sharing.family();
+                    if let Some(f) = family {
+                        f.driver_sleeps_on(parker.fd());
+                    }
+                    parker.via_fd.store(rx_fd.is_some() || family.is_some(), Ordering::Release);
+                    Plan::Sleep(Sleep {
+                        parker: parker.clone(),
+                        drives: true,
+                        spin: false,
+                        rx_fd,
+                        timeout_ms: cap,
+                        family: None,
+                    })
                 })
             };
             match crate::shield::guard("the stack thread", || Some(Plan::Busy), pass) {

@@ -845,6 +845,48 @@ fn accelerated_sockets_passed_over_a_unix_socket_fail_clearly() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("SCM_RIGHTS"), "{}", text(&o));
 }
 
+/// Issue 24 stage 3: the same script with `[runtime] share = "family"`: a child forked after
+/// the parent's NIC opened (fork, _Fork) echoes through the connection it inherited, on the
+/// parent's stack, and the parent's connection still echoes after each; a daemon() child still
+/// gets EOPNOTSUPP (its parent, the driver, exits).
+#[test]
+fn forked_children_share_the_parents_stack_with_share_family() {
+    let Some(_scenario) = scenario(&[]) else { return };
+    let lab = Lab::up("tst-forkfam", &[]);
+    let _peer = KernelServer::start(&lab, 7300);
+    let dir = std::env::temp_dir().join(format!("pronghorn-forkfam-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = std::fs::read_to_string(lab.config_a()).unwrap();
+    let cfg_path = dir.join("family.toml");
+    std::fs::write(&cfg_path, cfg + "\n[runtime]\nshare = \"family\"\n").unwrap();
+    let script = format!("{}/../../tests/lab/forks.py", env!("CARGO_MANIFEST_DIR"));
+    let o = lab
+        .exec(
+            "a",
+            &[
+                bin(),
+                "run",
+                "--config",
+                cfg_path.to_str().unwrap(),
+                "--",
+                "python3",
+                &script,
+                "10.99.0.2",
+                "7300",
+                "family",
+            ],
+        )
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(o.status.success(), "{}", text(&o));
+    let seen: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    assert_eq!(seen.len(), 8, "{seen:?}");
+    assert!(seen.values().all(|v| v == &serde_json::Value::Bool(true)), "{seen:?}");
+    assert!(seen.contains_key("after: child echoes through the inherited connection"), "{seen:?}");
+}
+
 /// Issue 10: `lab up --nodes 3`. Each node is a namespace with its own DPDK-driven veth (no
 /// kernel address, no IPv6) and config; side b reaches every node, and the nodes reach each other
 /// through the bridge, over IPv4 and IPv6, with several accelerated processes running at once,
@@ -1824,49 +1866,16 @@ const POSTGRES_BIN: &str = "/usr/lib/postgresql/15/bin";
 /// Issue 24, as far as it goes today: PostgreSQL 15 started as Debian starts it (as postgres,
 /// here through setpriv, which passes it the NIC's capabilities) serves accelerated (ps lists
 /// it) and accepts psql's connection from side b; the backend it forks for that connection
-/// cannot use the inherited socket (no shared stack yet) and fails at once, loudly: pronghorn
+/// cannot use the inherited socket (`runtime.share` is off by default) and fails at once, loudly: pronghorn
 /// says why on the server's stderr, postgres logs the EOPNOTSUPP, psql is told the server
 /// closed the connection. Before, the postmaster hung: a child started from its signal handler
 /// waited for the runtime lock its interrupted select held.
 #[test]
 fn postgres_accepts_and_its_forked_backend_fails_clearly() {
-    let tools = [("setpriv", "util-linux"), ("runuser", "util-linux"), ("psql", "postgresql-client-15")];
-    let Some(lab_test) = scenario(&tools) else { return };
-    if !Path::new(POSTGRES_BIN).join("postgres").is_file() {
-        eprintln!("{}: skipped ({POSTGRES_BIN}/postgres is not installed: Debian's postgresql-15)", lab_test.name());
-        return;
-    }
-    let lab = Lab::up("tst-pg", &[]);
-    let dir = std::env::temp_dir().join(format!("pronghorn-pg-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    assert!(Command::new("chown").args(["postgres:", dir.to_str().unwrap()]).status().unwrap().success());
-    let data = dir.join("data");
-    let initdb = format!("{POSTGRES_BIN}/initdb");
-    let o = Command::new("runuser")
-        .args(["-u", "postgres", "--", &initdb, "-D", data.to_str().unwrap(), "-A", "trust"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "initdb: {}", text(&o));
-    let (inh, amb) = (format!("--inh-caps={NIC_CAPS}"), format!("--ambient-caps={NIC_CAPS}"));
-    let postgres = format!("{POSTGRES_BIN}/postgres");
-    let sockets = format!("unix_socket_directories={}", dir.display());
-    let argv = [bin(), "run", "--", "setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", &inh, &amb];
-    let more = [&postgres, "-D", data.to_str().unwrap(), "-c", "listen_addresses=10.99.0.1", "-c", &sockets];
-    let mut server = lab.exec("a", &[&argv[..], &more[..]].concat()).stderr(Stdio::piped()).spawn().unwrap();
-    let mut reader = BufReader::new(server.stderr.take().unwrap());
-    read_until(&mut reader, "listening on IPv4 address", "postgres");
-    let server = Accelerated(server);
-    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    let sink = log.clone();
-    std::thread::spawn(move || {
-        let mut l = String::new();
-        while reader.read_line(&mut l).map(|n| n > 0).unwrap_or(false) {
-            sink.lock().unwrap().push_str(&l);
-            l.clear();
-        }
-    });
+    let Some(pg) = Postgres::start("tst-pg", "") else { return };
+    let (lab, dir, data, server, log) = (&pg.lab, &pg.dir, &pg.data, pg.server, pg.log);
     // A connection that gets through: the postmaster serves (its backend fails, as below).
-    until_ok(&lab, &["bash", "-c", "exec 3<>/dev/tcp/10.99.0.1/5432"]);
+    until_ok(lab, &["bash", "-c", "exec 3<>/dev/tcp/10.99.0.1/5432"]);
     let o = pronghorn(&["ps"]);
     assert!(text(&o).contains(&format!("{}-a0", lab.prefix)) && text(&o).contains("postgres"), "{}", text(&o));
     let o = lab
@@ -1886,5 +1895,138 @@ fn postgres_accepts_and_its_forked_backend_fails_clearly() {
     let mut server = server;
     let status = server.0.wait().unwrap();
     assert!(status.success(), "postgres exited with {status:?}");
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Debian's PostgreSQL 15, started as Debian starts it (as postgres, here through setpriv, which
+/// passes it the NIC's capabilities), listening on the lab's accelerated address; `runtime` is
+/// appended to the lab's config as its `[runtime]` section ("": none).
+struct Postgres {
+    lab: Lab,
+    dir: PathBuf,
+    data: PathBuf,
+    server: Accelerated,
+    /// The server's stderr so far.
+    log: std::sync::Arc<std::sync::Mutex<String>>,
+    /// Held until the end (after the lab went down).
+    _scenario: testkit::lab::Scenario,
+}
+
+impl Postgres {
+    fn start(prefix: &str, runtime: &str) -> Option<Postgres> {
+        let tools = [("setpriv", "util-linux"), ("runuser", "util-linux"), ("psql", "postgresql-client-15")];
+        let lab_test = scenario(&tools)?;
+        if !Path::new(POSTGRES_BIN).join("postgres").is_file() {
+            eprintln!(
+                "{}: skipped ({POSTGRES_BIN}/postgres is not installed: Debian's postgresql-15)",
+                lab_test.name()
+            );
+            return None;
+        }
+        let lab = Lab::up(prefix, &[]);
+        let dir = std::env::temp_dir().join(format!("pronghorn-{prefix}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(Command::new("chown").args(["postgres:", dir.to_str().unwrap()]).status().unwrap().success());
+        let data = dir.join("data");
+        let initdb = format!("{POSTGRES_BIN}/initdb");
+        let o = Command::new("runuser")
+            .args(["-u", "postgres", "--", &initdb, "-D", data.to_str().unwrap(), "-A", "trust"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "initdb: {}", text(&o));
+        // Side b's clients, without a password (initdb's -A trust covers local ones only).
+        let hba = data.join("pg_hba.conf");
+        let rules = std::fs::read_to_string(&hba).unwrap() + "host all all 10.99.0.0/24 trust\n";
+        std::fs::write(&hba, rules).unwrap();
+        let config = dir.join("pronghorn.toml");
+        let cfg = std::fs::read_to_string(lab.config_a()).unwrap();
+        let cfg = if runtime.is_empty() { cfg } else { format!("{cfg}\n[runtime]\n{runtime}\n") };
+        std::fs::write(&config, cfg).unwrap();
+        let (inh, amb) = (format!("--inh-caps={NIC_CAPS}"), format!("--ambient-caps={NIC_CAPS}"));
+        let postgres = format!("{POSTGRES_BIN}/postgres");
+        let sockets = format!("unix_socket_directories={}", dir.display());
+        let config = config.to_str().unwrap();
+        let argv = [bin(), "run", "--config", config, "--", "setpriv", "--reuid=postgres", "--regid=postgres"];
+        let more = [
+            "--init-groups",
+            &inh,
+            &amb,
+            &postgres,
+            "-D",
+            data.to_str().unwrap(),
+            "-c",
+            "listen_addresses=10.99.0.1",
+            "-c",
+            &sockets,
+        ];
+        let mut server = lab.exec("a", &[&argv[..], &more[..]].concat()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut reader = BufReader::new(server.stderr.take().unwrap());
+        read_until(&mut reader, "listening on IPv4 address", "postgres");
+        let server = Accelerated(server);
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            let mut l = String::new();
+            while reader.read_line(&mut l).map(|n| n > 0).unwrap_or(false) {
+                sink.lock().unwrap().push_str(&l);
+                l.clear();
+            }
+        });
+        Some(Postgres { lab, dir, data, server, log, _scenario: lab_test })
+    }
+}
+
+/// Issue 24 stage 3: with `[runtime] share = "family"` the backend the postmaster forks for a
+/// connection serves it on the postmaster's stack (the postmaster's stack thread drives the NIC):
+/// psql from side b gets its answer, several times over (a backend per connection), and
+/// pgbench's select-only run with 16 clients completes every transaction without a failure.
+#[test]
+#[ignore = "issue 24 stage 3: connections stall at times (a psql or pgbench run past its timeout in 4 of the last 5 runs; see docs/design-notes.md)"]
+fn postgres_serves_psql_through_its_forked_backends_with_share_family() {
+    let Some(pg) = Postgres::start("tst-pgfam", "share = \"family\"") else { return };
+    let lab = &pg.lab;
+    for k in 0..3 {
+        let o = lab
+            .exec(
+                "b",
+                &["timeout", "30", "psql", "-h", "10.99.0.1", "-U", "postgres", "-Atc", &format!("select {k} + 40")],
+            )
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success() && text(&o).contains(&format!("{}", k + 40)),
+            "psql: {} {}",
+            text(&o),
+            pg.log.lock().unwrap()
+        );
+    }
+    // pgbench's select-only run, 16 clients (a backend each), then its own checks.
+    let bench = |args: &[&str]| {
+        let cmd =
+            [&["timeout", "120", "pgbench", "-h", "10.99.0.1", "-U", "postgres"][..], args, &["postgres"]].concat();
+        let o = lab.exec("b", &cmd).output().unwrap();
+        assert!(o.status.success(), "pgbench {args:?}: {}\n{}", text(&o), pg.log.lock().unwrap());
+        text(&o)
+    };
+    bench(&["-i", "-s", "1", "-q"]);
+    let out = bench(&["-S", "-c", "16", "-j", "4", "-t", "200"]);
+    assert!(out.contains("number of transactions actually processed: 3200/3200"), "{out}");
+    assert!(out.contains("number of failed transactions: 0"), "{out}");
+    eprintln!("pgbench -S -c 16:\n{out}");
+    // The TPC-B-like mix (writes, a backend each), and a connection per transaction (-C: a
+    // fork per transaction).
+    for args in [&["-c", "16", "-j", "4", "-t", "50"][..], &["-S", "-C", "-c", "16", "-j", "4", "-t", "20"]] {
+        let out = bench(args);
+        assert!(out.contains("number of failed transactions: 0"), "{args:?}: {out}");
+        eprintln!("pgbench {args:?}:\n{out}");
+    }
+    let o = pronghorn(&["ps"]);
+    assert!(text(&o).contains(&format!("{}-a0", lab.prefix)) && text(&o).contains("postgres"), "{}", text(&o));
+    let pid = std::fs::read_to_string(pg.data.join("postmaster.pid")).unwrap();
+    // Fast shutdown: the postmaster exits on its own.
+    unsafe { libc::kill(pid.lines().next().unwrap().trim().parse().unwrap(), libc::SIGINT) };
+    let mut server = pg.server;
+    let status = server.0.wait().unwrap();
+    assert!(status.success(), "postgres exited with {status:?}\n{}", pg.log.lock().unwrap());
+    let _ = std::fs::remove_dir_all(&pg.dir);
 }

@@ -1,0 +1,318 @@
+//! The stack a fork family shares (issue 24, stage 3; docs/design-notes.md, "Fork after accept:
+//! a shared stack"). With `[runtime] share = "family"` the shards live in the family arena from
+//! the NIC's opening, and a child forked after that keeps the runtime and works on the same
+//! shards, under one lock the processes share. This module owns what they share beyond the
+//! shards and how the roles differ:
+//! - [`Sharing`]: whether this process's runtime shares its shards, and whether it is the
+//!   opener (the only process that drives the NIC: the DPDK port is per process) or a child;
+//! - the family lock ([`crate::family_lock`]), taken around every hold of the runtime's own
+//!   lock once the shards are shared;
+//! - the opener's doorbell ([`crate::family_parker`]): the thread that drives the NIC sleeps
+//!   with it registered, and a child whose call queued frames rings it instead of sending them;
+//! - the change count: the driver bumps it at each stack pass that changed a socket's
+//!   readiness, and a child's waiting thread sleeps on it (a futex without FUTEX_PRIVATE_FLAG)
+//!   and looks again at what it waits for when it moves;
+//! - how many processes hold each socket (Linux's file reference count at process grain): a
+//!   fork adds one for every socket the parent holds, and a process that closes its last fd of
+//!   a socket closes it on the shard only when no other process holds it.
+//!
+//! Not here yet: recovery after a process died holding the lock (the next holder is told, says
+//! so on stderr, and goes on), children that drive the NIC, the opener leaving before its
+//! children (the NIC goes with it), a process table with liveness.
+//!
+//! This module holds what the family shares and each process's role; `role` turns a runtime
+//! into a child's or an opener's at a fork.
+
+mod role;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+
+use stack::shard::SocketId;
+
+use crate::family_lock::{FamilyGuard, FamilyLock};
+use crate::family_parker::FamilyParker;
+use crate::{real, Errno};
+
+/// What the processes of the family share besides the shards.
+pub(crate) struct Family {
+    lock: FamilyLock,
+    doorbell: FamilyParker,
+    /// In the family arena (made in a scope of it, changed only in one, under the lock).
+    shared: *mut Shared,
+}
+
+/// The part of the family's state that lives in the arena.
+struct Shared {
+    /// Stack passes of the driver that changed some socket's readiness (wraps).
+    changes: AtomicU32,
+    /// Children's threads asleep (or about to sleep) on `changes`.
+    sleepers: AtomicU32,
+    /// The processes that hold a socket, for the sockets more than one process holds.
+    holders: HashMap<SocketId, u32>,
+    /// Children's threads asleep in poll(2) (they also watch kernel fds): each one's process and
+    /// eventfd, written at each change (pid 0: a free slot).
+    fd_sleepers: [FdSleeper; FD_SLEEPERS],
+}
+
+/// A child's thread asleep in poll(2) on its eventfd `efd`.
+#[derive(Default)]
+struct FdSleeper {
+    pid: AtomicI32,
+    efd: AtomicI32,
+}
+
+/// How many children's threads can sleep in poll(2) woken at once; more look every
+/// [`KERNEL_FDS_LOOK_MS`].
+const FD_SLEEPERS: usize = 256;
+
+/// A child's thread about to sleep (`wait::Sleep`): on the change count from `seen`, or in
+/// poll(2) with its eventfd registered in `slot`.
+pub(crate) struct ChildSleep {
+    family: &'static Family,
+    seen: u32,
+    slot: Option<usize>,
+}
+
+// SAFETY: `shared` points into the family arena, mapped for the life of the process at the same
+// address in every process of the family; its atomics are shared freely and `holders` is only
+// touched with the family lock held (`&mut` through `holders_mut`).
+unsafe impl Send for Family {}
+// SAFETY: as for Send.
+unsafe impl Sync for Family {}
+
+/// Whether and how this process's runtime shares its shards.
+#[derive(Clone, Copy)]
+pub(crate) enum Sharing {
+    /// The shards are this process's alone (`share = "off"`, or no family arena).
+    Alone,
+    /// The process that opened the NIC: it drives it for the family.
+    Opener(&'static Family),
+    /// A process forked after the NIC opened: socket calls on the shared shards, never the NIC.
+    Child(&'static Family),
+}
+
+impl Sharing {
+    #[inline]
+    pub(crate) fn family(self) -> Option<&'static Family> {
+        match self {
+            Sharing::Alone => None,
+            Sharing::Opener(f) | Sharing::Child(f) => Some(f),
+        }
+    }
+
+    /// The family of a child (`None`: this process may drive its NIC).
+    #[inline]
+    pub(crate) fn child(self) -> Option<&'static Family> {
+        match self {
+            Sharing::Child(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// Takes the family lock when the shards are shared (before touching them).
+    #[inline]
+    pub(crate) fn lock(self) -> Option<FamilyGuard<'static>> {
+        self.family().map(Family::lock)
+    }
+}
+
+impl Family {
+    /// The family of the opener, made when the NIC opens with the family arena enabled (`None`:
+    /// no arena, or no mapping for the lock or the doorbell; the shards then stay this
+    /// process's alone).
+    pub(crate) fn new() -> Option<&'static Family> {
+        let arena = arena::family()?;
+        let lock = FamilyLock::new().ok()?;
+        let doorbell = FamilyParker::new().ok()?;
+        let shared = {
+            let _in = arena.enter();
+            Box::into_raw(Box::new(Shared {
+                changes: AtomicU32::new(0),
+                sleepers: AtomicU32::new(0),
+                holders: HashMap::new(),
+                fd_sleepers: std::array::from_fn(|_| FdSleeper::default()),
+            }))
+        };
+        if !arena.contains(shared.cast()) {
+            return None;
+        }
+        Some(Box::leak(Box::new(Family { lock, doorbell, shared })))
+    }
+
+    fn shared(&self) -> &Shared {
+        // SAFETY: `shared` is the arena block `new` made, never freed.
+        unsafe { &*self.shared }
+    }
+
+    /// The lock over the shared shards. A holder that died leaves them as it left them: said
+    /// once on stderr, and the family goes on (recovery is not built).
+    fn lock(&'static self) -> FamilyGuard<'static> {
+        match self.lock.lock() {
+            Ok(mut g) => {
+                if g.owner_died() {
+                    static SAID: AtomicBool = AtomicBool::new(false);
+                    if !SAID.swap(true, Ordering::Relaxed) {
+                        let msg = "pronghorn: a process of the family died holding the stack's lock; the shared \
+                                   stack goes on as that process left it\n";
+                        // SAFETY: `msg` is readable for its length.
+                        unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
+                    }
+                    g.mark_consistent();
+                }
+                g
+            }
+            Err(e) => panic!("the family's stack lock cannot be taken: {e:?}"),
+        }
+    }
+
+    /// Runs `f` on the holders, in a scope of the family arena (family lock held: the caller's).
+    fn with_holders<T>(&self, f: impl FnOnce(&mut HashMap<SocketId, u32>) -> T) -> T {
+        let _in = arena::family().map(arena::Arena::enter);
+        // SAFETY: `shared` is the arena block `new` made; `holders` is only reached here, by
+        // callers holding the family lock, so no other reference to it exists meanwhile.
+        f(unsafe { &mut (*self.shared).holders })
+    }
+
+    /// A fork is about to give every socket in `ids` one more holder (the parent holds them;
+    /// family lock held). `undo`: the fork failed, take it back.
+    pub(crate) fn share(&self, ids: &[SocketId], undo: bool) {
+        self.with_holders(|holders| {
+            for &id in ids {
+                let n = holders.get(&id).copied().unwrap_or(1);
+                let n = if undo { n.saturating_sub(1) } else { n + 1 };
+                if n <= 1 {
+                    holders.remove(&id);
+                } else {
+                    holders.insert(id, n);
+                }
+            }
+        })
+    }
+
+    /// This process closed its last fd of `id` (family lock held): whether no other process
+    /// holds it, so that it closes.
+    pub(crate) fn release(&self, id: SocketId) -> bool {
+        self.with_holders(|holders| match holders.remove(&id) {
+            None | Some(0..=1) => true,
+            Some(2) => false,
+            Some(n) => {
+                holders.insert(id, n - 1);
+                false
+            }
+        })
+    }
+
+    /// The driver's stack pass changed some socket (family lock held): the children's waiting
+    /// threads look again.
+    pub(crate) fn changed(&self) {
+        let s = self.shared();
+        s.changes.fetch_add(1, Ordering::AcqRel);
+        if s.sleepers.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        // SAFETY: FUTEX_WAKE on an aligned u32 of the arena, mapped for the process's life.
+        unsafe { libc::syscall(libc::SYS_futex, s.changes.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
+        for sleeper in &s.fd_sleepers {
+            let pid = sleeper.pid.load(Ordering::Acquire);
+            if pid == 0 {
+                continue;
+            }
+            match crate::family_parker::usable_fd(pid, sleeper.efd.load(Ordering::Acquire)) {
+                Ok(fd) => crate::family_parker::add_one(fd),
+                // Gone (killed while asleep): the slot is free again.
+                Err(Errno(libc::ESRCH)) => sleeper.pid.store(0, Ordering::Release),
+                // Not allowed (a credential change): it looks again every KERNEL_FDS_LOOK_MS.
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// The change count now (with the family lock held: the value a sleep starts from).
+    pub(crate) fn changes(&self) -> u32 {
+        self.shared().changes.load(Ordering::Acquire)
+    }
+
+    /// A child's thread found nothing and will sleep (family lock held, so the driver's next
+    /// change wakes it): on the change count, or, when it also watches kernel fds
+    /// (`kernel_fds`), in poll(2) with its eventfd `efd` among them.
+    pub(crate) fn prepare_sleep(&'static self, kernel_fds: bool, efd: i32) -> ChildSleep {
+        let s = self.shared();
+        s.sleepers.fetch_add(1, Ordering::AcqRel);
+        let slot = kernel_fds.then(|| s.fd_sleepers.iter().position(|f| f.pid.load(Ordering::Acquire) == 0)).flatten();
+        if let Some(i) = slot {
+            s.fd_sleepers[i].efd.store(efd, Ordering::Release);
+            // SAFETY: getpid has no preconditions.
+            s.fd_sleepers[i].pid.store(unsafe { libc::getpid() }, Ordering::Release);
+        }
+        ChildSleep { family: self, seen: s.changes.load(Ordering::Acquire), slot }
+    }
+    /// A child queued frames (or needs the NIC looked at): the driver runs a pass. A failed
+    /// ring (the driver's eventfd cannot be copied: EPERM after a credential change) leaves
+    /// them to the driver's next pass, at most 100 ms later.
+    pub(crate) fn ring(&self) {
+        let _ = self.doorbell.wake();
+    }
+
+    /// The opener's driving thread is about to sleep in poll(2) on its eventfd `efd` (family
+    /// lock held): a ring writes it from now on.
+    pub(crate) fn driver_sleeps_on(&self, efd: i32) {
+        self.doorbell.reset();
+        self.doorbell.sleep_on_fd(efd);
+    }
+}
+
+/// A child's thread that waits for sockets and kernel fds at once and found no free
+/// [`FdSleeper`] looks at the shared sockets this often (ms).
+pub(crate) const KERNEL_FDS_LOOK_MS: i32 = 10;
+
+impl ChildSleep {
+    /// Sleeps until the change count moves, `timeout_ms` passes (-1: none), a signal comes
+    /// (-EINTR) or, with kernel fds (`extra`, non-empty), one of them is ready; `efd` is the
+    /// thread's eventfd (registered in `prepare_sleep`). Returns what `wait::sleep` returns.
+    pub(crate) fn sleep(&self, timeout_ms: i32, extra: &mut smallvec::SmallVec<[libc::pollfd; 8]>, efd: i32) -> i32 {
+        let s = self.family.shared();
+        let r = if extra.is_empty() {
+            let ts = libc::timespec {
+                tv_sec: (timeout_ms.max(0) / 1000) as libc::time_t,
+                tv_nsec: ((timeout_ms.max(0) % 1000) as libc::c_long) * 1_000_000,
+            };
+            let tsp = if timeout_ms < 0 { std::ptr::null() } else { &ts as *const libc::timespec };
+            // SAFETY: FUTEX_WAIT on an aligned u32 of the arena; `tsp` is null or points to `ts`,
+            // alive across the call.
+            let r = unsafe { libc::syscall(libc::SYS_futex, s.changes.as_ptr(), libc::FUTEX_WAIT, self.seen, tsp) };
+            if r < 0 && crate::last_errno().0 == libc::EINTR {
+                -libc::EINTR
+            } else {
+                0
+            }
+        } else {
+            let base = extra.len();
+            let t = match self.slot {
+                Some(_) => {
+                    extra.push(libc::pollfd { fd: efd, events: libc::POLLIN, revents: 0 });
+                    timeout_ms
+                }
+                None if timeout_ms < 0 => KERNEL_FDS_LOOK_MS,
+                None => timeout_ms.min(KERNEL_FDS_LOOK_MS),
+            };
+            // SAFETY: `extra` is our list of extra.len() pollfds, read and written by the kernel.
+            let r = unsafe { real::poll(extra.as_mut_ptr(), extra.len() as libc::nfds_t, t) };
+            let errno = crate::last_errno();
+            extra.truncate(base);
+            if let Some(i) = self.slot {
+                s.fd_sleepers[i].pid.store(0, Ordering::Release);
+                let mut v = 0u64;
+                // SAFETY: the thread's own non-blocking eventfd; the kernel writes 8 bytes to `v`.
+                unsafe { real::read(efd, (&mut v as *mut u64).cast(), 8) };
+            }
+            if r < 0 {
+                -errno.0
+            } else {
+                extra.iter().filter(|p| p.revents != 0).count() as i32
+            }
+        };
+        s.sleepers.fetch_sub(1, Ordering::AcqRel);
+        r
+    }
+}

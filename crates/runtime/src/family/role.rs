@@ -1,0 +1,46 @@
+//! What a fork does to a runtime whose shards the family shares: the child's becomes a child's,
+//! the opener's drives with a stack thread (see the parent module).
+
+use super::{Family, Sharing};
+
+impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
+    /// In a child just forked from a process that shares its shards: from now on the runtime is
+    /// a child's. The parent's threads (waiters, the driver role, the stack threads, the
+    /// observer) are not in this process: their traces go.
+    pub(crate) fn become_child(&mut self, f: &'static Family) {
+        self.sharing = Sharing::Child(f);
+        self.family_seen = f.changes();
+        self.socks.forget_waiters();
+        self.fds.forget_epoll_waiters();
+        self.owed_wakes.clear();
+        self.wait.forget_threads();
+        // The observer's thread and region are the parent's: left to it, never dropped here.
+        std::mem::forget(self.observer.take());
+    }
+
+    /// In the opener, after a fork that shares the shards: a stack thread drives the NIC from
+    /// now on (dedicated mode), so that a child's rings are answered whatever the opener's own
+    /// threads do (a parent in waitpid(2), or computing, drives nothing inline).
+    pub(crate) fn drive_for_children(&mut self) {
+        self.wait.mode = crate::wait::Mode::Dedicated;
+        self.ensure_stack_thread();
+    }
+
+    /// A child's part of `dispatch`: what its calls queued goes out through the driver, and
+    /// when the driver's passes changed sockets since it last looked, every socket it holds
+    /// counts as changed (its blocked calls, polls and epoll sets look again: the driver's
+    /// list of changes is the driver's).
+    pub(crate) fn catch_up(&mut self, f: &'static Family) {
+        if self.shards.all().iter().any(|s| s.has_output()) {
+            f.ring();
+        }
+        let now = f.changes();
+        if now == self.family_seen {
+            return;
+        }
+        self.family_seen = now;
+        for id in self.socks.held() {
+            self.notify(id);
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! A fork family sharing one stack (`[runtime] share = "family"`, issue 24 stage 3): a child
+//! forked after the NIC opened uses the accelerated sockets it inherited, on the parent's
+//! shards, while the parent alone drives the NIC; a socket closes when the last process that
+//! holds it closes it. The NIC is the in-memory pair with the peer inside it (it runs whenever
+//! the runtime receives), made in the family arena so that both processes see one NIC; the peer
+//! notes any process other than the opener that drives it.
+//!
+//! This binary's global allocator is `arena::ScopedAlloc`, as in the preloaded library. A child
+//! reports with its exit status; every wait is bounded (a lost wakeup fails, never hangs).
+
+mod common;
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use config::Config;
+use nic::clock::{Clock, MonotonicClock};
+use nic::MacAddr;
+use runtime::Accel;
+use stack::shard::{Shard, ShardConfig, SocketId};
+use testkit::mem::{pair, MemConfig, MemNic};
+
+use common::{done, within, NicWithPeer, Peer, BOUND};
+
+#[global_allocator]
+static GLOBAL: arena::ScopedAlloc = arena::ScopedAlloc;
+
+const OURS: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+const PORT: u16 = 5432;
+
+/// One test at a time: a fork while another test's thread is inside the arena's allocator
+/// would leave its lock held in the child.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// What the peer saw, shared with the test (in the family arena, like the whole NIC).
+#[derive(Default)]
+struct Seen {
+    /// The test lets the peer send its request (after the fork: the child waits for it).
+    send: AtomicBool,
+    received: Mutex<Vec<u8>>,
+    fin: AtomicBool,
+    /// A process other than the one that made the NIC ran it (a child drove the NIC).
+    driven_elsewhere: AtomicBool,
+}
+
+/// The peer: a client that connects to the runtime's listener and sends `request` once.
+struct Client {
+    shard: Shard<MemNic>,
+    conn: Option<SocketId>,
+    request: &'static [u8],
+    seen: Arc<Seen>,
+    opener: u32,
+    clock: MonotonicClock,
+}
+
+impl Peer for Client {
+    fn run(&mut self) {
+        if std::process::id() != self.opener {
+            self.seen.driven_elsewhere.store(true, Ordering::Relaxed);
+        }
+        let now = self.clock.now_ns();
+        self.shard.poll(now);
+        let id = *self.conn.get_or_insert_with(|| {
+            self.shard.tcp_connect(SocketAddr::V4(SocketAddrV4::new(OURS, PORT))).expect("peer connect")
+        });
+        if !self.request.is_empty()
+            && self.seen.send.load(Ordering::Relaxed)
+            && self.shard.tcp_state(id) == Ok(stack::TcpState::Established)
+        {
+            let n = self.shard.tcp_send(id, self.request).unwrap_or(0);
+            self.request = &self.request[n..];
+        }
+        let mut buf = [0u8; 256];
+        while let Ok(n) = self.shard.tcp_recv(id, &mut buf) {
+            if n == 0 {
+                self.seen.fin.store(true, Ordering::Relaxed);
+                break;
+            }
+            self.seen.received.lock().unwrap().extend_from_slice(&buf[..n]);
+        }
+        self.shard.poll(now);
+    }
+}
+
+type ClientNic = NicWithPeer<Client>;
+
+/// A runtime with `share` whose peer connected to its listener (and sends "ping" once told):
+/// the runtime, the listener's fd, the accepted connection's fd and what the peer sees.
+fn accepted(share: &str) -> (&'static Accel<ClientNic>, i32, i32, Arc<Seen>) {
+    let toml = format!(
+        "[nic]\npmd = \"af_xdp\"\niface = \"mem0\"\n[ipv4]\naddress = \"{OURS}/24\"\n[runtime]\ndrive = \"inline\"\nshare = \"{share}\"\n"
+    );
+    let cfg = Config::parse(&toml, Path::new("family.toml")).unwrap();
+    let family = arena::enable_family().expect("ScopedAlloc is this binary's allocator");
+    // The NIC (its frames, queues and the peer) in the arena: a fork shares it as it shares
+    // the shard, so that what a child queued is what the parent sends.
+    let (nic, seen) = {
+        let _in = family.enter();
+        let (a, b) = pair(MemConfig::default());
+        let shard = Shard::new(b, ShardConfig::new(MacAddr([2, 0, 0, 0, 0, 2]), Some((PEER, 24)), None, [7; 32]));
+        let seen = Arc::new(Seen::default());
+        let client = Client {
+            shard,
+            conn: None,
+            request: b"ping",
+            seen: seen.clone(),
+            opener: std::process::id(),
+            clock: MonotonicClock::new(),
+        };
+        (NicWithPeer { mine: a, peer: client }, seen)
+    };
+    let rt = Accel::with_nic(cfg, nic);
+    // SAFETY: socket takes plain integers.
+    let lfd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
+    rt.socket_created(lfd, libc::AF_INET, libc::SOCK_STREAM, 0);
+    done(rt.bind(lfd, SocketAddr::V4(SocketAddrV4::new(OURS, PORT)))).unwrap();
+    done(rt.listen(lfd, 8)).unwrap();
+    let (conn, _) = within("accept", move || done(rt.accept(lfd, 0))).unwrap();
+    (rt, lfd, conn, seen)
+}
+
+/// Forks; the child runs `child` (its exit status: 0 when it returns true) and the parent gets
+/// the child's pid. The child first says whether it kept the runtime: status 3 if not.
+fn fork_child(rt: &'static Accel<ClientNic>, child: impl FnOnce() -> bool) -> libc::pid_t {
+    let hold = rt.fork_prepare();
+    // SAFETY: the child runs the runtime's calls and leaves with _exit; the test harness's
+    // other threads hold no lock the child takes (the allocator's is reset by glibc's fork).
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    let kept = hold.forked(pid);
+    if pid == 0 {
+        // A child that hangs (a lost wake) dies with the bound instead of outliving the test.
+        // SAFETY: alarm takes an integer.
+        unsafe { libc::alarm(BOUND.as_secs() as u32 * 2) };
+        let ok = kept && std::panic::catch_unwind(std::panic::AssertUnwindSafe(child)).unwrap_or(false);
+        // SAFETY: _exit has no preconditions.
+        unsafe {
+            libc::_exit(if !kept {
+                3
+            } else if ok {
+                0
+            } else {
+                1
+            })
+        };
+    }
+    pid
+}
+
+fn read_exact(rt: &Accel<ClientNic>, fd: i32, n: usize) -> Vec<u8> {
+    let mut got = vec![0u8; n];
+    let mut have = 0;
+    while have < n {
+        let k = done(rt.recv(fd, &mut got[have..], false, false)).unwrap();
+        assert!(k > 0, "EOF after {have} of {n} bytes");
+        have += k;
+    }
+    got
+}
+
+/// The parent drives the NIC (a poll on the listener, as a postmaster's select) until the child
+/// has exited and `until` holds; returns the child's exit status.
+fn drive_until(rt: &'static Accel<ClientNic>, lfd: i32, pid: libc::pid_t, until: impl Fn() -> bool) -> i32 {
+    let start = Instant::now();
+    let mut status = None;
+    while status.is_none() || !until() {
+        assert!(start.elapsed() < BOUND, "the family made no progress (a lost ring or wake?)");
+        let mut fds = [libc::pollfd { fd: lfd, events: libc::POLLIN, revents: 0 }];
+        done(rt.poll(&mut fds, 5)).unwrap();
+        if status.is_none() {
+            let mut st = 0;
+            // SAFETY: `st` is a writable int.
+            if unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) } == pid {
+                status = Some(st);
+            }
+        }
+    }
+    let st = status.unwrap();
+    assert!(libc::WIFEXITED(st), "the child died: status {st:#x}");
+    libc::WEXITSTATUS(st)
+}
+
+/// Waits (bounded) until `done` holds, while the parent's stack thread drives.
+fn until(done: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < BOUND, "the peer never saw the end of the connection");
+        std::thread::yield_now();
+    }
+}
+
+/// Waits (bounded) until process `pid` sleeps in the kernel (state S in /proc/PID/stat).
+fn until_asleep(pid: libc::pid_t) {
+    let start = Instant::now();
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('S')) {
+            return;
+        }
+        assert!(start.elapsed() < BOUND, "the child never went to sleep");
+        std::thread::yield_now();
+    }
+}
+
+fn close(rt: &Accel<ClientNic>, fd: i32) {
+    rt.close(fd);
+    // SAFETY: the placeholder the runtime released, ours to close.
+    unsafe { libc::close(fd) };
+}
+
+/// Issue 24's PostgreSQL case: the parent accepted, forks a child to serve the connection and
+/// closes its own copy; the child reads the request, answers and closes, while the parent alone
+/// drives the NIC (its stack thread: the parent itself only waits for the child, outside the
+/// runtime). The connection ends (the peer sees its FIN) when the child closes it.
+#[test]
+fn a_forked_child_serves_the_connection_its_parent_accepted_and_closed() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, _listener, conn, seen) = accepted("family");
+    let pid = fork_child(rt, || {
+        let served = read_exact(rt, conn, 4) == b"ping" && done(rt.send(conn, b"pong", false)) == Ok(4);
+        close(rt, conn);
+        served
+    });
+    close(rt, conn);
+    // The request comes once the child waits for it: the driver's pass must wake it.
+    until_asleep(pid);
+    seen.send.store(true, Ordering::Relaxed);
+    let status = within("the child exits", move || {
+        let mut st = 0;
+        // SAFETY: `st` is a writable int.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut st, 0) }, pid);
+        st
+    });
+    assert!(libc::WIFEXITED(status), "the child died: status {status:#x}");
+    let status = libc::WEXITSTATUS(status);
+    until(|| seen.fin.load(Ordering::Relaxed));
+    assert_eq!(status, 0, "the child did not read the request and answer it (3: it lost the runtime)");
+    assert_eq!(*seen.received.lock().unwrap(), b"pong", "the parent's close ended the child's connection");
+    assert!(!seen.driven_elsewhere.load(Ordering::Relaxed), "the child drove the NIC");
+}
+
+/// The reverse: the child closes its copy of the connection and exits; the parent's copy still
+/// works, and the peer sees no end of stream until the parent closes it too.
+#[test]
+fn a_child_closing_its_copy_leaves_the_parents_connection_open() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, lfd, conn, seen) = accepted("family");
+    let pid = fork_child(rt, || {
+        close(rt, conn);
+        true
+    });
+    assert_eq!(drive_until(rt, lfd, pid, || true), 0);
+    seen.send.store(true, Ordering::Relaxed);
+    assert_eq!(within("the parent's read", move || read_exact(rt, conn, 4)), b"ping");
+    assert_eq!(done(rt.send(conn, b"pong", false)), Ok(4));
+    drive_until_seen(rt, lfd, || seen.received.lock().unwrap().len() == 4);
+    assert!(!seen.fin.load(Ordering::Relaxed), "the child's close ended the parent's connection");
+    close(rt, conn);
+    drive_until_seen(rt, lfd, || seen.fin.load(Ordering::Relaxed));
+}
+
+/// With `share = "off"` a child forked after the NIC opened does not keep the runtime (its
+/// inherited sockets fail with EOPNOTSUPP, `runtime::forked_child_socket`).
+#[test]
+fn without_sharing_a_child_forked_after_the_nic_opened_keeps_no_runtime() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, lfd, _conn, _seen) = accepted("off");
+    let pid = fork_child(rt, || true);
+    assert_eq!(drive_until(rt, lfd, pid, || true), 3);
+}
+
+/// Drives until `until` holds (bounded).
+fn drive_until_seen(rt: &'static Accel<ClientNic>, lfd: i32, until: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !until() {
+        assert!(start.elapsed() < BOUND, "the peer never saw it");
+        let mut fds = [libc::pollfd { fd: lfd, events: libc::POLLIN, revents: 0 }];
+        done(rt.poll(&mut fds, 5)).unwrap();
+    }
+}
