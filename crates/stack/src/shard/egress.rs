@@ -21,6 +21,9 @@ use crate::shard::route::TTL;
 /// Frames waiting for room in the NIC's tx queue before new ones are dropped.
 const TX_BACKLOG: usize = 8192;
 
+/// Frames a connection sending a long run of segments queues before they go to the NIC.
+pub(super) const TX_BURST: usize = 32;
+
 /// Where the transport header starts in a frame to `dst`: after the Ethernet header and the IP
 /// header of its family (the stack sends no IP options or extension headers).
 pub(super) fn transport_offset(dst: IpAddress) -> usize {

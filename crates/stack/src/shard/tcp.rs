@@ -18,7 +18,7 @@ use tcp::{Connection, CookieOptions, Event as TcpEvent, TimeWait};
 use wire::{checksum, IpAddress, IpProtocol, TcpFlags, TcpPacket, TcpRepr};
 
 use super::api::{Buffers, Readiness};
-use super::egress::transport_offset;
+use super::egress::{transport_offset, TX_BURST};
 use super::ingress::{may_join, Candidate, TcpInput, Transport};
 use super::sockets::Socket;
 use super::time_wait::TimeWaitInput;
@@ -607,6 +607,9 @@ impl<N: Nic> Shard<N> {
     /// for the NIC to cut.
     pub(super) fn send_segments(&mut self, id: SocketId) {
         let now = self.now;
+        // A long run of segments goes to the NIC a burst at a time, while its frames are still in
+        // the cache for the copy (or DMA) that reads them; not once the NIC pushed back.
+        let mut burst_early = true;
         loop {
             let large = self.tso_buffer(id);
             let is_large = large.is_some();
@@ -636,6 +639,10 @@ impl<N: Nic> Shard<N> {
             let tuple = s.tuple;
             let mss = s.conn.segment_payload_max(repr.header_len());
             self.emit_tcp(buf, &tuple, &repr, ecn, (repr.payload_len > mss).then_some(mss));
+            if burst_early && self.tx.len() >= TX_BURST {
+                self.transmit();
+                burst_early = self.tx.is_empty();
+            }
         }
     }
 
