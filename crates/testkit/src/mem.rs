@@ -187,6 +187,8 @@ pub struct MemNic {
     tso_pool: Option<Rc<Pool>>,
     /// Frames cut into TCP segments so far.
     segmented: u64,
+    /// The most frames one `tx_burst` call was handed so far.
+    largest_tx_burst: usize,
     queue_len: usize,
     mtu: u16,
     mac: MacAddr,
@@ -206,6 +208,7 @@ pub fn pair(cfg: MemConfig) -> (MemNic, MemNic) {
         pool: Pool::new(cfg.pool_size, buf_capacity),
         tso_pool: cfg.tso.then(|| Pool::new(TSO_POOL_SIZE, TSO_MAX_FRAME)),
         segmented: 0,
+        largest_tx_burst: 0,
         queue_len: cfg.queue_len,
         mtu: cfg.mtu,
         mac,
@@ -244,6 +247,11 @@ impl MemNic {
         self.segmented
     }
 
+    /// The most frames one `tx_burst` call was handed so far (taken or not).
+    pub fn largest_tx_burst(&self) -> usize {
+        self.largest_tx_burst
+    }
+
     /// The capacity of every buffer: `mtu + 14`.
     pub fn buf_capacity(&self) -> usize {
         self.pool.buf_capacity
@@ -277,6 +285,7 @@ impl Nic for MemNic {
     }
 
     fn tx_burst(&mut self, bufs: &mut Vec<MemBuf>) -> usize {
+        self.largest_tx_burst = self.largest_tx_burst.max(bufs.len());
         let wire = Rc::clone(&self.wire);
         let mut wire = wire.borrow_mut();
         let q = &mut wire.to[1 - self.side];

@@ -27,6 +27,9 @@ pub const RX_BURST: usize = 32;
 const TX_BACKLOG: usize = 8192;
 pub(super) const ETH: usize = wire::ethernet::HEADER_LEN;
 
+/// Frames a connection sending a long run of segments queues before they go to the NIC.
+pub(crate) const TX_BURST: usize = 32;
+
 /// Where the transport header starts in a frame to `dst`: after the Ethernet header and the IP
 /// header of its family (the stack sends no IP options or extension headers).
 pub(super) fn transport_offset(dst: IpAddress) -> usize {

@@ -111,11 +111,15 @@ impl Connection {
         }
     }
 
-    /// The send ring, if allocated, to the buffer's size.
+    /// The send ring, if allocated, to at least the buffer's size. The buffer grows a segment
+    /// or two per ACK, but the ring is moved and copied whole to grow: it at least doubles
+    /// each time (to at most the maximum), so that reaching the maximum takes a few moves, not
+    /// one per ACK. The buffer's size, not the ring's, limits what the application may write.
     pub(super) fn grow_tx_ring(&mut self) {
         let cap = self.p.snd_buf as usize;
-        if self.snd.buf.is_allocated() && self.snd.buf.capacity() < cap {
-            self.snd.buf.grow(cap);
+        let ring = self.snd.buf.capacity();
+        if self.snd.buf.is_allocated() && ring < cap {
+            self.snd.buf.grow(cap.max((2 * ring).min(self.p.snd_buf_max as usize)));
         }
     }
 }

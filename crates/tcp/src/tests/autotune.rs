@@ -71,3 +71,36 @@ fn without_a_maximum_above_the_size_nothing_grows() {
     bulk(&mut p, 8 << 20);
     assert_eq!((p.b().info().rcv_buf, p.a.info().snd_buf), (64 * 1024, 64 * 1024));
 }
+
+/// The send buffer grows by a segment or two per ACK (`tcp_sndbuf_expand` follows the
+/// congestion window); the ring behind it is real memory, moved and copied whole to grow, so it
+/// must not follow each step: growing from 64 KiB to 4 MiB that way moved it hundreds of times
+/// (O(n²) bytes copied and as many fresh pages faulted in, the first second of an iperf3 -R run
+/// under pronghorn). It grows at least twofold each time, to at most the maximum.
+#[test]
+fn the_send_ring_grows_in_few_moves() {
+    let cfg = tuned(4 * MIB);
+    let mut p = Pair::connected(&cfg, &cfg);
+    p.rate = 1_000_000_000;
+    let data: Vec<u8> = (0..16 << 20).map(stream_byte).collect();
+    let (mut sent, mut got) = (0, Vec::new());
+    let mut ring_sizes = vec![p.a.buffer_bytes()];
+    let ok = p.run_until(p.now + 60 * crate::SECOND, |p| {
+        if sent < data.len() {
+            sent += p.a.send(&data[sent..]).unwrap_or(0);
+        }
+        let bytes = p.a.buffer_bytes();
+        if bytes > *ring_sizes.last().unwrap() {
+            ring_sizes.push(bytes);
+        }
+        got.extend(read_all(p.b()));
+        got.len() == data.len()
+    });
+    assert!(ok && got == data, "every byte arrived");
+    let snd = p.a.info().snd_buf;
+    assert!(snd > 1 << 20, "the send buffer grew: {snd}");
+    // Not allocated, allocated at 64 KiB, then six doublings to 4 MiB.
+    let moves = ring_sizes.len() - 2;
+    assert!(moves <= 6, "the send ring moved {moves} times: {ring_sizes:?}");
+    assert!(p.a.buffer_bytes() <= 4 * MIB as usize + 64 * 1024, "at most the maximum: {}", p.a.buffer_bytes());
+}

@@ -8,7 +8,7 @@ use wire::{checksum, IpAddress, IpProtocol, TcpFlags, TcpPacket, TcpRepr};
 
 use super::{ListenGroup, TcpSocket, BUFFERS_CHECK_NS, OWED_RSTS_MAX};
 use crate::shard::api_types::Buffers;
-use crate::shard::link::transport_offset;
+use crate::shard::link::{transport_offset, TX_BURST};
 use crate::shard::table::FourTuple;
 use crate::shard::time_wait::TimeWaitInput;
 use crate::shard::transport::{may_join, Candidate, TcpInput, Transport};
@@ -504,6 +504,9 @@ impl<N: Nic> Shard<N> {
     /// for the NIC to cut.
     pub(in crate::shard) fn send_segments(&mut self, id: SocketId) {
         let now = self.now;
+        // A long run of segments goes to the NIC a burst at a time, while its frames are still in
+        // the cache for the copy (or DMA) that reads them; not once the NIC pushed back.
+        let mut burst_early = true;
         loop {
             let large = self.tso_buffer(id);
             let is_large = large.is_some();
@@ -533,6 +536,10 @@ impl<N: Nic> Shard<N> {
             let tuple = s.tuple;
             let mss = s.conn.segment_payload_max(repr.header_len());
             self.emit_tcp(buf, &tuple, &repr, ecn, (repr.payload_len > mss).then_some(mss));
+            if burst_early && self.link.queued().len() >= TX_BURST {
+                self.transmit();
+                burst_early = self.link.queued().is_empty();
+            }
         }
     }
 
