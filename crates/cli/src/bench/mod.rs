@@ -754,7 +754,7 @@ mod tests {
     #[test]
     fn the_lab_model_is_veth_unless_asked() {
         assert_eq!(parse(&["redis"]).unwrap().model, ModelArg::Veth);
-        for workload in ["redis", "redis-cps", "latency", "http", "mariadb", "tpcc", "bulk", "syn-flood"] {
+        for workload in ["redis", "redis-cps", "latency", "http", "mariadb", "tpcc", "bulk", "syn-flood", "resync"] {
             assert_eq!(parse(&[workload, "--model", "nic"]).unwrap().model, ModelArg::Nic, "{workload}");
         }
         assert_eq!(parse(&["tpcc", "--quick", "--model", "both"]).unwrap().model, ModelArg::Both);

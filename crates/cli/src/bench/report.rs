@@ -160,7 +160,7 @@ pub fn facts(pmd: &str, server_cpu: usize, client_cpu: usize, workload: Name) ->
     );
     f.insert("date", run("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]));
     let versions = match workload {
-        Name::Redis | Name::RedisCps | Name::SynFlood => {
+        Name::Redis | Name::RedisCps | Name::SynFlood | Name::Resync => {
             [run("redis-server", &["--version"]), run("redis-benchmark", &["--version"])]
         }
         Name::Latency => [run("sockperf", &["--version"]), String::new()],

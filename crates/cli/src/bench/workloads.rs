@@ -31,6 +31,10 @@ pub enum Name {
     /// redis-benchmark GET (kept connections and a connection per request) with and without a
     /// bounded SYN flood from a second address of side b (bench/syn_flood.sh, hping3).
     SynFlood,
+    /// Redis full resync of 1 GiB (--quick: 64 MiB) between the server and a kernel
+    /// redis-server in side b, both ways: the server as master, then as replica
+    /// (bench/resync.sh; diskless sync and load).
+    Resync,
 }
 
 impl Name {
@@ -45,6 +49,7 @@ impl Name {
             Name::Tpcc => "tpcc",
             Name::Scale => "scale",
             Name::SynFlood => "syn-flood",
+            Name::Resync => "resync",
         }
     }
 }
@@ -69,6 +74,9 @@ pub fn metric_info(metric: &str) -> (&'static str, bool) {
         "deadlocks" => ("retried", false),
         "p50_us" | "p99_us" | "p999_us" => ("us", false),
         "syns_per_s" => ("SYNs/s sent by the flood", true),
+        "seconds" => ("s", false),
+        "mb_per_s" => ("MB/s of values", true),
+        "TcpOutSegs" | "TcpRetransSegs" => ("segments", false),
         m if m.starts_with("TcpExt") => ("count", true),
         _ => ("", true),
     }
@@ -130,6 +138,7 @@ pub fn server_counters(name: Name) -> &'static [&'static str] {
         Name::SynFlood => {
             &["TcpExtSyncookiesSent", "TcpExtSyncookiesRecv", "TcpExtSyncookiesFailed", "TcpExtListenOverflows"]
         }
+        Name::Resync => &["TcpOutSegs", "TcpRetransSegs"],
         _ => &[],
     }
 }
@@ -428,8 +437,109 @@ pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path, workers: u16) -> Re
                 .into(),
             }
         }
+        Name::Resync => {
+            require("redis-server", "redis-server")?;
+            require("redis-cli", "redis-tools")?;
+            let script = super::repo_file("bench/resync.sh")
+                .context("bench/resync.sh not found: run from the repository root")?;
+            resync(addr, quick, dir, &script)?
+        }
         Name::Scale => bail!("scale has no server: it runs bench/stack_scale.sh"),
     })
+}
+
+/// The resync plan, with bench/resync.sh at `script`: the server in side a is master to a
+/// replica in side b, then replica of a master there.
+fn resync(addr: &str, quick: bool, dir: &Path, script: &Path) -> Result<Plan> {
+    let keys = if quick { RESYNC_QUICK_KEYS } else { RESYNC_KEYS };
+    let peer = side_b_addr(addr)?;
+    let side_b_dir = dir.join("side-b").display().to_string();
+    let clients = [("a-to-b", "master a, replica b"), ("b-to-a", "master b, replica a")]
+        .into_iter()
+        .map(|(direction, label)| Client {
+            label: label.into(),
+            argv: argv(&[
+                "bash",
+                &script.display().to_string(),
+                direction,
+                addr,
+                &peer,
+                &keys.to_string(),
+                &RESYNC_VALUE_BYTES.to_string(),
+                &side_b_dir,
+            ]),
+            parse: parse_resync,
+        })
+        .collect();
+    let mut server = redis_server(addr);
+    server.argv.extend(argv(&[
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+        "--repl-diskless-load",
+        "swapdb",
+        "--rdbcompression",
+        "no",
+        "--enable-debug-command",
+        "yes",
+        "--dir",
+        &dir.display().to_string(),
+    ]));
+    Ok(Plan {
+        server,
+        setup: None,
+        clients,
+        after: None,
+        about: format!(
+            "A Redis full resynchronisation of {} MiB of values (DEBUG POPULATE: {keys} keys of \
+             {RESYNC_VALUE_BYTES} bytes) between the redis-server under test (side a) and a kernel \
+             redis-server in side b (bench/resync.sh): `master a, replica b` fills the server and makes side \
+             b's a replica of it (the server sends the dataset), `master b, replica a` fills side b's and makes \
+             the server its replica (the server receives it). Both are started for both roles: diskless sync \
+             (repl-diskless-sync-delay 0, rdbcompression no: the values go on the wire as they are), diskless \
+             load (repl-diskless-load swapdb), nothing saved. seconds is from REPLICAOF to the replica \
+             reporting master_link_status:up with loading:0 and every key (polled every 10 ms; filling is not \
+             timed), MB/s the values' bytes over that time; afterwards the replica's DEBUG DIGEST must equal \
+             the master's. The server's TcpOutSegs and TcpRetransSegs over each run (nstat of side a on the \
+             kernel path, `pronghorn stat` on pronghorn's) are beside them.",
+            (keys * RESYNC_VALUE_BYTES) >> 20
+        ),
+    })
+}
+
+/// The resync's dataset: 1 GiB of values (--quick: 64 MiB) in keys of RESYNC_VALUE_BYTES.
+const RESYNC_VALUE_BYTES: u64 = 1024;
+const RESYNC_KEYS: u64 = (1 << 30) / RESYNC_VALUE_BYTES;
+const RESYNC_QUICK_KEYS: u64 = (64 << 20) / RESYNC_VALUE_BYTES;
+
+/// Side b's end of the path whose side a is `addr` (the lab gives it host 2 of the same /24).
+fn side_b_addr(addr: &str) -> Result<String> {
+    let ip: std::net::Ipv4Addr = addr.parse().with_context(|| format!("{addr} is not an IPv4 address"))?;
+    let [a, b, c, _] = ip.octets();
+    Ok(format!("{a}.{b}.{c}.2"))
+}
+
+/// bench/resync.sh: `resync: KEYS keys of BYTES bytes in S s` once the replica has every key and
+/// the same digest as its master (the script fails otherwise).
+fn parse_resync(client: &Client, out: &str) -> Result<Vec<Sample>> {
+    let line = out.lines().find_map(|l| l.strip_prefix("resync: ")).context("no `resync:` line")?;
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let (Some(keys), Some(bytes), Some(secs)) = (
+        w.first().and_then(|n| n.parse::<f64>().ok()),
+        w.get(3).and_then(|n| n.parse::<f64>().ok()),
+        w.get(6).and_then(|n| n.parse::<f64>().ok()),
+    ) else {
+        bail!("unreadable resync line {line:?}");
+    };
+    if keys <= 0.0 || secs <= 0.0 {
+        bail!("the resync moved nothing or took no time: {line:?}");
+    }
+    let case = client.label.clone();
+    Ok(vec![
+        Sample { case: case.clone(), metric: "seconds", value: secs },
+        Sample { case, metric: "mb_per_s", value: keys * bytes / 1e6 / secs },
+    ])
 }
 
 /// The sysbench tables (prepared once per path; the same for --quick and full runs).
@@ -935,6 +1045,45 @@ Latency (ms):
         let short = format!("{}\t{}\t1\t{}\n", SB_TABLE_SIZE - 1, SB_TABLE_SIZE - 1, SB_TABLE_SIZE);
         assert!(check_sbtest_rows(&format!("{short}{}", row.repeat(SB_TABLES as usize - 1))).is_err());
         assert!(check_zero("0\n").is_ok() && check_zero("2\n").is_err());
+    }
+
+    #[test]
+    fn resync_plans_both_directions_against_side_b_of_the_same_path() {
+        let dir = Path::new("/tmp/ph-resync-plan");
+        let p = resync("10.99.0.1", true, dir, Path::new("bench/resync.sh")).unwrap();
+        let server = p.server.argv.join(" ");
+        for setting in ["--bind 10.99.0.1", "--repl-diskless-sync yes", "--repl-diskless-sync-delay 0"] {
+            assert!(server.contains(setting), "{setting}: {server}");
+        }
+        assert!(server.contains("--rdbcompression no") && server.contains("--dir /tmp/ph-resync-plan"), "{server}");
+        assert!(server.contains("--repl-diskless-load swapdb") && server.contains("--save "), "{server}");
+        let runs: Vec<(String, String)> = p.clients.iter().map(|c| (c.label.clone(), c.argv[2..].join(" "))).collect();
+        let tail = "10.99.0.1 10.99.0.2 65536 1024 /tmp/ph-resync-plan/side-b";
+        assert_eq!(
+            runs,
+            [
+                ("master a, replica b".to_string(), format!("a-to-b {tail}")),
+                ("master b, replica a".to_string(), format!("b-to-a {tail}")),
+            ]
+        );
+        assert_eq!(RESYNC_KEYS * RESYNC_VALUE_BYTES, 1 << 30);
+        let full = resync("10.98.0.1", false, dir, Path::new("bench/resync.sh")).unwrap();
+        assert!(full.clients[0].argv.join(" ").contains("10.98.0.1 10.98.0.2 1048576 1024"));
+        assert!(side_b_addr("fd99::1").is_err());
+        assert_eq!(server_counters(Name::Resync), ["TcpOutSegs", "TcpRetransSegs"]);
+    }
+
+    #[test]
+    fn resync_output_gives_seconds_and_mb_per_s() {
+        let c = Client { label: "master a, replica b".into(), argv: vec![], parse: parse_resync };
+        let s = c.parse("some log\nresync: 65536 keys of 1024 bytes in 0.500 s\n").unwrap();
+        let got: Vec<(&str, f64)> = s.iter().map(|s| (s.metric, s.value)).collect();
+        assert_eq!(got, [("seconds", 0.5), ("mb_per_s", 65536.0 * 1024.0 / 1e6 / 0.5)]);
+        assert_eq!(s[0].case, "master a, replica b");
+        assert_eq!(metric_info("seconds"), ("s", false));
+        assert!(c.parse("resync.sh: the replica 10.99.0.1:6379 was not in sync within 600 s\n").is_err());
+        assert!(c.parse("resync: 65536 keys of 1024 bytes in 0.000 s\n").is_err());
+        assert!(c.parse("resync: many keys\n").is_err());
     }
 
     #[test]
