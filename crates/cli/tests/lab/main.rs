@@ -64,22 +64,23 @@ fn ping_over_af_packet() {
 fn lab_up_twice_is_harmless_and_down_twice_too() {
     let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-twice", &[]);
-    let o = pronghorn(&["lab", "up", "--prefix", "tst-twice"]);
+    let p = testkit::lab::lab_prefix("tst-twice");
+    let o = pronghorn(&["lab", "up", "--prefix", &p]);
     assert!(o.status.success() && text(&o).contains("already up"), "{}", text(&o));
-    let o = pronghorn(&["lab", "status", "--prefix", "tst-twice"]);
+    let o = pronghorn(&["lab", "status", "--prefix", &p]);
     assert!(o.status.success() && text(&o).contains("10.99.0.2/24"), "{}", text(&o));
     let cfg = std::fs::read_to_string(lab.config_a()).unwrap();
-    assert!(cfg.contains("iface = \"tst-twice-a0\""), "{cfg}");
+    assert!(cfg.contains(&format!("iface = \"{p}-a0\"")), "{cfg}");
     let o = lab.exec("a", &["sh", "-c", "echo $PRONGHORN_CONFIG"]).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), lab.config_a().to_str().unwrap());
     drop(lab);
-    let o = pronghorn(&["lab", "down", "--prefix", "tst-twice"]);
+    let o = pronghorn(&["lab", "down", "--prefix", &p]);
     assert!(o.status.success() && text(&o).contains("is not up"), "{}", text(&o));
-    let o = pronghorn(&["lab", "status", "--prefix", "tst-twice"]);
+    let o = pronghorn(&["lab", "status", "--prefix", &p]);
     assert_eq!(o.status.code(), Some(1));
-    let o = pronghorn(&["lab", "exec", "--prefix", "tst-twice", "a", "--", "true"]);
+    let o = pronghorn(&["lab", "exec", "--prefix", &p, "a", "--", "true"]);
     assert!(
-        !o.status.success() && text(&o).contains("is not up: run `pronghorn lab up --prefix tst-twice`"),
+        !o.status.success() && text(&o).contains(&format!("is not up: run `pronghorn lab up --prefix {p}`")),
         "{}",
         text(&o)
     );
@@ -894,19 +895,22 @@ fn forked_children_share_the_parents_stack_with_share_family() {
 #[test]
 fn lab_nodes_reach_side_b_and_each_other_and_down_leaves_nothing() {
     let Some(_scenario) = scenario(&[]) else { return };
-    let prefix = "tst-nodes";
+    let prefix = &testkit::lab::lab_prefix("tst-nodes");
     let huge_before = nr_hugepages();
     {
-        let lab = Lab::up(prefix, &["--nodes", "3"]);
+        let lab = Lab::up("tst-nodes", &["--nodes", "3"]);
         let o = pronghorn(&["lab", "status", "--prefix", prefix]);
         let status = text(&o);
-        assert!(o.status.success() && status.contains("tst-nodes-br") && status.contains("10.99.0.2/24"), "{status}");
+        assert!(
+            o.status.success() && status.contains(&format!("{prefix}-br")) && status.contains("10.99.0.2/24"),
+            "{status}"
+        );
         for k in 1..=3u16 {
-            assert!(status.contains(&format!("node a{k}: namespace tst-nodes-a{k}: tst-nodes-n{k}")), "{status}");
+            assert!(status.contains(&format!("node a{k}: namespace {prefix}-a{k}: {prefix}-n{k}")), "{status}");
             let config = lab.node_config(k);
             let cfg = std::fs::read_to_string(&config).unwrap();
             for want in
-                [format!("iface = \"tst-nodes-n{k}\""), format!("\"10.99.0.1{k}/24\""), format!("\"fd99::1{k}/64\"")]
+                [format!("iface = \"{prefix}-n{k}\""), format!("\"10.99.0.1{k}/24\""), format!("\"fd99::1{k}/64\"")]
             {
                 assert!(cfg.contains(&want), "{want} not in {cfg}");
             }
@@ -914,10 +918,10 @@ fn lab_nodes_reach_side_b_and_each_other_and_down_leaves_nothing() {
             let out = text(&o);
             assert!(out.starts_with(&format!("{}\n", config.display())), "exec a{k}: {out}");
             let veth =
-                out.lines().find(|l| l.starts_with(&format!("tst-nodes-n{k}@"))).unwrap_or_else(|| panic!("{out}"));
+                out.lines().find(|l| l.starts_with(&format!("{prefix}-n{k}@"))).unwrap_or_else(|| panic!("{out}"));
             assert_eq!(veth.split_whitespace().count(), 2, "a kernel address on node a{k}'s DPDK veth: {veth}");
             // Side b's frames reach the AF_XDP receivers with full checksums.
-            let o = lab.exec("b", &["ethtool", "-k", &format!("tst-nodes-p{k}")]).output().unwrap();
+            let o = lab.exec("b", &["ethtool", "-k", &format!("{prefix}-p{k}")]).output().unwrap();
             assert!(text(&o).contains("tx-checksumming: off"), "{}", text(&o));
         }
         let o = pronghorn(&["lab", "exec", "--prefix", prefix, "a", "--", "true"]);
@@ -929,7 +933,12 @@ fn lab_nodes_reach_side_b_and_each_other_and_down_leaves_nothing() {
         let a2_config = lab.node_config(2);
         let e1 = Echo::start_on(&lab, "a1", &[]);
         let e2 = Echo::start_on(&lab, "a2", &["--config", a2_config.to_str().unwrap()]);
-        assert!(e1.ready.contains("tst-nodes-n1") && e2.ready.contains("10.99.0.12/24"), "{}{}", e1.ready, e2.ready);
+        assert!(
+            e1.ready.contains(&format!("{prefix}-n1")) && e2.ready.contains("10.99.0.12/24"),
+            "{}{}",
+            e1.ready,
+            e2.ready
+        );
         let out = ping(&lab, &["10.99.0.11"]);
         assert!(out.contains("3 packets transmitted, 3 received"), "{out}");
         let out = ping(&lab, &["-6", "fd99::12"]);
