@@ -121,6 +121,19 @@ fn doctor_passes_the_lab_and_names_what_a_killed_echo_left() {
         assert_eq!(check(name).0, "ok", "{name}: {:?}", check(name));
     }
     assert_eq!(check("interface").1, format!("{}-a0 up, driver veth", lab.prefix));
+    // The veth's XDP features come from the kernel where it reports them (6.3+): native XDP
+    // (basic, redirect) without zero-copy; before, from the driver list, which says so.
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut version = release.split(|c: char| !c.is_ascii_digit()).map(|n| n.parse::<u32>().unwrap_or(0));
+    let reports_xdp_features = (version.next().unwrap(), version.next().unwrap()) >= (6, 3);
+    let xdp = check("xdp").1;
+    if reports_xdp_features {
+        let kernel = format!("the kernel reports {}-a0's XDP features: basic, redirect", lab.prefix);
+        assert!(xdp.starts_with(&kernel), "{xdp}");
+    } else {
+        assert!(xdp.contains("no netdev netlink family"), "{xdp}");
+    }
+    assert!(xdp.ends_with("native XDP, AF_XDP in copy mode"), "{xdp}");
     let mut echo = Echo::start(&lab, &[]);
     let pid = echo.child.id();
     echo.child.kill().unwrap(); // SIGKILL: the port is not closed
