@@ -6,6 +6,15 @@
 //! it stays with the kernel for good; both decisions are counted. A wildcard bind with port 0
 //! (`bind(0.0.0.0:0)`, a client's habit) is done by the kernel and decides nothing yet.
 //!
+//! On an interface shared with the kernel (`nic.share`) a wildcard bind with a port
+//! (`0.0.0.0:PORT`, `[::]:PORT`) moves to the shard too, as TCP's does: the wire's datagrams
+//! to PORT on the interface's addresses are the shard's. Unlike TCP's listeners it gets no
+//! kernel socket beside it, so a client on this host (to 127.0.0.1:PORT or to the host's
+//! address: the kernel's loopback, which the shard never sees) finds no socket there: the
+//! kernel answers port unreachable, a connected client's next call fails with ECONNREFUSED at
+//! once, and an unconnected one's datagram is dropped (the kernel's `Udp NoPorts`). Nor is
+//! PORT held in the kernel: a kernel process may bind it and take the local datagrams.
+//!
 //! On the shard, calls keep Linux's semantics: one datagram per call, cut to the buffer (the
 //! rest lost; MSG_TRUNC returns the full length), MSG_PEEK, a connected socket's default
 //! destination and its ICMP errors (ECONNREFUSED, reported once, before queued data).
@@ -92,7 +101,11 @@ impl<N: Nic + 'static> Runtime<N> {
 
     /// bind() on a pending UDP socket.
     pub(crate) fn udp_bind_call(&mut self, fd: i32, addr: SocketAddr) -> Call<()> {
-        if self.is_ours(addr.ip()) {
+        // On a shared interface a wildcard port (a server's `bind 0.0.0.0:PORT`) is ours, as
+        // TCP's: the shard takes it on the interface's addresses, and the XDP program hands it
+        // PORT (`udp_open` holds it). The kernel keeps no socket on it: see the module's doc.
+        let wildcard = self.cfg.nic.share && addr.ip().is_unspecified() && addr.port() != 0;
+        if self.is_ours(addr.ip()) || wildcard {
             if let Err(e) = self.precheck() {
                 return Call::Done(Err(e));
             }
