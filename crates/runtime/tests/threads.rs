@@ -12,7 +12,7 @@
 
 mod common;
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::path::Path;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -1100,6 +1100,21 @@ fn on_a_shared_interface_a_udp_wildcard_bind_is_accelerated() {
         let refused = within("local recv", move || local.recv(&mut [0u8; 8]).map_err(|e| e.raw_os_error()));
         assert_eq!(refused, Err(Some(libc::ECONNREFUSED)), "{drive}: the kernel has no socket on PORT");
         rt.close(fd);
+        // `[::]:PORT` takes IPv4 too, and reads an IPv4 sender as IPv4-mapped, as Linux does
+        // (a server answers to the address it read: an AF_INET one would not do on its socket).
+        // SAFETY: socket takes no memory.
+        let fd6 = unsafe { libc::socket(libc::AF_INET6, libc::SOCK_DGRAM, 0) };
+        rt.socket_created(fd6, libc::AF_INET6, libc::SOCK_DGRAM, 0);
+        let any6 = SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port + 10, 0, 0));
+        assert_eq!(done(rt.bind(fd6, any6)), Ok(()), "{drive}: a wildcard bind is accelerated");
+        let echo6 = SocketAddr::V6(SocketAddrV6::new(PEER.to_ipv6_mapped(), 7, 0, 0));
+        assert_eq!(done(rt.send_datagram(fd6, b"ping6", Some(echo6), 0)), Ok(5));
+        let got = within("recvfrom", move || {
+            let mut buf = [0u8; 64];
+            done(rt.recv_datagram(fd6, &mut buf, 0)).map(|d| (d.from, buf[..d.len].to_vec()))
+        });
+        assert_eq!(got, Ok((echo6, b"ping6".to_vec())), "{drive}: the sender as IPv4-mapped");
+        rt.close(fd6);
     }
 }
 

@@ -1747,37 +1747,33 @@ fn a_shared_interface_serves_local_clients_and_wildcard_binds() {
     assert_self_connect(&lab, &args);
 }
 
-/// Issue 23: on the shared interface a UDP server under pronghorn bound to the wildcard
-/// (`0.0.0.0:PORT`) serves side b through pronghorn: its socket is the shard's and the XDP
-/// program hands it PORT (`pronghorn stat` counts the frames redirected). Before, the bind stayed
-/// with the kernel, which served side b itself (the program passed PORT to it).
+/// Issue 23: on the shared interface a UDP server under pronghorn bound to a wildcard
+/// (`0.0.0.0:PORT`, then `[::]:PORT`, which takes IPv4 too) serves side b through pronghorn: its
+/// socket is the shard's and the XDP program hands it PORT (`pronghorn stat` counts the frames
+/// redirected). Before, the bind stayed with the kernel, which served side b itself (the program
+/// passed PORT to it). On `[::]` the server answers IPv4 clients at the IPv4-mapped address it
+/// read (an AF_INET address there made Python's sendto fail).
 #[test]
 fn a_shared_interface_accelerates_a_udp_wildcard_bind() {
     let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-udpany", &[]);
     let (iface, shared) = share_side_a(&lab);
     let config = shared.to_str().unwrap();
-    let mut server = Accelerated(
-        lab.exec(
-            "a",
-            &[bin(), "run", "--config", config, "--", "python3", &peer_py(), "udp-echo-server", "0.0.0.0", "7020"],
-        )
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap(),
-    );
-    read_until(&mut BufReader::new(server.0.stdout.take().unwrap()), "ready", "udp-echo-server");
-    let o = lab.exec("b", &["python3", &peer_py(), "udp-echo-client", "10.99.0.1", "7020", "50"]).output().unwrap();
-    assert!(text(&o).contains("\"echoed_identical\": 50"), "udp over the wildcard: {}", text(&o));
-    let (_, stat) = stat_of_process_on(&iface);
-    let process = |name: &str| stat["process"][name].as_f64().unwrap_or(0.0);
-    assert_eq!(
-        (process("accelerated_udp"), process("kernel_udp")),
-        (1.0, 0.0),
-        "the wildcard bind is the shard's: {stat}"
-    );
-    let redirected = stat["shards"][0]["xdp_redirected"].as_f64().unwrap_or(0.0);
-    assert!(redirected >= 50.0, "side b's datagrams go to pronghorn: {stat}");
+    for (any, port, clients) in [("0.0.0.0", "7020", &["10.99.0.1"][..]), ("::", "7021", &["10.99.0.1", "fd99::1"])] {
+        let server = [bin(), "run", "--config", config, "--", "python3", &peer_py(), "udp-echo-server", any, port];
+        let mut server = Accelerated(lab.exec("a", &server).stdout(Stdio::piped()).spawn().unwrap());
+        read_until(&mut BufReader::new(server.0.stdout.take().unwrap()), "ready", "udp-echo-server");
+        for host in clients {
+            let o = lab.exec("b", &["python3", &peer_py(), "udp-echo-client", host, port, "50"]).output().unwrap();
+            assert!(text(&o).contains("\"echoed_identical\": 50"), "udp to {any} over {host}: {}", text(&o));
+        }
+        let (_, stat) = stat_of_process_on(&iface);
+        let process = |name: &str| stat["process"][name].as_f64().unwrap_or(0.0);
+        let udp = (process("accelerated_udp"), process("kernel_udp"));
+        assert_eq!(udp, (1.0, 0.0), "the bind to {any} is the shard's: {stat}");
+        let redirected = stat["shards"][0]["xdp_redirected"].as_f64().unwrap_or(0.0);
+        assert!(redirected >= 50.0 * clients.len() as f64, "side b's datagrams go to pronghorn: {stat}");
+    }
 }
 
 /// The capabilities a server started by a wrapper as another user needs to open the NIC, in
