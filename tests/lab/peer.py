@@ -11,6 +11,9 @@ what came back), so the Rust test that drives it compares hashes instead of trus
       a kernel echo server (IPv4 and IPv6); prints "ready" when listening
   peer.py udp-echo-client HOST PORT COUNT [--size N]
       COUNT datagrams, each answered (1 s timeout each); reports how many came back identical
+  peer.py udp-echo-server HOST PORT
+      (run accelerated, or not) echoes every datagram to HOST PORT back to its sender; prints
+      "ready" when bound
   peer.py write-close-exit HOST PORT BYTES [--seed S]
       (the server, under pronghorn) accepts one connection, writes BYTES pseudo-random bytes,
       closes it and exits at once; prints "ready" when listening
@@ -129,6 +132,15 @@ def udp_echo_client(host, port, count, size):
         except socket.timeout:
             pass
     return {"sent": count, "echoed_identical": ok}
+
+
+def udp_echo_server(host, port):
+    s = socket.socket(family(host), socket.SOCK_DGRAM)
+    s.bind((host, port))
+    print("ready", flush=True)
+    while True:
+        data, peer = s.recvfrom(65536)
+        s.sendto(data, peer)
 
 
 def resp_command(*args):
@@ -370,6 +382,9 @@ def main():
     u.add_argument("port", type=int)
     u.add_argument("count", type=int)
     u.add_argument("--size", type=int, default=512)
+    us = sub.add_parser("udp-echo-server")
+    us.add_argument("host")
+    us.add_argument("port", type=int)
     stream_parser("write-close-exit")
     we = stream_parser("write-exec")
     we.add_argument("--hold", action="store_true")
@@ -413,6 +428,8 @@ def main():
         print(json.dumps(slow_read(a.host, a.port, a.bytes, a.seed, a.rcvbuf, a.chunk)))
     elif a.mode == "tcp-echo-server":
         tcp_echo_server(a.port, a.once)
+    elif a.mode == "udp-echo-server":
+        udp_echo_server(a.host, a.port)
     else:
         print(json.dumps(udp_echo_client(a.host, a.port, a.count, a.size)))
 

@@ -6,12 +6,21 @@
 //! it stays with the kernel for good; both decisions are counted. A wildcard bind with port 0
 //! (`bind(0.0.0.0:0)`, a client's habit) is done by the kernel and decides nothing yet.
 //!
+//! On an interface shared with the kernel (`nic.share`) a wildcard bind with a port
+//! (`0.0.0.0:PORT`, `[::]:PORT`) moves to the shard too, as TCP's does: the wire's datagrams
+//! to PORT on the interface's addresses are the shard's. Unlike TCP's listeners it gets no
+//! kernel socket beside it, so a client on this host (to 127.0.0.1:PORT or to the host's
+//! address: the kernel's loopback, which the shard never sees) finds no socket there: the
+//! kernel answers port unreachable, a connected client's next call fails with ECONNREFUSED at
+//! once, and an unconnected one's datagram is dropped (the kernel's `Udp NoPorts`). Nor is
+//! PORT held in the kernel: a kernel process may bind it and take the local datagrams.
+//!
 //! On the shard, calls keep Linux's semantics: one datagram per call, cut to the buffer (the
 //! rest lost; MSG_TRUNC returns the full length), MSG_PEEK, a connected socket's default
 //! destination and its ICMP errors (ECONNREFUSED, reported once, before queued data).
 //! Waiting is `wait`'s; the fd table and the placeholder fd are shared with TCP (`socket`).
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
 
 use nic::Nic;
 use stack::shard::SocketId;
@@ -41,11 +50,20 @@ fn local_for(rt_v4: Option<IpAddr>, rt_v6: Option<IpAddr>, peer: IpAddr) -> Opti
     }
 }
 
+/// Sender `from` as a socket of its family reads it: an AF_INET6 socket (bound to `::`, or
+/// autobound) reads an IPv4 sender as IPv4-mapped, as Linux's udpv6_recvmsg writes it.
+fn as_read_by(from: SocketAddr, v6_socket: bool) -> SocketAddr {
+    match from {
+        SocketAddr::V4(v4) if v6_socket => SocketAddr::V6(SocketAddrV6::new(v4.ip().to_ipv6_mapped(), v4.port(), 0, 0)),
+        other => other,
+    }
+}
+
 impl<N: Nic + 'static> Runtime<N> {
     /// Moves pending UDP socket `fd` onto the shard: bound to `local` (port 0: an ephemeral
     /// one), connected to `remote` if given.
     fn udp_open(&mut self, fd: i32, local: SocketAddr, remote: Option<SocketAddr>) -> Result<SocketId, Errno> {
-        let Some(&Fd::UdpPending { nonblock, .. }) = self.fds.kind(fd) else { return Err(Errno::EBADF) };
+        let Some(&Fd::UdpPending { nonblock, v6 }) = self.fds.kind(fd) else { return Err(Errno::EBADF) };
         let opts = self.fds.get(fd).map(|e| e.opts).unwrap_or_default();
         let shards = self.open_shards()?;
         // A server's socket on the first shard, a client's on the next in turn: datagrams that
@@ -66,7 +84,7 @@ impl<N: Nic + 'static> Runtime<N> {
             return Err(e);
         }
         let entry = self.fds.get_mut(fd).unwrap();
-        entry.fd = Fd::Udp { id, nonblock };
+        entry.fd = Fd::Udp { id, nonblock, v6 };
         self.adopt_kernel_epolls(fd);
         self.socks.entry(id).fds.push(fd);
         set_tracked_datagram(fd);
@@ -92,7 +110,11 @@ impl<N: Nic + 'static> Runtime<N> {
 
     /// bind() on a pending UDP socket.
     pub(crate) fn udp_bind_call(&mut self, fd: i32, addr: SocketAddr) -> Call<()> {
-        if self.is_ours(addr.ip()) {
+        // On a shared interface a wildcard port (a server's `bind 0.0.0.0:PORT`) is ours, as
+        // TCP's: the shard takes it on the interface's addresses, and the XDP program hands it
+        // PORT (`udp_open` holds it). The kernel keeps no socket on it: see the module's doc.
+        let wildcard = self.cfg.nic.share && addr.ip().is_unspecified() && addr.port() != 0;
+        if self.is_ours(addr.ip()) || wildcard {
             if let Err(e) = self.precheck() {
                 return Call::Done(Err(e));
             }
@@ -137,7 +159,7 @@ impl<N: Nic + 'static> Accel<N> {
     pub fn recv_datagram(&self, fd: i32, buf: &mut [u8], flags: i32) -> Call<Datagram> {
         let dontwait = flags & libc::MSG_DONTWAIT != 0;
         self.blocking(fd, Dir::Recv, dontwait, |rt| {
-            let Some(&Fd::Udp { id, .. }) = rt.fds.kind(fd) else { return Call::Kernel };
+            let Some(&Fd::Udp { id, v6, .. }) = rt.fds.kind(fd) else { return Call::Kernel };
             let shard = rt.shards.of(id);
             // A pending ICMP error comes before queued datagrams (Linux's __skb_recv_udp).
             if let Ok(Some(e)) = shard.take_error(id) {
@@ -146,7 +168,7 @@ impl<N: Nic + 'static> Accel<N> {
             match shard.udp_recv(id, buf, flags & libc::MSG_PEEK != 0) {
                 Ok(r) => {
                     let len = if flags & libc::MSG_TRUNC != 0 { r.len } else { r.copied };
-                    Call::Done(Ok(Datagram { len, from: r.from, truncated: r.len > r.copied }))
+                    Call::Done(Ok(Datagram { len, from: as_read_by(r.from, v6), truncated: r.len > r.copied }))
                 }
                 Err(e) => {
                     if e == Errno::EAGAIN {

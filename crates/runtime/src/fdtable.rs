@@ -51,6 +51,8 @@ pub(crate) enum Fd {
     Udp {
         id: SocketId,
         nonblock: bool,
+        /// An AF_INET6 socket: it reads IPv4 senders as IPv4-mapped addresses.
+        v6: bool,
     },
     /// A kernel epoll fd whose accelerated members the runtime keeps (see `epoll`).
     Epoll(Box<EpollSet>),

@@ -792,8 +792,8 @@ impl<N: Nic + 'static> Accel<N> {
                 Some(Entry { fd: Fd::Conn { id, nonblock }, opts, bound_to, .. }) => {
                     Some((Fd::Conn { id: *id, nonblock: *nonblock }, *opts, *id, *bound_to))
                 }
-                Some(Entry { fd: Fd::Udp { id, nonblock }, opts, bound_to, .. }) => {
-                    Some((Fd::Udp { id: *id, nonblock: *nonblock }, *opts, *id, *bound_to))
+                Some(Entry { fd: Fd::Udp { id, nonblock, v6 }, opts, bound_to, .. }) => {
+                    Some((Fd::Udp { id: *id, nonblock: *nonblock, v6: *v6 }, *opts, *id, *bound_to))
                 }
                 _ => None,
             };

@@ -12,7 +12,7 @@
 
 mod common;
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::path::Path;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -1071,6 +1071,51 @@ fn udp_epoll_reports_each_arrival_and_edge_triggered_needs_a_new_one() {
         rt.close(fd);
         rt.close(epfd);
     });
+}
+
+/// Issue 23: on an interface shared with the kernel, a UDP `bind 0.0.0.0:PORT` is accelerated
+/// as TCP's is: the wire's datagrams to PORT reach it through the shard. A client on this host
+/// goes through the kernel, which has no socket on PORT: a connected one gets ECONNREFUSED at
+/// once (docs/runtime.md, "Local clients on a shared interface").
+#[test]
+fn on_a_shared_interface_a_udp_wildcard_bind_is_accelerated() {
+    for (drive, port) in [("inline", 47_393u16), ("dedicated", 47_394)] {
+        let l = lab_from(drive, "share = true\n", "");
+        let rt = l.rt;
+        let fd = udp_socket(rt, false);
+        let any = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port));
+        assert_eq!(done(rt.bind(fd, any)), Ok(()), "{drive}: a wildcard bind is accelerated");
+        assert_eq!(done(rt.sockname(fd, false)), Ok(any));
+        assert_eq!(done(rt.send_datagram(fd, b"ping", Some(echo_addr()), 0)), Ok(4));
+        let got = within("recvfrom", move || {
+            let mut buf = [0u8; 64];
+            done(rt.recv_datagram(fd, &mut buf, 0)).map(|d| (d.from, buf[..d.len].to_vec()))
+        });
+        assert_eq!(got, Ok((echo_addr(), b"ping".to_vec())), "{drive}: the echo came back to PORT");
+        let stats = rt.routing_stats();
+        assert_eq!((stats.accelerated_udp, stats.kernel_udp), (1, 0), "{drive}");
+        let local = std::net::UdpSocket::bind(("127.0.0.1", 0)).unwrap();
+        local.connect(("127.0.0.1", port)).unwrap();
+        local.send(b"local").unwrap();
+        let refused = within("local recv", move || local.recv(&mut [0u8; 8]).map_err(|e| e.raw_os_error()));
+        assert_eq!(refused, Err(Some(libc::ECONNREFUSED)), "{drive}: the kernel has no socket on PORT");
+        rt.close(fd);
+        // `[::]:PORT` takes IPv4 too, and reads an IPv4 sender as IPv4-mapped, as Linux does
+        // (a server answers to the address it read: an AF_INET one would not do on its socket).
+        // SAFETY: socket takes no memory.
+        let fd6 = unsafe { libc::socket(libc::AF_INET6, libc::SOCK_DGRAM, 0) };
+        rt.socket_created(fd6, libc::AF_INET6, libc::SOCK_DGRAM, 0);
+        let any6 = SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port + 10, 0, 0));
+        assert_eq!(done(rt.bind(fd6, any6)), Ok(()), "{drive}: a wildcard bind is accelerated");
+        let echo6 = SocketAddr::V6(SocketAddrV6::new(PEER.to_ipv6_mapped(), 7, 0, 0));
+        assert_eq!(done(rt.send_datagram(fd6, b"ping6", Some(echo6), 0)), Ok(5));
+        let got = within("recvfrom", move || {
+            let mut buf = [0u8; 64];
+            done(rt.recv_datagram(fd6, &mut buf, 0)).map(|d| (d.from, buf[..d.len].to_vec()))
+        });
+        assert_eq!(got, Ok((echo6, b"ping6".to_vec())), "{drive}: the sender as IPv4-mapped");
+        rt.close(fd6);
+    }
 }
 
 #[test]

@@ -8,6 +8,7 @@ use config::{Config, PmdName};
 use nic::dpdk::{Pmd, NIC_CAPABILITIES};
 
 use super::facts::{Facts, Iface, Peer};
+use super::netdev::KernelXdp;
 use crate::topo::host::Node;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -50,6 +51,7 @@ pub enum Given {
 
 /// Drivers with native XDP (`ndo_bpf`) in Linux 6.1, by the name sysfs gives their devices'
 /// driver (or the link kind of a virtual interface); any other interface gets generic XDP.
+/// Only for kernels that do not report `xdp-features` (before 6.3).
 const NATIVE_XDP: &[&str] = &[
     "veth",
     "virtio_net",
@@ -353,16 +355,7 @@ fn interface(f: &Facts, c: &Config, i: &Iface) -> Vec<Check> {
         ok("interface", format!("{name} up, driver {driver}"))
     }];
     if c.nic.pmd == PmdName::AfXdp {
-        let zero_copy = if ZERO_COPY.contains(&driver) { "zero-copy AF_XDP" } else { "AF_XDP in copy mode" };
-        out.push(if NATIVE_XDP.contains(&driver) {
-            ok("xdp", format!("driver {driver}: native XDP, {zero_copy}"))
-        } else {
-            warn(
-                "xdp",
-                format!("driver {driver} has no native XDP (as of Linux 6.1): generic XDP, an skb and a copy per frame; it works, slower"),
-                "a NIC whose driver has native XDP, zero-copy for the best (ice, i40e, ixgbe, igc, mlx5_core), or pmd = \"af_packet\"",
-            )
-        });
+        out.push(xdp_support(i, driver));
     }
     let queues = usize::from(c.nic.queues);
     if i.rx_queues != 0 && i.rx_queues < queues {
@@ -393,6 +386,39 @@ fn interface(f: &Facts, c: &Config, i: &Iface) -> Vec<Check> {
         out.push(veth_checksums(i));
     }
     out
+}
+
+/// Whether the interface runs XDP natively and AF_XDP zero-copy: as the kernel reports it
+/// (`xdp-features`, Linux 6.3+), else as the driver list of Linux 6.1 has it, saying why.
+fn xdp_support(i: &Iface, driver: &str) -> Check {
+    let name = &i.name;
+    let (native, zero_copy, source) = match &i.kernel_xdp {
+        Some(KernelXdp::Reported(f)) => {
+            (f.native(), f.zero_copy(), format!("the kernel reports {name}'s XDP features: {}", f.names()))
+        }
+        other => {
+            let why = match other {
+                Some(KernelXdp::NoFamily) => "the kernel has no netdev netlink family: older than 6.3".to_owned(),
+                Some(KernelXdp::Unanswered(e)) => format!("the kernel did not say: {e}"),
+                _ => "the kernel was not asked".to_owned(),
+            };
+            (
+                NATIVE_XDP.contains(&driver),
+                ZERO_COPY.contains(&driver),
+                format!("driver {driver}, by the driver list of Linux 6.1 ({why})"),
+            )
+        }
+    };
+    let zero_copy = if zero_copy { "zero-copy AF_XDP" } else { "AF_XDP in copy mode" };
+    if native {
+        ok("xdp", format!("{source}: native XDP, {zero_copy}"))
+    } else {
+        warn(
+            "xdp",
+            format!("{source}: no native XDP, so generic XDP, an skb and a copy per frame; it works, slower"),
+            "a NIC whose driver has native XDP, zero-copy for the best (ice, i40e, ixgbe, igc, mlx5_core), or pmd = \"af_packet\"",
+        )
+    }
 }
 
 /// An XDP program pronghorn would replace or be refused by.

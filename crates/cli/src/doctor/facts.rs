@@ -1,11 +1,13 @@
 //! What `pronghorn doctor` looks at, read from a root directory (`/`, or a synthetic tree in
 //! tests) and, on the live host only, from what no file shows: `ip -d -j link` (the link kind
-//! of a virtual interface, the XDP program attached, a veth's peer), the veth peer's tx checksum
+//! of a virtual interface, the XDP program attached, a veth's peer), the interface's XDP
+//! features as the kernel reports them (netlink, [`super::netdev`]), the veth peer's tx checksum
 //! offload (an ethtool ioctl) and whether the kernel takes AF_XDP sockets when its build config
 //! is not under /boot. A file that is missing is a fact left out (None), never an error.
 
 use std::path::Path;
 
+use super::netdev::KernelXdp;
 use crate::topo::host::{entries, read, Host};
 
 #[derive(Debug, Default)]
@@ -46,6 +48,10 @@ pub struct Iface {
     pub driver: Option<String>,
     /// `queues/rx-*`.
     pub rx_queues: usize,
+    /// `ifindex`.
+    pub ifindex: Option<u32>,
+    /// The XDP features the kernel reports for it, when it was asked (the live host).
+    pub kernel_xdp: Option<KernelXdp>,
     /// The XDP program attached, when `ip` was asked.
     pub xdp: Option<AttachedXdp>,
     /// A veth's other end, when `ip` was asked.
@@ -119,6 +125,7 @@ impl Facts {
             self.xdp_sockets = Some(kernel_takes_af_xdp());
         }
         let Some(iface) = self.iface.as_mut().filter(|i| i.exists) else { return };
+        iface.kernel_xdp = iface.ifindex.map(super::netdev::ask);
         if let Ok(out) =
             std::process::Command::new("ip").args(["-d", "-j", "link", "show", "dev", &iface.name]).output()
         {
@@ -145,6 +152,8 @@ impl Iface {
             mtu: read(&dir.join("mtu")).and_then(|m| m.parse().ok()),
             driver,
             rx_queues: entries(&dir.join("queues")).iter().filter(|q| q.starts_with("rx-")).count(),
+            ifindex: read(&dir.join("ifindex")).and_then(|i| i.parse().ok()),
+            kernel_xdp: None,
             xdp: None,
             peer: None,
         }

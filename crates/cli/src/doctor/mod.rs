@@ -1,14 +1,16 @@
 //! `pronghorn doctor [--config FILE] [--json]`: checks what running pronghorn on this host needs
 //! (privileges, DPDK's drivers, hugepages, the kernel and AF_XDP, open files, the shared mode's
 //! port range, left-over run directories and XDP programs, and the configured interface: there,
-//! up, its driver's XDP, queues, MTU, a veth peer's checksums), one line each, ok, warn or fail,
-//! with what to change. Exits 1 when a check fails. Facts are read from a root directory
-//! (`--root`, `/` by default) like `pronghorn topo`'s, so that the tests make each check fail
-//! over a synthetic tree ([`facts`]); the checks are pure functions of them ([`checks`]).
-//! docs/doctor.md lists the checks.
+//! up, its XDP as the kernel reports it ([`netdev`]; else as its driver is known), queues, MTU,
+//! a veth peer's checksums), one line each, ok, warn or fail, with what to change. Exits 1 when
+//! a check fails. Facts are read from a root directory (`--root`, `/` by default) like
+//! `pronghorn topo`'s, so that the tests make each check fail over a synthetic tree
+//! ([`facts`]); the checks are pure functions of them ([`checks`]). docs/doctor.md lists the
+//! checks.
 
 mod checks;
 mod facts;
+mod netdev;
 #[cfg(test)]
 mod tests;
 

@@ -7,6 +7,7 @@ use config::Config;
 
 use super::checks::{self, Check, Given, Status};
 use super::facts::{AttachedXdp, Facts, Peer};
+use super::netdev::{KernelXdp, XdpFeatures};
 use crate::topo::tests::Tree;
 
 const SHARED: &str = "[nic]\npmd = \"af_xdp\"\niface = \"eth0\"\nshare = true\n[ipv4]\naddress = \"192.0.2.10/24\"\n";
@@ -102,7 +103,10 @@ fn a_healthy_host_passes_every_check() {
         assert_eq!(c.status, Status::Ok, "{c:#?}");
     }
     let xdp = expect(&checks, "xdp", Status::Ok, "");
-    assert_eq!(xdp, "driver ice: native XDP, zero-copy AF_XDP");
+    assert_eq!(
+        xdp,
+        "driver ice, by the driver list of Linux 6.1 (the kernel was not asked): native XDP, zero-copy AF_XDP"
+    );
     let text = super::text(&checks);
     assert!(text.starts_with("ok    privileges       root\n"), "{text}");
     assert!(text.ends_with("13 ok, 0 warnings, 0 failed\n"), "{text}");
@@ -242,9 +246,40 @@ fn the_interface_must_be_there_up_with_enough_queues_and_mtu() {
 fn a_driver_without_native_xdp_warns_of_generic_mode() {
     let t = healthy("generic").driver("e1000");
     let c = expect(&run(&t, SHARED), "xdp", Status::Warn, "native XDP");
-    assert!(c.starts_with("driver e1000 has no native XDP"), "{}", c);
+    assert!(c.starts_with("driver e1000, by the driver list of Linux 6.1"), "{}", c);
+    assert!(c.contains("no native XDP, so generic XDP"), "{}", c);
     let t = t.driver("virtio_net");
-    assert_eq!(expect(&run(&t, SHARED), "xdp", Status::Ok, ""), "driver virtio_net: native XDP, AF_XDP in copy mode");
+    let c = expect(&run(&t, SHARED), "xdp", Status::Ok, "");
+    assert!(c.ends_with("native XDP, AF_XDP in copy mode"), "{}", c);
+}
+
+#[test]
+fn the_kernels_xdp_features_win_over_the_driver_list() {
+    let t = healthy("netdev").driver("e1000");
+    t.file("sys/class/net/eth0/ifindex", "2\n");
+    let mut facts = Facts::read(t.path(), Some("eth0"));
+    let iface = facts.iface.as_mut().unwrap();
+    assert_eq!(iface.ifindex, Some(2), "what the live host asks the kernel about");
+    // e1000 is not on the list; the kernel says it redirects natively and does zero-copy.
+    iface.kernel_xdp = Some(KernelXdp::Reported(XdpFeatures(0x0b)));
+    let c = expect(&checks::all(&facts, &parse(SHARED)), "xdp", Status::Ok, "");
+    assert_eq!(
+        c,
+        "the kernel reports eth0's XDP features: basic, redirect, xsk-zerocopy: native XDP, zero-copy AF_XDP"
+    );
+    // ice is on the list, but a kernel that reports nothing for it is believed.
+    let t = t.driver("ice");
+    let mut facts = Facts::read(t.path(), Some("eth0"));
+    facts.iface.as_mut().unwrap().kernel_xdp = Some(KernelXdp::Reported(XdpFeatures(0)));
+    let c = expect(&checks::all(&facts, &parse(SHARED)), "xdp", Status::Warn, "native XDP");
+    assert!(c.starts_with("the kernel reports eth0's XDP features: none: no native XDP"), "{}", c);
+    // A kernel before 6.3 has no netdev family: the list, saying so.
+    facts.iface.as_mut().unwrap().kernel_xdp = Some(KernelXdp::NoFamily);
+    let c = expect(&checks::all(&facts, &parse(SHARED)), "xdp", Status::Ok, "");
+    assert_eq!(
+        c,
+        "driver ice, by the driver list of Linux 6.1 (the kernel has no netdev netlink family: older than 6.3): native XDP, zero-copy AF_XDP"
+    );
 }
 
 #[test]

@@ -122,6 +122,19 @@ fn doctor_passes_the_lab_and_names_what_a_killed_echo_left() {
         assert_eq!(check(name).0, "ok", "{name}: {:?}", check(name));
     }
     assert_eq!(check("interface").1, format!("{}-a0 up, driver veth", lab.prefix));
+    // The veth's XDP features come from the kernel where it reports them (6.3+): native XDP
+    // (basic, redirect) without zero-copy; before, from the driver list, which says so.
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut version = release.split(|c: char| !c.is_ascii_digit()).map(|n| n.parse::<u32>().unwrap_or(0));
+    let reports_xdp_features = (version.next().unwrap(), version.next().unwrap()) >= (6, 3);
+    let xdp = check("xdp").1;
+    if reports_xdp_features {
+        let kernel = format!("the kernel reports {}-a0's XDP features: basic, redirect", lab.prefix);
+        assert!(xdp.starts_with(&kernel), "{xdp}");
+    } else {
+        assert!(xdp.contains("no netdev netlink family"), "{xdp}");
+    }
+    assert!(xdp.ends_with("native XDP, AF_XDP in copy mode"), "{xdp}");
     let mut echo = Echo::start(&lab, &[]);
     let pid = echo.child.id();
     echo.child.kill().unwrap(); // SIGKILL: the port is not closed
@@ -1783,6 +1796,35 @@ fn a_shared_interface_serves_local_clients_and_wildcard_binds() {
     let args =
         [bin(), "run", "--config", config, "--", "python3", &peer_py(), "self-connect", "10.99.0.1", "7010", "4194304"];
     assert_self_connect(&lab, &args);
+}
+
+/// Issue 23: on the shared interface a UDP server under pronghorn bound to a wildcard
+/// (`0.0.0.0:PORT`, then `[::]:PORT`, which takes IPv4 too) serves side b through pronghorn: its
+/// socket is the shard's and the XDP program hands it PORT (`pronghorn stat` counts the frames
+/// redirected). Before, the bind stayed with the kernel, which served side b itself (the program
+/// passed PORT to it). On `[::]` the server answers IPv4 clients at the IPv4-mapped address it
+/// read (an AF_INET address there made Python's sendto fail).
+#[test]
+fn a_shared_interface_accelerates_a_udp_wildcard_bind() {
+    let Some(_scenario) = scenario(&[]) else { return };
+    let lab = Lab::up("tst-udpany", &[]);
+    let (iface, shared) = share_side_a(&lab);
+    let config = shared.to_str().unwrap();
+    for (any, port, clients) in [("0.0.0.0", "7020", &["10.99.0.1"][..]), ("::", "7021", &["10.99.0.1", "fd99::1"])] {
+        let server = [bin(), "run", "--config", config, "--", "python3", &peer_py(), "udp-echo-server", any, port];
+        let mut server = Accelerated(lab.exec("a", &server).stdout(Stdio::piped()).spawn().unwrap());
+        read_until(&mut BufReader::new(server.0.stdout.take().unwrap()), "ready", "udp-echo-server");
+        for host in clients {
+            let o = lab.exec("b", &["python3", &peer_py(), "udp-echo-client", host, port, "50"]).output().unwrap();
+            assert!(text(&o).contains("\"echoed_identical\": 50"), "udp to {any} over {host}: {}", text(&o));
+        }
+        let (_, stat) = stat_of_process_on(&iface);
+        let process = |name: &str| stat["process"][name].as_f64().unwrap_or(0.0);
+        let udp = (process("accelerated_udp"), process("kernel_udp"));
+        assert_eq!(udp, (1.0, 0.0), "the bind to {any} is the shard's: {stat}");
+        let redirected = stat["shards"][0]["xdp_redirected"].as_f64().unwrap_or(0.0);
+        assert!(redirected >= 50.0 * clients.len() as f64, "side b's datagrams go to pronghorn: {stat}");
+    }
 }
 
 /// The capabilities a server started by a wrapper as another user needs to open the NIC, in
