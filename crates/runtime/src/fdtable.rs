@@ -311,6 +311,21 @@ pub(crate) struct SockOpts {
     pub rcvlowat: u32,
     /// SO_OOBINLINE.
     pub oobinline: bool,
+    /// An AF_INET6 socket: the addresses it reports (accept, getsockname, getpeername) are
+    /// IPv6, an IPv4 peer or address IPv4-mapped, as Linux's `inet6_getname` writes them.
+    pub v6: bool,
+}
+
+impl SockOpts {
+    /// `addr` as this socket's family reports it ([`SockOpts::v6`]).
+    pub(crate) fn reported(&self, addr: SocketAddr) -> SocketAddr {
+        match addr {
+            SocketAddr::V4(v4) if self.v6 => {
+                SocketAddr::V6(std::net::SocketAddrV6::new(v4.ip().to_ipv6_mapped(), v4.port(), 0, 0))
+            }
+            other => other,
+        }
+    }
 }
 
 impl Default for SockOpts {
@@ -332,6 +347,7 @@ impl Default for SockOpts {
             sndbuf: None,
             rcvlowat: 1,
             oobinline: false,
+            v6: false,
         }
     }
 }

@@ -405,6 +405,8 @@ impl<N: Nic + 'static> Accel<N> {
             }
             _ => return,
         };
+        let mut entry = entry;
+        entry.opts.v6 = domain == libc::AF_INET6;
         let udp = matches!(entry.fd, Fd::UdpPending { .. });
         let tracked = self.with(|rt| {
             rt.release(fd);
@@ -541,7 +543,7 @@ impl<N: Nic + 'static> Accel<N> {
                     // but a stale record would be wrong, so forget it first.
                     rt.release(efd);
                     rt.adopt(efd, entry, conn);
-                    Call::Done(Ok((efd, peer)))
+                    Call::Done(Ok((efd, opts.reported(peer))))
                 }
                 Err(e) => {
                     if e == Errno::EAGAIN {
@@ -844,14 +846,22 @@ impl<N: Nic + 'static> Accel<N> {
     }
 
     pub fn sockname(&self, fd: i32, peer: bool) -> Call<SocketAddr> {
-        self.with(|rt| match rt.fds.kind(fd) {
-            Some(Fd::Bound { local, .. } | Fd::Listening { local, .. }) if !peer => Call::Done(Ok(*local)),
-            Some(Fd::Bound { .. } | Fd::Listening { .. }) => Call::Done(Err(Errno::ENOTCONN)),
-            Some(Fd::Listener { id, .. } | Fd::Conn { id, .. } | Fd::Udp { id, .. }) => {
-                let s = rt.shards.of_ref(*id);
-                Call::Done(if peer { s.peer_addr(*id) } else { s.local_addr(*id) })
-            }
-            _ => Call::Kernel,
+        self.with(|rt| {
+            let Some(e) = rt.fds.get(fd) else { return Call::Kernel };
+            let addr = match &e.fd {
+                Fd::Bound { local, .. } | Fd::Listening { local, .. } if !peer => Ok(*local),
+                Fd::Bound { .. } | Fd::Listening { .. } => Err(Errno::ENOTCONN),
+                Fd::Listener { id, .. } | Fd::Conn { id, .. } | Fd::Udp { id, .. } => {
+                    let s = rt.shards.of_ref(*id);
+                    if peer {
+                        s.peer_addr(*id)
+                    } else {
+                        s.local_addr(*id)
+                    }
+                }
+                _ => return Call::Kernel,
+            };
+            Call::Done(addr.map(|a| e.opts.reported(a)))
         })
         .unwrap_or(Call::Kernel)
     }

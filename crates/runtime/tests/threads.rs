@@ -479,6 +479,37 @@ fn on_a_shared_interface_a_wildcard_listener_takes_the_wire_and_local_kernel_cli
     }
 }
 
+/// An AF_INET6 listener on our IPv4 address (bound to it IPv4-mapped) reports an IPv4 client,
+/// and its own address on the connection, IPv4-mapped, as Linux's `inet6_getname` does:
+/// accept(), getpeername() and getsockname() on an AF_INET6 socket never give an AF_INET address.
+#[test]
+fn an_ipv6_socket_reports_ipv4_addresses_as_mapped() {
+    let port = 47_393u16;
+    let l = lab_from("inline", "", "");
+    let rt = l.rt;
+    let ty = libc::SOCK_STREAM;
+    // SAFETY: socket takes no memory.
+    let lfd = unsafe { libc::socket(libc::AF_INET6, ty, 0) };
+    assert!(lfd >= 0);
+    rt.socket_created(lfd, libc::AF_INET6, ty, 0);
+    let mapped = |ip: Ipv4Addr, port| SocketAddr::V6(std::net::SocketAddrV6::new(ip.to_ipv6_mapped(), port, 0, 0));
+    assert_eq!(done(rt.bind(lfd, mapped(OURS, port))), Ok(()));
+    assert_eq!(done(rt.sockname(lfd, false)), Ok(mapped(OURS, port)), "getsockname of the listener");
+    done(rt.listen(lfd, 64)).unwrap();
+    l.ctl.lock().unwrap().to_open.push((SocketAddr::V4(SocketAddrV4::new(OURS, port)), b"hello".to_vec()));
+    let (conn, peer) = within("accept", move || done(rt.accept(lfd, 0))).unwrap();
+    assert_eq!(peer, mapped(PEER, peer.port()), "accept");
+    assert_eq!(done(rt.sockname(conn, true)), Ok(peer), "getpeername");
+    assert_eq!(done(rt.sockname(conn, false)), Ok(mapped(OURS, port)), "getsockname");
+    assert_eq!(read_exact(rt, conn, 5), b"hello");
+    // An AF_INET socket keeps reporting AF_INET addresses.
+    let fd = connect_echo(rt);
+    assert!(matches!(done(rt.sockname(fd, true)), Ok(SocketAddr::V4(_))));
+    rt.close(fd);
+    rt.close(conn);
+    rt.close(lfd);
+}
+
 #[test]
 fn a_blocked_reader_wakes_with_ebadf_when_another_thread_closes_its_socket() {
     both_modes(|l| {
