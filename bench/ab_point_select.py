@@ -54,7 +54,12 @@ def start(build, home):
                                      "--port=3306", "--skip-log-bin", "--skip-name-resolve", "--max-connections=400",
                                      "--innodb-buffer-pool-size=256M", f"--init-file={init}"],
                               stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-    L.wait_port(lab, addr, 3306, server, "mariadbd")
+    try:
+        L.wait_port(lab, addr, 3306, server, "mariadbd")
+    except SystemExit as e:
+        with open(os.path.join(tmp, "server.log")) as f:
+            tail = "".join(f.readlines()[-15:])
+        raise SystemExit(f"{e} ({build}); the end of its log:\n{tail}")
     return server, addr
 
 
