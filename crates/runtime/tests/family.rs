@@ -282,3 +282,103 @@ fn drive_until_seen(rt: &'static Accel<ClientNic>, lfd: i32, until: impl Fn() ->
         done(rt.poll(&mut fds, 5)).unwrap();
     }
 }
+
+/// A pipe (read end, write end) for a child's poll to watch beside its sockets.
+fn pipe() -> (i32, i32) {
+    let mut p = [0i32; 2];
+    // SAFETY: `p` has room for the two fds.
+    assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+    (p[0], p[1])
+}
+
+/// Process `pid`'s `field` in /proc/PID/status (a count).
+fn proc_status(pid: libc::pid_t, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} for {pid}"))
+}
+
+/// Waits (bounded) until process `pid` is stopped (state T).
+fn until_stopped(pid: libc::pid_t) {
+    let start = Instant::now();
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('T')) {
+            return;
+        }
+        assert!(start.elapsed() < BOUND, "the child never stopped");
+        std::thread::yield_now();
+    }
+}
+
+/// PostgreSQL's backends wait in epoll on their socket and a latch pipe: a child's thread that
+/// also watches kernel fds sleeps in poll(2) on an eventfd that the driver writes. That eventfd
+/// must be the child's own: a child that inherited its forking thread's parker shared one
+/// eventfd with its parent and its siblings, and a sibling woken on it drained the wake meant
+/// for another. Here child A sleeps on its connection and a pipe, and is stopped; the request
+/// comes, the driver writes A's eventfd and wakes B (asleep on the listener and a pipe), which
+/// reads its eventfd and sleeps again; A, continued, must find its wake and serve the request.
+#[test]
+fn a_childs_wake_is_its_own_when_a_sibling_drains_its_eventfd() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, lfd, conn, seen) = accepted("family");
+    let (a_in, _a_out) = pipe();
+    let (b_in, b_out) = pipe();
+    // The forking thread has a parker before the fork, as the postmaster has from its select.
+    let mut fds = [
+        libc::pollfd { fd: lfd, events: libc::POLLIN, revents: 0 },
+        libc::pollfd { fd: b_in, events: libc::POLLIN, revents: 0 },
+    ];
+    assert_eq!(done(rt.poll(&mut fds, 1)), Ok(0));
+    let a = fork_child(rt, || {
+        let mut fds = [
+            libc::pollfd { fd: conn, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: a_in, events: libc::POLLIN, revents: 0 },
+        ];
+        let woken = done(rt.poll(&mut fds, -1)) == Ok(1) && fds[0].revents & libc::POLLIN != 0;
+        let served = woken && read_exact(rt, conn, 4) == b"ping" && done(rt.send(conn, b"pong", false)) == Ok(4);
+        close(rt, conn);
+        served
+    });
+    let b = fork_child(rt, || {
+        let mut fds = [
+            libc::pollfd { fd: lfd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: b_in, events: libc::POLLIN, revents: 0 },
+        ];
+        let r = done(rt.poll(&mut fds, -1));
+        close(rt, conn);
+        r == Ok(1) && fds[1].revents & libc::POLLIN != 0
+    });
+    close(rt, conn);
+    until_asleep(a);
+    until_asleep(b);
+    // SAFETY: kill takes integers; `a` is our child.
+    unsafe { libc::kill(a, libc::SIGSTOP) };
+    until_stopped(a);
+    let b_sleeps = proc_status(b, "voluntary_ctxt_switches");
+    seen.send.store(true, Ordering::Relaxed);
+    // B was woken by the request's pass and went back to sleep: it read its eventfd first.
+    until(|| proc_status(b, "voluntary_ctxt_switches") > b_sleeps);
+    until_asleep(b);
+    // SAFETY: as above.
+    unsafe { libc::kill(a, libc::SIGCONT) };
+    let status = within("child A exits", move || {
+        let mut st = 0;
+        // SAFETY: `st` is a writable int.
+        assert_eq!(unsafe { libc::waitpid(a, &mut st, 0) }, a);
+        st
+    });
+    // SAFETY: one byte from a live buffer to our pipe.
+    assert_eq!(unsafe { libc::write(b_out, b"x".as_ptr().cast(), 1) }, 1);
+    let b_status = within("child B exits", move || {
+        let mut st = 0;
+        // SAFETY: `st` is a writable int.
+        assert_eq!(unsafe { libc::waitpid(b, &mut st, 0) }, b);
+        st
+    });
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child A: status {status:#x}");
+    assert!(libc::WIFEXITED(b_status) && libc::WEXITSTATUS(b_status) == 0, "child B: status {b_status:#x}");
+    until(|| *seen.received.lock().unwrap() == b"pong");
+}
