@@ -441,7 +441,7 @@ impl<N: Nic + 'static> Runtime<N> {
         for k in 0..self.shards.len() {
             let cpus = self.wait.stack_cpus.get(k).cloned().unwrap_or_default();
             let name = if k == 0 { "pronghorn-stack".to_string() } else { format!("pronghorn-stack{k}") };
-            let started = std::thread::Builder::new().name(name).spawn(move || {
+            let started = crate::threads::spawn(name, move || {
                 if !cpus.is_empty() {
                     pin_to(&cpus);
                 }

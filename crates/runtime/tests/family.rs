@@ -243,17 +243,22 @@ fn a_forked_child_serves_the_connection_its_parent_accepted_and_closed() {
     assert!(!seen.driven_elsewhere.load(Ordering::Relaxed), "the child drove the NIC");
 }
 
+/// Forks a child that closes its copy of `conn` and exits, and drives until it has.
+fn a_child_closes_its_copy(rt: &'static Accel<ClientNic>, lfd: i32, conn: i32) {
+    let pid = fork_child(rt, || {
+        close(rt, conn);
+        true
+    });
+    assert_eq!(drive_until(rt, lfd, pid, || true), 0);
+}
+
 /// The reverse: the child closes its copy of the connection and exits; the parent's copy still
 /// works, and the peer sees no end of stream until the parent closes it too.
 #[test]
 fn a_child_closing_its_copy_leaves_the_parents_connection_open() {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (rt, lfd, conn, seen) = accepted("family");
-    let pid = fork_child(rt, || {
-        close(rt, conn);
-        true
-    });
-    assert_eq!(drive_until(rt, lfd, pid, || true), 0);
+    a_child_closes_its_copy(rt, lfd, conn);
     seen.send.store(true, Ordering::Relaxed);
     assert_eq!(within("the parent's read", move || read_exact(rt, conn, 4)), b"ping");
     assert_eq!(done(rt.send(conn, b"pong", false)), Ok(4));
@@ -381,4 +386,51 @@ fn a_childs_wake_is_its_own_when_a_sibling_drains_its_eventfd() {
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child A: status {status:#x}");
     assert!(libc::WIFEXITED(b_status) && libc::WEXITSTATUS(b_status) == 0, "child B: status {b_status:#x}");
     until(|| *seen.received.lock().unwrap() == b"pong");
+}
+
+/// Each of this process's threads whose name starts with `prefix`, with the signals it blocks
+/// (SigBlk: bit n - 1 for signal n).
+fn blocked_by_threads(prefix: &str) -> Vec<(String, u64)> {
+    let mut found = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with(prefix) {
+            continue;
+        }
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        let mask = status.lines().find_map(|l| l.strip_prefix("SigBlk:")).expect("SigBlk");
+        found.push((comm.trim().to_string(), u64::from_str_radix(mask.trim(), 16).unwrap()));
+    }
+    found
+}
+
+/// The PostgreSQL 15 postmaster blocks its signals except while it sleeps in select, and its
+/// handlers (SIGCHLD's reaps a backend, SIGUSR1's forks) edit its list of backends: the kernel
+/// gives a signal sent to the process to a thread that does not block it, so a thread of ours
+/// with the application's mask of the moment ran those handlers beside the postmaster's own
+/// code, and pgbench -C (a backend forked and reaped per transaction) left the list a loop
+/// that the postmaster spun in. The stack thread the opener starts at the fork blocks them all.
+#[test]
+fn the_stack_thread_leaves_the_applications_signals_to_its_threads() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, lfd, conn, _seen) = accepted("family");
+    a_child_closes_its_copy(rt, lfd, conn);
+    let stack = blocked_by_threads("pronghorn-stack");
+    assert!(!stack.is_empty(), "no stack thread after a sharing fork");
+    let asynchronous = [
+        libc::SIGHUP,
+        libc::SIGINT,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGPIPE,
+        libc::SIGALRM,
+        libc::SIGTERM,
+        libc::SIGCHLD,
+    ];
+    for (name, mask) in stack {
+        for sig in asynchronous {
+            assert!(mask & (1 << (sig - 1)) != 0, "{name} takes signal {sig} (SigBlk {mask:x})");
+        }
+    }
 }
