@@ -382,7 +382,12 @@ impl<N: Nic + 'static> Runtime<N> {
                 return Err(Errno(libc::ENETDOWN));
             }
             let opened = match self.open.take() {
-                Some(open) => open(&self.cfg),
+                Some(open) => {
+                    // DPDK's threads (its interrupt thread) must not take the application's
+                    // signals either.
+                    let _blocked = crate::threads::SignalsBlocked::new();
+                    open(&self.cfg)
+                }
                 None => Err("the NIC was already opened once".into()),
             };
             match opened {

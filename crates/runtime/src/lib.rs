@@ -53,6 +53,7 @@ mod shared;
 pub mod shield;
 mod socket;
 mod sockopt;
+mod threads;
 mod tracked_fds;
 mod urgent;
 mod wait;

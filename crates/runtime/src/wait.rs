@@ -138,12 +138,30 @@ impl Drop for Parker {
 }
 
 thread_local! {
-    static PARKER: std::cell::OnceCell<Option<Arc<Parker>>> = const { std::cell::OnceCell::new() };
+    static PARKER: std::cell::RefCell<Option<Arc<Parker>>> = const { std::cell::RefCell::new(None) };
 }
 
 /// This thread's parker (made on first use; `None` only if the process is out of fds).
 pub(crate) fn my_parker() -> Option<Arc<Parker>> {
-    PARKER.try_with(|p| p.get_or_init(|| Parker::new().map(Arc::new)).clone()).ok().flatten()
+    PARKER
+        .try_with(|p| {
+            let mut p = p.borrow_mut();
+            if p.is_none() {
+                *p = Parker::new().map(Arc::new);
+            }
+            p.clone()
+        })
+        .ok()
+        .flatten()
+}
+
+/// In a child just forked, whose runtime the family shares: the forking thread's parker is its
+/// parent's, and its eventfd, which fork copied as an fd, is the parent's eventfd, shared with
+/// every sibling forked from the same thread. A wake written there for one process woke them
+/// all, and whichever read it first took it from the one it was meant for (PostgreSQL's
+/// backends slept on for ever). The thread makes a parker of its own when it next waits.
+pub(crate) fn forget_my_parker() {
+    let _ = PARKER.try_with(|p| p.borrow_mut().take());
 }
 
 /// This thread's parker with past wakes forgotten, for a thread that found nothing and is about
@@ -160,7 +178,7 @@ pub(crate) fn my_reset_parker() -> Option<Arc<Parker>> {
 }
 
 fn is_mine(p: &Arc<Parker>) -> bool {
-    PARKER.try_with(|mine| mine.get().and_then(|m| m.as_ref()).is_some_and(|m| Arc::ptr_eq(m, p))).unwrap_or(false)
+    PARKER.try_with(|mine| mine.borrow().as_ref().is_some_and(|m| Arc::ptr_eq(m, p))).unwrap_or(false)
 }
 
 /// Owes `p` a wake, unless it is the calling thread's own (it is awake and looks again anyway):
@@ -423,7 +441,7 @@ impl<N: Nic + 'static> Runtime<N> {
         for k in 0..self.shards.len() {
             let cpus = self.wait.stack_cpus.get(k).cloned().unwrap_or_default();
             let name = if k == 0 { "pronghorn-stack".to_string() } else { format!("pronghorn-stack{k}") };
-            let started = std::thread::Builder::new().name(name).spawn(move || {
+            let started = crate::threads::spawn(name, move || {
                 if !cpus.is_empty() {
                     pin_to(&cpus);
                 }

@@ -243,17 +243,22 @@ fn a_forked_child_serves_the_connection_its_parent_accepted_and_closed() {
     assert!(!seen.driven_elsewhere.load(Ordering::Relaxed), "the child drove the NIC");
 }
 
+/// Forks a child that closes its copy of `conn` and exits, and drives until it has.
+fn a_child_closes_its_copy(rt: &'static Accel<ClientNic>, lfd: i32, conn: i32) {
+    let pid = fork_child(rt, || {
+        close(rt, conn);
+        true
+    });
+    assert_eq!(drive_until(rt, lfd, pid, || true), 0);
+}
+
 /// The reverse: the child closes its copy of the connection and exits; the parent's copy still
 /// works, and the peer sees no end of stream until the parent closes it too.
 #[test]
 fn a_child_closing_its_copy_leaves_the_parents_connection_open() {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (rt, lfd, conn, seen) = accepted("family");
-    let pid = fork_child(rt, || {
-        close(rt, conn);
-        true
-    });
-    assert_eq!(drive_until(rt, lfd, pid, || true), 0);
+    a_child_closes_its_copy(rt, lfd, conn);
     seen.send.store(true, Ordering::Relaxed);
     assert_eq!(within("the parent's read", move || read_exact(rt, conn, 4)), b"ping");
     assert_eq!(done(rt.send(conn, b"pong", false)), Ok(4));
@@ -280,5 +285,152 @@ fn drive_until_seen(rt: &'static Accel<ClientNic>, lfd: i32, until: impl Fn() ->
         assert!(start.elapsed() < BOUND, "the peer never saw it");
         let mut fds = [libc::pollfd { fd: lfd, events: libc::POLLIN, revents: 0 }];
         done(rt.poll(&mut fds, 5)).unwrap();
+    }
+}
+
+/// A pipe (read end, write end) for a child's poll to watch beside its sockets.
+fn pipe() -> (i32, i32) {
+    let mut p = [0i32; 2];
+    // SAFETY: `p` has room for the two fds.
+    assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+    (p[0], p[1])
+}
+
+/// Process `pid`'s `field` in /proc/PID/status (a count).
+fn proc_status(pid: libc::pid_t, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} for {pid}"))
+}
+
+/// Waits (bounded) until process `pid` is stopped (state T).
+fn until_stopped(pid: libc::pid_t) {
+    let start = Instant::now();
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('T')) {
+            return;
+        }
+        assert!(start.elapsed() < BOUND, "the child never stopped");
+        std::thread::yield_now();
+    }
+}
+
+/// PostgreSQL's backends wait in epoll on their socket and a latch pipe: a child's thread that
+/// also watches kernel fds sleeps in poll(2) on an eventfd that the driver writes. That eventfd
+/// must be the child's own: a child that inherited its forking thread's parker shared one
+/// eventfd with its parent and its siblings, and a sibling woken on it drained the wake meant
+/// for another. Here child A sleeps on its connection and a pipe, and is stopped; the request
+/// comes, the driver writes A's eventfd and wakes B (asleep on the listener and a pipe), which
+/// reads its eventfd and sleeps again; A, continued, must find its wake and serve the request.
+#[test]
+fn a_childs_wake_is_its_own_when_a_sibling_drains_its_eventfd() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, lfd, conn, seen) = accepted("family");
+    let (a_in, _a_out) = pipe();
+    let (b_in, b_out) = pipe();
+    // The forking thread has a parker before the fork, as the postmaster has from its select.
+    let mut fds = [
+        libc::pollfd { fd: lfd, events: libc::POLLIN, revents: 0 },
+        libc::pollfd { fd: b_in, events: libc::POLLIN, revents: 0 },
+    ];
+    assert_eq!(done(rt.poll(&mut fds, 1)), Ok(0));
+    let a = fork_child(rt, || {
+        let mut fds = [
+            libc::pollfd { fd: conn, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: a_in, events: libc::POLLIN, revents: 0 },
+        ];
+        let woken = done(rt.poll(&mut fds, -1)) == Ok(1) && fds[0].revents & libc::POLLIN != 0;
+        let served = woken && read_exact(rt, conn, 4) == b"ping" && done(rt.send(conn, b"pong", false)) == Ok(4);
+        close(rt, conn);
+        served
+    });
+    let b = fork_child(rt, || {
+        let mut fds = [
+            libc::pollfd { fd: lfd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: b_in, events: libc::POLLIN, revents: 0 },
+        ];
+        let r = done(rt.poll(&mut fds, -1));
+        close(rt, conn);
+        r == Ok(1) && fds[1].revents & libc::POLLIN != 0
+    });
+    close(rt, conn);
+    until_asleep(a);
+    until_asleep(b);
+    // SAFETY: kill takes integers; `a` is our child.
+    unsafe { libc::kill(a, libc::SIGSTOP) };
+    until_stopped(a);
+    let b_sleeps = proc_status(b, "voluntary_ctxt_switches");
+    seen.send.store(true, Ordering::Relaxed);
+    // B was woken by the request's pass and went back to sleep: it read its eventfd first.
+    until(|| proc_status(b, "voluntary_ctxt_switches") > b_sleeps);
+    until_asleep(b);
+    // SAFETY: as above.
+    unsafe { libc::kill(a, libc::SIGCONT) };
+    let status = within("child A exits", move || {
+        let mut st = 0;
+        // SAFETY: `st` is a writable int.
+        assert_eq!(unsafe { libc::waitpid(a, &mut st, 0) }, a);
+        st
+    });
+    // SAFETY: one byte from a live buffer to our pipe.
+    assert_eq!(unsafe { libc::write(b_out, b"x".as_ptr().cast(), 1) }, 1);
+    let b_status = within("child B exits", move || {
+        let mut st = 0;
+        // SAFETY: `st` is a writable int.
+        assert_eq!(unsafe { libc::waitpid(b, &mut st, 0) }, b);
+        st
+    });
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child A: status {status:#x}");
+    assert!(libc::WIFEXITED(b_status) && libc::WEXITSTATUS(b_status) == 0, "child B: status {b_status:#x}");
+    until(|| *seen.received.lock().unwrap() == b"pong");
+}
+
+/// Each of this process's threads whose name starts with `prefix`, with the signals it blocks
+/// (SigBlk: bit n - 1 for signal n).
+fn blocked_by_threads(prefix: &str) -> Vec<(String, u64)> {
+    let mut found = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with(prefix) {
+            continue;
+        }
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        let mask = status.lines().find_map(|l| l.strip_prefix("SigBlk:")).expect("SigBlk");
+        found.push((comm.trim().to_string(), u64::from_str_radix(mask.trim(), 16).unwrap()));
+    }
+    found
+}
+
+/// The PostgreSQL 15 postmaster blocks its signals except while it sleeps in select, and its
+/// handlers (SIGCHLD's reaps a backend, SIGUSR1's forks) edit its list of backends: the kernel
+/// gives a signal sent to the process to a thread that does not block it, so a thread of ours
+/// with the application's mask of the moment ran those handlers beside the postmaster's own
+/// code, and pgbench -C (a backend forked and reaped per transaction) left the list a loop
+/// that the postmaster spun in. The stack thread the opener starts at the fork blocks them all.
+#[test]
+fn the_stack_thread_leaves_the_applications_signals_to_its_threads() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, lfd, conn, _seen) = accepted("family");
+    a_child_closes_its_copy(rt, lfd, conn);
+    let stack = blocked_by_threads("pronghorn-stack");
+    assert!(!stack.is_empty(), "no stack thread after a sharing fork");
+    let asynchronous = [
+        libc::SIGHUP,
+        libc::SIGINT,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGPIPE,
+        libc::SIGALRM,
+        libc::SIGTERM,
+        libc::SIGCHLD,
+    ];
+    for (name, mask) in stack {
+        for sig in asynchronous {
+            assert!(mask & (1 << (sig - 1)) != 0, "{name} takes signal {sig} (SigBlk {mask:x})");
+        }
     }
 }

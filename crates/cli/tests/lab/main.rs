@@ -2032,7 +2032,6 @@ impl Postgres {
 /// psql from side b gets its answer, several times over (a backend per connection), and
 /// pgbench's select-only run with 16 clients completes every transaction without a failure.
 #[test]
-#[ignore = "issue 24 stage 3: connections stall at times (a psql or pgbench run past its timeout in 4 of the last 5 runs; see docs/design-notes.md)"]
 fn postgres_serves_psql_through_its_forked_backends_with_share_family() {
     let Some(pg) = Postgres::start("tst-pgfam", "share = \"family\"") else { return };
     let lab = &pg.lab;

@@ -161,7 +161,7 @@ impl<N: Nic + 'static> Runtime<N> {
         if epfd < 0 {
             return None;
         }
-        let started = std::thread::Builder::new().name("pronghorn-beside".into()).spawn(move || me.watch_beside(epfd));
+        let started = crate::threads::spawn("pronghorn-beside".into(), move || me.watch_beside(epfd));
         if started.is_err() {
             // SAFETY: our own fd.
             unsafe { real::close(epfd) };
@@ -244,14 +244,6 @@ impl<N: Nic + 'static> Accel<N> {
     /// The watcher thread: sleeps in the kernel until a kernel socket beside a listener is
     /// readable, then marks it (under the lock, which sends the wakeups).
     fn watch_beside(&'static self, epfd: i32) {
-        // The application's signals are for its own threads (a handler, or a signalfd that
-        // needs them blocked everywhere), never this one.
-        // SAFETY: `all` is a sigset_t this function owns, filled before it is used.
-        unsafe {
-            let mut all: libc::sigset_t = std::mem::zeroed();
-            libc::sigfillset(&mut all);
-            libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
-        }
         let mut events = [libc::epoll_event { events: 0, u64: 0 }; 16];
         loop {
             // SAFETY: `events` outlives the call and holds 16 entries.

@@ -6,7 +6,8 @@ use super::{Family, Sharing};
 impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
     /// In a child just forked from a process that shares its shards: from now on the runtime is
     /// a child's. The parent's threads (waiters, the driver role, the stack threads, the
-    /// observer) are not in this process: their traces go.
+    /// observer) are not in this process: their traces go, and so does the forking thread's
+    /// parker, whose eventfd is the parent's (`wait::forget_my_parker`).
     pub(crate) fn become_child(&mut self, f: &'static Family) {
         self.sharing = Sharing::Child(f);
         self.family_seen = f.changes();
@@ -14,6 +15,7 @@ impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
         self.fds.forget_epoll_waiters();
         self.owed_wakes.clear();
         self.wait.forget_threads();
+        crate::wait::forget_my_parker();
         // The observer's thread and region are the parent's: left to it, never dropped here.
         std::mem::forget(self.observer.take());
     }

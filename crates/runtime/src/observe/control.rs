@@ -54,7 +54,7 @@ pub(crate) fn start<N: Nic + 'static>(me: &'static Accel<N>, path: PathBuf) -> s
     let _ = std::fs::remove_file(&path);
     let listener = UnixListener::bind(&path)?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
-    std::thread::Builder::new().name("pronghorn-ctl".into()).spawn(move || {
+    crate::threads::spawn("pronghorn-ctl".into(), move || {
         INSIDE.with(|i| i.set(true));
         for stream in listener.incoming() {
             let Ok(stream) = stream else { continue };
@@ -67,7 +67,7 @@ pub(crate) fn start<N: Nic + 'static>(me: &'static Accel<N>, path: PathBuf) -> s
                 send_all(stream.as_raw_fd(), format!("error: busy ({MAX_CLIENTS} clients already)\n").as_bytes());
                 continue;
             }
-            let spawned = std::thread::Builder::new().name("pronghorn-ctl-client".into()).spawn(move || {
+            let spawned = crate::threads::spawn("pronghorn-ctl-client".into(), move || {
                 INSIDE.with(|i| i.set(true));
                 serve(me, stream);
                 CLIENTS.fetch_sub(1, Ordering::AcqRel);
