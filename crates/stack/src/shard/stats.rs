@@ -2,7 +2,7 @@
 //! link layer's own are `crate::iface::IfaceStats`). A plain value every part of the shard adds
 //! to (the link is handed it by `&mut` where it counts); `pronghorn stat` shows them.
 
-/// Counters of the TCP/UDP layers (the link layer's are in [`IfaceStats`]).
+/// Counters of the TCP/UDP layers (the link layer's are in [`crate::iface::IfaceStats`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ShardStats {
     pub tcp_rx_segments: u64,

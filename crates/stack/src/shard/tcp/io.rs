@@ -201,7 +201,7 @@ impl<N: Nic> Shard<N> {
 
     /// Whether one more challenge ACK may go out now (RFC 5961 section 7): one budget per second
     /// of the shard's clock for all its connections, drawn from the keyed hash of the second
-    /// between half and one and a half times `challenge_ack_limit` (see [`ShardConfig`]).
+    /// between half and one and a half times `challenge_ack_limit` (see [`crate::shard::ShardConfig`]).
     pub(in crate::shard) fn take_challenge_ack(&mut self) -> bool {
         let limit = self.cfg.challenge_ack_limit;
         if limit == u32::MAX {

@@ -52,7 +52,7 @@ pub(super) struct TcpSocket {
     pub(super) app_closed: bool,
     /// Readiness when last reported, to report every change exactly once.
     pub(super) reported: Readiness,
-    /// Data (or the end of stream) arrivals so far (see [`Shard::arrivals`]).
+    /// Data (or the end of stream) arrivals so far (see [`crate::shard::Shard::arrivals`]).
     pub(super) arrivals: u32,
     /// TCP_NODELAY as the application set it.
     pub(super) nodelay: bool,
@@ -117,9 +117,9 @@ pub(super) struct Listener {
     pub(super) backlog: usize,
     pub(super) half_open: usize,
     pub(super) accept_queue: VecDeque<SocketId>,
-    /// Connections queued so far (see [`Shard::arrivals`]).
+    /// Connections queued so far (see [`crate::shard::Shard::arrivals`]).
     pub(super) arrivals: u32,
-    /// The application waits on it (see [`Shard::tcp_listener_watched`]).
+    /// The application waits on it (see [`crate::shard::Shard::tcp_listener_watched`]).
     pub(super) watched: bool,
     /// Its connections' buffers, from the SYN on (Linux's children inherit the listener's).
     pub(super) buffers: Buffers,
