@@ -1923,7 +1923,7 @@ const POSTGRES_BIN: &str = "/usr/lib/postgresql/15/bin";
 /// waited for the runtime lock its interrupted select held.
 #[test]
 fn postgres_accepts_and_its_forked_backend_fails_clearly() {
-    let Some(pg) = Postgres::start("tst-pg", "") else { return };
+    let Some(pg) = Postgres::start("tst-pg", None) else { return };
     let (lab, dir, data, server, log) = (&pg.lab, &pg.dir, &pg.data, pg.server, pg.log);
     // A connection that gets through: the postmaster serves (its backend fails, as below).
     until_ok(lab, &["bash", "-c", "exec 3<>/dev/tcp/10.99.0.1/5432"]);
@@ -1964,7 +1964,8 @@ struct Postgres {
 }
 
 impl Postgres {
-    fn start(prefix: &str, runtime: &str) -> Option<Postgres> {
+    /// PostgreSQL under `pronghorn run`, with `profile` (`--profile`) if given.
+    fn start(prefix: &str, profile: Option<&str>) -> Option<Postgres> {
         let tools = [("setpriv", "util-linux"), ("runuser", "util-linux"), ("psql", "postgresql-client-15")];
         let lab_test = scenario(&tools)?;
         if !Path::new(POSTGRES_BIN).join("postgres").is_file() {
@@ -1989,15 +1990,16 @@ impl Postgres {
         let hba = data.join("pg_hba.conf");
         let rules = std::fs::read_to_string(&hba).unwrap() + "host all all 10.99.0.0/24 trust\n";
         std::fs::write(&hba, rules).unwrap();
-        let config = dir.join("pronghorn.toml");
-        let cfg = std::fs::read_to_string(lab.config_a()).unwrap();
-        let cfg = if runtime.is_empty() { cfg } else { format!("{cfg}\n[runtime]\n{runtime}\n") };
-        std::fs::write(&config, cfg).unwrap();
+        let config = lab.config_a();
         let (inh, amb) = (format!("--inh-caps={NIC_CAPS}"), format!("--ambient-caps={NIC_CAPS}"));
         let postgres = format!("{POSTGRES_BIN}/postgres");
         let sockets = format!("unix_socket_directories={}", dir.display());
         let config = config.to_str().unwrap();
-        let argv = [bin(), "run", "--config", config, "--", "setpriv", "--reuid=postgres", "--regid=postgres"];
+        let mut argv = vec![bin(), "run", "--config", config];
+        if let Some(p) = profile {
+            argv.extend_from_slice(&["--profile", p]);
+        }
+        argv.extend_from_slice(&["--", "setpriv", "--reuid=postgres", "--regid=postgres"]);
         let more = [
             "--init-groups",
             &inh,
@@ -2027,13 +2029,13 @@ impl Postgres {
     }
 }
 
-/// Issue 24 stage 3: with `[runtime] share = "family"` the backend the postmaster forks for a
+/// Issue 24 stage 3: with `--profile postgres` (`[runtime] share = "family"`) the backend the postmaster forks for a
 /// connection serves it on the postmaster's stack (the postmaster's stack thread drives the NIC):
 /// psql from side b gets its answer, several times over (a backend per connection), and
 /// pgbench's select-only run with 16 clients completes every transaction without a failure.
 #[test]
 fn postgres_serves_psql_through_its_forked_backends_with_share_family() {
-    let Some(pg) = Postgres::start("tst-pgfam", "share = \"family\"") else { return };
+    let Some(pg) = Postgres::start("tst-pgfam", Some("postgres")) else { return };
     let lab = &pg.lab;
     for k in 0..3 {
         let o = lab
