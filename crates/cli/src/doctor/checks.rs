@@ -426,7 +426,11 @@ fn xdp_program(f: &Facts, i: &Iface) -> Check {
     let name = &i.name;
     let Some(x) = &i.xdp else { return ok("xdp program", format!("none attached to {name}")) };
     let ours = x.name == "pronghorn_xdp" || x.name == "xsk_def_prog";
-    let running: Vec<String> = f.dpdk_dirs.iter().filter(|(_, alive)| *alive).map(|(pid, _)| pid.to_string()).collect();
+    // Live: the processes that drive this interface; under a synthetic root, any pronghorn alive.
+    let running: Vec<String> = match &f.holders {
+        Some(holders) => holders.iter().filter(|(_, iface)| iface == name).map(|(pid, _)| pid.to_string()).collect(),
+        None => f.dpdk_dirs.iter().filter(|(_, alive)| *alive).map(|(pid, _)| pid.to_string()).collect(),
+    };
     let what = format!("{} (id {}, {})", x.name, x.id, x.mode);
     match (ours, running.is_empty()) {
         (true, false) => ok("xdp program", format!("{what}, a running pronghorn's (pid {})", running.join(", "))),

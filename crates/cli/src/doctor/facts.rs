@@ -28,6 +28,9 @@ pub struct Facts {
     /// DPDK run directories of pronghorn processes (`var/run/dpdk/pronghorn-PID`): the pid and
     /// whether it still runs.
     pub dpdk_dirs: Vec<(u32, bool)>,
+    /// The running pronghorn processes and the interface each drives (the run directory `pronghorn
+    /// ps` reads; live only: None under a synthetic root).
+    pub holders: Option<Vec<(u32, String)>>,
     /// The DPDK driver libraries the EAL loads (file names in `usr/lib/*/dpdk/pmds-*`); None:
     /// no such directory.
     pub dpdk_drivers: Option<Vec<String>>,
@@ -114,6 +117,7 @@ impl Facts {
             open_files: open_files(&read(&root.join("proc/self/limits")).unwrap_or_default()),
             port_range,
             dpdk_dirs,
+            holders: None,
             dpdk_drivers,
             iface: iface.map(|name| Iface::read(root, name)),
         }
@@ -121,6 +125,9 @@ impl Facts {
 
     /// Adds what only the live host can say (root is `/`).
     pub fn probe_live(&mut self) {
+        self.holders = crate::inspect::processes().ok().map(|(found, _)| {
+            found.iter().map(|p| (p.pid, runtime::observe::region::get_text(&p.snapshot.layout.iface))).collect()
+        });
         if self.xdp_sockets.is_none() {
             self.xdp_sockets = Some(kernel_takes_af_xdp());
         }

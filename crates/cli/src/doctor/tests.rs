@@ -212,6 +212,12 @@ fn what_a_gone_process_left_is_found() {
     );
     assert_eq!(iface.xdp, Some(AttachedXdp { name: "pronghorn_xdp".into(), id: 31, mode: "native" }));
     expect(&checks::all(&facts, &parse(SHARED)), "xdp program", Status::Ok, "");
+    // Live, the run directory says which interface each running pronghorn drives: one on
+    // another interface does not make this program a running pronghorn's.
+    facts.holders = Some(vec![(77, "eth1".into())]);
+    expect(&checks::all(&facts, &parse(SHARED)), "xdp program", Status::Warn, "ip link set dev eth0 xdp off");
+    facts.holders = Some(vec![(77, "eth1".into()), (78, "eth0".into())]);
+    expect(&checks::all(&facts, &parse(SHARED)), "xdp program", Status::Ok, "");
     t.remove("proc/77");
     let mut facts = Facts::read(t.path(), Some("eth0"));
     facts.iface.as_mut().unwrap().xdp = Some(AttachedXdp { name: "pronghorn_xdp".into(), id: 31, mode: "generic" });
