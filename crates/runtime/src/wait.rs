@@ -181,10 +181,16 @@ fn is_mine(p: &Arc<Parker>) -> bool {
     PARKER.try_with(|mine| mine.borrow().as_ref().is_some_and(|m| Arc::ptr_eq(m, p))).unwrap_or(false)
 }
 
-/// Owes `p` a wake, unless it is the calling thread's own (it is awake and looks again anyway):
-/// sent once the runtime lock is released ([`send_wakes`]). Called with the lock held.
+/// Owes `p` a wake, sent once the runtime lock is released ([`send_wakes`]). Called with the
+/// lock held. The calling thread's own parker is only marked woken, which costs no system call:
+/// the thread is awake, but it may have registered in this very hold and be about to sleep (its
+/// own call changed what it waits on: a send whose flush looped the data to a socket of the
+/// shard and brought the ACKs that free its buffer back); its sleep then returns at once and it
+/// looks again. Skipping it lost that wake for good (stop 23's hang).
 pub(crate) fn owe_wake(owed: &mut Vec<Arc<Parker>>, p: &Arc<Parker>) {
-    if !is_mine(p) {
+    if is_mine(p) {
+        p.word.store(WOKEN, Ordering::Release);
+    } else {
         owed.push(p.clone());
     }
 }
@@ -494,6 +500,10 @@ pub(crate) type PollFds = smallvec::SmallVec<[libc::pollfd; 8]>;
 /// Sleeps on the parker (and the rx fd when driving) plus `extra` kernel fds; returns the
 /// kernel's poll result for `extra` (their revents are filled in), or minus the errno.
 pub(crate) fn sleep(s: &Sleep, extra: &mut PollFds) -> i32 {
+    if s.parker.woken() {
+        // Woken since it registered (by its own thread's hold, which writes no eventfd).
+        return 0;
+    }
     if let Some(child) = &s.family {
         return child.sleep(s.timeout_ms, extra, s.parker.fd());
     }

@@ -431,6 +431,41 @@ fn a_connect_to_our_own_listener_completes_and_one_to_a_closed_port_is_refused_a
     });
 }
 
+#[test]
+fn a_blocking_send_to_our_own_listener_larger_than_its_buffer_completes_while_nobody_reads() {
+    // The send fills its small buffer, and the flush of that same call carries the data to
+    // the listener's side and brings its ACKs back through the shard's loopback: the socket is
+    // writable again before the thread sleeps, and the wake for that was its own. It was
+    // dropped as "the thread looks again anyway", and the thread slept for ever (the lab's
+    // self-connect echo hung so in dedicated mode, stop 23). Nobody reads: the bytes fit the
+    // receiver's buffer.
+    both_modes(|l| {
+        let rt = l.rt;
+        let lfd = listener(rt, 6380, false);
+        let fd = tcp_socket(rt, false);
+        let small = (16 * 1024i32).to_ne_bytes();
+        if let Call::Kernel = rt.setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &small) {
+            // Before connect() the socket is the kernel's, as under the shim, which then sets it
+            // there; connect() takes the sizes with it.
+            // SAFETY: `fd` is the test's socket; `small` is readable for its 4 bytes.
+            let r = unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, small.as_ptr().cast(), 4) };
+            assert_eq!(r, 0);
+        }
+        let ours = SocketAddr::V4(SocketAddrV4::new(OURS, 6380));
+        within("connect", move || done(rt.connect(fd, ours))).unwrap();
+        let (conn, _) = within("accept", move || done(rt.accept(lfd, 0))).unwrap();
+        let data: Vec<u8> = (0..96 * 1024u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        let len = data.len();
+        let sent = within("send", move || done(rt.send(fd, &data, false)));
+        assert_eq!(sent, Ok(len));
+        let got = read_exact(rt, conn, len);
+        assert!(got.iter().enumerate().all(|(i, &b)| b == (i as u32 * 7 + i as u32 / 251) as u8), "bytes whole");
+        rt.close(fd);
+        rt.close(conn);
+        rt.close(lfd);
+    });
+}
+
 /// Issue 23 items 3 and 4: on an interface shared with the kernel, `bind 0.0.0.0` is
 /// accelerated, and a client on this host (here a plain kernel socket to 127.0.0.1, as
 /// `redis-cli` would be) reaches the listener through the kernel socket beside it: accept()

@@ -1735,13 +1735,11 @@ fn a_shared_interface_serves_the_kernel_and_pronghorn_side_by_side() {
 /// 4 MiB echo back whole, and a port nobody holds refuses at once. Before, the SYN left on the
 /// NIC for a neighbor nobody is (then the connect was refused outright, `self_connect_refused`).
 ///
-/// Ignored: it hung in one of three fresh-clone CI runs (stop 23). The echo's server thread
-/// slept in its parker with 3 MB readable in CLOSE-WAIT, the client in FIN-WAIT-2, the drive mode
-/// dedicated: a lost wakeup on the loopback path, not found yet. Run it by name with
-/// `--ignored` while that is open; the in-memory tests of the loopback (stack tests/loopback.rs,
-/// runtime `a_connect_to_our_own_listener_...`) still run.
+/// It hung now and then (stop 23): the echo's thread slept in a blocking send whose own flush
+/// had looped its data over and brought back the ACKs that made it writable; the wake for that
+/// was its own thread's and was dropped (runtime test
+/// `a_blocking_send_to_our_own_listener_larger_than_its_buffer_completes_while_nobody_reads`).
 #[test]
-#[ignore = "hangs now and then: a lost wakeup on the shard's loopback in dedicated mode (stop 23)"]
 fn an_accelerated_process_reaches_its_own_listener() {
     let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-self", &[]);

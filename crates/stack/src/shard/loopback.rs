@@ -9,7 +9,10 @@
 //! receives what is queued ([`Shard::receive_looped`]) after servicing its sockets, which may
 //! queue more (an ACK answers data), for at most [`ROUNDS`] rounds per flush: what is left waits
 //! for the next (`Shard::has_output` says so), so that two sockets answering each other cannot
-//! hold the thread. Counted: `loopback_frames`. A capture (`pronghorn pcap`) does not see them,
+//! hold the thread; the last round's receivers are serviced all the same, and a stack pass
+//! that leaves frames counts them as work, so that its stack thread passes again instead of
+//! sleeping (a flush by an application thread leaves them to the next pass). Counted:
+//! `loopback_frames`. A capture (`pronghorn pcap`) does not see them,
 //! as one of the NIC does not see lo's.
 //!
 //! It must not parse frames (that is ingress's) nor decide what to send.
@@ -37,5 +40,8 @@ impl<N: nic::Nic> Shard<N> {
             self.deliver_runs();
             // Receiving may have queued more (a RST answered at once): they go next round.
         }
+        // The last round's receivers are serviced (their readiness reported, their ACKs
+        // queued); what that loops back waits for the next flush.
+        self.service_dirty();
     }
 }

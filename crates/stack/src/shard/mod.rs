@@ -446,7 +446,8 @@ impl<N: Nic> Shard<N> {
 
     /// Fires due timers, receives until the rx ring is empty (a burst comes back short; at
     /// most [`RX_DRAIN_BURSTS`] bursts), sending what each burst caused, then sends what became
-    /// due. Returns the work done (frames received + timers fired); 0 means idle.
+    /// due. Returns the work done (frames received + timers fired, and one more while frames to
+    /// ourselves wait for the next flush); 0 means idle.
     pub fn poll(&mut self, now: u64) -> usize {
         let _arena = self.in_arena();
         self.now = self.now.max(now);
@@ -466,7 +467,9 @@ impl<N: Nic> Shard<N> {
             // No connection left to send: the frame buffer kept ready goes back to the pool.
             self.link.drop_tx_spare();
         }
-        work
+        // Frames to ourselves that the flush's rounds left ([`loopback`]) are work for the
+        // next pass: a stack thread must not go to sleep on them.
+        work + usize::from(self.link.has_looped())
     }
 
     /// Takes one burst from the NIC and handles each frame. Returns how many came.
