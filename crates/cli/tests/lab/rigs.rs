@@ -152,6 +152,32 @@ pub fn peer_py() -> String {
     format!("{}/../../tests/lab/peer.py", env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Runs tests/lab/`script` in side a under `pronghorn run` (with `--config config` when given),
+/// its arguments `args`, and reads the checks it prints (a JSON object of name -> bool): it must
+/// exit 0 and report `count` checks, every one true. Returns them and its stderr.
+pub fn script_checks(
+    lab: &Lab,
+    config: Option<&Path>,
+    script: &str,
+    args: &[&str],
+    count: usize,
+) -> (serde_json::Map<String, serde_json::Value>, String) {
+    let script = format!("{}/../../tests/lab/{script}", env!("CARGO_MANIFEST_DIR"));
+    let mut cmd = vec![bin(), "run"];
+    if let Some(c) = config {
+        cmd.extend(["--config", c.to_str().unwrap()]);
+    }
+    cmd.extend(["--", "python3", &script]);
+    cmd.extend(args);
+    let o = lab.exec("a", &cmd).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let seen: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    assert_eq!(seen.len(), count, "{seen:?}");
+    assert!(seen.values().all(|v| v == &serde_json::Value::Bool(true)), "{seen:?}");
+    (seen, String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
 /// The kernel in side b as a client of `pronghorn echo`: `bytes` each way per connection, every
 /// connection's sent and received sha256 identical.
 pub fn kernel_client(lab: &Lab, host: &str, bytes: u64, conns: usize) {
