@@ -1279,12 +1279,12 @@ Latency (ms):
 
     #[test]
     fn pgbench_plans_the_cases_against_postgres_on_the_path_under_test() {
-        let dir = std::env::temp_dir().join(format!("ph-pgbench-plan-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
         if !Path::new(postgres::BIN).join("postgres").is_file() {
             eprintln!("skipped: {}/postgres is not installed", postgres::BIN);
             return;
         }
+        let dir = std::env::temp_dir().join(format!("ph-pgbench-plan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
         let full = plan(Name::Pgbench, "10.99.0.1", false, &dir, 1).unwrap();
         let labels: Vec<&str> = full.clients.iter().map(|c| c.label.as_str()).collect();
         assert_eq!(labels, ["select-only -c 16", "select-only -c 64", "TPC-B-like -c 16", "select-only -C -c 16"]);
