@@ -18,6 +18,7 @@
 //! Owns: process orchestration and reporting. Must not: know a workload's details (workloads.rs).
 
 mod model;
+mod postgres;
 mod report;
 mod workloads;
 
@@ -198,7 +199,7 @@ pub fn run(args: BenchArgs) -> Result<i32> {
     // A plan that cannot be made (a client not installed) fails here, before the lab comes up.
     let result = plan_for(&args, StackPath::Kernel).map(|p| p.about).and_then(|about| {
         let mut lab = Lab::up(&exe, &args.prefix, &args.pmd, args.busy_poll_us, args.workers, args.share)?;
-        lab.profile = args.profile.clone();
+        lab.profile = args.profile.clone().or_else(|| args.workload.profile().map(String::from));
         let runs = measure(&args, &exe, &lab);
         lab.down();
         Ok((runs?, about))
@@ -219,7 +220,15 @@ pub fn run(args: BenchArgs) -> Result<i32> {
             facts.insert("profile", format!("pronghorn's path under `--profile {p}` (profiles/{p}.toml)"));
             format!("-profile-{p}")
         }
-        None => String::new(),
+        None => {
+            if let Some(p) = args.workload.profile() {
+                facts.insert(
+                    "profile",
+                    format!("pronghorn's path under the workload's `--profile {p}` (profiles/{p}.toml)"),
+                );
+            }
+            String::new()
+        }
     };
     let share = if args.share {
         facts.insert(
@@ -342,6 +351,8 @@ fn run_clients(
         server.check_alive()?;
         let text = succeeded(path, &client.argv, &out)?;
         let mut samples = client.parse(&text).with_context(|| format!("{} path", path.as_str()))?;
+        let server_core = core_use(before.0, after.0);
+        per_transaction(&mut samples, server_core.busy * seconds * core_count(&args.server_cpus()) as f64);
         let grown = lab.server_counters(path, server, counters)?.into_iter().zip(counted).map(|(a, b)| a - b);
         samples.extend(counters.iter().zip(grown).map(|(&metric, value)| Sample {
             case: format!("server {}", client.label),
@@ -358,7 +369,7 @@ fn run_clients(
             path: path.as_str(),
             client: client.label.clone(),
             samples,
-            server_core: core_use(before.0, after.0),
+            server_core,
             client_core: core_use(before.1, after.1),
             seconds,
         });
@@ -369,6 +380,27 @@ fn run_clients(
             .with_context(|| format!("{} path, after the run", path.as_str()))?;
     }
     Ok(runs)
+}
+
+/// A client's `transactions` sample (how many it completed) becomes the server cores' CPU time
+/// per transaction, `server_cpu_us_per_tx`, from the CPU seconds they were busy during its run.
+fn per_transaction(samples: &mut [Sample], server_cpu_seconds: f64) {
+    for s in samples.iter_mut().filter(|s| s.metric == "transactions") {
+        s.metric = "server_cpu_us_per_tx";
+        s.value = server_cpu_seconds * 1e6 / s.value;
+    }
+}
+
+/// How many cores a taskset list ("1", "0-3") names.
+fn core_count(cpus: &str) -> usize {
+    let (first, last) = core_range(cpus);
+    last + 1 - first
+}
+
+/// The first and last core of a taskset list: "1" or "0-3".
+fn core_range(cpus: &str) -> (usize, usize) {
+    let range: Vec<usize> = cpus.split('-').filter_map(|c| c.parse().ok()).collect();
+    (range[0], *range.last().unwrap())
 }
 
 /// A finished command's stdout and stderr as text, or an error naming it if it failed.
@@ -702,8 +734,7 @@ type Jiffies = [u64; 5];
 
 /// The jiffies of the cores in `cpus` (a taskset list: "1" or "0-3"), summed.
 fn cpu_times(cpus: &str) -> Result<Jiffies> {
-    let range: Vec<usize> = cpus.split('-').filter_map(|c| c.parse().ok()).collect();
-    let (first, last) = (range[0], *range.last().unwrap());
+    let (first, last) = core_range(cpus);
     let stat = std::fs::read_to_string("/proc/stat")?;
     let mut sum = [0u64; 5];
     for cpu in first..=last {
@@ -754,13 +785,36 @@ mod tests {
     #[test]
     fn the_lab_model_is_veth_unless_asked() {
         assert_eq!(parse(&["redis"]).unwrap().model, ModelArg::Veth);
-        for workload in ["redis", "redis-cps", "latency", "http", "mariadb", "tpcc", "bulk", "syn-flood", "resync"] {
+        for workload in
+            ["redis", "redis-cps", "latency", "http", "mariadb", "tpcc", "bulk", "syn-flood", "resync", "pgbench"]
+        {
             assert_eq!(parse(&[workload, "--model", "nic"]).unwrap().model, ModelArg::Nic, "{workload}");
         }
         assert_eq!(parse(&["tpcc", "--quick", "--model", "both"]).unwrap().model, ModelArg::Both);
         assert_eq!(parse(&["http", "--workers", "2", "--model", "veth"]).unwrap().model, ModelArg::Veth);
         let err = parse(&["redis", "--model", "loopback"]).err().unwrap().to_string();
         assert!(err.contains("veth") && err.contains("nic") && err.contains("both"), "{err}");
+    }
+
+    #[test]
+    fn completed_transactions_become_server_cpu_per_transaction() {
+        let mut samples = vec![
+            Sample { case: "-S -c 16".into(), metric: "tps", value: 5000.0 },
+            Sample { case: "-S -c 16".into(), metric: "transactions", value: 25_000.0 },
+        ];
+        // The server core busy 80% of 5 s: 4 CPU seconds over 25,000 transactions.
+        per_transaction(&mut samples, 0.8 * 5.0 * core_count("1") as f64);
+        assert_eq!((samples[0].metric, samples[0].value), ("tps", 5000.0));
+        assert_eq!(samples[1].metric, "server_cpu_us_per_tx");
+        assert!((samples[1].value - 160.0).abs() < 1e-9, "{}", samples[1].value);
+        assert_eq!((core_count("0-3"), core_count("2-3")), (4, 2));
+    }
+
+    #[test]
+    fn pgbench_runs_under_the_postgres_profile_unless_told() {
+        assert_eq!(Name::Pgbench.profile(), Some("postgres"));
+        assert_eq!(Name::Redis.profile(), None);
+        assert_eq!(parse(&["pgbench", "--quick"]).unwrap().profile, None, "the default is the workload's");
     }
 
     #[test]

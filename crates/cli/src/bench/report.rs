@@ -168,6 +168,9 @@ pub fn facts(pmd: &str, server_cpu: usize, client_cpu: usize, workload: Name) ->
         Name::Http => [run("nginx", &["-v"]), run("wrk", &["-v"])],
         Name::Mariadb => [run("mariadbd", &["--version"]), run("sysbench", &["--version"])],
         Name::Tpcc => [run("mariadbd", &["--version"]), go_tpc_version()],
+        Name::Pgbench => {
+            [run(&format!("{}/postgres", super::postgres::BIN), &["--version"]), run("pgbench", &["--version"])]
+        }
         Name::Scale => [String::new(), String::new()],
     };
     f.insert("software", versions.iter().filter(|s| !s.is_empty()).cloned().collect::<Vec<_>>().join("; "));

@@ -9,6 +9,8 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
+use super::postgres;
+
 /// The workloads `pronghorn bench` knows.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
 pub enum Name {
@@ -35,6 +37,10 @@ pub enum Name {
     /// redis-server in side b, both ways: the server as master, then as replica
     /// (bench/resync.sh; diskless sync and load).
     Resync,
+    /// pgbench against PostgreSQL 15 (pronghorn's path under the postgres profile): select-only
+    /// at 16 and 64 clients, the TPC-B-like mix at 16, select-only with a connection per
+    /// transaction (-C) at 16.
+    Pgbench,
 }
 
 impl Name {
@@ -50,6 +56,17 @@ impl Name {
             Name::Scale => "scale",
             Name::SynFlood => "syn-flood",
             Name::Resync => "resync",
+            Name::Pgbench => "pgbench",
+        }
+    }
+
+    /// The profile pronghorn's path runs under unless --profile names one: the server cannot be
+    /// served without it.
+    pub fn profile(self) -> Option<&'static str> {
+        match self {
+            // The postmaster's forked backends serve their connections on its stack.
+            Name::Pgbench => Some("postgres"),
+            _ => None,
         }
     }
 }
@@ -75,6 +92,8 @@ pub fn metric_info(metric: &str) -> (&'static str, bool) {
         "p50_us" | "p99_us" | "p999_us" => ("us", false),
         "syns_per_s" => ("SYNs/s sent by the flood", true),
         "seconds" => ("s", false),
+        "latency_avg_ms" => ("ms", false),
+        "server_cpu_us_per_tx" => ("us of server-core CPU per transaction", false),
         "mb_per_s" => ("MB/s of values", true),
         "TcpOutSegs" | "TcpRetransSegs" => ("segments", false),
         m if m.starts_with("TcpExt") => ("count", true),
@@ -444,6 +463,7 @@ pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path, workers: u16) -> Re
                 .context("bench/resync.sh not found: run from the repository root")?;
             resync(addr, quick, dir, &script)?
         }
+        Name::Pgbench => pgbench(addr, quick, dir)?,
         Name::Scale => bail!("scale has no server: it runs bench/stack_scale.sh"),
     })
 }
@@ -539,6 +559,142 @@ fn parse_resync(client: &Client, out: &str) -> Result<Vec<Sample>> {
     Ok(vec![
         Sample { case: case.clone(), metric: "seconds", value: secs },
         Sample { case, metric: "mb_per_s", value: keys * bytes / 1e6 / secs },
+    ])
+}
+
+/// pgbench's scale factor: PGBENCH_SCALE * 100,000 accounts (about 120 MiB with its index, in
+/// postgres's default 128 MiB of shared buffers and well within this machine's memory), and as
+/// many branches, the rows every TPC-B-like transaction updates (fewer would make 16 clients
+/// queue on their row locks rather than on the network).
+const PGBENCH_SCALE: u32 = 8;
+
+/// pgbench's cases: label and options (with `-S -c 64` left out of --quick).
+const PGBENCH_CASES: [(&str, &[&str]); 4] = [
+    ("select-only -c 16", &["-S", "-c", "16"]),
+    ("select-only -c 64", &["-S", "-c", "64"]),
+    ("TPC-B-like -c 16", &["-c", "16"]),
+    ("select-only -C -c 16", &["-S", "-C", "-c", "16"]),
+];
+
+/// The pgbench plan: PostgreSQL 15 as Debian starts it (postgres.rs) on a datadir of its own
+/// under `dir`, filled by `pgbench -i` from the client side once per path, then each case for 20
+/// s (--quick: 5 s).
+fn pgbench(addr: &str, quick: bool, dir: &Path) -> Result<Plan> {
+    require("pgbench", "postgresql-client-15")?;
+    require("psql", "postgresql-client-15")?;
+    require("setpriv", "util-linux")?;
+    require("runuser", "util-linux")?;
+    if !Path::new(postgres::BIN).join("postgres").is_file() {
+        bail!("{}/postgres is not installed: install the Debian package postgresql-15", postgres::BIN);
+    }
+    let home = dir.join("postgres");
+    let data = home.join("data");
+    // Side b's clients of both paths, without a password.
+    let hba = dir.join("pg_hba.conf");
+    let rules = ["10.98.0.0/24", "10.99.0.0/24"].map(postgres::trust_host).concat();
+    std::fs::write(&hba, format!("local all all trust\n{rules}"))?;
+    let hba_file = format!("hba_file={}", hba.display());
+    // A commit does not wait for its WAL to reach the disk (both paths alike): the figures are
+    // the network's and the server's, not this machine's disk's.
+    let settings = [hba_file.as_str(), "synchronous_commit=off"];
+    let server = Server { argv: postgres::server(&data, addr, &home, &settings), port: 5432 };
+    let pgbench = |words: &[&str]| {
+        let mut a = argv(&["pgbench", "-h", addr, "-U", "postgres"]);
+        a.extend(argv(words));
+        a.push("postgres".into());
+        a
+    };
+    let secs = if quick { "5" } else { "20" };
+    let clients = PGBENCH_CASES
+        .iter()
+        .filter(|(label, _)| !quick || !label.contains("-c 64"))
+        .map(|(label, options)| {
+            // -n: no vacuum (it would truncate pgbench_history, which the check after the runs sums).
+            let mut a = pgbench(&["-n", "-j", "4", "-T", secs]);
+            a.splice(a.len() - 1..a.len() - 1, argv(options));
+            Client { label: label.to_string(), argv: a, parse: parse_pgbench }
+        })
+        .collect();
+    let home_dir = home.display().to_string();
+    Ok(Plan {
+        server,
+        setup: Some(Setup {
+            local: vec![
+                argv(&["install", "-d", "-o", "postgres", "-g", "postgres", &home_dir]),
+                postgres::initdb(&data),
+            ],
+            prepare: vec![pgbench(&["-i", "-s", &PGBENCH_SCALE.to_string(), "-q"])],
+        }),
+        clients,
+        after: Some(AfterCheck {
+            argv: argv(&["psql", "-h", addr, "-U", "postgres", "-Atc", PGBENCH_BALANCES, "postgres"]),
+            check: check_pgbench_balances,
+        }),
+        about: format!(
+            "pgbench (PostgreSQL 15's, 4 threads) against Debian's PostgreSQL 15 (started as Debian starts it, as \
+             the postgres user, here through setpriv; synchronous_commit=off on both paths: commits do not wait \
+             for the disk). pronghorn's path runs under `--profile postgres` (runtime.share = \"family\": the \
+             postmaster drives the NIC, the backend it forks per connection serves it on the shared stack). \
+             `pgbench -i -s {PGBENCH_SCALE}` ({} accounts) fills each path's datadir once, untimed. Cases: \
+             select-only (-S, one primary-key SELECT per transaction) at 16 and 64 clients (--quick: 16), the \
+             TPC-B-like mix (3 UPDATEs, a SELECT and an INSERT in a transaction) at 16, and select-only with a \
+             new connection, so a new backend, per transaction (-C) at 16; {secs} s each, no vacuum between \
+             runs (-n). tps is pgbench's: without the initial connection time, except for -C, where \
+             connecting is the work and is included. latency_avg_ms is pgbench's average; \
+             server_cpu_us_per_tx is the server core's busy time (/proc/stat, every process on it: postmaster, \
+             backends, pronghorn's threads, the kernel's work there) over the transactions pgbench completed. \
+             Any failed transaction or aborted client rejects the run. After the runs the TPC-B balances must \
+             agree (accounts, tellers, branches and the history's deltas sum the same) and every account \
+             must still be there.",
+            PGBENCH_SCALE * 100_000
+        ),
+    })
+}
+
+/// TPC-B's invariant (every transaction adds the same delta to an account, its teller, its branch
+/// and the history) and the number of accounts: `t|800000`.
+const PGBENCH_BALANCES: &str = "SELECT \
+    (SELECT sum(abalance) FROM pgbench_accounts) = (SELECT coalesce(sum(delta), 0) FROM pgbench_history) \
+    AND (SELECT sum(tbalance) FROM pgbench_tellers) = (SELECT sum(bbalance) FROM pgbench_branches) \
+    AND (SELECT sum(abalance) FROM pgbench_accounts) = (SELECT sum(bbalance) FROM pgbench_branches), \
+    (SELECT count(*) FROM pgbench_accounts)";
+
+fn check_pgbench_balances(out: &str) -> Result<()> {
+    let want = format!("t|{}", PGBENCH_SCALE * 100_000);
+    if out.trim() != want {
+        bail!("the pgbench tables disagree (balances equal, accounts; want {want:?}): {:?}", out.trim());
+    }
+    Ok(())
+}
+
+/// pgbench 15: `number of transactions actually processed: 24856`, `number of failed
+/// transactions: 0 (0.000%)`, `latency average = 1.228 ms` and `tps = 13034.207979 (without
+/// initial connection time)` (with -C: `(including reconnection times)`). A failed transaction
+/// or an aborted client rejects the run. `transactions` (the count) is a sample for the caller
+/// to turn into CPU per transaction.
+fn parse_pgbench(client: &Client, out: &str) -> Result<Vec<Sample>> {
+    if let Some(l) = out.lines().find(|l| l.contains("aborted")) {
+        bail!("pgbench: {}", l.trim());
+    }
+    let value = |prefix: &str| -> Result<f64> {
+        let rest =
+            out.lines().find_map(|l| l.trim().strip_prefix(prefix)).with_context(|| format!("no `{prefix}` line"))?;
+        let w = rest.split(|c: char| !(c.is_ascii_digit() || c == '.')).find(|w| !w.is_empty()).unwrap_or("");
+        w.parse().with_context(|| format!("`{prefix}` {rest:?}"))
+    };
+    let failed = value("number of failed transactions:")?;
+    if failed > 0.0 {
+        bail!("pgbench counted {failed} failed transactions");
+    }
+    let transactions = value("number of transactions actually processed:")?;
+    if transactions == 0.0 {
+        bail!("pgbench completed no transaction");
+    }
+    let case = client.label.clone();
+    Ok(vec![
+        Sample { case: case.clone(), metric: "tps", value: value("tps =")? },
+        Sample { case: case.clone(), metric: "latency_avg_ms", value: value("latency average =")? },
+        Sample { case, metric: "transactions", value: transactions },
     ])
 }
 
@@ -1084,6 +1240,76 @@ Latency (ms):
         assert!(c.parse("resync.sh: the replica 10.99.0.1:6379 was not in sync within 600 s\n").is_err());
         assert!(c.parse("resync: 65536 keys of 1024 bytes in 0.000 s\n").is_err());
         assert!(c.parse("resync: many keys\n").is_err());
+    }
+
+    #[test]
+    fn pgbench_output_gives_tps_latency_and_transactions() {
+        let c = |label: &str| Client { label: label.into(), argv: vec![], parse: parse_pgbench };
+        let cases = [
+            ("select-only -c 16", include_str!("testdata/pgbench-select-only.txt")),
+            ("TPC-B-like -c 16", include_str!("testdata/pgbench-tpcb.txt")),
+            ("select-only -C -c 16", include_str!("testdata/pgbench-select-only-connect.txt")),
+        ];
+        for (label, out) in cases {
+            let s = c(label).parse(out).unwrap();
+            assert_eq!(s.iter().map(|s| s.metric).collect::<Vec<_>>(), ["tps", "latency_avg_ms", "transactions"]);
+            assert!(s.iter().all(|s| s.case == label && s.value > 0.0), "{s:?}");
+            // pgbench ran 2 s: its tps is about its transactions over 2 s, whichever it reports.
+            assert!((s[0].value * 2.0 / s[2].value - 1.0).abs() < 0.5, "{label}: {s:?}");
+        }
+        let s = c("x").parse(include_str!("testdata/pgbench-select-only.txt")).unwrap();
+        assert_eq!((s[0].value, s[1].value, s[2].value), (23117.272811, 0.692, 36764.0));
+        let connect = c("x").parse(include_str!("testdata/pgbench-select-only-connect.txt")).unwrap();
+        assert!(include_str!("testdata/pgbench-select-only-connect.txt").contains("including reconnection times"));
+        assert!(connect[0].value < s[0].value);
+    }
+
+    #[test]
+    fn pgbench_failures_and_aborted_clients_reject_the_run() {
+        let c = Client { label: "TPC-B-like -c 16".into(), argv: vec![], parse: parse_pgbench };
+        let out = include_str!("testdata/pgbench-tpcb.txt");
+        let failed = out.replace("failed transactions: 0 (0.000%)", "failed transactions: 3 (0.400%)");
+        assert!(c.parse(&failed).unwrap_err().root_cause().to_string().contains("3 failed"));
+        let aborted = format!("pgbench: error: client 3 aborted in command 4 (SQL) of script 0\n{out}");
+        assert!(c.parse(&aborted).unwrap_err().root_cause().to_string().contains("client 3 aborted"));
+        let none = out.replace("actually processed: 729", "actually processed: 0");
+        assert!(c.parse(&none).is_err());
+        assert!(c.parse("pgbench: error: connection to server at \"10.99.0.1\", port 5432 failed\n").is_err());
+    }
+
+    #[test]
+    fn pgbench_plans_the_cases_against_postgres_on_the_path_under_test() {
+        if !Path::new(postgres::BIN).join("postgres").is_file() {
+            eprintln!("skipped: {}/postgres is not installed", postgres::BIN);
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("ph-pgbench-plan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let full = plan(Name::Pgbench, "10.99.0.1", false, &dir, 1).unwrap();
+        let labels: Vec<&str> = full.clients.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(labels, ["select-only -c 16", "select-only -c 64", "TPC-B-like -c 16", "select-only -C -c 16"]);
+        let runs: Vec<String> = full.clients.iter().map(|c| c.argv.join(" ")).collect();
+        let head = "pgbench -h 10.99.0.1 -U postgres -n -j 4 -T 20";
+        assert_eq!(runs[1], format!("{head} -S -c 64 postgres"));
+        assert_eq!(runs[3], format!("{head} -S -C -c 16 postgres"));
+        let quick = plan(Name::Pgbench, "10.98.0.1", true, &dir, 1).unwrap();
+        let runs: Vec<String> = quick.clients.iter().map(|c| c.argv.join(" ")).collect();
+        assert_eq!(runs.len(), 3);
+        assert!(runs.iter().all(|r| r.contains("-h 10.98.0.1") && r.contains("-T 5 ")), "{runs:?}");
+        let server = quick.server.argv.join(" ");
+        for part in ["setpriv --reuid=postgres", "-c listen_addresses=10.98.0.1", "-c synchronous_commit=off"] {
+            assert!(server.contains(part), "{part}: {server}");
+        }
+        assert_eq!(quick.server.port, 5432);
+        let hba = std::fs::read_to_string(dir.join("pg_hba.conf")).unwrap();
+        assert!(hba.contains("host all all 10.98.0.0/24 trust") && hba.contains("10.99.0.0/24"), "{hba}");
+        let setup = quick.setup.unwrap();
+        assert!(setup.local[1].join(" ").contains("initdb -D"), "{:?}", setup.local);
+        assert_eq!(setup.prepare[0].join(" "), "pgbench -h 10.98.0.1 -U postgres -i -s 8 -q postgres");
+        assert!(quick.after.as_ref().unwrap().argv.contains(&PGBENCH_BALANCES.to_string()));
+        assert!(check_pgbench_balances("t|800000\n").is_ok());
+        assert!(check_pgbench_balances("f|800000\n").is_err() && check_pgbench_balances("t|799999\n").is_err());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

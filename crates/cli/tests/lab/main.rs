@@ -19,6 +19,8 @@ use std::process::{Child, Command, Stdio};
 
 use testkit::lab::{dpdk_runtime_dirs, eventually, netns_exists, nr_hugepages, scenario, text, HUGEPAGES_2M};
 
+#[path = "../../src/bench/postgres.rs"]
+mod postgres;
 mod rigs;
 
 use rigs::{
@@ -1797,15 +1799,12 @@ fn a_shared_interface_accelerates_a_udp_wildcard_bind() {
     }
 }
 
-/// The capabilities a server started by a wrapper as another user needs to open the NIC, in
-/// setpriv's syntax (`nic::dpdk::NIC_CAPABILITIES`).
-const NIC_CAPS: &str = "+dac_override,+net_admin,+net_raw,+ipc_lock,+sys_admin,+bpf";
-
 /// `pronghorn run -- setpriv --reuid=nobody --regid=nogroup --clear-groups` in front of `cmd`
 /// (`caps`: passed on as ambient capabilities), on side a.
 fn setpriv_nobody(lab: &Lab, caps: bool, cmd: &[&str]) -> Command {
     let mut argv = vec![bin(), "run", "--", "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"];
-    let (inh, amb) = (format!("--inh-caps={NIC_CAPS}"), format!("--ambient-caps={NIC_CAPS}"));
+    let nic_caps = postgres::setpriv_nic_caps();
+    let (inh, amb) = (format!("--inh-caps={nic_caps}"), format!("--ambient-caps={nic_caps}"));
     if caps {
         argv.extend_from_slice(&[&inh, &amb]);
     }
@@ -1881,9 +1880,6 @@ fn a_privilege_dropping_wrapper_never_aborts_and_its_server_says_where_it_runs()
     assert!(out.contains("Cannot assign requested address"), "{out}");
 }
 
-/// Debian's PostgreSQL 15 server binaries.
-const POSTGRES_BIN: &str = "/usr/lib/postgresql/15/bin";
-
 /// Issue 24, as far as it goes today: PostgreSQL 15 started as Debian starts it (as postgres,
 /// here through setpriv, which passes it the NIC's capabilities) serves accelerated (ps lists
 /// it) and accepts psql's connection from side b; the backend it forks for that connection
@@ -1938,10 +1934,11 @@ impl Postgres {
     fn start(prefix: &str, profile: Option<&str>) -> Option<Postgres> {
         let tools = [("setpriv", "util-linux"), ("runuser", "util-linux"), ("psql", "postgresql-client-15")];
         let lab_test = scenario(&tools)?;
-        if !Path::new(POSTGRES_BIN).join("postgres").is_file() {
+        if !Path::new(postgres::BIN).join("postgres").is_file() {
             eprintln!(
-                "{}: skipped ({POSTGRES_BIN}/postgres is not installed: Debian's postgresql-15)",
-                lab_test.name()
+                "{}: skipped ({}/postgres is not installed: Debian's postgresql-15)",
+                lab_test.name(),
+                postgres::BIN
             );
             return None;
         }
@@ -1950,39 +1947,23 @@ impl Postgres {
         std::fs::create_dir_all(&dir).unwrap();
         assert!(Command::new("chown").args(["postgres:", dir.to_str().unwrap()]).status().unwrap().success());
         let data = dir.join("data");
-        let initdb = format!("{POSTGRES_BIN}/initdb");
-        let o = Command::new("runuser")
-            .args(["-u", "postgres", "--", &initdb, "-D", data.to_str().unwrap(), "-A", "trust"])
-            .output()
-            .unwrap();
+        let initdb = postgres::initdb(&data);
+        let o = Command::new(&initdb[0]).args(&initdb[1..]).output().unwrap();
         assert!(o.status.success(), "initdb: {}", text(&o));
         // Side b's clients, without a password (initdb's -A trust covers local ones only).
         let hba = data.join("pg_hba.conf");
-        let rules = std::fs::read_to_string(&hba).unwrap() + "host all all 10.99.0.0/24 trust\n";
+        let rules = std::fs::read_to_string(&hba).unwrap() + &postgres::trust_host("10.99.0.0/24");
         std::fs::write(&hba, rules).unwrap();
         let config = lab.config_a();
-        let (inh, amb) = (format!("--inh-caps={NIC_CAPS}"), format!("--ambient-caps={NIC_CAPS}"));
-        let postgres = format!("{POSTGRES_BIN}/postgres");
-        let sockets = format!("unix_socket_directories={}", dir.display());
         let config = config.to_str().unwrap();
         let mut argv = vec![bin(), "run", "--config", config];
         if let Some(p) = profile {
             argv.extend_from_slice(&["--profile", p]);
         }
-        argv.extend_from_slice(&["--", "setpriv", "--reuid=postgres", "--regid=postgres"]);
-        let more = [
-            "--init-groups",
-            &inh,
-            &amb,
-            &postgres,
-            "-D",
-            data.to_str().unwrap(),
-            "-c",
-            "listen_addresses=10.99.0.1",
-            "-c",
-            &sockets,
-        ];
-        let mut server = lab.exec("a", &[&argv[..], &more[..]].concat()).stderr(Stdio::piped()).spawn().unwrap();
+        argv.push("--");
+        let postgres = postgres::server(&data, "10.99.0.1", &dir, &[]);
+        argv.extend(postgres.iter().map(String::as_str));
+        let mut server = lab.exec("a", &argv).stderr(Stdio::piped()).spawn().unwrap();
         let mut reader = BufReader::new(server.stderr.take().unwrap());
         read_until(&mut reader, "listening on IPv4 address", "postgres");
         let server = Accelerated(server);
