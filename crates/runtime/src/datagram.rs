@@ -63,8 +63,10 @@ impl<N: Nic + 'static> Runtime<N> {
     /// Moves pending UDP socket `fd` onto the shard: bound to `local` (port 0: an ephemeral
     /// one), connected to `remote` if given.
     fn udp_open(&mut self, fd: i32, local: SocketAddr, remote: Option<SocketAddr>) -> Result<SocketId, Errno> {
-        let Some(&Fd::UdpPending { nonblock, v6 }) = self.fds.kind(fd) else { return Err(Errno::EBADF) };
-        let opts = self.fds.get(fd).map(|e| e.opts).unwrap_or_default();
+        let Some((&Fd::UdpPending { v6 }, file)) = self.fds.with_file(fd).map(|(e, f)| (&e.fd, f)) else {
+            return Err(Errno::EBADF);
+        };
+        let (nonblock, opts) = (file.nonblock, file.opts);
         let shards = self.open_shards()?;
         // A server's socket on the first shard, a client's on the next in turn: datagrams that
         // reach another shard's queue are handed over (`stack::shard::exchange`).
@@ -84,7 +86,7 @@ impl<N: Nic + 'static> Runtime<N> {
             return Err(e);
         }
         let entry = self.fds.get_mut(fd).unwrap();
-        entry.fd = Fd::Udp { id, nonblock, v6 };
+        entry.fd = Fd::Udp { id, v6 };
         self.adopt_kernel_epolls(fd);
         self.socks.entry(id).fds.push(fd);
         set_tracked_datagram(fd);
@@ -220,6 +222,6 @@ impl<N: Nic + 'static> Accel<N> {
 }
 
 /// A new entry for a UDP socket the kernel just created.
-pub(crate) fn pending_entry(nonblock: bool, v6: bool) -> Entry {
-    Entry::new(Fd::UdpPending { nonblock, v6 })
+pub(crate) fn pending_entry(v6: bool) -> Entry {
+    Entry::new(Fd::UdpPending { v6 })
 }

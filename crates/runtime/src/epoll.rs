@@ -20,7 +20,7 @@ use nic::Nic;
 use stack::shard::{Readiness, SocketId};
 
 use crate::accel::{Accel, Runtime};
-use crate::fdtable::{Entry, Fd, KernelEpoll};
+use crate::fdtable::{Entry, Fd, KernelEpoll, OpenFile, SockOpts};
 use crate::shards::ShardSet;
 use crate::wait::{self, Parker};
 use crate::{real, Call, Errno};
@@ -244,7 +244,8 @@ impl<N: Nic + 'static> Runtime<N> {
 impl<N: Nic + 'static> Accel<N> {
     /// After the kernel created an epoll fd.
     pub fn epoll_created(&self, epfd: i32) -> bool {
-        self.with(|rt| rt.fds.insert(epfd, Entry::new(Fd::Epoll(Box::default())))).is_some()
+        let file = OpenFile::new(true, SockOpts::default());
+        self.with(|rt| rt.fds.open(epfd, Entry::new(Fd::Epoll(Box::default())), file)).is_some()
     }
 
     /// epoll_ctl: accelerated members go to the shadow set; kernel ones to the kernel set.

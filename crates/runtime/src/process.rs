@@ -187,12 +187,12 @@ impl<N: Nic + 'static> Runtime<N> {
             unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
         }
         for &fd in &fds {
-            let Some(entry) = self.fds.get_mut(fd) else { continue };
-            let Some(id) = entry.fd.socket() else { continue };
+            let Some(id) = self.fds.kind(fd).and_then(|k| k.socket()) else { continue };
+            let file = self.fds.file_mut(fd).unwrap();
             if inherited.contains(&id) {
                 // Reset when its last fd goes, as SO_LINGER 0 does.
-                entry.opts.linger_s = Some(0);
-            } else if let Some(secs @ 1..) = entry.opts.linger_s {
+                file.opts.linger_s = Some(0);
+            } else if let Some(secs @ 1..) = file.opts.linger_s {
                 lingering.insert(id, now + u64::from(secs) * 1_000_000_000);
             }
             self.release(fd);

@@ -111,12 +111,13 @@ impl<N: Nic + 'static> Accel<N> {
                 // Linux's UDP passes other levels to ip_setsockopt, which knows only SOL_IP.
                 Some(Fd::Udp { .. }) if level == libc::IPPROTO_TCP => return Call::Done(Err(Errno(libc::ENOPROTOOPT))),
                 Some(Fd::Udp { id, .. }) => (Some(*id), true, false),
-                Some(Fd::Pending { .. } | Fd::UdpPending { .. }) => (None, false, true),
+                Some(Fd::Pending | Fd::UdpPending { .. }) => (None, false, true),
                 Some(Fd::Bound { .. } | Fd::Listening { .. } | Fd::Listener { .. }) => (None, false, false),
                 _ => return Call::Kernel,
             };
             let limits = rt.limits;
-            let o = &mut rt.fds.get_mut(fd).unwrap().opts;
+            // The open file's, which dup'd fds share.
+            let o = &mut rt.fds.file_mut(fd).unwrap().opts;
             let int = int_of(value);
             let need_int = |v: Option<i32>| v.ok_or(Errno::EINVAL);
             let r: Result<(), Errno> = (|| {
@@ -160,8 +161,6 @@ impl<N: Nic + 'static> Accel<N> {
             if let Err(e) = r {
                 return Call::Done(Err(e));
             }
-            // Options belong to the socket: dup'd fds read back the same.
-            rt.each_fd_of_socket(fd, |e| e.opts = o);
             if pending {
                 return Call::Kernel;
             }
@@ -221,7 +220,7 @@ impl<N: Nic + 'static> Accel<N> {
             if udp && level == libc::IPPROTO_TCP {
                 return Call::Done(Err(Errno(libc::EOPNOTSUPP)));
             }
-            let o = rt.fds.get(fd).unwrap().opts;
+            let o = rt.fds.opts(fd);
             let put_int = |out: &mut [u8], v: i32| -> Result<usize, Errno> {
                 let n = out.len().min(4);
                 if n == 0 {

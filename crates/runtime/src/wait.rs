@@ -603,11 +603,11 @@ impl<N: Nic + 'static> Accel<N> {
                         rt.wait.calls_since_pass += 1;
                     }
                 }
-                let entry = rt.fds.get(fd);
-                let nonblock = !matches!(entry, Some(e) if !e.fd.nonblock());
-                let timeo = entry.map_or(0, |e| match dir {
-                    Dir::Recv => e.opts.rcvtimeo_us,
-                    Dir::Send => e.opts.sndtimeo_us,
+                let file = rt.fds.file(fd);
+                let nonblock = !matches!(file, Some(f) if !f.nonblock);
+                let timeo = file.map_or(0, |f| match dir {
+                    Dir::Recv => f.opts.rcvtimeo_us,
+                    Dir::Send => f.opts.sndtimeo_us,
                 });
                 // What a call queued goes out now for a blocking socket (its program may wait
                 // where we cannot see it) and always in dedicated mode. A non-blocking socket's
