@@ -17,15 +17,22 @@
 //! application threads block at once. epoll keeps a ready list fed by the stack pass (`epoll`).
 //!
 //! Layout: `accel` (state, lock, stack pass, routing), `call` (a call's answer, errno),
-//! `tracked_fds` (the one-byte-per-fd table of the hooks' fast path), `fdtable`, `socket` (the
-//! TCP calls, over the caller's iovecs), `datagram` (UDP), `sockopt`, `urgent` (MSG_OOB,
-//! SIOCATMARK, SIGURG), `wait` (parkers, driver role, stack thread), `epoll`, `poll`, `process`
+//! `tracked_fds` (the one-byte-per-fd table of the hooks' fast path), `fdtable` (fd -> open file,
+//! and the socket table), `socket` (the TCP calls, over the caller's iovecs), `datagram` (UDP),
+//! `sockopt`, `urgent` (MSG_OOB, SIOCATMARK, SIGURG), `wait` (parkers, wakeups, wait state;
+//! `wait::sleeping` the driver role, stack thread and blocking calls), `epoll`, `poll`, `process`
 //! (fork, exit, exec, privilege drop), `exec` (whether an exec would start), `secret` (the
 //! shards' hash keys), `shared` (an interface shared with the kernel: owned ports, the kernel's
 //! neighbours), `family_lock` and `family_parker` (a lock and parkers processes share),
 //! `family` (the shards a fork family shares with `runtime.share = "family"`: issue 24), `placement` (where the stack's threads and memory go), `lockstat` (the lock's wait and hold times), `observe` (the
 //! stats region and the control socket). The process-wide instance is DPDK's; tests build their
 //! own over the in-memory NIC.
+//!
+//! The modules form a DAG (`scripts/module-dag.py`, arrows left in
+//! scripts/module-dag/runtime.known): a module's state (`wait`, `epoll`, `sockopt`, `urgent`,
+//! `datagram`) is in its mod.rs, which the tables and `accel` may import; the calls that work on
+//! the runtime (`impl Runtime`, `impl Accel`) are in a child (`sleeping`, `calls`) that nothing
+//! imports.
 //!
 //! It must not be reached through libc symbols: inside the preloaded library those are our own
 //! hooks, so every real call goes through [`real`].
