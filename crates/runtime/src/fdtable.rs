@@ -399,3 +399,34 @@ impl SockOpts {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending() -> Entry {
+        Entry::new(Fd::Pending)
+    }
+
+    /// An open file lives while any of its fds does, and only then is its number reused.
+    #[test]
+    fn an_open_file_goes_with_its_last_fd_and_only_then_is_reused() {
+        let mut t = FdTable::default();
+        t.open(5, pending(), OpenFile::new(false, SockOpts::default()));
+        assert!(t.share(5, 9, pending()));
+        assert!(!t.share(4, 10, pending()), "an fd not tracked has no file to share");
+        t.file_mut(9).unwrap().nonblock = true;
+        t.file_mut(5).unwrap().opts.keepalive = true;
+        assert!(t.file(5).unwrap().nonblock && t.file(9).unwrap().opts.keepalive, "one file, two fds");
+        t.remove(5);
+        assert!(t.file(5).is_none());
+        // A new socket while fd 9 still holds the first file: it gets a file of its own.
+        t.open(6, pending(), OpenFile::new(false, SockOpts::default()));
+        assert!(!t.file(6).unwrap().nonblock && t.file(9).unwrap().nonblock);
+        t.remove(9);
+        assert_eq!(t.free_files.len(), 1, "the first file went with its last fd");
+        t.open(7, pending(), OpenFile::new(false, SockOpts::default()));
+        assert!(t.free_files.is_empty() && t.files.len() == 2, "its number was reused");
+        assert!(!t.file(7).unwrap().nonblock, "as a new file");
+    }
+}

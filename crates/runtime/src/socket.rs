@@ -144,7 +144,9 @@ impl<N: Nic + 'static> Runtime<N> {
     /// lingers (`Accel::linger`): its last fd, SO_LINGER on with a time above 0.
     pub(crate) fn lingers_at_close(&self, fd: i32) -> Option<(SocketId, u32)> {
         let entry = self.fds.get(fd)?;
-        let (Fd::Conn { id, .. }, Some(secs @ 1..)) = (&entry.fd, self.fds.opts(fd).linger_s) else { return None };
+        let (Fd::Conn { id, .. }, Some(secs @ 1..)) = (&entry.fd, self.fds.file(fd)?.opts.linger_s) else {
+            return None;
+        };
         let last = self.socks.get(*id).map_or(true, |st| st.fds == [fd]);
         (last && self.shards.is_open()).then_some((*id, secs))
     }
