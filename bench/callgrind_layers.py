@@ -210,7 +210,7 @@ def layers(profile):
 # Entry points whose inclusive cost is reported (regex on the function name).
 INCLUSIVE = {
     "socket calls (recv, send, poll, epoll_wait) and all below":
-        r"^runtime::(socket|poll|epoll)::<impl runtime::accel::Accel<N>>::(recv|recv_vectored|send|send_vectored"
+        r"^runtime::(socket|poll|epoll::calls)::<impl runtime::accel::Accel<N>>::(recv|recv_vectored|send|send_vectored"
         r"|send_marked|poll|epoll_wait)$",
     "stack passes (Runtime::poll_one: NIC, shard, TCP, dispatch)": r"^runtime::accel::Runtime<N>::poll_one$",
     "shard passes (Shard::poll: NIC, shard, TCP)": r"^stack::shard::Shard<N>::poll$",

@@ -20,7 +20,7 @@ use crate::shards::ShardSet;
 use crate::sockopt::BufferLimits;
 use crate::urgent::SignalOwner;
 use crate::wait::{self, WaitState};
-use crate::{real, Errno, RoutingStats, FORKED, INSIDE};
+use crate::{real, Errno, FORKED, INSIDE};
 
 /// Opens the NIC when the shards start: one queue per shard (`runtime.shards`).
 pub(crate) type Opener<N> = Box<dyn FnOnce(&Config) -> Result<Vec<N>, String>>;
@@ -31,6 +31,24 @@ pub(crate) type Precheck = fn(&Config) -> Result<(), String>;
 /// The runtime of one process (or of one test): its state behind one lock.
 pub struct Accel<N: Nic + 'static> {
     state: StackLock<Runtime<N>>,
+}
+
+/// Counters of the per-socket routing decisions (principle 4: fallback is visible).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RoutingStats {
+    pub accelerated_listen: u64,
+    pub accelerated_connect: u64,
+    pub accepted: u64,
+    pub kernel_bind: u64,
+    pub kernel_connect: u64,
+    pub init_failed: u64,
+    /// UDP sockets on the shard (bound to our address, or connected or sent into its subnet).
+    pub accelerated_udp: u64,
+    /// UDP sockets left with the kernel (bound or sent elsewhere).
+    pub kernel_udp: u64,
+    /// Connections accepted from the kernel socket beside an accelerated listener: local
+    /// clients on a shared interface (`beside`).
+    pub kernel_accepted: u64,
 }
 
 pub(crate) struct Runtime<N: Nic + 'static> {
@@ -49,6 +67,9 @@ pub(crate) struct Runtime<N: Nic + 'static> {
     /// fds in `Fd::Listening` (listen() before the NIC opened).
     pub deferred_listeners: usize,
     pub routing: RoutingStats,
+    /// The process-wide runtime's (DPDK's, not a test's own): it starts the cleanup helper when
+    /// the NIC opens.
+    pub starts_reaper: bool,
     pub wait: WaitState,
     /// This runtime, for the stack thread it may start.
     pub me: Option<&'static Accel<N>>,
@@ -93,6 +114,7 @@ impl<N: Nic + 'static> Accel<N> {
                 rx_fds: Vec::new(),
                 deferred_listeners: 0,
                 routing: RoutingStats::default(),
+                starts_reaper: false,
                 wait,
                 me: None,
                 changed: Vec::new(),
@@ -406,7 +428,7 @@ impl<N: Nic + 'static> Runtime<N> {
                     };
                     self.rx_fds = rx_fds;
                     self.shards.start(shards);
-                    if self.me.is_some_and(|me| std::ptr::eq(me as *const Accel<N> as *const (), crate::global_ptr())) {
+                    if self.starts_reaper {
                         crate::process::start_reaper(&self.cfg.nic.iface, self.cfg.nic.queues);
                     }
                     self.start_deferred_listeners();
@@ -449,7 +471,7 @@ impl<N: Nic + 'static> Runtime<N> {
     /// A shard over `nic`, keyed from the kernel's random source (no key: no shard).
     fn make_shard(&self, nic: N, index: u16, count: u16) -> Result<Shard<N>, String> {
         let secret = crate::secret::random_secret()?;
-        let mut cfg = crate::shard_config(&self.cfg, nic.mac(), secret);
+        let mut cfg = crate::settings::shard_config(&self.cfg, nic.mac(), secret);
         // Autotuning grows a connection's buffers up to this host's limits (`tcp_rmem[2]`,
         // `tcp_wmem[2]`), as Linux's would.
         cfg.tcp.rcv_buf_max = self.limits.tcp_rmem[2];

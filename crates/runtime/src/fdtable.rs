@@ -1,9 +1,13 @@
-//! The fd table: what each file descriptor the runtime tracks is (a kernel TCP socket that may
-//! still move to the shard, an accelerated socket, an epoll set), its socket options, and the
-//! per-shard-socket record of which fds refer to it and which threads wait on it.
+//! The fd table, along Linux's chain fd -> open file -> socket: what each file descriptor the
+//! runtime tracks is (a kernel TCP socket that may still move to the shard, an accelerated
+//! socket, an epoll set) and the open file it refers to ([`OpenFile`]: O_NONBLOCK and the
+//! socket's options, shared by the fds dup(2) makes, FD_CLOEXEC staying each fd's in the
+//! kernel); and the per-shard-socket record of which fds refer to it and which threads wait on
+//! it.
 //!
-//! Both maps are vectors indexed by a small dense number (the fd, the socket's slot): a lookup
-//! is an index, not a hash. Nothing here knows about the shard's internals or about waiting.
+//! The maps are vectors indexed by a small dense number (the fd, the open file's number, the
+//! socket's slot): a lookup is an index, not a hash. Nothing here knows about the shard's
+//! internals or about waiting.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,13 +20,10 @@ use crate::wait::Parker;
 /// What a tracked fd is.
 pub(crate) enum Fd {
     /// A kernel TCP socket that may still move to the shard.
-    Pending {
-        nonblock: bool,
-    },
+    Pending,
     /// On the shard, bound, not yet listening.
     Bound {
         local: SocketAddr,
-        nonblock: bool,
     },
     /// listen() was called before the NIC opened: the shard listener is made when it opens. A
     /// server that forks its workers before it serves (nginx) thereby leaves each worker its
@@ -30,27 +31,22 @@ pub(crate) enum Fd {
     Listening {
         local: SocketAddr,
         backlog: usize,
-        nonblock: bool,
     },
     Listener {
         id: SocketId,
-        nonblock: bool,
     },
     Conn {
         id: SocketId,
-        nonblock: bool,
     },
     /// A kernel UDP socket that may still move to the shard (bind to our address, connect or
     /// sendto into our subnet).
     UdpPending {
-        nonblock: bool,
         /// An AF_INET6 socket (its wildcard address is `::`).
         v6: bool,
     },
     /// A UDP socket on the shard.
     Udp {
         id: SocketId,
-        nonblock: bool,
         /// An AF_INET6 socket: it reads IPv4 senders as IPv4-mapped addresses.
         v6: bool,
     },
@@ -66,39 +62,11 @@ impl Fd {
             _ => None,
         }
     }
-
-    pub(crate) fn nonblock(&self) -> bool {
-        match self {
-            Fd::Pending { nonblock }
-            | Fd::Bound { nonblock, .. }
-            | Fd::Listening { nonblock, .. }
-            | Fd::Listener { nonblock, .. }
-            | Fd::Conn { nonblock, .. }
-            | Fd::UdpPending { nonblock, .. }
-            | Fd::Udp { nonblock, .. } => *nonblock,
-            Fd::Epoll(_) => true,
-        }
-    }
-
-    /// Sets the socket's O_NONBLOCK (an epoll fd's stays with the kernel's placeholder).
-    pub(crate) fn set_nonblock(&mut self, on: bool) {
-        match self {
-            Fd::Pending { nonblock }
-            | Fd::Bound { nonblock, .. }
-            | Fd::Listening { nonblock, .. }
-            | Fd::Listener { nonblock, .. }
-            | Fd::Conn { nonblock, .. }
-            | Fd::UdpPending { nonblock, .. }
-            | Fd::Udp { nonblock, .. } => *nonblock = on,
-            Fd::Epoll(_) => {}
-        }
-    }
 }
 
-/// One tracked fd.
+/// One tracked fd (its open file is the table's: [`FdTable::file`]).
 pub(crate) struct Entry {
     pub fd: Fd,
-    pub opts: SockOpts,
     /// The epoll sets this fd is a member of (so close and wakeups need not look at every set).
     pub epolls: Vec<i32>,
     /// A non-blocking connect() whose outcome no later connect() has reported yet (Linux: the
@@ -123,52 +91,117 @@ pub(crate) struct KernelEpoll {
 
 impl Entry {
     pub(crate) fn new(fd: Fd) -> Entry {
-        Entry {
-            fd,
-            opts: SockOpts::default(),
-            epolls: Vec::new(),
-            connecting: false,
-            bound_to: None,
-            kernel_epolls: Vec::new(),
-        }
+        Entry { fd, epolls: Vec::new(), connecting: false, bound_to: None, kernel_epolls: Vec::new() }
     }
 }
 
-/// Tracked fds, indexed by fd number.
+/// The open file behind one or more fds (Linux's `struct file`): what dup(2) shares. A socket
+/// has one open file here (socket(2) and accept(2) make both, dup(2) only fds), so the socket's
+/// options live in it too.
+pub(crate) struct OpenFile {
+    /// O_NONBLOCK (an epoll fd's is always set: the runtime never blocks in one).
+    pub nonblock: bool,
+    pub opts: SockOpts,
+    /// The fds that refer to it: it goes with the last.
+    refs: u32,
+}
+
+impl OpenFile {
+    pub(crate) fn new(nonblock: bool, opts: SockOpts) -> OpenFile {
+        OpenFile { nonblock, opts, refs: 0 }
+    }
+}
+
+/// Tracked fds, indexed by fd number, each with the number of its open file in `files`.
 #[derive(Default)]
 pub(crate) struct FdTable {
-    slots: Vec<Option<Entry>>,
+    slots: Vec<Option<(Entry, u32)>>,
+    files: Vec<OpenFile>,
+    /// Numbers in `files` no fd refers to, for the next open file.
+    free_files: Vec<u32>,
 }
 
 impl FdTable {
     pub(crate) fn get(&self, fd: i32) -> Option<&Entry> {
-        self.slots.get(usize::try_from(fd).ok()?)?.as_ref()
+        self.slots.get(usize::try_from(fd).ok()?)?.as_ref().map(|(e, _)| e)
     }
 
     pub(crate) fn get_mut(&mut self, fd: i32) -> Option<&mut Entry> {
-        self.slots.get_mut(usize::try_from(fd).ok()?)?.as_mut()
+        self.slots.get_mut(usize::try_from(fd).ok()?)?.as_mut().map(|(e, _)| e)
+    }
+
+    /// The entry of `fd` and its open file.
+    pub(crate) fn with_file(&self, fd: i32) -> Option<(&Entry, &OpenFile)> {
+        let (e, file) = self.slots.get(usize::try_from(fd).ok()?)?.as_ref()?;
+        Some((e, &self.files[*file as usize]))
+    }
+
+    /// The open file `fd` refers to.
+    pub(crate) fn file(&self, fd: i32) -> Option<&OpenFile> {
+        self.with_file(fd).map(|(_, f)| f)
+    }
+
+    pub(crate) fn file_mut(&mut self, fd: i32) -> Option<&mut OpenFile> {
+        let (_, file) = self.slots.get(usize::try_from(fd).ok()?)?.as_ref()?;
+        Some(&mut self.files[*file as usize])
+    }
+
+    /// The socket options of `fd`'s open file (the defaults for an fd not tracked).
+    pub(crate) fn opts(&self, fd: i32) -> SockOpts {
+        self.file(fd).map(|f| f.opts).unwrap_or_default()
     }
 
     pub(crate) fn kind(&self, fd: i32) -> Option<&Fd> {
         self.get(fd).map(|e| &e.fd)
     }
 
-    pub(crate) fn insert(&mut self, fd: i32, entry: Entry) {
+    /// `fd` refers to a new open file, `file` (any entry it had is dropped first).
+    pub(crate) fn open(&mut self, fd: i32, entry: Entry, file: OpenFile) {
+        let n = match self.free_files.pop() {
+            Some(n) => {
+                self.files[n as usize] = file;
+                n
+            }
+            None => {
+                self.files.push(file);
+                (self.files.len() - 1) as u32
+            }
+        };
+        self.insert(fd, entry, n);
+    }
+
+    /// `new` refers to the open file of `old` (dup(2)); false when `old` is not tracked.
+    pub(crate) fn share(&mut self, old: i32, new: i32, entry: Entry) -> bool {
+        let Some(&(_, n)) = usize::try_from(old).ok().and_then(|i| self.slots.get(i)?.as_ref()) else { return false };
+        self.insert(new, entry, n);
+        true
+    }
+
+    fn insert(&mut self, fd: i32, entry: Entry, file: u32) {
+        self.remove(fd);
+        self.files[file as usize].refs += 1;
         let i = fd as usize;
         if i >= self.slots.len() {
             self.slots.resize_with(i + 1, || None);
         }
-        self.slots[i] = Some(entry);
+        self.slots[i] = Some((entry, file));
     }
 
+    /// Forgets `fd`; its open file goes with its last fd.
     pub(crate) fn remove(&mut self, fd: i32) -> Option<Entry> {
-        self.slots.get_mut(usize::try_from(fd).ok()?)?.take()
+        let (entry, file) = self.slots.get_mut(usize::try_from(fd).ok()?)?.take()?;
+        let f = &mut self.files[file as usize];
+        f.refs -= 1;
+        if f.refs == 0 {
+            self.free_files.push(file);
+        }
+        Some(entry)
     }
 
     /// The fds of TCP connections and listeners on the shards.
     pub(crate) fn streams(&self) -> Vec<i32> {
-        let stream = |(fd, e): (usize, &Option<Entry>)| match e {
-            Some(Entry { fd: Fd::Conn { .. } | Fd::Listener { .. }, .. }) => Some(fd as i32),
+        let stream = |(fd, e): (usize, &Option<(Entry, u32)>)| match e {
+            Some((Entry { fd: Fd::Conn { .. } | Fd::Listener { .. }, .. }, _)) => Some(fd as i32),
             _ => None,
         };
         self.slots.iter().enumerate().filter_map(stream).collect()
@@ -176,23 +209,23 @@ impl FdTable {
 
     /// The fds whose listen() waits for the NIC.
     pub(crate) fn listening(&self) -> Vec<i32> {
-        let deferred = |(fd, e): (usize, &Option<Entry>)| match e {
-            Some(Entry { fd: Fd::Listening { .. }, .. }) => Some(fd as i32),
+        let deferred = |(fd, e): (usize, &Option<(Entry, u32)>)| match e {
+            Some((Entry { fd: Fd::Listening { .. }, .. }, _)) => Some(fd as i32),
             _ => None,
         };
         self.slots.iter().enumerate().filter_map(deferred).collect()
     }
 
-    /// The epoll set at `epfd`.
     /// Forgets the threads waiting on every epoll set (a forked child has none of its parent's).
     pub(crate) fn forget_epoll_waiters(&mut self) {
-        for e in self.slots.iter_mut().flatten() {
+        for (e, _) in self.slots.iter_mut().flatten() {
             if let Fd::Epoll(set) = &mut e.fd {
                 set.forget_waiters();
             }
         }
     }
 
+    /// The epoll set at `epfd`.
     pub(crate) fn epoll_mut(&mut self, epfd: i32) -> Option<&mut EpollSet> {
         match self.get_mut(epfd) {
             Some(Entry { fd: Fd::Epoll(set), .. }) => Some(set),
@@ -364,5 +397,36 @@ impl SockOpts {
             interval: u64::from(self.keepintvl_s) * 1_000_000_000,
             count: self.keepcnt.min(255) as u8,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending() -> Entry {
+        Entry::new(Fd::Pending)
+    }
+
+    /// An open file lives while any of its fds does, and only then is its number reused.
+    #[test]
+    fn an_open_file_goes_with_its_last_fd_and_only_then_is_reused() {
+        let mut t = FdTable::default();
+        t.open(5, pending(), OpenFile::new(false, SockOpts::default()));
+        assert!(t.share(5, 9, pending()));
+        assert!(!t.share(4, 10, pending()), "an fd not tracked has no file to share");
+        t.file_mut(9).unwrap().nonblock = true;
+        t.file_mut(5).unwrap().opts.keepalive = true;
+        assert!(t.file(5).unwrap().nonblock && t.file(9).unwrap().opts.keepalive, "one file, two fds");
+        t.remove(5);
+        assert!(t.file(5).is_none());
+        // A new socket while fd 9 still holds the first file: it gets a file of its own.
+        t.open(6, pending(), OpenFile::new(false, SockOpts::default()));
+        assert!(!t.file(6).unwrap().nonblock && t.file(9).unwrap().nonblock);
+        t.remove(9);
+        assert_eq!(t.free_files.len(), 1, "the first file went with its last fd");
+        t.open(7, pending(), OpenFile::new(false, SockOpts::default()));
+        assert!(t.free_files.is_empty() && t.files.len() == 2, "its number was reused");
+        assert!(!t.file(7).unwrap().nonblock, "as a new file");
     }
 }

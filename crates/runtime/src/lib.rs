@@ -17,15 +17,23 @@
 //! application threads block at once. epoll keeps a ready list fed by the stack pass (`epoll`).
 //!
 //! Layout: `accel` (state, lock, stack pass, routing), `call` (a call's answer, errno),
-//! `tracked_fds` (the one-byte-per-fd table of the hooks' fast path), `fdtable`, `socket` (the
-//! TCP calls, over the caller's iovecs), `datagram` (UDP), `sockopt`, `urgent` (MSG_OOB,
-//! SIOCATMARK, SIGURG), `wait` (parkers, driver role, stack thread), `epoll`, `poll`, `process`
+//! `tracked_fds` (the one-byte-per-fd table of the hooks' fast path), `fdtable` (fd -> open file,
+//! and the socket table), `socket` (the TCP calls, over the caller's iovecs), `datagram` (UDP),
+//! `sockopt`, `urgent` (MSG_OOB, SIOCATMARK, SIGURG), `wait` (parkers, wakeups, wait state;
+//! `wait::sleeping` the driver role, stack thread and blocking calls), `epoll`, `poll`, `process`
 //! (fork, exit, exec, privilege drop), `exec` (whether an exec would start), `secret` (the
 //! shards' hash keys), `shared` (an interface shared with the kernel: owned ports, the kernel's
 //! neighbours), `family_lock` and `family_parker` (a lock and parkers processes share),
 //! `family` (the shards a fork family shares with `runtime.share = "family"`: issue 24), `placement` (where the stack's threads and memory go), `lockstat` (the lock's wait and hold times), `observe` (the
-//! stats region and the control socket). The process-wide instance is DPDK's; tests build their
-//! own over the in-memory NIC.
+//! stats region and the control socket), `settings` (the shard, TCP and DPDK settings a config
+//! makes). The process-wide instance is DPDK's; tests build their own over the in-memory NIC.
+//!
+//! The modules form a DAG (no import cycle: `scripts/module-dag.py`, run by scripts/test.sh): a
+//! module's state (`wait`, `epoll`, `sockopt`, `urgent`, `datagram`, `process`, `observe`) is in
+//! its mod.rs, which the tables and `accel` may import; the calls that work on the runtime
+//! (`impl Runtime`, `impl Accel`) are in a child that nothing imports (`calls`,
+//! `wait::sleeping`, `observe::publish`). This file only re-exports and holds the process-wide
+//! instance; nothing below imports it.
 //!
 //! It must not be reached through libc symbols: inside the preloaded library those are our own
 //! hooks, so every real call goes through [`real`].
@@ -48,6 +56,7 @@ mod poll;
 mod process;
 pub mod real;
 mod secret;
+mod settings;
 mod shards;
 mod shared;
 pub mod shield;
@@ -64,15 +73,14 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
-use config::{Config, Congestion, PmdName};
+use config::Config;
 use nic::clock::MonotonicClock;
-use nic::dpdk::{DpdkNic, DpdkOptions, Pmd};
+use nic::dpdk::{DpdkNic, DpdkOptions};
 use nic::fault::{FaultConfig, FaultyNic};
-use nic::{MacAddr, Nic};
-use stack::shard::{ShardConfig, TcpMem, PAGE};
+use nic::Nic;
 pub use stack::Errno;
 
-pub use accel::Accel;
+pub use accel::{Accel, RoutingStats};
 use call::last_errno;
 pub use call::Call;
 pub use datagram::Datagram;
@@ -80,6 +88,7 @@ pub use exec::Program;
 use process::FORKED;
 pub use process::{forked_child_socket, ENV_EXE};
 pub use secret::random_secret;
+pub use settings::{dpdk_options, shard_config, tcp_config};
 pub use tracked_fds::{datagram, tracked};
 use tracked_fds::{
     inside, set_tracked, set_tracked_datagram, set_tracked_state, tracked_state, INSIDE, TRACKED_DATAGRAM,
@@ -94,24 +103,6 @@ pub const ENV_PID: &str = "PRONGHORN_ACCEL_PID";
 /// opened (it keeps its copy). A vfork child (posix_spawn's, Python's subprocess) runs in its
 /// parent's memory, runtime included, and is told apart only by its pid.
 static OWNER: AtomicU32 = AtomicU32::new(0);
-
-/// Counters of the per-socket routing decisions (principle 4: fallback is visible).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct RoutingStats {
-    pub accelerated_listen: u64,
-    pub accelerated_connect: u64,
-    pub accepted: u64,
-    pub kernel_bind: u64,
-    pub kernel_connect: u64,
-    pub init_failed: u64,
-    /// UDP sockets on the shard (bound to our address, or connected or sent into its subnet).
-    pub accelerated_udp: u64,
-    /// UDP sockets left with the kernel (bound or sent elsewhere).
-    pub kernel_udp: u64,
-    /// Connections accepted from the kernel socket beside an accelerated listener: local
-    /// clients on a shared interface (`beside`).
-    pub kernel_accepted: u64,
-}
 
 /// The NIC of an accelerated process: a DPDK port behind the fault injector, which passes every
 /// frame straight through unless `nic.fault` asks for faults.
@@ -163,6 +154,7 @@ fn global() -> Option<&'static Accel<ProcessNic>> {
             rt.wait.stack_cpus = placed.stack_cpus;
             rt.precheck = Some(|cfg| nic::dpdk::precheck(&dpdk_options(cfg)).map_err(|e| e.to_string()));
             rt.observe_dir = Some(observe::region::run_dir());
+            rt.starts_reaper = true;
         });
         // SAFETY: registers an `extern "C" fn()` that lives as long as the program (a static
         // function of this library, which is never unloaded: it is preloaded).
@@ -267,77 +259,6 @@ pub fn before_exec(program: Program<'_>) {
             }
         },
     )
-}
-
-/// The process-wide runtime's address (null when there is none): only it gets a cleanup helper.
-fn global_ptr() -> *const () {
-    RUNTIME.get().copied().flatten().map_or(std::ptr::null(), |a| a as *const Accel<ProcessNic> as *const ())
-}
-
-/// The shard settings a config describes, for a NIC with address `mac` (also `pronghorn
-/// echo`'s); `secret` keys the shard's hashes.
-pub fn shard_config(cfg: &Config, mac: MacAddr, secret: [u8; 32]) -> ShardConfig {
-    let mut shard = ShardConfig::new(
-        mac,
-        cfg.ipv4.as_ref().map(|c| (c.address.addr, c.address.prefix_len)),
-        cfg.ipv6.as_ref().map(|c| (c.address.addr, c.address.prefix_len)),
-        secret,
-    );
-    shard.gateway4 = cfg.ipv4.as_ref().and_then(|c| c.gateway);
-    shard.gateway6 = cfg.ipv6.as_ref().and_then(|c| c.gateway);
-    shard.tcp = tcp_config(cfg);
-    let t = &cfg.tcp;
-    shard.max_orphans = t.max_orphans as usize;
-    let [low, pressure, high] = t.mem.map(|pages| usize::try_from(pages).unwrap_or(usize::MAX).saturating_mul(PAGE));
-    shard.tcp_mem = TcpMem { low, pressure, high };
-    shard.max_tw_buckets = t.max_tw_buckets as usize;
-    shard.somaxconn = t.somaxconn as usize;
-    if cfg.nic.share {
-        shard.ephemeral_ports = shared::EPHEMERAL;
-        // The kernel keeps the interface: without a gateway in the config, its default routes'.
-        if shard.gateway4.is_none() || shard.gateway6.is_none() {
-            let (v4, v6) = shared::kernel_gateways(&cfg.nic.iface, shard.ipv4, shard.ipv6);
-            shard.gateway4 = shard.gateway4.or(v4);
-            shard.gateway6 = shard.gateway6.or(v6);
-        }
-    }
-    shard
-}
-
-/// The DPDK port a config describes (also `pronghorn echo`'s).
-pub fn dpdk_options(cfg: &Config) -> DpdkOptions {
-    let pmd = match cfg.nic.pmd {
-        PmdName::AfXdp => Pmd::AfXdp,
-        PmdName::AfPacket => Pmd::AfPacket,
-    };
-    let mut opts = DpdkOptions::new(pmd, cfg.nic.iface.clone());
-    opts.eal_args = cfg.nic.eal_args.clone();
-    opts.pool_size = cfg.nic.mbufs;
-    opts.queues = cfg.nic.queues;
-    opts.shards = cfg.runtime.shards;
-    opts.xdp_owner = Some(nic::xdp::Owner {
-        ipv4: cfg.ipv4.as_ref().map(|c| c.address.addr),
-        ipv6: cfg.ipv6.as_ref().map(|c| c.address.addr),
-        share: cfg.nic.share,
-        ephemeral: cfg.nic.share.then(|| (*shared::EPHEMERAL.start(), *shared::EPHEMERAL.end())),
-    });
-    opts
-}
-
-/// The TCP settings of the shards a config describes (also `pronghorn echo`'s).
-pub fn tcp_config(cfg: &Config) -> stack::TcpConfig {
-    let congestion = match cfg.tcp.congestion {
-        Congestion::Cubic => stack::CongestionAlgorithm::Cubic,
-        Congestion::NewReno => stack::CongestionAlgorithm::NewReno,
-    };
-    let ecn = stack::TcpEcn::from_sysctl(cfg.tcp.ecn).expect("the config crate checked tcp.ecn");
-    stack::TcpConfig {
-        congestion,
-        ecn,
-        orphan_retries: u8::try_from(cfg.tcp.orphan_retries).expect("the config crate checked tcp.orphan_retries"),
-        fin_wait2_timeout: u64::from(cfg.tcp.fin_timeout) * 1_000_000_000,
-        ..stack::TcpConfig::default()
-    }
 }
 
 /// Opens the config's port with the EAL's main lcore and the packet pool where the placement

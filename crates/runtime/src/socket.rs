@@ -10,7 +10,7 @@ use stack::shard::{Buffers, Shard, SocketId};
 
 use crate::accel::{Accel, Runtime};
 use crate::epoll::Target;
-use crate::fdtable::{Entry, Fd, SockOpts};
+use crate::fdtable::{Entry, Fd, OpenFile, SockOpts};
 use crate::tracked_fds::{tracked_state, TRACKED_DATAGRAM};
 use crate::wait::Dir;
 use crate::{real, set_tracked, Call, Errno};
@@ -18,14 +18,8 @@ use crate::{real, set_tracked, Call, Errno};
 impl<N: Nic + 'static> Runtime<N> {
     /// Makes the shard listener of bound `fd` (the shard is open); epoll sets that hold `fd`
     /// now watch it.
-    pub(crate) fn start_listener(
-        &mut self,
-        fd: i32,
-        local: SocketAddr,
-        backlog: usize,
-        nonblock: bool,
-    ) -> Result<(), Errno> {
-        let opts = self.fds.get(fd).map(|e| e.opts).unwrap_or_default();
+    pub(crate) fn start_listener(&mut self, fd: i32, local: SocketAddr, backlog: usize) -> Result<(), Errno> {
+        let opts = self.fds.opts(fd);
         let shards = self.open_shards()?.all_mut();
         let id = shards[0].tcp_listen_with(local, backlog, opts.v6only, opts.reuseport)?;
         // The same listener on every other shard (a port the first picked, for port 0).
@@ -59,7 +53,7 @@ impl<N: Nic + 'static> Runtime<N> {
             self.set_listener_buffers(id, opts.buffers());
         }
         let entry = self.fds.get_mut(fd).unwrap();
-        entry.fd = Fd::Listener { id, nonblock };
+        entry.fd = Fd::Listener { id };
         let epolls = entry.epolls.clone();
         self.socks.entry(id).fds.push(fd);
         for epfd in epolls {
@@ -84,13 +78,13 @@ impl<N: Nic + 'static> Runtime<N> {
     /// The NIC has opened: every deferred listen() becomes a shard listener.
     pub(crate) fn start_deferred_listeners(&mut self) {
         for fd in self.fds.listening() {
-            let Some(&Fd::Listening { local, backlog, nonblock }) = self.fds.kind(fd) else { continue };
+            let Some(&Fd::Listening { local, backlog }) = self.fds.kind(fd) else { continue };
             self.deferred_listeners -= 1;
-            if let Err(e) = self.start_listener(fd, local, backlog, nonblock) {
+            if let Err(e) = self.start_listener(fd, local, backlog) {
                 let msg = format!("pronghorn: listening on {local} (fd {fd}) failed as the NIC opened: {e:?}\n");
                 // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
                 unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
-                self.fds.get_mut(fd).unwrap().fd = Fd::Bound { local, nonblock };
+                self.fds.get_mut(fd).unwrap().fd = Fd::Bound { local };
             }
         }
     }
@@ -103,26 +97,6 @@ impl<N: Nic + 'static> Runtime<N> {
         }
     }
 
-    /// Runs `f` on the entry of `fd` and of every other fd of the same shard socket (dup'd
-    /// ones), or of `fd` alone.
-    pub(crate) fn each_fd_of_socket(&mut self, fd: i32, mut f: impl FnMut(&mut Entry)) {
-        let id = self.fds.get(fd).and_then(|e| e.fd.socket());
-        match id.and_then(|id| self.socks.get(id)) {
-            Some(st) if !st.fds.is_empty() => {
-                for &other in &st.fds {
-                    if let Some(e) = self.fds.get_mut(other) {
-                        f(e);
-                    }
-                }
-            }
-            _ => {
-                if let Some(e) = self.fds.get_mut(fd) {
-                    f(e);
-                }
-            }
-        }
-    }
-
     /// Applies `buffers` to listener `id` on every shard, for the connections it makes from
     /// now on.
     pub(crate) fn set_listener_buffers(&mut self, id: SocketId, buffers: Buffers) {
@@ -132,9 +106,8 @@ impl<N: Nic + 'static> Runtime<N> {
         }
     }
 
-    /// Registers `fd` as a new reference to shard socket `id`.
-    fn adopt(&mut self, fd: i32, entry: Entry, id: SocketId) {
-        self.fds.insert(fd, entry);
+    /// Registers `fd` (in the fd table) as a new reference to shard socket `id`.
+    fn adopt(&mut self, fd: i32, id: SocketId) {
         self.socks.entry(id).fds.push(fd);
         set_tracked(fd, true);
     }
@@ -171,13 +144,17 @@ impl<N: Nic + 'static> Runtime<N> {
     /// lingers (`Accel::linger`): its last fd, SO_LINGER on with a time above 0.
     pub(crate) fn lingers_at_close(&self, fd: i32) -> Option<(SocketId, u32)> {
         let entry = self.fds.get(fd)?;
-        let (Fd::Conn { id, .. }, Some(secs @ 1..)) = (&entry.fd, entry.opts.linger_s) else { return None };
+        let (Fd::Conn { id, .. }, Some(secs @ 1..)) = (&entry.fd, self.fds.file(fd)?.opts.linger_s) else {
+            return None;
+        };
         let last = self.socks.get(*id).map_or(true, |st| st.fds == [fd]);
         (last && self.shards.is_open()).then_some((*id, secs))
     }
 
     /// Forgets `fd`; closes its shard socket when no other fd refers to it.
     pub(crate) fn release(&mut self, fd: i32) {
+        // Read before the open file may go with its last fd.
+        let linger_s = self.fds.file(fd).and_then(|f| f.opts.linger_s);
         let Some(entry) = self.fds.remove(fd) else { return };
         let id = match entry.fd {
             Fd::Bound { .. } => {
@@ -205,7 +182,7 @@ impl<N: Nic + 'static> Runtime<N> {
                 set.wake_all(&mut self.owed_wakes);
                 return;
             }
-            Fd::Pending { .. } | Fd::UdpPending { .. } => None,
+            Fd::Pending | Fd::UdpPending { .. } => None,
         };
         for epfd in &entry.epolls {
             if let Some(set) = self.fds.epoll_mut(*epfd) {
@@ -245,7 +222,7 @@ impl<N: Nic + 'static> Runtime<N> {
                 crate::shared::release(nic::xdp::Transport::Udp, local.port());
             }
             // SO_LINGER with a zero timeout resets instead of closing gracefully.
-            let _ = if entry.opts.linger_s == Some(0) { s.abort(id) } else { s.close(id) };
+            let _ = if linger_s == Some(0) { s.abort(id) } else { s.close(id) };
             // What was written before close leaves now (and the FIN or RST after it).
             self.flush_shard();
         }
@@ -397,20 +374,19 @@ impl<N: Nic + 'static> Accel<N> {
         if fd < 0 || (domain != libc::AF_INET && domain != libc::AF_INET6) {
             return;
         }
-        let nonblock = ty & libc::SOCK_NONBLOCK != 0;
         let entry = match (ty & 0xf, protocol) {
-            (libc::SOCK_STREAM, 0 | libc::IPPROTO_TCP) => Entry::new(Fd::Pending { nonblock }),
-            (libc::SOCK_DGRAM, 0 | libc::IPPROTO_UDP) => {
-                crate::datagram::pending_entry(nonblock, domain == libc::AF_INET6)
-            }
+            (libc::SOCK_STREAM, 0 | libc::IPPROTO_TCP) => Entry::new(Fd::Pending),
+            (libc::SOCK_DGRAM, 0 | libc::IPPROTO_UDP) => crate::datagram::pending_entry(domain == libc::AF_INET6),
             _ => return,
         };
-        let mut entry = entry;
-        entry.opts.v6 = domain == libc::AF_INET6;
+        let file = OpenFile::new(
+            ty & libc::SOCK_NONBLOCK != 0,
+            SockOpts { v6: domain == libc::AF_INET6, ..SockOpts::default() },
+        );
         let udp = matches!(entry.fd, Fd::UdpPending { .. });
         let tracked = self.with(|rt| {
             rt.release(fd);
-            rt.fds.insert(fd, entry);
+            rt.fds.open(fd, entry, file);
         });
         if tracked.is_some() {
             if udp {
@@ -423,8 +399,8 @@ impl<N: Nic + 'static> Accel<N> {
 
     pub fn bind(&self, fd: i32, addr: SocketAddr) -> Call<()> {
         self.with(|rt| match rt.fds.kind(fd) {
-            Some(Fd::Pending { nonblock }) => {
-                let nonblock = *nonblock;
+            Some(Fd::Pending) => {
+                let nonblock = rt.fds.file(fd).unwrap().nonblock;
                 // On a shared interface a wildcard port (a server's `bind 0.0.0.0`) is ours
                 // too: the shard takes it on the interface's addresses, the kernel socket
                 // beside its listener everywhere else (`beside`). Port 0 decides nothing.
@@ -438,14 +414,14 @@ impl<N: Nic + 'static> Accel<N> {
                 if let Err(e) = rt.precheck() {
                     return Call::Done(Err(e));
                 }
-                let reuseport = rt.fds.get(fd).is_some_and(|e| e.opts.reuseport);
+                let reuseport = rt.fds.opts(fd).reuseport;
                 if let Err(e) = rt.claim_addr(addr, reuseport) {
                     return Call::Done(Err(e));
                 }
                 match rt.placeholder(fd, nonblock) {
                     Ok(()) => {
                         let entry = rt.fds.get_mut(fd).unwrap();
-                        entry.fd = Fd::Bound { local: addr, nonblock };
+                        entry.fd = Fd::Bound { local: addr };
                         entry.bound_to = (addr.port() != 0).then_some(addr);
                         rt.adopt_kernel_epolls(fd);
                         Call::Done(Ok(()))
@@ -467,25 +443,25 @@ impl<N: Nic + 'static> Accel<N> {
 
     pub fn listen(&self, fd: i32, backlog: i32) -> Call<()> {
         self.with(|rt| match rt.fds.kind(fd) {
-            Some(Fd::Bound { local, nonblock }) => {
-                let (local, nonblock) = (*local, *nonblock);
+            Some(Fd::Bound { local }) => {
+                let local = *local;
                 // Linux: a negative backlog is the largest, which the shard cuts to somaxconn.
                 let backlog = usize::try_from(backlog).unwrap_or(usize::MAX);
                 if !rt.shards.is_open() {
                     // Local clients may connect as soon as listen() returns, as on Linux.
                     if rt.cfg.nic.share {
-                        let opts = rt.fds.get(fd).map(|e| e.opts).unwrap_or_default();
+                        let opts = rt.fds.opts(fd);
                         if let Err(e) = rt.listen_beside_early(fd, local, backlog, &opts) {
                             return Call::Done(Err(e));
                         }
                     }
                     rt.routing.accelerated_listen += 1;
-                    rt.fds.get_mut(fd).unwrap().fd = Fd::Listening { local, backlog, nonblock };
+                    rt.fds.get_mut(fd).unwrap().fd = Fd::Listening { local, backlog };
                     rt.deferred_listeners += 1;
                     return Call::Done(Ok(()));
                 }
                 rt.routing.accelerated_listen += 1;
-                Call::Done(rt.start_listener(fd, local, backlog, nonblock))
+                Call::Done(rt.start_listener(fd, local, backlog))
             }
             Some(Fd::Listening { .. } | Fd::Listener { .. }) => Call::Done(Ok(())),
             Some(Fd::Conn { .. }) => Call::Done(Err(Errno::EINVAL)),
@@ -501,7 +477,7 @@ impl<N: Nic + 'static> Accel<N> {
                 Some(Fd::Listener { id, .. }) => *id,
                 // `blocking` opened the NIC, which made every deferred listener; it failed.
                 Some(Fd::Listening { .. }) => return Call::Done(Err(Errno(libc::ENETDOWN))),
-                Some(Fd::Pending { .. } | Fd::UdpPending { .. } | Fd::Epoll(_)) | None => return Call::Kernel,
+                Some(Fd::Pending | Fd::UdpPending { .. } | Fd::Epoll(_)) | None => return Call::Kernel,
                 Some(Fd::Udp { .. }) => return Call::Done(Err(Errno::EOPNOTSUPP)),
                 Some(_) => return Call::Done(Err(Errno::EINVAL)),
             };
@@ -516,7 +492,7 @@ impl<N: Nic + 'static> Accel<N> {
                 }
             }
             if accepted == Err(Errno::EAGAIN) {
-                let opts = rt.fds.get(fd).map(|e| e.opts).unwrap_or_default();
+                let opts = rt.fds.opts(fd);
                 if let Some(local_client) = rt.accept_beside(id, flags, &opts) {
                     return Call::Done(local_client);
                 }
@@ -534,15 +510,15 @@ impl<N: Nic + 'static> Accel<N> {
                         let _ = shard.abort(conn);
                         return Call::Done(Err(e));
                     }
-                    let opts = rt.fds.get(fd).map(|e| e.opts).unwrap_or_default();
+                    let opts = rt.fds.opts(fd);
                     apply_conn_options(shard, conn, &opts);
                     rt.routing.accepted += 1;
-                    let mut entry = Entry::new(Fd::Conn { id: conn, nonblock: flags & libc::SOCK_NONBLOCK != 0 });
-                    entry.opts = opts;
                     // An fd number the kernel just handed out: nothing of ours can be left on it,
                     // but a stale record would be wrong, so forget it first.
                     rt.release(efd);
-                    rt.adopt(efd, entry, conn);
+                    let file = OpenFile::new(flags & libc::SOCK_NONBLOCK != 0, opts);
+                    rt.fds.open(efd, Entry::new(Fd::Conn { id: conn }), file);
+                    rt.adopt(efd, conn);
                     Call::Done(Ok((efd, opts.reported(peer))))
                 }
                 Err(e) => {
@@ -558,8 +534,8 @@ impl<N: Nic + 'static> Accel<N> {
     pub fn connect(&self, fd: i32, addr: SocketAddr) -> Call<()> {
         let started = self
             .with(|rt| match rt.fds.kind(fd) {
-                Some(Fd::Pending { nonblock }) => {
-                    let nonblock = *nonblock;
+                Some(Fd::Pending) => {
+                    let nonblock = rt.fds.file(fd).unwrap().nonblock;
                     // On a shared interface the kernel holds our address too: it connects
                     // locally (to a kernel server, or to the kernel socket beside one of our
                     // listeners). On a dedicated one, a connection to our own address is the
@@ -568,7 +544,7 @@ impl<N: Nic + 'static> Accel<N> {
                         rt.routing.kernel_connect += 1;
                         return rt.leave_to_kernel(fd);
                     }
-                    let buffers = rt.fds.get(fd).map(|e| e.opts.buffers()).unwrap_or_default();
+                    let buffers = rt.fds.opts(fd).buffers();
                     let id = match rt.open_shards().and_then(|s| s.for_connect().tcp_connect_with(addr, buffers)) {
                         Ok(id) => id,
                         Err(e) => return Call::Done(Err(e)),
@@ -577,11 +553,12 @@ impl<N: Nic + 'static> Accel<N> {
                         let _ = rt.shards.of(id).abort(id);
                         return Call::Done(Err(e));
                     }
-                    let entry = rt.fds.remove(fd).unwrap();
-                    let shard = rt.shards.of(id);
-                    apply_conn_options(shard, id, &entry.opts);
+                    let entry = rt.fds.get_mut(fd).unwrap();
+                    entry.fd = Fd::Conn { id };
+                    entry.connecting = nonblock;
+                    apply_conn_options(rt.shards.of(id), id, &rt.fds.opts(fd));
                     rt.routing.accelerated_connect += 1;
-                    rt.adopt(fd, Entry { fd: Fd::Conn { id, nonblock }, connecting: nonblock, ..entry }, id);
+                    rt.adopt(fd, id);
                     rt.adopt_kernel_epolls(fd);
                     rt.flush_shard();
                     Call::Done(Err(if nonblock { Errno(libc::EINPROGRESS) } else { Errno::EAGAIN }))
@@ -654,15 +631,15 @@ impl<N: Nic + 'static> Accel<N> {
                 Err(Call::Done(Err(e))) => return Call::Done(Err(e)),
                 Err(_) => return Call::Kernel,
             };
-            let Some(entry) = rt.fds.get(fd) else { return Call::Kernel };
-            let blocking = !dontwait && !entry.fd.nonblock();
+            let Some(file) = rt.fds.file(fd) else { return Call::Kernel };
+            let blocking = !dontwait && !file.nonblock;
             let target = match blocking {
                 true if flags & libc::MSG_WAITALL != 0 => room,
-                true => (entry.opts.rcvlowat as usize).min(room),
+                true => (file.opts.rcvlowat as usize).min(room),
                 false => 1,
             };
             // After a timeout Linux's reader takes what waits, then returns.
-            let timeout = entry.opts.rcvtimeo_us;
+            let timeout = file.opts.rcvtimeo_us;
             if timeout > 0 && started.is_none() {
                 started = Some(std::time::Instant::now());
             }
@@ -710,9 +687,8 @@ impl<N: Nic + 'static> Accel<N> {
             fds.iter().copied().filter(|&fd| matches!(tracked_state(fd), 1 | TRACKED_DATAGRAM)).peekable();
         candidates.peek()?;
         self.with(|rt| {
-            candidates.find(|&fd| {
-                !matches!(rt.fds.get(fd).map(|e| &e.fd), None | Some(Fd::Pending { .. } | Fd::UdpPending { .. }))
-            })
+            candidates
+                .find(|&fd| !matches!(rt.fds.get(fd).map(|e| &e.fd), None | Some(Fd::Pending | Fd::UdpPending { .. })))
         })
         .flatten()
     }
@@ -740,7 +716,7 @@ impl<N: Nic + 'static> Accel<N> {
                 Err(Call::Done(Err(e))) => return Call::Done(Err(e)),
                 Err(_) => return Call::Kernel,
             };
-            let nonblock = dontwait || rt.fds.kind(fd).is_some_and(|f| f.nonblock());
+            let nonblock = dontwait || rt.fds.file(fd).is_some_and(|f| f.nonblock);
             let shard = rt.shards.of(id);
             let r = send_from(shard, id, bufs, sent, urgent);
             if !matches!(r, Ok(n) if n == total - sent) {
@@ -787,27 +763,17 @@ impl<N: Nic + 'static> Accel<N> {
         }
         let shared = self.with(|rt| {
             rt.release(new);
-            let copy = match rt.fds.get(old) {
-                Some(Entry { fd: Fd::Listener { id, nonblock }, opts, bound_to, .. }) => {
-                    Some((Fd::Listener { id: *id, nonblock: *nonblock }, *opts, *id, *bound_to))
-                }
-                Some(Entry { fd: Fd::Conn { id, nonblock }, opts, bound_to, .. }) => {
-                    Some((Fd::Conn { id: *id, nonblock: *nonblock }, *opts, *id, *bound_to))
-                }
-                Some(Entry { fd: Fd::Udp { id, nonblock, v6 }, opts, bound_to, .. }) => {
-                    Some((Fd::Udp { id: *id, nonblock: *nonblock, v6: *v6 }, *opts, *id, *bound_to))
-                }
-                _ => None,
+            let (fd, bound_to) = match rt.fds.get(old) {
+                Some(Entry { fd: Fd::Listener { id }, bound_to, .. }) => (Fd::Listener { id: *id }, *bound_to),
+                Some(Entry { fd: Fd::Conn { id }, bound_to, .. }) => (Fd::Conn { id: *id }, *bound_to),
+                Some(Entry { fd: Fd::Udp { id, v6 }, bound_to, .. }) => (Fd::Udp { id: *id, v6: *v6 }, *bound_to),
+                _ => return None,
             };
-            match copy {
-                Some((fd, opts, id, bound_to)) => {
-                    let udp = matches!(fd, Fd::Udp { .. });
-                    let entry = Entry { opts, bound_to, ..Entry::new(fd) };
-                    rt.adopt(new, entry, id);
-                    Some(udp)
-                }
-                None => None,
-            }
+            let (id, udp) = (fd.socket().unwrap(), matches!(fd, Fd::Udp { .. }));
+            // One open file, as dup(2) makes: O_NONBLOCK and the options are both fds'.
+            rt.fds.share(old, new, Entry { bound_to, ..Entry::new(fd) });
+            rt.adopt(new, id);
+            Some(udp)
         });
         match shared.flatten() {
             Some(true) => crate::set_tracked_datagram(new),
@@ -861,7 +827,7 @@ impl<N: Nic + 'static> Accel<N> {
                 }
                 _ => return Call::Kernel,
             };
-            Call::Done(addr.map(|a| e.opts.reported(a)))
+            Call::Done(addr.map(|a| rt.fds.opts(fd).reported(a)))
         })
         .unwrap_or(Call::Kernel)
     }
@@ -869,10 +835,16 @@ impl<N: Nic + 'static> Accel<N> {
     /// O_NONBLOCK through fcntl(F_SETFL) or ioctl(FIONBIO).
     ///
     /// O_NONBLOCK belongs to the open file, which dup'd fds share (the placeholder's flag is
-    /// shared in the kernel the same way): every fd of the socket sees the change.
+    /// shared in the kernel the same way): every fd of the socket sees the change. An epoll
+    /// fd's stays set (the kernel's placeholder takes the change).
     pub fn set_nonblock(&self, fd: i32, on: bool) {
         self.with(|rt| {
-            rt.each_fd_of_socket(fd, |e| e.fd.set_nonblock(on));
+            if matches!(rt.fds.kind(fd), Some(Fd::Epoll(_))) {
+                return;
+            }
+            if let Some(file) = rt.fds.file_mut(fd) {
+                file.nonblock = on;
+            }
         });
     }
 

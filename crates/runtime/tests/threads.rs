@@ -1281,6 +1281,199 @@ fn dup_d_fds_share_their_sockets_options_and_o_nonblock() {
     rt.close(fd);
 }
 
+/// The calls of `dup_d_fds_share_one_open_file_as_on_linux`, made as the shim makes them: the
+/// kernel's call, then the runtime's when the fd is accelerated (`rt`), or the kernel's alone.
+struct FileCalls {
+    rt: Option<&'static Accel<PeerNic>>,
+}
+
+impl FileCalls {
+    fn dup(&self, fd: i32) -> i32 {
+        // SAFETY: dup takes no memory.
+        let new = unsafe { libc::dup(fd) };
+        assert!(new >= 0);
+        self.duplicated(fd, new)
+    }
+
+    /// dup2 (or, with `cloexec`, dup3(O_CLOEXEC)) of `fd` onto a number this test opened.
+    fn dup_onto(&self, fd: i32, cloexec: bool) -> i32 {
+        // SAFETY: the path is a NUL-terminated string; the fds are this test's.
+        let new = unsafe {
+            let target = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
+            assert!(target >= 0);
+            match cloexec {
+                true => libc::dup3(fd, target, libc::O_CLOEXEC),
+                false => libc::dup2(fd, target),
+            }
+        };
+        assert!(new >= 0);
+        self.duplicated(fd, new)
+    }
+
+    fn dupfd_cloexec(&self, fd: i32) -> i32 {
+        // SAFETY: F_DUPFD_CLOEXEC takes an int.
+        let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+        assert!(new >= 0);
+        self.duplicated(fd, new)
+    }
+
+    fn duplicated(&self, fd: i32, new: i32) -> i32 {
+        if let Some(rt) = self.rt {
+            rt.duplicated(fd, new);
+        }
+        new
+    }
+
+    /// fcntl(F_SETFL) with O_NONBLOCK `on`, the other flags kept.
+    fn set_nonblock(&self, fd: i32, on: bool) {
+        // SAFETY: F_GETFL and F_SETFL take an int.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            let flags = if on { flags | libc::O_NONBLOCK } else { flags & !libc::O_NONBLOCK };
+            assert_eq!(libc::fcntl(fd, libc::F_SETFL, flags), 0);
+        }
+        if let Some(rt) = self.rt {
+            rt.set_nonblock(fd, on);
+        }
+    }
+
+    /// fcntl(F_GETFL) has O_NONBLOCK (the kernel answers it, for a placeholder too).
+    fn nonblock(&self, fd: i32) -> bool {
+        // SAFETY: F_GETFL takes no argument.
+        unsafe { libc::fcntl(fd, libc::F_GETFL) & libc::O_NONBLOCK != 0 }
+    }
+
+    fn cloexec(&self, fd: i32) -> bool {
+        // SAFETY: F_GETFD takes no argument.
+        unsafe { libc::fcntl(fd, libc::F_GETFD) & libc::FD_CLOEXEC != 0 }
+    }
+
+    fn set_cloexec(&self, fd: i32, on: bool) {
+        // SAFETY: F_SETFD takes an int.
+        assert_eq!(unsafe { libc::fcntl(fd, libc::F_SETFD, if on { libc::FD_CLOEXEC } else { 0 }) }, 0);
+    }
+
+    fn recv(&self, fd: i32, buf: &mut [u8]) -> Result<usize, Errno> {
+        match self.rt {
+            Some(rt) => done(rt.recv(fd, buf, false, false)),
+            // SAFETY: `buf` is writable for its length.
+            None => match unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) } {
+                n if n >= 0 => Ok(n as usize),
+                _ => Err(Errno(std::io::Error::last_os_error().raw_os_error().unwrap())),
+            },
+        }
+    }
+
+    fn send(&self, fd: i32, data: &[u8]) {
+        match self.rt {
+            Some(rt) => assert_eq!(done(rt.send(fd, data, false)), Ok(data.len())),
+            // SAFETY: `data` is readable for its length.
+            None => assert_eq!(unsafe { libc::send(fd, data.as_ptr().cast(), data.len(), 0) }, data.len() as isize),
+        }
+    }
+
+    fn set_keepalive(&self, fd: i32) {
+        let one = 1i32.to_ne_bytes();
+        match self.rt {
+            Some(rt) => done(rt.setsockopt(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, &one)).unwrap(),
+            None => {
+                // SAFETY: `one` is readable for its 4 bytes.
+                let r = unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, one.as_ptr().cast(), 4) };
+                assert_eq!(r, 0);
+            }
+        }
+    }
+
+    fn keepalive(&self, fd: i32) -> bool {
+        let mut out = [0u8; 4];
+        match self.rt {
+            Some(rt) => assert_eq!(done(rt.getsockopt(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, &mut out)), Ok(4)),
+            None => {
+                let mut len = 4u32;
+                // SAFETY: `out` is writable for `len` bytes.
+                let r = unsafe {
+                    libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, out.as_mut_ptr().cast(), &mut len)
+                };
+                assert_eq!(r, 0);
+            }
+        }
+        i32::from_ne_bytes(out) != 0
+    }
+
+    fn close(&self, fd: i32) {
+        if let Some(rt) = self.rt {
+            rt.close(fd);
+        }
+        // SAFETY: `fd` is this test's, closed once.
+        assert_eq!(unsafe { libc::close(fd) }, 0);
+    }
+}
+
+/// Linux's chain fd -> open file -> socket: dup, dup2, dup3 and F_DUPFD_CLOEXEC make fds of
+/// one open file, so O_NONBLOCK set through one (F_SETFL) is read back (F_GETFL) and obeyed
+/// (recv: EAGAIN) through every other, and the socket's options are one; FD_CLOEXEC is each
+/// fd's own; closing some leaves the others working. The same sequence runs on a kernel
+/// connection first (the spec), then on an accelerated one.
+#[test]
+fn dup_d_fds_share_one_open_file_as_on_linux() {
+    fn sequence(c: &FileCalls, fd: i32, who: &str) {
+        c.set_cloexec(fd, false);
+        let copy = c.dup(fd);
+        let onto = c.dup_onto(fd, false);
+        let onto_cloexec = c.dup_onto(fd, true);
+        let dupfd_cloexec = c.dupfd_cloexec(fd);
+        let all = [fd, copy, onto, onto_cloexec, dupfd_cloexec];
+        let cloexec = all.map(|f| c.cloexec(f));
+        assert_eq!(cloexec, [false, false, false, true, true], "{who}: FD_CLOEXEC is each fd's");
+        c.set_cloexec(copy, true);
+        assert!(!c.cloexec(fd), "{who}: F_SETFD on a dup leaves the original");
+        c.set_nonblock(dupfd_cloexec, true);
+        let mut buf = [0u8; 8];
+        for f in all {
+            assert!(c.nonblock(f), "{who}: O_NONBLOCK set through one fd, read through fd {f}");
+            assert_eq!(c.recv(f, &mut buf), Err(Errno::EAGAIN), "{who}: fd {f} does not wait");
+        }
+        c.set_keepalive(onto);
+        assert!(c.keepalive(onto_cloexec), "{who}: SO_KEEPALIVE is the socket's");
+        c.close(fd);
+        c.close(dupfd_cloexec);
+        assert_eq!(c.recv(copy, &mut buf), Err(Errno::EAGAIN), "{who}: still non-blocking after a close");
+        c.set_nonblock(onto_cloexec, false);
+        assert!(!c.nonblock(copy), "{who}: O_NONBLOCK cleared through one of the fds left");
+        c.send(copy, b"ping");
+        let mut got = Vec::new();
+        while got.len() < 4 {
+            let n = c.recv(onto, &mut buf).unwrap();
+            assert!(n > 0, "{who}: EOF");
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(got, b"ping", "{who}: the connection works through the fds left");
+        for f in [copy, onto, onto_cloexec] {
+            c.close(f);
+        }
+    }
+    // Linux: a loopback connection to an echo thread.
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let to = server.local_addr().unwrap();
+    let echo = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut s, _) = server.accept().unwrap();
+        let mut buf = [0u8; 64];
+        while let Ok(n @ 1..) = s.read(&mut buf) {
+            s.write_all(&buf[..n]).unwrap();
+        }
+    });
+    let kernel = std::os::fd::IntoRawFd::into_raw_fd(std::net::TcpStream::connect(to).unwrap());
+    within("the kernel's sequence", move || sequence(&FileCalls { rt: None }, kernel, "linux"));
+    echo.join().unwrap();
+    for drive in ["inline", "dedicated"] {
+        let l = lab(drive);
+        let rt = l.rt;
+        let fd = connect_echo(rt);
+        within("pronghorn's sequence", move || sequence(&FileCalls { rt: Some(rt) }, fd, drive));
+    }
+}
+
 /// Two connections from the peer to a listener on `port`, accepted: (listener, conns).
 fn accept_two(l: &Lab, port: u16) -> (i32, [i32; 2]) {
     let rt = l.rt;

@@ -8,12 +8,13 @@
 //! and owes it a SIGURG, sent once the runtime's lock is released (a handler typically calls
 //! `recv(MSG_OOB)`): to the thread, process or process group named, as Linux's
 //! `sk_send_sigurg` does, before the urgent byte itself may have arrived.
+//!
+//! This module holds the signal owner and how it survives the placeholder swap; `calls` serves
+//! the urgent-data calls.
 
-use nic::Nic;
+mod calls;
 
-use crate::accel::{Accel, Runtime};
-use crate::fdtable::Fd;
-use crate::{real, Call, Errno};
+use crate::real;
 
 /// `fcntl` commands and owner kinds (fcntl(2)) that the libc crate lacks on x86-64 glibc.
 const F_SETOWN_EX: libc::c_int = 15;
@@ -73,58 +74,5 @@ pub(crate) fn keep_owner(fd: i32) -> impl FnOnce() {
             // that outlives the call.
             unsafe { real::fcntl(fd, F_SETOWN_EX, &mut o as *mut OwnerEx as libc::c_ulong) };
         }
-    }
-}
-
-impl<N: Nic + 'static> Runtime<N> {
-    /// The shards named connections with new urgent data (`urgent`): owe their owners a SIGURG.
-    pub(crate) fn owe_sigurg(&mut self) {
-        let mut ids = std::mem::take(&mut self.urgent);
-        for id in ids.drain(..) {
-            let owner = self.socks.get(id).and_then(|st| st.fds.first().copied()).and_then(SignalOwner::of);
-            self.sigurg.extend(owner);
-        }
-        self.urgent = ids;
-    }
-}
-
-impl<N: Nic + 'static> Accel<N> {
-    /// `recv(..., MSG_OOB)`: the urgent byte into `buf` (never waits). Linux's answers: EINVAL
-    /// without urgent data, once it was read or with SO_OOBINLINE (and on a socket never
-    /// connected); ENOTCONN on a listener; EAGAIN while the byte is announced but has not
-    /// arrived; 0 at the end of the stream. `peek` (MSG_PEEK) leaves it.
-    pub fn recv_urgent(&self, fd: i32, buf: &mut [u8], peek: bool) -> Call<usize> {
-        self.with(|rt| {
-            let id = match rt.fds.kind(fd) {
-                Some(Fd::Conn { id, .. }) => *id,
-                Some(Fd::Listener { .. }) => return Call::Done(Err(Errno::ENOTCONN)),
-                Some(Fd::Bound { .. } | Fd::Listening { .. }) => return Call::Done(Err(Errno::EINVAL)),
-                _ => return Call::Kernel,
-            };
-            Call::Done(rt.shards.of(id).tcp_recv_urgent(id, peek).map(|byte| match (byte, buf.first_mut()) {
-                (Some(b), Some(slot)) => {
-                    *slot = b;
-                    1
-                }
-                _ => 0,
-            }))
-        })
-        .unwrap_or(Call::Kernel)
-    }
-
-    /// SIOCATMARK: whether the reader stands at the urgent mark (0 on a socket without one,
-    /// a listener included).
-    pub fn at_mark(&self, fd: i32) -> Call<bool> {
-        self.with(|rt| match rt.fds.kind(fd) {
-            Some(&Fd::Conn { id, .. }) => Call::Done(rt.shards.of(id).tcp_urgent_mark(id).map(|m| m == Some(0))),
-            Some(Fd::Listener { .. } | Fd::Bound { .. } | Fd::Listening { .. }) => Call::Done(Ok(false)),
-            _ => Call::Kernel,
-        })
-        .unwrap_or(Call::Kernel)
-    }
-
-    /// `send(..., MSG_OOB)`: `send`, and the last byte taken is urgent data.
-    pub fn send_urgent(&self, fd: i32, data: &[u8], dontwait: bool) -> Call<usize> {
-        self.send_marked(fd, &[std::io::IoSlice::new(data)], dontwait, true)
     }
 }

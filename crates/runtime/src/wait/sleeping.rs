@@ -1,0 +1,399 @@
+//! A thread that cannot go on: the look at readiness that starts a wait, the NIC sleeper's
+//! and the dedicated stack thread's sleeps, a blocking call's retries and a lingering close
+//! (the parkers, wakeups and wait state they use are the parent's).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nic::Nic;
+use stack::shard::SocketId;
+
+use super::{
+    my_parker, my_reset_parker, owe_wake, pin_to, restarts_after_signal, sleep, thread_token, Dir, Mode, Parker,
+    PollFds, Sleep, CALLS_PER_PASS, NO_RX_FD_SLEEP_MS,
+};
+use crate::accel::{Accel, Runtime};
+use crate::real;
+use crate::{Call, Errno};
+
+impl<N: Nic + 'static> Runtime<N> {
+    /// The start of a look at readiness (epoll_wait, poll): bring the shard up to date (inline:
+    /// a stack pass; dedicated: the stack thread does that, only send what was written). A
+    /// caller that then goes to sleep takes its parker with [`my_reset_parker`], in the same
+    /// hold of the lock.
+    pub(crate) fn start_looking(&mut self) {
+        self.serve_deferred();
+        if self.wait.inline() {
+            self.poll_shard();
+        } else {
+            self.flush_shard();
+        }
+    }
+
+    /// Records that this thread makes a stack pass in the current hold of the lock.
+    pub(crate) fn mark_pass(&mut self) {
+        self.wait.last_pass = (self.wait.holds, thread_token());
+    }
+
+    /// Whether the previous hold of the lock was this thread's and made a stack pass: nobody
+    /// has touched the stack since, so another pass could only find frames that arrived in the
+    /// microseconds between (and a thread about to sleep on them leaves those to the rx fd).
+    pub(crate) fn passed_just_before(&self) -> bool {
+        self.wait.last_pass == (self.wait.holds.wrapping_sub(1), thread_token())
+    }
+
+    /// Called with the lock held by a thread that found nothing to do and registered `parker`
+    /// on what it waits for: decides whether it drives the NIC and for how long it sleeps.
+    /// `limit_ms` is the caller's own bound (-1: none).
+    /// `waiting_since` is when the caller first found nothing (set here on first use): a driver
+    /// busy-polls until `busy_poll_us` after it.
+    /// `kernel_fds`: the caller also sleeps on kernel fds (then the parker uses its eventfd).
+    pub(crate) fn prepare_sleep(
+        &mut self,
+        parker: Arc<Parker>,
+        limit_ms: i32,
+        waiting_since: &mut Option<Instant>,
+        kernel_fds: bool,
+    ) -> Sleep {
+        self.wait.parked += 1;
+        self.wait.stats.sleeps += 1;
+        if let Some(f) = self.sharing.child() {
+            // Never the driver, never a stack thread: the opener's pass wakes it (`family`).
+            let family = Some(f.prepare_sleep(kernel_fds, parker.fd()));
+            return Sleep { parker, drives: false, spin: false, rx_fd: None, timeout_ms: limit_ms, family };
+        }
+        if self.wait.auto && self.wait.mode == Mode::Inline && self.wait.parked >= 2 {
+            // Two application threads blocked at once: a thread-per-connection program. From
+            // now on a stack thread drives the NIC and wakes them.
+            self.wait.mode = Mode::Dedicated;
+        }
+        if self.wait.mode == Mode::Dedicated {
+            self.ensure_stack_thread();
+        }
+        // Inline mode has one shard (several need their stack threads: config validation).
+        let rx_fd = self.rx_fds.first().copied().flatten();
+        let drives = self.wait.inline() && !self.wait.driver && self.shards.is_open();
+        let rung = drives && self.sharing.family().is_some();
+        parker.via_fd.store(kernel_fds || (drives && rx_fd.is_some()) || rung, Ordering::Release);
+        let mut timeout_ms = limit_ms;
+        let busy = Duration::from_micros(u64::from(self.wait.busy_poll_us));
+        // The clock is read only when busy polling is on.
+        if drives && !busy.is_zero() && waiting_since.get_or_insert_with(Instant::now).elapsed() < busy {
+            self.wait.driver = true;
+            return Sleep { parker, drives, spin: true, rx_fd: None, timeout_ms: 0, family: None };
+        }
+        if drives {
+            self.wait.driver = true;
+            if let Some(f) = self.sharing.family() {
+                f.driver_sleeps_on(parker.fd());
+            }
+            let cap = if rx_fd.is_some() { self.next_wait_ms(None) } else { NO_RX_FD_SLEEP_MS };
+            timeout_ms = if timeout_ms < 0 { cap } else { timeout_ms.min(cap) };
+        } else if self.wait.inline() {
+            self.wait.standby.push(parker.clone());
+        }
+        Sleep { parker, drives, spin: false, rx_fd: if drives { rx_fd } else { None }, timeout_ms, family: None }
+    }
+
+    /// Called with the lock held when the thread is up again: gives up the driver role (the
+    /// caller polls the shard after this when it drove) and its place in the standby list.
+    pub(crate) fn after_sleep(&mut self, s: &Sleep) {
+        self.wait.parked = self.wait.parked.saturating_sub(1);
+        if s.drives {
+            self.wait.driver = false;
+        } else if let Some(i) = self.wait.standby.iter().position(|p| Arc::ptr_eq(p, &s.parker)) {
+            self.wait.standby.swap_remove(i);
+        }
+    }
+
+    /// Called with the lock held by a thread leaving the runtime after it waited: in inline
+    /// mode, if nobody drives the NIC but threads are parked, one of them takes over.
+    pub(crate) fn hand_off(&mut self) {
+        if self.wait.inline() && !self.wait.driver {
+            if let Some(p) = self.wait.standby.first() {
+                self.wait.stats.wakeups += 1;
+                let p = p.clone();
+                owe_wake(&mut self.owed_wakes, &p);
+            }
+        }
+    }
+
+    /// Starts the stack threads of dedicated mode: one per shard, shard k's pinned to
+    /// `stack_cpus[k]` when that is set.
+    pub(crate) fn ensure_stack_thread(&mut self) {
+        if self.wait.stats.dedicated || !self.shards.is_open() {
+            return;
+        }
+        let Some(me) = self.me else { return };
+        self.wait.stats.dedicated = true;
+        let mut spawned = Ok(());
+        for k in 0..self.shards.len() {
+            let cpus = self.wait.stack_cpus.get(k).cloned().unwrap_or_default();
+            let name = if k == 0 { "pronghorn-stack".to_string() } else { format!("pronghorn-stack{k}") };
+            let started = crate::threads::spawn(name, move || {
+                if !cpus.is_empty() {
+                    pin_to(&cpus);
+                }
+                me.stack_thread(k);
+            });
+            if let Err(e) = started {
+                spawned = Err(e);
+                break;
+            }
+        }
+        if spawned.is_err() && self.shards.len() > 1 {
+            let msg = "pronghorn: cannot start a stack thread per shard; the shards without one do not receive\n";
+            // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
+            unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
+        } else if spawned.is_err() {
+            // No thread: stay inline (every waiter drives in turn), which still works.
+            self.wait.stats.dedicated = false;
+            self.wait.mode = Mode::Inline;
+            self.wait.auto = false;
+        }
+    }
+}
+
+/// How often a lingering close looks at its connection when nothing wakes it (ms).
+const LINGER_LOOK_MS: i32 = 10;
+
+impl<N: Nic + 'static> Accel<N> {
+    /// Runs `attempt` until it gives something other than EAGAIN on a blocking socket, sleeping
+    /// in between until the socket changes (or SO_RCVTIMEO/SO_SNDTIMEO runs out). `dontwait`
+    /// (MSG_DONTWAIT) makes this one call non-blocking.
+    pub(crate) fn blocking<T>(
+        &self,
+        fd: i32,
+        dir: Dir,
+        dontwait: bool,
+        mut attempt: impl FnMut(&mut Runtime<N>) -> Call<T>,
+    ) -> Call<T> {
+        let mut deadline: Option<Option<Instant>> = None;
+        let mut waited = false;
+        let mut waiting_since: Option<Instant> = None;
+        loop {
+            let step = self.with(|rt| {
+                rt.serve_deferred();
+                // What the shard already holds first; the NIC only when that is not enough
+                // (and, in dedicated mode, never: the stack thread does that).
+                let mut r = attempt(rt);
+                if rt.wait.inline() {
+                    if matches!(r, Call::Done(Err(Errno::EAGAIN))) {
+                        rt.poll_shard();
+                        r = attempt(rt);
+                    } else if rt.wait.calls_since_pass >= CALLS_PER_PASS {
+                        rt.poll_shard();
+                    } else {
+                        rt.wait.calls_since_pass += 1;
+                    }
+                }
+                let file = rt.fds.file(fd);
+                let nonblock = !matches!(file, Some(f) if !f.nonblock);
+                let timeo = file.map_or(0, |f| match dir {
+                    Dir::Recv => f.opts.rcvtimeo_us,
+                    Dir::Send => f.opts.sndtimeo_us,
+                });
+                // What a call queued goes out now for a blocking socket (its program may wait
+                // where we cannot see it) and always in dedicated mode. A non-blocking socket's
+                // event loop comes back through epoll_wait/poll/select, which send first: the
+                // replies of one loop iteration leave in one burst.
+                if !nonblock || !rt.wait.inline() {
+                    rt.flush_shard();
+                }
+                if waited && matches!(r, Call::Kernel) {
+                    // Another thread closed the fd while this one slept.
+                    rt.hand_off();
+                    return Err(Call::Done(Err(Errno::EBADF)));
+                }
+                let again = matches!(r, Call::Done(Err(Errno::EAGAIN))) && !nonblock && !dontwait;
+                if !again {
+                    if waited {
+                        rt.hand_off();
+                    }
+                    return Err(r);
+                }
+                let limit =
+                    *deadline.get_or_insert_with(|| (timeo > 0).then(|| Instant::now() + Duration::from_micros(timeo)));
+                let mut limit_ms = -1;
+                if let Some(d) = limit {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        if waited {
+                            rt.hand_off();
+                        }
+                        return Err(Call::Done(Err(Errno::EAGAIN)));
+                    }
+                    limit_ms = left.as_millis().max(1).min(i32::MAX as u128) as i32;
+                }
+                let Some(parker) = my_reset_parker() else {
+                    // Out of fds for a parker: poll, as the old runtime did.
+                    return Ok(None);
+                };
+                let id = rt.fds.get(fd).and_then(|e| e.fd.socket());
+                if let Some(id) = id {
+                    rt.socks.entry(id).waiters.push(parker.clone());
+                }
+                Ok(Some((rt.prepare_sleep(parker, limit_ms, &mut waiting_since, false), id)))
+            });
+            let (sleep_plan, id) = match step {
+                None => return Call::Kernel,
+                Some(Err(r)) => return r,
+                Some(Ok(None)) => {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
+                Some(Ok(Some(x))) => x,
+            };
+            let slept = sleep(&sleep_plan, &mut PollFds::new());
+            waited = true;
+            let interrupted = slept == -libc::EINTR && !restarts_after_signal(deadline.flatten().is_some());
+            self.with(|rt| {
+                rt.after_sleep(&sleep_plan);
+                if let Some(st) = id.and_then(|id| rt.socks.get_mut(id)) {
+                    if let Some(i) = st.waiters.iter().position(|p| Arc::ptr_eq(p, &sleep_plan.parker)) {
+                        st.waiters.swap_remove(i);
+                    }
+                }
+                if sleep_plan.drives {
+                    rt.poll_shard();
+                }
+                if interrupted {
+                    rt.hand_off();
+                }
+            });
+            if interrupted {
+                return Call::Done(Err(Errno(libc::EINTR)));
+            }
+        }
+    }
+
+    /// `close()` of the last fd of a connection with SO_LINGER `secs` > 0: waits, as Linux's
+    /// `sk_stream_wait_close`, until the FIN is acknowledged (the connection leaves FIN-WAIT-1,
+    /// CLOSING and LAST-ACK, or is gone), `secs` pass, or a signal comes; close() returns 0
+    /// either way. Linux waits so whatever O_NONBLOCK says (`inet_release` passes the linger
+    /// time unconditionally), and so does this. The socket's readiness wakes the waiter; an
+    /// orphan's last changes may not, so it also looks again every [`LINGER_LOOK_MS`].
+    pub(crate) fn linger(&self, id: SocketId, secs: u32) {
+        let start = Instant::now();
+        let deadline = start + Duration::from_secs(u64::from(secs));
+        let mut waited = false;
+        loop {
+            let step = self.with(|rt| {
+                let parker = my_parker();
+                if let Some(p) = &parker {
+                    p.reset();
+                }
+                let closing = |rt: &mut Runtime<N>| {
+                    matches!(
+                        rt.shards.of(id).tcp_state(id),
+                        Ok(stack::TcpState::FinWait1 | stack::TcpState::Closing | stack::TcpState::LastAck)
+                    )
+                };
+                if closing(rt) && rt.wait.inline() {
+                    rt.poll_shard();
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if !closing(rt) || left.is_zero() {
+                    return None;
+                }
+                let limit_ms = (left.as_millis().max(1) as i32).min(LINGER_LOOK_MS);
+                let Some(parker) = parker else {
+                    // Out of fds for a parker: look again after a while.
+                    return Some(None);
+                };
+                rt.socks.entry(id).waiters.push(parker.clone());
+                Some(Some(rt.prepare_sleep(parker, limit_ms, &mut Some(start), false)))
+            });
+            let plan = match step.flatten() {
+                None => break,
+                Some(None) => {
+                    std::thread::sleep(Duration::from_millis(LINGER_LOOK_MS as u64));
+                    continue;
+                }
+                Some(Some(plan)) => plan,
+            };
+            let slept = sleep(&plan, &mut PollFds::new());
+            waited = true;
+            self.with(|rt| {
+                rt.after_sleep(&plan);
+                if let Some(st) = rt.socks.get_mut(id) {
+                    st.waiters.retain(|p| !Arc::ptr_eq(p, &plan.parker));
+                }
+                if plan.drives {
+                    rt.poll_shard();
+                }
+            });
+            if slept == -libc::EINTR {
+                break;
+            }
+        }
+        self.with(|rt| {
+            if rt.socks.get(id).is_some_and(|st| st.fds.is_empty() && st.waiters.is_empty()) {
+                rt.socks.remove(id);
+            }
+            if waited {
+                rt.hand_off();
+            }
+        });
+    }
+
+    /// The stack thread of dedicated mode: polls the NIC and wakes waiters; spins `spin_us` while
+    /// idle, then sleeps on the rx fd and its parker until a frame comes, a timer is due, or a
+    /// call wakes it.
+    pub(crate) fn stack_thread(&'static self, k: usize) {
+        enum Plan {
+            Stop,
+            Busy,
+            Spin,
+            Sleep(Sleep),
+        }
+        let Some(parker) = my_parker() else { return };
+        let mut idle_since = Instant::now();
+        loop {
+            // A panic in a pass (a bug) is counted and the thread goes on driving the NIC: the
+            // waiters it serves would otherwise sleep for ever.
+            let pass = || {
+                self.with(|rt| {
+                    parker.reset();
+                    if !rt.shards.is_open() {
+                        return Plan::Stop;
+                    }
+                    let work = rt.poll_one(k);
+                    rt.wait.stats.stack_thread_polls += 1;
+                    if work > 0 {
+                        return Plan::Busy;
+                    }
+                    if idle_since.elapsed() < Duration::from_micros(u64::from(rt.wait.spin_us)) {
+                        return Plan::Spin;
+                    }
+                    let rx_fd = rt.rx_fds.get(k).copied().flatten();
+                    let cap = if rx_fd.is_some() { rt.next_wait_ms(Some(k)) } else { NO_RX_FD_SLEEP_MS };
+                    rt.wait.stats.sleeps += 1;
+                    let family = rt.sharing.family();
+                    if let Some(f) = family {
+                        f.driver_sleeps_on(parker.fd());
+                    }
+                    parker.via_fd.store(rx_fd.is_some() || family.is_some(), Ordering::Release);
+                    Plan::Sleep(Sleep {
+                        parker: parker.clone(),
+                        drives: true,
+                        spin: false,
+                        rx_fd,
+                        timeout_ms: cap,
+                        family: None,
+                    })
+                })
+            };
+            match crate::shield::guard("the stack thread", || Some(Plan::Busy), pass) {
+                None | Some(Plan::Stop) => return,
+                Some(Plan::Busy) => idle_since = Instant::now(),
+                Some(Plan::Spin) => std::hint::spin_loop(),
+                Some(Plan::Sleep(s)) => {
+                    sleep(&s, &mut PollFds::new());
+                    idle_since = Instant::now();
+                }
+            }
+        }
+    }
+}
