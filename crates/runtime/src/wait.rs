@@ -325,6 +325,9 @@ pub(crate) struct Sleep {
     /// A child of a family that shares the shards: it sleeps on the family's change count
     /// from this value instead (`family`).
     pub family: Option<crate::family::ChildSleep>,
+    /// The family's bell, which the driver watches beside its parker: children that may not
+    /// write the driver's eventfd ring it (`family::Family::ring`).
+    pub bell: Option<i32>,
 }
 
 impl<N: Nic + 'static> Runtime<N> {
@@ -371,7 +374,7 @@ impl<N: Nic + 'static> Runtime<N> {
         if let Some(f) = self.sharing.child() {
             // Never the driver, never a stack thread: the opener's pass wakes it (`family`).
             let family = Some(f.prepare_sleep(kernel_fds, parker.fd()));
-            return Sleep { parker, drives: false, spin: false, rx_fd: None, timeout_ms: limit_ms, family };
+            return Sleep { parker, drives: false, spin: false, rx_fd: None, timeout_ms: limit_ms, family, bell: None };
         }
         if self.wait.auto && self.wait.mode == Mode::Inline && self.wait.parked >= 2 {
             // Two application threads blocked at once: a thread-per-connection program. From
@@ -391,19 +394,20 @@ impl<N: Nic + 'static> Runtime<N> {
         // The clock is read only when busy polling is on.
         if drives && !busy.is_zero() && waiting_since.get_or_insert_with(Instant::now).elapsed() < busy {
             self.wait.driver = true;
-            return Sleep { parker, drives, spin: true, rx_fd: None, timeout_ms: 0, family: None };
+            return Sleep { parker, drives, spin: true, rx_fd: None, timeout_ms: 0, family: None, bell: None };
         }
+        let mut bell = None;
         if drives {
             self.wait.driver = true;
             if let Some(f) = self.sharing.family() {
-                f.driver_sleeps_on(parker.fd());
+                bell = Some(f.driver_sleeps_on(parker.fd()));
             }
             let cap = if rx_fd.is_some() { self.next_wait_ms(None) } else { NO_RX_FD_SLEEP_MS };
             timeout_ms = if timeout_ms < 0 { cap } else { timeout_ms.min(cap) };
         } else if self.wait.inline() {
             self.wait.standby.push(parker.clone());
         }
-        Sleep { parker, drives, spin: false, rx_fd: if drives { rx_fd } else { None }, timeout_ms, family: None }
+        Sleep { parker, drives, spin: false, rx_fd: if drives { rx_fd } else { None }, timeout_ms, family: None, bell }
     }
 
     /// Called with the lock held when the thread is up again: gives up the driver role (the
@@ -517,8 +521,8 @@ pub(crate) fn sleep(s: &Sleep, extra: &mut PollFds) -> i32 {
     }
     let base = extra.len();
     extra.push(libc::pollfd { fd: s.parker.fd(), events: libc::POLLIN, revents: 0 });
-    if let Some(rx) = s.rx_fd {
-        extra.push(libc::pollfd { fd: rx, events: libc::POLLIN, revents: 0 });
+    for fd in [s.rx_fd, s.bell].into_iter().flatten() {
+        extra.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
     }
     // SAFETY: `extra` is our Vec of extra.len() pollfds, read and written by the kernel.
     let r = unsafe { real::poll(extra.as_mut_ptr(), extra.len() as libc::nfds_t, s.timeout_ms) };
@@ -786,9 +790,7 @@ impl<N: Nic + 'static> Accel<N> {
                     let cap = if rx_fd.is_some() { rt.next_wait_ms(Some(k)) } else { NO_RX_FD_SLEEP_MS };
                     rt.wait.stats.sleeps += 1;
                     let family = rt.sharing.family();
-                    if let Some(f) = family {
-                        f.driver_sleeps_on(parker.fd());
-                    }
+                    let bell = family.map(|f| f.driver_sleeps_on(parker.fd()));
                     parker.via_fd.store(rx_fd.is_some() || family.is_some(), Ordering::Release);
                     Plan::Sleep(Sleep {
                         parker: parker.clone(),
@@ -797,6 +799,7 @@ impl<N: Nic + 'static> Accel<N> {
                         rx_fd,
                         timeout_ms: cap,
                         family: None,
+                        bell,
                     })
                 })
             };

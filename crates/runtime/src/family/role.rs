@@ -4,6 +4,15 @@
 use super::{Family, Sharing};
 
 impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
+    /// Whether listen() opens the NIC at once instead of at the first wait: with
+    /// `share = "family"` the process that listens must be the opener, so that the children it
+    /// forks before it serves (nginx's workers, forked by a master that only sleeps) share its
+    /// shards and its listener instead of each opening a port of its own; a reload's new
+    /// workers are then children on the same shards as the old ones.
+    pub(crate) fn opens_at_listen(&self) -> bool {
+        self.cfg.runtime.share == config::Share::Family
+    }
+
     /// In a child just forked from a process that shares its shards: from now on the runtime is
     /// a child's. The parent's threads (waiters, the driver role, the stack threads, the
     /// observer) are not in this process: their traces go, and so does the forking thread's
