@@ -37,6 +37,7 @@ impl<N: Nic + 'static> Accel<N> {
     /// it sees the shard gone. A forked child that does not own the NIC never gets here
     /// (`FORKED`).
     pub fn at_exit(&self) {
+        self.try_with(|rt| rt.say_children_left_behind());
         self.drain(Leaving::Exit);
         if self.try_with(|rt| rt.sharing.child().is_some()) != Some(false) {
             // A child of a family that shares the shards let go of its sockets in `drain`;

@@ -856,6 +856,37 @@ fn nginx_reloads_under_wrk_without_errors_with_share_family() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Issue 24: under `share = "family"` (`--profile nginx-reload`) listen() opens the NIC, so an
+/// nginx with `daemon on` opens it in the process that daemon's fork then leaves: the driver
+/// exits and its children are left without a stack. Not built (the opener leaving first,
+/// stage 4), but said: the exiting driver names the children it leaves on its stderr.
+#[test]
+fn a_family_driver_that_exits_before_its_children_says_so() {
+    let Some(_scenario) = scenario(&[]) else { return };
+    let lab = Lab::up("tst-daemon", &[]);
+    let dir = nginx_workers_site("pronghorn-nginx-daemon", 1);
+    let conf = dir.join("nginx.conf");
+    let text_of = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    std::fs::write(&conf, text_of(&conf).replace("daemon off;", "daemon on;")).unwrap();
+    let stderr = dir.join("run.stderr");
+    let argv = ["run", "--profile", "nginx-reload", "--", "nginx", "-c", conf.to_str().unwrap()];
+    let mut run = lab.exec("a", &[&[bin()][..], &argv[..]].concat());
+    let mut child = run.stdout(Stdio::null()).stderr(std::fs::File::create(&stderr).unwrap()).spawn().unwrap();
+    // `pronghorn run` ends with the process it started, daemon's parent.
+    assert!(child.wait().unwrap().success());
+    let nginx = NginxMaster { child, pid_file: dir.join("nginx.pid") };
+    eventually("the daemon writes its pid file", || dir.join("nginx.pid").exists());
+    let said = text_of(&stderr);
+    let line = said.lines().find(|l| l.contains("drives the NIC for its family"));
+    let daemon = nginx.pid().to_string();
+    assert!(
+        line.is_some_and(|l| l.starts_with("pronghorn: pid ") && l.contains(&daemon) && l.contains("daemon off")),
+        "the exiting driver did not name its child {daemon}: {said}"
+    );
+    drop(nginx);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Issue 24: nginx's binary upgrade (USR2: the master forks and execs its binary, the listeners'
 /// fds named in the NGINX variable) cannot be accelerated: a program started by exec is not
 /// (only the process `pronghorn run` started is), and the stack does not follow an exec. It

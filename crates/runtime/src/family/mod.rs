@@ -22,7 +22,8 @@
 //!
 //! Not here yet: recovery after a process died holding the lock (the next holder is told, says
 //! so on stderr, and goes on), children that drive the NIC, the opener leaving before its
-//! children (the NIC goes with it), a process table with liveness.
+//! children (the NIC goes with it; the opener names on stderr, at its exit, the sharing
+//! children it forked that still run), a process table with liveness.
 //!
 //! This module holds what the family shares and each process's role; `role` turns a runtime
 //! into a child's or an opener's at a fork.
@@ -46,6 +47,8 @@ pub(crate) struct Family {
     bell: i32,
     /// In the family arena (made in a scope of it, changed only in one, under the lock).
     shared: *mut Shared,
+    /// The children this process forked that share its shards (its own heap: the opener's).
+    children: std::sync::Mutex<Vec<libc::pid_t>>,
 }
 
 /// The part of the family's state that lives in the arena.
@@ -153,12 +156,26 @@ impl Family {
             unsafe { real::close(bell) };
             return None;
         }
-        Some(Box::leak(Box::new(Family { lock, doorbell, bell, shared })))
+        Some(Box::leak(Box::new(Family { lock, doorbell, bell, shared, children: Default::default() })))
     }
 
     fn shared(&self) -> &Shared {
         // SAFETY: `shared` is the arena block `new` made, never freed.
         unsafe { &*self.shared }
+    }
+
+    /// This process forked `pid`, a child that shares its shards.
+    pub(crate) fn forked(&self, pid: libc::pid_t) {
+        let mut children = self.children.lock().unwrap_or_else(|p| p.into_inner());
+        // Those gone (reaped or zombies) need no watching.
+        children.retain(|&c| alive(c));
+        children.push(pid);
+    }
+
+    /// The children this process forked that still live.
+    pub(crate) fn children_alive(&self) -> Vec<libc::pid_t> {
+        let children = self.children.lock().unwrap_or_else(|p| p.into_inner());
+        children.iter().copied().filter(|&c| alive(c)).collect()
     }
 
     /// The lock over the shared shards. A holder that died leaves them as it left them: said
@@ -287,6 +304,19 @@ impl Family {
         }
         self.bell
     }
+}
+
+/// Whether this process's child `pid` runs: not reaped (ECHILD), not exited and waiting to
+/// be (WNOWAIT leaves it to the program's own wait).
+fn alive(pid: libc::pid_t) -> bool {
+    // SAFETY: all zeroes is a valid siginfo_t; waitid writes it and reaps nothing (WNOWAIT).
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `info` is writable; WNOHANG: no wait.
+    let r = unsafe {
+        libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT)
+    };
+    // SAFETY: si_pid is the field waitid fills (0: the child has not exited).
+    r == 0 && unsafe { info.si_pid() } == 0
 }
 
 /// A child's thread that waits for sockets and kernel fds at once and found no free
