@@ -22,6 +22,7 @@ pub const PROFILES: &[Profile] = &[
     Profile { name: "redis", text: include_str!("../../../profiles/redis.toml") },
     Profile { name: "nginx", text: include_str!("../../../profiles/nginx.toml") },
     Profile { name: "postgres", text: include_str!("../../../profiles/postgres.toml") },
+    Profile { name: "nginx-reload", text: include_str!("../../../profiles/nginx-reload.toml") },
 ];
 
 /// One key a profile sets, and whether the user's config set it too (and so wins).
@@ -179,7 +180,10 @@ busy_poll_us = 7
     #[test]
     fn an_unknown_profile_lists_the_known_ones() {
         let e = Profile::named("fast").err().unwrap();
-        assert_eq!(e, "unknown profile \"fast\": the profiles are latency, throughput, redis, nginx, postgres");
+        assert_eq!(
+            e,
+            "unknown profile \"fast\": the profiles are latency, throughput, redis, nginx, postgres, nginx-reload"
+        );
     }
 
     #[test]

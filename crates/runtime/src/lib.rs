@@ -255,6 +255,7 @@ pub fn before_exec(program: Program<'_>) {
         || (),
         || {
             if program.would_start() {
+                a.say_listeners_left_behind();
                 a.drain_before_exec();
             }
         },

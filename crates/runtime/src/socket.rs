@@ -447,7 +447,7 @@ impl<N: Nic + 'static> Accel<N> {
                 let local = *local;
                 // Linux: a negative backlog is the largest, which the shard cuts to somaxconn.
                 let backlog = usize::try_from(backlog).unwrap_or(usize::MAX);
-                if !rt.shards.is_open() {
+                if !rt.shards.is_open() && !rt.opens_at_listen() {
                     // Local clients may connect as soon as listen() returns, as on Linux.
                     if rt.cfg.nic.share {
                         let opts = rt.fds.opts(fd);

@@ -637,10 +637,15 @@ impl NginxMaster {
         std::fs::read_to_string(&self.pid_file).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(self.child.id())
     }
 
-    /// The master's children, each a worker process.
+    /// The master's worker processes (not its other children: pronghorn's cleanup helper,
+    /// forked by a master that opened the NIC, or a new binary's master).
     pub fn workers(&self) -> Vec<u32> {
         let o = Command::new("pgrep").args(["-P", &self.pid().to_string()]).output().unwrap();
-        let mut pids: Vec<u32> = String::from_utf8_lossy(&o.stdout).lines().filter_map(|l| l.parse().ok()).collect();
+        let worker = |p: &u32| {
+            std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.starts_with(b"nginx: worker process"))
+        };
+        let mut pids: Vec<u32> =
+            String::from_utf8_lossy(&o.stdout).lines().filter_map(|l| l.parse().ok()).filter(worker).collect();
         pids.sort();
         pids
     }
@@ -652,8 +657,11 @@ impl NginxMaster {
 
 impl Drop for NginxMaster {
     fn drop(&mut self) {
-        for w in self.workers() {
-            let _ = Command::new("kill").args(["-KILL", &w.to_string()]).status();
+        // The master first (it would start new workers), then its workers.
+        let (master, workers) = (self.pid(), self.workers());
+        for p in std::iter::once(master).chain(workers) {
+            // The master may be gone already (its pid file left behind).
+            let _ = Command::new("kill").args(["-KILL", &p.to_string()]).stderr(Stdio::null()).status();
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -826,4 +834,103 @@ pub fn shared_redis(lab: &Lab, config: &str, bind: &[&str], dir: &Path) -> Accel
     }
     std::thread::spawn(move || while reader.read_line(&mut String::new()).is_ok_and(|n| n > 0) {});
     redis
+}
+
+/// wrk from side b against `url` (20 connections, one thread, for `secs`), running while the
+/// scenario does something to the server.
+pub struct WrkUnderway {
+    child: Child,
+}
+
+/// What wrk counted: its socket errors, and the replies that were not 2xx or 3xx.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct WrkErrors {
+    pub connect: u64,
+    pub read: u64,
+    pub write: u64,
+    pub timeout: u64,
+    pub non_2xx: u64,
+}
+
+/// wrk's connections per run.
+pub const WRK_CONNECTIONS: usize = 20;
+
+impl WrkUnderway {
+    pub fn start(lab: &Lab, url: &str, secs: u32, extra: &[&str]) -> WrkUnderway {
+        let (c, d) = (WRK_CONNECTIONS.to_string(), format!("{secs}s"));
+        let mut cmd = vec!["wrk", "-t1", "-c", &c, "-d", &d];
+        cmd.extend_from_slice(extra);
+        cmd.push(url);
+        let child = lab.exec("b", &cmd).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let underway = WrkUnderway { child };
+        // Under load: every connection established (seen from side b's kernel).
+        eventually("wrk's connections are up", || {
+            let o = lab.exec("b", &["ss", "-Htn", "state", "established", "( dport = :8080 )"]).output().unwrap();
+            String::from_utf8_lossy(&o.stdout).lines().count() >= WRK_CONNECTIONS
+        });
+        underway
+    }
+
+    pub fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// Waits for the end of the run: its error counts and its whole output.
+    pub fn finish(self) -> (WrkErrors, String) {
+        let o = self.child.wait_with_output().unwrap();
+        let t = text(&o);
+        assert!(o.status.success() && t.contains("Requests/sec"), "wrk: {t}");
+        (wrk_errors(&t), t)
+    }
+}
+
+/// The counts in wrk's report ("Socket errors: connect 0, read 20, write 0, timeout 0",
+/// "Non-2xx or 3xx responses: 5"); absent lines count 0.
+pub fn wrk_errors(report: &str) -> WrkErrors {
+    let mut e = WrkErrors::default();
+    let number = |s: &str| s.trim().trim_end_matches(',').parse::<u64>().unwrap_or(0);
+    for line in report.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix("Socket errors:") {
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            for pair in words.chunks(2) {
+                let n = pair.get(1).map_or(0, |s| number(s));
+                match pair[0] {
+                    "connect" => e.connect = n,
+                    "read" => e.read = n,
+                    "write" => e.write = n,
+                    "timeout" => e.timeout = n,
+                    _ => {}
+                }
+            }
+        } else if let Some(rest) = line.strip_prefix("Non-2xx or 3xx responses:") {
+            e.non_2xx = number(rest);
+        }
+    }
+    e
+}
+
+/// An nginx config in `dir` (with `www/index.html`): a master and `workers` worker processes
+/// running as nobody, serving 10.99.0.1:8080.
+pub fn nginx_workers_site(name: &str, workers: usize) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("www")).unwrap();
+    std::fs::write(dir.join("www/index.html"), "hello from a worker\n").unwrap();
+    // The workers (nobody) read the site.
+    assert!(Command::new("chmod").args(["-R", "a+rX"]).arg(&dir).status().unwrap().success());
+    std::fs::write(dir.join("nginx.conf"), nginx_workers_conf(&dir, &workers.to_string(), "")).unwrap();
+    dir
+}
+
+/// The config `nginx_workers_site` writes, with `worker_processes procs` and `listen` after the
+/// address (" reuseport").
+pub fn nginx_workers_conf(dir: &Path, procs: &str, listen: &str) -> String {
+    let d = dir.display();
+    format!(
+        "daemon off; master_process on; worker_processes {procs}; user nobody nogroup;\n\
+         error_log {d}/error.log; pid {d}/nginx.pid;\n\
+         events {{ worker_connections 1024; }}\n\
+         http {{ access_log off; client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp;\n\
+         fastcgi_temp_path {d}/tmp; uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;\n\
+         server {{ listen 10.99.0.1:8080{listen}; root {d}/www; }} }}\n"
+    )
 }

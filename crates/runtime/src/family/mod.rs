@@ -9,6 +9,10 @@
 //!   lock once the shards are shared;
 //! - the opener's doorbell ([`crate::family_parker`]): the thread that drives the NIC sleeps
 //!   with it registered, and a child whose call queued frames rings it instead of sending them;
+//!   a child that may not write the driver's eventfd (it changed its credentials: nginx's
+//!   workers become `nobody`, the master stays root) rings the family's bell instead, an
+//!   eventfd the opener made before its first fork, which every child inherits and the driver
+//!   watches;
 //! - the change count: the driver bumps it at each stack pass that changed a socket's
 //!   readiness, and a child's waiting thread sleeps on it (a futex without FUTEX_PRIVATE_FLAG)
 //!   and looks again at what it waits for when it moves;
@@ -18,7 +22,8 @@
 //!
 //! Not here yet: recovery after a process died holding the lock (the next holder is told, says
 //! so on stderr, and goes on), children that drive the NIC, the opener leaving before its
-//! children (the NIC goes with it), a process table with liveness.
+//! children (the NIC goes with it; the opener names on stderr, at its exit, the sharing
+//! children it forked that still run), a process table with liveness.
 //!
 //! This module holds what the family shares and each process's role; `role` turns a runtime
 //! into a child's or an opener's at a fork.
@@ -38,14 +43,20 @@ use crate::{real, Errno};
 pub(crate) struct Family {
     lock: FamilyLock,
     doorbell: FamilyParker,
+    /// The bell: an eventfd of the opener's (close-on-exec) that its children inherit.
+    bell: i32,
     /// In the family arena (made in a scope of it, changed only in one, under the lock).
     shared: *mut Shared,
+    /// The children this process forked that share its shards (its own heap: the opener's).
+    children: std::sync::Mutex<Vec<libc::pid_t>>,
 }
 
 /// The part of the family's state that lives in the arena.
 struct Shared {
     /// Stack passes of the driver that changed some socket's readiness (wraps).
     changes: AtomicU32,
+    /// The bell was written since the driver last read it back.
+    bell_rung: AtomicBool,
     /// Children's threads asleep (or about to sleep) on `changes`.
     sleepers: AtomicU32,
     /// The processes that hold a socket, for the sockets more than one process holds.
@@ -125,24 +136,46 @@ impl Family {
         let arena = arena::family()?;
         let lock = FamilyLock::new().ok()?;
         let doorbell = FamilyParker::new().ok()?;
+        // SAFETY: eventfd takes no memory; the result is checked.
+        let bell = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if bell < 0 {
+            return None;
+        }
         let shared = {
             let _in = arena.enter();
             Box::into_raw(Box::new(Shared {
                 changes: AtomicU32::new(0),
+                bell_rung: AtomicBool::new(false),
                 sleepers: AtomicU32::new(0),
                 holders: HashMap::new(),
                 fd_sleepers: std::array::from_fn(|_| FdSleeper::default()),
             }))
         };
         if !arena.contains(shared.cast()) {
+            // SAFETY: the eventfd made above, known to nothing else.
+            unsafe { real::close(bell) };
             return None;
         }
-        Some(Box::leak(Box::new(Family { lock, doorbell, shared })))
+        Some(Box::leak(Box::new(Family { lock, doorbell, bell, shared, children: Default::default() })))
     }
 
     fn shared(&self) -> &Shared {
         // SAFETY: `shared` is the arena block `new` made, never freed.
         unsafe { &*self.shared }
+    }
+
+    /// This process forked `pid`, a child that shares its shards.
+    pub(crate) fn forked(&self, pid: libc::pid_t) {
+        let mut children = self.children.lock().unwrap_or_else(|p| p.into_inner());
+        // Those gone (reaped or zombies) need no watching.
+        children.retain(|&c| alive(c));
+        children.push(pid);
+    }
+
+    /// The children this process forked that still live.
+    pub(crate) fn children_alive(&self) -> Vec<libc::pid_t> {
+        let children = self.children.lock().unwrap_or_else(|p| p.into_inner());
+        children.iter().copied().filter(|&c| alive(c)).collect()
     }
 
     /// The lock over the shared shards. A holder that died leaves them as it left them: said
@@ -247,19 +280,43 @@ impl Family {
         }
         ChildSleep { family: self, seen: s.changes.load(Ordering::Acquire), slot }
     }
-    /// A child queued frames (or needs the NIC looked at): the driver runs a pass. A failed
-    /// ring (the driver's eventfd cannot be copied: EPERM after a credential change) leaves
-    /// them to the driver's next pass, at most 100 ms later.
+    /// A child queued frames (or needs the NIC looked at): the driver runs a pass. The
+    /// driver's own eventfd first (a copy through pidfd_getfd, kept); when that is refused
+    /// (EPERM: this process changed its credentials, so it may not take the driver's fds) the
+    /// bell, once until the driver reads it back.
     pub(crate) fn ring(&self) {
-        let _ = self.doorbell.wake();
+        if self.doorbell.wake().is_err() && !self.shared().bell_rung.swap(true, Ordering::AcqRel) {
+            crate::family_parker::add_one(self.bell);
+        }
     }
 
     /// The opener's driving thread is about to sleep in poll(2) on its eventfd `efd` (family
-    /// lock held): a ring writes it from now on.
-    pub(crate) fn driver_sleeps_on(&self, efd: i32) {
+    /// lock held): a ring writes it from now on. Returns the bell, which the sleep watches too
+    /// (read back here: rings since are what wakes it).
+    pub(crate) fn driver_sleeps_on(&self, efd: i32) -> i32 {
         self.doorbell.reset();
         self.doorbell.sleep_on_fd(efd);
+        if self.shared().bell_rung.swap(false, Ordering::AcqRel) {
+            let mut v = 0u64;
+            // SAFETY: the bell, a non-blocking eventfd of this process; the kernel writes 8
+            // bytes to `v`.
+            unsafe { real::read(self.bell, (&mut v as *mut u64).cast(), 8) };
+        }
+        self.bell
     }
+}
+
+/// Whether this process's child `pid` runs: not reaped (ECHILD), not exited and waiting to
+/// be (WNOWAIT leaves it to the program's own wait).
+fn alive(pid: libc::pid_t) -> bool {
+    // SAFETY: all zeroes is a valid siginfo_t; waitid writes it and reaps nothing (WNOWAIT).
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `info` is writable; WNOHANG: no wait.
+    let r = unsafe {
+        libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT)
+    };
+    // SAFETY: si_pid is the field waitid fills (0: the child has not exited).
+    r == 0 && unsafe { info.si_pid() } == 0
 }
 
 /// A child's thread that waits for sockets and kernel fds at once and found no free
@@ -314,5 +371,60 @@ impl ChildSleep {
         };
         s.sleepers.fetch_sub(1, Ordering::AcqRel);
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn readable(fd: i32) -> bool {
+        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one pollfd, read and written by the kernel.
+        unsafe { libc::poll(&mut p, 1, 0) == 1 }
+    }
+
+    /// nginx's master stays root and its workers become `nobody`: such a child may not take the
+    /// driver's eventfd (pidfd_getfd: EPERM), so its ring goes to the bell it inherited, which
+    /// the driver's sleep watches and reads back before its next sleep.
+    #[test]
+    fn a_ring_from_a_child_that_dropped_root_reaches_the_driver_through_the_bell() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("a_ring_from_a_child_that_dropped_root_reaches_the_driver_through_the_bell: skipped (needs root: the child drops it)");
+            return;
+        }
+        arena::enable_family().expect("ScopedAlloc is the unit tests' allocator");
+        let family = Family::new().expect("the family is made");
+        // SAFETY: eventfd takes no memory.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        assert!(efd >= 0);
+        let bell = family.driver_sleeps_on(efd);
+        // SAFETY: the child only changes its ids, rings (no allocation) and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            // SAFETY: setresgid and setresuid take integers; _exit has no preconditions.
+            unsafe {
+                let dropped = libc::setresgid(65534, 65534, 65534) == 0 && libc::setresuid(65534, 65534, 65534) == 0;
+                if dropped {
+                    family.ring();
+                }
+                libc::_exit(if dropped { 0 } else { 2 });
+            }
+        }
+        let mut status = 0;
+        // SAFETY: `status` is a writable int.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the child could not drop root: {status:#x}"
+        );
+        assert!(!readable(efd), "premise: a child that dropped root wrote the driver's own eventfd");
+        assert!(readable(bell), "the ring of a child that dropped root was lost");
+        family.driver_sleeps_on(efd);
+        assert!(!readable(bell), "the driver did not read the bell back before its next sleep");
+        // SAFETY: the eventfd made above.
+        unsafe { real::close(efd) };
     }
 }

@@ -4,6 +4,15 @@
 use super::{Family, Sharing};
 
 impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
+    /// Whether listen() opens the NIC at once instead of at the first wait: with
+    /// `share = "family"` the process that listens must be the opener, so that the children it
+    /// forks before it serves (nginx's workers, forked by a master that only sleeps) share its
+    /// shards and its listener instead of each opening a port of its own; a reload's new
+    /// workers are then children on the same shards as the old ones.
+    pub(crate) fn opens_at_listen(&self) -> bool {
+        self.cfg.runtime.share == config::Share::Family
+    }
+
     /// In a child just forked from a process that shares its shards: from now on the runtime is
     /// a child's. The parent's threads (waiters, the driver role, the stack threads, the
     /// observer) are not in this process: their traces go, and so does the forking thread's
@@ -23,9 +32,33 @@ impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
     /// In the opener, after a fork that shares the shards: a stack thread drives the NIC from
     /// now on (dedicated mode), so that a child's rings are answered whatever the opener's own
     /// threads do (a parent in waitpid(2), or computing, drives nothing inline).
-    pub(crate) fn drive_for_children(&mut self) {
+    pub(crate) fn drive_for_children(&mut self, f: &'static Family, child: libc::pid_t) {
+        f.forked(child);
         self.wait.mode = crate::wait::Mode::Dedicated;
         self.ensure_stack_thread();
+    }
+
+    /// At the exit of the process that drives the NIC for its family: its children that still
+    /// live lose the stack with it (the opener leaving first is not built), so it says so on
+    /// stderr, naming them. A server that daemonizes after listen() under `share = "family"`
+    /// (nginx with `daemon on`) gets here at once: its daemon child would otherwise serve
+    /// nothing without a word.
+    pub(crate) fn say_children_left_behind(&self) {
+        let Sharing::Opener(f) = self.sharing else { return };
+        let alive = f.children_alive();
+        if alive.is_empty() {
+            return;
+        }
+        let list: Vec<String> = alive.iter().map(i32::to_string).collect();
+        let msg = format!(
+            "pronghorn: pid {} drives the NIC for its family (runtime.share = \"family\") and exits while its \
+             children {} still hold its stack: their accelerated sockets stop working (a server that daemonizes \
+             after listen() must run in the foreground under share = \"family\": nginx's `daemon off`)\n",
+            std::process::id(),
+            list.join(", ")
+        );
+        // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
+        unsafe { crate::real::write(2, msg.as_ptr().cast(), msg.len()) };
     }
 
     /// A child's part of `dispatch`: what its calls queued goes out through the driver, and

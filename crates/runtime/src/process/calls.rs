@@ -30,6 +30,7 @@ impl<N: Nic + 'static> Accel<N> {
     /// it sees the shard gone. A forked child that does not own the NIC never gets here
     /// (`FORKED`).
     pub fn at_exit(&self) {
+        self.try_with(|rt| rt.say_children_left_behind());
         self.drain(Leaving::Exit);
         if self.try_with(|rt| rt.sharing.child().is_some()) != Some(false) {
             // A child of a family that shares the shards let go of its sockets in `drain`;
@@ -112,6 +113,43 @@ impl<N: Nic + 'static> Accel<N> {
     /// writes, and a new image that inherits one finds a socket there.
     pub fn drain_before_exec(&self) {
         self.drain(Leaving::Exec);
+    }
+
+    /// Before an exec the kernel would start: the accelerated listeners the new program would
+    /// inherit (fds that are not close-on-exec) cannot follow it, since the program that an
+    /// exec starts is not accelerated (only the process `pronghorn run` started is), and the
+    /// stack cannot be mapped into another image yet (issue 24, stage 5). nginx's binary
+    /// upgrade (USR2) hands its listeners to the new binary this way: the new master finds
+    /// placeholders, not sockets, and its own bind() of the address then fails, so it exits and
+    /// the old master serves on. Said on stderr (nginx's error log), naming the fds, so that
+    /// the failure says why.
+    pub fn say_listeners_left_behind(&self) {
+        let Some(fds) = self.try_with(|rt| {
+            let mut fds = rt.fds.streams();
+            fds.extend(rt.fds.listening());
+            fds.retain(|&fd| {
+                matches!(rt.fds.kind(fd), Some(crate::fdtable::Fd::Listener { .. } | crate::fdtable::Fd::Listening { .. }))
+                    // SAFETY: F_GETFD takes no memory.
+                    && unsafe { real::fcntl(fd, libc::F_GETFD, 0) } & libc::FD_CLOEXEC == 0
+            });
+            fds.sort_unstable();
+            fds
+        }) else {
+            return;
+        };
+        if fds.is_empty() {
+            return;
+        }
+        let list: Vec<String> = fds.iter().map(i32::to_string).collect();
+        let msg = format!(
+            "pronghorn: pid {} execs a new program that inherits accelerated listener(s) on fd(s) {}: it cannot \
+             use them (a program started by exec is not accelerated, and the stack does not follow an exec: issue \
+             24 stage 5); there they are not listening sockets\n",
+            std::process::id(),
+            list.join(", ")
+        );
+        // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
+        unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
     }
 }
 

@@ -333,6 +333,9 @@ pub(crate) struct Sleep {
     /// A child of a family that shares the shards: it sleeps on the family's change count
     /// from this value instead (`family`).
     pub family: Option<crate::family::ChildSleep>,
+    /// The family's bell, which the driver watches beside its parker: children that may not
+    /// write the driver's eventfd ring it (`family::Family::ring`).
+    pub bell: Option<i32>,
 }
 
 /// How many CPUs this process may run on.
@@ -391,8 +394,8 @@ pub(crate) fn sleep(s: &Sleep, extra: &mut PollFds) -> i32 {
     }
     let base = extra.len();
     extra.push(libc::pollfd { fd: s.parker.fd(), events: libc::POLLIN, revents: 0 });
-    if let Some(rx) = s.rx_fd {
-        extra.push(libc::pollfd { fd: rx, events: libc::POLLIN, revents: 0 });
+    for fd in [s.rx_fd, s.bell].into_iter().flatten() {
+        extra.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
     }
     // SAFETY: `extra` is our Vec of extra.len() pollfds, read and written by the kernel.
     let r = unsafe { real::poll(extra.as_mut_ptr(), extra.len() as libc::nfds_t, s.timeout_ms) };

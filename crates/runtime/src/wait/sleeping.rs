@@ -61,7 +61,7 @@ impl<N: Nic + 'static> Runtime<N> {
         if let Some(f) = self.sharing.child() {
             // Never the driver, never a stack thread: the opener's pass wakes it (`family`).
             let family = Some(f.prepare_sleep(kernel_fds, parker.fd()));
-            return Sleep { parker, drives: false, spin: false, rx_fd: None, timeout_ms: limit_ms, family };
+            return Sleep { parker, drives: false, spin: false, rx_fd: None, timeout_ms: limit_ms, family, bell: None };
         }
         if self.wait.auto && self.wait.mode == Mode::Inline && self.wait.parked >= 2 {
             // Two application threads blocked at once: a thread-per-connection program. From
@@ -81,19 +81,20 @@ impl<N: Nic + 'static> Runtime<N> {
         // The clock is read only when busy polling is on.
         if drives && !busy.is_zero() && waiting_since.get_or_insert_with(Instant::now).elapsed() < busy {
             self.wait.driver = true;
-            return Sleep { parker, drives, spin: true, rx_fd: None, timeout_ms: 0, family: None };
+            return Sleep { parker, drives, spin: true, rx_fd: None, timeout_ms: 0, family: None, bell: None };
         }
+        let mut bell = None;
         if drives {
             self.wait.driver = true;
             if let Some(f) = self.sharing.family() {
-                f.driver_sleeps_on(parker.fd());
+                bell = Some(f.driver_sleeps_on(parker.fd()));
             }
             let cap = if rx_fd.is_some() { self.next_wait_ms(None) } else { NO_RX_FD_SLEEP_MS };
             timeout_ms = if timeout_ms < 0 { cap } else { timeout_ms.min(cap) };
         } else if self.wait.inline() {
             self.wait.standby.push(parker.clone());
         }
-        Sleep { parker, drives, spin: false, rx_fd: if drives { rx_fd } else { None }, timeout_ms, family: None }
+        Sleep { parker, drives, spin: false, rx_fd: if drives { rx_fd } else { None }, timeout_ms, family: None, bell }
     }
 
     /// Called with the lock held when the thread is up again: gives up the driver role (the
@@ -371,9 +372,7 @@ impl<N: Nic + 'static> Accel<N> {
                     let cap = if rx_fd.is_some() { rt.next_wait_ms(Some(k)) } else { NO_RX_FD_SLEEP_MS };
                     rt.wait.stats.sleeps += 1;
                     let family = rt.sharing.family();
-                    if let Some(f) = family {
-                        f.driver_sleeps_on(parker.fd());
-                    }
+                    let bell = family.map(|f| f.driver_sleeps_on(parker.fd()));
                     parker.via_fd.store(rx_fd.is_some() || family.is_some(), Ordering::Release);
                     Plan::Sleep(Sleep {
                         parker: parker.clone(),
@@ -382,6 +381,7 @@ impl<N: Nic + 'static> Accel<N> {
                         rx_fd,
                         timeout_ms: cap,
                         family: None,
+                        bell,
                     })
                 })
             };
