@@ -80,6 +80,23 @@ pub fn data(data: &[u8]) -> u16 {
     to_network(sum_native(data))
 }
 
+/// The one's complement sum of an IPv4 header (`header`: 20 to 60 bytes, a multiple of 4, as its
+/// IHL makes it): [`data`]'s answer for less work, the header's 32-bit words added in the
+/// machine's byte order with no tail to handle, the common 20-byte header unrolled. Any other
+/// length gets [`data`]'s sum.
+#[inline]
+pub fn ipv4_header(header: &[u8]) -> u16 {
+    let word = |w: &[u8]| u64::from(u32::from_ne_bytes(w.try_into().unwrap()));
+    let sum = if let Ok(h) = <&[u8; 20]>::try_from(header) {
+        word(&h[0..4]) + word(&h[4..8]) + word(&h[8..12]) + word(&h[12..16]) + word(&h[16..20])
+    } else if header.len() % 4 == 0 {
+        header.chunks_exact(4).map(word).sum()
+    } else {
+        return data(header);
+    };
+    to_network(sum)
+}
+
 /// The sum a TCP or UDP checksum covers: the pseudo-header of `src_addr`, `dst_addr`,
 /// `protocol` and the length of `segment`, and `segment` itself, in one pass (the
 /// pseudo-header's words are added to the same accumulator, in the machine's byte order).
@@ -199,6 +216,17 @@ mod tests {
         assert_eq!(data(&ones), 0xffff);
         assert_eq!(data(&[]), 0);
         assert_eq!(data(&[0x12]), 0x1200);
+    }
+
+    #[test]
+    fn ipv4_header_sum_is_the_data_sum() {
+        let bytes = pseudo_random(17, 64);
+        for len in 0..=bytes.len() {
+            assert_eq!(ipv4_header(&bytes[..len]), data(&bytes[..len]), "len {len}");
+        }
+        let ones = [0xffu8; 60];
+        assert_eq!(ipv4_header(&ones[..20]), data(&ones[..20]));
+        assert_eq!(ipv4_header(&ones), data(&ones));
     }
 
     #[test]
