@@ -508,6 +508,9 @@ impl<N: Nic> Shard<N> {
         // the cache for the copy (or DMA) that reads them; not once the NIC pushed back.
         let mut burst_early = true;
         loop {
+            if matches!(self.sockets.get(id), Some(Socket::Tcp(s)) if s.conn.has_nothing_to_send()) {
+                return;
+            }
             let large = self.tso_buffer(id);
             let is_large = large.is_some();
             let Some(mut buf) = large.or_else(|| self.link.tx_buffer()) else { return self.defer_segments(id) };
