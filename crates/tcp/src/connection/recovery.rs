@@ -239,7 +239,9 @@ impl Connection {
             }
         }
         let una = self.snd.una;
-        ranges[..n].sort_unstable_by_key(|&(left, _)| left.wrapping_sub(una));
+        if n > 1 {
+            ranges[..n].sort_unstable_by_key(|&(left, _)| left.wrapping_sub(una));
+        }
         let echo =
             if self.agreed.timestamps() { seg.timestamp.map(|(_, tsecr)| tsecr).filter(|&e| e != 0) } else { None };
         let (ts, sent, sacked) = (self.ts, &self.loss.sent, &self.loss.sacked);
