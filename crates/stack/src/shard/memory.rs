@@ -60,13 +60,21 @@ impl<N: Nic> Shard<N> {
             self.mem_pressure = false;
         }
         if after < before && !self.mem_waiters.is_empty() && self.tcp_mem_used + tcp::SEND_QUANTUM <= limits.high {
-            for id in std::mem::take(&mut self.mem_waiters) {
-                if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
-                    s.mem_waiting = false;
-                }
-                // Servicing it reports a change of readiness; one still without room waits again.
-                self.sockets.mark_dirty(id);
+            self.wake_memory_waiters();
+        }
+    }
+
+    /// Memory was freed and a write fits: every writer waiting for memory looks again. Out of
+    /// line and cold: [`Shard::memory_changed`] runs for nearly every segment and call, and
+    /// without this loop in it needs no registers saved.
+    #[cold]
+    fn wake_memory_waiters(&mut self) {
+        for id in std::mem::take(&mut self.mem_waiters) {
+            if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
+                s.mem_waiting = false;
             }
+            // Servicing it reports a change of readiness; one still without room waits again.
+            self.sockets.mark_dirty(id);
         }
     }
 
