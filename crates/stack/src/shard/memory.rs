@@ -21,7 +21,7 @@ use super::{Shard, SocketId};
 
 impl<N: Nic> Shard<N> {
     /// What the budget allows a connection now.
-    fn memory_budget(&self) -> MemoryBudget {
+    pub(super) fn memory_budget(&self) -> MemoryBudget {
         let room = self.cfg.tcp_mem.high.saturating_sub(self.tcp_mem_used);
         MemoryBudget { pressure: self.mem_pressure, room: room.min(u32::MAX as usize) as u32 }
     }

@@ -279,8 +279,19 @@ impl<N: Nic> Shard<N> {
 
     /// Sends what the connection has, handles its events, re-arms its timer, frees it when done.
     pub(in crate::shard) fn service(&mut self, id: SocketId) {
-        self.give_budget(id);
-        self.send_segments(id);
+        // One look at the connection gives it the budget and says whether it has anything to
+        // send: after a segment in or a read, most often it has not.
+        let budget = self.memory_budget();
+        let sends = match self.sockets.get_mut(id) {
+            Some(Socket::Tcp(s)) => {
+                s.conn.set_memory_budget(budget);
+                !s.conn.has_nothing_to_send()
+            }
+            _ => true,
+        };
+        if sends {
+            self.send_segments(id);
+        }
         if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
             let now = s.conn.counters();
             let before = std::mem::replace(&mut s.counted, now);
