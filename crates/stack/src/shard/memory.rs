@@ -28,6 +28,7 @@ impl<N: Nic> Shard<N> {
 
     /// Tells connection `id` the budget: before a call that may allocate one of its rings
     /// (a segment, a write) and before it chooses a window (a transmit).
+    #[inline]
     pub(super) fn give_budget(&mut self, id: SocketId) {
         let budget = self.memory_budget();
         if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
@@ -36,6 +37,7 @@ impl<N: Nic> Shard<N> {
     }
 
     /// Counts what connection `id`'s rings hold again after a call that may have changed it.
+    #[inline]
     pub(super) fn recharge(&mut self, id: SocketId) {
         let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return };
         let bytes = s.conn.charged_bytes();

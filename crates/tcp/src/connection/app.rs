@@ -188,6 +188,7 @@ impl Connection {
     /// EPOLLIN: SO_RCVLOWAT bytes of data (one more at the urgent mark, whose byte a read
     /// skips), or any data once the window left is at most a segment; end of stream; or an error
     /// to report. Linux's `tcp_poll`.
+    #[inline]
     pub fn is_readable(&self) -> bool {
         let avail = self.rcv.buf.len() as u32;
         let skipped = u32::from(self.urgent_mark() == Some(0) && !self.p.has(Opt::OobInline));
@@ -198,6 +199,7 @@ impl Connection {
 
     /// EPOLLOUT: room in the send buffer (at least a third of it free, like Linux's
     /// `sk_stream_is_writeable`), or an error to report.
+    #[inline]
     pub fn is_writable(&self) -> bool {
         (self.send_space() > 0 && self.tx_writable()) || self.error.is_some() || self.state == State::Closed
     }
@@ -297,6 +299,7 @@ impl Connection {
     }
 
     /// Whether the buffers are allocated (send, receive).
+    #[inline]
     pub fn buffers_allocated(&self) -> (bool, bool) {
         (self.snd.buf.is_allocated(), self.rcv.buf.is_allocated())
     }
@@ -309,12 +312,14 @@ impl Connection {
     /// What the stack's budget (Linux's `tcp_mem`) counts, as Linux's `sk_mem_charge` does:
     /// the bytes the rings hold (data to send or to be acknowledged, data to read), and
     /// out-of-order data at its truesize (see `SEGMENT_OVERHEAD`); not the rings' capacity.
+    #[inline]
     pub fn charged_bytes(&self) -> usize {
         self.snd.buf.len() + self.rcv.buf.len() + self.out_of_order_charge()
     }
 
     /// What the stack's memory budget allows from now on: whether it is under pressure
     /// (windows stop growing) and how many more bytes the rings may take on.
+    #[inline]
     pub fn set_memory_budget(&mut self, budget: MemoryBudget) {
         self.flags.set(Flag::MemoryPressure, budget.pressure);
         self.mem_room = budget.room.min(u32::from(u16::MAX)) as u16;
@@ -322,6 +327,7 @@ impl Connection {
 
     /// The application saw EAGAIN because the budget had no room for its data: the stack
     /// wakes it when memory is freed.
+    #[inline]
     pub fn send_waits_for_memory(&self) -> bool {
         self.snd.write_blocked && !self.may_allocate_send()
     }
