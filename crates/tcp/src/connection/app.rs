@@ -79,7 +79,32 @@ impl Connection {
     /// The urgent mark ends a read that has data before it (Linux's `tcp_recvmsg`); a read at the
     /// mark skips the urgent byte unless SO_OOBINLINE (it is `recv_urgent`'s), even when nothing
     /// follows it yet.
+    #[inline]
     pub fn recv(&mut self, buf: &mut [u8]) -> Result<usize, Error> {
+        if self.rcv.buf.len() == 0 {
+            // Nothing to read: the read after the last one (EAGAIN, or the end) needs no span,
+            // no copy and no window update.
+            return self.recv_nothing(buf.is_empty());
+        }
+        self.recv_some(buf)
+    }
+
+    /// [`Connection::recv`] with nothing to read (an urgent mark then spans nothing either).
+    fn recv_nothing(&mut self, empty_buf: bool) -> Result<usize, Error> {
+        if empty_buf {
+            return Ok(0);
+        }
+        if let Some(err) = self.error.take() {
+            return Err(err);
+        }
+        if self.rcv.fin_received || self.state == State::Closed {
+            return Ok(0);
+        }
+        Err(Error::WouldBlock)
+    }
+
+    /// [`Connection::recv`] with something in the receive buffer.
+    fn recv_some(&mut self, buf: &mut [u8]) -> Result<usize, Error> {
         let (skip, len) = self.readable_span();
         let n = buf.len().min(len);
         if n > 0 || (skip > 0 && !buf.is_empty()) {
@@ -94,16 +119,8 @@ impl Connection {
                 return Ok(n);
             }
         }
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        if let Some(err) = self.error.take() {
-            return Err(err);
-        }
-        if self.rcv.fin_received || self.state == State::Closed {
-            return Ok(0);
-        }
-        Err(Error::WouldBlock)
+        // Only the urgent byte was there (skipped), or nothing fits in `buf`.
+        self.recv_nothing(buf.is_empty())
     }
 
     /// Like [`Connection::recv`] but leaves the data in place (MSG_PEEK): the same answer, the
