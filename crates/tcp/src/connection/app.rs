@@ -469,6 +469,7 @@ impl Connection {
     /// The earliest deadline: RTO, SYN retransmission, zero-window probe, delayed ACK, RACK's
     /// reordering timer, tail loss probe, keepalive, FIN-WAIT-2 or TIME-WAIT end. Call
     /// [`Connection::handle_timeout`] then.
+    #[inline]
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.timers.next()
     }
