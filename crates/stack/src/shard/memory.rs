@@ -40,12 +40,8 @@ impl<N: Nic> Shard<N> {
     #[inline]
     pub(super) fn recharge(&mut self, id: SocketId) {
         let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return };
-        let bytes = s.conn.charged_bytes();
-        let before = std::mem::replace(&mut s.charged, bytes);
-        // Nearly always the same rings: then the shard's use, its pressure and the waiters'
-        // lot are what the last change left.
-        if before != bytes {
-            self.memory_changed(before, bytes);
+        if let Some((before, after)) = s.recount() {
+            self.memory_changed(before, after);
         }
     }
 
