@@ -114,6 +114,15 @@ impl Rack {
         // prior_fack): the ACK's own ranges come in any order.
         let prior_fack = self.fack;
         for &(from, to) in ranges {
+            if sacked.is_empty() {
+                // Nothing SACKed before (no loss, no reordering): the whole range is new.
+                if seq::lt(from, to) {
+                    for (end, sent) in log.overlapping(from, to) {
+                        self.delivered(now, sent, end, prior_fack, &echo_older);
+                    }
+                }
+                continue;
+            }
             let mut s = sacked.first_unsacked(from);
             while seq::lt(s, to) {
                 let e = sacked.next_start_after(s).map_or(to, |next| seq::min(next, to));

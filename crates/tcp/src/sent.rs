@@ -231,6 +231,10 @@ impl SentLog {
     /// RFC 6675 SetPipe: the bytes in flight. An un-SACKed byte counts once unless it is deemed
     /// lost, and once more if it was sent again.
     pub(crate) fn pipe(&self, sacked: &Scoreboard) -> u32 {
+        if self.n == 0 {
+            // Nothing outstanding (every ACK of a whole answer), and no log allocated to walk.
+            return 0;
+        }
         let mut pipe = 0u32;
         for (i, sent) in self.entries().iter().enumerate() {
             let weight = u32::from(sent.flags & LOST == 0) + u32::from(sent.flags & RETRANS != 0);

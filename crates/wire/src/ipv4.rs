@@ -256,7 +256,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Whether the header checksum is right.
     pub fn verify_checksum(&self) -> bool {
         let header = &self.buffer.as_ref()[..usize::from(self.header_len())];
-        checksum::data(header) == 0xffff
+        checksum::ipv4_header(header) == 0xffff
     }
 }
 
@@ -363,7 +363,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     pub fn fill_checksum(&mut self) {
         self.set_checksum(0);
         let header_len = usize::from(self.header_len());
-        let sum = checksum::data(&self.buffer.as_ref()[..header_len]);
+        let sum = checksum::ipv4_header(&self.buffer.as_ref()[..header_len]);
         self.set_checksum(!sum);
     }
 

@@ -198,16 +198,19 @@ impl<N: Nic> Shard<N> {
     }
 
     pub(super) fn send_marked(&mut self, id: SocketId, data: &[u8], urgent: bool) -> Result<usize, Errno> {
-        self.sockets.tcp(id)?;
-        self.give_budget(id);
+        // One lookup of the connection for the budget, the write and the new charge.
+        let budget = self.memory_budget();
         let s = self.sockets.tcp(id)?;
+        s.conn.set_memory_budget(budget);
         let r = if urgent { s.conn.send_urgent(data) } else { s.conn.send(data) };
         // The application saw a full buffer: the next time it has room is a change to report
         // (as EPOLLET re-arms on EAGAIN).
         if !matches!(r, Ok(n) if n == data.len()) {
             s.reported.writable = false;
         }
-        self.recharge(id);
+        if let Some((before, after)) = s.recount() {
+            self.memory_changed(before, after);
+        }
         self.wait_for_memory(id);
         let n = r?;
         self.sockets.mark_dirty(id);
@@ -223,7 +226,9 @@ impl<N: Nic> Shard<N> {
             s.reported.readable = false;
         }
         let n = r?;
-        self.recharge(id);
+        if let Some((before, after)) = s.recount() {
+            self.memory_changed(before, after);
+        }
         // Reading may open the window: let the connection send an update.
         self.sockets.mark_dirty(id);
         Ok(n)
@@ -497,6 +502,17 @@ impl<N: Nic> Shard<N> {
 }
 
 impl TcpSocket {
+    /// Counts what the connection's rings hold again after a call that may have changed it:
+    /// `(before, after)` when it changed, for [`Shard::memory_changed`] (nearly always the same
+    /// rings: then the shard's use, its pressure and the waiters' lot are what the last change
+    /// left).
+    #[inline]
+    pub(super) fn recount(&mut self) -> Option<(usize, usize)> {
+        let after = self.conn.charged_bytes();
+        let before = std::mem::replace(&mut self.charged, after);
+        (before != after).then_some((before, after))
+    }
+
     /// What the application waits on of this connection (poll's events).
     pub(super) fn readiness(&self) -> Readiness {
         let state = self.conn.state();

@@ -230,6 +230,10 @@ impl<N: Nic> Link<N> {
     /// Expires neighbor entries (those that wait for an answer too long drop their frames) and
     /// solicits again those due for it.
     pub(super) fn expire_neighbors(&mut self, now: u64, stats: &mut ShardStats) {
+        // Nothing being resolved, or no request due yet: every pass but a few.
+        if !matches!(self.neighbors.next_deadline(), Some(due) if due <= now) {
+            return;
+        }
         let mut solicit = std::mem::take(&mut self.solicit);
         let before = self.neighbors.stats().drop_unresolved;
         self.neighbors.expire(now, |ip| solicit.push(ip));

@@ -21,13 +21,14 @@ use super::{Shard, SocketId};
 
 impl<N: Nic> Shard<N> {
     /// What the budget allows a connection now.
-    fn memory_budget(&self) -> MemoryBudget {
+    pub(super) fn memory_budget(&self) -> MemoryBudget {
         let room = self.cfg.tcp_mem.high.saturating_sub(self.tcp_mem_used);
         MemoryBudget { pressure: self.mem_pressure, room: room.min(u32::MAX as usize) as u32 }
     }
 
     /// Tells connection `id` the budget: before a call that may allocate one of its rings
     /// (a segment, a write) and before it chooses a window (a transmit).
+    #[inline]
     pub(super) fn give_budget(&mut self, id: SocketId) {
         let budget = self.memory_budget();
         if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
@@ -36,14 +37,11 @@ impl<N: Nic> Shard<N> {
     }
 
     /// Counts what connection `id`'s rings hold again after a call that may have changed it.
+    #[inline]
     pub(super) fn recharge(&mut self, id: SocketId) {
         let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return };
-        let bytes = s.conn.charged_bytes();
-        let before = std::mem::replace(&mut s.charged, bytes);
-        // Nearly always the same rings: then the shard's use, its pressure and the waiters'
-        // lot are what the last change left.
-        if before != bytes {
-            self.memory_changed(before, bytes);
+        if let Some((before, after)) = s.recount() {
+            self.memory_changed(before, after);
         }
     }
 
@@ -60,13 +58,21 @@ impl<N: Nic> Shard<N> {
             self.mem_pressure = false;
         }
         if after < before && !self.mem_waiters.is_empty() && self.tcp_mem_used + tcp::SEND_QUANTUM <= limits.high {
-            for id in std::mem::take(&mut self.mem_waiters) {
-                if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
-                    s.mem_waiting = false;
-                }
-                // Servicing it reports a change of readiness; one still without room waits again.
-                self.sockets.mark_dirty(id);
+            self.wake_memory_waiters();
+        }
+    }
+
+    /// Memory was freed and a write fits: every writer waiting for memory looks again. Out of
+    /// line and cold: [`Shard::memory_changed`] runs for nearly every segment and call, and
+    /// without this loop in it needs no registers saved.
+    #[cold]
+    fn wake_memory_waiters(&mut self) {
+        for id in std::mem::take(&mut self.mem_waiters) {
+            if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
+                s.mem_waiting = false;
             }
+            // Servicing it reports a change of readiness; one still without room waits again.
+            self.sockets.mark_dirty(id);
         }
     }
 

@@ -211,6 +211,8 @@ enum Socket {
 
 impl SocketSet<Socket> {
     /// The TCP connection `id`: EBADF for a stale id, EOPNOTSUPP for another kind of socket.
+    /// Inlined: every socket call starts here, and its caller then sees the `Result` go.
+    #[inline]
     fn tcp(&mut self, id: SocketId) -> Result<&mut TcpSocket, Errno> {
         match self.get_mut(id) {
             Some(Socket::Tcp(s)) => Ok(s),

@@ -79,7 +79,32 @@ impl Connection {
     /// The urgent mark ends a read that has data before it (Linux's `tcp_recvmsg`); a read at the
     /// mark skips the urgent byte unless SO_OOBINLINE (it is `recv_urgent`'s), even when nothing
     /// follows it yet.
+    #[inline]
     pub fn recv(&mut self, buf: &mut [u8]) -> Result<usize, Error> {
+        if self.rcv.buf.len() == 0 {
+            // Nothing to read: the read after the last one (EAGAIN, or the end) needs no span,
+            // no copy and no window update.
+            return self.recv_nothing(buf.is_empty());
+        }
+        self.recv_some(buf)
+    }
+
+    /// [`Connection::recv`] with nothing to read (an urgent mark then spans nothing either).
+    fn recv_nothing(&mut self, empty_buf: bool) -> Result<usize, Error> {
+        if empty_buf {
+            return Ok(0);
+        }
+        if let Some(err) = self.error.take() {
+            return Err(err);
+        }
+        if self.rcv.fin_received || self.state == State::Closed {
+            return Ok(0);
+        }
+        Err(Error::WouldBlock)
+    }
+
+    /// [`Connection::recv`] with something in the receive buffer.
+    fn recv_some(&mut self, buf: &mut [u8]) -> Result<usize, Error> {
         let (skip, len) = self.readable_span();
         let n = buf.len().min(len);
         if n > 0 || (skip > 0 && !buf.is_empty()) {
@@ -94,16 +119,8 @@ impl Connection {
                 return Ok(n);
             }
         }
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        if let Some(err) = self.error.take() {
-            return Err(err);
-        }
-        if self.rcv.fin_received || self.state == State::Closed {
-            return Ok(0);
-        }
-        Err(Error::WouldBlock)
+        // Only the urgent byte was there (skipped), or nothing fits in `buf`.
+        self.recv_nothing(buf.is_empty())
     }
 
     /// Like [`Connection::recv`] but leaves the data in place (MSG_PEEK): the same answer, the
@@ -188,6 +205,7 @@ impl Connection {
     /// EPOLLIN: SO_RCVLOWAT bytes of data (one more at the urgent mark, whose byte a read
     /// skips), or any data once the window left is at most a segment; end of stream; or an error
     /// to report. Linux's `tcp_poll`.
+    #[inline]
     pub fn is_readable(&self) -> bool {
         let avail = self.rcv.buf.len() as u32;
         let skipped = u32::from(self.urgent_mark() == Some(0) && !self.p.has(Opt::OobInline));
@@ -198,6 +216,7 @@ impl Connection {
 
     /// EPOLLOUT: room in the send buffer (at least a third of it free, like Linux's
     /// `sk_stream_is_writeable`), or an error to report.
+    #[inline]
     pub fn is_writable(&self) -> bool {
         (self.send_space() > 0 && self.tx_writable()) || self.error.is_some() || self.state == State::Closed
     }
@@ -297,6 +316,7 @@ impl Connection {
     }
 
     /// Whether the buffers are allocated (send, receive).
+    #[inline]
     pub fn buffers_allocated(&self) -> (bool, bool) {
         (self.snd.buf.is_allocated(), self.rcv.buf.is_allocated())
     }
@@ -309,12 +329,14 @@ impl Connection {
     /// What the stack's budget (Linux's `tcp_mem`) counts, as Linux's `sk_mem_charge` does:
     /// the bytes the rings hold (data to send or to be acknowledged, data to read), and
     /// out-of-order data at its truesize (see `SEGMENT_OVERHEAD`); not the rings' capacity.
+    #[inline]
     pub fn charged_bytes(&self) -> usize {
         self.snd.buf.len() + self.rcv.buf.len() + self.out_of_order_charge()
     }
 
     /// What the stack's memory budget allows from now on: whether it is under pressure
     /// (windows stop growing) and how many more bytes the rings may take on.
+    #[inline]
     pub fn set_memory_budget(&mut self, budget: MemoryBudget) {
         self.flags.set(Flag::MemoryPressure, budget.pressure);
         self.mem_room = budget.room.min(u32::from(u16::MAX)) as u16;
@@ -322,6 +344,7 @@ impl Connection {
 
     /// The application saw EAGAIN because the budget had no room for its data: the stack
     /// wakes it when memory is freed.
+    #[inline]
     pub fn send_waits_for_memory(&self) -> bool {
         self.snd.write_blocked && !self.may_allocate_send()
     }
@@ -446,6 +469,7 @@ impl Connection {
     /// The earliest deadline: RTO, SYN retransmission, zero-window probe, delayed ACK, RACK's
     /// reordering timer, tail loss probe, keepalive, FIN-WAIT-2 or TIME-WAIT end. Call
     /// [`Connection::handle_timeout`] then.
+    #[inline]
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.timers.next()
     }

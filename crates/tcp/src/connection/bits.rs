@@ -33,6 +33,10 @@ impl<B: Bit> Bits<B> {
         1 << bit.index()
     }
 
+    pub(super) fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
     pub(super) fn has(self, bit: B) -> bool {
         self.0 & Self::mask(bit) != 0
     }

@@ -535,7 +535,11 @@ impl Connection {
     /// What out-of-order data costs the budget: each range as whole segments of the largest
     /// size seen, each with [`SEGMENT_OVERHEAD`] (Linux charges an out-of-order skb its
     /// truesize: one byte costs about a segment, never a ring).
+    #[inline]
     fn out_of_order_charge(&self) -> usize {
+        if self.rcv.ooo.is_empty() {
+            return 0;
+        }
         let mss = usize::from(self.rcv.mss.max(1));
         let segments: usize =
             self.rcv.ooo.ranges().iter().map(|&(s, e)| (e.wrapping_sub(s) as usize).div_ceil(mss)).sum();

@@ -87,6 +87,24 @@ impl Connection {
         None
     }
 
+    /// Whether [`Connection::poll_transmit`] would return `None` now, and change nothing
+    /// that shows: an established connection (or one in CLOSE-WAIT) that owes no RST, ACK or
+    /// probe, has no probe or retransmission pending, is not recovering, and has sent all its
+    /// data (and its FIN, if queued). The stack asks before it takes a frame buffer for a
+    /// segment: every pass over a connection used to end with a buffer taken, a `poll_transmit`
+    /// that found nothing and the buffer given back. `false` says nothing: poll.
+    pub fn has_nothing_to_send(&self) -> bool {
+        let data_end = self.snd.data_end();
+        matches!(self.state, State::Established | State::CloseWait)
+            && self.owed.is_empty()
+            && !self.loss.send_probe
+            && !self.loss.rtx_first
+            && self.loss.mode == Recovery::None
+            && !seq::lt(self.snd.nxt, self.snd.max)
+            && !seq::lt(self.snd.nxt, data_end)
+            && !(self.snd.fin_queued && seq::le(self.snd.nxt, data_end))
+    }
+
     /// Owes the peer a RST: `<SEQ=seq><CTL=RST>`, or `<SEQ=seq><ACK=ack><CTL=RST,ACK>`.
     pub(super) fn owe_rst(&mut self, seq: u32, ack: Option<u32>) {
         self.rst = Rst { seq, ack: ack.unwrap_or(0) };

@@ -8,7 +8,7 @@
 use wire::TcpRepr;
 
 use crate::congestion::CongestionControl;
-use crate::rack::Rack;
+use crate::rack::{Detected, Rack};
 use crate::ranges::Scoreboard;
 use crate::sent::SentLog;
 use crate::seq;
@@ -239,7 +239,9 @@ impl Connection {
             }
         }
         let una = self.snd.una;
-        ranges[..n].sort_unstable_by_key(|&(left, _)| left.wrapping_sub(una));
+        if n > 1 {
+            ranges[..n].sort_unstable_by_key(|&(left, _)| left.wrapping_sub(una));
+        }
         let echo =
             if self.agreed.timestamps() { seg.timestamp.map(|(_, tsecr)| tsecr).filter(|&e| e != 0) } else { None };
         let (ts, sent, sacked) = (self.ts, &self.loss.sent, &self.loss.sacked);
@@ -249,11 +251,17 @@ impl Connection {
 
     /// RFC 8985 step 5, and the reordering timer for what is not lost yet.
     pub(super) fn rack_detect_loss(&mut self, now: Instant) {
-        let mss = self.eff_mss();
-        let dupthresh_sacked =
-            self.loss.sacked.sacked_in(self.snd.una, self.snd.max) > (u32::from(DUPTHRESH) - 1) * mss;
-        let reo_wnd = self.loss.rack.reo_wnd(self.recovering(), dupthresh_sacked, self.rtt.srtt());
-        let found = self.loss.rack.detect_loss(now, &mut self.loss.sent, &self.loss.sacked, reo_wnd, mss);
+        // Nothing sent and unacknowledged (an ACK of all of it: every exchange of requests and
+        // answers): nothing can be lost and no reordering waited for, without the window.
+        let found = if self.loss.sent.entries().is_empty() {
+            Detected::default()
+        } else {
+            let mss = self.eff_mss();
+            let dupthresh_sacked =
+                self.loss.sacked.sacked_in(self.snd.una, self.snd.max) > (u32::from(DUPTHRESH) - 1) * mss;
+            let reo_wnd = self.loss.rack.reo_wnd(self.recovering(), dupthresh_sacked, self.rtt.srtt());
+            self.loss.rack.detect_loss(now, &mut self.loss.sent, &self.loss.sacked, reo_wnd, mss)
+        };
         self.counters.rack_lost = self.counters.rack_lost.wrapping_add(found.lost_segments);
         self.counters.lost_retransmits = self.counters.lost_retransmits.wrapping_add(found.lost_retransmits);
         match found.recheck_at {

@@ -43,6 +43,7 @@ impl Default for TimerTable {
 
 impl TimerTable {
     /// The earliest deadline, if any is armed.
+    #[inline]
     pub(super) fn next(&self) -> Option<Instant> {
         self.deadlines.iter().copied().min().filter(|&t| t != NEVER)
     }

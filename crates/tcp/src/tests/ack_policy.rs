@@ -122,3 +122,25 @@ fn rfc1122_request_response_ping_pong_over_a_pair() {
     // 20 round trips of 10 ms each.
     assert_eq!((p.now - start) / MS, 200);
 }
+
+/// The stack takes no frame buffer for a connection that says it has nothing to send: it says
+/// so only when `poll_transmit` finds nothing (every `poll_all` checks that too), and not when
+/// data, an owed ACK or a FIN waits.
+#[test]
+fn nothing_to_send_is_said_only_with_nothing_due() {
+    let (mut c, now) = established(&plain());
+    assert!(c.has_nothing_to_send());
+    poll_none(&mut c, now);
+    c.send(b"hello").unwrap();
+    assert!(!c.has_nothing_to_send());
+    assert_eq!(poll_one(&mut c, now).len(), 5);
+    assert!(c.has_nothing_to_send());
+    // Out of order: a duplicate ACK is owed at once.
+    feed(&mut c, now, data(PISS + 101, ISS + 6, 100));
+    assert!(!c.has_nothing_to_send());
+    poll_one(&mut c, now);
+    assert!(c.has_nothing_to_send());
+    c.shutdown_write().unwrap();
+    assert!(!c.has_nothing_to_send());
+    assert!(poll_one(&mut c, now).has(TcpFlags::FIN));
+}

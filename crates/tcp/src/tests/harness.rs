@@ -55,7 +55,11 @@ impl Seg {
 pub fn poll_all(c: &mut Connection, now: Instant) -> Vec<Seg> {
     let mut out = Vec::new();
     let mut buf = [0u8; 4096]; // at least the MSS
-    while let Some(repr) = c.poll_transmit(now, &mut buf) {
+    loop {
+        // Every scripted test checks the stack's shortcut: nothing to send means nothing sent.
+        let idle = c.has_nothing_to_send();
+        let Some(repr) = c.poll_transmit(now, &mut buf) else { break };
+        assert!(!idle, "has_nothing_to_send said nothing, poll_transmit sent {repr:?}");
         assert!(repr.payload_len <= buf.len());
         out.push(Seg { repr, payload: buf[..repr.payload_len].to_vec(), ect: c.transmit_ect() });
         assert!(out.len() < 100_000, "poll_transmit does not stop");

@@ -41,7 +41,13 @@ const fn fold128(sum: u128) -> u64 {
 /// halves; a 128-bit accumulator of 64-bit words cannot overflow.
 #[inline]
 fn sum_native(bytes: &[u8]) -> u64 {
-    let mut sum: u128 = 0;
+    sum_native_onto(0, bytes)
+}
+
+/// [`sum_native`] added onto `sum` (a sum of fewer than 2^64 words already taken, e.g. a
+/// pseudo-header's), so that a transport checksum folds once.
+#[inline]
+fn sum_native_onto(mut sum: u128, bytes: &[u8]) -> u64 {
     let mut blocks = bytes.chunks_exact(32);
     for b in &mut blocks {
         for w in b.chunks_exact(8) {
@@ -80,6 +86,23 @@ pub fn data(data: &[u8]) -> u16 {
     to_network(sum_native(data))
 }
 
+/// The one's complement sum of an IPv4 header (`header`: 20 to 60 bytes, a multiple of 4, as its
+/// IHL makes it): [`data`]'s answer for less work, the header's 32-bit words added in the
+/// machine's byte order with no tail to handle, the common 20-byte header unrolled. Any other
+/// length gets [`data`]'s sum.
+#[inline]
+pub fn ipv4_header(header: &[u8]) -> u16 {
+    let word = |w: &[u8]| u64::from(u32::from_ne_bytes(w.try_into().unwrap()));
+    let sum = if let Ok(h) = <&[u8; 20]>::try_from(header) {
+        word(&h[0..4]) + word(&h[4..8]) + word(&h[8..12]) + word(&h[12..16]) + word(&h[16..20])
+    } else if header.len() % 4 == 0 {
+        header.chunks_exact(4).map(word).sum()
+    } else {
+        return data(header);
+    };
+    to_network(sum)
+}
+
 /// The sum a TCP or UDP checksum covers: the pseudo-header of `src_addr`, `dst_addr`,
 /// `protocol` and the length of `segment`, and `segment` itself, in one pass (the
 /// pseudo-header's words are added to the same accumulator, in the machine's byte order).
@@ -92,14 +115,18 @@ pub fn transport(src_addr: &IpAddress, dst_addr: &IpAddress, protocol: IpProtoco
         + u64::from((length as u16).to_be());
     // At most eight 32-bit address words and three 16-bit words: below 2^36.
     let pseudo_header = address_native(src_addr) + address_native(dst_addr) + words;
-    let sum = u64::from(fold(sum_native(segment))) + pseudo_header;
-    to_network(sum)
+    to_network(sum_native_onto(u128::from(pseudo_header), segment))
 }
 
-/// The 32-bit words of an address read in the machine's byte order, summed (not folded).
+/// The 32-bit words of an address read in the machine's byte order, summed (not folded): one
+/// word for IPv4, four for IPv6, without a loop.
 #[inline]
 fn address_native(addr: &IpAddress) -> u64 {
-    addr.as_bytes().chunks_exact(4).map(|w| u64::from(u32::from_ne_bytes(w.try_into().unwrap()))).sum()
+    let word = |w: &[u8]| u64::from(u32::from_ne_bytes(w.try_into().unwrap()));
+    match addr {
+        IpAddress::V4(a) => word(&a.0),
+        IpAddress::V6(a) => word(&a.0[0..4]) + word(&a.0[4..8]) + word(&a.0[8..12]) + word(&a.0[12..16]),
+    }
 }
 
 /// The one's complement sum of partial sums.
@@ -199,6 +226,17 @@ mod tests {
         assert_eq!(data(&ones), 0xffff);
         assert_eq!(data(&[]), 0);
         assert_eq!(data(&[0x12]), 0x1200);
+    }
+
+    #[test]
+    fn ipv4_header_sum_is_the_data_sum() {
+        let bytes = pseudo_random(17, 64);
+        for len in 0..=bytes.len() {
+            assert_eq!(ipv4_header(&bytes[..len]), data(&bytes[..len]), "len {len}");
+        }
+        let ones = [0xffu8; 60];
+        assert_eq!(ipv4_header(&ones[..20]), data(&ones[..20]));
+        assert_eq!(ipv4_header(&ones), data(&ones));
     }
 
     #[test]

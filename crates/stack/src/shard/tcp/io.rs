@@ -35,12 +35,13 @@ impl<N: Nic> Shard<N> {
     /// nothing here takes it and `may_hand_off`: another shard of the process may hold its
     /// connection (else it is answered here, with a RST if it calls for one).
     pub(in crate::shard) fn tcp_input(&mut self, t: &Transport, seg: &[u8], may_hand_off: bool) -> TcpInput {
-        let (src, dst) = (t.src, t.dst);
+        // Borrowed, not copied: an address is 17 bytes aligned to 1, copied byte by byte.
+        let (src, dst) = (&t.src, &t.dst);
         let Ok(packet) = TcpPacket::new_checked(seg) else {
             self.stats.tcp_malformed += 1;
             return TcpInput::Taken;
         };
-        let repr = match TcpRepr::parse(&packet, &src, &dst, self.link.checksums().verify_l4 && !t.verified) {
+        let repr = match TcpRepr::parse(&packet, src, dst, self.link.checksums().verify_l4 && !t.verified) {
             Ok(r) => r,
             Err(wire::Error::Checksum) => {
                 self.stats.tcp_bad_checksum += 1;
@@ -53,7 +54,7 @@ impl<N: Nic> Shard<N> {
         };
         self.stats.tcp_rx_segments += 1;
         let payload = &seg[packet.header_len() as usize..][..repr.payload_len];
-        let tuple = FourTuple::new((dst, repr.dst_port), (src, repr.src_port));
+        let tuple = FourTuple::new((*dst, repr.dst_port), (*src, repr.src_port));
 
         if let Some(&id) = self.conns.get(&tuple) {
             self.glean(t);
@@ -92,7 +93,7 @@ impl<N: Nic> Shard<N> {
         let rst = repr.flags.contains(TcpFlags::RST);
         let is_syn = tcp::opens_connection(&repr);
         let is_ack = repr.ack_number.is_some() && !repr.flags.contains(TcpFlags::SYN) && !rst;
-        if let Some(lid) = self.listeners.lookup((dst, repr.dst_port)).map(|g| self.group_member(g, &tuple)) {
+        if let Some(lid) = self.listeners.lookup((*dst, repr.dst_port)).map(|g| self.group_member(g, &tuple)) {
             if is_syn {
                 // A SYN that is itself ECN-capable (or CE-marked) is no ECN-setup SYN (RFC 3168
                 // section 6.1.1 forbids ECT on SYNs; Linux `tcp_ecn_create_request`).
@@ -279,8 +280,19 @@ impl<N: Nic> Shard<N> {
 
     /// Sends what the connection has, handles its events, re-arms its timer, frees it when done.
     pub(in crate::shard) fn service(&mut self, id: SocketId) {
-        self.give_budget(id);
-        self.send_segments(id);
+        // One look at the connection gives it the budget and says whether it has anything to
+        // send: after a segment in or a read, most often it has not.
+        let budget = self.memory_budget();
+        let sends = match self.sockets.get_mut(id) {
+            Some(Socket::Tcp(s)) => {
+                s.conn.set_memory_budget(budget);
+                !s.conn.has_nothing_to_send()
+            }
+            _ => true,
+        };
+        if sends {
+            self.send_segments(id);
+        }
         if let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) {
             let now = s.conn.counters();
             let before = std::mem::replace(&mut s.counted, now);
@@ -508,6 +520,9 @@ impl<N: Nic> Shard<N> {
         // the cache for the copy (or DMA) that reads them; not once the NIC pushed back.
         let mut burst_early = true;
         loop {
+            if matches!(self.sockets.get(id), Some(Socket::Tcp(s)) if s.conn.has_nothing_to_send()) {
+                return;
+            }
             let large = self.tso_buffer(id);
             let is_large = large.is_some();
             let Some(mut buf) = large.or_else(|| self.link.tx_buffer()) else { return self.defer_segments(id) };
