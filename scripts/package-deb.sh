@@ -7,9 +7,10 @@
 # /etc/pronghorn/pronghorn.toml (a conffile), the docs and the systemd drop-in examples.
 #
 # Depends are derived, not listed by hand: the packages owning the shared libraries the binary
-# and the library link (ldd, then dpkg -S), plus those owning the DPDK plugins the EAL loads at
-# run time (no ldd sees them): the PMDs of `nic.pmd` and the ring mempool every pool uses.
-# Each at least the upstream version built against. Only dpkg-deb: no packaging tool to install.
+# and the library link (ldd, then dpkg -S), each at least the upstream version built against.
+# DPDK itself is linked in statically with its drivers (crates/dpdk-sys/src/drivers.rs), so no
+# librte package is among them: what remains are DPDK's own dependencies (libxdp, libbpf,
+# libnuma, libbsd...). Only dpkg-deb: no packaging tool to install.
 # `--no-build` packages target/release as it is (scripts/test.sh has just built it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,12 +54,14 @@ install -m 0644 packaging/systemd/* "$stage/usr/share/doc/pronghorn/examples/sys
 install -m 0644 README.md docs/*.md "$stage/usr/share/doc/pronghorn/"
 gzip -9n "$stage"/usr/share/doc/pronghorn/*.md
 
-# Depends: the owners of what the dynamic linker loads (ldd) and of the DPDK plugins the EAL
-# loads from its driver directory, each `>= the upstream version` installed here.
-pmd_dir=$(ls -d /usr/lib/"$multiarch"/dpdk/pmds-* | head -1)
-plugins=("$pmd_dir"/librte_net_af_xdp.so.* "$pmd_dir"/librte_net_af_packet.so.* "$pmd_dir"/librte_mempool_ring.so.*)
+# Depends: the owners of what the dynamic linker loads (ldd), each `>= the upstream version`
+# installed here.
 linked=$(ldd "$bin" "$lib" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }')
-depends=$(for f in $linked "${plugins[@]}"; do
+if grep -q '/librte_' <<<"$linked"; then
+  echo "package-deb: $bin or $lib links DPDK dynamically; it is meant to be linked in statically" >&2
+  exit 1
+fi
+depends=$(for f in $linked; do
     real=$(readlink -f "$f")
     # dpkg -S knows the path the package ships: the file or the link to it (/lib or /usr/lib).
     dpkg -S "$f" 2>/dev/null || dpkg -S "$real" 2>/dev/null || dpkg -S "${real#/usr}" 2>/dev/null \

@@ -41,9 +41,12 @@ done
 grep -q pronghorn-reap "$work/files" && fail "a man page of the hidden reap helper"
 [ "$(dpkg-deb -I "$deb" conffiles)" = /etc/pronghorn/pronghorn.toml ] || fail "the example config is not a conffile"
 depends=$(dpkg-deb -f "$deb" Depends)
-for pkg in libc6 librte-eal23 librte-ethdev23 librte-net-af-xdp23 librte-mempool-ring23 iproute2; do
+# DPDK is linked in statically: its own dependencies (libxdp and libbpf for af_xdp, libnuma for
+# the EAL), no librte package.
+for pkg in libc6 libxdp1 libbpf1 libnuma1 iproute2; do
   grep -q "\b$pkg\b" <<<"$depends" || fail "Depends lacks $pkg: $depends"
 done
+grep -q librte <<<"$depends" && fail "Depends names a DPDK runtime package: $depends"
 
 dpkg -i "$deb" >/dev/null
 installed=1

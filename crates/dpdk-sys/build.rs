@@ -1,4 +1,8 @@
-//! Finds the system DPDK through pkg-config, compiles the inline wrappers and runs bindgen.
+//! Finds the system DPDK through pkg-config, compiles the inline wrappers, runs bindgen and
+//! links DPDK statically (docs/design-notes.md, "DPDK linked statically"): its libraries from
+//! their PIC archives, and only the drivers of `LINKED_DRIVERS` (src/drivers.rs). A shared DPDK would instead make
+//! the EAL load every driver of its plugin directory (hundreds of objects) into each process
+//! pronghorn runs, which every fork and exit of that process then pays for.
 
 use std::env;
 use std::path::PathBuf;
@@ -6,8 +10,9 @@ use std::path::PathBuf;
 fn main() {
     println!("cargo:rerun-if-changed=csrc/wrapper.h");
     println!("cargo:rerun-if-changed=csrc/wrapper.c");
+    println!("cargo:rerun-if-changed=src/drivers.rs");
 
-    let dpdk = match pkg_config::Config::new().atleast_version("22.11").probe("libdpdk") {
+    let dpdk = match pkg_config::Config::new().atleast_version("22.11").cargo_metadata(false).probe("libdpdk") {
         Ok(lib) => lib,
         Err(e) => {
             eprintln!(
@@ -54,6 +59,71 @@ fn main() {
         .expect("bindgen failed on DPDK's headers");
     let out = PathBuf::from(env::var("OUT_DIR").unwrap()).join("bindings.rs");
     bindings.write_to_file(out).expect("writing bindings");
+
+    link_statically();
+}
+
+include!("src/drivers.rs");
+
+/// The shared libraries the linked DPDK archives call into (libxdp and libbpf for af_xdp, libnuma
+/// and libbsd for the EAL...): the linker keeps those actually used (rustc links `--as-needed`).
+const SHARED_DEPENDENCIES: &[&str] = &["xdp", "bpf", "elf", "z", "numa", "fdt", "bsd", "md", "atomic", "m", "dl", "rt"];
+
+/// DPDK's driver classes: an archive `librte_<class>_<name>.a` is a driver, the others libraries.
+const DRIVER_CLASSES: &[&str] = &[
+    "baseband", "bus", "common", "compress", "crypto", "dma", "event", "gpu", "mempool", "ml", "net", "raw", "regex",
+    "vdpa",
+];
+
+fn link_statically() {
+    let libdir = pkg_config::get_variable("libdpdk", "libdir").unwrap_or_else(|e| {
+        eprintln!("pkg-config gives no libdir for libdpdk: {e}");
+        std::process::exit(1);
+    });
+    println!("cargo:rustc-link-search=native={libdir}");
+    for driver in LINKED_DRIVERS {
+        let archive = format!("librte_{driver}.a");
+        require_archive(&libdir, &archive);
+        println!("cargo:rustc-link-lib=static:+whole-archive,-bundle,+verbatim={archive}");
+    }
+    // The libraries in the order DPDK's static pkg-config lists them (each before those it
+    // uses); the linker takes from each only the objects something references.
+    let out = std::process::Command::new("pkg-config")
+        .args(["--static", "--libs", "libdpdk"])
+        .output()
+        .expect("running pkg-config --static --libs libdpdk");
+    let flags = String::from_utf8_lossy(&out.stdout);
+    let libraries: Vec<&str> = flags
+        .split_whitespace()
+        .filter_map(|f| f.strip_prefix("-l:librte_")?.strip_suffix(".a"))
+        .filter(|name| !DRIVER_CLASSES.iter().any(|class| name.starts_with(&format!("{class}_"))))
+        .collect();
+    if libraries.is_empty() {
+        eprintln!(
+            "pkg-config --static --libs libdpdk names no static DPDK library ({}): pronghorn links DPDK's \
+             archives (librte_*.a from Debian 12's libdpdk-dev)",
+            flags.trim()
+        );
+        std::process::exit(1);
+    }
+    for name in libraries {
+        let archive = format!("librte_{name}.a");
+        require_archive(&libdir, &archive);
+        println!("cargo:rustc-link-lib=static:-bundle,+verbatim={archive}");
+    }
+    for lib in SHARED_DEPENDENCIES {
+        println!("cargo:rustc-link-lib=dylib={lib}");
+    }
+}
+
+fn require_archive(libdir: &str, archive: &str) {
+    if !std::path::Path::new(libdir).join(archive).exists() {
+        eprintln!(
+            "{libdir}/{archive} is missing: pronghorn links DPDK statically from the archives of \
+             libdpdk-dev (on Debian 12: `apt-get install libdpdk-dev`)"
+        );
+        std::process::exit(1);
+    }
 }
 
 fn cflags_from_pkg_config() -> Vec<String> {

@@ -1,6 +1,7 @@
-//! Raw bindings to the system DPDK (found with pkg-config `libdpdk`, 22.11 on Debian 12), and
-//! `ph_*` C wrappers for the static-inline fast-path functions (rx/tx burst, mbuf access,
-//! `rte_errno`) that bindgen cannot link to.
+//! Raw bindings to the system DPDK (found with pkg-config `libdpdk`, 22.11 on Debian 12, and
+//! linked statically with the drivers of [`LINKED_DRIVERS`]), and `ph_*` C wrappers for the
+//! static-inline fast-path functions (rx/tx burst, mbuf access, `rte_errno`) that bindgen
+//! cannot link to.
 //!
 //! Nothing else lives here: the safe layer is `nic::dpdk`.
 
@@ -8,3 +9,4 @@
 #![allow(clippy::all)]
 
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
+include!("drivers.rs");

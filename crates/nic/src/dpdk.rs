@@ -41,14 +41,6 @@ impl Pmd {
         }
     }
 
-    /// The Debian package that ships the driver.
-    pub fn package(&self) -> &'static str {
-        match self {
-            Pmd::AfXdp => "librte-net-af-xdp23",
-            Pmd::AfPacket => "librte-net-af-packet23",
-        }
-    }
-
     fn socket_domain(&self) -> libc::c_int {
         match self {
             Pmd::AfXdp => libc::AF_XDP,
@@ -173,9 +165,10 @@ pub enum DpdkError {
     #[error("no free hugepages: reserve some with `echo 256 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages` (`pronghorn lab up` does this), or add \"--no-huge\" to eal_args")]
     NoHugepages,
     #[error(
-        "DPDK driver {driver} is not installed: install it with `apt-get install {package}` (DPDK said: {detail})"
+        "a DPDK driver the EAL was asked for is not linked into pronghorn, which carries only {} (crates/dpdk-sys/src/drivers.rs: add it there and rebuild) (DPDK said: {detail})",
+        sys::LINKED_DRIVERS.join(", ")
     )]
-    PmdMissing { driver: &'static str, package: &'static str, detail: String },
+    DriverNotLinked { detail: String },
     #[error("DPDK rejected the EAL arguments {args:?}: {detail}; fix eal_args in the config")]
     BadEalArgs { args: Vec<String>, detail: String },
     #[error("DPDK failed to start: {detail}")]
@@ -651,11 +644,15 @@ fn open_inner(
     // The EAL pins the calling thread to its main lcore; the application keeps the CPUs it had.
     // SAFETY: the kernel reads `size` bytes of the set it is given, which outlives the call.
     unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &saved_affinity) };
+    let runtime_dir = runtime_dir_of(std::process::id());
     if rc < 0 {
         // SAFETY: reads this thread's rte_errno, which any thread may do.
-        return Err(Failure::EalInit { errno: unsafe { sys::ph_errno() } });
+        let errno = unsafe { sys::ph_errno() };
+        // An EAL that fails after creating its run directory (a `--vdev` no linked driver
+        // parses) leaves it behind, empty: this process's own, so it goes.
+        let _ = std::fs::remove_dir(&runtime_dir);
+        return Err(Failure::EalInit { errno });
     }
-    let runtime_dir = runtime_dir_of(std::process::id());
     let eal = Rc::new(Eal { runtime_dir, keep_memory: std::cell::Cell::new(false) });
 
     let mut pool: *mut sys::rte_mempool = std::ptr::null_mut();
@@ -789,7 +786,7 @@ fn explain(f: Failure, opts: &DpdkOptions, log: &str) -> DpdkError {
     match f {
         Failure::EalInit { errno } => {
             if driver_missing(log) {
-                DpdkError::PmdMissing { driver: opts.pmd.driver(), package: opts.pmd.package(), detail }
+                DpdkError::DriverNotLinked { detail }
             } else if errno == libc::EINVAL
                 && (log.contains("Usage:") || log.contains("invalid") || log.contains("unrecognized"))
             {
@@ -802,7 +799,7 @@ fn explain(f: Failure, opts: &DpdkOptions, log: &str) -> DpdkError {
         }
         Failure::PortMissing => {
             if driver_missing(log) || !log.contains(opts.pmd.driver()) {
-                DpdkError::PmdMissing { driver: opts.pmd.driver(), package: opts.pmd.package(), detail }
+                DpdkError::DriverNotLinked { detail }
             } else {
                 DpdkError::Port { pmd: opts.pmd.clone(), iface: opts.iface.clone(), detail }
             }

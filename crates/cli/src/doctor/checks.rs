@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use config::{Config, PmdName};
-use nic::dpdk::{Pmd, NIC_CAPABILITIES};
+use nic::dpdk::NIC_CAPABILITIES;
 
 use super::facts::{Facts, Iface, Peer};
 use super::netdev::KernelXdp;
@@ -95,8 +95,6 @@ const NEED_WAKEUP_KERNEL: (u32, u32) = (5, 4);
 const OPEN_FILES_WANTED: u64 = 65_536;
 /// The MTU pronghorn's ports run at (DPDK's default; pronghorn does not set it).
 const PORT_MTU: u32 = 1500;
-/// The mempool ops every DPDK pool needs (a plugin of Debian's DPDK, like the PMDs).
-const MEMPOOL_DRIVER: (&str, &str) = ("librte_mempool_ring.so", "librte-mempool-ring23");
 
 pub fn all(f: &Facts, given: &Given) -> Vec<Check> {
     let mut out = vec![privileges(f)];
@@ -119,7 +117,6 @@ pub fn all(f: &Facts, given: &Given) -> Vec<Check> {
         }
     };
     let pmd = config.map_or(PmdName::AfXdp, |c| c.nic.pmd);
-    out.push(dpdk_drivers(f, pmd));
     out.push(hugepages(f, config));
     out.extend(kernel(f, pmd));
     out.push(open_files(f));
@@ -153,39 +150,6 @@ fn privileges(f: &Facts) -> Check {
                 ),
             )
         }
-    }
-}
-
-fn pmd_of(name: PmdName) -> Pmd {
-    match name {
-        PmdName::AfXdp => Pmd::AfXdp,
-        PmdName::AfPacket => Pmd::AfPacket,
-    }
-}
-
-fn dpdk_drivers(f: &Facts, pmd: PmdName) -> Check {
-    let Some(found) = &f.dpdk_drivers else {
-        return fail(
-            "dpdk",
-            "no DPDK driver directory (usr/lib/*/dpdk/pmds-*): DPDK 22.11 is not installed",
-            "apt-get install dpdk (scripts/setup.sh)",
-        );
-    };
-    let pmd = pmd_of(pmd);
-    let library = format!("librte_{}.so", pmd.driver());
-    let missing: Vec<&str> = [(library.as_str(), pmd.package()), MEMPOOL_DRIVER]
-        .into_iter()
-        .filter(|(lib, _)| !found.iter().any(|f| f.starts_with(lib)))
-        .map(|(_, package)| package)
-        .collect();
-    if missing.is_empty() {
-        ok("dpdk", format!("drivers {} and mempool_ring installed", pmd.driver()))
-    } else {
-        fail(
-            "dpdk",
-            format!("DPDK drivers missing: {}", missing.join(", ")),
-            format!("apt-get install {}", missing.join(" ")),
-        )
     }
 }
 

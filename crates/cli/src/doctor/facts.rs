@@ -31,9 +31,6 @@ pub struct Facts {
     /// The running pronghorn processes and the interface each drives (the run directory `pronghorn
     /// ps` reads; live only: None under a synthetic root).
     pub holders: Option<Vec<(u32, String)>>,
-    /// The DPDK driver libraries the EAL loads (file names in `usr/lib/*/dpdk/pmds-*`); None:
-    /// no such directory.
-    pub dpdk_drivers: Option<Vec<String>>,
     pub iface: Option<Iface>,
 }
 
@@ -98,16 +95,6 @@ impl Facts {
             .map(|pid: u32| (pid, root.join(format!("proc/{pid}")).exists()))
             .collect();
         dpdk_dirs.sort_unstable();
-        let lib = root.join("usr/lib");
-        let dpdk_drivers = entries(&lib)
-            .iter()
-            .flat_map(|arch| entries(&lib.join(arch).join("dpdk")).into_iter().map(move |d| (arch.clone(), d)))
-            .filter(|(_, d)| d.starts_with("pmds-"))
-            .map(|(arch, d)| entries(&lib.join(arch).join("dpdk").join(d)))
-            .reduce(|mut a, b| {
-                a.extend(b);
-                a
-            });
         Facts {
             euid,
             cap_eff,
@@ -118,7 +105,6 @@ impl Facts {
             port_range,
             dpdk_dirs,
             holders: None,
-            dpdk_drivers,
             iface: iface.map(|name| Iface::read(root, name)),
         }
     }

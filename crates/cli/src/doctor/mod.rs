@@ -1,5 +1,5 @@
 //! `pronghorn doctor [--config FILE] [--json]`: checks what running pronghorn on this host needs
-//! (privileges, DPDK's drivers, hugepages, the kernel and AF_XDP, open files, the shared mode's
+//! (privileges, hugepages, the kernel and AF_XDP, open files, the shared mode's
 //! port range, left-over run directories and XDP programs, and the configured interface: there,
 //! up, its XDP as the kernel reports it ([`netdev`]; else as its driver is known), queues, MTU,
 //! a veth peer's checksums), one line each, ok, warn or fail, with what to change. Exits 1 when

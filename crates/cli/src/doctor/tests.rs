@@ -15,7 +15,7 @@ const DEDICATED_TWO_QUEUES: &str =
     "[nic]\npmd = \"af_xdp\"\niface = \"eth0\"\nqueues = 2\n[ipv4]\naddress = \"192.0.2.10/24\"\n";
 
 /// A host where everything pronghorn needs is right: root, 2 MiB pages free, Debian 12's kernel
-/// with AF_XDP, a million open files, Linux's default port range, DPDK's drivers, and eth0 up
+/// with AF_XDP, a million open files, Linux's default port range, and eth0 up
 /// on an ice NIC (native XDP, zero-copy) with 4 queues and MTU 1500.
 fn healthy(name: &str) -> Tree {
     let t = Tree::new(&format!("doctor-{name}"));
@@ -31,8 +31,6 @@ fn healthy(name: &str) -> Tree {
         )
         .file("proc/sys/net/ipv4/ip_local_port_range", "32768\t60999\n")
         .file("proc/sys/net/ipv4/ip_local_reserved_ports", "\n")
-        .file("usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0/librte_net_af_xdp.so.23", "")
-        .file("usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0/librte_mempool_ring.so.23", "")
         .file("sys/class/net/eth0/flags", "0x1003\n")
         .file("sys/class/net/eth0/operstate", "up\n")
         .file("sys/class/net/eth0/mtu", "1500\n");
@@ -86,7 +84,6 @@ fn a_healthy_host_passes_every_check() {
         [
             "privileges",
             "config",
-            "dpdk",
             "hugepages",
             "kernel",
             "af_xdp",
@@ -109,7 +106,7 @@ fn a_healthy_host_passes_every_check() {
     );
     let text = super::text(&checks);
     assert!(text.starts_with("ok    privileges       root\n"), "{text}");
-    assert!(text.ends_with("13 ok, 0 warnings, 0 failed\n"), "{text}");
+    assert!(text.ends_with("12 ok, 0 warnings, 0 failed\n"), "{text}");
 }
 
 #[test]
@@ -184,15 +181,6 @@ fn a_kernel_port_range_over_ours_fails_in_shared_mode_only() {
     assert!(run(&t, DEDICATED_TWO_QUEUES).iter().all(|c| c.name != "ephemeral ports"), "dedicated: not checked");
     t.file("proc/sys/net/ipv4/ip_local_reserved_ports", "61000-65535\n");
     expect(&run(&t, SHARED), "ephemeral ports", Status::Ok, "");
-}
-
-#[test]
-fn missing_dpdk_drivers_are_named_with_their_packages() {
-    let t = healthy("pmds");
-    t.remove("usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0/librte_net_af_xdp.so.23");
-    expect(&run(&t, SHARED), "dpdk", Status::Fail, "apt-get install librte-net-af-xdp23");
-    t.remove("usr/lib/x86_64-linux-gnu/dpdk");
-    expect(&run(&t, SHARED), "dpdk", Status::Fail, "apt-get install dpdk");
 }
 
 #[test]

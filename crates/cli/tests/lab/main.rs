@@ -121,7 +121,7 @@ fn doctor_passes_the_lab_and_names_what_a_killed_echo_left() {
         }
     };
     let check = doctor();
-    for name in ["privileges", "config", "dpdk", "hugepages", "interface", "xdp", "mtu", "xdp program"] {
+    for name in ["privileges", "config", "hugepages", "interface", "xdp", "mtu", "xdp program"] {
         assert_eq!(check(name).0, "ok", "{name}: {:?}", check(name));
     }
     assert_eq!(check("interface").1, format!("{}-a0 up, driver veth", lab.prefix));
@@ -174,6 +174,15 @@ fn echo_with_bad_eal_args_says_so() {
     let cfg = config_file("badeal", "lo", &["--no-huge", "--no-such-eal-flag"]);
     let o = pronghorn(&["echo", "--config", cfg.to_str().unwrap()]);
     assert_one_clear_line(&o, "DPDK rejected the EAL arguments");
+}
+
+#[test]
+fn echo_asking_for_a_driver_not_linked_in_says_so() {
+    let Some(_scenario) = scenario(&[]) else { return };
+    // DPDK is linked statically with a chosen list of drivers: net_null is not one of them.
+    let cfg = config_file("nodriver", "lo", &["--vdev", "net_null0"]);
+    let o = pronghorn(&["echo", "--config", cfg.to_str().unwrap()]);
+    assert_one_clear_line(&o, "is not linked into pronghorn, which carries only bus_pci, bus_vdev");
 }
 
 #[test]
