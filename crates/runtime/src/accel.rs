@@ -76,6 +76,9 @@ pub(crate) struct Runtime<N: Nic + 'static> {
     changed: Vec<SocketId>,
     /// Wakes owed by the current hold of the lock, sent once it is released (`wait::send_wakes`).
     pub owed_wakes: Vec<std::sync::Arc<wait::Parker>>,
+    /// The family's sleeping children are owed a wake by the current hold (the driver's pass
+    /// changed something): sent once the locks are released (`Family::wake_sleepers`).
+    family_wake: Option<&'static crate::family::Family>,
     /// Where the stats region and control socket go when the NIC opens (`None`: nowhere).
     pub observe_dir: Option<std::path::PathBuf>,
     pub observer: Option<crate::observe::Observer>,
@@ -119,6 +122,7 @@ impl<N: Nic + 'static> Accel<N> {
                 me: None,
                 changed: Vec::new(),
                 owed_wakes: Vec::new(),
+                family_wake: None,
                 observe_dir: None,
                 observer: None,
                 limits: BufferLimits::read(),
@@ -161,10 +165,14 @@ impl<N: Nic + 'static> Accel<N> {
         rt.dispatch();
         let sigurg = std::mem::take(&mut rt.sigurg);
         let wakes = rt.take_wakes();
+        let family_wake = rt.family_wake.take();
         drop(inside);
         drop(family);
         drop(rt);
         wait::send_wakes(wakes);
+        if let Some(f) = family_wake {
+            f.wake_sleepers();
+        }
         // After the lock: a SIGURG handler typically reads the urgent byte, with our calls.
         for owner in sigurg {
             owner.signal();
@@ -191,10 +199,14 @@ impl<N: Nic + 'static> Accel<N> {
         let inside = Inside::enter();
         let r = f(&mut rt);
         let wakes = rt.take_wakes();
+        let family_wake = rt.family_wake.take();
         drop(inside);
         drop(family);
         drop(rt);
         wait::send_wakes(wakes);
+        if let Some(f) = family_wake {
+            f.wake_sleepers();
+        }
         Some(r)
     }
 
@@ -600,7 +612,9 @@ impl<N: Nic + 'static> Runtime<N> {
             return;
         }
         if let Some(f) = self.sharing.family() {
-            f.changed();
+            if f.changed() {
+                self.family_wake = Some(f);
+            }
         }
         let mut changed = std::mem::take(&mut self.changed);
         for id in changed.drain(..) {
