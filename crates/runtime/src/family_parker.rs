@@ -37,9 +37,11 @@ struct Word {
     efd: AtomicI32,
 }
 
-const IDLE: u32 = 0;
-const WOKEN: u32 = 1;
-const ASLEEP: u32 = 2;
+/// A sleeper's word: nothing happened, woken, asleep on the futex (`wait::Parker`'s private
+/// word takes the same values).
+pub(crate) const IDLE: u32 = 0;
+pub(crate) const WOKEN: u32 = 1;
+pub(crate) const ASLEEP: u32 = 2;
 
 /// How a futex sleep ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -207,6 +207,16 @@ impl FdTable {
         self.slots.iter().enumerate().filter_map(stream).collect()
     }
 
+    /// The listening fds, those on the shards and those whose listen() waits for the NIC, in
+    /// order.
+    pub(crate) fn listeners(&self) -> Vec<i32> {
+        let listening = |(fd, e): (usize, &Option<(Entry, u32)>)| match e {
+            Some((Entry { fd: Fd::Listener { .. } | Fd::Listening { .. }, .. }, _)) => Some(fd as i32),
+            _ => None,
+        };
+        self.slots.iter().enumerate().filter_map(listening).collect()
+    }
+
     /// The fds whose listen() waits for the NIC.
     pub(crate) fn listening(&self) -> Vec<i32> {
         let deferred = |(fd, e): (usize, &Option<(Entry, u32)>)| match e {

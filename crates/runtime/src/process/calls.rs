@@ -125,14 +125,9 @@ impl<N: Nic + 'static> Accel<N> {
     /// the failure says why.
     pub fn say_listeners_left_behind(&self) {
         let Some(fds) = self.try_with(|rt| {
-            let mut fds = rt.fds.streams();
-            fds.extend(rt.fds.listening());
-            fds.retain(|&fd| {
-                matches!(rt.fds.kind(fd), Some(crate::fdtable::Fd::Listener { .. } | crate::fdtable::Fd::Listening { .. }))
-                    // SAFETY: F_GETFD takes no memory.
-                    && unsafe { real::fcntl(fd, libc::F_GETFD, 0) } & libc::FD_CLOEXEC == 0
-            });
-            fds.sort_unstable();
+            let mut fds = rt.fds.listeners();
+            // SAFETY: F_GETFD takes no memory.
+            fds.retain(|&fd| unsafe { real::fcntl(fd, libc::F_GETFD, 0) } & libc::FD_CLOEXEC == 0);
             fds
         }) else {
             return;

@@ -32,6 +32,8 @@ use std::sync::Arc;
 
 use config::Drive;
 
+// A parker's word takes the values of the family's shared ones.
+use crate::family_parker::{ASLEEP, IDLE, WOKEN};
 use crate::real;
 use crate::Errno;
 
@@ -49,10 +51,6 @@ pub(crate) struct Parker {
     /// A wake wrote `efd`: the next reset reads it back.
     fd_written: AtomicBool,
 }
-
-const IDLE: u32 = 0;
-const WOKEN: u32 = 1;
-const ASLEEP: u32 = 2;
 
 impl Parker {
     fn new() -> Option<Parker> {
