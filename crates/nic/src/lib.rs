@@ -105,8 +105,11 @@ pub struct Offloads {
     pub tx_l4_checksum: bool,
     /// TCP segmentation offload: the NIC cuts a TCP frame of up to
     /// [`TSO_MAX_FRAME`] bytes into MSS-sized segments ([`PacketBuf::request_segmentation`],
-    /// buffers from [`Nic::alloc_tso`]). Implies both tx checksum offloads.
+    /// buffers from [`Nic::alloc_tso`]). Implies both tx checksum offloads. For TCP over IPv4.
     pub tx_tcp_segmentation: bool,
+    /// The same for TCP over IPv6 (implies `tx_tcp_segmentation`): some NICs segment IPv4 only
+    /// (DPDK 22.11's net_tap).
+    pub tx_tcp6_segmentation: bool,
 }
 
 /// The largest frame a NIC with TCP segmentation offload takes: what one DPDK mbuf holds

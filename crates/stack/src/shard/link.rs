@@ -82,6 +82,8 @@ pub(super) struct Link<N: Nic> {
     tx_spare: Option<N::Buf>,
     /// The checksum work the NIC leaves to us.
     checksums: Checksums,
+    /// The NIC segments TCP over IPv6 as well as over IPv4 (`Offloads::tx_tcp6_segmentation`).
+    segments_ipv6: bool,
     /// Neighbors whose entries expired into a new solicitation (reused between passes).
     solicit: Vec<IpAddress>,
     stats: IfaceStats,
@@ -101,6 +103,7 @@ impl<N: Nic> Link<N> {
     ) -> Self {
         Link {
             checksums: Checksums::from(nic.offloads()),
+            segments_ipv6: nic.offloads().tx_tcp6_segmentation,
             nic,
             mac,
             ipv4,
@@ -354,6 +357,11 @@ impl<N: Nic> Link<N> {
             _ => return false,
         }
         true
+    }
+
+    /// Whether the NIC segments TCP over IPv6 (over IPv4: `tcp::Config::tso`).
+    pub(super) fn segments_ipv6(&self) -> bool {
+        self.segments_ipv6
     }
 
     /// Asks the NIC for the checksums left to it (`Nic::offloads`), if any.

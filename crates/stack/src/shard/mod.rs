@@ -328,7 +328,8 @@ impl<N: Nic> Shard<N> {
         let mut tcp_cfg = cfg.tcp;
         // MSS from the MTU (the IPv4 value; IPv6 connections announce 20 bytes less, below).
         tcp_cfg.mss = tcp_cfg.mss.min(nic_mss(&nic));
-        // New data in segments of several MSS wherever the NIC cuts them.
+        // New data in segments of several MSS wherever the NIC cuts them (over IPv6 only where
+        // it cuts those too: `conn_config`).
         tcp_cfg.tso = nic.offloads().tx_tcp_segmentation;
         let cfg = ShardConfig { tcp: tcp_cfg, ..cfg };
         Shard {

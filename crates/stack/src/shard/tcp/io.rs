@@ -481,7 +481,8 @@ impl<N: Nic> Shard<N> {
         (siphash24(&key, &tuple_bytes(tuple)) as u32).wrapping_add((self.now / 4_000) as u32)
     }
 
-    /// The per-connection TCP settings: the MSS of the family, a timestamp offset hashed from
+    /// The per-connection TCP settings: the MSS of the family (and segmentation offload where
+    /// the NIC cuts its segments), a timestamp offset hashed from
     /// the addresses (so values between two hosts keep growing across connections), the
     /// socket's buffers.
     pub(in crate::shard) fn conn_config(&self, tuple: &FourTuple, buffers: Buffers) -> tcp::Config {
@@ -497,6 +498,7 @@ impl<N: Nic> Shard<N> {
         }
         if !tuple.is_ipv4() {
             cfg.mss = cfg.mss.saturating_sub(20);
+            cfg.tso &= self.link.segments_ipv6();
         }
         let key: [u8; 16] = self.cfg.secret[0..16].try_into().unwrap();
         let mut addrs = [0u8; 32];
@@ -565,6 +567,9 @@ impl<N: Nic> Shard<N> {
             return None;
         }
         let Some(Socket::Tcp(s)) = self.sockets.get(id) else { return None };
+        if !s.tuple.is_ipv4() && !self.link.segments_ipv6() {
+            return None;
+        }
         if s.conn.unsent() <= s.conn.segment_payload_max(s.conn.data_header_len()) {
             return None;
         }
