@@ -50,7 +50,7 @@ fn main() {
         .allowlist_function("rte_pktmbuf_pool_create|rte_pktmbuf_pool_create_by_ops|rte_mempool_free|rte_mempool_avail_count|rte_mempool_in_use_count")
         .allowlist_function("rte_strerror|rte_socket_id|rte_log_set_global_level|rte_openlog_stream")
         .allowlist_var("RTE_ETH_.*|RTE_MBUF_F_RX_.*|RTE_MBUF_DEFAULT_BUF_SIZE|RTE_PKTMBUF_HEADROOM|RTE_MAX_ETHPORTS|RTE_LOG_.*|RTE_ETHER_.*")
-        .allowlist_type("rte_eth_conf|rte_eth_dev_info|rte_eth_stats|rte_eth_link|rte_ether_addr|rte_eth_rxconf|rte_eth_txconf")
+        .allowlist_type("ph_tx_offload|ph_tx_request|rte_eth_conf|rte_eth_dev_info|rte_eth_stats|rte_eth_link|rte_ether_addr|rte_eth_rxconf|rte_eth_txconf")
         .opaque_type("rte_mbuf|rte_mempool")
         .derive_default(true)
         .layout_tests(false)

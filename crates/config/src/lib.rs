@@ -8,13 +8,14 @@
 //!
 //! ```toml
 //! [nic]
-//! pmd = "af_xdp"          # or "af_packet"
+//! pmd = "af_xdp"          # or "af_packet", "tap"
 //! iface = "ph-a0"         # the Linux interface DPDK takes over (no kernel IP on it, unless shared)
 //! share = false           # true: the kernel keeps the interface and its addresses; pronghorn
 //!                         # gets only its sockets' ports (needs queues = 1 and shards = 1)
 //! eal_args = []           # extra DPDK EAL arguments
 //! mbufs = 8191            # packet buffers in the pool
 //! queues = 1              # processes sharing the interface, one queue each (nginx workers)
+//! offloads = true         # use the PMD's tx offloads (checksums, TCP segmentation)
 //! fault = ""              # injected faults for tests, e.g. "loss=0.01" (none by default)
 //!
 //! [ipv4]
@@ -376,6 +377,18 @@ pub struct NicConfig {
     /// everything else stay with the kernel, whose neighbour table pronghorn reads.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub share: bool,
+    /// Use the tx offloads the PMD offers (IPv4, TCP and UDP checksums, TCP segmentation);
+    /// false: the stack computes every checksum and sends MSS-sized frames.
+    #[serde(default = "default_offloads", skip_serializing_if = "is_default_offloads")]
+    pub offloads: bool,
+}
+
+fn default_offloads() -> bool {
+    true
+}
+
+fn is_default_offloads(on: &bool) -> bool {
+    *on
 }
 
 fn default_queues() -> u16 {
@@ -391,6 +404,7 @@ fn default_mbufs() -> u32 {
 pub enum PmdName {
     AfXdp,
     AfPacket,
+    Tap,
 }
 
 impl fmt::Display for PmdName {
@@ -398,6 +412,7 @@ impl fmt::Display for PmdName {
         f.write_str(match self {
             PmdName::AfXdp => "af_xdp",
             PmdName::AfPacket => "af_packet",
+            PmdName::Tap => "tap",
         })
     }
 }
@@ -604,6 +619,7 @@ impl Config {
             queues: default_queues(),
             fault: String::new(),
             share: false,
+            offloads: default_offloads(),
         };
         let defaults = [
             ("nic", toml::Table::try_from(nic_defaults)),
@@ -638,10 +654,10 @@ impl Config {
         if !(1..=64).contains(&n.queues) {
             return Err(format!("nic.queues must be 1 to 64 (processes sharing the interface), got {}", n.queues));
         }
-        if n.queues > 1 && n.pmd == PmdName::AfPacket {
+        if n.queues > 1 && n.pmd != PmdName::AfXdp {
             return Err(format!(
-                "nic.queues = {} needs pmd = \"af_xdp\" (af_packet cannot share an interface between processes)",
-                n.queues
+                "nic.queues = {} needs pmd = \"af_xdp\" ({} cannot share an interface between processes)",
+                n.queues, n.pmd
             ));
         }
         if n.share && (n.pmd != PmdName::AfXdp || n.queues != 1 || self.runtime.shards != 1) {
@@ -969,6 +985,21 @@ address = "fd99::1/64"
         assert!(e.contains("nic.queues must be 1 to 64"), "{e}");
         let e = err(&GOOD.replace("[nic]", "[nic]\nqueues = 2").replace("af_xdp", "af_packet"));
         assert!(e.contains("needs pmd = \"af_xdp\""), "{e}");
+        let e = err(&GOOD.replace("[nic]", "[nic]\nqueues = 2").replace("af_xdp", "tap"));
+        assert!(e.contains("needs pmd = \"af_xdp\" (tap cannot share"), "{e}");
+    }
+
+    #[test]
+    fn offloads_are_on_unless_turned_off() {
+        let c = parse(GOOD).unwrap();
+        assert!(c.nic.offloads);
+        assert!(!c.to_toml().contains("offloads"), "the default is not written");
+        let c = parse(&GOOD.replace("[nic]", "[nic]\noffloads = false").replace("af_xdp", "tap")).unwrap();
+        assert!(!c.nic.offloads);
+        assert_eq!(c.nic.pmd, PmdName::Tap);
+        assert!(c.to_toml().contains("offloads = false"));
+        let e = err(&GOOD.replace("[nic]", "[nic]\noffloads = \"no\""));
+        assert!(e.contains("offloads"), "{e}");
     }
 
     #[test]

@@ -2,6 +2,11 @@
 //! `net_af_packet`) on a Linux interface, with one rx and one tx queue per shard of the process
 //! (one [`DpdkNic`] each, sharing the port and its mempool).
 //!
+//! The port's tx offloads (IPv4, TCP and UDP checksums, TCP segmentation) are enabled wherever
+//! the PMD offers them ([`DpdkOptions::offloads`]) and reported through [`Nic::offloads`]; each
+//! frame then carries what DPDK reads per mbuf (`ol_flags`, header lengths, `tso_segsz`), and
+//! frames to segment come from a second pool of mbufs that hold [`crate::TSO_MAX_FRAME`] bytes.
+//!
 //! [`DpdkNic::open`] does the whole slow path: it checks what commonly goes wrong (not root, the
 //! interface missing, no hugepages) before touching DPDK, initialises the EAL once per process
 //! (`--in-memory --no-pci`, a file prefix unique to this process, the caller's extra arguments),
@@ -21,7 +26,7 @@ use dpdk_sys as sys;
 
 use crate::share::QueueClaim;
 use crate::xdp::{ObjectFile, Owner, XdpMaps};
-use crate::{Link, MacAddr, Nic, NicStats, PacketBuf};
+use crate::{Link, MacAddr, Nic, NicStats, Offloads, PacketBuf, Segmentation, TSO_MAX_FRAME};
 
 /// Which poll-mode driver serves the interface.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,6 +35,10 @@ pub enum Pmd {
     AfXdp,
     /// `net_af_packet`: a PACKET_MMAP socket; slower, works everywhere.
     AfPacket,
+    /// `net_tap`: a Linux tap interface (the lab's persistent one, or one DPDK creates), one
+    /// `read`/`writev` per frame. It offers checksum and TCP segmentation offload (done in
+    /// software inside the PMD, before the write), which makes it the lab's path for them.
+    Tap,
 }
 
 impl Pmd {
@@ -38,16 +47,37 @@ impl Pmd {
         match self {
             Pmd::AfXdp => "net_af_xdp",
             Pmd::AfPacket => "net_af_packet",
+            Pmd::Tap => "net_tap",
         }
     }
 
-    fn socket_domain(&self) -> libc::c_int {
+    /// The socket family of the PMD's queues (None: a tap's queues are `/dev/net/tun` fds).
+    fn socket_domain(&self) -> Option<libc::c_int> {
         match self {
-            Pmd::AfXdp => libc::AF_XDP,
-            Pmd::AfPacket => libc::AF_PACKET,
+            Pmd::AfXdp => Some(libc::AF_XDP),
+            Pmd::AfPacket => Some(libc::AF_PACKET),
+            Pmd::Tap => None,
         }
     }
+
+    /// Whether `link` (an fd's /proc/self/fd link) may be one of the PMD's queue fds.
+    fn queue_fd_link(&self, link: &str) -> bool {
+        match self {
+            Pmd::Tap => link == TUN_DEVICE,
+            Pmd::AfXdp | Pmd::AfPacket => link.starts_with("socket:"),
+        }
+    }
+
+    /// Whether the PMD segments TCP over IPv6 where it offers `RTE_ETH_TX_OFFLOAD_TCP_TSO`:
+    /// net_tap cuts frames with DPDK 22.11's librte_gso, which segments TCP over IPv4 only
+    /// (an IPv6 frame goes out whole, larger than the MTU).
+    fn segments_ipv6(&self) -> bool {
+        !matches!(self, Pmd::Tap)
+    }
 }
+
+/// What the fds of a tap's queues link to.
+const TUN_DEVICE: &str = "/dev/net/tun";
 
 impl std::str::FromStr for Pmd {
     type Err = String;
@@ -55,7 +85,8 @@ impl std::str::FromStr for Pmd {
         match s {
             "af_xdp" | "net_af_xdp" => Ok(Pmd::AfXdp),
             "af_packet" | "net_af_packet" => Ok(Pmd::AfPacket),
-            _ => Err(format!("unknown pmd \"{s}\" (expected af_xdp or af_packet)")),
+            "tap" | "net_tap" => Ok(Pmd::Tap),
+            _ => Err(format!("unknown pmd \"{s}\" (expected af_xdp, af_packet or tap)")),
         }
     }
 }
@@ -65,6 +96,7 @@ impl std::fmt::Display for Pmd {
         f.write_str(match self {
             Pmd::AfXdp => "af_xdp",
             Pmd::AfPacket => "af_packet",
+            Pmd::Tap => "tap",
         })
     }
 }
@@ -100,6 +132,9 @@ pub struct DpdkOptions {
     pub lcore: Option<u32>,
     /// The NUMA node whose hugepages hold the packet pool; None: the port's own socket id.
     pub pool_node: Option<u32>,
+    /// Enable the tx offloads the PMD offers (`nic.offloads`); false: the stack computes every
+    /// checksum and sends MSS-sized frames.
+    pub offloads: bool,
 }
 
 impl DpdkOptions {
@@ -116,6 +151,7 @@ impl DpdkOptions {
             xdp_owner: None,
             lcore: None,
             pool_node: None,
+            offloads: true,
         }
     }
 
@@ -147,6 +183,7 @@ impl DpdkOptions {
                 )
             }
             Pmd::AfPacket => format!("{},iface={},qpairs=1", self.port_name(k), self.iface),
+            Pmd::Tap => format!("{},iface={}", self.port_name(k), self.iface),
         }
     }
 
@@ -178,17 +215,17 @@ pub enum DpdkError {
     #[error(transparent)]
     Queue(#[from] crate::share::ClaimError),
     #[error(
-        "af_packet cannot share interface \"{iface}\" between processes or shards (nic.queues = {queues}): use af_xdp"
+        "{pmd} cannot share interface \"{iface}\" between processes or shards (nic.queues = {queues}): use af_xdp"
     )]
-    SharedAfPacket { iface: String, queues: u16 },
+    NotShareable { pmd: Pmd, iface: String, queues: u16 },
     #[error("{pmd} could not open interface \"{iface}\": {detail}")]
     Port { pmd: Pmd, iface: String, detail: String },
 }
 
 /// One mbuf holding one frame. Dropping it returns it to its mempool.
 ///
-/// Invariant (what the `unsafe` blocks on it rely on): the pointer is a single-segment mbuf of the
-/// port's pool that this value alone owns (the PMD handed it over in `rx_burst`, or the pool in
+/// Invariant (what the `unsafe` blocks on it rely on): the pointer is a single-segment mbuf of one
+/// of the port's pools (frames, or frames to segment) that this value alone owns (the PMD handed it over in `rx_burst`, or the pool in
 /// `alloc`; `tx_burst` forgets the ones the PMD took back), and its memory stays mapped while
 /// the value lives: the pool is never freed, and the EAL's memory is kept when a port closes
 /// with mbufs in use (`Port`'s drop).
@@ -234,6 +271,46 @@ impl PacketBuf for Mbuf {
         // SAFETY: reads two fields of a valid mbuf (the type's invariant).
         unsafe { sys::ph_pktmbuf_capacity(self.raw()) as usize }
     }
+
+    /// Reads the frame's headers for what DPDK needs: the IP version, the IPv4 header checksum
+    /// (left zero by the stack), the TCP or UDP checksum (holding the pseudo-header sum) and
+    /// the header lengths. A frame that is not IP asks for nothing.
+    fn request_checksums(&mut self) {
+        let Some((request, l3_len)) = checksum_request(self.data()) else { return };
+        // SAFETY: a valid mbuf we own (the type's invariant); the wrapper writes its tx offload
+        // fields only.
+        unsafe { sys::ph_pktmbuf_request_tx(self.raw(), request, ETHERNET_HEADER, l3_len, 0, 0) };
+    }
+
+    fn request_segmentation(&mut self, seg: Segmentation) {
+        let family = if seg.ipv4 { REQ_IPV4 | REQ_IP_CKSUM } else { REQ_IPV6 };
+        let request = family | sys::ph_tx_request_PH_REQ_TCP_CKSUM | sys::ph_tx_request_PH_REQ_TCP_SEG;
+        // SAFETY: as in `request_checksums`.
+        unsafe { sys::ph_pktmbuf_request_tx(self.raw(), request, seg.l2_len, seg.l3_len, seg.l4_len, seg.mss) };
+    }
+}
+
+const ETHERNET_HEADER: u16 = 14;
+const REQ_IPV4: u32 = sys::ph_tx_request_PH_REQ_IPV4;
+const REQ_IPV6: u32 = sys::ph_tx_request_PH_REQ_IPV6;
+const REQ_IP_CKSUM: u32 = sys::ph_tx_request_PH_REQ_IP_CKSUM;
+
+/// What a frame whose checksums are left to the NIC asks for (`ph_tx_request` bits) and its IP
+/// header's length; None for a frame that is not IPv4 or IPv6 (or too short to be).
+fn checksum_request(frame: &[u8]) -> Option<(u32, u16)> {
+    let ethertype = u16::from_be_bytes(frame.get(12..14)?.try_into().ok()?);
+    let ip = frame.get(usize::from(ETHERNET_HEADER)..)?;
+    let (family, l3_len, protocol) = match ethertype {
+        0x0800 => (REQ_IPV4 | REQ_IP_CKSUM, u16::from(ip.first()? & 0x0f) * 4, *ip.get(9)?),
+        0x86dd => (REQ_IPV6, 40, *ip.get(6)?),
+        _ => return None,
+    };
+    let l4 = match protocol {
+        6 => sys::ph_tx_request_PH_REQ_TCP_CKSUM,
+        17 => sys::ph_tx_request_PH_REQ_UDP_CKSUM,
+        _ => 0,
+    };
+    Some((family | l4, l3_len))
 }
 
 /// The EAL of this process; cleaned up when the last port that uses it is dropped.
@@ -267,6 +344,11 @@ struct Port {
     id: u16,
     /// The process's pool, created with the first port and never freed (see [`Mbuf`]).
     pool: *mut sys::rte_mempool,
+    /// The pool of mbufs for frames the NIC segments (null without segmentation offload),
+    /// never freed either.
+    tso_pool: *mut sys::rte_mempool,
+    /// The tx offloads enabled on the port.
+    offloads: Offloads,
     setup_log: String,
     eal: Rc<Eal>,
     /// The interface queues held (released last, after every port of the process closed).
@@ -287,6 +369,9 @@ pub struct DpdkNic {
     rx_fd: Option<RawFd>,
     /// Frames dropped on receive because they spanned several mbufs (never expected at our MTU).
     rx_multiseg_dropped: u64,
+    /// Frames `rte_eth_tx_prepare` refused (offload requests this PMD cannot honour), dropped
+    /// and counted in `oerrors`.
+    tx_refused: u64,
     /// Mbufs taken from the pool ahead of need: the application's threads are not DPDK lcores,
     /// so the pool has no per-thread cache for them and each single alloc is a ring dequeue
     /// (0.5% of mariadbd's time in point_select); one dequeue per [`ALLOC_BATCH`] instead.
@@ -318,8 +403,12 @@ impl DpdkNic {
     pub fn open_shards(opts: &DpdkOptions) -> Result<Vec<DpdkNic>, DpdkError> {
         precheck(opts)?;
         let shards = opts.shards.max(1);
-        if (opts.queues > 1 || shards > 1) && opts.pmd == Pmd::AfPacket {
-            return Err(DpdkError::SharedAfPacket { iface: opts.iface.clone(), queues: opts.queues.max(shards) });
+        if (opts.queues > 1 || shards > 1) && opts.pmd != Pmd::AfXdp {
+            return Err(DpdkError::NotShareable {
+                pmd: opts.pmd.clone(),
+                iface: opts.iface.clone(),
+                queues: opts.queues.max(shards),
+            });
         }
         let claim = QueueClaim::first_free_run(&opts.iface, opts.queues, shards, std::time::Duration::from_secs(5))?;
         if EAL_STARTED.swap(true, Ordering::SeqCst) {
@@ -350,7 +439,16 @@ impl DpdkNic {
             .map(|(mut port, (mac, mtu, rx_fd))| {
                 port.setup_log = log.clone();
                 port.claim = Some(Rc::clone(&claim));
-                DpdkNic { port: Rc::new(port), queue: 0, mac, mtu, rx_fd, rx_multiseg_dropped: 0, spare: Vec::new() }
+                DpdkNic {
+                    port: Rc::new(port),
+                    queue: 0,
+                    mac,
+                    mtu,
+                    rx_fd,
+                    rx_multiseg_dropped: 0,
+                    tx_refused: 0,
+                    spare: Vec::new(),
+                }
             })
             .collect())
     }
@@ -461,11 +559,23 @@ impl Nic for DpdkNic {
             for (slot, b) in raw.iter_mut().zip(chunk) {
                 *slot = b.raw();
             }
-            // SAFETY: as in rx_burst for the queue; `raw` holds chunk.len() valid mbufs we own, and
-            // the PMD takes the first `sent` (forgotten below) and leaves the rest to us.
-            let sent =
-                unsafe { sys::ph_tx_burst(self.port.id, self.queue, raw.as_mut_ptr(), chunk.len() as u16) } as usize;
+            let mut ready = chunk.len();
+            if self.port.offloads != Offloads::default() {
+                // SAFETY: as below; tx_prepare reads and may adjust the mbufs' headers and
+                // offload fields, and takes none of them.
+                ready =
+                    unsafe { sys::ph_tx_prepare(self.port.id, self.queue, raw.as_mut_ptr(), ready as u16) } as usize;
+            }
+            // SAFETY: as in rx_burst for the queue; `raw` holds chunk.len() >= ready valid mbufs
+            // we own, and the PMD takes the first `sent` (forgotten below) and leaves the rest to us.
+            let sent = unsafe { sys::ph_tx_burst(self.port.id, self.queue, raw.as_mut_ptr(), ready as u16) } as usize;
             total += sent;
+            if sent == ready && ready < chunk.len() {
+                // The frame after them asks for what this PMD cannot do: it goes, counted.
+                drop(bufs.remove(total));
+                self.tx_refused += 1;
+                continue;
+            }
             if sent < chunk.len() {
                 break;
             }
@@ -492,6 +602,19 @@ impl Nic for DpdkNic {
             self.spare.extend(raw.iter().rev().filter_map(|&m| NonNull::new(m)));
         }
         self.spare.pop().map(Mbuf)
+    }
+
+    fn alloc_tso(&mut self) -> Option<Mbuf> {
+        if self.port.tso_pool.is_null() {
+            return None;
+        }
+        // SAFETY: the TSO pool of a port we hold (non-null: created with the offload, never
+        // freed); a non-null result is an mbuf that is ours.
+        NonNull::new(unsafe { sys::ph_pktmbuf_alloc(self.port.tso_pool) }).map(Mbuf)
+    }
+
+    fn offloads(&self) -> Offloads {
+        self.port.offloads
     }
 
     fn mac(&self) -> MacAddr {
@@ -522,7 +645,7 @@ impl Nic for DpdkNic {
             obytes: s.obytes,
             imissed: s.imissed,
             ierrors: s.ierrors,
-            oerrors: s.oerrors,
+            oerrors: s.oerrors + self.tx_refused,
             rx_nombuf: s.rx_nombuf,
             rx_ring_full: xsk.map_or(0, |x| x.rx_ring_full),
             tx_invalid: xsk.map_or(0, |x| x.tx_invalid_descs),
@@ -633,7 +756,7 @@ fn open_inner(
     // af_packet opens its socket while the EAL probes the vdev, af_xdp at queue setup: look for
     // the PMD's sockets among everything opened from here on.
     let fds_at_start = fds_linked(|_| true);
-    let mut fds_before = socket_fds();
+    let mut fds_before = queue_fds(&opts.pmd);
     let cargs: Vec<CString> = args.iter().map(|a| CString::new(a.as_str()).unwrap_or_default()).collect();
     let mut argv: Vec<*mut libc::c_char> = cargs.iter().map(|a| a.as_ptr() as *mut libc::c_char).collect();
     argv.push(std::ptr::null_mut());
@@ -656,6 +779,7 @@ fn open_inner(
     let eal = Rc::new(Eal { runtime_dir, keep_memory: std::cell::Cell::new(false) });
 
     let mut pool: *mut sys::rte_mempool = std::ptr::null_mut();
+    let mut tso_pool: *mut sys::rte_mempool = std::ptr::null_mut();
     let mut ports = Vec::with_capacity(usize::from(shards));
     for k in 0..shards {
         let name = CString::new(opts.port_name(k)).unwrap();
@@ -714,13 +838,23 @@ fn open_inner(
                 )));
             }
         }
-        let conf = sys::rte_eth_conf::default();
-        // SAFETY: a valid, stopped port; DPDK copies the conf, which outlives the call.
-        let rc = unsafe { sys::rte_eth_dev_configure(port, 1, 1, &conf) };
+        // SAFETY: a valid port; the wrapper reads its rte_eth_dev_info.
+        let offered = unsafe { sys::ph_eth_tx_offload_capa(port) };
+        let tx_offloads = if opts.offloads { usable_tx_offloads(offered) } else { 0 };
+        // SAFETY: a valid, stopped port; the wrapper configures one rx and one tx queue.
+        let rc = unsafe { sys::ph_eth_configure(port, tx_offloads) };
         check(rc, "configure")?;
-        // The PMDs of 22.11 have no rx interrupt, but the AF_XDP / AF_PACKET socket is itself
-        // readable when frames wait: find the one the queue's setup created (af_packet's, opened
-        // at probe, is new at the first).
+        let offloads = offloads_of(tx_offloads, &opts.pmd);
+        if offloads.tx_tcp_segmentation && tso_pool.is_null() {
+            tso_pool = create_tso_pool(socket)?;
+        }
+        // The PMDs of 22.11 have no rx interrupt, but the AF_XDP / AF_PACKET socket (a tap's
+        // queue fd) is itself readable when frames wait: find the one the queue's setup created
+        // (af_packet's, opened at probe, is new at the first; a tap's keep-alive fd, opened at
+        // probe too, is not a queue's).
+        if opts.pmd == Pmd::Tap {
+            fds_before = queue_fds(&opts.pmd);
+        }
         // SAFETY: a configured port with one rx queue; a null rxconf asks for the defaults, and
         // `pool` is non-null (checked above) and never freed.
         let rc = unsafe { sys::rte_eth_rx_queue_setup(port, 0, opts.rx_desc, socket as u32, std::ptr::null(), pool) };
@@ -728,12 +862,12 @@ fn open_inner(
         // SAFETY: a configured port with one tx queue; a null txconf asks for the defaults.
         let rc = unsafe { sys::rte_eth_tx_queue_setup(port, 0, opts.tx_desc, socket as u32, std::ptr::null()) };
         check(rc, "tx queue setup")?;
-        let now = socket_fds();
+        let now = queue_fds(&opts.pmd);
         let rx_fd = now
             .iter()
             .copied()
             .filter(|fd| !fds_before.contains(fd))
-            .find(|&fd| socket_domain(fd) == Some(opts.pmd.socket_domain()));
+            .find(|&fd| opts.pmd.socket_domain().map_or(true, |d| socket_domain(fd) == Some(d)));
         fds_before = now;
         // SAFETY: a configured port whose queues are set up.
         let rc = unsafe { sys::rte_eth_dev_start(port) };
@@ -748,9 +882,18 @@ fn open_inner(
         let mut mtu: u16 = 1500;
         // SAFETY: a valid port; DPDK writes only the u16 it is given.
         unsafe { sys::rte_eth_dev_get_mtu(port, &mut mtu) };
+        if opts.pmd == Pmd::Tap && offloads.tx_tcp_segmentation {
+            // net_tap (22.11) refuses to segment a frame whose pieces, Ethernet header
+            // included, exceed the port's MTU (`tso_segsz + l2_len + l3_len + l4_len > mtu`),
+            // and DPDK caps the port's MTU at 1504 for its 1522-byte frames: the stack takes
+            // the MTU less the Ethernet header, so that a full piece passes.
+            mtu -= ETHERNET_HEADER;
+        }
         let p = Port {
             id: port,
             pool,
+            tso_pool,
+            offloads,
             setup_log: String::new(),
             eal: Rc::clone(&eal),
             claim: None,
@@ -850,9 +993,61 @@ fn fds_linked(keep: impl Fn(&str) -> bool) -> Vec<RawFd> {
         .collect()
 }
 
-/// The socket fds this process has open.
-fn socket_fds() -> Vec<RawFd> {
-    fds_linked(|link| link.starts_with("socket:"))
+/// The fds this process has open that may be queues of `pmd`'s ports.
+fn queue_fds(pmd: &Pmd) -> Vec<RawFd> {
+    fds_linked(|link| pmd.queue_fd_link(link))
+}
+
+/// The tx offloads (`ph_tx_offload` bits) of those `offered` that the stack can use: the IPv4
+/// header checksum, the TCP and UDP checksums (both or neither: the stack leaves both to the
+/// NIC or neither), and TCP segmentation where the PMD does all three.
+fn usable_tx_offloads(offered: u32) -> u32 {
+    let ipv4 = sys::ph_tx_offload_PH_TX_IPV4_CKSUM;
+    let l4 = sys::ph_tx_offload_PH_TX_TCP_CKSUM | sys::ph_tx_offload_PH_TX_UDP_CKSUM;
+    let tso = sys::ph_tx_offload_PH_TX_TCP_TSO;
+    let mut usable = offered & ipv4;
+    if offered & l4 == l4 {
+        usable |= l4;
+    }
+    if offered & tso != 0 && usable == ipv4 | l4 {
+        usable |= tso;
+    }
+    usable
+}
+
+/// What the stack is told of the tx offloads enabled (`ph_tx_offload` bits) on a `pmd` port.
+fn offloads_of(enabled: u32, pmd: &Pmd) -> Offloads {
+    let has = |bit: u32| enabled & bit != 0;
+    let tso = has(sys::ph_tx_offload_PH_TX_TCP_TSO);
+    Offloads {
+        tx_ipv4_checksum: has(sys::ph_tx_offload_PH_TX_IPV4_CKSUM),
+        tx_l4_checksum: has(sys::ph_tx_offload_PH_TX_TCP_CKSUM),
+        tx_tcp_segmentation: tso,
+        tx_tcp6_segmentation: tso && pmd.segments_ipv6(),
+        ..Offloads::default()
+    }
+}
+
+/// Mbufs in the pool for frames the NIC segments (16 MiB): net_tap frees each in the tx burst
+/// that writes it, a NIC when its tx ring is done with it; while all are in use the stack sends
+/// MSS-sized frames.
+const TSO_POOL_SIZE: u32 = 255;
+
+/// The pool of mbufs that hold [`TSO_MAX_FRAME`] bytes after their headroom.
+fn create_tso_pool(socket: i32) -> Result<*mut sys::rte_mempool, Failure> {
+    let name = CString::new("ph_tso_pool").unwrap();
+    let room = (sys::RTE_PKTMBUF_HEADROOM as usize + TSO_MAX_FRAME) as u16;
+    // SAFETY: the EAL is up; a NUL-terminated name that outlives the call; a null result is
+    // checked below.
+    let pool = unsafe { sys::rte_pktmbuf_pool_create(name.as_ptr(), TSO_POOL_SIZE, 0, 0, room, socket) };
+    if pool.is_null() {
+        return Err(Failure::Port(format!(
+            "cannot create a pool of {TSO_POOL_SIZE} mbufs of 64 KiB for TCP segmentation offload: {} (reserve more hugepages, or set nic.offloads = false)",
+            // SAFETY: reads this thread's rte_errno.
+            rte_strerror(unsafe { sys::ph_errno() })
+        )));
+    }
+    Ok(pool)
 }
 
 /// Sets close-on-exec on the fds the port opened since `before`: its AF_XDP or AF_PACKET
@@ -860,10 +1055,11 @@ fn socket_fds() -> Vec<RawFd> {
 /// the server execs (a helper, perhaps after the server dropped root) must not inherit a
 /// socket that receives and sends raw frames on the interface. Other fds opened meanwhile (by
 /// the application's other threads) are left as they are.
-fn close_nic_fds_on_exec(before: &[RawFd], domain: libc::c_int) {
-    let nic_fds = fds_linked(|link| link.starts_with("socket:") || link.starts_with("anon_inode:bpf"));
+fn close_nic_fds_on_exec(before: &[RawFd], domain: Option<libc::c_int>) {
+    let nic_fds =
+        fds_linked(|link| link.starts_with("socket:") || link.starts_with("anon_inode:bpf") || link == TUN_DEVICE);
     for fd in nic_fds.into_iter().filter(|fd| !before.contains(fd)) {
-        if socket_domain(fd).is_some_and(|d| d != domain) {
+        if socket_domain(fd).is_some_and(|d| Some(d) != domain) {
             continue;
         }
         // SAFETY: F_GETFD and F_SETFD take and touch no memory; on an fd closed meanwhile they
@@ -982,7 +1178,55 @@ mod tests {
     fn pmd_names_parse() {
         assert_eq!("af_xdp".parse::<Pmd>(), Ok(Pmd::AfXdp));
         assert_eq!("net_af_packet".parse::<Pmd>(), Ok(Pmd::AfPacket));
-        assert!("ixgbe".parse::<Pmd>().unwrap_err().contains("expected af_xdp or af_packet"));
+        assert_eq!("tap".parse::<Pmd>(), Ok(Pmd::Tap));
+        assert_eq!("net_tap".parse::<Pmd>(), Ok(Pmd::Tap));
+        assert!("ixgbe".parse::<Pmd>().unwrap_err().contains("expected af_xdp, af_packet or tap"));
+    }
+
+    #[test]
+    fn tap_queues_are_tun_fds() {
+        let o = DpdkOptions::new(Pmd::Tap, "ph-t0");
+        assert_eq!(o.vdev(0, 0, None), "net_tap0,iface=ph-t0");
+        assert!(Pmd::Tap.queue_fd_link("/dev/net/tun") && !Pmd::Tap.queue_fd_link("socket:[1]"));
+        assert!(Pmd::AfXdp.queue_fd_link("socket:[1]") && !Pmd::AfXdp.queue_fd_link("/dev/net/tun"));
+    }
+
+    #[test]
+    fn offloads_are_used_where_the_stack_can() {
+        let ipv4 = sys::ph_tx_offload_PH_TX_IPV4_CKSUM;
+        let (tcp, udp) = (sys::ph_tx_offload_PH_TX_TCP_CKSUM, sys::ph_tx_offload_PH_TX_UDP_CKSUM);
+        let tso = sys::ph_tx_offload_PH_TX_TCP_TSO;
+        assert_eq!(usable_tx_offloads(ipv4 | tcp | udp | tso), ipv4 | tcp | udp | tso);
+        // The stack leaves both L4 checksums to the NIC or neither.
+        assert_eq!(usable_tx_offloads(ipv4 | tcp | tso), ipv4);
+        assert_eq!(usable_tx_offloads(tcp | udp | tso), tcp | udp);
+        assert_eq!(usable_tx_offloads(0), 0);
+        let all = offloads_of(ipv4 | tcp | udp | tso, &Pmd::AfXdp);
+        assert!(all.tx_ipv4_checksum && all.tx_l4_checksum && all.tx_tcp_segmentation && all.tx_tcp6_segmentation);
+        let tap = offloads_of(ipv4 | tcp | udp | tso, &Pmd::Tap);
+        assert!(tap.tx_tcp_segmentation && !tap.tx_tcp6_segmentation, "net_tap's GSO cuts IPv4 only");
+        assert_eq!(offloads_of(0, &Pmd::Tap), Offloads::default());
+    }
+
+    #[test]
+    fn checksum_requests_follow_the_headers() {
+        let mut v4 = vec![0u8; 14 + 20 + 20];
+        v4[12..14].copy_from_slice(&[0x08, 0x00]);
+        v4[14] = 0x45;
+        v4[14 + 9] = 6;
+        let tcp = sys::ph_tx_request_PH_REQ_TCP_CKSUM;
+        assert_eq!(checksum_request(&v4), Some((REQ_IPV4 | REQ_IP_CKSUM | tcp, 20)));
+        v4[14] = 0x46; // IPv4 options: a 24-byte header
+        v4[14 + 9] = 1; // ICMP: its checksum is the stack's
+        assert_eq!(checksum_request(&v4), Some((REQ_IPV4 | REQ_IP_CKSUM, 24)));
+        let mut v6 = vec![0u8; 14 + 40 + 8];
+        v6[12..14].copy_from_slice(&[0x86, 0xdd]);
+        v6[14 + 6] = 17;
+        assert_eq!(checksum_request(&v6), Some((REQ_IPV6 | sys::ph_tx_request_PH_REQ_UDP_CKSUM, 40)));
+        let mut arp = vec![0u8; 42];
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(checksum_request(&arp), None);
+        assert_eq!(checksum_request(&v4[..14]), None, "too short to be IPv4");
     }
 
     #[test]

@@ -43,12 +43,14 @@ pub fn dpdk_options(cfg: &Config) -> DpdkOptions {
     let pmd = match cfg.nic.pmd {
         PmdName::AfXdp => Pmd::AfXdp,
         PmdName::AfPacket => Pmd::AfPacket,
+        PmdName::Tap => Pmd::Tap,
     };
     let mut opts = DpdkOptions::new(pmd, cfg.nic.iface.clone());
     opts.eal_args = cfg.nic.eal_args.clone();
     opts.pool_size = cfg.nic.mbufs;
     opts.queues = cfg.nic.queues;
     opts.shards = cfg.runtime.shards;
+    opts.offloads = cfg.nic.offloads;
     opts.xdp_owner = Some(nic::xdp::Owner {
         ipv4: cfg.ipv4.as_ref().map(|c| c.address.addr),
         ipv6: cfg.ipv6.as_ref().map(|c| c.address.addr),
