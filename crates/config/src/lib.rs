@@ -999,7 +999,7 @@ address = "fd99::1/64"
         assert_eq!(c.nic.pmd, PmdName::Tap);
         assert!(c.to_toml().contains("offloads = false"));
         let e = err(&GOOD.replace("[nic]", "[nic]\noffloads = \"no\""));
-        assert!(e.contains("offloads"), "{e}");
+        assert!(e.contains("line 3: invalid type: string \"no\", expected a boolean"), "{e}");
     }
 
     #[test]
