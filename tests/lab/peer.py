@@ -7,8 +7,10 @@ what came back), so the Rust test that drives it compares hashes instead of trus
   peer.py tcp-echo-client HOST PORT BYTES [--seed S] [--conns N]
       sends BYTES pseudo-random bytes (seeded) on each of N connections, reads the echo back
       concurrently, shuts down its write half, waits for EOF; reports both hashes per connection
-  peer.py tcp-echo-server PORT [--once]
-      a kernel echo server (IPv4 and IPv6); prints "ready" when listening
+  peer.py tcp-echo-server PORT [--once] [--bind ADDR]...
+      a kernel echo server (IPv4 and IPv6); prints "ready" when listening. With --bind, on
+      those addresses only (a server under pronghorn without nic.share: a wildcard bind stays
+      the kernel's)
   peer.py udp-echo-client HOST PORT COUNT [--size N]
       COUNT datagrams, each answered (1 s timeout each); reports how many came back identical
   peer.py udp-echo-server HOST PORT
@@ -96,8 +98,11 @@ def tcp_echo_client(host, port, total, seed):
             "received_sha256": recv_hash.hexdigest(), "error": error}
 
 
-def tcp_echo_server(port, once):
-    srv = socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=128)
+def tcp_echo_server(port, once, binds):
+    if binds:
+        servers = [socket.create_server((addr, port), family=family(addr), backlog=128) for addr in binds]
+    else:
+        servers = [socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=128)]
     print("ready", flush=True)
 
     def serve(c):
@@ -110,12 +115,17 @@ def tcp_echo_server(port, once):
                     break
                 c.sendall(view[:n])
 
-    while True:
-        c, _ = srv.accept()
-        if once:
-            serve(c)
-            return
-        threading.Thread(target=serve, args=(c,), daemon=True).start()
+    def accept(srv):
+        while True:
+            c, _ = srv.accept()
+            if once:
+                serve(c)
+                return
+            threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+    for srv in servers[1:]:
+        threading.Thread(target=accept, args=(srv,), daemon=True).start()
+    accept(servers[0])
 
 
 def udp_echo_client(host, port, count, size):
@@ -374,6 +384,7 @@ def main():
     s = sub.add_parser("tcp-echo-server")
     s.add_argument("port", type=int)
     s.add_argument("--once", action="store_true")
+    s.add_argument("--bind", action="append", default=[])
     r = sub.add_parser("redis-check")
     r.add_argument("host")
     r.add_argument("port", type=int)
@@ -427,7 +438,7 @@ def main():
     elif a.mode == "slow-read":
         print(json.dumps(slow_read(a.host, a.port, a.bytes, a.seed, a.rcvbuf, a.chunk)))
     elif a.mode == "tcp-echo-server":
-        tcp_echo_server(a.port, a.once)
+        tcp_echo_server(a.port, a.once, a.bind)
     elif a.mode == "udp-echo-server":
         udp_echo_server(a.host, a.port)
     else:

@@ -18,6 +18,14 @@
 //! `<prefix>-br` in side b, which carries side b's addresses. Nodes reach side b and each other
 //! through it (a Redis cluster, sentinels).
 //!
+//! With `--pmd tap`, side a also holds `<prefix>-t0`, a persistent multi-queue tap that DPDK's
+//! net_tap opens (the config's interface): the only lab path with tx offloads (checksums and TCP
+//! segmentation, done in software inside the PMD). tc's mirred joins it to `<prefix>-a0` both
+//! ways (every frame one end receives leaves by the other), so side b sees pronghorn's frames
+//! on the same veth as with af_xdp. The tap PMD's own tc support (`remote=`) needs the flower
+//! classifier, which this kernel lacks; a bridge would take the frames for the tap's MAC, which
+//! net_tap gives the DPDK port too, as its own.
+//!
 //! A second veth pair, `<prefix>-k0` (side a) to `<prefix>-k1` (side b), is the kernel path: both
 //! ends have kernel addresses (10.98.0.1 / 10.98.0.2 by default), so a server in side a bound to
 //! the kernel path's address is served by the Linux stack over the same kind of link, to the same
@@ -96,7 +104,8 @@ enum Action {
 struct UpArgs {
     #[command(flatten)]
     prefix: Prefix,
-    /// The DPDK driver for side a: af_xdp or af_packet.
+    /// The DPDK driver for side a: af_xdp, af_packet, or tap (a tap joined to the veth, the
+    /// path with checksum and segmentation offloads; one queue, one node).
     #[arg(long, default_value = "af_xdp", value_parser = parse_pmd)]
     pmd: PmdName,
     /// pronghorn's IPv4 address on side a.
@@ -178,7 +187,8 @@ fn parse_pmd(s: &str) -> Result<PmdName, String> {
     match s {
         "af_xdp" => Ok(PmdName::AfXdp),
         "af_packet" => Ok(PmdName::AfPacket),
-        _ => Err(format!("unknown pmd \"{s}\" (expected af_xdp or af_packet)")),
+        "tap" => Ok(PmdName::Tap),
+        _ => Err(format!("unknown pmd \"{s}\" (expected af_xdp, af_packet or tap)")),
     }
 }
 
@@ -192,6 +202,8 @@ struct Names {
     /// The kernel path's veth ends in side a and side b.
     kveth_a: String,
     kveth_b: String,
+    /// Side a's tap (`--pmd tap`).
+    tap_a: String,
     dir: PathBuf,
 }
 
@@ -205,6 +217,7 @@ impl Names {
             veth_b: format!("{prefix}-b0"),
             kveth_a: format!("{prefix}-k0"),
             kveth_b: format!("{prefix}-k1"),
+            tap_a: format!("{prefix}-t0"),
             dir: Path::new(STATE_ROOT).join(prefix),
         }
     }
@@ -344,6 +357,9 @@ impl Lock {
 fn up(a: &UpArgs) -> Result<i32> {
     let n = Names::new(&a.prefix.prefix);
     check_names(&n, a.nodes)?;
+    if a.pmd == PmdName::Tap && (a.queues > 1 || a.nodes > 1) {
+        bail!("--pmd tap drives one queue of one node: drop --queues and --nodes, or use --pmd af_xdp");
+    }
     require_root("lab up")?;
     let _lock = Lock::take()?;
     if n.is_up() {
@@ -380,6 +396,25 @@ fn check_names(n: &Names, nodes: u16) -> Result<()> {
             long.len(),
             n.prefix.len() - (long.len() - IFNAME_MAX)
         );
+    }
+    Ok(())
+}
+
+/// Side a's tap for `--pmd tap` (see the module doc): persistent and multi-queue, as net_tap
+/// opens it, without IPv6 (the kernel sends nothing from it), and mirred both ways with the veth.
+fn join_tap(v: bool, n: &Names) -> Result<()> {
+    sh(v, "ip", &["-n", &n.ns_a, "tuntap", "add", "dev", &n.tap_a, "mode", "tap", "multi_queue"])?;
+    sh(v, "ip", &["netns", "exec", &n.ns_a, "sysctl", "-qw", &format!("net.ipv6.conf.{}.disable_ipv6=1", n.tap_a)])?;
+    sh(v, "ip", &["-n", &n.ns_a, "link", "set", &n.tap_a, "up"])?;
+    for (from, to) in [(&n.veth_a, &n.tap_a), (&n.tap_a, &n.veth_a)] {
+        sh(v, "ip", &["netns", "exec", &n.ns_a, "tc", "qdisc", "add", "dev", from, "ingress"])?;
+        let filter =
+            ["filter", "add", "dev", from, "parent", "ffff:", "protocol", "all", "u32", "match", "u32", "0", "0"];
+        let action = ["action", "mirred", "egress", "redirect", "dev", to];
+        let mut args = vec!["netns", "exec", &n.ns_a, "tc"];
+        args.extend(filter);
+        args.extend(action);
+        sh(v, "ip", &args)?;
     }
     Ok(())
 }
@@ -423,6 +458,9 @@ fn build(a: &UpArgs, n: &Names) -> Result<()> {
     // Side a: no kernel address, no IPv6 (no router solicitations or DAD from the kernel).
     sh(v, "ip", &["netns", "exec", &n.ns_a, "sysctl", "-qw", &format!("net.ipv6.conf.{}.disable_ipv6=1", n.veth_a)])?;
     sh(v, "ip", &["-n", &n.ns_a, "link", "set", &n.veth_a, "up"])?;
+    if a.pmd == PmdName::Tap {
+        join_tap(v, n)?;
+    }
     // Side b: the kernel peer.
     sh(v, "ip", &["-n", &n.ns_b, "addr", "add", &a.ipv4_b.to_string(), "dev", &n.veth_b])?;
     sh(v, "ip", &["-n", &n.ns_b, "addr", "add", &a.ipv6_b.to_string(), "dev", &n.veth_b, "nodad"])?;
@@ -455,7 +493,7 @@ fn build(a: &UpArgs, n: &Names) -> Result<()> {
     let cfg = Config {
         nic: NicConfig {
             pmd: a.pmd,
-            iface: n.veth_a.clone(),
+            iface: if a.pmd == PmdName::Tap { n.tap_a.clone() } else { n.veth_a.clone() },
             eal_args: Vec::new(),
             mbufs: 8191,
             queues: a.queues,

@@ -54,8 +54,9 @@ pub struct BenchArgs {
     /// Rounds per path (each round runs the kernel path, then pronghorn's).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=50))]
     rounds: u32,
-    /// The DPDK driver under pronghorn: af_xdp or af_packet.
-    #[arg(long, default_value = "af_xdp", value_parser = ["af_xdp", "af_packet"])]
+    /// The DPDK driver under pronghorn: af_xdp, af_packet, or tap (the lab's path with checksum
+    /// and segmentation offloads, `pronghorn lab up --pmd tap`).
+    #[arg(long, default_value = "af_xdp", value_parser = ["af_xdp", "af_packet", "tap"])]
     pmd: String,
     /// The lab to use (brought up if it is not, and then taken down again).
     #[arg(long, default_value = "bench")]

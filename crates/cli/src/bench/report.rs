@@ -150,7 +150,11 @@ pub fn facts(pmd: &str, server_cpu: usize, client_cpu: usize, workload: Name) ->
     );
     f.insert("kernel", run("uname", &["-r"]));
     f.insert("dpdk", run("pkg-config", &["--modversion", "libdpdk"]));
-    f.insert("pmd", format!("net_{pmd} on a veth (native XDP for af_xdp)"));
+    let on = match pmd {
+        "tap" => "a tap joined to a veth by tc mirred (checksums and TSO offloaded, done in the PMD)",
+        _ => "a veth (native XDP for af_xdp)",
+    };
+    f.insert("pmd", format!("net_{pmd} on {on}"));
     f.insert("pinning", format!("server on core {server_cpu}, client on core {client_cpu} (taskset)"));
     let status = run("git", &["status", "--porcelain", "--untracked-files=no"]);
     let dirty = !status.is_empty() && status != "?";
