@@ -63,6 +63,13 @@ fn ping_over_af_packet() {
     ping_both_families("af_packet", "tst-pkt");
 }
 
+/// net_tap's queue is a `/dev/net/tun` fd, found as the rx fd like the sockets of the others.
+#[test]
+fn ping_over_tap() {
+    let Some(_scenario) = scenario(&[]) else { return };
+    ping_both_families("tap", "tst-tap");
+}
+
 #[test]
 fn lab_up_twice_is_harmless_and_down_twice_too() {
     let Some(_scenario) = scenario(&[]) else { return };
