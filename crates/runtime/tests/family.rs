@@ -546,19 +546,15 @@ fn a_connection_passed_over_a_unix_socket_is_served_by_the_family_process_that_r
     unsafe { libc::close(ours) };
 }
 
-/// A process that is not of the family (here a child forked without the runtime's fork, which
-/// connected to a unix listener of the parent) could not use an accelerated socket: passing one
-/// to it is still refused with EOPNOTSUPP.
-#[test]
-fn a_socket_passed_to_a_process_outside_the_family_is_refused_with_eopnotsupp() {
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let (rt, _lfd, conn, _seen) = accepted("family");
-    // SAFETY: plain socket calls on a sockaddr_un of ours (an abstract name, this test's pid).
-    let (listener, addr, len) = unsafe {
+/// A unix listener at an abstract name (`name` and this test's pid): its fd, address and
+/// address length.
+fn unix_listener(name: &str) -> (i32, libc::sockaddr_un, libc::socklen_t) {
+    // SAFETY: plain socket calls on a sockaddr_un of ours.
+    unsafe {
         let l = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
         let mut addr: libc::sockaddr_un = std::mem::zeroed();
         addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-        let name = format!("pronghorn-passing-{}", std::process::id());
+        let name = format!("pronghorn-{name}-{}", std::process::id());
         for (i, b) in name.bytes().enumerate() {
             addr.sun_path[i + 1] = b as libc::c_char;
         }
@@ -566,7 +562,17 @@ fn a_socket_passed_to_a_process_outside_the_family_is_refused_with_eopnotsupp() 
         assert_eq!(libc::bind(l, (&addr as *const libc::sockaddr_un).cast(), len), 0);
         assert_eq!(libc::listen(l, 1), 0);
         (l, addr, len)
-    };
+    }
+}
+
+/// A process that is not of the family (here a child forked without the runtime's fork, which
+/// connected to a unix listener of the parent) could not use an accelerated socket: passing one
+/// to it is still refused with EOPNOTSUPP.
+#[test]
+fn a_socket_passed_to_a_process_outside_the_family_is_refused_with_eopnotsupp() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, _lfd, conn, _seen) = accepted("family");
+    let (listener, addr, len) = unix_listener("outsider");
     // SAFETY: the child only makes a socket, connects, waits for the end of stream and leaves
     // with _exit (no allocation, no lock).
     let pid = unsafe { libc::fork() };
@@ -594,4 +600,57 @@ fn a_socket_passed_to_a_process_outside_the_family_is_refused_with_eopnotsupp() 
     // SAFETY: `st` is a writable int.
     assert_eq!(unsafe { libc::waitpid(pid, &mut st, 0) }, pid);
     assert!(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0, "the outsider did not connect: {st:#x}");
+}
+
+/// A socket in flight to a process of the family that exits without receiving it must not
+/// stay open for ever: the family's next pass drops the record and its hold, and the socket,
+/// which nobody else holds (the sender closed its fd), closes: the peer sees its end.
+#[test]
+fn a_socket_in_flight_to_a_process_that_exited_closes_at_the_next_pass() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, lfd, conn, seen) = accepted("family");
+    let (listener, addr, len) = unix_listener("lost");
+    let (go_r, go_w) = pipe();
+    let pid = fork_child(rt, move || {
+        // Its copy from the fork goes: the message is then the only hold besides the parent's.
+        close(rt, conn);
+        // SAFETY: socket calls on our own fds; `addr` is the listener's address, `len` long.
+        unsafe {
+            libc::close(go_w);
+            let s = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+            let connected = libc::connect(s, (&addr as *const libc::sockaddr_un).cast(), len) == 0;
+            // Waits for the parent's word (the end of the pipe), never reading the message.
+            let mut b = 0u8;
+            while libc::read(go_r, (&mut b as *mut u8).cast(), 1) > 0 {}
+            connected
+        }
+    });
+    // SAFETY: our end of the child's connection; the read end of the pipe is the child's.
+    let to_child = unsafe {
+        libc::close(go_r);
+        libc::accept(listener, std::ptr::null_mut(), std::ptr::null_mut())
+    };
+    assert!(to_child >= 0);
+    assert_eq!(send_fd(rt, to_child, conn), Ok(()), "the family's child was refused the connection");
+    close(rt, conn);
+    // SAFETY: our fds: the child sees the end of the pipe and exits.
+    unsafe { libc::close(go_w) };
+    let mut st = 0;
+    // SAFETY: `st` is a writable int; the child is reaped, so its pid no longer runs.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut st, 0) }, pid);
+    assert!(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0, "the child did not connect: {st:#x}");
+    assert!(!seen.fin.load(Ordering::Relaxed), "the connection ended while in flight");
+    // The next pass in the family (the listener, to ourselves) sweeps the lost one.
+    let (a, b) = unix_pair();
+    assert_eq!(send_fd(rt, a, lfd), Ok(()));
+    let again = recv_fd(rt, b);
+    close(rt, again);
+    until(|| seen.fin.load(Ordering::Relaxed));
+    // SAFETY: our fds.
+    unsafe {
+        libc::close(a);
+        libc::close(b);
+        libc::close(to_child);
+        libc::close(listener);
+    }
 }

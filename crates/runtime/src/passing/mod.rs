@@ -27,7 +27,8 @@
 //! with ETOOMANYREFS (Linux's errno for too many files in flight); a record is dropped, and its
 //! holder given back (the socket closes if nobody else holds it), when a later pass records the
 //! same eventfd-id (the kernel gives a number back only with its file, so the message that
-//! carried the old one is gone), and when the process SO_PEERCRED named exits. Not bounded: a
+//! carried the old one is gone), and when the process SO_PEERCRED named has exited (each pass
+//! looks at every record). Not bounded: a
 //! message lost while that process runs (the peer of a socketpair is the process that made the
 //! pair, which may outlive the child that was to receive it) keeps its socket until its number
 //! comes again or the family ends. A received fd the receiver peeked at (MSG_PEEK) is not
