@@ -241,6 +241,13 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int
     // are writable for their lengths and whose name is null or writable for `msg_namelen`
     // bytes; `m` is not used after the real recvmsg may have written through `msg`.
     unsafe {
+        if !runtime::tracked(fd) {
+            let r = real::recvmsg(fd, msg, flags);
+            if r >= 0 && flags & libc::MSG_PEEK == 0 {
+                runtime::received_rights(&rights(msg));
+            }
+            return r;
+        }
         gate!(fd, real::recvmsg(fd, msg, flags));
         let m = &mut *msg;
         if runtime::datagram(fd) {
@@ -299,8 +306,16 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_i
     // readable for their lengths and its name null or readable for `msg_namelen` bytes; `m` is
     // only read, as is everything the real sendmsg gets.
     unsafe {
-        if let Some(e) = refused_rights(msg) {
-            return fail(e);
+        let passing = match runtime::pass_rights(fd, &rights(msg)) {
+            Ok(passing) => passing,
+            Err(e) => return fail(e),
+        };
+        if !passing.is_empty() {
+            let r = real::sendmsg(fd, msg, flags);
+            if r < 0 {
+                runtime::passing_failed(passing);
+            }
+            return r;
         }
         gate!(fd, real::sendmsg(fd, msg, flags));
         let m = &*msg;
@@ -348,7 +363,13 @@ pub unsafe extern "C" fn recvmmsg(
     // (each_message's contract), each valid for recvmsg; `timeout` goes to the real call only.
     unsafe {
         if !tracked(fd) {
-            return real::recvmmsg(fd, msgs, vlen, flags, timeout);
+            let n = real::recvmmsg(fd, msgs, vlen, flags, timeout);
+            if flags & libc::MSG_PEEK == 0 {
+                for i in 0..n.max(0) as usize {
+                    runtime::received_rights(&rights(&(*msgs.add(i)).msg_hdr));
+                }
+            }
+            return n;
         }
         each_message(msgs, vlen, |i, hdr| {
             let f = if i == 0 { flags & !libc::MSG_WAITFORONE } else { flags | libc::MSG_DONTWAIT };
@@ -366,14 +387,25 @@ pub unsafe extern "C" fn sendmmsg(fd: c_int, msgs: *mut libc::mmsghdr, vlen: lib
     // (each_message's contract), each valid for sendmsg and its iovecs for c_slice.
     unsafe {
         if !tracked(fd) {
-            // The messages before the first that passes an accelerated socket go; that one fails
-            // (the whole call when it is the first, as sendmmsg fails on its first message).
+            if (0..vlen as usize).all(|i| (*msgs.add(i)).msg_hdr.msg_controllen == 0) {
+                return real::sendmmsg(fd, msgs, vlen, flags);
+            }
+            // The messages before the first whose sockets may not pass go; that one fails (the
+            // whole call when it is the first, as sendmmsg fails on its first message). The
+            // records of the messages not sent go again.
+            let mut passings = Vec::new();
             for i in 0..vlen as usize {
-                if let Some(e) = refused_rights(&(*msgs.add(i)).msg_hdr) {
-                    return if i == 0 { fail(e) } else { real::sendmmsg(fd, msgs, i as libc::c_uint, flags) };
+                match runtime::pass_rights(fd, &rights(&(*msgs.add(i)).msg_hdr)) {
+                    Ok(passing) => passings.push(passing),
+                    Err(e) if i == 0 => return fail(e),
+                    Err(_) => break,
                 }
             }
-            return real::sendmmsg(fd, msgs, vlen, flags);
+            let r = real::sendmmsg(fd, msgs, passings.len() as libc::c_uint, flags);
+            for passing in passings.into_iter().skip(r.max(0) as usize) {
+                runtime::passing_failed(passing);
+            }
+            return r;
         }
         each_message(msgs, vlen, |_, hdr| {
             let want: usize =
@@ -384,17 +416,18 @@ pub unsafe extern "C" fn sendmmsg(fd: c_int, msgs: *mut libc::mmsghdr, vlen: lib
     }
 }
 
-/// EOPNOTSUPP when `msg` passes an accelerated socket with SCM_RIGHTS (the receiving process
-/// could not use it: runtime's `passing`); `None` for every other message. Reads only the
-/// control buffer, each header and fd where it lies (the buffer need not be aligned).
+/// The fds `msg`'s SCM_RIGHTS headers carry (those to send before sendmsg, those received
+/// after recvmsg), in order; none allocates nothing. Reads only the control buffer, each header
+/// and fd where it lies (the buffer need not be aligned).
 ///
 /// # Safety
 /// `msg` is a valid msghdr whose control buffer, when not null, is readable for
-/// `msg_controllen` bytes (sendmsg(2)'s contract).
-unsafe fn refused_rights(msg: *const libc::msghdr) -> Option<Errno> {
+/// `msg_controllen` bytes (sendmsg(2)'s contract, and what recvmsg(2) leaves).
+unsafe fn rights(msg: *const libc::msghdr) -> Vec<c_int> {
     // Linux's CMSG_ALIGN: headers and their data start at multiples of a long.
     let align = |n: usize| (n + std::mem::size_of::<libc::c_long>() - 1) & !(std::mem::size_of::<libc::c_long>() - 1);
     let header = std::mem::size_of::<libc::cmsghdr>();
+    let mut fds = Vec::new();
     // SAFETY: `msg` is valid (the caller's contract). Every header is read unaligned and only
     // when it lies inside the control buffer, and every fd only when it lies inside it too; the
     // walk is Linux's (`__cmsg_nxthdr`), ending at the buffer's end or at a header shorter than
@@ -402,7 +435,7 @@ unsafe fn refused_rights(msg: *const libc::msghdr) -> Option<Errno> {
     unsafe {
         let m = &*msg;
         if m.msg_control.is_null() {
-            return None;
+            return fds;
         }
         let base = m.msg_control.cast::<u8>();
         let len = m.msg_controllen;
@@ -416,21 +449,14 @@ unsafe fn refused_rights(msg: *const libc::msghdr) -> Option<Errno> {
             if h.cmsg_level == libc::SOL_SOCKET && h.cmsg_type == libc::SCM_RIGHTS {
                 let data = at + align(header);
                 let n = cmsg_len.min(len - at).saturating_sub(align(header)) / std::mem::size_of::<c_int>();
-                let mut fds = [0 as c_int; 64];
-                for start in (0..n).step_by(fds.len()) {
-                    let k = (n - start).min(fds.len());
-                    for (i, slot) in fds[..k].iter_mut().enumerate() {
-                        let off = data + (start + i) * std::mem::size_of::<c_int>();
-                        *slot = std::ptr::read_unaligned(base.add(off).cast::<c_int>());
-                    }
-                    if let Some(e) = runtime::refuse_passing(&fds[..k]) {
-                        return Some(e);
-                    }
+                for i in 0..n {
+                    let off = data + i * std::mem::size_of::<c_int>();
+                    fds.push(std::ptr::read_unaligned(base.add(off).cast::<c_int>()));
                 }
             }
             at += align(cmsg_len);
         }
-        None
+        fds
     }
 }
 

@@ -85,6 +85,7 @@ use call::last_errno;
 pub use call::Call;
 pub use datagram::Datagram;
 pub use exec::Program;
+pub use passing::Passing;
 use process::FORKED;
 pub use process::{forked_child_socket, ENV_EXE};
 pub use secret::random_secret;
@@ -360,22 +361,49 @@ pub fn epoll_created(epfd: i32) {
     });
 }
 
-/// Before sendmsg passes `fds` to another process (SCM_RIGHTS): EOPNOTSUPP if one of them is an
-/// accelerated socket, which the receiver could not use (see `passing`).
-pub fn refuse_passing(fds: &[i32]) -> Option<Errno> {
+/// Before sendmsg passes `fds` over the unix socket `via` (SCM_RIGHTS): the accelerated
+/// sockets among them are recorded for a receiver of the family, or the message is refused
+/// (EOPNOTSUPP: the receiver could not use them; see `passing`). The caller gives the records
+/// back with [`passing_failed`] when the send fails.
+pub fn pass_rights(via: i32, fds: &[i32]) -> Result<Passing, Errno> {
     if inside() || !fds.iter().any(|&fd| tracked_state(fd) != 0) {
-        return None;
+        return Ok(Passing::default());
     }
-    let found = shield::guard(
+    shield::guard(
         "sendmsg",
-        || None,
+        || Ok(Passing::default()),
         || match global() {
-            Some(a) => a.first_accelerated(fds),
+            Some(a) => a.pass_rights(via, fds),
             // A forked child that lost the runtime: what it inherited tracked is the parent's.
-            None => fds.iter().copied().find(|&fd| matches!(tracked_state(fd), 1 | TRACKED_DATAGRAM)),
+            None => match fds.iter().copied().find(|&fd| matches!(tracked_state(fd), 1 | TRACKED_DATAGRAM)) {
+                Some(fd) => Err(passing::say_refused(fd, passing::Refusal::Alone)),
+                None => Ok(Passing::default()),
+            },
         },
-    );
-    found.map(passing::say_refused)
+    )
+}
+
+/// The send of a message [`pass_rights`] recorded failed (errno is kept).
+pub fn passing_failed(passing: Passing) {
+    if passing.is_empty() {
+        return;
+    }
+    let errno = last_errno();
+    notify("sendmsg", |a| a.passing_failed(passing));
+    // SAFETY: this thread's errno, written as the failed call left it.
+    unsafe { *libc::__errno_location() = errno.0 };
+}
+
+/// After recvmsg brought `fds` (SCM_RIGHTS): the sockets a process of the family passed become
+/// this process's (errno is kept).
+pub fn received_rights(fds: &[i32]) {
+    if inside() || fds.is_empty() {
+        return;
+    }
+    let errno = last_errno();
+    notify("recvmsg", |a| a.received_rights(fds));
+    // SAFETY: this thread's errno, as the call left it.
+    unsafe { *libc::__errno_location() = errno.0 };
 }
 
 /// The process is about to change its credentials: open the NIC while it still may.

@@ -107,7 +107,7 @@ impl<N: Nic + 'static> Runtime<N> {
     }
 
     /// Registers `fd` (in the fd table) as a new reference to shard socket `id`.
-    fn adopt(&mut self, fd: i32, id: SocketId) {
+    pub(crate) fn adopt(&mut self, fd: i32, id: SocketId) {
         self.socks.entry(id).fds.push(fd);
         set_tracked(fd, true);
     }
@@ -208,9 +208,20 @@ impl<N: Nic + 'static> Runtime<N> {
                 crate::wait::owe_wake(&mut self.owed_wakes, p);
             }
         }
-        if !last_in_family {
-            return;
+        if last_in_family {
+            self.close_socket(id, matches!(entry.fd, Fd::Udp { .. }), linger_s, entry.bound_to);
         }
+    }
+
+    /// Closes shard socket `id`, which no fd of any process refers to any more (`udp`: a UDP
+    /// socket; `linger_s`: its SO_LINGER; `bound_to`: the address its bind() claimed).
+    pub(crate) fn close_socket(
+        &mut self,
+        id: SocketId,
+        udp: bool,
+        linger_s: Option<u32>,
+        bound_to: Option<SocketAddr>,
+    ) {
         if self.shards.is_open() {
             self.close_beside(id);
             let siblings = self.shards.take_siblings(id);
@@ -218,7 +229,7 @@ impl<N: Nic + 'static> Runtime<N> {
                 let _ = self.shards.of(o).close(o);
             }
             let s = self.shards.of(id);
-            if let (true, Fd::Udp { .. }, Ok(local)) = (self.cfg.nic.share, &entry.fd, s.local_addr(id)) {
+            if let (true, true, Ok(local)) = (self.cfg.nic.share, udp, s.local_addr(id)) {
                 crate::shared::release(nic::xdp::Transport::Udp, local.port());
             }
             // SO_LINGER with a zero timeout resets instead of closing gracefully.
@@ -226,7 +237,7 @@ impl<N: Nic + 'static> Runtime<N> {
             // What was written before close leaves now (and the FIN or RST after it).
             self.flush_shard();
         }
-        if let Some(a) = entry.bound_to {
+        if let Some(a) = bound_to {
             self.release_addr(a);
         }
     }
@@ -679,18 +690,24 @@ impl<N: Nic + 'static> Accel<N> {
         partial(r, got)
     }
 
-    /// The first of `fds` that is an accelerated socket (a placeholder of this process's shard),
-    /// if any: what a message passing fds to another process must not carry (`passing`). A
-    /// socket still on the kernel (`Pending`, `UdpPending`) is a real kernel socket.
-    pub(crate) fn first_accelerated(&self, fds: &[i32]) -> Option<i32> {
-        let mut candidates =
-            fds.iter().copied().filter(|&fd| matches!(tracked_state(fd), 1 | TRACKED_DATAGRAM)).peekable();
-        candidates.peek()?;
+    /// Those of `fds` that are accelerated sockets (placeholders of the shards): what a message
+    /// passing fds to another process carries only within the family (`passing`). A socket
+    /// still on the kernel (`Pending`, `UdpPending`) is a real kernel socket.
+    pub(crate) fn accelerated(&self, fds: &[i32]) -> Vec<i32> {
+        let candidates: Vec<i32> =
+            fds.iter().copied().filter(|&fd| matches!(tracked_state(fd), 1 | TRACKED_DATAGRAM)).collect();
+        if candidates.is_empty() {
+            return candidates;
+        }
         self.with(|rt| {
             candidates
-                .find(|&fd| !matches!(rt.fds.get(fd).map(|e| &e.fd), None | Some(Fd::Pending | Fd::UdpPending { .. })))
+                .into_iter()
+                .filter(|&fd| {
+                    !matches!(rt.fds.get(fd).map(|e| &e.fd), None | Some(Fd::Pending | Fd::UdpPending { .. }))
+                })
+                .collect()
         })
-        .flatten()
+        .unwrap_or_default()
     }
 
     /// `send`/`write`: a blocking socket sends everything (waiting for room); EPIPE is returned and

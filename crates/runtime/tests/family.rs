@@ -91,6 +91,14 @@ type ClientNic = NicWithPeer<Client>;
 /// A runtime with `share` whose peer connected to its listener (and sends "ping" once told):
 /// the runtime, the listener's fd, the accepted connection's fd and what the peer sees.
 fn accepted(share: &str) -> (&'static Accel<ClientNic>, i32, i32, Arc<Seen>) {
+    let (rt, lfd, seen) = listening(share);
+    let (conn, _) = within("accept", move || done(rt.accept(lfd, 0))).unwrap();
+    (rt, lfd, conn, seen)
+}
+
+/// A runtime with `share` listening where its peer connects (and sends "ping" once told): the
+/// runtime, the listener's fd and what the peer sees.
+fn listening(share: &str) -> (&'static Accel<ClientNic>, i32, Arc<Seen>) {
     let toml = format!(
         "[nic]\npmd = \"af_xdp\"\niface = \"mem0\"\n[ipv4]\naddress = \"{OURS}/24\"\n[runtime]\ndrive = \"inline\"\nshare = \"{share}\"\n"
     );
@@ -119,8 +127,7 @@ fn accepted(share: &str) -> (&'static Accel<ClientNic>, i32, i32, Arc<Seen>) {
     rt.socket_created(lfd, libc::AF_INET, libc::SOCK_STREAM, 0);
     done(rt.bind(lfd, SocketAddr::V4(SocketAddrV4::new(OURS, PORT)))).unwrap();
     done(rt.listen(lfd, 8)).unwrap();
-    let (conn, _) = within("accept", move || done(rt.accept(lfd, 0))).unwrap();
-    (rt, lfd, conn, seen)
+    (rt, lfd, seen)
 }
 
 /// Forks; the child runs `child` (its exit status: 0 when it returns true) and the parent gets
@@ -432,5 +439,218 @@ fn the_stack_thread_leaves_the_applications_signals_to_its_threads() {
         for sig in asynchronous {
             assert!(mask & (1 << (sig - 1)) != 0, "{name} takes signal {sig} (SigBlk {mask:x})");
         }
+    }
+}
+
+/// A unix socketpair, for passing fds.
+fn unix_pair() -> (i32, i32) {
+    let mut p = [0i32; 2];
+    // SAFETY: `p` has room for the two fds.
+    assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, p.as_mut_ptr()) }, 0);
+    (p[0], p[1])
+}
+
+/// A one-byte message over `via` whose control buffer passes `fd` (SCM_RIGHTS), in `space`.
+fn rights_message(space: &mut [u64; 4], byte: &mut u8, iov: &mut libc::iovec, fd: Option<i32>) -> libc::msghdr {
+    *iov = libc::iovec { iov_base: (byte as *mut u8).cast(), iov_len: 1 };
+    // SAFETY: all zeroes is a valid msghdr; the fields set point to `iov` and `space`, which
+    // outlive its use; CMSG_* compute within `space` (32 bytes: a header and one int fit).
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = space.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(4) as usize;
+        if let Some(fd) = fd {
+            let h = libc::CMSG_FIRSTHDR(&msg);
+            (*h).cmsg_level = libc::SOL_SOCKET;
+            (*h).cmsg_type = libc::SCM_RIGHTS;
+            (*h).cmsg_len = libc::CMSG_LEN(4) as usize;
+            libc::CMSG_DATA(h).cast::<i32>().write_unaligned(fd);
+        }
+        msg
+    }
+}
+
+/// Passes `fd` over the unix socket `via` as the preloaded sendmsg does: the runtime records it
+/// (or refuses), the kernel sends, and a failed send gives the records back.
+fn send_fd(rt: &Accel<ClientNic>, via: i32, fd: i32) -> Result<(), runtime::Errno> {
+    let passing = rt.pass_rights(via, &[fd])?;
+    let (mut space, mut byte, mut iov) = ([0u64; 4], b'f', libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 });
+    let msg = rights_message(&mut space, &mut byte, &mut iov, Some(fd));
+    // SAFETY: `msg` and what it points to are alive across the call.
+    if unsafe { libc::sendmsg(via, &msg, 0) } != 1 {
+        rt.passing_failed(passing);
+        panic!("sendmsg: {}", std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Receives one fd over the unix socket `via` (waiting in the kernel) as the preloaded recvmsg
+/// does: the runtime then installs it if it is a socket passed within the family.
+fn recv_fd(rt: &Accel<ClientNic>, via: i32) -> i32 {
+    let (mut space, mut byte, mut iov) = ([0u64; 4], 0u8, libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 });
+    let mut msg = rights_message(&mut space, &mut byte, &mut iov, None);
+    // SAFETY: `msg` and what it points to are alive across the call; the kernel writes the fd
+    // into `space`, read back through CMSG_DATA.
+    let fd = unsafe {
+        assert_eq!(libc::recvmsg(via, &mut msg, 0), 1, "recvmsg: {}", std::io::Error::last_os_error());
+        let h = libc::CMSG_FIRSTHDR(&msg);
+        assert!(!h.is_null() && (*h).cmsg_type == libc::SCM_RIGHTS, "no fd came");
+        libc::CMSG_DATA(h).cast::<i32>().read_unaligned()
+    };
+    rt.received_rights(&[fd]);
+    fd
+}
+
+/// Issue 24, SCM_RIGHTS within a family: the parent accepts a connection after it forked a
+/// child, passes it to the child over a unix socketpair and closes its own; the child serves
+/// the request on the socket it received, passes it back and closes its own; the parent
+/// answers once more on the socket it received and closes it: the peer gets both answers and
+/// then the end of the stream, from the last close.
+#[test]
+fn a_connection_passed_over_a_unix_socket_is_served_by_the_family_process_that_receives_it() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, lfd, seen) = listening("family");
+    let (ours, theirs) = unix_pair();
+    let pid = fork_child(rt, || {
+        // SAFETY: the parent's end, not ours to use.
+        unsafe { libc::close(ours) };
+        let conn = recv_fd(rt, theirs);
+        let served = read_exact(rt, conn, 4) == b"ping" && done(rt.send(conn, b"pong", false)) == Ok(4);
+        let passed_back = send_fd(rt, theirs, conn).is_ok();
+        close(rt, conn);
+        served && passed_back
+    });
+    // SAFETY: the child's end, not ours to use.
+    unsafe { libc::close(theirs) };
+    let (conn, _) = within("accept", move || done(rt.accept(lfd, 0))).unwrap();
+    seen.send.store(true, Ordering::Relaxed);
+    assert_eq!(send_fd(rt, ours, conn), Ok(()), "the family's child was refused the connection");
+    close(rt, conn);
+    let back = within("the connection comes back", move || recv_fd(rt, ours));
+    assert_eq!(done(rt.send(back, b"back", false)), Ok(4), "the connection passed back is not the parent's");
+    let status = within("the child exits", move || {
+        let mut st = 0;
+        // SAFETY: `st` is a writable int.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut st, 0) }, pid);
+        st
+    });
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child did not serve: status {status:#x}");
+    until(|| seen.received.lock().unwrap().len() == 8);
+    assert!(!seen.fin.load(Ordering::Relaxed), "a close while another process held the connection ended it");
+    close(rt, back);
+    until(|| seen.fin.load(Ordering::Relaxed));
+    assert_eq!(*seen.received.lock().unwrap(), b"pongback");
+    // SAFETY: our end of the pair.
+    unsafe { libc::close(ours) };
+}
+
+/// A unix listener at an abstract name (`name` and this test's pid): its fd, address and
+/// address length.
+fn unix_listener(name: &str) -> (i32, libc::sockaddr_un, libc::socklen_t) {
+    // SAFETY: plain socket calls on a sockaddr_un of ours.
+    unsafe {
+        let l = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+        let mut addr: libc::sockaddr_un = std::mem::zeroed();
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let name = format!("pronghorn-{name}-{}", std::process::id());
+        for (i, b) in name.bytes().enumerate() {
+            addr.sun_path[i + 1] = b as libc::c_char;
+        }
+        let len = (std::mem::size_of::<libc::sa_family_t>() + 1 + name.len()) as libc::socklen_t;
+        assert_eq!(libc::bind(l, (&addr as *const libc::sockaddr_un).cast(), len), 0);
+        assert_eq!(libc::listen(l, 1), 0);
+        (l, addr, len)
+    }
+}
+
+/// A process that is not of the family (here a child forked without the runtime's fork, which
+/// connected to a unix listener of the parent) could not use an accelerated socket: passing one
+/// to it is still refused with EOPNOTSUPP.
+#[test]
+fn a_socket_passed_to_a_process_outside_the_family_is_refused_with_eopnotsupp() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, _lfd, conn, _seen) = accepted("family");
+    let (listener, addr, len) = unix_listener("outsider");
+    // SAFETY: the child only makes a socket, connects, waits for the end of stream and leaves
+    // with _exit (no allocation, no lock).
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        // SAFETY: as above.
+        unsafe {
+            let s = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+            let ok = libc::connect(s, (&addr as *const libc::sockaddr_un).cast(), len) == 0;
+            let mut b = 0u8;
+            while libc::read(s, (&mut b as *mut u8).cast(), 1) > 0 {}
+            libc::_exit(if ok { 0 } else { 1 });
+        }
+    }
+    // SAFETY: accept on our listener; no address asked for.
+    let outsider = unsafe { libc::accept(listener, std::ptr::null_mut(), std::ptr::null_mut()) };
+    assert!(outsider >= 0);
+    assert_eq!(rt.pass_rights(outsider, &[conn]).err(), Some(runtime::Errno::EOPNOTSUPP));
+    // SAFETY: our fds; the child sees the end of stream and exits.
+    unsafe {
+        libc::close(outsider);
+        libc::close(listener);
+    }
+    let mut st = 0;
+    // SAFETY: `st` is a writable int.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut st, 0) }, pid);
+    assert!(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0, "the outsider did not connect: {st:#x}");
+}
+
+/// A socket in flight to a process of the family that exits without receiving it must not
+/// stay open for ever: the family's next pass drops the record and its hold, and the socket,
+/// which nobody else holds (the sender closed its fd), closes: the peer sees its end.
+#[test]
+fn a_socket_in_flight_to_a_process_that_exited_closes_at_the_next_pass() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, lfd, conn, seen) = accepted("family");
+    let (listener, addr, len) = unix_listener("lost");
+    let (go_r, go_w) = pipe();
+    let pid = fork_child(rt, move || {
+        // Its copy from the fork goes: the message is then the only hold besides the parent's.
+        close(rt, conn);
+        // SAFETY: socket calls on our own fds; `addr` is the listener's address, `len` long.
+        unsafe {
+            libc::close(go_w);
+            let s = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+            let connected = libc::connect(s, (&addr as *const libc::sockaddr_un).cast(), len) == 0;
+            // Waits for the parent's word (the end of the pipe), never reading the message.
+            let mut b = 0u8;
+            while libc::read(go_r, (&mut b as *mut u8).cast(), 1) > 0 {}
+            connected
+        }
+    });
+    // SAFETY: our end of the child's connection; the read end of the pipe is the child's.
+    let to_child = unsafe {
+        libc::close(go_r);
+        libc::accept(listener, std::ptr::null_mut(), std::ptr::null_mut())
+    };
+    assert!(to_child >= 0);
+    assert_eq!(send_fd(rt, to_child, conn), Ok(()), "the family's child was refused the connection");
+    close(rt, conn);
+    // SAFETY: our fds: the child sees the end of the pipe and exits.
+    unsafe { libc::close(go_w) };
+    let mut st = 0;
+    // SAFETY: `st` is a writable int; the child is reaped, so its pid no longer runs.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut st, 0) }, pid);
+    assert!(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0, "the child did not connect: {st:#x}");
+    assert!(!seen.fin.load(Ordering::Relaxed), "the connection ended while in flight");
+    // The next pass in the family (the listener, to ourselves) sweeps the lost one.
+    let (a, b) = unix_pair();
+    assert_eq!(send_fd(rt, a, lfd), Ok(()));
+    let again = recv_fd(rt, b);
+    close(rt, again);
+    until(|| seen.fin.load(Ordering::Relaxed));
+    // SAFETY: our fds.
+    unsafe {
+        libc::close(a);
+        libc::close(b);
+        libc::close(to_child);
+        libc::close(listener);
     }
 }

@@ -368,6 +368,33 @@ fn buffer_options_read_back_as_this_hosts_linux() {
     rt.close(fresh);
 }
 
+/// SO_DOMAIN, SO_TYPE and SO_PROTOCOL as Linux answers them: what Python's socket(fileno=)
+/// reads of a socket it did not make (one received over a unix socket).
+#[test]
+fn a_socket_names_its_domain_type_and_protocol() {
+    let l = Lab::new("inline", Buffers::default());
+    let rt = l.rt;
+    for (domain, ty, addr, protocol) in [
+        (libc::AF_INET, libc::SOCK_STREAM, SocketAddr::V4(SocketAddrV4::new(OURS, 0)), libc::IPPROTO_TCP),
+        (libc::AF_INET, libc::SOCK_DGRAM, SocketAddr::V4(SocketAddrV4::new(OURS, 0)), libc::IPPROTO_UDP),
+        (
+            libc::AF_INET6,
+            libc::SOCK_STREAM,
+            SocketAddr::V6(std::net::SocketAddrV6::new(OURS.to_ipv6_mapped(), 0, 0, 0)),
+            libc::IPPROTO_TCP,
+        ),
+    ] {
+        // SAFETY: socket takes no memory.
+        let fd = unsafe { libc::socket(domain, ty, 0) };
+        rt.socket_created(fd, domain, ty, 0);
+        done(rt.bind(fd, addr)).unwrap();
+        let got =
+            (int_opt(rt, fd, libc::SO_DOMAIN), int_opt(rt, fd, libc::SO_TYPE), int_opt(rt, fd, libc::SO_PROTOCOL));
+        assert_eq!(got, (domain, ty, protocol), "{addr}");
+        rt.close(fd);
+    }
+}
+
 #[test]
 fn a_small_so_sndbuf_gives_eagain_after_that_much_data() {
     // The peer never reads and offers a 4096-byte window: what we can send is our buffer and

@@ -13,7 +13,7 @@
 //! This file is the list of scenarios; the rigs they use (the lab, pronghorn's echo and client,
 //! the servers and their kernel twins) are in `rigs.rs`.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -25,11 +25,11 @@ mod rigs;
 
 use rigs::{
     accelerated_pid, assert_echoed, assert_lab_gone, assert_one_clear_line, bin, compat_peer, compat_py, config_file,
-    deterministic_sql, exit_stat, have_scapy, kernel_client, nginx_site, nginx_workers_conf, nginx_workers_site,
-    peer_py, ping, pronghorn, pronghorn_as_nobody, pronghorn_client, ps_json, redis_benchmark, redis_cli, redis_dir,
-    script_checks, share_side_a, shared_redis, stat_of_process_on, until_ok, wire_py, Accelerated, Echo, KernelPair,
-    KernelServer, Lab, Mariadb, NginxMaster, Redis, RedisNode, WrkErrors, WrkUnderway, DEBIAN_PYTHON, MARIADB_TOOLS,
-    REDIS_TOOLS, WRK_CONNECTIONS,
+    deterministic_sql, exit_stat, family_config, have_scapy, kernel_client, nginx_site, nginx_workers_conf,
+    nginx_workers_site, peer_py, ping, pronghorn, pronghorn_as_nobody, pronghorn_client, ps_json, redis_benchmark,
+    redis_cli, redis_dir, script_checks, share_side_a, shared_redis, stat_of_process_on, until_ok, wire_py,
+    Accelerated, Echo, KernelPair, KernelServer, Lab, Mariadb, NginxMaster, Redis, RedisNode, WrkErrors, WrkUnderway,
+    DEBIAN_PYTHON, MARIADB_TOOLS, REDIS_TOOLS, WRK_CONNECTIONS,
 };
 
 fn ping_both_families(pmd: &str, prefix: &str) {
@@ -1037,14 +1037,40 @@ fn forked_children_share_the_parents_stack_with_share_family() {
     let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-forkfam", &[]);
     let _peer = KernelServer::start(&lab, 7300);
-    let dir = std::env::temp_dir().join(format!("pronghorn-forkfam-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let cfg = std::fs::read_to_string(lab.config_a()).unwrap();
-    let cfg_path = dir.join("family.toml");
-    std::fs::write(&cfg_path, cfg + "\n[runtime]\nshare = \"family\"\n").unwrap();
+    let (dir, cfg_path) = family_config(&lab, "forkfam");
     let (seen, _) = script_checks(&lab, Some(&cfg_path), "forks.py", &["10.99.0.2", "7300", "family"], 8);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(seen.contains_key("after: child echoes through the inherited connection"), "{seen:?}");
+}
+
+/// Issue 24: SCM_RIGHTS between two accelerated processes of one family (`[runtime] share =
+/// "family"`, tests/lab/pass_fds.py): the parent accepts side b's connection and passes it to
+/// the worker it forked over a unix socketpair, closing its own; the worker echoes, the kernel
+/// client in side b gets every byte back, and the connection, passed back to the parent, ends
+/// only when the parent closes it.
+#[test]
+fn a_connection_passed_to_a_worker_of_the_family_is_served_by_it() {
+    let Some(_scenario) = scenario(&[]) else { return };
+    let lab = Lab::up("tst-passfam", &[]);
+    let (dir, cfg_path) = family_config(&lab, "passfam");
+    let script = format!("{}/../../tests/lab/pass_fds.py", env!("CARGO_MANIFEST_DIR"));
+    let argv = [bin(), "run", "--config", cfg_path.to_str().unwrap(), "--", "python3", &script, "10.99.0.1", "7302"];
+    let mut server = lab.exec("a", &argv).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut out = BufReader::new(server.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let mut server = Accelerated(server);
+    let o =
+        lab.exec("b", &["python3", &peer_py(), "tcp-echo-client", "10.99.0.1", "7302", "1000000"]).output().unwrap();
+    let status = server.0.wait().unwrap();
+    let mut seen = String::new();
+    out.read_to_string(&mut seen).unwrap();
+    let mut stderr = String::new();
+    server.0.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(status.success(), "the server saw: {seen} {stderr}");
+    assert_echoed(&o, "10.99.0.1", 1_000_000, 1);
 }
 
 /// Issue 10: `lab up --nodes 3`. Each node is a namespace with its own DPDK-driven veth (no

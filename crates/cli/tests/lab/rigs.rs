@@ -178,6 +178,17 @@ pub fn script_checks(
     (seen, String::from_utf8_lossy(&o.stderr).into_owned())
 }
 
+/// A directory `pronghorn-<name>-<pid>` holding side a's config with `[runtime] share =
+/// "family"` (issue 24): the directory (the caller removes it) and the config's path.
+pub fn family_config(lab: &Lab, name: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("pronghorn-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = std::fs::read_to_string(lab.config_a()).unwrap();
+    let cfg_path = dir.join("family.toml");
+    std::fs::write(&cfg_path, cfg + "\n[runtime]\nshare = \"family\"\n").unwrap();
+    (dir, cfg_path)
+}
+
 /// The kernel in side b as a client of `pronghorn echo`: `bytes` each way per connection, every
 /// connection's sent and received sha256 identical.
 pub fn kernel_client(lab: &Lab, host: &str, bytes: u64, conns: usize) {

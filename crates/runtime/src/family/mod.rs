@@ -17,13 +17,16 @@
 //!   readiness, and a child's waiting thread sleeps on it (a futex without FUTEX_PRIVATE_FLAG)
 //!   and looks again at what it waits for when it moves;
 //! - how many processes hold each socket (Linux's file reference count at process grain): a
-//!   fork adds one for every socket the parent holds, and a process that closes its last fd of
-//!   a socket closes it on the shard only when no other process holds it.
+//!   fork adds one for every socket the parent holds, a socket passed in a message (SCM_RIGHTS)
+//!   one while it is in flight, and a process that closes its last fd of a socket closes it on
+//!   the shard only when no other process holds it;
+//! - the family's processes (the opener and every child a fork of the family made), which a
+//!   socket may be passed to, and the sockets in flight between them ([`crate::passing`]).
 //!
 //! Not here yet: recovery after a process died holding the lock (the next holder is told, says
 //! so on stderr, and goes on), children that drive the NIC, the opener leaving before its
 //! children (the NIC goes with it; the opener names on stderr, at its exit, the sharing
-//! children it forked that still run), a process table with liveness.
+//! children it forked that still run).
 //!
 //! This module holds what the family shares and each process's role; `role` turns a runtime
 //! into a child's or an opener's at a fork.
@@ -31,7 +34,7 @@
 mod role;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, Ordering};
 
 use stack::shard::SocketId;
 
@@ -64,7 +67,16 @@ struct Shared {
     /// Children's threads asleep in poll(2) (they also watch kernel fds): each one's process and
     /// eventfd, written at each change (pid 0: a free slot).
     fd_sleepers: [FdSleeper; FD_SLEEPERS],
+    /// The family's processes (0: a free slot; a slot whose process is gone is taken again).
+    members: [AtomicI32; MEMBERS],
+    /// `passing`'s table of the sockets passed in messages and not yet received, made in the
+    /// arena by the family's first pass (null until then; set with the family lock held).
+    in_flight: AtomicPtr<()>,
 }
+
+/// How many processes of the family can be known at once (a fork beyond: the child is not
+/// known, and a socket passed to it is refused).
+const MEMBERS: usize = 256;
 
 /// A child's thread asleep in poll(2) on its eventfd `efd`.
 #[derive(Default)]
@@ -149,6 +161,8 @@ impl Family {
                 sleepers: AtomicU32::new(0),
                 holders: HashMap::new(),
                 fd_sleepers: std::array::from_fn(|_| FdSleeper::default()),
+                members: std::array::from_fn(|_| AtomicI32::new(0)),
+                in_flight: AtomicPtr::new(std::ptr::null_mut()),
             }))
         };
         if !arena.contains(shared.cast()) {
@@ -156,7 +170,41 @@ impl Family {
             unsafe { real::close(bell) };
             return None;
         }
-        Some(Box::leak(Box::new(Family { lock, doorbell, bell, shared, children: Default::default() })))
+        let family: &'static Family =
+            Box::leak(Box::new(Family { lock, doorbell, bell, shared, children: Default::default() }));
+        // SAFETY: getpid has no preconditions.
+        family.joined(unsafe { libc::getpid() });
+        Some(family)
+    }
+
+    /// Process `pid` is of the family from now on (the opener, or a child a fork of the family
+    /// made). Takes a free slot, or one whose process is gone; with none, `pid` stays unknown.
+    pub(crate) fn joined(&self, pid: libc::pid_t) {
+        for slot in &self.shared().members {
+            let was = slot.load(Ordering::Acquire);
+            if (was == 0 || !runs(was)) && slot.compare_exchange(was, pid, Ordering::AcqRel, Ordering::Acquire).is_ok()
+            {
+                return;
+            }
+        }
+    }
+
+    /// Process `pid` is no longer of the family: it execs another program, which starts without
+    /// the family's stack.
+    pub(crate) fn left(&self, pid: libc::pid_t) {
+        for slot in &self.shared().members {
+            let _ = slot.compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+
+    /// Whether process `pid` is of the family (and runs).
+    pub(crate) fn has_member(&self, pid: libc::pid_t) -> bool {
+        pid > 0 && runs(pid) && self.shared().members.iter().any(|m| m.load(Ordering::Acquire) == pid)
+    }
+
+    /// `passing`'s table of the sockets in flight (an arena block; null until its first pass).
+    pub(crate) fn in_flight(&self) -> &AtomicPtr<()> {
+        &self.shared().in_flight
     }
 
     fn shared(&self) -> &Shared {
@@ -326,6 +374,13 @@ fn alive(pid: libc::pid_t) -> bool {
     };
     // SAFETY: si_pid is the field waitid fills (0: the child has not exited).
     r == 0 && unsafe { info.si_pid() } == 0
+}
+
+/// Whether process `pid` runs (a zombie counts: its pid is not free yet).
+pub(crate) fn runs(pid: libc::pid_t) -> bool {
+    // SAFETY: kill with signal 0 sends nothing.
+    let sent = unsafe { libc::kill(pid, 0) } == 0;
+    sent || crate::last_errno().0 != libc::ESRCH
 }
 
 /// A child's thread that waits for sockets and kernel fds at once and found no free

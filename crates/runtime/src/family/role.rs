@@ -38,6 +38,15 @@ impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
         self.ensure_stack_thread();
     }
 
+    /// Before an exec the kernel would start: the new program is not of the family (it starts
+    /// without its stack), so no socket may be passed to it from now on.
+    pub(crate) fn leave_family(&self) {
+        if let Some(f) = self.sharing.family() {
+            // SAFETY: getpid has no preconditions.
+            f.left(unsafe { libc::getpid() });
+        }
+    }
+
     /// At the exit of the process that drives the NIC for its family: its children that still
     /// live lose the stack with it (the opener leaving first is not built), so it says so on
     /// stderr, naming them. A server that daemonizes after listen() under `share = "family"`

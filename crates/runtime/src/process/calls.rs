@@ -110,8 +110,10 @@ impl<N: Nic + 'static> Accel<N> {
     /// all, and the stack thread (if any) still runs. Every accelerated TCP fd then becomes a
     /// kernel socket that was never connected (`bury`), so a program whose exec failed gets
     /// errors on them (ENOTCONN, EPIPE, EINVAL from accept) rather than an eventfd that takes
-    /// writes, and a new image that inherits one finds a socket there.
+    /// writes, and a new image that inherits one finds a socket there. A process of a fork
+    /// family leaves it first: no socket may be passed to the new program.
     pub fn drain_before_exec(&self) {
+        self.with(|rt| rt.leave_family());
         self.drain(Leaving::Exec);
     }
 

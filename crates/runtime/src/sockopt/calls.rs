@@ -159,6 +159,14 @@ impl<N: Nic + 'static> Accel<N> {
                 (libc::SOL_SOCKET, libc::SO_TYPE) => {
                     put_int(out, if udp { libc::SOCK_DGRAM } else { libc::SOCK_STREAM })
                 }
+                // What Python's socket(fileno=) reads of a socket it did not make (a received one).
+                (libc::SOL_SOCKET, libc::SO_DOMAIN) => {
+                    let v6 = o.v6 || matches!(rt.fds.kind(fd), Some(Fd::Udp { v6: true, .. }));
+                    put_int(out, if v6 { libc::AF_INET6 } else { libc::AF_INET })
+                }
+                (libc::SOL_SOCKET, libc::SO_PROTOCOL) => {
+                    put_int(out, if udp { libc::IPPROTO_UDP } else { libc::IPPROTO_TCP })
+                }
                 (libc::SOL_SOCKET, libc::SO_RCVBUF) => {
                     let default = if udp { rt.limits.rmem_default } else { rt.limits.tcp_rmem[1] };
                     put_int(out, o.rcvbuf.unwrap_or(default) as i32)
