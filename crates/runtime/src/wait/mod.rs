@@ -370,7 +370,7 @@ pub(crate) fn sleep(s: &Sleep, extra: &mut PollFds) -> i32 {
         return 0;
     }
     if let Some(child) = &s.family {
-        return child.sleep(s.timeout_ms, extra, s.parker.fd());
+        return child.sleep(s.timeout_ms, extra);
     }
     if s.spin {
         if extra.is_empty() {
