@@ -425,6 +425,59 @@ fn a_change_wakes_the_children_waiting_on_that_socket_and_no_other() {
     assert_eq!(b_woken, 0, "child B, asleep on the listener, was woken by the connection's changes");
 }
 
+/// How long a child waits for a wake before it counts it lost.
+const LOST_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Whether thread `tid` of this process sleeps on a family sleeper's word: FUTEX_WAIT (shared,
+/// op 0) for the value ASLEEP (2), as /proc/self/task/TID/syscall shows it; the locks' waits
+/// have other ops or values.
+fn asleep_on_a_sleeper(tid: i32) -> bool {
+    let line = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).unwrap_or_default();
+    let f: Vec<&str> = line.split_whitespace().collect();
+    f.len() > 3 && f[0] == libc::SYS_futex.to_string() && f[2] == "0x0" && f[3] == "0x2"
+}
+
+/// A wake from the child's own process: thread T1 of a child sleeps in epoll_wait on a set
+/// whose only member (the listener) does not change, registered in the family arena; thread T2
+/// adds the connection, writable, to the set. Linux wakes T1 (ep_insert queues a ready fd and
+/// wakes the set's waiters); here the add wakes T1's parker, which must reach the sleeper T1
+/// sleeps on (the driver's passes never see an epoll_ctl). T2 waits for T1's answer at most
+/// [`LOST_AFTER`]: a lost wake fails the child.
+#[test]
+fn an_epoll_ctl_in_a_child_wakes_its_sibling_thread_asleep_in_epoll_wait() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, lfd, conn, _seen) = accepted("family");
+    let pid = fork_child(rt, move || {
+        // SAFETY: epoll_create1 takes an integer.
+        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        assert!(epfd >= 0 && rt.epoll_created(epfd));
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, lfd, libc::EPOLLIN as u32, 1)).unwrap();
+        let tid = Arc::new(std::sync::atomic::AtomicI32::new(0));
+        let (tx, rx) = std::sync::mpsc::channel();
+        {
+            let tid = tid.clone();
+            std::thread::spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                tid.store(unsafe { libc::gettid() }, Ordering::Release);
+                let mut out = [libc::epoll_event { events: 0, u64: 0 }; 4];
+                let n = done(rt.epoll_wait(epfd, &mut out, -1));
+                let _ = tx.send(n == Ok(1) && { out[0].u64 } == 2 && { out[0].events } & libc::EPOLLOUT as u32 != 0);
+            });
+        }
+        let start = Instant::now();
+        while !asleep_on_a_sleeper(tid.load(Ordering::Acquire)) {
+            if start.elapsed() > LOST_AFTER {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, conn, libc::EPOLLOUT as u32, 2)).unwrap();
+        rx.recv_timeout(LOST_AFTER).unwrap_or(false)
+    });
+    close(rt, conn);
+    assert_eq!(exit_status(pid, "the child exits"), 0, "T1 slept through its sibling's epoll_ctl");
+}
+
 /// Each of this process's threads whose name starts with `prefix`, with the signals it blocks
 /// (SigBlk: bit n - 1 for signal n).
 fn blocked_by_threads(prefix: &str) -> Vec<(String, u64)> {

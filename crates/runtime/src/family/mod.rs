@@ -37,7 +37,7 @@
 mod role;
 mod sleepers;
 
-pub(crate) use sleepers::{ChildSleep, OwedWakes};
+pub(crate) use sleepers::{ChildSleep, OwedWakes, Sleeper};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};

@@ -32,13 +32,31 @@ pub(super) const SLEEPERS: usize = 1024;
 
 /// A child's thread asleep on sockets (in the arena).
 #[derive(Default)]
-pub(super) struct Sleeper {
+pub(crate) struct Sleeper {
     /// The thread's process (0: a free sleeper).
     pid: AtomicI32,
     /// The thread's eventfd when it sleeps in poll(2) (-1: on `word`).
     efd: AtomicI32,
     /// [`IDLE`], [`WOKEN`] or [`ASLEEP`] (in the kernel, on the futex or in poll(2)).
     word: AtomicU32,
+}
+
+impl Sleeper {
+    /// Wakes the thread from its own process: a sibling thread's call changed what it waits for
+    /// (an epoll_ctl that adds a ready fd), which the driver's pass never sees
+    /// (`wait::Parker::wake`). `own_efd`: the thread's eventfd, which it registered here if it
+    /// sleeps in poll(2). A sleeper freed and taken again meanwhile only gets a spurious wake.
+    pub(crate) fn wake_from_own_process(&self, own_efd: i32) {
+        if self.word.swap(WOKEN, Ordering::AcqRel) != ASLEEP {
+            return;
+        }
+        if self.efd.load(Ordering::Acquire) >= 0 {
+            add_one(own_efd);
+        } else {
+            // SAFETY: FUTEX_WAKE on an aligned u32 of the arena, mapped for the process's life.
+            unsafe { libc::syscall(libc::SYS_futex, self.word.as_ptr(), libc::FUTEX_WAKE, 1) };
+        }
+    }
 }
 
 /// The sleepers each socket has (family lock).
@@ -232,6 +250,14 @@ impl Family {
 }
 
 impl ChildSleep {
+    /// The sleeper the thread registered (`None`: it sleeps on the change count).
+    pub(crate) fn sleeper(&self) -> Option<&'static Sleeper> {
+        match self.how {
+            How::Registered { slot, .. } => Some(self.family.sleeper(slot)),
+            How::Count { .. } => None,
+        }
+    }
+
     /// Sleeps until a wake, `timeout_ms` passes (-1: none), a signal comes (-EINTR) or, with
     /// kernel fds (`extra`, non-empty), one of them is ready.
     /// Returns what `wait::sleep` returns.

@@ -27,7 +27,7 @@
 
 mod sleeping;
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use config::Drive;
@@ -50,6 +50,9 @@ pub(crate) struct Parker {
     via_fd: AtomicBool,
     /// A wake wrote `efd`: the next reset reads it back.
     fd_written: AtomicBool,
+    /// In a child of a family: the sleeper in the arena the thread sleeps on this time (null:
+    /// none), which a wake from its own process must reach too.
+    family_sleeper: AtomicPtr<crate::family::Sleeper>,
 }
 
 impl Parker {
@@ -61,6 +64,7 @@ impl Parker {
             efd,
             via_fd: AtomicBool::new(false),
             fd_written: AtomicBool::new(false),
+            family_sleeper: AtomicPtr::new(std::ptr::null_mut()),
         })
     }
 
@@ -81,6 +85,8 @@ impl Parker {
             // SAFETY: the eventfd this Parker owns (closed only by its drop), and an 8-byte
             // counter value that outlives the call.
             unsafe { real::write(self.efd, (&one as *const u64).cast(), 8) };
+        } else if let Some(sleeper) = self.family_sleeper() {
+            sleeper.wake_from_own_process(self.efd);
         } else if before == ASLEEP {
             crate::lockstat::WAKEUP_SYSCALLS.fetch_add(1, Ordering::Relaxed);
             unsafe {
@@ -89,6 +95,20 @@ impl Parker {
                 libc::syscall(libc::SYS_futex, self.word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1)
             };
         }
+    }
+
+    fn family_sleeper(&self) -> Option<&'static crate::family::Sleeper> {
+        let p = self.family_sleeper.load(Ordering::Acquire);
+        // SAFETY: null, or a sleeper of the family arena (`set_family_sleeper`), which is never
+        // unmapped or freed.
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+
+    /// The thread sleeps on `sleeper` in the family arena this time (`None`: not, or no more);
+    /// set and cleared with the lock held.
+    pub(crate) fn set_family_sleeper(&self, sleeper: Option<&'static crate::family::Sleeper>) {
+        let p = sleeper.map_or(std::ptr::null_mut(), |s| s as *const _ as *mut crate::family::Sleeper);
+        self.family_sleeper.store(p, Ordering::Release);
     }
 
     fn woken(&self) -> bool {
@@ -328,8 +348,8 @@ pub(crate) struct Sleep {
     pub rx_fd: Option<i32>,
     /// How long it may sleep, ms (-1: until woken).
     pub timeout_ms: i32,
-    /// A child of a family that shares the shards: it sleeps on the family's change count
-    /// from this value instead (`family`).
+    /// A child of a family that shares the shards: it sleeps on its sleeper in the family
+    /// arena, registered on the sockets it waits for, instead (`family::sleepers`).
     pub family: Option<crate::family::ChildSleep>,
     /// The family's bell, which the driver watches beside its parker: children that may not
     /// write the driver's eventfd ring it (`family::Family::ring`).

@@ -64,7 +64,9 @@ impl<N: Nic + 'static> Runtime<N> {
         self.wait.stats.sleeps += 1;
         if let Some(f) = self.sharing.child() {
             // Never the driver, never a stack thread: the opener's pass wakes it (`family`).
-            let family = Some(f.prepare_sleep(waits_on, kernel_fds, parker.fd(), again));
+            let child = f.prepare_sleep(waits_on, kernel_fds, parker.fd(), again);
+            parker.set_family_sleeper(child.sleeper());
+            let family = Some(child);
             return Sleep { parker, drives: false, spin: false, rx_fd: None, timeout_ms: limit_ms, family, bell: None };
         }
         if self.wait.auto && self.wait.mode == Mode::Inline && self.wait.parked >= 2 {
@@ -106,6 +108,7 @@ impl<N: Nic + 'static> Runtime<N> {
     pub(crate) fn after_sleep(&mut self, s: &Sleep) {
         self.wait.parked = self.wait.parked.saturating_sub(1);
         if let Some(child) = &s.family {
+            s.parker.set_family_sleeper(None);
             child.end();
         }
         if s.drives {
