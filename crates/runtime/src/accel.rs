@@ -223,6 +223,12 @@ impl<N: Nic + 'static> Accel<N> {
         (s.waiting.load(Relaxed), s.wait.iter().map(|b| b.load(Relaxed)).sum())
     }
 
+    /// How many children's threads of the family are registered asleep on their sockets now
+    /// (`None`: the shards are not shared; the gauge `family_sleepers` of `pronghorn stat`).
+    pub fn family_sleepers(&self) -> Option<u64> {
+        self.with(|rt| rt.sharing.family().map(|f| f.sleepers_in_use())).flatten()
+    }
+
     /// The waiting counters (tests, `pronghorn stat` later).
     pub fn wait_stats(&self) -> wait::WaitStats {
         self.lock().wait.stats
@@ -613,10 +619,13 @@ impl<N: Nic + 'static> Runtime<N> {
         if !self.urgent.is_empty() {
             self.owe_sigurg();
         }
+        let family = self.sharing.family();
+        if let Some(f) = family {
+            f.forget_gone();
+        }
         if self.changed.is_empty() {
             return;
         }
-        let family = self.sharing.family();
         let broadcast = family.is_some_and(|f| f.changed());
         let mut changed = std::mem::take(&mut self.changed);
         for id in changed.drain(..) {

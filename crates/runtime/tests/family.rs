@@ -478,6 +478,37 @@ fn an_epoll_ctl_in_a_child_wakes_its_sibling_thread_asleep_in_epoll_wait() {
     assert_eq!(exit_status(pid, "the child exits"), 0, "T1 slept through its sibling's epoll_ctl");
 }
 
+/// A child killed while asleep never drops its registrations: the driver's wake finds it gone
+/// (ESRCH) and its next hold forgets the dead process's sleepers (`Family::forget_sleeps_of`,
+/// which the recovery of a dead process calls too). Without that its sleeper stayed taken for
+/// good and named on the socket.
+#[test]
+fn a_child_killed_asleep_leaves_no_sleeper_behind() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, _lfd, conn, seen) = accepted("family");
+    let (c_in, _c_out) = pipe();
+    let c = fork_child(rt, || serves_after_poll(rt, conn, c_in));
+    let registered = || rt.family_sleepers() == Some(1);
+    let start = Instant::now();
+    while !registered() {
+        assert!(start.elapsed() < BOUND, "the child never registered asleep");
+        std::thread::yield_now();
+    }
+    // SAFETY: kill takes integers; `c` is our child.
+    unsafe { libc::kill(c, libc::SIGKILL) };
+    let mut st = 0;
+    // SAFETY: `st` is a writable int; reaped: its pid is gone.
+    assert_eq!(unsafe { libc::waitpid(c, &mut st, 0) }, c);
+    // The request changes the connection the dead child was registered on.
+    seen.send.store(true, Ordering::Relaxed);
+    assert_eq!(within("the parent's read", move || read_exact(rt, conn, 4)), b"ping");
+    let start = Instant::now();
+    while rt.family_sleepers() != Some(0) {
+        assert!(start.elapsed() < BOUND, "the dead child's sleeper is still taken");
+        std::thread::yield_now();
+    }
+}
+
 /// Each of this process's threads whose name starts with `prefix`, with the signals it blocks
 /// (SigBlk: bit n - 1 for signal n).
 fn blocked_by_threads(prefix: &str) -> Vec<(String, u64)> {

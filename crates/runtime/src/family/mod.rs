@@ -61,6 +61,7 @@ pub(crate) struct Family {
     /// Processes a wake found gone (ESRCH) after the locks: their sleepers are forgotten at the
     /// driver's next hold (its own heap).
     gone: std::sync::Mutex<Vec<libc::pid_t>>,
+    any_gone: AtomicBool,
 }
 
 /// The part of the family's state that lives in the arena.
@@ -165,6 +166,7 @@ impl Family {
             shared,
             children: Default::default(),
             gone: Default::default(),
+            any_gone: AtomicBool::new(false),
         })))
     }
 

@@ -157,16 +157,28 @@ impl Family {
 
     /// The driver's stack pass changed some socket (family lock held): counted, so that a
     /// child's next hold looks again at its sockets. Whether the threads asleep on the count
-    /// (the broadcast, for those that could not register) are owed a wake. Also forgets the
-    /// sleepers of processes a wake found gone.
+    /// (the broadcast, for those that could not register) are owed a wake.
     pub(crate) fn changed(&self) -> bool {
         let s = self.shared();
         s.changes.fetch_add(1, Ordering::AcqRel);
+        s.broadcast_sleepers.load(Ordering::Acquire) != 0
+    }
+
+    /// Forgets the sleepers of the processes a wake found gone (family lock held: the driver's
+    /// next hold after that wake).
+    pub(crate) fn forget_gone(&self) {
+        if !self.any_gone.swap(false, Ordering::AcqRel) {
+            return;
+        }
         let gone = std::mem::take(&mut *self.gone.lock().unwrap_or_else(|p| p.into_inner()));
         for pid in gone {
             self.forget_sleeps_of(pid);
         }
-        s.broadcast_sleepers.load(Ordering::Acquire) != 0
+    }
+
+    /// How many sleepers are taken now.
+    pub(crate) fn sleepers_in_use(&self) -> u64 {
+        self.shared().sleepers.iter().filter(|s| s.pid.load(Ordering::Relaxed) != 0).count() as u64
     }
 
     /// The driver's stack pass changed socket `id` (family lock held): the children's threads
@@ -212,8 +224,11 @@ impl Family {
                     add_one(fd);
                     sent += 1;
                 }
-                // Gone (killed while asleep): its sleepers are forgotten at the next change.
-                Err(Errno(libc::ESRCH)) => self.gone.lock().unwrap_or_else(|p| p.into_inner()).push(w.pid),
+                // Gone (killed while asleep): its sleepers are forgotten at the next hold.
+                Err(Errno(libc::ESRCH)) => {
+                    self.gone.lock().unwrap_or_else(|p| p.into_inner()).push(w.pid);
+                    self.any_gone.store(true, Ordering::Release);
+                }
                 // Not allowed (a credential change): it wakes at its own timeout or kernel fds.
                 Err(_) => {}
             }

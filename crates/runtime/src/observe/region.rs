@@ -131,6 +131,7 @@ pub const PROCESS_COUNTERS: &[(&str, &str)] = &[
         "wakes the driver sent to the threads of sharing children (runtime.share = \"family\"): a futex wake or an eventfd write each",
     ),
     ("family_wakes_idle", "family wakes after which the child's thread found nothing and slept again"),
+    ("family_sleepers", "threads of sharing children registered asleep on their sockets now (gauge)"),
     ("lock_waits", "times a thread found the runtime's lock taken and waited for it"),
     ("lock_wait_us", "microseconds threads waited for the runtime's lock, all together"),
     ("lock_holds", "times the runtime's lock was taken and released, since pronghorn stat or lat first asked"),
