@@ -42,14 +42,20 @@ pub(crate) struct Sleeper {
 }
 
 impl Sleeper {
-    /// Wakes the thread from its own process: a sibling thread's call changed what it waits for
-    /// (an epoll_ctl that adds a ready fd), which the driver's pass never sees
-    /// (`wait::Parker::wake`). `own_efd`: the thread's eventfd, which it registered here if it
-    /// sleeps in poll(2). A sleeper freed and taken again meanwhile only gets a spurious wake.
-    pub(crate) fn wake_from_own_process(&self, own_efd: i32) {
-        if self.word.swap(WOKEN, Ordering::AcqRel) != ASLEEP {
-            return;
-        }
+    /// A wake from the thread's own process (a sibling thread's call changed what it waits for:
+    /// an epoll_ctl that adds a ready fd, which the driver's pass never sees), marked with the
+    /// locks held, while the sleeper is certainly the thread's (it frees it under them):
+    /// whether it is asleep in the kernel, so that [`Sleeper::wake_asleep`] is owed after the
+    /// locks (`wait::owe_wake`).
+    pub(crate) fn mark_woken(&self) -> bool {
+        self.word.swap(WOKEN, Ordering::AcqRel) == ASLEEP
+    }
+
+    /// Sends the wake [`Sleeper::mark_woken`] found owed (after the locks). `own_efd`: the
+    /// thread's eventfd, which it registered here if it sleeps in poll(2). If the thread woke and
+    /// the sleeper was taken again meanwhile, the other thread gets at most a spurious futex
+    /// wake (its word is left alone), and the eventfd written is the woken thread's own.
+    pub(crate) fn wake_asleep(&self, own_efd: i32) {
         if self.efd.load(Ordering::Acquire) >= 0 {
             add_one(own_efd);
         } else {

@@ -53,6 +53,9 @@ pub(crate) struct Parker {
     /// In a child of a family: the sleeper in the arena the thread sleeps on this time (null:
     /// none), which a wake from its own process must reach too.
     family_sleeper: AtomicPtr<crate::family::Sleeper>,
+    /// `owe_wake` found the thread asleep in the kernel on `family_sleeper` (with the locks
+    /// held): the next wake must reach it there.
+    family_asleep: AtomicBool,
 }
 
 impl Parker {
@@ -65,6 +68,7 @@ impl Parker {
             via_fd: AtomicBool::new(false),
             fd_written: AtomicBool::new(false),
             family_sleeper: AtomicPtr::new(std::ptr::null_mut()),
+            family_asleep: AtomicBool::new(false),
         })
     }
 
@@ -86,7 +90,9 @@ impl Parker {
             // counter value that outlives the call.
             unsafe { real::write(self.efd, (&one as *const u64).cast(), 8) };
         } else if let Some(sleeper) = self.family_sleeper() {
-            sleeper.wake_from_own_process(self.efd);
+            if self.family_asleep.swap(false, Ordering::AcqRel) {
+                sleeper.wake_asleep(self.efd);
+            }
         } else if before == ASLEEP {
             crate::lockstat::WAKEUP_SYSCALLS.fetch_add(1, Ordering::Relaxed);
             unsafe {
@@ -108,6 +114,7 @@ impl Parker {
     /// set and cleared with the lock held.
     pub(crate) fn set_family_sleeper(&self, sleeper: Option<&'static crate::family::Sleeper>) {
         let p = sleeper.map_or(std::ptr::null_mut(), |s| s as *const _ as *mut crate::family::Sleeper);
+        self.family_asleep.store(false, Ordering::Release);
         self.family_sleeper.store(p, Ordering::Release);
     }
 
@@ -211,6 +218,14 @@ pub(crate) fn owe_wake(owed: &mut Vec<Arc<Parker>>, p: &Arc<Parker>) {
     if is_mine(p) {
         p.word.store(WOKEN, Ordering::Release);
     } else {
+        // A child's thread asleep on its sleeper in the family arena: marked there now, under
+        // the locks (after them the sleeper may be another thread's, whose wake a swap would
+        // take).
+        if let Some(sleeper) = p.family_sleeper() {
+            if sleeper.mark_woken() {
+                p.family_asleep.store(true, Ordering::Release);
+            }
+        }
         owed.push(p.clone());
     }
 }
