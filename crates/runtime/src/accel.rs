@@ -76,9 +76,11 @@ pub(crate) struct Runtime<N: Nic + 'static> {
     changed: Vec<SocketId>,
     /// Wakes owed by the current hold of the lock, sent once it is released (`wait::send_wakes`).
     pub owed_wakes: Vec<std::sync::Arc<wait::Parker>>,
-    /// The family's sleeping children are owed a wake by the current hold (the driver's pass
-    /// changed something): sent once the locks are released (`Family::wake_sleepers`).
-    family_wake: Option<&'static crate::family::Family>,
+    /// The family's sleeping children are owed wakes by the current hold (the driver's pass
+    /// changed sockets they wait on; `true`: the threads on the change count too): sent once
+    /// the locks are released (`Family::wake_sleepers`), to the threads in `family_owed`.
+    family_wake: Option<(&'static crate::family::Family, bool)>,
+    family_owed: crate::family::OwedWakes,
     /// Where the stats region and control socket go when the NIC opens (`None`: nowhere).
     pub observe_dir: Option<std::path::PathBuf>,
     pub observer: Option<crate::observe::Observer>,
@@ -123,6 +125,7 @@ impl<N: Nic + 'static> Accel<N> {
                 changed: Vec::new(),
                 owed_wakes: Vec::new(),
                 family_wake: None,
+                family_owed: Default::default(),
                 observe_dir: None,
                 observer: None,
                 limits: BufferLimits::read(),
@@ -166,12 +169,13 @@ impl<N: Nic + 'static> Accel<N> {
         let sigurg = std::mem::take(&mut rt.sigurg);
         let wakes = rt.take_wakes();
         let family_wake = rt.family_wake.take();
+        let family_owed = std::mem::take(&mut rt.family_owed);
         drop(inside);
         drop(family);
         drop(rt);
         wait::send_wakes(wakes);
-        if let Some(f) = family_wake {
-            f.wake_sleepers();
+        if let Some((f, broadcast)) = family_wake {
+            f.wake_sleepers(&family_owed, broadcast);
         }
         // After the lock: a SIGURG handler typically reads the urgent byte, with our calls.
         for owner in sigurg {
@@ -200,12 +204,13 @@ impl<N: Nic + 'static> Accel<N> {
         let r = f(&mut rt);
         let wakes = rt.take_wakes();
         let family_wake = rt.family_wake.take();
+        let family_owed = std::mem::take(&mut rt.family_owed);
         drop(inside);
         drop(family);
         drop(rt);
         wait::send_wakes(wakes);
-        if let Some(f) = family_wake {
-            f.wake_sleepers();
+        if let Some((f, broadcast)) = family_wake {
+            f.wake_sleepers(&family_owed, broadcast);
         }
         Some(r)
     }
@@ -216,6 +221,12 @@ impl<N: Nic + 'static> Accel<N> {
         use std::sync::atomic::Ordering::Relaxed;
         let s = self.lock_stats();
         (s.waiting.load(Relaxed), s.wait.iter().map(|b| b.load(Relaxed)).sum())
+    }
+
+    /// How many children's threads of the family are registered asleep on their sockets now
+    /// (`None`: the shards are not shared; the gauge `family_sleepers` of `pronghorn stat`).
+    pub fn family_sleepers(&self) -> Option<u64> {
+        self.with(|rt| rt.sharing.family().map(|f| f.sleepers_in_use())).flatten()
     }
 
     /// The waiting counters (tests, `pronghorn stat` later).
@@ -611,20 +622,30 @@ impl<N: Nic + 'static> Runtime<N> {
         if !self.urgent.is_empty() {
             self.owe_sigurg();
         }
+        let family = self.sharing.family();
+        if let Some(f) = family {
+            f.forget_gone();
+        }
         if self.changed.is_empty() {
             return;
         }
-        if let Some(f) = self.sharing.family() {
-            if f.changed() {
-                self.family_wake = Some(f);
-            }
-        }
+        let broadcast = family.is_some_and(|f| f.changed());
         let mut changed = std::mem::take(&mut self.changed);
         for id in changed.drain(..) {
             // A sibling listener's change is its primary's (the one the fds refer to).
-            self.notify(self.shards.known_as(id));
+            let id = self.shards.known_as(id);
+            self.notify(id);
+            if let Some(f) = family {
+                f.changed_socket(id, &mut self.family_owed);
+            }
         }
         self.changed = changed;
+        if let Some(f) = family {
+            let broadcast = broadcast || self.family_wake.is_some_and(|(_, b)| b);
+            if broadcast || !self.family_owed.is_empty() {
+                self.family_wake = Some((f, broadcast));
+            }
+        }
     }
 
     /// The wakes owed so far, to send once the lock is released.

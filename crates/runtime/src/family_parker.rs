@@ -1,7 +1,8 @@
 //! Parkers that the processes of one family share: issue 24's stage 1 with [`crate::family_lock`]
 //! (docs/design-notes.md, "Fork after accept: a shared stack"). `family` uses one as the
 //! opener's doorbell (a child rings the thread that drives the NIC); `wait`'s `Parker` is not
-//! one yet (a child's threads sleep on the family's change count). A thread's parker is a word in a
+//! one (a child's threads sleep on sleepers of the family's own, `family::sleepers`, which use the
+//! same words and protocol). A thread's parker is a word in a
 //! MAP_SHARED mapping made before fork, so a waker in any process of the family reaches it:
 //! - a thread that sleeps on nothing else waits on the word with FUTEX_WAIT, and a waker does
 //!   FUTEX_WAKE on it, both without FUTEX_PRIVATE_FLAG (a private futex is keyed by the process's

@@ -130,7 +130,7 @@ impl<N: Nic + 'static> Accel<N> {
                 if timeout_ms > 0 && deadline.is_none() {
                     deadline = Some(Instant::now() + Duration::from_millis(timeout_ms as u64));
                 }
-                Step::Sleep(rt.prepare_sleep(parker, limit_ms, &mut waiting_since, kernel_fds), ids)
+                Step::Sleep(rt.prepare_sleep(parker, limit_ms, &mut waiting_since, kernel_fds, &ids, waited), ids)
             });
             // The kernel fds (accelerated slots get fd -1: the kernel ignores them).
             kernel.clear();

@@ -325,43 +325,59 @@ fn until_stopped(pid: libc::pid_t) {
     }
 }
 
+/// Waits for child `pid` (bounded) and returns its exit status (0: it did what it checks).
+fn exit_status(pid: libc::pid_t, what: &'static str) -> i32 {
+    let st = within(what, move || {
+        let mut st = 0;
+        // SAFETY: `st` is a writable int.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut st, 0) }, pid);
+        st
+    });
+    assert!(libc::WIFEXITED(st), "{what}: the child died, status {st:#x}");
+    libc::WEXITSTATUS(st)
+}
+
+/// A child's part: sleeps in poll(2) on `conn` and the pipe `pipe_in` until the request comes,
+/// answers it and closes its copy. Whether it was woken to the request and served it.
+fn serves_after_poll(rt: &'static Accel<ClientNic>, conn: i32, pipe_in: i32) -> bool {
+    let mut fds = [
+        libc::pollfd { fd: conn, events: libc::POLLIN, revents: 0 },
+        libc::pollfd { fd: pipe_in, events: libc::POLLIN, revents: 0 },
+    ];
+    let woken = done(rt.poll(&mut fds, -1)) == Ok(1) && fds[0].revents & libc::POLLIN != 0;
+    let served = woken && read_exact(rt, conn, 4) == b"ping" && done(rt.send(conn, b"pong", false)) == Ok(4);
+    close(rt, conn);
+    served
+}
+
 /// PostgreSQL's backends wait in epoll on their socket and a latch pipe: a child's thread that
 /// also watches kernel fds sleeps in poll(2) on an eventfd that the driver writes. That eventfd
 /// must be the child's own: a child that inherited its forking thread's parker shared one
 /// eventfd with its parent and its siblings, and a sibling woken on it drained the wake meant
-/// for another. Here child A sleeps on its connection and a pipe, and is stopped; the request
-/// comes, the driver writes A's eventfd and wakes B (asleep on the listener and a pipe), which
-/// reads its eventfd and sleeps again; A, continued, must find its wake and serve the request.
+/// for another. Here children A and B both sleep on the connection and a pipe, and A is
+/// stopped; the request comes, the driver writes both eventfds, B wakes, reads its eventfd
+/// and leaves; A, continued, must find its own wake and serve the request.
 #[test]
 fn a_childs_wake_is_its_own_when_a_sibling_drains_its_eventfd() {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (rt, lfd, conn, seen) = accepted("family");
     let (a_in, _a_out) = pipe();
-    let (b_in, b_out) = pipe();
+    let (b_in, _b_out) = pipe();
     // The forking thread has a parker before the fork, as the postmaster has from its select.
     let mut fds = [
         libc::pollfd { fd: lfd, events: libc::POLLIN, revents: 0 },
         libc::pollfd { fd: b_in, events: libc::POLLIN, revents: 0 },
     ];
     assert_eq!(done(rt.poll(&mut fds, 1)), Ok(0));
-    let a = fork_child(rt, || {
-        let mut fds = [
-            libc::pollfd { fd: conn, events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: a_in, events: libc::POLLIN, revents: 0 },
-        ];
-        let woken = done(rt.poll(&mut fds, -1)) == Ok(1) && fds[0].revents & libc::POLLIN != 0;
-        let served = woken && read_exact(rt, conn, 4) == b"ping" && done(rt.send(conn, b"pong", false)) == Ok(4);
-        close(rt, conn);
-        served
-    });
+    let a = fork_child(rt, || serves_after_poll(rt, conn, a_in));
     let b = fork_child(rt, || {
         let mut fds = [
-            libc::pollfd { fd: lfd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: conn, events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: b_in, events: libc::POLLIN, revents: 0 },
         ];
         let r = done(rt.poll(&mut fds, -1));
         close(rt, conn);
-        r == Ok(1) && fds[1].revents & libc::POLLIN != 0
+        r == Ok(1) && fds[0].revents & libc::POLLIN != 0
     });
     close(rt, conn);
     until_asleep(a);
@@ -369,30 +385,135 @@ fn a_childs_wake_is_its_own_when_a_sibling_drains_its_eventfd() {
     // SAFETY: kill takes integers; `a` is our child.
     unsafe { libc::kill(a, libc::SIGSTOP) };
     until_stopped(a);
-    let b_sleeps = proc_status(b, "voluntary_ctxt_switches");
     seen.send.store(true, Ordering::Relaxed);
-    // B was woken by the request's pass and went back to sleep: it read its eventfd first.
-    until(|| proc_status(b, "voluntary_ctxt_switches") > b_sleeps);
-    until_asleep(b);
+    // B was woken by the request's pass and read its eventfd on the way out.
+    assert_eq!(exit_status(b, "child B exits"), 0, "child B was not woken to the request");
     // SAFETY: as above.
     unsafe { libc::kill(a, libc::SIGCONT) };
-    let status = within("child A exits", move || {
-        let mut st = 0;
-        // SAFETY: `st` is a writable int.
-        assert_eq!(unsafe { libc::waitpid(a, &mut st, 0) }, a);
-        st
+    assert_eq!(exit_status(a, "child A exits"), 0, "child A did not serve the request");
+    until(|| *seen.received.lock().unwrap() == b"pong");
+}
+
+/// Targeted wakes: a stack pass that changed a connection wakes the children asleep on that
+/// connection and no other. Child A sleeps on the connection and a pipe, child B on the
+/// listener and a pipe (PostgreSQL's backends and nginx's workers sleep so); the request for
+/// A wakes A, which serves it, while B sleeps through it and the answer's passes. With the
+/// broadcast (every change woke every sleeping child) B woke and slept again at each pass.
+#[test]
+fn a_change_wakes_the_children_waiting_on_that_socket_and_no_other() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, lfd, conn, seen) = accepted("family");
+    let (a_in, _a_out) = pipe();
+    let (b_in, b_out) = pipe();
+    let a = fork_child(rt, || serves_after_poll(rt, conn, a_in));
+    let b = fork_child(rt, || {
+        close(rt, conn);
+        let mut fds = [
+            libc::pollfd { fd: lfd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: b_in, events: libc::POLLIN, revents: 0 },
+        ];
+        let r = done(rt.poll(&mut fds, -1));
+        r == Ok(1) && fds[1].revents & libc::POLLIN != 0
     });
+    close(rt, conn);
+    until_asleep(a);
+    until_asleep(b);
+    let b_sleeps = proc_status(b, "voluntary_ctxt_switches");
+    seen.send.store(true, Ordering::Relaxed);
+    assert_eq!(exit_status(a, "child A exits"), 0, "child A did not serve the request");
+    // The answer left on a pass of the stack thread after the one that brought the request, so
+    // any wake of that pass was sent by now; B is back asleep if it was woken.
+    until(|| *seen.received.lock().unwrap() == b"pong");
+    until_asleep(b);
+    let b_woken = proc_status(b, "voluntary_ctxt_switches") - b_sleeps;
     // SAFETY: one byte from a live buffer to our pipe.
     assert_eq!(unsafe { libc::write(b_out, b"x".as_ptr().cast(), 1) }, 1);
-    let b_status = within("child B exits", move || {
-        let mut st = 0;
-        // SAFETY: `st` is a writable int.
-        assert_eq!(unsafe { libc::waitpid(b, &mut st, 0) }, b);
-        st
+    assert_eq!(exit_status(b, "child B exits"), 0, "child B missed its pipe");
+    assert_eq!(b_woken, 0, "child B, asleep on the listener, was woken by the connection's changes");
+}
+
+/// How long a child waits for a wake before it counts it lost.
+const LOST_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Whether thread `tid` of this process sleeps on a family sleeper's word: FUTEX_WAIT (shared,
+/// op 0) for the value ASLEEP (2), as /proc/self/task/TID/syscall shows it; the locks' waits
+/// have other ops or values.
+fn asleep_on_a_sleeper(tid: i32) -> bool {
+    let line = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).unwrap_or_default();
+    let f: Vec<&str> = line.split_whitespace().collect();
+    f.len() > 3 && f[0] == libc::SYS_futex.to_string() && f[2] == "0x0" && f[3] == "0x2"
+}
+
+/// A wake from the child's own process: thread T1 of a child sleeps in epoll_wait on a set
+/// whose only member (the listener) does not change, registered in the family arena; thread T2
+/// adds the connection, writable, to the set. Linux wakes T1 (ep_insert queues a ready fd and
+/// wakes the set's waiters); here the add wakes T1's parker, which must reach the sleeper T1
+/// sleeps on (the driver's passes never see an epoll_ctl). T2 waits for T1's answer at most
+/// [`LOST_AFTER`]: a lost wake fails the child.
+#[test]
+fn an_epoll_ctl_in_a_child_wakes_its_sibling_thread_asleep_in_epoll_wait() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, lfd, conn, _seen) = accepted("family");
+    let pid = fork_child(rt, move || {
+        // SAFETY: epoll_create1 takes an integer.
+        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        assert!(epfd >= 0 && rt.epoll_created(epfd));
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, lfd, libc::EPOLLIN as u32, 1)).unwrap();
+        let tid = Arc::new(std::sync::atomic::AtomicI32::new(0));
+        let (tx, rx) = std::sync::mpsc::channel();
+        {
+            let tid = tid.clone();
+            std::thread::spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                tid.store(unsafe { libc::gettid() }, Ordering::Release);
+                let mut out = [libc::epoll_event { events: 0, u64: 0 }; 4];
+                let n = done(rt.epoll_wait(epfd, &mut out, -1));
+                let _ = tx.send(n == Ok(1) && { out[0].u64 } == 2 && { out[0].events } & libc::EPOLLOUT as u32 != 0);
+            });
+        }
+        let start = Instant::now();
+        while !asleep_on_a_sleeper(tid.load(Ordering::Acquire)) {
+            if start.elapsed() > LOST_AFTER {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, conn, libc::EPOLLOUT as u32, 2)).unwrap();
+        rx.recv_timeout(LOST_AFTER).unwrap_or(false)
     });
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child A: status {status:#x}");
-    assert!(libc::WIFEXITED(b_status) && libc::WEXITSTATUS(b_status) == 0, "child B: status {b_status:#x}");
-    until(|| *seen.received.lock().unwrap() == b"pong");
+    close(rt, conn);
+    assert_eq!(exit_status(pid, "the child exits"), 0, "T1 slept through its sibling's epoll_ctl");
+}
+
+/// A child killed while asleep never drops its registrations: the driver's wake finds it gone
+/// (ESRCH) and its next hold forgets the dead process's sleepers (`Family::forget_sleeps_of`,
+/// which the recovery of a dead process calls too). Without that its sleeper stayed taken for
+/// good and named on the socket.
+#[test]
+fn a_child_killed_asleep_leaves_no_sleeper_behind() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, _lfd, conn, seen) = accepted("family");
+    let (c_in, _c_out) = pipe();
+    let c = fork_child(rt, || serves_after_poll(rt, conn, c_in));
+    let registered = || rt.family_sleepers() == Some(1);
+    let start = Instant::now();
+    while !registered() {
+        assert!(start.elapsed() < BOUND, "the child never registered asleep");
+        std::thread::yield_now();
+    }
+    // SAFETY: kill takes integers; `c` is our child.
+    unsafe { libc::kill(c, libc::SIGKILL) };
+    let mut st = 0;
+    // SAFETY: `st` is a writable int; reaped: its pid is gone.
+    assert_eq!(unsafe { libc::waitpid(c, &mut st, 0) }, c);
+    // The request changes the connection the dead child was registered on.
+    seen.send.store(true, Ordering::Relaxed);
+    assert_eq!(within("the parent's read", move || read_exact(rt, conn, 4)), b"ping");
+    let start = Instant::now();
+    while rt.family_sleepers() != Some(0) {
+        assert!(start.elapsed() < BOUND, "the dead child's sleeper is still taken");
+        std::thread::yield_now();
+    }
 }
 
 /// Each of this process's threads whose name starts with `prefix`, with the signals it blocks

@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nic::Nic;
+use smallvec::SmallVec;
+use stack::shard::SocketId;
 
 use super::{Member, Target};
 use crate::accel::{Accel, Runtime};
@@ -182,7 +184,13 @@ impl<N: Nic + 'static> Accel<N> {
                 set.waiters.push(parker.clone());
                 let limit_ms = left.map_or(-1, |l| l.as_millis().clamp(1, i32::MAX as u128) as i32);
                 let kernel_fds = set.kernel_members > 0;
-                Step::Sleep(rt.prepare_sleep(parker, limit_ms, &mut waiting_since, kernel_fds), kernel_fds)
+                // A child of a family registers on the members' sockets in the arena.
+                let members: SmallVec<[SocketId; 8]> =
+                    if rt.sharing.child().is_some() { set.member_sockets().collect() } else { SmallVec::new() };
+                Step::Sleep(
+                    rt.prepare_sleep(parker, limit_ms, &mut waiting_since, kernel_fds, &members, waited),
+                    kernel_fds,
+                )
             });
             let (plan, kernel_fds) = match step {
                 None | Some(Step::Kernel) => return Call::Kernel,

@@ -97,6 +97,15 @@ impl EpollSet {
         self.members.iter().enumerate().filter(|(_, m)| m.is_some()).map(|(fd, _)| fd as i32)
     }
 
+    /// The sockets of the accelerated members that may still report (not disabled by
+    /// EPOLLONESHOT).
+    pub(crate) fn member_sockets(&self) -> impl Iterator<Item = SocketId> + '_ {
+        self.members.iter().flatten().filter(|m| !m.disabled).filter_map(|m| match m.target {
+            Target::Sock(id) => Some(id),
+            Target::Bound => None,
+        })
+    }
+
     /// The set is going away: its waiters look again (and find it gone).
     pub(crate) fn wake_all(&self, owed: &mut Vec<Arc<Parker>>) {
         for p in &self.waiters {

@@ -13,9 +13,14 @@
 //!   workers become `nobody`, the master stays root) rings the family's bell instead, an
 //!   eventfd the opener made before its first fork, which every child inherits and the driver
 //!   watches;
+//! - the children's sleepers (`sleepers`): a child's thread about to sleep registers, under the
+//!   family lock, on the sockets it waits for, and the driver's pass wakes only the threads
+//!   registered on a socket it changed;
 //! - the change count: the driver bumps it at each stack pass that changed a socket's
-//!   readiness, and a child's waiting thread sleeps on it (a futex without FUTEX_PRIVATE_FLAG)
-//!   and looks again at what it waits for when it moves;
+//!   readiness; a child's next hold of the lock finds it moved and looks again at every socket
+//!   it holds (its epoll sets' ready lists and blocked calls: the driver's list of changes is
+//!   the driver's), and a child's thread that could not register (no free sleeper, or nothing
+//!   to register on) sleeps on it, woken by every change (the broadcast, only for those);
 //! - how many processes hold each socket (Linux's file reference count at process grain): a
 //!   fork adds one for every socket the parent holds, a socket passed in a message (SCM_RIGHTS)
 //!   one while it is in flight, and a process that closes its last fd of a socket closes it on
@@ -29,18 +34,22 @@
 //! children it forked that still run).
 //!
 //! This module holds what the family shares and each process's role; `role` turns a runtime
-//! into a child's or an opener's at a fork.
+//! into a child's or an opener's at a fork; `sleepers` holds the children's registrations and
+//! their wakes.
 
 mod role;
+mod sleepers;
+
+pub(crate) use sleepers::{ChildSleep, OwedWakes, Sleeper};
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use stack::shard::SocketId;
 
 use crate::family_lock::{FamilyGuard, FamilyLock};
 use crate::family_parker::FamilyParker;
-use crate::{real, Errno};
+use crate::real;
 
 /// What the processes of the family share besides the shards.
 pub(crate) struct Family {
@@ -52,6 +61,10 @@ pub(crate) struct Family {
     shared: *mut Shared,
     /// The children this process forked that share its shards (its own heap: the opener's).
     children: std::sync::Mutex<Vec<libc::pid_t>>,
+    /// Processes a wake found gone (ESRCH) after the locks: their sleepers are forgotten at the
+    /// driver's next hold (its own heap).
+    gone: std::sync::Mutex<Vec<libc::pid_t>>,
+    any_gone: AtomicBool,
 }
 
 /// The part of the family's state that lives in the arena.
@@ -60,13 +73,19 @@ struct Shared {
     changes: AtomicU32,
     /// The bell was written since the driver last read it back.
     bell_rung: AtomicBool,
-    /// Children's threads asleep (or about to sleep) on `changes`.
-    sleepers: AtomicU32,
+    /// Children's threads asleep (or about to sleep) on `changes`: those that could not
+    /// register on their sockets, woken by every change.
+    broadcast_sleepers: AtomicU32,
     /// The processes that hold a socket, for the sockets more than one process holds.
     holders: HashMap<SocketId, u32>,
-    /// Children's threads asleep in poll(2) (they also watch kernel fds): each one's process and
-    /// eventfd, written at each change (pid 0: a free slot).
-    fd_sleepers: [FdSleeper; FD_SLEEPERS],
+    /// Children's threads asleep on sockets (`sleepers`)...
+    sleepers: [sleepers::Sleeper; sleepers::SLEEPERS],
+    /// ...and which of them wait on each socket (changed only under the family lock).
+    waits: sleepers::Waits,
+    /// Wakes the driver sent to children's threads (a futex wake or an eventfd write each).
+    wakes: AtomicU64,
+    /// Wakes after which the thread found nothing and slept again.
+    wakes_idle: AtomicU64,
     /// The family's processes (0: a free slot; a slot whose process is gone is taken again).
     members: [AtomicI32; MEMBERS],
     /// `passing`'s table of the sockets passed in messages and not yet received, made in the
@@ -77,25 +96,6 @@ struct Shared {
 /// How many processes of the family can be known at once (a fork beyond: the child is not
 /// known, and a socket passed to it is refused).
 const MEMBERS: usize = 256;
-
-/// A child's thread asleep in poll(2) on its eventfd `efd`.
-#[derive(Default)]
-struct FdSleeper {
-    pid: AtomicI32,
-    efd: AtomicI32,
-}
-
-/// How many children's threads can sleep in poll(2) woken at once; more look every
-/// [`KERNEL_FDS_LOOK_MS`].
-const FD_SLEEPERS: usize = 256;
-
-/// A child's thread about to sleep (`wait::Sleep`): on the change count from `seen`, or in
-/// poll(2) with its eventfd registered in `slot`.
-pub(crate) struct ChildSleep {
-    family: &'static Family,
-    seen: u32,
-    slot: Option<usize>,
-}
 
 // SAFETY: `shared` points into the family arena, mapped for the life of the process at the same
 // address in every process of the family; its atomics are shared freely and `holders` is only
@@ -158,9 +158,12 @@ impl Family {
             Box::into_raw(Box::new(Shared {
                 changes: AtomicU32::new(0),
                 bell_rung: AtomicBool::new(false),
-                sleepers: AtomicU32::new(0),
+                broadcast_sleepers: AtomicU32::new(0),
                 holders: HashMap::new(),
-                fd_sleepers: std::array::from_fn(|_| FdSleeper::default()),
+                sleepers: sleepers::new_sleepers(),
+                waits: HashMap::new(),
+                wakes: AtomicU64::new(0),
+                wakes_idle: AtomicU64::new(0),
                 members: std::array::from_fn(|_| AtomicI32::new(0)),
                 in_flight: AtomicPtr::new(std::ptr::null_mut()),
             }))
@@ -170,8 +173,15 @@ impl Family {
             unsafe { real::close(bell) };
             return None;
         }
-        let family: &'static Family =
-            Box::leak(Box::new(Family { lock, doorbell, bell, shared, children: Default::default() }));
+        let family: &'static Family = Box::leak(Box::new(Family {
+            lock,
+            doorbell,
+            bell,
+            shared,
+            children: Default::default(),
+            gone: Default::default(),
+            any_gone: AtomicBool::new(false),
+        }));
         // SAFETY: getpid has no preconditions.
         family.joined(unsafe { libc::getpid() });
         Some(family)
@@ -284,59 +294,18 @@ impl Family {
         })
     }
 
-    /// The driver's stack pass changed some socket (family lock held): counted, so that a child
-    /// about to sleep from the count before sees it moved. Whether a wake is owed: children
-    /// sleep; the caller sends it with [`Family::wake_sleepers`] once the locks are released
-    /// (the driver held the family lock through the eventfd writes, and the children waited
-    /// for it: 35% of the driver's samples under pgbench).
-    pub(crate) fn changed(&self) -> bool {
-        let s = self.shared();
-        s.changes.fetch_add(1, Ordering::AcqRel);
-        s.sleepers.load(Ordering::Acquire) != 0
-    }
-
-    /// Wakes the children's threads asleep on the change count and the eventfds of those that
-    /// also watch kernel fds (after [`Family::changed`], with no lock held: a child that went to
-    /// sleep meanwhile started from the new count, and a wake it does not need only makes it
-    /// look once more).
-    pub(crate) fn wake_sleepers(&self) {
-        let s = self.shared();
-        // SAFETY: FUTEX_WAKE on an aligned u32 of the arena, mapped for the process's life.
-        unsafe { libc::syscall(libc::SYS_futex, s.changes.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
-        for sleeper in &s.fd_sleepers {
-            let pid = sleeper.pid.load(Ordering::Acquire);
-            if pid == 0 {
-                continue;
-            }
-            match crate::family_parker::usable_fd(pid, sleeper.efd.load(Ordering::Acquire)) {
-                Ok(fd) => crate::family_parker::add_one(fd),
-                // Gone (killed while asleep): the slot is free again.
-                Err(Errno(libc::ESRCH)) => sleeper.pid.store(0, Ordering::Release),
-                // Not allowed (a credential change): it looks again every KERNEL_FDS_LOOK_MS.
-                Err(_) => {}
-            }
-        }
-    }
-
     /// The change count now (with the family lock held: the value a sleep starts from).
     pub(crate) fn changes(&self) -> u32 {
         self.shared().changes.load(Ordering::Acquire)
     }
 
-    /// A child's thread found nothing and will sleep (family lock held, so the driver's next
-    /// change wakes it): on the change count, or, when it also watches kernel fds
-    /// (`kernel_fds`), in poll(2) with its eventfd `efd` among them.
-    pub(crate) fn prepare_sleep(&'static self, kernel_fds: bool, efd: i32) -> ChildSleep {
+    /// The children's wakes so far: sent by the driver, and those that found nothing
+    /// (`pronghorn stat`'s `family_wakes` and `family_wakes_idle`).
+    pub(crate) fn wake_counts(&self) -> (u64, u64) {
         let s = self.shared();
-        s.sleepers.fetch_add(1, Ordering::AcqRel);
-        let slot = kernel_fds.then(|| s.fd_sleepers.iter().position(|f| f.pid.load(Ordering::Acquire) == 0)).flatten();
-        if let Some(i) = slot {
-            s.fd_sleepers[i].efd.store(efd, Ordering::Release);
-            // SAFETY: getpid has no preconditions.
-            s.fd_sleepers[i].pid.store(unsafe { libc::getpid() }, Ordering::Release);
-        }
-        ChildSleep { family: self, seen: s.changes.load(Ordering::Acquire), slot }
+        (s.wakes.load(Ordering::Relaxed), s.wakes_idle.load(Ordering::Relaxed))
     }
+
     /// A child queued frames (or needs the NIC looked at): the driver runs a pass. The
     /// driver's own eventfd first (a copy through pidfd_getfd, kept); when that is refused
     /// (EPERM: this process changed its credentials, so it may not take the driver's fds) the
@@ -381,61 +350,6 @@ pub(crate) fn runs(pid: libc::pid_t) -> bool {
     // SAFETY: kill with signal 0 sends nothing.
     let sent = unsafe { libc::kill(pid, 0) } == 0;
     sent || crate::last_errno().0 != libc::ESRCH
-}
-
-/// A child's thread that waits for sockets and kernel fds at once and found no free
-/// [`FdSleeper`] looks at the shared sockets this often (ms).
-pub(crate) const KERNEL_FDS_LOOK_MS: i32 = 10;
-
-impl ChildSleep {
-    /// Sleeps until the change count moves, `timeout_ms` passes (-1: none), a signal comes
-    /// (-EINTR) or, with kernel fds (`extra`, non-empty), one of them is ready; `efd` is the
-    /// thread's eventfd (registered in `prepare_sleep`). Returns what `wait::sleep` returns.
-    pub(crate) fn sleep(&self, timeout_ms: i32, extra: &mut smallvec::SmallVec<[libc::pollfd; 8]>, efd: i32) -> i32 {
-        let s = self.family.shared();
-        let r = if extra.is_empty() {
-            let ts = libc::timespec {
-                tv_sec: (timeout_ms.max(0) / 1000) as libc::time_t,
-                tv_nsec: ((timeout_ms.max(0) % 1000) as libc::c_long) * 1_000_000,
-            };
-            let tsp = if timeout_ms < 0 { std::ptr::null() } else { &ts as *const libc::timespec };
-            // SAFETY: FUTEX_WAIT on an aligned u32 of the arena; `tsp` is null or points to `ts`,
-            // alive across the call.
-            let r = unsafe { libc::syscall(libc::SYS_futex, s.changes.as_ptr(), libc::FUTEX_WAIT, self.seen, tsp) };
-            if r < 0 && crate::last_errno().0 == libc::EINTR {
-                -libc::EINTR
-            } else {
-                0
-            }
-        } else {
-            let base = extra.len();
-            let t = match self.slot {
-                Some(_) => {
-                    extra.push(libc::pollfd { fd: efd, events: libc::POLLIN, revents: 0 });
-                    timeout_ms
-                }
-                None if timeout_ms < 0 => KERNEL_FDS_LOOK_MS,
-                None => timeout_ms.min(KERNEL_FDS_LOOK_MS),
-            };
-            // SAFETY: `extra` is our list of extra.len() pollfds, read and written by the kernel.
-            let r = unsafe { real::poll(extra.as_mut_ptr(), extra.len() as libc::nfds_t, t) };
-            let errno = crate::last_errno();
-            extra.truncate(base);
-            if let Some(i) = self.slot {
-                s.fd_sleepers[i].pid.store(0, Ordering::Release);
-                let mut v = 0u64;
-                // SAFETY: the thread's own non-blocking eventfd; the kernel writes 8 bytes to `v`.
-                unsafe { real::read(efd, (&mut v as *mut u64).cast(), 8) };
-            }
-            if r < 0 {
-                -errno.0
-            } else {
-                extra.iter().filter(|p| p.revents != 0).count() as i32
-            }
-        };
-        s.sleepers.fetch_sub(1, Ordering::AcqRel);
-        r
-    }
 }
 
 #[cfg(test)]

@@ -80,6 +80,8 @@ impl<N: Nic + 'static> Runtime<N> {
         let w = self.wait.stats;
         let (lock_counters, lock_rows) =
             self.me.map_or(([0; 4], [[0; region::BUCKETS]; 2]), |a| lock_figures(a.lock_stats()));
+        let (family_wakes, family_wakes_idle) = self.sharing.family().map_or((0, 0), |f| f.wake_counts());
+        let family_sleepers = self.sharing.family().map_or(0, |f| f.sleepers_in_use());
         let process = [
             r.accelerated_listen,
             r.accelerated_connect,
@@ -97,6 +99,9 @@ impl<N: Nic + 'static> Runtime<N> {
             w.skipped_passes,
             crate::shield::caught(),
             crate::lockstat::WAKEUP_SYSCALLS.load(std::sync::atomic::Ordering::Relaxed),
+            family_wakes,
+            family_wakes_idle,
+            family_sleepers,
             lock_counters[0],
             lock_counters[1],
             lock_counters[2],

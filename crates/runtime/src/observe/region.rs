@@ -17,7 +17,7 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// "PHSTAT" and the layout's version.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT14");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT15");
 
 /// Shards a region has room for (`runtime.shards` is at most 64).
 pub const MAX_SHARDS: usize = 64;
@@ -126,6 +126,12 @@ pub const PROCESS_COUNTERS: &[(&str, &str)] = &[
         "wakeup_syscalls",
         "wakeups that needed a system call (futex or eventfd): the rest of wakeups found the thread awake",
     ),
+    (
+        "family_wakes",
+        "wakes the driver sent to the threads of sharing children (runtime.share = \"family\"): a futex wake or an eventfd write each",
+    ),
+    ("family_wakes_idle", "family wakes after which the child's thread found nothing and slept again"),
+    ("family_sleepers", "threads of sharing children registered asleep on their sockets now (gauge)"),
     ("lock_waits", "times a thread found the runtime's lock taken and waited for it"),
     ("lock_wait_us", "microseconds threads waited for the runtime's lock, all together"),
     ("lock_holds", "times the runtime's lock was taken and released, since pronghorn stat or lat first asked"),

@@ -27,7 +27,7 @@
 
 mod sleeping;
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use config::Drive;
@@ -50,6 +50,12 @@ pub(crate) struct Parker {
     via_fd: AtomicBool,
     /// A wake wrote `efd`: the next reset reads it back.
     fd_written: AtomicBool,
+    /// In a child of a family: the sleeper in the arena the thread sleeps on this time (null:
+    /// none), which a wake from its own process must reach too.
+    family_sleeper: AtomicPtr<crate::family::Sleeper>,
+    /// `owe_wake` found the thread asleep in the kernel on `family_sleeper` (with the locks
+    /// held): the next wake must reach it there.
+    family_asleep: AtomicBool,
 }
 
 impl Parker {
@@ -61,6 +67,8 @@ impl Parker {
             efd,
             via_fd: AtomicBool::new(false),
             fd_written: AtomicBool::new(false),
+            family_sleeper: AtomicPtr::new(std::ptr::null_mut()),
+            family_asleep: AtomicBool::new(false),
         })
     }
 
@@ -81,6 +89,10 @@ impl Parker {
             // SAFETY: the eventfd this Parker owns (closed only by its drop), and an 8-byte
             // counter value that outlives the call.
             unsafe { real::write(self.efd, (&one as *const u64).cast(), 8) };
+        } else if let Some(sleeper) = self.family_sleeper() {
+            if self.family_asleep.swap(false, Ordering::AcqRel) {
+                sleeper.wake_asleep(self.efd);
+            }
         } else if before == ASLEEP {
             crate::lockstat::WAKEUP_SYSCALLS.fetch_add(1, Ordering::Relaxed);
             unsafe {
@@ -89,6 +101,21 @@ impl Parker {
                 libc::syscall(libc::SYS_futex, self.word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1)
             };
         }
+    }
+
+    fn family_sleeper(&self) -> Option<&'static crate::family::Sleeper> {
+        let p = self.family_sleeper.load(Ordering::Acquire);
+        // SAFETY: null, or a sleeper of the family arena (`set_family_sleeper`), which is never
+        // unmapped or freed.
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+
+    /// The thread sleeps on `sleeper` in the family arena this time (`None`: not, or no more);
+    /// set and cleared with the lock held.
+    pub(crate) fn set_family_sleeper(&self, sleeper: Option<&'static crate::family::Sleeper>) {
+        let p = sleeper.map_or(std::ptr::null_mut(), |s| s as *const _ as *mut crate::family::Sleeper);
+        self.family_asleep.store(false, Ordering::Release);
+        self.family_sleeper.store(p, Ordering::Release);
     }
 
     fn woken(&self) -> bool {
@@ -191,6 +218,14 @@ pub(crate) fn owe_wake(owed: &mut Vec<Arc<Parker>>, p: &Arc<Parker>) {
     if is_mine(p) {
         p.word.store(WOKEN, Ordering::Release);
     } else {
+        // A child's thread asleep on its sleeper in the family arena: marked there now, under
+        // the locks (after them the sleeper may be another thread's, whose wake a swap would
+        // take).
+        if let Some(sleeper) = p.family_sleeper() {
+            if sleeper.mark_woken() {
+                p.family_asleep.store(true, Ordering::Release);
+            }
+        }
         owed.push(p.clone());
     }
 }
@@ -328,8 +363,8 @@ pub(crate) struct Sleep {
     pub rx_fd: Option<i32>,
     /// How long it may sleep, ms (-1: until woken).
     pub timeout_ms: i32,
-    /// A child of a family that shares the shards: it sleeps on the family's change count
-    /// from this value instead (`family`).
+    /// A child of a family that shares the shards: it sleeps on its sleeper in the family
+    /// arena, registered on the sockets it waits for, instead (`family::sleepers`).
     pub family: Option<crate::family::ChildSleep>,
     /// The family's bell, which the driver watches beside its parker: children that may not
     /// write the driver's eventfd ring it (`family::Family::ring`).
@@ -370,7 +405,7 @@ pub(crate) fn sleep(s: &Sleep, extra: &mut PollFds) -> i32 {
         return 0;
     }
     if let Some(child) = &s.family {
-        return child.sleep(s.timeout_ms, extra, s.parker.fd());
+        return child.sleep(s.timeout_ms, extra);
     }
     if s.spin {
         if extra.is_empty() {

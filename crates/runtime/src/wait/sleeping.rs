@@ -49,18 +49,24 @@ impl<N: Nic + 'static> Runtime<N> {
     /// `waiting_since` is when the caller first found nothing (set here on first use): a driver
     /// busy-polls until `busy_poll_us` after it.
     /// `kernel_fds`: the caller also sleeps on kernel fds (then the parker uses its eventfd).
+    /// `waits_on`: the sockets it waits for, and `again`: it slept before in this call (both
+    /// for a child of a family, which registers on them in the arena).
     pub(crate) fn prepare_sleep(
         &mut self,
         parker: Arc<Parker>,
         limit_ms: i32,
         waiting_since: &mut Option<Instant>,
         kernel_fds: bool,
+        waits_on: &[SocketId],
+        again: bool,
     ) -> Sleep {
         self.wait.parked += 1;
         self.wait.stats.sleeps += 1;
         if let Some(f) = self.sharing.child() {
             // Never the driver, never a stack thread: the opener's pass wakes it (`family`).
-            let family = Some(f.prepare_sleep(kernel_fds, parker.fd()));
+            let child = f.prepare_sleep(waits_on, kernel_fds, parker.fd(), again);
+            parker.set_family_sleeper(child.sleeper());
+            let family = Some(child);
             return Sleep { parker, drives: false, spin: false, rx_fd: None, timeout_ms: limit_ms, family, bell: None };
         }
         if self.wait.auto && self.wait.mode == Mode::Inline && self.wait.parked >= 2 {
@@ -101,6 +107,10 @@ impl<N: Nic + 'static> Runtime<N> {
     /// caller polls the shard after this when it drove) and its place in the standby list.
     pub(crate) fn after_sleep(&mut self, s: &Sleep) {
         self.wait.parked = self.wait.parked.saturating_sub(1);
+        if let Some(child) = &s.family {
+            s.parker.set_family_sleeper(None);
+            child.end();
+        }
         if s.drives {
             self.wait.driver = false;
         } else if let Some(i) = self.wait.standby.iter().position(|p| Arc::ptr_eq(p, &s.parker)) {
@@ -235,7 +245,7 @@ impl<N: Nic + 'static> Accel<N> {
                 if let Some(id) = id {
                     rt.socks.entry(id).waiters.push(parker.clone());
                 }
-                Ok(Some((rt.prepare_sleep(parker, limit_ms, &mut waiting_since, false), id)))
+                Ok(Some((rt.prepare_sleep(parker, limit_ms, &mut waiting_since, false, id.as_slice(), waited), id)))
             });
             let (sleep_plan, id) = match step {
                 None => return Call::Kernel,
@@ -304,7 +314,7 @@ impl<N: Nic + 'static> Accel<N> {
                     return Some(None);
                 };
                 rt.socks.entry(id).waiters.push(parker.clone());
-                Some(Some(rt.prepare_sleep(parker, limit_ms, &mut Some(start), false)))
+                Some(Some(rt.prepare_sleep(parker, limit_ms, &mut Some(start), false, &[id], waited)))
             });
             let plan = match step.flatten() {
                 None => break,
