@@ -75,7 +75,7 @@ pub(crate) struct Runtime<N: Nic + 'static> {
     pub me: Option<&'static Accel<N>>,
     changed: Vec<SocketId>,
     /// Wakes owed by the current hold of the lock, sent once it is released (`wait::send_wakes`).
-    pub owed_wakes: Vec<std::sync::Arc<wait::Parker>>,
+    pub owed_wakes: wait::OwedWakes,
     /// The family's sleeping children are owed wakes by the current hold (the driver's pass
     /// changed sockets they wait on; `true`: the threads on the change count too): sent once
     /// the locks are released (`Family::wake_sleepers`), to the threads in `family_owed`.
@@ -123,7 +123,7 @@ impl<N: Nic + 'static> Accel<N> {
                 wait,
                 me: None,
                 changed: Vec::new(),
-                owed_wakes: Vec::new(),
+                owed_wakes: wait::OwedWakes::new(),
                 family_wake: None,
                 family_owed: Default::default(),
                 observe_dir: None,

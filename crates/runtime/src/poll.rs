@@ -58,6 +58,9 @@ impl<N: Nic + 'static> Runtime<N> {
 }
 
 impl<N: Nic + 'static> Accel<N> {
+    // Never inlined: bench/request_cost.sh reports this function's inclusive cost by name, and
+    // LTO would fold it into its callers (one call instruction per call).
+    #[inline(never)]
     pub fn poll(&self, fds: &mut [libc::pollfd], timeout_ms: i32) -> Call<usize> {
         enum Step {
             Kernel,

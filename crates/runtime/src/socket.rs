@@ -630,6 +630,9 @@ impl<N: Nic + 'static> Accel<N> {
     /// takes those; it returns early at the end of the stream, an error (reported by the next
     /// call), the urgent mark, a timeout (with what waits then) or a signal. A non-blocking
     /// call returns what there is.
+    // Never inlined: bench/request_cost.sh reports this function's inclusive cost by name, and
+    // LTO would fold it into its callers (one call instruction per call).
+    #[inline(never)]
     pub fn recv_vectored(&self, fd: i32, bufs: &mut [IoSliceMut<'_>], flags: i32) -> Call<usize> {
         let (dontwait, peek) = (flags & libc::MSG_DONTWAIT != 0, flags & libc::MSG_PEEK != 0);
         let room: usize = bufs.iter().map(|b| b.len()).sum();
@@ -724,6 +727,9 @@ impl<N: Nic + 'static> Accel<N> {
 
     /// `send`, and with `urgent` (MSG_OOB) the last byte it takes is urgent data (`bufs` is one
     /// buffer then: the shim gathers several first).
+    // Never inlined: bench/request_cost.sh reports this function's inclusive cost by name, and
+    // LTO would fold it into its callers (one call instruction per call).
+    #[inline(never)]
     pub(crate) fn send_marked(&self, fd: i32, bufs: &[IoSlice<'_>], dontwait: bool, urgent: bool) -> Call<usize> {
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         let mut sent = 0usize;

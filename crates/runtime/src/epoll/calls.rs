@@ -154,6 +154,9 @@ impl<N: Nic + 'static> Accel<N> {
     }
 
     /// epoll_wait over a set with accelerated members (and kernel ones).
+    // Never inlined: bench/request_cost.sh reports this function's inclusive cost by name, and
+    // LTO would fold it into its callers (one call instruction per call).
+    #[inline(never)]
     pub fn epoll_wait(&self, epfd: i32, out: &mut [libc::epoll_event], timeout_ms: i32) -> Call<usize> {
         enum Step {
             Kernel,

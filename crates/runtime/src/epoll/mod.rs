@@ -25,7 +25,7 @@ use nic::Nic;
 use stack::shard::{Readiness, SocketId};
 
 use crate::shards::ShardSet;
-use crate::wait::{self, Parker};
+use crate::wait::{self, OwedWakes, Parker};
 
 /// What an accelerated member is.
 #[derive(Clone, Copy)]
@@ -67,7 +67,7 @@ impl EpollSet {
     }
 
     /// `fd`'s socket changed: queue it and wake the set's waiters. Returns how many were woken.
-    pub(crate) fn mark_ready(&mut self, fd: i32, owed: &mut Vec<Arc<Parker>>) -> usize {
+    pub(crate) fn mark_ready(&mut self, fd: i32, owed: &mut OwedWakes) -> usize {
         let Some(Some(m)) = self.members.get_mut(fd as usize) else { return 0 };
         if m.disabled {
             return 0;
@@ -85,7 +85,7 @@ impl EpollSet {
     }
 
     /// Updates `fd`'s target (a bound socket that started listening).
-    pub(crate) fn retarget(&mut self, fd: i32, target: Target, owed: &mut Vec<Arc<Parker>>) {
+    pub(crate) fn retarget(&mut self, fd: i32, target: Target, owed: &mut OwedWakes) {
         if let Some(m) = self.member_mut(fd) {
             m.target = target;
         }
@@ -107,7 +107,7 @@ impl EpollSet {
     }
 
     /// The set is going away: its waiters look again (and find it gone).
-    pub(crate) fn wake_all(&self, owed: &mut Vec<Arc<Parker>>) {
+    pub(crate) fn wake_all(&self, owed: &mut OwedWakes) {
         for p in &self.waiters {
             wait::owe_wake(owed, p);
         }

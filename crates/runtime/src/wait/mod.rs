@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use config::Drive;
+use smallvec::SmallVec;
 
 // A parker's word takes the values of the family's shared ones.
 use crate::family_parker::{ASLEEP, IDLE, WOKEN};
@@ -214,7 +215,7 @@ fn is_mine(p: &Arc<Parker>) -> bool {
 /// own call changed what it waits on: a send whose flush looped the data to a socket of the
 /// shard and brought the ACKs that free its buffer back); its sleep then returns at once and it
 /// looks again. Skipping it lost that wake for good (stop 23's hang).
-pub(crate) fn owe_wake(owed: &mut Vec<Arc<Parker>>, p: &Arc<Parker>) {
+pub(crate) fn owe_wake(owed: &mut OwedWakes, p: &Arc<Parker>) {
     if is_mine(p) {
         p.word.store(WOKEN, Ordering::Release);
     } else {
@@ -230,16 +231,22 @@ pub(crate) fn owe_wake(owed: &mut Vec<Arc<Parker>>, p: &Arc<Parker>) {
     }
 }
 
-/// Wakes taken under the lock, to send after it ([`send_wakes`]). Most calls owe none and most
-/// of the rest one: those need no allocation.
+/// Wakes owed under the lock. Most holds owe none and most of the rest one or two: up to
+/// [`WAKES_INLINE`] are kept without allocating, and the list moves out of the lock whole.
+pub(crate) type OwedWakes = SmallVec<[Arc<Parker>; WAKES_INLINE]>;
+
+/// Wakes one hold of the lock owes without allocating (a pass that wakes more allocates once).
+const WAKES_INLINE: usize = 8;
+
+/// Wakes taken under the lock, to send after it ([`send_wakes`]).
 pub(crate) enum Wakes {
     None,
     One(Arc<Parker>),
-    Many(Vec<Arc<Parker>>),
+    Many(OwedWakes),
 }
 
 /// Takes the wakes owed under the lock (`owed`, left empty).
-pub(crate) fn take_wakes(owed: &mut Vec<Arc<Parker>>) -> Wakes {
+pub(crate) fn take_wakes(owed: &mut OwedWakes) -> Wakes {
     match owed.len() {
         0 => Wakes::None,
         1 => Wakes::One(owed.pop().unwrap()),

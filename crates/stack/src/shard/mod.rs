@@ -451,6 +451,9 @@ impl<N: Nic> Shard<N> {
     /// most [`RX_DRAIN_BURSTS`] bursts), sending what each burst caused, then sends what became
     /// due. Returns the work done (frames received + timers fired, and one more while frames to
     /// ourselves wait for the next flush); 0 means idle.
+    // Never inlined: bench/request_cost.sh reports this function's inclusive cost by name, and
+    // LTO would fold it into its callers (one call instruction per call).
+    #[inline(never)]
     pub fn poll(&mut self, now: u64) -> usize {
         let _arena = self.in_arena();
         self.now = self.now.max(now);
