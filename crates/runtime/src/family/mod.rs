@@ -40,15 +40,15 @@
 mod role;
 mod sleepers;
 
-pub(crate) use sleepers::{ChildSleep, OwedWakes, Sleeper};
-
 use std::collections::HashMap;
+
+use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use stack::shard::SocketId;
 
 use crate::family_lock::{FamilyGuard, FamilyLock};
-use crate::family_parker::FamilyParker;
+use crate::family_parker::{add_one, FamilyParker, ASLEEP, WOKEN};
 use crate::real;
 
 /// What the processes of the family share besides the shards.
@@ -79,9 +79,9 @@ struct Shared {
     /// The processes that hold a socket, for the sockets more than one process holds.
     holders: HashMap<SocketId, u32>,
     /// Children's threads asleep on sockets (`sleepers`)...
-    sleepers: [sleepers::Sleeper; sleepers::SLEEPERS],
+    sleepers: [Sleeper; SLEEPERS],
     /// ...and which of them wait on each socket (changed only under the family lock).
-    waits: sleepers::Waits,
+    waits: Waits,
     /// Wakes the driver sent to children's threads (a futex wake or an eventfd write each).
     wakes: AtomicU64,
     /// Wakes after which the thread found nothing and slept again.
@@ -96,6 +96,79 @@ struct Shared {
 /// How many processes of the family can be known at once (a fork beyond: the child is not
 /// known, and a socket passed to it is refused).
 const MEMBERS: usize = 256;
+
+// The children's sleepers (their registrations and wakes: `sleepers`).
+
+/// How many children's threads can sleep registered on their sockets at once; the others sleep
+/// on the change count (the broadcast).
+const SLEEPERS: usize = 1024;
+
+/// A child's thread asleep on sockets (in the arena).
+#[derive(Default)]
+pub(crate) struct Sleeper {
+    /// The thread's process (0: a free sleeper).
+    pid: AtomicI32,
+    /// The thread's eventfd when it sleeps in poll(2) (-1: on `word`).
+    efd: AtomicI32,
+    /// [`IDLE`], [`WOKEN`] or [`ASLEEP`] (in the kernel, on the futex or in poll(2)).
+    word: AtomicU32,
+}
+
+impl Sleeper {
+    /// A wake from the thread's own process (a sibling thread's call changed what it waits for:
+    /// an epoll_ctl that adds a ready fd, which the driver's pass never sees), marked with the
+    /// locks held, while the sleeper is certainly the thread's (it frees it under them):
+    /// whether it is asleep in the kernel, so that [`Sleeper::wake_asleep`] is owed after the
+    /// locks (`wait::owe_wake`).
+    pub(crate) fn mark_woken(&self) -> bool {
+        self.word.swap(WOKEN, Ordering::AcqRel) == ASLEEP
+    }
+
+    /// Sends the wake [`Sleeper::mark_woken`] found owed (after the locks). `own_efd`: the
+    /// thread's eventfd, which it registered here if it sleeps in poll(2). If the thread woke and
+    /// the sleeper was taken again meanwhile, the other thread gets at most a spurious futex
+    /// wake (its word is left alone), and the eventfd written is the woken thread's own.
+    pub(crate) fn wake_asleep(&self, own_efd: i32) {
+        if self.efd.load(Ordering::Acquire) >= 0 {
+            add_one(own_efd);
+        } else {
+            // SAFETY: FUTEX_WAKE on an aligned u32 of the arena, mapped for the process's life.
+            unsafe { libc::syscall(libc::SYS_futex, self.word.as_ptr(), libc::FUTEX_WAKE, 1) };
+        }
+    }
+}
+
+/// The sleepers each socket has (family lock).
+type Waits = HashMap<SocketId, SmallVec<[u16; 2]>>;
+
+fn new_sleepers() -> [Sleeper; SLEEPERS] {
+    std::array::from_fn(|_| Sleeper { efd: AtomicI32::new(-1), ..Sleeper::default() })
+}
+
+/// A wake the driver owes a child's thread asleep in the kernel, sent after the locks.
+#[derive(Clone, Copy)]
+pub(crate) struct OwedWake {
+    slot: u16,
+    pid: i32,
+    /// -1: the thread sleeps on its word's futex.
+    efd: i32,
+}
+
+/// The wakes one hold of the driver owes (most passes wake one or two threads).
+pub(crate) type OwedWakes = SmallVec<[OwedWake; 4]>;
+
+/// A child's thread about to sleep (`wait::Sleep`).
+pub(crate) struct ChildSleep {
+    family: &'static Family,
+    how: How,
+}
+
+enum How {
+    /// Registered as sleeper `slot` on the sockets `ids`.
+    Registered { slot: u16, ids: SmallVec<[SocketId; 1]> },
+    /// On the change count from `seen`: no free sleeper, or no socket to wait on.
+    Count { seen: u32 },
+}
 
 // SAFETY: `shared` points into the family arena, mapped for the life of the process at the same
 // address in every process of the family; its atomics are shared freely and `holders` is only
@@ -160,7 +233,7 @@ impl Family {
                 bell_rung: AtomicBool::new(false),
                 broadcast_sleepers: AtomicU32::new(0),
                 holders: HashMap::new(),
-                sleepers: sleepers::new_sleepers(),
+                sleepers: new_sleepers(),
                 waits: HashMap::new(),
                 wakes: AtomicU64::new(0),
                 wakes_idle: AtomicU64::new(0),

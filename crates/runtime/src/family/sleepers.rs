@@ -15,92 +15,20 @@
 //! that changed something moves and wakes.
 
 use std::cell::Cell;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use smallvec::SmallVec;
 use stack::shard::SocketId;
 
-use super::Family;
+use super::{ChildSleep, Family, How, OwedWake, OwedWakes, Sleeper, Waits, SLEEPERS};
 use crate::family_parker::{add_one, usable_fd, ASLEEP, IDLE, WOKEN};
 use crate::wait::PollFds;
 use crate::{real, Errno};
-
-/// How many children's threads can sleep registered on their sockets at once; the others sleep
-/// on the change count (the broadcast).
-pub(super) const SLEEPERS: usize = 1024;
-
-/// A child's thread asleep on sockets (in the arena).
-#[derive(Default)]
-pub(crate) struct Sleeper {
-    /// The thread's process (0: a free sleeper).
-    pid: AtomicI32,
-    /// The thread's eventfd when it sleeps in poll(2) (-1: on `word`).
-    efd: AtomicI32,
-    /// [`IDLE`], [`WOKEN`] or [`ASLEEP`] (in the kernel, on the futex or in poll(2)).
-    word: AtomicU32,
-}
-
-impl Sleeper {
-    /// A wake from the thread's own process (a sibling thread's call changed what it waits for:
-    /// an epoll_ctl that adds a ready fd, which the driver's pass never sees), marked with the
-    /// locks held, while the sleeper is certainly the thread's (it frees it under them):
-    /// whether it is asleep in the kernel, so that [`Sleeper::wake_asleep`] is owed after the
-    /// locks (`wait::owe_wake`).
-    pub(crate) fn mark_woken(&self) -> bool {
-        self.word.swap(WOKEN, Ordering::AcqRel) == ASLEEP
-    }
-
-    /// Sends the wake [`Sleeper::mark_woken`] found owed (after the locks). `own_efd`: the
-    /// thread's eventfd, which it registered here if it sleeps in poll(2). If the thread woke and
-    /// the sleeper was taken again meanwhile, the other thread gets at most a spurious futex
-    /// wake (its word is left alone), and the eventfd written is the woken thread's own.
-    pub(crate) fn wake_asleep(&self, own_efd: i32) {
-        if self.efd.load(Ordering::Acquire) >= 0 {
-            add_one(own_efd);
-        } else {
-            // SAFETY: FUTEX_WAKE on an aligned u32 of the arena, mapped for the process's life.
-            unsafe { libc::syscall(libc::SYS_futex, self.word.as_ptr(), libc::FUTEX_WAKE, 1) };
-        }
-    }
-}
-
-/// The sleepers each socket has (family lock).
-pub(super) type Waits = HashMap<SocketId, SmallVec<[u16; 2]>>;
-
-pub(super) fn new_sleepers() -> [Sleeper; SLEEPERS] {
-    std::array::from_fn(|_| Sleeper { efd: AtomicI32::new(-1), ..Sleeper::default() })
-}
-
-/// A wake the driver owes a child's thread asleep in the kernel, sent after the locks.
-#[derive(Clone, Copy)]
-pub(crate) struct OwedWake {
-    slot: u16,
-    pid: i32,
-    /// -1: the thread sleeps on its word's futex.
-    efd: i32,
-}
-
-/// The wakes one hold of the driver owes (most passes wake one or two threads).
-pub(crate) type OwedWakes = SmallVec<[OwedWake; 4]>;
 
 thread_local! {
     /// This thread's last sleep as a child ended with a family wake: if it sleeps again in the
     /// same call, that wake found nothing (`family_wakes_idle`).
     static FAMILY_WOKEN: Cell<bool> = const { Cell::new(false) };
-}
-
-/// A child's thread about to sleep (`wait::Sleep`).
-pub(crate) struct ChildSleep {
-    family: &'static Family,
-    how: How,
-}
-
-enum How {
-    /// Registered as sleeper `slot` on the sockets `ids`.
-    Registered { slot: u16, ids: SmallVec<[SocketId; 1]> },
-    /// On the change count from `seen`: no free sleeper, or no socket to wait on.
-    Count { seen: u32 },
 }
 
 /// A child's thread that waits for kernel fds and could not register looks at its sockets this
