@@ -139,6 +139,25 @@ impl Arena {
         n
     }
 
+    /// The process that held this arena's lock died (the family lock's EOWNERDEAD: every
+    /// allocation of the family arena is made under the family lock, so its dead holder is the
+    /// only one that can hold this one). The lock is freed, and the chunks being cut are
+    /// given up: a kill between a chunk's two cursor words leaves them apart, and the next
+    /// blocks would be cut past the chunk's end. The rest is consistent at every point a kill
+    /// can land (a free list's head is one store; a block being pushed or popped is at worst
+    /// lost), so at most a chunk per size class, the dead process's blocks and one block are
+    /// lost. Returns whether the lock was held.
+    pub fn recover_from_dead_holder(self) -> bool {
+        let word = unsafe { &(*self.header).lock };
+        if word.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let h = unsafe { &mut *self.header };
+        h.cursor = h.chunk_end;
+        word.store(0, Ordering::Release);
+        true
+    }
+
     fn lock(self) {
         let word = unsafe { &(*self.header).lock };
         if word.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
@@ -438,6 +457,46 @@ mod tests {
         let big = vec![1u8; 4 * CHUNK];
         assert!(!arena.contains(big.as_ptr()));
         assert_eq!(arena.overflows(), 1);
+    }
+
+    /// A process killed inside the allocator (kill -9 of the family lock's holder) leaves the
+    /// lock held and perhaps a chunk half set up: here the child takes the lock and, as if
+    /// killed between the two stores of a chunk refill, leaves a size's cursor in a new chunk
+    /// and its end in the old one. The recovery frees the lock and gives up the chunks being
+    /// cut, so that the next blocks come from a fresh chunk.
+    #[test]
+    fn a_holder_killed_inside_the_allocator_leaves_it_usable_after_recovery() {
+        let arena = small();
+        let first = {
+            let _in = arena.enter();
+            Box::new([1u8; 64])
+        };
+        let class = size_class(Layout::new::<[u8; 64]>()).unwrap().0;
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            arena.lock();
+            let h = unsafe { &mut *arena.header };
+            // A large block was taken since the chunk in use: the next chunk is not contiguous.
+            let _ = h.take(CHUNK * 2);
+            if let Some(chunk) = h.take(CHUNK) {
+                h.cursor[class] = arena.header as usize + chunk;
+            }
+            unsafe { libc::_exit(0) };
+        }
+        let mut status = 0;
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(arena.recover_from_dead_holder(), "the dead child held the lock");
+        let h = unsafe { &*arena.header };
+        assert_eq!(h.lock.load(Ordering::Relaxed), 0);
+        assert_eq!(h.cursor, h.chunk_end, "a chunk the dead left half set up is still cut");
+        let next = {
+            let _in = arena.enter();
+            Box::new([2u8; 64])
+        };
+        assert!(arena.contains(next.as_ptr()));
+        assert!(!arena.recover_from_dead_holder(), "a free lock needs no recovery");
+        drop((first, next));
     }
 
     #[test]
