@@ -32,7 +32,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 /// What the family arena reserves of the address space (MAP_NORESERVE: pages are taken as they
 /// are first touched).
@@ -62,6 +62,9 @@ struct Header {
     chunk_end: [usize; CLASSES],
     /// Allocations the region had no room for (served by the process heap).
     overflows: u64,
+    /// A thread is inside a scope of the region (a shard call, or an update of the family's
+    /// tables): what it updates may be half done if its process dies now.
+    in_scope: AtomicBool,
 }
 
 impl Header {
@@ -120,9 +123,24 @@ impl Arena {
 
     /// Until the guard is dropped, what this thread allocates comes from this arena. Scopes
     /// nest: the guard puts back the scope it found. Inlined: every shard call opens one.
+    /// The outermost scope marks the region as being updated (`Arena::take_in_scope`).
     #[inline]
     pub fn enter(self) -> InArena {
-        InArena { outer: SCOPE.with(|s| s.arena.replace(self.header)) }
+        let outer = SCOPE.with(|s| s.arena.replace(self.header));
+        if outer.is_null() {
+            unsafe { (*self.header).in_scope.store(true, Ordering::Relaxed) };
+            // The updates the scope makes come after the mark, in the order another process
+            // finds them in memory if this one is killed.
+            std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        }
+        InArena { outer, arena: self.header }
+    }
+
+    /// Whether a thread was inside a scope of the region (and clears the mark): after a
+    /// process died holding the lock that every scope of the family arena is opened under, it
+    /// tells whether the dead was in the middle of an update of the shared state.
+    pub fn take_in_scope(self) -> bool {
+        unsafe { (*self.header).in_scope.swap(false, Ordering::AcqRel) }
     }
 
     /// Whether `p` points into this region.
@@ -286,11 +304,16 @@ thread_local! {
 /// The scope [`Arena::enter`] opened; dropping it puts back the one before.
 pub struct InArena {
     outer: *mut Header,
+    arena: *mut Header,
 }
 
 impl Drop for InArena {
     #[inline]
     fn drop(&mut self) {
+        if self.outer.is_null() {
+            std::sync::atomic::compiler_fence(Ordering::SeqCst);
+            unsafe { (*self.arena).in_scope.store(false, Ordering::Relaxed) };
+        }
         SCOPE.with(|s| s.arena.set(self.outer));
     }
 }
@@ -497,6 +520,28 @@ mod tests {
         assert!(arena.contains(next.as_ptr()));
         assert!(!arena.recover_from_dead_holder(), "a free lock needs no recovery");
         drop((first, next));
+    }
+
+    /// A process killed inside a scope (in the middle of a shard call) leaves the mark that
+    /// tells its successor so; scopes that ended leave none, nested ones included.
+    #[test]
+    fn a_process_killed_inside_a_scope_leaves_the_mark_of_an_update_under_way() {
+        let arena = small();
+        {
+            let _in = arena.enter();
+            let _nested = arena.enter();
+        }
+        assert!(!arena.take_in_scope(), "every scope ended");
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let _in = arena.enter();
+            unsafe { libc::_exit(0) };
+        }
+        let mut status = 0;
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(arena.take_in_scope(), "the child died inside its scope");
+        assert!(!arena.take_in_scope(), "taken once");
     }
 
     #[test]

@@ -259,11 +259,25 @@ fn a_child_closing_its_copy_leaves_the_parents_connection_open() {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (rt, lfd, conn, seen) = accepted("family");
     a_child_closes_its_copy(rt, lfd, conn);
+    parent_echoes_then_closes(rt, lfd, conn, &seen, || {});
+}
+
+/// The parent's copy of `conn` echoes the peer's request while the connection stays open
+/// (another process's close or death did not end it), `before_close` runs, and the parent's
+/// close ends it (the peer sees the FIN: no other process holds it).
+fn parent_echoes_then_closes(
+    rt: &'static Accel<ClientNic>,
+    lfd: i32,
+    conn: i32,
+    seen: &Seen,
+    before_close: impl FnOnce(),
+) {
     seen.send.store(true, Ordering::Relaxed);
     assert_eq!(within("the parent's read", move || read_exact(rt, conn, 4)), b"ping");
     assert_eq!(done(rt.send(conn, b"pong", false)), Ok(4));
     drive_until_seen(rt, lfd, || seen.received.lock().unwrap().len() == 4);
-    assert!(!seen.fin.load(Ordering::Relaxed), "the child's close ended the parent's connection");
+    assert!(!seen.fin.load(Ordering::Relaxed), "another process ended the parent's connection");
+    before_close();
     close(rt, conn);
     drive_until_seen(rt, lfd, || seen.fin.load(Ordering::Relaxed));
 }
@@ -433,4 +447,107 @@ fn the_stack_thread_leaves_the_applications_signals_to_its_threads() {
             assert!(mask & (1 << (sig - 1)) != 0, "{name} takes signal {sig} (SigBlk {mask:x})");
         }
     }
+}
+
+/// Reads one byte from `fd` (bounded): how a child says where it got to.
+fn wait_for_word(fd: i32) {
+    within("the child's word", move || {
+        let mut b = [0u8; 1];
+        // SAFETY: one byte into a live buffer.
+        assert_eq!(unsafe { libc::read(fd, b.as_mut_ptr().cast(), 1) }, 1, "the child died before its word");
+    });
+}
+
+/// Writes one byte to `fd` (in a child: no allocation).
+fn say(fd: i32) {
+    // SAFETY: one byte from a live buffer.
+    unsafe { libc::write(fd, b"x".as_ptr().cast(), 1) };
+}
+
+/// SIGKILLs our child `pid` and reaps it.
+fn kill_9(pid: libc::pid_t) {
+    // SAFETY: kill and waitpid take integers and a writable int.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        let mut st = 0;
+        assert_eq!(libc::waitpid(pid, &mut st, 0), pid);
+        assert!(libc::WIFSIGNALED(st) && libc::WTERMSIG(st) == libc::SIGKILL, "status {st:#x}");
+    }
+}
+
+/// Issue 24: "kill -9 of a process holding the stack lock: the others carry on". A child that
+/// shares the parent's connection takes the family lock (as inside a call), says so on a pipe,
+/// and is killed. The parent's next hold finds the lock's holder dead and gives back what the
+/// child held before it goes on: the connection echoes through the parent's copy, and closing
+/// that copy ends it (the peer sees the FIN), as the child's hold went with it. Without the
+/// recovery the dead child still held it: the parent's close left it open.
+#[test]
+fn a_child_killed_holding_the_family_lock_leaves_the_family_serving_and_its_holds_released() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, lfd, conn, seen) = accepted("family");
+    let (holding_r, holding_w) = pipe();
+    let pid = fork_child(rt, || {
+        rt.with_locks_held(|| {
+            say(holding_w);
+            loop {
+                // SAFETY: pause has no preconditions.
+                unsafe { libc::pause() };
+            }
+        });
+        false
+    });
+    wait_for_word(holding_r);
+    kill_9(pid);
+    parent_echoes_then_closes(rt, lfd, conn, &seen, || {
+        let stats = rt.family_stats().expect("a family");
+        assert_eq!((stats.dead_processes, stats.dead_lock_holders, stats.members), (1, 1, 0), "{stats:?}");
+    });
+}
+
+/// A child killed while it does not hold the lock: asleep in poll(2) on the connection only it
+/// holds and a pipe (PostgreSQL's backend in epoll_wait on its socket and its latch), so its
+/// eventfd is in the family's table and its thread counted asleep. The opener's periodic look
+/// finds it dead: the connection closes (the peer sees the FIN, as Linux closes a dead
+/// process's socket), and its sleep is forgotten (no sleeper counted, its slot free).
+#[test]
+fn a_child_killed_asleep_has_its_connection_closed_and_its_sleep_forgotten() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, lfd, conn, seen) = accepted("family");
+    let (latch, _latch_w) = pipe();
+    let pid = fork_child(rt, || {
+        let mut fds = [
+            libc::pollfd { fd: conn, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: latch, events: libc::POLLIN, revents: 0 },
+        ];
+        let _ = done(rt.poll(&mut fds, -1));
+        false
+    });
+    close(rt, conn);
+    until_asleep(pid);
+    let asleep = rt.family_stats().expect("a family");
+    assert_eq!((asleep.members, asleep.sleepers, asleep.fd_sleepers), (1, 1, 1), "premise: {asleep:?}");
+    kill_9(pid);
+    drive_until_seen(rt, lfd, || seen.fin.load(Ordering::Relaxed));
+    let stats = rt.family_stats().expect("a family");
+    assert_eq!(
+        (stats.dead_processes, stats.dead_lock_holders, stats.members, stats.sleepers, stats.fd_sleepers),
+        (1, 0, 0, 0, 0),
+        "{stats:?}"
+    );
+}
+
+/// A child that leaves through the runtime's exit (`Accel::at_exit`) is not counted dead: it
+/// leaves the process table, with whatever it still held (here the listener it inherited).
+#[test]
+fn a_child_that_exits_leaves_the_family_without_being_counted_dead() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, lfd, conn, _seen) = accepted("family");
+    let pid = fork_child(rt, || {
+        close(rt, conn);
+        rt.at_exit();
+        true
+    });
+    assert_eq!(drive_until(rt, lfd, pid, || true), 0);
+    let stats = rt.family_stats().expect("a family");
+    assert_eq!((stats.dead_processes, stats.members), (0, 0), "{stats:?}");
 }

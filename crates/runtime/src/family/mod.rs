@@ -18,20 +18,30 @@
 //!   and looks again at what it waits for when it moves;
 //! - how many processes hold each socket (Linux's file reference count at process grain): a
 //!   fork adds one for every socket the parent holds, and a process that closes its last fd of
-//!   a socket closes it on the shard only when no other process holds it.
+//!   a socket closes it on the shard only when no other process holds it;
+//! - the process table (`members`): every child that shares the shards, by pid and start time
+//!   (a recycled pid is another process), with the sockets it holds and its threads asleep, so
+//!   that what a process that died without leaving (kill -9, a crash, `_exit`) held is given
+//!   back: its holds dropped (a socket only it held closes, as Linux closes a dead process's
+//!   fds), its sleeps forgotten. Deaths are found by a look at every member's liveness (a pidfd:
+//!   exited, zombies included; the start time: not recycled) when the lock's previous holder
+//!   died and, in the opener, once every [`REAP_EVERY_NS`] of its passes (`death`).
 //!
-//! Not here yet: recovery after a process died holding the lock (the next holder is told, says
-//! so on stderr, and goes on), children that drive the NIC, the opener leaving before its
-//! children (the NIC goes with it; the opener names on stderr, at its exit, the sharing
-//! children it forked that still run), a process table with liveness.
+//! Not here yet: children that drive the NIC, the opener leaving before its children (the NIC
+//! goes with it; the opener names on stderr, at its exit, the sharing children it forked that
+//! still run).
 //!
 //! This module holds what the family shares and each process's role; `role` turns a runtime
-//! into a child's or an opener's at a fork.
+//! into a child's or an opener's at a fork, `death` finds the members that died and gives back
+//! what they held.
 
+mod death;
 mod role;
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+pub use death::FamilyStats;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use stack::shard::SocketId;
 
@@ -49,6 +59,13 @@ pub(crate) struct Family {
     shared: *mut Shared,
     /// The children this process forked that share its shards (its own heap: the opener's).
     children: std::sync::Mutex<Vec<libc::pid_t>>,
+    /// This process's slot in the process table ([`NOT_A_MEMBER`]: the opener, or a child the
+    /// full table left out). Each process's own: fork copies it, the child then sets its own.
+    me: AtomicUsize,
+    /// When the opener looks for dead members next (its clock, ns).
+    next_reap_ns: AtomicU64,
+    /// This process's pid (fork copies it, the child then sets its own).
+    pid: AtomicI32,
 }
 
 /// The part of the family's state that lives in the arena.
@@ -59,12 +76,70 @@ struct Shared {
     bell_rung: AtomicBool,
     /// Children's threads asleep (or about to sleep) on `changes`.
     sleepers: AtomicU32,
-    /// The processes that hold a socket, for the sockets more than one process holds.
-    holders: HashMap<SocketId, u32>,
+    /// Which processes hold which sockets.
+    holds: Holds,
+    /// The process table: the children sharing the shards (the opener is in none).
+    members: [Member; MEMBERS],
+    /// A process died holding the family lock: its successor looks for the dead at once.
+    holder_died: AtomicBool,
+    /// The process that took the family lock last (who died, when its successor is told so).
+    holder_pid: AtomicI32,
+    /// Members found dead, and of them those that died holding the lock (`pronghorn stat`).
+    dead_processes: AtomicU64,
+    dead_lock_holders: AtomicU64,
     /// Children's threads asleep in poll(2) (they also watch kernel fds): each one's process and
     /// eventfd, written at each change (pid 0: a free slot).
     fd_sleepers: [FdSleeper; FD_SLEEPERS],
 }
+
+/// Which processes hold which sockets (under the family lock, in the arena).
+#[derive(Default)]
+struct Holds {
+    /// The processes that hold a socket, for the sockets more than one process holds.
+    counts: HashMap<SocketId, u32>,
+    /// The sockets each member holds (by its slot in the process table).
+    by_member: HashMap<usize, HashSet<SocketId>>,
+}
+
+impl Holds {
+    /// One process fewer holds `id`: whether none is left (the socket closes).
+    fn drop_one(&mut self, id: SocketId) -> bool {
+        match self.counts.remove(&id) {
+            None | Some(0..=1) => true,
+            Some(2) => false,
+            Some(n) => {
+                self.counts.insert(id, n - 1);
+                false
+            }
+        }
+    }
+}
+
+/// A child in the process table.
+#[derive(Default)]
+struct Member {
+    /// 0: a free slot; [`FORKING`]: taken by a fork that has not returned yet; else the pid.
+    pid: AtomicI32,
+    /// Its start time (/proc/PID/stat, clock ticks since boot; 0: unknown), so that a recycled
+    /// pid is not taken for it.
+    start: AtomicU64,
+    /// Its threads counted in `sleepers` (about to sleep or asleep on the change count).
+    sleeping: AtomicU32,
+}
+
+/// How many children the process table holds; a child forked while it is full shares the
+/// shards untracked (said once on stderr): what it holds stays held if it dies.
+const MEMBERS: usize = 1024;
+
+/// A member slot taken by a fork that has not returned yet.
+const FORKING: i32 = -1;
+
+/// `Family::me` of the opener and of a child left out of a full table.
+const NOT_A_MEMBER: usize = usize::MAX;
+
+/// How often the opener looks at its members' liveness (ns of its clock): a child killed
+/// while it did not hold the lock has its sockets closed this long after at most.
+pub(crate) const REAP_EVERY_NS: u64 = 1_000_000_000;
 
 /// A child's thread asleep in poll(2) on its eventfd `efd`.
 #[derive(Default)]
@@ -86,8 +161,8 @@ pub(crate) struct ChildSleep {
 }
 
 // SAFETY: `shared` points into the family arena, mapped for the life of the process at the same
-// address in every process of the family; its atomics are shared freely and `holders` is only
-// touched with the family lock held (`&mut` through `holders_mut`).
+// address in every process of the family; its atomics are shared freely and `holds` is only
+// touched with the family lock held (`&mut` through `with_holds`).
 unsafe impl Send for Family {}
 // SAFETY: as for Send.
 unsafe impl Sync for Family {}
@@ -147,7 +222,12 @@ impl Family {
                 changes: AtomicU32::new(0),
                 bell_rung: AtomicBool::new(false),
                 sleepers: AtomicU32::new(0),
-                holders: HashMap::new(),
+                holds: Holds::default(),
+                members: std::array::from_fn(|_| Member::default()),
+                holder_died: AtomicBool::new(false),
+                holder_pid: AtomicI32::new(0),
+                dead_processes: AtomicU64::new(0),
+                dead_lock_holders: AtomicU64::new(0),
                 fd_sleepers: std::array::from_fn(|_| FdSleeper::default()),
             }))
         };
@@ -156,7 +236,17 @@ impl Family {
             unsafe { real::close(bell) };
             return None;
         }
-        Some(Box::leak(Box::new(Family { lock, doorbell, bell, shared, children: Default::default() })))
+        Some(Box::leak(Box::new(Family {
+            lock,
+            doorbell,
+            bell,
+            shared,
+            children: Default::default(),
+            me: AtomicUsize::new(NOT_A_MEMBER),
+            next_reap_ns: AtomicU64::new(0),
+            // SAFETY: getpid has no preconditions.
+            pid: AtomicI32::new(unsafe { libc::getpid() }),
+        })))
     }
 
     fn shared(&self) -> &Shared {
@@ -178,61 +268,125 @@ impl Family {
         children.iter().copied().filter(|&c| alive(c)).collect()
     }
 
-    /// The lock over the shared shards. A holder that died leaves them as it left them: said
-    /// once on stderr, and the family goes on (recovery is not built).
+    /// The lock over the shared shards. When its holder died, the arena's allocator is made
+    /// usable again (`arena::Arena::recover_from_dead_holder`) before anything allocates, and
+    /// the caller's runtime gives back what the dead held before it does anything else
+    /// ([`Family::take_holder_died`]; docs/runtime.md, "A process of the family dies").
     fn lock(&'static self) -> FamilyGuard<'static> {
         match self.lock.lock() {
             Ok(mut g) => {
+                let s = self.shared();
                 if g.owner_died() {
-                    static SAID: AtomicBool = AtomicBool::new(false);
-                    if !SAID.swap(true, Ordering::Relaxed) {
-                        let msg = "pronghorn: a process of the family died holding the stack's lock; the shared \
-                                   stack goes on as that process left it\n";
-                        // SAFETY: `msg` is readable for its length.
-                        unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
+                    if let Some(a) = arena::family() {
+                        a.recover_from_dead_holder();
                     }
+                    // The kernel frees a robust lock early in the holder's exit, before the
+                    // process has ended: the look for the dead would not find it yet.
+                    death::wait_exited(s.holder_pid.load(Ordering::Relaxed));
+                    s.dead_lock_holders.fetch_add(1, Ordering::Relaxed);
+                    s.holder_died.store(true, Ordering::Release);
                     g.mark_consistent();
                 }
+                s.holder_pid.store(self.pid.load(Ordering::Relaxed), Ordering::Relaxed);
                 g
             }
             Err(e) => panic!("the family's stack lock cannot be taken: {e:?}"),
         }
     }
 
-    /// Runs `f` on the holders, in a scope of the family arena (family lock held: the caller's).
-    fn with_holders<T>(&self, f: impl FnOnce(&mut HashMap<SocketId, u32>) -> T) -> T {
+    /// Runs `f` on the holds, in a scope of the family arena (family lock held: the caller's).
+    fn with_holds<T>(&self, f: impl FnOnce(&mut Holds) -> T) -> T {
         let _in = arena::family().map(arena::Arena::enter);
-        // SAFETY: `shared` is the arena block `new` made; `holders` is only reached here, by
+        // SAFETY: `shared` is the arena block `new` made; `holds` is only reached here, by
         // callers holding the family lock, so no other reference to it exists meanwhile.
-        f(unsafe { &mut (*self.shared).holders })
+        f(unsafe { &mut (*self.shared).holds })
+    }
+
+    /// This process's slot in the process table, if it has one.
+    fn member(&self) -> Option<usize> {
+        Some(self.me.load(Ordering::Relaxed)).filter(|&m| m != NOT_A_MEMBER)
     }
 
     /// A fork is about to give every socket in `ids` one more holder (the parent holds them;
-    /// family lock held). `undo`: the fork failed, take it back.
-    pub(crate) fn share(&self, ids: &[SocketId], undo: bool) {
-        self.with_holders(|holders| {
-            for &id in ids {
-                let n = holders.get(&id).copied().unwrap_or(1);
-                let n = if undo { n.saturating_sub(1) } else { n + 1 };
-                if n <= 1 {
-                    holders.remove(&id);
-                } else {
-                    holders.insert(id, n);
-                }
+    /// family lock held): counted, and a slot of the process table taken for the child with
+    /// `ids` as its holds (`None`: the table is full).
+    pub(crate) fn share(&self, ids: &[SocketId]) -> Option<usize> {
+        let s = self.shared();
+        let slot = s
+            .members
+            .iter()
+            .position(|m| m.pid.compare_exchange(0, FORKING, Ordering::AcqRel, Ordering::Acquire).is_ok());
+        if slot.is_none() {
+            static SAID: AtomicBool = AtomicBool::new(false);
+            if !SAID.swap(true, Ordering::Relaxed) {
+                let msg = format!(
+                    "pronghorn: the family's process table is full ({MEMBERS} children): a child forked now shares the stack untracked, and the sockets it holds stay open if it is killed\n"
+                );
+                // SAFETY: `msg` is readable for its length.
+                unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
             }
-        })
+        }
+        self.with_holds(|holds| {
+            for &id in ids {
+                *holds.counts.entry(id).or_insert(1) += 1;
+            }
+            if let Some(m) = slot {
+                holds.by_member.insert(m, ids.iter().copied().collect());
+            }
+        });
+        slot
+    }
+
+    /// The fork after [`Family::share`] failed, or its child does not share (daemon()): the
+    /// holds go back and the slot is free again (family lock held).
+    pub(crate) fn unshare(&self, ids: &[SocketId], slot: Option<usize>) {
+        self.with_holds(|holds| {
+            for &id in ids {
+                holds.drop_one(id);
+            }
+            if let Some(m) = slot {
+                holds.by_member.remove(&m);
+            }
+        });
+        if let Some(m) = slot {
+            let member = &self.shared().members[m];
+            member.start.store(0, Ordering::Relaxed);
+            member.pid.store(0, Ordering::Release);
+        }
+    }
+
+    /// The fork that took `slot` made process `pid` (called in the parent and in the child,
+    /// with the same values: whichever comes first; no lock needed, the slot is the child's).
+    pub(crate) fn joined(&self, slot: Option<usize>, pid: libc::pid_t) {
+        let Some(m) = slot else { return };
+        let member = &self.shared().members[m];
+        member.start.store(death::start_time(pid).unwrap_or(0), Ordering::Relaxed);
+        member.pid.store(pid, Ordering::Release);
+    }
+
+    /// In the child just forked: `slot` is its own from now on.
+    pub(crate) fn became(&self, slot: Option<usize>) {
+        self.me.store(slot.unwrap_or(NOT_A_MEMBER), Ordering::Relaxed);
+        // SAFETY: getpid has no preconditions.
+        self.pid.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+    }
+
+    /// This process holds `id` from now on (its first fd of it; family lock held).
+    pub(crate) fn hold(&self, id: SocketId) {
+        if let Some(m) = self.member() {
+            self.with_holds(|holds| holds.by_member.entry(m).or_default().insert(id));
+        }
     }
 
     /// This process closed its last fd of `id` (family lock held): whether no other process
     /// holds it, so that it closes.
     pub(crate) fn release(&self, id: SocketId) -> bool {
-        self.with_holders(|holders| match holders.remove(&id) {
-            None | Some(0..=1) => true,
-            Some(2) => false,
-            Some(n) => {
-                holders.insert(id, n - 1);
-                false
+        let me = self.member();
+        self.with_holds(|holds| {
+            if let Some(set) = me.and_then(|m| holds.by_member.get_mut(&m)) {
+                set.remove(&id);
             }
+            holds.drop_one(id)
         })
     }
 
@@ -280,7 +434,12 @@ impl Family {
     /// (`kernel_fds`), in poll(2) with its eventfd `efd` among them.
     pub(crate) fn prepare_sleep(&'static self, kernel_fds: bool, efd: i32) -> ChildSleep {
         let s = self.shared();
+        // `sleepers` first: a process killed between the two leaves it one too high (a wake
+        // for nobody at each change), never too low (a lost wake).
         s.sleepers.fetch_add(1, Ordering::AcqRel);
+        if let Some(m) = self.member() {
+            s.members[m].sleeping.fetch_add(1, Ordering::AcqRel);
+        }
         let slot = kernel_fds.then(|| s.fd_sleepers.iter().position(|f| f.pid.load(Ordering::Acquire) == 0)).flatten();
         if let Some(i) = slot {
             s.fd_sleepers[i].efd.store(efd, Ordering::Release);
@@ -378,6 +537,9 @@ impl ChildSleep {
                 extra.iter().filter(|p| p.revents != 0).count() as i32
             }
         };
+        if let Some(m) = self.family.member() {
+            s.members[m].sleeping.fetch_sub(1, Ordering::AcqRel);
+        }
         s.sleepers.fetch_sub(1, Ordering::AcqRel);
         r
     }

@@ -80,6 +80,7 @@ impl<N: Nic + 'static> Runtime<N> {
         let w = self.wait.stats;
         let (lock_counters, lock_rows) =
             self.me.map_or(([0; 4], [[0; region::BUCKETS]; 2]), |a| lock_figures(a.lock_stats()));
+        let family = self.sharing.family().map(|f| f.stats()).unwrap_or_default();
         let process = [
             r.accelerated_listen,
             r.accelerated_connect,
@@ -101,6 +102,8 @@ impl<N: Nic + 'static> Runtime<N> {
             lock_counters[1],
             lock_counters[2],
             lock_counters[3],
+            family.dead_processes,
+            family.dead_lock_holders,
         ];
         debug_assert_eq!(process.len(), PROCESS_COUNTERS.len());
         let shards = self.shards.all();

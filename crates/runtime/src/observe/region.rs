@@ -17,7 +17,7 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// "PHSTAT" and the layout's version.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT14");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT15");
 
 /// Shards a region has room for (`runtime.shards` is at most 64).
 pub const MAX_SHARDS: usize = 64;
@@ -130,6 +130,11 @@ pub const PROCESS_COUNTERS: &[(&str, &str)] = &[
     ("lock_wait_us", "microseconds threads waited for the runtime's lock, all together"),
     ("lock_holds", "times the runtime's lock was taken and released, since pronghorn stat or lat first asked"),
     ("lock_hold_us", "microseconds the runtime's lock was held, all together, since pronghorn stat or lat first asked"),
+    (
+        "family_dead_processes",
+        "processes of the family (runtime.share = \"family\") found dead without leaving it (kill -9, a crash, _exit): what they held given back",
+    ),
+    ("family_dead_lock_holders", "times a process of the family died holding the family's stack lock"),
 ];
 
 /// The latency stages (`pronghorn lat`): (name, what is measured).

@@ -33,8 +33,11 @@ impl<N: Nic + 'static> Accel<N> {
         self.try_with(|rt| rt.say_children_left_behind());
         self.drain(Leaving::Exit);
         if self.try_with(|rt| rt.sharing.child().is_some()) != Some(false) {
-            // A child of a family that shares the shards let go of its sockets in `drain`;
-            // the NIC and the shards are the opener's.
+            // A child of a family that shares the shards let go of its connections in `drain`,
+            // and leaves the process table with whatever else it held (a listener it
+            // inherited): otherwise it would be counted dead. The NIC and the shards are the
+            // opener's.
+            self.try_with(|rt| rt.leave_family());
             return;
         }
         self.try_with(|rt| {
