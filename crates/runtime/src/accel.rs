@@ -384,7 +384,7 @@ impl<N: Nic + 'static> ForkHold<'_, N> {
     fn done(mut self, pid: libc::pid_t, shares: bool) -> bool {
         match (pid, self.rt.sharing.family()) {
             (0, Some(f)) if shares => self.rt.become_child(f, self.member),
-            (1.., Some(f)) if shares => self.rt.drive_for_children(f, pid, self.member),
+            (1.., Some(f)) if shares => self.rt.drive_for_children(f, pid),
             (..=0, Some(f)) => {
                 let _family = self.rt.sharing.lock();
                 f.unshare(&self.shared, self.member);

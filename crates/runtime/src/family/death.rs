@@ -18,6 +18,8 @@ pub struct FamilyStats {
     pub dead_processes: u64,
     /// Times the family lock was found with its holder dead.
     pub dead_lock_holders: u64,
+    /// Of those, the holders that died inside a call on the shared stack (mid-update).
+    pub dead_mid_update: u64,
     /// Children in the process table now.
     pub members: u64,
     /// Children's threads counted asleep (or about to sleep) on the change count.
@@ -104,6 +106,7 @@ impl Family {
         FamilyStats {
             dead_processes: s.dead_processes.load(Ordering::Relaxed),
             dead_lock_holders: s.dead_lock_holders.load(Ordering::Relaxed),
+            dead_mid_update: s.dead_mid_update.load(Ordering::Relaxed),
             members: s.members.iter().filter(|m| named(m.pid.load(Ordering::Relaxed))).count() as u64,
             sleepers: u64::from(s.sleepers.load(Ordering::Relaxed)),
             fd_sleepers: s.fd_sleepers.iter().filter(|f| f.pid.load(Ordering::Relaxed) != 0).count() as u64,
@@ -124,7 +127,7 @@ fn gone(pid: libc::pid_t, start: u64) -> bool {
     let recycled = start != 0 && start_time(pid).is_some_and(|s| s != start);
     let mut p = libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 };
     // SAFETY: one pollfd, read and written by the kernel; no wait.
-    let exited = unsafe { libc::poll(&mut p, 1, 0) } == 1;
+    let exited = unsafe { real::poll(&mut p, 1, 0) } == 1;
     // SAFETY: the pidfd opened above.
     unsafe { real::close(pidfd) };
     recycled || exited
@@ -140,7 +143,7 @@ pub(crate) fn wait_exited(pid: libc::pid_t) {
     }
     let mut p = libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 };
     // SAFETY: one pollfd, read and written by the kernel.
-    unsafe { libc::poll(&mut p, 1, EXIT_WAIT_MS) };
+    unsafe { real::poll(&mut p, 1, EXIT_WAIT_MS) };
     // SAFETY: the pidfd opened above.
     unsafe { real::close(pidfd) };
 }

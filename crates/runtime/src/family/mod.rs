@@ -87,6 +87,8 @@ struct Shared {
     /// Members found dead, and of them those that died holding the lock (`pronghorn stat`).
     dead_processes: AtomicU64,
     dead_lock_holders: AtomicU64,
+    /// Of those, the ones that died inside a scope of the family arena (mid-update).
+    dead_mid_update: AtomicU64,
     /// Children's threads asleep in poll(2) (they also watch kernel fds): each one's process and
     /// eventfd, written at each change (pid 0: a free slot).
     fd_sleepers: [FdSleeper; FD_SLEEPERS],
@@ -228,6 +230,7 @@ impl Family {
                 holder_pid: AtomicI32::new(0),
                 dead_processes: AtomicU64::new(0),
                 dead_lock_holders: AtomicU64::new(0),
+                dead_mid_update: AtomicU64::new(0),
                 fd_sleepers: std::array::from_fn(|_| FdSleeper::default()),
             }))
         };
@@ -279,6 +282,9 @@ impl Family {
                 if g.owner_died() {
                     if let Some(a) = arena::family() {
                         a.recover_from_dead_holder();
+                        if a.take_in_scope() {
+                            self.died_mid_update();
+                        }
                     }
                     // The kernel frees a robust lock early in the holder's exit, before the
                     // process has ended: the look for the dead would not find it yet.
@@ -291,6 +297,21 @@ impl Family {
                 g
             }
             Err(e) => panic!("the family's stack lock cannot be taken: {e:?}"),
+        }
+    }
+
+    /// The lock's holder died inside a scope of the family arena: in a shard call or an update
+    /// of the family's tables, whose collections are not written to survive a kill between two
+    /// stores of one change. Counted, and said once on stderr: the family goes on with them
+    /// as they are (docs/runtime.md, "A process of the family dies").
+    fn died_mid_update(&self) {
+        self.shared().dead_mid_update.fetch_add(1, Ordering::Relaxed);
+        static SAID: AtomicBool = AtomicBool::new(false);
+        if !SAID.swap(true, Ordering::Relaxed) {
+            let msg = "pronghorn: a process of the family died holding the stack's lock inside a call on the shared \
+                       stack: what that call was changing may be half done (family_dead_mid_update)\n";
+            // SAFETY: `msg` is readable for its length.
+            unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
         }
     }
 
@@ -355,8 +376,10 @@ impl Family {
         }
     }
 
-    /// The fork that took `slot` made process `pid` (called in the parent and in the child,
-    /// with the same values: whichever comes first; no lock needed, the slot is the child's).
+    /// The fork that took `slot` made process `pid`: called by the child itself, first thing
+    /// after the fork (no lock needed, the slot is its own). Not by the parent: the child may
+    /// have left already and its slot gone to another fork. A child killed before this leaves
+    /// its slot taken and its holds held (its sockets stay open).
     pub(crate) fn joined(&self, slot: Option<usize>, pid: libc::pid_t) {
         let Some(m) = slot else { return };
         let member = &self.shared().members[m];

@@ -37,8 +37,7 @@ impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
     /// In the opener, after a fork that shares the shards: a stack thread drives the NIC from
     /// now on (dedicated mode), so that a child's rings are answered whatever the opener's own
     /// threads do (a parent in waitpid(2), or computing, drives nothing inline).
-    pub(crate) fn drive_for_children(&mut self, f: &'static Family, child: libc::pid_t, slot: Option<usize>) {
-        f.joined(slot, child);
+    pub(crate) fn drive_for_children(&mut self, f: &'static Family, child: libc::pid_t) {
         f.forked(child);
         self.wait.mode = crate::wait::Mode::Dedicated;
         self.ensure_stack_thread();

@@ -104,6 +104,7 @@ impl<N: Nic + 'static> Runtime<N> {
             lock_counters[3],
             family.dead_processes,
             family.dead_lock_holders,
+            family.dead_mid_update,
         ];
         debug_assert_eq!(process.len(), PROCESS_COUNTERS.len());
         let shards = self.shards.all();
