@@ -85,6 +85,7 @@ use call::last_errno;
 pub use call::Call;
 pub use datagram::Datagram;
 pub use exec::Program;
+pub use family::FamilyStats;
 pub use passing::Passing;
 use process::FORKED;
 pub use process::{forked_child_socket, ENV_EXE};

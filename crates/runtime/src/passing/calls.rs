@@ -103,14 +103,14 @@ impl<N: Nic + 'static> Runtime<N> {
             return Err(say_refused(fds[0].0, Refusal::TooMany));
         }
         let sockets: Vec<_> = passing.iter().map(|p| p.socket).collect();
-        f.share(&sockets, false);
+        f.hold_in_flight(&sockets);
         Ok(Passing(eventfds))
     }
 
     /// A record's hold goes (nobody will claim it): the socket closes when nobody else holds it
     /// (family lock held).
     fn let_go(&mut self, f: &'static Family, p: Passed) {
-        if f.release(p.socket) {
+        if f.drop_in_flight(p.socket) {
             self.close_socket(p.socket, matches!(p.kind, Kind::Udp { .. }), p.opts.linger_s, p.bound_to);
         }
     }
@@ -126,7 +126,7 @@ impl<N: Nic + 'static> Runtime<N> {
                     let Some(p) = in_flight(f, false).and_then(|t| t.take(eventfd)) else { continue };
                     if self.socks.get(p.socket).is_some_and(|st| !st.fds.is_empty()) {
                         // This process holds the socket already: the message's hold goes.
-                        f.release(p.socket);
+                        f.drop_in_flight(p.socket);
                     }
                     claimed.push(p);
                     p
