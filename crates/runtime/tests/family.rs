@@ -917,3 +917,92 @@ fn a_child_that_exits_leaves_the_family_without_being_counted_dead() {
     let stats = rt.family_stats().expect("a family");
     assert_eq!((stats.dead_processes, stats.members), (0, 0), "{stats:?}");
 }
+
+/// Two shards of the test's own, back to back over the in-memory pair (in the family arena, as
+/// every shard once it is enabled), with one connection from `client` to `server`.
+struct Wire {
+    server: Shard<MemNic>,
+    client: Shard<MemNic>,
+    /// The server's side of the connection, and the client's.
+    accepted: SocketId,
+    connected: SocketId,
+    clock: MonotonicClock,
+}
+
+impl Wire {
+    fn connected() -> Wire {
+        let (a, b) = pair(MemConfig::default());
+        let mut server = Shard::new(a, ShardConfig::new(MacAddr([2, 0, 0, 0, 1, 1]), Some((OURS, 24)), None, [3; 32]));
+        let mut client = Shard::new(b, ShardConfig::new(MacAddr([2, 0, 0, 0, 1, 2]), Some((PEER, 24)), None, [4; 32]));
+        let addr = SocketAddr::V4(SocketAddrV4::new(OURS, PORT));
+        let listener = server.tcp_listen(addr, 8).unwrap();
+        let connected = client.tcp_connect(addr).unwrap();
+        let clock = MonotonicClock::new();
+        let start = Instant::now();
+        let accepted = loop {
+            assert!(start.elapsed() < BOUND, "the test's own shards never connected");
+            client.poll(clock.now_ns());
+            server.poll(clock.now_ns());
+            if let Ok((id, _)) = server.tcp_accept(listener) {
+                break id;
+            }
+        };
+        Wire { server, client, accepted, connected, clock }
+    }
+
+    /// The client sends `data`, which waits in the server's receive ring (taken on its arrival,
+    /// by this thread) until [`Wire::read`].
+    fn carry(&mut self, data: &[u8]) {
+        assert_eq!(self.client.tcp_send(self.connected, data), Ok(data.len()));
+        let start = Instant::now();
+        while self.server.tcp_recv_available(self.accepted).unwrap() < data.len() {
+            assert!(start.elapsed() < BOUND, "the test's own shards carried nothing");
+            self.client.poll(self.clock.now_ns());
+            self.server.poll(self.clock.now_ns());
+        }
+    }
+
+    fn read(&mut self, n: usize) -> Vec<u8> {
+        let mut got = vec![0u8; n];
+        assert_eq!(self.server.tcp_recv(self.accepted, &mut got), Ok(n));
+        got
+    }
+}
+
+/// A thread keeps the rings of the connections it freed for the next ones (`tcp`'s spare
+/// lists, in its own memory), and with the shards shared those rings are blocks of the family
+/// arena. A child forked from that thread had a copy of its lists: the child and its parent
+/// each handed the same block to a connection of their own, so that each overwrote what the
+/// other received (and the block was freed twice, which corrupted the arena's free list: the
+/// family binary crashed in `Arena::alloc` in one run of two). The child forgets its copies.
+#[test]
+fn a_child_hands_out_none_of_the_rings_its_parent_keeps_for_reuse() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, _lfd, _conn, _seen) = accepted("family");
+    let mut parents = Wire::connected();
+    let mut childs = Wire::connected();
+    // A connection's rings, freed by this thread, wait in its spare lists.
+    let mut freed = Wire::connected();
+    freed.carry(b"spare!");
+    assert_eq!(freed.read(6), b"spare!");
+    drop(freed);
+    let (go_r, go_w) = pipe();
+    let (done_r, done_w) = pipe();
+    let pid = fork_child(rt, || {
+        let mut b = [0u8; 1];
+        // SAFETY: one byte into a live buffer.
+        if unsafe { libc::read(go_r, b.as_mut_ptr().cast(), 1) } != 1 {
+            return false;
+        }
+        childs.carry(b"child!");
+        say(done_w);
+        childs.read(6) == b"child!"
+    });
+    parents.carry(b"parent");
+    say(go_w);
+    wait_for_word(done_r);
+    assert_eq!(parents.read(6), b"parent", "the child's connection received into the parent's ring");
+    assert_eq!(exit_status(pid, "the child exits"), 0, "the parent's connection received into the child's ring");
+    // The child's connection (in the arena, shared) is the child's: its rings are not ours to free.
+    std::mem::forget(childs);
+}

@@ -18,7 +18,8 @@ impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
     /// In a child just forked from a process that shares its shards: from now on the runtime is
     /// a child's. The parent's threads (waiters, the driver role, the stack threads, the
     /// observer) are not in this process: their traces go, and so does the forking thread's
-    /// parker, whose eventfd is the parent's (`wait::forget_my_parker`).
+    /// parker, whose eventfd is the parent's (`wait::forget_my_parker`), and its lists of
+    /// spare TCP buffers, which name the parent's arena blocks (`stack::forget_spare_buffers`).
     pub(crate) fn become_child(&mut self, f: &'static Family, slot: Option<usize>) {
         f.became(slot);
         // SAFETY: getpid has no preconditions.
@@ -30,6 +31,7 @@ impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
         self.owed_wakes.clear();
         self.wait.forget_threads();
         crate::wait::forget_my_parker();
+        stack::forget_spare_buffers();
         // The observer's thread and region are the parent's: left to it, never dropped here.
         std::mem::forget(self.observer.take());
     }
