@@ -32,7 +32,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 /// What the family arena reserves of the address space (MAP_NORESERVE: pages are taken as they
 /// are first touched).
@@ -62,6 +62,9 @@ struct Header {
     chunk_end: [usize; CLASSES],
     /// Allocations the region had no room for (served by the process heap).
     overflows: u64,
+    /// A thread is inside a scope of the region (a shard call, or an update of the family's
+    /// tables): what it updates may be half done if its process dies now.
+    in_scope: AtomicBool,
 }
 
 impl Header {
@@ -120,9 +123,24 @@ impl Arena {
 
     /// Until the guard is dropped, what this thread allocates comes from this arena. Scopes
     /// nest: the guard puts back the scope it found. Inlined: every shard call opens one.
+    /// The outermost scope marks the region as being updated (`Arena::take_in_scope`).
     #[inline]
     pub fn enter(self) -> InArena {
-        InArena { outer: SCOPE.with(|s| s.arena.replace(self.header)) }
+        let outer = SCOPE.with(|s| s.arena.replace(self.header));
+        if outer.is_null() {
+            unsafe { (*self.header).in_scope.store(true, Ordering::Relaxed) };
+            // The updates the scope makes come after the mark, in the order another process
+            // finds them in memory if this one is killed.
+            std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        }
+        InArena { outer, arena: self.header }
+    }
+
+    /// Whether a thread was inside a scope of the region (and clears the mark): after a
+    /// process died holding the lock that every scope of the family arena is opened under, it
+    /// tells whether the dead was in the middle of an update of the shared state.
+    pub fn take_in_scope(self) -> bool {
+        unsafe { (*self.header).in_scope.swap(false, Ordering::AcqRel) }
     }
 
     /// Whether `p` points into this region.
@@ -137,6 +155,25 @@ impl Arena {
         let n = unsafe { (*self.header).overflows };
         self.unlock();
         n
+    }
+
+    /// The process that held this arena's lock died (the family lock's EOWNERDEAD: every
+    /// allocation of the family arena is made under the family lock, so its dead holder is the
+    /// only one that can hold this one). The lock is freed, and the chunks being cut are
+    /// given up: a kill between a chunk's two cursor words leaves them apart, and the next
+    /// blocks would be cut past the chunk's end. The rest is consistent at every point a kill
+    /// can land (a free list's head is one store; a block being pushed or popped is at worst
+    /// lost), so at most a chunk per size class, the dead process's blocks and one block are
+    /// lost. Returns whether the lock was held.
+    pub fn recover_from_dead_holder(self) -> bool {
+        let word = unsafe { &(*self.header).lock };
+        if word.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let h = unsafe { &mut *self.header };
+        h.cursor = h.chunk_end;
+        word.store(0, Ordering::Release);
+        true
     }
 
     fn lock(self) {
@@ -267,11 +304,16 @@ thread_local! {
 /// The scope [`Arena::enter`] opened; dropping it puts back the one before.
 pub struct InArena {
     outer: *mut Header,
+    arena: *mut Header,
 }
 
 impl Drop for InArena {
     #[inline]
     fn drop(&mut self) {
+        if self.outer.is_null() {
+            std::sync::atomic::compiler_fence(Ordering::SeqCst);
+            unsafe { (*self.arena).in_scope.store(false, Ordering::Relaxed) };
+        }
         SCOPE.with(|s| s.arena.set(self.outer));
     }
 }
@@ -438,6 +480,68 @@ mod tests {
         let big = vec![1u8; 4 * CHUNK];
         assert!(!arena.contains(big.as_ptr()));
         assert_eq!(arena.overflows(), 1);
+    }
+
+    /// A process killed inside the allocator (kill -9 of the family lock's holder) leaves the
+    /// lock held and perhaps a chunk half set up: here the child takes the lock and, as if
+    /// killed between the two stores of a chunk refill, leaves a size's cursor in a new chunk
+    /// and its end in the old one. The recovery frees the lock and gives up the chunks being
+    /// cut, so that the next blocks come from a fresh chunk.
+    #[test]
+    fn a_holder_killed_inside_the_allocator_leaves_it_usable_after_recovery() {
+        let arena = small();
+        let first = {
+            let _in = arena.enter();
+            Box::new([1u8; 64])
+        };
+        let class = size_class(Layout::new::<[u8; 64]>()).unwrap().0;
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            arena.lock();
+            let h = unsafe { &mut *arena.header };
+            // A large block was taken since the chunk in use: the next chunk is not contiguous.
+            let _ = h.take(CHUNK * 2);
+            if let Some(chunk) = h.take(CHUNK) {
+                h.cursor[class] = arena.header as usize + chunk;
+            }
+            unsafe { libc::_exit(0) };
+        }
+        let mut status = 0;
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(arena.recover_from_dead_holder(), "the dead child held the lock");
+        let h = unsafe { &*arena.header };
+        assert_eq!(h.lock.load(Ordering::Relaxed), 0);
+        assert_eq!(h.cursor, h.chunk_end, "a chunk the dead left half set up is still cut");
+        let next = {
+            let _in = arena.enter();
+            Box::new([2u8; 64])
+        };
+        assert!(arena.contains(next.as_ptr()));
+        assert!(!arena.recover_from_dead_holder(), "a free lock needs no recovery");
+        drop((first, next));
+    }
+
+    /// A process killed inside a scope (in the middle of a shard call) leaves the mark that
+    /// tells its successor so; scopes that ended leave none, nested ones included.
+    #[test]
+    fn a_process_killed_inside_a_scope_leaves_the_mark_of_an_update_under_way() {
+        let arena = small();
+        {
+            let _in = arena.enter();
+            let _nested = arena.enter();
+        }
+        assert!(!arena.take_in_scope(), "every scope ended");
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let _in = arena.enter();
+            unsafe { libc::_exit(0) };
+        }
+        let mut status = 0;
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(arena.take_in_scope(), "the child died inside its scope");
+        assert!(!arena.take_in_scope(), "taken once");
     }
 
     #[test]

@@ -162,6 +162,7 @@ impl<N: Nic + 'static> Accel<N> {
         }
         let mut rt = self.lock();
         let family = rt.sharing.lock();
+        rt.after_family_lock();
         rt.wait.holds += 1;
         let inside = Inside::enter();
         let r = f(&mut rt);
@@ -199,6 +200,7 @@ impl<N: Nic + 'static> Accel<N> {
             }
         };
         let family = rt.sharing.lock();
+        rt.after_family_lock();
         rt.wait.holds += 1;
         let inside = Inside::enter();
         let r = f(&mut rt);
@@ -232,6 +234,17 @@ impl<N: Nic + 'static> Accel<N> {
     /// The waiting counters (tests, `pronghorn stat` later).
     pub fn wait_stats(&self) -> wait::WaitStats {
         self.lock().wait.stats
+    }
+
+    /// The family's figures (`None`: this runtime shares no shards).
+    pub fn family_stats(&self) -> Option<crate::FamilyStats> {
+        self.lock().sharing.family().map(|f| f.stats())
+    }
+
+    /// Runs `f` with the runtime's locks held, the family's included (tests and debugging: a
+    /// process killed inside `f` dies holding the family lock, as one killed inside a call).
+    pub fn with_locks_held(&self, f: impl FnOnce()) {
+        self.with(|_| f());
     }
 
     /// Whether the NIC is open (the shard serving).
@@ -330,6 +343,8 @@ pub struct ForkHold<'a, N: Nic + 'static> {
     rt: Held<'a, Runtime<N>>,
     /// The sockets the child will hold too, counted in the family (taken back if fork fails).
     shared: Vec<SocketId>,
+    /// The child's slot in the family's process table.
+    member: Option<usize>,
 }
 
 impl<N: Nic + 'static> Accel<N> {
@@ -337,12 +352,13 @@ impl<N: Nic + 'static> Accel<N> {
     pub fn fork_prepare(&self) -> ForkHold<'_, N> {
         let rt = self.lock();
         let mut shared = Vec::new();
+        let mut member = None;
         if let Some(f) = rt.sharing.family() {
             shared = rt.socks.held();
             let _family = rt.sharing.lock();
-            f.share(&shared, false);
+            member = f.share(&shared);
         }
-        ForkHold { rt, shared }
+        ForkHold { rt, shared, member }
     }
 }
 
@@ -378,14 +394,11 @@ impl<N: Nic + 'static> ForkHold<'_, N> {
 
     fn done(mut self, pid: libc::pid_t, shares: bool) -> bool {
         match (pid, self.rt.sharing.family()) {
-            (0, Some(f)) if shares => self.rt.become_child(f),
-            (1.., Some(f)) if shares => {
-                f.joined(pid);
-                self.rt.drive_for_children(f, pid)
-            }
+            (0, Some(f)) if shares => self.rt.become_child(f, self.member),
+            (1.., Some(f)) if shares => self.rt.drive_for_children(f, pid),
             (..=0, Some(f)) => {
                 let _family = self.rt.sharing.lock();
-                f.share(&self.shared, true);
+                f.unshare(&self.shared, self.member);
             }
             _ => {}
         }
@@ -560,6 +573,9 @@ impl<N: Nic + 'static> Runtime<N> {
             return self.poll_shard();
         }
         let now = self.now();
+        if let Some(f) = self.sharing.family() {
+            self.look_for_dead_members(f, now);
+        }
         let mut work = 0;
         let mut frames = 0;
         if let Some(s) = self.shards.all_mut().get_mut(k) {

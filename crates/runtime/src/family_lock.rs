@@ -5,7 +5,8 @@
 //! FUTEX_PRIVATE_FLAG). A process that dies holding it (kill -9) does not leave the others
 //! stuck: glibc registers the lock on the thread's robust list, the kernel marks it when the
 //! thread dies, and the next locker gets it with [`FamilyGuard::owner_died`] set. That locker
-//! must make what the lock guards consistent and say so ([`FamilyGuard::mark_consistent`]);
+//! must make what the lock guards consistent and say so ([`FamilyGuard::mark_consistent`]:
+//! `family` repairs what it can and gives back what the dead held first);
 //! released without that, the lock is unusable from then on (ENOTRECOVERABLE), as POSIX has it.
 
 use crate::Errno;

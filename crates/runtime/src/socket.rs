@@ -55,7 +55,7 @@ impl<N: Nic + 'static> Runtime<N> {
         let entry = self.fds.get_mut(fd).unwrap();
         entry.fd = Fd::Listener { id };
         let epolls = entry.epolls.clone();
-        self.socks.entry(id).fds.push(fd);
+        self.attach_fd(id, fd);
         for epfd in epolls {
             if let Some(set) = self.fds.epoll_mut(epfd) {
                 set.retarget(fd, Target::Sock(id), &mut self.owed_wakes);
@@ -106,9 +106,21 @@ impl<N: Nic + 'static> Runtime<N> {
         }
     }
 
+    /// `fd` refers to shard socket `id` from now on: with the process's first fd of it, the
+    /// family knows this process holds it (it closes if the process dies).
+    pub(crate) fn attach_fd(&mut self, id: SocketId, fd: i32) {
+        let st = self.socks.entry(id);
+        st.fds.push(fd);
+        if st.fds.len() == 1 {
+            if let Some(f) = self.sharing.family() {
+                f.hold(id);
+            }
+        }
+    }
+
     /// Registers `fd` (in the fd table) as a new reference to shard socket `id`.
     pub(crate) fn adopt(&mut self, fd: i32, id: SocketId) {
-        self.socks.entry(id).fds.push(fd);
+        self.attach_fd(id, fd);
         set_tracked(fd, true);
     }
 

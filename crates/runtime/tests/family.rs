@@ -88,8 +88,15 @@ impl Peer for Client {
 
 type ClientNic = NicWithPeer<Client>;
 
+/// The runtime of the test before (each test's family is its own, in the one family arena of
+/// this binary).
+static BEFORE: Mutex<Option<&'static Accel<ClientNic>>> = Mutex::new(None);
+
 /// A runtime with `share` whose peer connected to its listener (and sends "ping" once told):
-/// the runtime, the listener's fd, the accepted connection's fd and what the peer sees.
+/// the runtime, the listener's fd, the accepted connection's fd and what the peer sees. The
+/// runtime of the test before is stopped first: its stack thread would go on using the family
+/// arena outside this test's family lock (a process has one family in the preloaded library),
+/// where the recovery after a dead lock holder takes the arena's state as the dead left it.
 fn accepted(share: &str) -> (&'static Accel<ClientNic>, i32, i32, Arc<Seen>) {
     let (rt, lfd, seen) = listening(share);
     let (conn, _) = within("accept", move || done(rt.accept(lfd, 0))).unwrap();
@@ -97,8 +104,12 @@ fn accepted(share: &str) -> (&'static Accel<ClientNic>, i32, i32, Arc<Seen>) {
 }
 
 /// A runtime with `share` listening where its peer connects (and sends "ping" once told): the
-/// runtime, the listener's fd and what the peer sees.
+/// runtime, the listener's fd and what the peer sees. The runtime of the test before is
+/// stopped first (see [`accepted`]).
 fn listening(share: &str) -> (&'static Accel<ClientNic>, i32, Arc<Seen>) {
+    if let Some(before) = BEFORE.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        before.at_exit();
+    }
     let toml = format!(
         "[nic]\npmd = \"af_xdp\"\niface = \"mem0\"\n[ipv4]\naddress = \"{OURS}/24\"\n[runtime]\ndrive = \"inline\"\nshare = \"{share}\"\n"
     );
@@ -127,6 +138,7 @@ fn listening(share: &str) -> (&'static Accel<ClientNic>, i32, Arc<Seen>) {
     rt.socket_created(lfd, libc::AF_INET, libc::SOCK_STREAM, 0);
     done(rt.bind(lfd, SocketAddr::V4(SocketAddrV4::new(OURS, PORT)))).unwrap();
     done(rt.listen(lfd, 8)).unwrap();
+    *BEFORE.lock().unwrap_or_else(|p| p.into_inner()) = Some(rt);
     (rt, lfd, seen)
 }
 
@@ -266,11 +278,25 @@ fn a_child_closing_its_copy_leaves_the_parents_connection_open() {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (rt, lfd, conn, seen) = accepted("family");
     a_child_closes_its_copy(rt, lfd, conn);
+    parent_echoes_then_closes(rt, lfd, conn, &seen, || {});
+}
+
+/// The parent's copy of `conn` echoes the peer's request while the connection stays open
+/// (another process's close or death did not end it), `before_close` runs, and the parent's
+/// close ends it (the peer sees the FIN: no other process holds it).
+fn parent_echoes_then_closes(
+    rt: &'static Accel<ClientNic>,
+    lfd: i32,
+    conn: i32,
+    seen: &Seen,
+    before_close: impl FnOnce(),
+) {
     seen.send.store(true, Ordering::Relaxed);
     assert_eq!(within("the parent's read", move || read_exact(rt, conn, 4)), b"ping");
     assert_eq!(done(rt.send(conn, b"pong", false)), Ok(4));
     drive_until_seen(rt, lfd, || seen.received.lock().unwrap().len() == 4);
-    assert!(!seen.fin.load(Ordering::Relaxed), "the child's close ended the parent's connection");
+    assert!(!seen.fin.load(Ordering::Relaxed), "another process ended the parent's connection");
+    before_close();
     close(rt, conn);
     drive_until_seen(rt, lfd, || seen.fin.load(Ordering::Relaxed));
 }
@@ -785,4 +811,209 @@ fn a_socket_in_flight_to_a_process_that_exited_closes_at_the_next_pass() {
         libc::close(to_child);
         libc::close(listener);
     }
+}
+
+/// Reads one byte from `fd` (bounded): how a child says where it got to.
+fn wait_for_word(fd: i32) {
+    within("the child's word", move || {
+        let mut b = [0u8; 1];
+        // SAFETY: one byte into a live buffer.
+        assert_eq!(unsafe { libc::read(fd, b.as_mut_ptr().cast(), 1) }, 1, "the child died before its word");
+    });
+}
+
+/// Writes one byte to `fd` (in a child: no allocation).
+fn say(fd: i32) {
+    // SAFETY: one byte from a live buffer.
+    unsafe { libc::write(fd, b"x".as_ptr().cast(), 1) };
+}
+
+/// SIGKILLs our child `pid` and reaps it.
+fn kill_9(pid: libc::pid_t) {
+    // SAFETY: kill and waitpid take integers and a writable int.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        let mut st = 0;
+        assert_eq!(libc::waitpid(pid, &mut st, 0), pid);
+        assert!(libc::WIFSIGNALED(st) && libc::WTERMSIG(st) == libc::SIGKILL, "status {st:#x}");
+    }
+}
+
+/// Issue 24: "kill -9 of a process holding the stack lock: the others carry on". A child that
+/// shares the parent's connection takes the family lock (as inside a call), says so on a pipe,
+/// and is killed. The parent's next hold finds the lock's holder dead and gives back what the
+/// child held before it goes on: the connection echoes through the parent's copy, and closing
+/// that copy ends it (the peer sees the FIN), as the child's hold went with it. Without the
+/// recovery the dead child still held it: the parent's close left it open.
+#[test]
+fn a_child_killed_holding_the_family_lock_leaves_the_family_serving_and_its_holds_released() {
+    killed_holding_the_lock(false);
+}
+
+/// The same kill inside a scope of the family arena (where a shard call runs): the successor
+/// is told that the dead was in the middle of an update (counted), and the family goes on.
+#[test]
+fn a_child_killed_inside_a_call_on_the_shared_stack_is_counted_mid_update() {
+    killed_holding_the_lock(true);
+}
+
+fn killed_holding_the_lock(in_scope: bool) {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, lfd, conn, seen) = accepted("family");
+    let (holding_r, holding_w) = pipe();
+    let pid = fork_child(rt, || {
+        rt.with_locks_held(|| {
+            let _in = in_scope.then(|| arena::family().expect("the family arena").enter());
+            say(holding_w);
+            loop {
+                // SAFETY: pause has no preconditions.
+                unsafe { libc::pause() };
+            }
+        });
+        false
+    });
+    wait_for_word(holding_r);
+    kill_9(pid);
+    parent_echoes_then_closes(rt, lfd, conn, &seen, || {
+        let s = rt.family_stats().expect("a family");
+        let mid = u64::from(in_scope);
+        assert_eq!((s.dead_processes, s.dead_lock_holders, s.dead_mid_update, s.members), (1, 1, mid, 0), "{s:?}");
+    });
+}
+
+/// A child killed while it does not hold the lock: asleep in poll(2) on the connection only it
+/// holds and a pipe (PostgreSQL's backend in epoll_wait on its socket and its latch), so its
+/// eventfd is in the family's table and its thread counted asleep. The opener's periodic look
+/// finds it dead: the connection closes (the peer sees the FIN, as Linux closes a dead
+/// process's socket), and its sleep is forgotten (no sleeper counted, its slot free).
+#[test]
+fn a_child_killed_asleep_has_its_connection_closed_and_its_sleep_forgotten() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, lfd, conn, seen) = accepted("family");
+    let (latch, _latch_w) = pipe();
+    let pid = fork_child(rt, || {
+        let mut fds = [
+            libc::pollfd { fd: conn, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: latch, events: libc::POLLIN, revents: 0 },
+        ];
+        let _ = done(rt.poll(&mut fds, -1));
+        false
+    });
+    close(rt, conn);
+    until_asleep(pid);
+    let asleep = rt.family_stats().expect("a family");
+    assert_eq!((asleep.members, asleep.sleepers, asleep.broadcast_sleepers), (1, 1, 0), "premise: {asleep:?}");
+    kill_9(pid);
+    drive_until_seen(rt, lfd, || seen.fin.load(Ordering::Relaxed));
+    let stats = rt.family_stats().expect("a family");
+    assert_eq!(
+        (stats.dead_processes, stats.dead_lock_holders, stats.members, stats.sleepers, stats.broadcast_sleepers),
+        (1, 0, 0, 0, 0),
+        "{stats:?}"
+    );
+}
+
+/// A child that leaves through the runtime's exit (`Accel::at_exit`) is not counted dead: it
+/// leaves the process table, with whatever it still held (here the listener it inherited).
+#[test]
+fn a_child_that_exits_leaves_the_family_without_being_counted_dead() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, lfd, conn, _seen) = accepted("family");
+    let pid = fork_child(rt, || {
+        close(rt, conn);
+        rt.at_exit();
+        true
+    });
+    assert_eq!(drive_until(rt, lfd, pid, || true), 0);
+    let stats = rt.family_stats().expect("a family");
+    assert_eq!((stats.dead_processes, stats.members), (0, 0), "{stats:?}");
+}
+
+/// Two shards of the test's own, back to back over the in-memory pair (in the family arena, as
+/// every shard once it is enabled), with one connection from `client` to `server`.
+struct Wire {
+    server: Shard<MemNic>,
+    client: Shard<MemNic>,
+    /// The server's side of the connection, and the client's.
+    accepted: SocketId,
+    connected: SocketId,
+    clock: MonotonicClock,
+}
+
+impl Wire {
+    fn connected() -> Wire {
+        let (a, b) = pair(MemConfig::default());
+        let mut server = Shard::new(a, ShardConfig::new(MacAddr([2, 0, 0, 0, 1, 1]), Some((OURS, 24)), None, [3; 32]));
+        let mut client = Shard::new(b, ShardConfig::new(MacAddr([2, 0, 0, 0, 1, 2]), Some((PEER, 24)), None, [4; 32]));
+        let addr = SocketAddr::V4(SocketAddrV4::new(OURS, PORT));
+        let listener = server.tcp_listen(addr, 8).unwrap();
+        let connected = client.tcp_connect(addr).unwrap();
+        let clock = MonotonicClock::new();
+        let start = Instant::now();
+        let accepted = loop {
+            assert!(start.elapsed() < BOUND, "the test's own shards never connected");
+            client.poll(clock.now_ns());
+            server.poll(clock.now_ns());
+            if let Ok((id, _)) = server.tcp_accept(listener) {
+                break id;
+            }
+        };
+        Wire { server, client, accepted, connected, clock }
+    }
+
+    /// The client sends `data`, which waits in the server's receive ring (taken on its arrival,
+    /// by this thread) until [`Wire::read`].
+    fn carry(&mut self, data: &[u8]) {
+        assert_eq!(self.client.tcp_send(self.connected, data), Ok(data.len()));
+        let start = Instant::now();
+        while self.server.tcp_recv_available(self.accepted).unwrap() < data.len() {
+            assert!(start.elapsed() < BOUND, "the test's own shards carried nothing");
+            self.client.poll(self.clock.now_ns());
+            self.server.poll(self.clock.now_ns());
+        }
+    }
+
+    fn read(&mut self, n: usize) -> Vec<u8> {
+        let mut got = vec![0u8; n];
+        assert_eq!(self.server.tcp_recv(self.accepted, &mut got), Ok(n));
+        got
+    }
+}
+
+/// A thread keeps the rings of the connections it freed for the next ones (`tcp`'s spare
+/// lists, in its own memory), and with the shards shared those rings are blocks of the family
+/// arena. A child forked from that thread had a copy of its lists: the child and its parent
+/// each handed the same block to a connection of their own, so that each overwrote what the
+/// other received (and the block was freed twice, which corrupted the arena's free list: the
+/// family binary crashed in `Arena::alloc` in one run of two). The child forgets its copies.
+#[test]
+fn a_child_hands_out_none_of_the_rings_its_parent_keeps_for_reuse() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, _lfd, _conn, _seen) = accepted("family");
+    let mut parents = Wire::connected();
+    let mut childs = Wire::connected();
+    // A connection's rings, freed by this thread, wait in its spare lists.
+    let mut freed = Wire::connected();
+    freed.carry(b"spare!");
+    assert_eq!(freed.read(6), b"spare!");
+    drop(freed);
+    let (go_r, go_w) = pipe();
+    let (done_r, done_w) = pipe();
+    let pid = fork_child(rt, || {
+        let mut b = [0u8; 1];
+        // SAFETY: one byte into a live buffer.
+        if unsafe { libc::read(go_r, b.as_mut_ptr().cast(), 1) } != 1 {
+            return false;
+        }
+        childs.carry(b"child!");
+        say(done_w);
+        childs.read(6) == b"child!"
+    });
+    parents.carry(b"parent");
+    say(go_w);
+    wait_for_word(done_r);
+    assert_eq!(parents.read(6), b"parent", "the child's connection received into the parent's ring");
+    assert_eq!(exit_status(pid, "the child exits"), 0, "the parent's connection received into the child's ring");
+    // The child's connection (in the arena, shared) is the child's: its rings are not ours to free.
+    std::mem::forget(childs);
 }

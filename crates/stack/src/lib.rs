@@ -19,6 +19,7 @@ pub mod ports;
 pub mod shard;
 pub mod syncookie;
 pub use errno::Errno;
+pub use tcp::forget_spare_buffers;
 pub use tcp::Config as TcpConfig;
 pub use tcp::CongestionAlgorithm;
 pub use tcp::Ecn as TcpEcn;

@@ -15,7 +15,9 @@
 //! allocation cache: freed ring and transmit-log memory goes to a bounded per-thread list
 //! (`spare.rs`) and the next buffer of the same size is taken from there, which spares short
 //! connections a malloc, page faults and zeroing each. The cache changes no behaviour: a
-//! connection reads only bytes it wrote itself, so it does the same whichever memory it gets.
+//! connection reads only bytes it wrote itself, so it does the same whichever memory it gets,
+//! as long as no other connection gets it too: a process forked from a thread, whose memory
+//! its parent shares, forgets its copy of that thread's lists ([`forget_spare_buffers`]).
 //! It knows only its two ports: addresses, demultiplexing, listeners, SYN cookies'
 //! cryptography and timer wheels belong to the stack.
 //!
@@ -93,3 +95,13 @@ pub use connection::{
 pub use segment::{bare_segment, opens_connection, rst, rst_for_unmatched};
 pub use time::{Duration, Instant, MILLISECOND, SECOND};
 pub use time_wait::{TimeWait, TimeWaitAction};
+
+/// In a process just forked, in the thread that forked: forgets, without freeing them, the
+/// buffers that the thread's spare lists (freed rings and send logs kept for reuse) name. They
+/// are the parent's, which reuses them for its own connections; where the parent's memory is
+/// shared with the child (a fork family's arena) the child's copy of the lists would hand the
+/// same blocks out again, to other connections, and free them a second time.
+pub fn forget_spare_buffers() {
+    ring::forget_spare();
+    sent::forget_spare();
+}

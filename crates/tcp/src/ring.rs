@@ -25,6 +25,11 @@ fn give_spare(buf: Box<[u8]>) {
     spare::give(&SPARE, buf, SPARE_BYTES);
 }
 
+/// Empties this thread's spare list without freeing it ([`crate::forget_spare_buffers`]).
+pub(crate) fn forget_spare() {
+    spare::forget(&SPARE);
+}
+
 /// Ring memory held in this thread's spare list.
 #[cfg(test)]
 fn spare_bytes() -> usize {

@@ -28,6 +28,11 @@ thread_local! {
     static SPARE: RefCell<SpareList<Sent>> = const { RefCell::new(SpareList::new()) };
 }
 
+/// Empties this thread's spare list without freeing it ([`crate::forget_spare_buffers`]).
+pub(crate) fn forget_spare() {
+    spare::forget(&SPARE);
+}
+
 /// Deemed lost (by RACK or RFC 6675's IsLost) and not known to have arrived since.
 pub(crate) const LOST: u8 = 1;
 /// Sent again since it was first sent, or since it was deemed lost.

@@ -55,6 +55,13 @@ pub(crate) fn give<T>(list: &'static Spare<T>, buf: Box<[T]>, budget: usize) {
     });
 }
 
+/// Empties the thread's list without freeing what it held: in a process just forked, the
+/// buffers its copy of the list names are the parent's, which its own copy hands out again
+/// (the very same memory when it is shared, as a fork family's arena is).
+pub(crate) fn forget<T>(list: &'static Spare<T>) {
+    let _ = list.try_with(|s| std::mem::forget(s.replace(SpareList::new())));
+}
+
 /// Bytes held in a thread's list.
 #[cfg(test)]
 pub(crate) fn bytes<T>(list: &'static Spare<T>) -> usize {

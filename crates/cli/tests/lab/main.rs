@@ -2185,6 +2185,108 @@ impl Postgres {
     }
 }
 
+/// What pgbench did when a backend was killed under it (`kill_a_backend_under_pgbench`).
+#[derive(Debug, PartialEq, Eq)]
+struct AfterTheKill {
+    /// pgbench's exit status (124: `timeout` ended it: a client never heard of the crash).
+    pgbench_status: Option<i32>,
+    /// pgbench said clients were aborted (PostgreSQL ends every backend at a backend's crash).
+    clients_aborted: bool,
+}
+
+/// The postmaster's pid (postmaster.pid's first line).
+fn postmaster_pid(data: &Path) -> i32 {
+    std::fs::read_to_string(data.join("postmaster.pid")).unwrap().lines().next().unwrap().trim().parse().unwrap()
+}
+
+/// pgbench -S with 4 clients against the server at `addr`:`port` (datadir `data`); once its 4
+/// backends run, one is killed with SIGKILL. Returns what pgbench did, once the server, after
+/// its crash recovery, served a new pgbench run in full.
+fn kill_a_backend_under_pgbench(lab: &Lab, addr: &str, port: &str, data: &Path) -> AfterTheKill {
+    let pgbench = |args: &[&str]| -> Command {
+        let fixed = ["timeout", "60", "pgbench", "-h", addr, "-p", port, "-U", "postgres"];
+        lab.exec("b", &[&fixed[..], args, &["postgres"]].concat())
+    };
+    let o = pgbench(&["-i", "-s", "1", "-q"]).output().unwrap();
+    assert!(o.status.success(), "pgbench -i: {}", text(&o));
+    let bench = pgbench(&["-S", "-c", "4", "-j", "2", "-T", "30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let postmaster = postmaster_pid(data).to_string();
+    // pgbench's backends: the postmaster's children titled "postgres: USER DB HOST(PORT) ...".
+    let backends = || -> Vec<i32> {
+        let o =
+            Command::new("pgrep").args(["-P", &postmaster, "-f", "^postgres: postgres postgres "]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).lines().filter_map(|l| l.trim().parse().ok()).collect()
+    };
+    eventually("pgbench's 4 backends run", || backends().len() >= 4);
+    let victim = backends()[0];
+    // SAFETY: kill takes integers; `victim` is a backend of the server under test.
+    assert_eq!(unsafe { libc::kill(victim, libc::SIGKILL) }, 0);
+    let o = bench.wait_with_output().unwrap();
+    let out = text(&o);
+    eprintln!("pgbench at {addr}, backend {victim} killed:\n{out}");
+    // The server is in crash recovery for a while: new connections are refused until it ends.
+    eventually("the server serves a pgbench run in full after its crash recovery", || {
+        let o = pgbench(&["-S", "-c", "4", "-j", "2", "-t", "50"]).output().unwrap();
+        o.status.success() && text(&o).contains("number of transactions actually processed: 200/200")
+    });
+    AfterTheKill { pgbench_status: o.status.code(), clients_aborted: out.contains("aborted") }
+}
+
+/// Issue 24: "kill -9 of a process holding the stack lock: the others carry on", with
+/// PostgreSQL under `--profile postgres` (`share = "family"`): a backend is killed with SIGKILL
+/// while pgbench runs. PostgreSQL itself then ends every other backend (a backend that died
+/// may have left its shared memory corrupt), tells their clients, reinitialises and takes
+/// connections again; Linux closes the dead backend's socket, so its client hears of the
+/// crash too. The same scenario runs first on the kernel path (a postmaster of its own on
+/// 10.98.0.1, without pronghorn), and pronghorn's run must end the same way: pgbench ends on
+/// its own with its clients aborted (without the family's recovery the dead backend's
+/// connection stayed open, its client waited, and `timeout` ended pgbench), and the server
+/// serves a new pgbench run in full. `pronghorn stat` of the postmaster counts the dead.
+#[test]
+fn postgres_carries_on_after_a_backend_is_killed_under_pgbench_with_share_family() {
+    let Some(pg) = Postgres::start("tst-pgkill", Some("postgres")) else { return };
+    let lab = &pg.lab;
+    // Linux's run: its own datadir and postmaster on the kernel path.
+    let kdir = pg.dir.join("kernel");
+    std::fs::create_dir_all(&kdir).unwrap();
+    assert!(Command::new("chown").args(["postgres:", kdir.to_str().unwrap()]).status().unwrap().success());
+    let kdata = kdir.join("data");
+    let initdb = postgres::initdb(&kdata);
+    let o = Command::new(&initdb[0]).args(&initdb[1..]).output().unwrap();
+    assert!(o.status.success(), "initdb: {}", text(&o));
+    let hba = kdata.join("pg_hba.conf");
+    let rules = std::fs::read_to_string(&hba).unwrap() + &postgres::trust_host("10.98.0.0/24");
+    std::fs::write(&hba, rules).unwrap();
+    let kserver = postgres::server(&kdata, "10.98.0.1", &kdir, &["port=5433"]);
+    let mut kernel =
+        lab.exec("a", &kserver.iter().map(String::as_str).collect::<Vec<_>>()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut kreader = BufReader::new(kernel.stderr.take().unwrap());
+    read_until(&mut kreader, "listening on IPv4 address", "postgres on the kernel path");
+    std::thread::spawn(move || std::io::copy(&mut kreader, &mut std::io::sink()));
+    let linux = kill_a_backend_under_pgbench(lab, "10.98.0.1", "5433", &kdata);
+    // SAFETY: kill takes integers; the kernel path's postmaster, ours.
+    unsafe { libc::kill(postmaster_pid(&kdata), libc::SIGINT) };
+    let _ = kernel.wait();
+    let ours = kill_a_backend_under_pgbench(lab, "10.99.0.1", "5432", &pg.data);
+    assert_eq!(ours, linux, "pronghorn's run ended otherwise than Linux's");
+    let pid = postmaster_pid(&pg.data).to_string();
+    let o = pronghorn(&["stat", &pid, "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let stat: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let dead = stat["process"]["family_dead_processes"].as_f64().unwrap_or(0.0);
+    assert!(dead >= 1.0, "the killed backend was not counted: {stat}");
+    // SAFETY: as above, the postmaster under test.
+    unsafe { libc::kill(postmaster_pid(&pg.data), libc::SIGINT) };
+    let mut server = pg.server;
+    let status = server.0.wait().unwrap();
+    assert!(status.success(), "postgres exited with {status:?}\n{}", pg.log.lock().unwrap());
+    let _ = std::fs::remove_dir_all(&pg.dir);
+}
+
 /// Issue 24 stage 3: with `--profile postgres` (`[runtime] share = "family"`) the backend the postmaster forks for a
 /// connection serves it on the postmaster's stack (the postmaster's stack thread drives the NIC):
 /// psql from side b gets its answer, several times over (a backend per connection), and

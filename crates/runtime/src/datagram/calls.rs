@@ -41,7 +41,7 @@ impl<N: Nic + 'static> Runtime<N> {
         let entry = self.fds.get_mut(fd).unwrap();
         entry.fd = Fd::Udp { id, v6 };
         self.adopt_kernel_epolls(fd);
-        self.socks.entry(id).fds.push(fd);
+        self.attach_fd(id, fd);
         set_tracked_datagram(fd);
         self.routing.accelerated_udp += 1;
         if self.cfg.nic.share {

@@ -25,25 +25,32 @@
 //!   fork adds one for every socket the parent holds, a socket passed in a message (SCM_RIGHTS)
 //!   one while it is in flight, and a process that closes its last fd of a socket closes it on
 //!   the shard only when no other process holds it;
-//! - the family's processes (the opener and every child a fork of the family made), which a
-//!   socket may be passed to, and the sockets in flight between them ([`crate::passing`]).
+//! - the process table (`members`): every child that shares the shards, by pid and start time
+//!   (a recycled pid is another process), with the sockets it holds and its threads asleep, so
+//!   that what a process that died without leaving (kill -9, a crash, `_exit`) held is given
+//!   back: its holds dropped (a socket only it held closes, as Linux closes a dead process's
+//!   fds), its sleeps forgotten. Deaths are found by a look at every member's liveness (a pidfd:
+//!   exited, zombies included; the start time: not recycled) when the lock's previous holder
+//!   died and, in the opener, once every [`REAP_EVERY_NS`] of its passes (`death`);
+//! - the sockets in flight between the family's processes (the opener and the members), passed
+//!   in messages ([`crate::passing`]).
 //!
-//! Not here yet: recovery after a process died holding the lock (the next holder is told, says
-//! so on stderr, and goes on), children that drive the NIC, the opener leaving before its
-//! children (the NIC goes with it; the opener names on stderr, at its exit, the sharing
-//! children it forked that still run).
+//! Not here yet: children that drive the NIC, the opener leaving before its children (the NIC
+//! goes with it; the opener names on stderr, at its exit, the sharing children it forked that
+//! still run).
 //!
 //! This module holds what the family shares and each process's role; `role` turns a runtime
-//! into a child's or an opener's at a fork; `sleepers` holds the children's registrations and
-//! their wakes.
+//! into a child's or an opener's at a fork, `sleepers` holds the children's registrations and
+//! their wakes, `death` finds the members that died and gives back what they held.
 
+mod death;
 mod role;
 mod sleepers;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use stack::shard::SocketId;
 
@@ -65,6 +72,13 @@ pub(crate) struct Family {
     /// driver's next hold (its own heap).
     gone: std::sync::Mutex<Vec<libc::pid_t>>,
     any_gone: AtomicBool,
+    /// This process's slot in the process table ([`NOT_A_MEMBER`]: the opener, or a child the
+    /// full table left out). Each process's own: fork copies it, the child then sets its own.
+    me: AtomicUsize,
+    /// When the opener looks for dead members next (its clock, ns).
+    next_reap_ns: AtomicU64,
+    /// This process's pid (fork copies it, the child then sets its own).
+    pid: AtomicI32,
 }
 
 /// The part of the family's state that lives in the arena.
@@ -76,8 +90,6 @@ struct Shared {
     /// Children's threads asleep (or about to sleep) on `changes`: those that could not
     /// register on their sockets, woken by every change.
     broadcast_sleepers: AtomicU32,
-    /// The processes that hold a socket, for the sockets more than one process holds.
-    holders: HashMap<SocketId, u32>,
     /// Children's threads asleep on sockets (`sleepers`)...
     sleepers: [Sleeper; SLEEPERS],
     /// ...and which of them wait on each socket (changed only under the family lock).
@@ -86,16 +98,95 @@ struct Shared {
     wakes: AtomicU64,
     /// Wakes after which the thread found nothing and slept again.
     wakes_idle: AtomicU64,
-    /// The family's processes (0: a free slot; a slot whose process is gone is taken again).
-    members: [AtomicI32; MEMBERS],
+    /// Which processes hold which sockets.
+    holds: Holds,
+    /// The process table: the children sharing the shards (the opener is in none).
+    members: [Member; MEMBERS],
+    /// A process died holding the family lock: its successor looks for the dead at once.
+    holder_died: AtomicBool,
+    /// The process that took the family lock last (who died, when its successor is told so).
+    holder_pid: AtomicI32,
+    /// Members found dead, and of them those that died holding the lock (`pronghorn stat`).
+    dead_processes: AtomicU64,
+    dead_lock_holders: AtomicU64,
+    /// Of those, the ones that died inside a scope of the family arena (mid-update).
+    dead_mid_update: AtomicU64,
     /// `passing`'s table of the sockets passed in messages and not yet received, made in the
     /// arena by the family's first pass (null until then; set with the family lock held).
     in_flight: AtomicPtr<()>,
+    /// The opener's pid (a process a socket may be passed to, with the members).
+    opener: AtomicI32,
 }
 
-/// How many processes of the family can be known at once (a fork beyond: the child is not
-/// known, and a socket passed to it is refused).
-const MEMBERS: usize = 256;
+/// What the stats show of the family (`pronghorn stat`, tests).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FamilyStats {
+    /// Members found dead (they ended without the runtime's exit) and given back.
+    pub dead_processes: u64,
+    /// Times the family lock was found with its holder dead.
+    pub dead_lock_holders: u64,
+    /// Of those, the holders that died inside a call on the shared stack (mid-update).
+    pub dead_mid_update: u64,
+    /// Children in the process table now.
+    pub members: u64,
+    /// Children's threads registered asleep on their sockets now.
+    pub sleepers: u64,
+    /// Children's threads counted asleep (or about to sleep) on the change count: those that
+    /// could not register, woken by every change.
+    pub broadcast_sleepers: u64,
+    /// Wakes the driver sent to children's threads, and of them those that found nothing.
+    pub wakes: u64,
+    pub wakes_idle: u64,
+}
+
+/// Which processes hold which sockets (under the family lock, in the arena).
+#[derive(Default)]
+struct Holds {
+    /// The processes that hold a socket, for the sockets more than one process holds.
+    counts: HashMap<SocketId, u32>,
+    /// The sockets each member holds (by its slot in the process table).
+    by_member: HashMap<usize, HashSet<SocketId>>,
+}
+
+impl Holds {
+    /// One process fewer holds `id`: whether none is left (the socket closes).
+    fn drop_one(&mut self, id: SocketId) -> bool {
+        match self.counts.remove(&id) {
+            None | Some(0..=1) => true,
+            Some(2) => false,
+            Some(n) => {
+                self.counts.insert(id, n - 1);
+                false
+            }
+        }
+    }
+}
+
+/// A child in the process table.
+#[derive(Default)]
+struct Member {
+    /// 0: a free slot; [`FORKING`]: taken by a fork that has not returned yet; else the pid.
+    pid: AtomicI32,
+    /// Its start time (/proc/PID/stat, clock ticks since boot; 0: unknown), so that a recycled
+    /// pid is not taken for it.
+    start: AtomicU64,
+    /// Its threads counted in `broadcast_sleepers` (about to sleep or asleep on the change count).
+    sleeping: AtomicU32,
+}
+
+/// How many children the process table holds; a child forked while it is full shares the
+/// shards untracked (said once on stderr): what it holds stays held if it dies.
+const MEMBERS: usize = 1024;
+
+/// A member slot taken by a fork that has not returned yet.
+const FORKING: i32 = -1;
+
+/// `Family::me` of the opener and of a child left out of a full table.
+const NOT_A_MEMBER: usize = usize::MAX;
+
+/// How often the opener looks at its members' liveness (ns of its clock): a child killed
+/// while it did not hold the lock has its sockets closed this long after at most.
+pub(crate) const REAP_EVERY_NS: u64 = 1_000_000_000;
 
 // The children's sleepers (their registrations and wakes: `sleepers`).
 
@@ -171,8 +262,8 @@ enum How {
 }
 
 // SAFETY: `shared` points into the family arena, mapped for the life of the process at the same
-// address in every process of the family; its atomics are shared freely and `holders` is only
-// touched with the family lock held (`&mut` through `holders_mut`).
+// address in every process of the family; its atomics are shared freely and `holds` is only
+// touched with the family lock held (`&mut` through `with_holds`).
 unsafe impl Send for Family {}
 // SAFETY: as for Send.
 unsafe impl Sync for Family {}
@@ -232,12 +323,19 @@ impl Family {
                 changes: AtomicU32::new(0),
                 bell_rung: AtomicBool::new(false),
                 broadcast_sleepers: AtomicU32::new(0),
-                holders: HashMap::new(),
                 sleepers: new_sleepers(),
                 waits: HashMap::new(),
                 wakes: AtomicU64::new(0),
                 wakes_idle: AtomicU64::new(0),
-                members: std::array::from_fn(|_| AtomicI32::new(0)),
+                holds: Holds::default(),
+                members: std::array::from_fn(|_| Member::default()),
+                holder_died: AtomicBool::new(false),
+                holder_pid: AtomicI32::new(0),
+                dead_processes: AtomicU64::new(0),
+                dead_lock_holders: AtomicU64::new(0),
+                dead_mid_update: AtomicU64::new(0),
+                // SAFETY: getpid has no preconditions.
+                opener: AtomicI32::new(unsafe { libc::getpid() }),
                 in_flight: AtomicPtr::new(std::ptr::null_mut()),
             }))
         };
@@ -246,7 +344,7 @@ impl Family {
             unsafe { real::close(bell) };
             return None;
         }
-        let family: &'static Family = Box::leak(Box::new(Family {
+        Some(Box::leak(Box::new(Family {
             lock,
             doorbell,
             bell,
@@ -254,35 +352,21 @@ impl Family {
             children: Default::default(),
             gone: Default::default(),
             any_gone: AtomicBool::new(false),
-        }));
-        // SAFETY: getpid has no preconditions.
-        family.joined(unsafe { libc::getpid() });
-        Some(family)
+            me: AtomicUsize::new(NOT_A_MEMBER),
+            next_reap_ns: AtomicU64::new(0),
+            // SAFETY: getpid has no preconditions.
+            pid: AtomicI32::new(unsafe { libc::getpid() }),
+        })))
     }
 
-    /// Process `pid` is of the family from now on (the opener, or a child a fork of the family
-    /// made). Takes a free slot, or one whose process is gone; with none, `pid` stays unknown.
-    pub(crate) fn joined(&self, pid: libc::pid_t) {
-        for slot in &self.shared().members {
-            let was = slot.load(Ordering::Acquire);
-            if (was == 0 || !runs(was)) && slot.compare_exchange(was, pid, Ordering::AcqRel, Ordering::Acquire).is_ok()
-            {
-                return;
-            }
-        }
-    }
-
-    /// Process `pid` is no longer of the family: it execs another program, which starts without
-    /// the family's stack.
-    pub(crate) fn left(&self, pid: libc::pid_t) {
-        for slot in &self.shared().members {
-            let _ = slot.compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Acquire);
-        }
-    }
-
-    /// Whether process `pid` is of the family (and runs).
+    /// Whether process `pid` is of the family (the opener or a member) and runs: a socket may
+    /// be passed to it.
     pub(crate) fn has_member(&self, pid: libc::pid_t) -> bool {
-        pid > 0 && runs(pid) && self.shared().members.iter().any(|m| m.load(Ordering::Acquire) == pid)
+        let s = self.shared();
+        pid > 0
+            && crate::liveness::runs(pid)
+            && (s.opener.load(Ordering::Acquire) == pid
+                || s.members.iter().any(|m| m.pid.load(Ordering::Acquire) == pid))
     }
 
     /// `passing`'s table of the sockets in flight (an arena block; null until its first pass).
@@ -309,74 +393,173 @@ impl Family {
         children.iter().copied().filter(|&c| alive(c)).collect()
     }
 
-    /// The lock over the shared shards. A holder that died leaves them as it left them: said
-    /// once on stderr, and the family goes on (recovery is not built).
+    /// The lock over the shared shards. When its holder died, the arena's allocator is made
+    /// usable again (`arena::Arena::recover_from_dead_holder`) before anything allocates, and
+    /// the caller's runtime gives back what the dead held before it does anything else
+    /// ([`Family::take_holder_died`]; docs/runtime.md, "A process of the family dies").
     fn lock(&'static self) -> FamilyGuard<'static> {
         match self.lock.lock() {
             Ok(mut g) => {
+                let s = self.shared();
                 if g.owner_died() {
-                    static SAID: AtomicBool = AtomicBool::new(false);
-                    if !SAID.swap(true, Ordering::Relaxed) {
-                        let msg = "pronghorn: a process of the family died holding the stack's lock; the shared \
-                                   stack goes on as that process left it\n";
-                        // SAFETY: `msg` is readable for its length.
-                        unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
+                    if let Some(a) = arena::family() {
+                        a.recover_from_dead_holder();
+                        if a.take_in_scope() {
+                            self.died_mid_update();
+                        }
                     }
+                    // The kernel frees a robust lock early in the holder's exit, before the
+                    // process has ended: the look for the dead would not find it yet.
+                    crate::liveness::wait_exited(s.holder_pid.load(Ordering::Relaxed));
+                    s.dead_lock_holders.fetch_add(1, Ordering::Relaxed);
+                    s.holder_died.store(true, Ordering::Release);
                     g.mark_consistent();
                 }
+                s.holder_pid.store(self.pid.load(Ordering::Relaxed), Ordering::Relaxed);
                 g
             }
             Err(e) => panic!("the family's stack lock cannot be taken: {e:?}"),
         }
     }
 
-    /// Runs `f` on the holders, in a scope of the family arena (family lock held: the caller's).
-    fn with_holders<T>(&self, f: impl FnOnce(&mut HashMap<SocketId, u32>) -> T) -> T {
+    /// The lock's holder died inside a scope of the family arena: in a shard call or an update
+    /// of the family's tables, whose collections are not written to survive a kill between two
+    /// stores of one change. Counted, and said once on stderr: the family goes on with them
+    /// as they are (docs/runtime.md, "A process of the family dies").
+    fn died_mid_update(&self) {
+        self.shared().dead_mid_update.fetch_add(1, Ordering::Relaxed);
+        static SAID: AtomicBool = AtomicBool::new(false);
+        if !SAID.swap(true, Ordering::Relaxed) {
+            let msg = "pronghorn: a process of the family died holding the stack's lock inside a call on the shared \
+                       stack: what that call was changing may be half done (family_dead_mid_update)\n";
+            // SAFETY: `msg` is readable for its length.
+            unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
+        }
+    }
+
+    /// Runs `f` on the holds, in a scope of the family arena (family lock held: the caller's).
+    fn with_holds<T>(&self, f: impl FnOnce(&mut Holds) -> T) -> T {
         let _in = arena::family().map(arena::Arena::enter);
-        // SAFETY: `shared` is the arena block `new` made; `holders` is only reached here, by
+        // SAFETY: `shared` is the arena block `new` made; `holds` is only reached here, by
         // callers holding the family lock, so no other reference to it exists meanwhile.
-        f(unsafe { &mut (*self.shared).holders })
+        f(unsafe { &mut (*self.shared).holds })
+    }
+
+    /// This process's slot in the process table, if it has one.
+    fn member(&self) -> Option<usize> {
+        Some(self.me.load(Ordering::Relaxed)).filter(|&m| m != NOT_A_MEMBER)
     }
 
     /// A fork is about to give every socket in `ids` one more holder (the parent holds them;
-    /// family lock held). `undo`: the fork failed, take it back.
-    pub(crate) fn share(&self, ids: &[SocketId], undo: bool) {
-        self.with_holders(|holders| {
-            for &id in ids {
-                let n = holders.get(&id).copied().unwrap_or(1);
-                let n = if undo { n.saturating_sub(1) } else { n + 1 };
-                if n <= 1 {
-                    holders.remove(&id);
-                } else {
-                    holders.insert(id, n);
-                }
+    /// family lock held): counted, and a slot of the process table taken for the child with
+    /// `ids` as its holds (`None`: the table is full).
+    pub(crate) fn share(&self, ids: &[SocketId]) -> Option<usize> {
+        let s = self.shared();
+        let slot = s
+            .members
+            .iter()
+            .position(|m| m.pid.compare_exchange(0, FORKING, Ordering::AcqRel, Ordering::Acquire).is_ok());
+        if slot.is_none() {
+            static SAID: AtomicBool = AtomicBool::new(false);
+            if !SAID.swap(true, Ordering::Relaxed) {
+                let msg = format!(
+                    "pronghorn: the family's process table is full ({MEMBERS} children): a child forked now shares the stack untracked, and the sockets it holds stay open if it is killed\n"
+                );
+                // SAFETY: `msg` is readable for its length.
+                unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
             }
-        })
+        }
+        self.with_holds(|holds| {
+            for &id in ids {
+                *holds.counts.entry(id).or_insert(1) += 1;
+            }
+            if let Some(m) = slot {
+                holds.by_member.insert(m, ids.iter().copied().collect());
+            }
+        });
+        slot
+    }
+
+    /// The fork after [`Family::share`] failed, or its child does not share (daemon()): the
+    /// holds go back and the slot is free again (family lock held).
+    pub(crate) fn unshare(&self, ids: &[SocketId], slot: Option<usize>) {
+        self.with_holds(|holds| {
+            for &id in ids {
+                holds.drop_one(id);
+            }
+            if let Some(m) = slot {
+                holds.by_member.remove(&m);
+            }
+        });
+        if let Some(m) = slot {
+            let member = &self.shared().members[m];
+            member.start.store(0, Ordering::Relaxed);
+            member.pid.store(0, Ordering::Release);
+        }
+    }
+
+    /// The fork that took `slot` made process `pid`: called by the child itself, first thing
+    /// after the fork (no lock needed, the slot is its own). Not by the parent: the child may
+    /// have left already and its slot gone to another fork. A child killed before this leaves
+    /// its slot taken and its holds held (its sockets stay open).
+    pub(crate) fn joined(&self, slot: Option<usize>, pid: libc::pid_t) {
+        let Some(m) = slot else { return };
+        let member = &self.shared().members[m];
+        member.start.store(crate::liveness::start_time(pid).unwrap_or(0), Ordering::Relaxed);
+        member.pid.store(pid, Ordering::Release);
+    }
+
+    /// In the child just forked: `slot` is its own from now on.
+    pub(crate) fn became(&self, slot: Option<usize>) {
+        self.me.store(slot.unwrap_or(NOT_A_MEMBER), Ordering::Relaxed);
+        // SAFETY: getpid has no preconditions.
+        self.pid.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+    }
+
+    /// The sockets in `ids` are passed in a message (family lock held): each has one more
+    /// holder while it is in flight, which the receiver's claim makes its own, or which
+    /// [`Family::drop_in_flight`] drops.
+    pub(crate) fn hold_in_flight(&self, ids: &[SocketId]) {
+        self.with_holds(|holds| {
+            for &id in ids {
+                *holds.counts.entry(id).or_insert(1) += 1;
+            }
+        });
+    }
+
+    /// A message's hold on `id` goes (nobody will claim it, or its receiver holds the socket
+    /// already; family lock held): whether no process holds it any more, so that it closes.
+    pub(crate) fn drop_in_flight(&self, id: SocketId) -> bool {
+        self.with_holds(|holds| holds.drop_one(id))
+    }
+
+    /// The opener execs another program (after the drain): no socket may be passed to it.
+    pub(crate) fn opener_left(&self) {
+        self.shared().opener.store(0, Ordering::Release);
+    }
+
+    /// This process holds `id` from now on (its first fd of it; family lock held).
+    pub(crate) fn hold(&self, id: SocketId) {
+        if let Some(m) = self.member() {
+            self.with_holds(|holds| holds.by_member.entry(m).or_default().insert(id));
+        }
     }
 
     /// This process closed its last fd of `id` (family lock held): whether no other process
     /// holds it, so that it closes.
     pub(crate) fn release(&self, id: SocketId) -> bool {
-        self.with_holders(|holders| match holders.remove(&id) {
-            None | Some(0..=1) => true,
-            Some(2) => false,
-            Some(n) => {
-                holders.insert(id, n - 1);
-                false
+        let me = self.member();
+        self.with_holds(|holds| {
+            if let Some(set) = me.and_then(|m| holds.by_member.get_mut(&m)) {
+                set.remove(&id);
             }
+            holds.drop_one(id)
         })
     }
 
     /// The change count now (with the family lock held: the value a sleep starts from).
     pub(crate) fn changes(&self) -> u32 {
         self.shared().changes.load(Ordering::Acquire)
-    }
-
-    /// The children's wakes so far: sent by the driver, and those that found nothing
-    /// (`pronghorn stat`'s `family_wakes` and `family_wakes_idle`).
-    pub(crate) fn wake_counts(&self) -> (u64, u64) {
-        let s = self.shared();
-        (s.wakes.load(Ordering::Relaxed), s.wakes_idle.load(Ordering::Relaxed))
     }
 
     /// A child queued frames (or needs the NIC looked at): the driver runs a pass. The
@@ -416,13 +599,6 @@ fn alive(pid: libc::pid_t) -> bool {
     };
     // SAFETY: si_pid is the field waitid fills (0: the child has not exited).
     r == 0 && unsafe { info.si_pid() } == 0
-}
-
-/// Whether process `pid` runs (a zombie counts: its pid is not free yet).
-pub(crate) fn runs(pid: libc::pid_t) -> bool {
-    // SAFETY: kill with signal 0 sends nothing.
-    let sent = unsafe { libc::kill(pid, 0) } == 0;
-    sent || crate::last_errno().0 != libc::ESRCH
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! What a fork does to a runtime whose shards the family shares: the child's becomes a child's,
 //! the opener's drives with a stack thread (see the parent module).
 
+use stack::shard::SocketId;
+
 use super::{Family, Sharing};
 
 impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
@@ -16,8 +18,12 @@ impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
     /// In a child just forked from a process that shares its shards: from now on the runtime is
     /// a child's. The parent's threads (waiters, the driver role, the stack threads, the
     /// observer) are not in this process: their traces go, and so does the forking thread's
-    /// parker, whose eventfd is the parent's (`wait::forget_my_parker`).
-    pub(crate) fn become_child(&mut self, f: &'static Family) {
+    /// parker, whose eventfd is the parent's (`wait::forget_my_parker`), and its lists of
+    /// spare TCP buffers, which name the parent's arena blocks (`stack::forget_spare_buffers`).
+    pub(crate) fn become_child(&mut self, f: &'static Family, slot: Option<usize>) {
+        f.became(slot);
+        // SAFETY: getpid has no preconditions.
+        f.joined(slot, unsafe { libc::getpid() });
         self.sharing = Sharing::Child(f);
         self.family_seen = f.changes();
         self.socks.forget_waiters();
@@ -25,6 +31,7 @@ impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
         self.owed_wakes.clear();
         self.wait.forget_threads();
         crate::wait::forget_my_parker();
+        stack::forget_spare_buffers();
         // The observer's thread and region are the parent's: left to it, never dropped here.
         std::mem::forget(self.observer.take());
     }
@@ -36,15 +43,6 @@ impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
         f.forked(child);
         self.wait.mode = crate::wait::Mode::Dedicated;
         self.ensure_stack_thread();
-    }
-
-    /// Before an exec the kernel would start: the new program is not of the family (it starts
-    /// without its stack), so no socket may be passed to it from now on.
-    pub(crate) fn leave_family(&self) {
-        if let Some(f) = self.sharing.family() {
-            // SAFETY: getpid has no preconditions.
-            f.left(unsafe { libc::getpid() });
-        }
     }
 
     /// At the exit of the process that drives the NIC for its family: its children that still
@@ -68,6 +66,58 @@ impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
         );
         // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
         unsafe { crate::real::write(2, msg.as_ptr().cast(), msg.len()) };
+    }
+
+    /// The family lock was just taken: when its previous holder died, the dead are buried
+    /// before this hold touches the shards.
+    #[inline]
+    pub(crate) fn after_family_lock(&mut self) {
+        if let Some(f) = self.sharing.family() {
+            if f.take_holder_died() {
+                let closes = f.bury_dead();
+                self.close_given_back(closes);
+            }
+        }
+    }
+
+    /// In the opener's stack pass at `now`: the periodic look for members that died without
+    /// holding the lock (`family::REAP_EVERY_NS`).
+    pub(crate) fn look_for_dead_members(&mut self, f: &'static Family, now: u64) {
+        if f.look_due(now) {
+            let closes = f.bury_dead();
+            self.close_given_back(closes);
+        }
+    }
+
+    /// A child at its exit, or a process of the family after the drain before an exec (the new
+    /// program starts without the family's stack): what it still holds goes back to the family
+    /// (family lock held), and no socket may be passed to it from now on.
+    pub(crate) fn leave_family(&mut self) {
+        match self.sharing {
+            Sharing::Child(f) => {
+                let closes = f.leave();
+                self.close_given_back(closes);
+            }
+            Sharing::Opener(f) => f.opener_left(),
+            Sharing::Alone => {}
+        }
+    }
+
+    /// Closes on the shards the sockets that a gone process was the last to hold, as Linux
+    /// closes a dead process's last fd of a socket: a connection sends its FIN after its data,
+    /// or a RST when it had unread data; a listener resets what nobody accepted. What the gone
+    /// process kept of them on its own (SO_LINGER, its address records) went with it.
+    fn close_given_back(&mut self, closes: Vec<SocketId>) {
+        if closes.is_empty() || !self.shards.is_open() {
+            return;
+        }
+        for id in closes {
+            for o in self.shards.take_siblings(id).iter() {
+                let _ = self.shards.of(*o).close(*o);
+            }
+            let _ = self.shards.of(id).close(id);
+        }
+        self.flush_shard();
     }
 
     /// A child's part of `dispatch`: what its calls queued goes out through the driver, and

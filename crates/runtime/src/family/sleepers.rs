@@ -69,7 +69,12 @@ impl Family {
         let free =
             if ids.is_empty() { None } else { s.sleepers.iter().position(|x| x.pid.load(Ordering::Acquire) == 0) };
         let Some(slot) = free else {
+            // The count first: a process killed between the two leaves it one too high (a
+            // wake for nobody at each change), never too low (a lost wake).
             s.broadcast_sleepers.fetch_add(1, Ordering::AcqRel);
+            if let Some(m) = self.member() {
+                s.members[m].sleeping.fetch_add(1, Ordering::AcqRel);
+            }
             return ChildSleep { family: self, how: How::Count { seen: s.changes.load(Ordering::Acquire) } };
         };
         let slot = slot as u16;
@@ -264,6 +269,9 @@ impl ChildSleep {
                 r
             }
         };
+        if let Some(m) = self.family.member() {
+            s.members[m].sleeping.fetch_sub(1, Ordering::AcqRel);
+        }
         s.broadcast_sleepers.fetch_sub(1, Ordering::AcqRel);
         FAMILY_WOKEN.set(s.changes.load(Ordering::Acquire) != seen);
         r

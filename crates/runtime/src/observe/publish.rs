@@ -80,8 +80,7 @@ impl<N: Nic + 'static> Runtime<N> {
         let w = self.wait.stats;
         let (lock_counters, lock_rows) =
             self.me.map_or(([0; 4], [[0; region::BUCKETS]; 2]), |a| lock_figures(a.lock_stats()));
-        let (family_wakes, family_wakes_idle) = self.sharing.family().map_or((0, 0), |f| f.wake_counts());
-        let family_sleepers = self.sharing.family().map_or(0, |f| f.sleepers_in_use());
+        let family = self.sharing.family().map(|f| f.stats()).unwrap_or_default();
         let process = [
             r.accelerated_listen,
             r.accelerated_connect,
@@ -99,13 +98,16 @@ impl<N: Nic + 'static> Runtime<N> {
             w.skipped_passes,
             crate::shield::caught(),
             crate::lockstat::WAKEUP_SYSCALLS.load(std::sync::atomic::Ordering::Relaxed),
-            family_wakes,
-            family_wakes_idle,
-            family_sleepers,
+            family.wakes,
+            family.wakes_idle,
+            family.sleepers,
             lock_counters[0],
             lock_counters[1],
             lock_counters[2],
             lock_counters[3],
+            family.dead_processes,
+            family.dead_lock_holders,
+            family.dead_mid_update,
         ];
         debug_assert_eq!(process.len(), PROCESS_COUNTERS.len());
         let shards = self.shards.all();

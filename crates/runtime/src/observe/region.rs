@@ -136,6 +136,15 @@ pub const PROCESS_COUNTERS: &[(&str, &str)] = &[
     ("lock_wait_us", "microseconds threads waited for the runtime's lock, all together"),
     ("lock_holds", "times the runtime's lock was taken and released, since pronghorn stat or lat first asked"),
     ("lock_hold_us", "microseconds the runtime's lock was held, all together, since pronghorn stat or lat first asked"),
+    (
+        "family_dead_processes",
+        "processes of the family (runtime.share = \"family\") found dead without leaving it (kill -9, a crash, _exit): what they held given back",
+    ),
+    ("family_dead_lock_holders", "times a process of the family died holding the family's stack lock"),
+    (
+        "family_dead_mid_update",
+        "of those, times it died inside a call on the shared stack: what the call was changing may be half done",
+    ),
 ];
 
 /// The latency stages (`pronghorn lat`): (name, what is measured).

@@ -7,8 +7,9 @@ use std::sync::atomic::Ordering;
 
 use super::{eventfd_id, peer_pid, say_refused, InFlight, Kind, Passed, Passing, Refusal};
 use crate::accel::{Accel, Runtime};
-use crate::family::{runs, Family};
+use crate::family::Family;
 use crate::fdtable::{Entry, OpenFile};
+use crate::liveness::runs;
 use crate::{real, set_tracked_datagram, Errno};
 
 impl<N: Nic + 'static> Accel<N> {
@@ -103,14 +104,14 @@ impl<N: Nic + 'static> Runtime<N> {
             return Err(say_refused(fds[0].0, Refusal::TooMany));
         }
         let sockets: Vec<_> = passing.iter().map(|p| p.socket).collect();
-        f.share(&sockets, false);
+        f.hold_in_flight(&sockets);
         Ok(Passing(eventfds))
     }
 
     /// A record's hold goes (nobody will claim it): the socket closes when nobody else holds it
     /// (family lock held).
     fn let_go(&mut self, f: &'static Family, p: Passed) {
-        if f.release(p.socket) {
+        if f.drop_in_flight(p.socket) {
             self.close_socket(p.socket, matches!(p.kind, Kind::Udp { .. }), p.opts.linger_s, p.bound_to);
         }
     }
@@ -126,7 +127,7 @@ impl<N: Nic + 'static> Runtime<N> {
                     let Some(p) = in_flight(f, false).and_then(|t| t.take(eventfd)) else { continue };
                     if self.socks.get(p.socket).is_some_and(|st| !st.fds.is_empty()) {
                         // This process holds the socket already: the message's hold goes.
-                        f.release(p.socket);
+                        f.drop_in_flight(p.socket);
                     }
                     claimed.push(p);
                     p

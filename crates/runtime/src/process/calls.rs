@@ -33,8 +33,11 @@ impl<N: Nic + 'static> Accel<N> {
         self.try_with(|rt| rt.say_children_left_behind());
         self.drain(Leaving::Exit);
         if self.try_with(|rt| rt.sharing.child().is_some()) != Some(false) {
-            // A child of a family that shares the shards let go of its sockets in `drain`;
-            // the NIC and the shards are the opener's.
+            // A child of a family that shares the shards let go of its connections in `drain`,
+            // and leaves the process table with whatever else it held (a listener it
+            // inherited): otherwise it would be counted dead. The NIC and the shards are the
+            // opener's.
+            self.try_with(|rt| rt.leave_family());
             return;
         }
         self.try_with(|rt| {
@@ -111,10 +114,10 @@ impl<N: Nic + 'static> Accel<N> {
     /// kernel socket that was never connected (`bury`), so a program whose exec failed gets
     /// errors on them (ENOTCONN, EPIPE, EINVAL from accept) rather than an eventfd that takes
     /// writes, and a new image that inherits one finds a socket there. A process of a fork
-    /// family leaves it first: no socket may be passed to the new program.
+    /// family then leaves it: no socket may be passed to the new program.
     pub fn drain_before_exec(&self) {
-        self.with(|rt| rt.leave_family());
         self.drain(Leaving::Exec);
+        self.with(|rt| rt.leave_family());
     }
 
     /// Before an exec the kernel would start: the accelerated listeners the new program would

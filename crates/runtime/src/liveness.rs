@@ -1,0 +1,59 @@
+//! Whether another process still runs, as the family needs to know it: a pidfd (exited,
+//! zombies included), the start time in /proc (a recycled pid is another process). Owns no
+//! state; used by `family` (its process table and the lock's dead holder) and `passing`.
+
+use crate::real;
+
+/// Whether process `pid`, started at `start` (0: unknown), has ended: reaped, a zombie (its fds
+/// are closed already), or its pid given to another process since. A pidfd pins the process it
+/// opened, so what /proc says after it opened is about that process; it polls readable once the
+/// whole process has exited (a thread group whose leader left but other threads run has not).
+pub(crate) fn gone(pid: libc::pid_t, start: u64) -> bool {
+    // SAFETY: pidfd_open takes plain integers; the result is checked.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    if pidfd < 0 {
+        return crate::last_errno().0 == libc::ESRCH;
+    }
+    let recycled = start != 0 && start_time(pid).is_some_and(|s| s != start);
+    let mut p = libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one pollfd, read and written by the kernel; no wait.
+    let exited = unsafe { real::poll(&mut p, 1, 0) } == 1;
+    // SAFETY: the pidfd opened above.
+    unsafe { real::close(pidfd) };
+    recycled || exited
+}
+
+/// Waits until process `pid` has ended (its fds closed), at most [`EXIT_WAIT_MS`]: it was
+/// killed, and its exit is under way.
+pub(crate) fn wait_exited(pid: libc::pid_t) {
+    // SAFETY: pidfd_open takes plain integers; the result is checked.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    if pidfd < 0 {
+        return;
+    }
+    let mut p = libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one pollfd, read and written by the kernel.
+    unsafe { real::poll(&mut p, 1, EXIT_WAIT_MS) };
+    // SAFETY: the pidfd opened above.
+    unsafe { real::close(pidfd) };
+}
+
+/// How long the successor of a lock holder that died waits for its process to end (its
+/// exit unmaps the family's mappings, the hugepages among them: milliseconds).
+const EXIT_WAIT_MS: i32 = 1000;
+
+/// Process `pid`'s start time: /proc/PID/stat's 22nd field (clock ticks after boot).
+pub(crate) fn start_time(pid: libc::pid_t) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) state ppid ...": the comm may hold spaces and parentheses; the fields after
+    // the last ')' start with the 3rd.
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
+/// Whether process `pid` runs (a zombie counts: its pid is not free yet).
+pub(crate) fn runs(pid: libc::pid_t) -> bool {
+    // SAFETY: kill with signal 0 sends nothing.
+    let sent = unsafe { libc::kill(pid, 0) } == 0;
+    sent || crate::last_errno().0 != libc::ESRCH
+}
