@@ -307,7 +307,10 @@ fn bulk_both_ways_over_the_tap_with_segmentation_offload() {
         (segments_before, frames_before) = (segments_now, frames_now);
         eprintln!("{host}: {mib} MiB each way, {segments} TCP segments sent in {frames} frames");
         if host.contains(':') {
-            assert!(segments <= frames, "IPv6 is not segmented by net_tap: {segments} segments, {frames} frames");
+            // The two are counted at different layers (segments TCP built, frames the NIC took)
+            // and differ by a fraction of a percent on a loaded machine (787,527 segments in
+            // 784,665 frames in one CI rehearsal); a large segment per frame would be ~40.
+            assert!(segments < 1.1 * frames, "IPv6 is not segmented by net_tap: {segments} segments, {frames} frames");
         } else {
             assert!(segments > 2.0 * frames, "segmentation offload used: {segments} segments, {frames} frames");
         }
