@@ -1,5 +1,5 @@
 #!/bin/bash
-# The counts of bench/results/stop24/family-targeted (see its README.md).
+# The counts of bench/results/stop25/family-targeted (see its README.md).
 # usage: fw-pg.sh BINDIR LABEL  -- postgres under pronghorn (profile postgres) in lab fw, pgbench -S from side b,
 # perf stat on the postmaster and its backends (inherited) over each run.
 BIN=$1; LABEL=$2
