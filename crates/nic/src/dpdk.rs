@@ -934,7 +934,12 @@ fn explain(f: Failure, opts: &DpdkOptions, log: &str) -> DpdkError {
                 && (log.contains("Usage:") || log.contains("invalid") || log.contains("unrecognized"))
             {
                 DpdkError::BadEalArgs { args: opts.eal_args.clone(), detail }
-            } else if log.contains("hugepage") && log.contains("Cannot") {
+            } else if (log.contains("hugepage") && log.contains("Cannot"))
+                || (!opts.eal_args.iter().any(|a| a == "--no-huge") && free_hugepages() == 0)
+            {
+                // The second: the pages the precheck saw free were taken before the EAL's
+                // allocations (another process), which then fail wherever they come first
+                // (`rte_service_init() failed`): the cause is still that none is free.
                 DpdkError::NoHugepages
             } else {
                 DpdkError::EalInit { detail: if detail.is_empty() { rte_strerror(errno) } else { detail } }
