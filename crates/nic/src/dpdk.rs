@@ -708,13 +708,16 @@ pub fn precheck(opts: &DpdkOptions) -> Result<(), DpdkError> {
     Ok(())
 }
 
-/// Free hugepages of every size, from sysfs (works in any network namespace).
+/// Free hugepages of every size that no mapping has reserved yet, from sysfs (works in any
+/// network namespace). `free_hugepages` counts pages another process has reserved but not
+/// touched (`resv_hugepages`): a new process cannot have those, and an EAL that counted on them
+/// failed later with an unclear message ("rte_service_init() failed").
 pub fn free_hugepages() -> u64 {
     let Ok(dir) = std::fs::read_dir("/sys/kernel/mm/hugepages") else { return 0 };
-    dir.flatten()
-        .filter_map(|e| std::fs::read_to_string(e.path().join("free_hugepages")).ok())
-        .filter_map(|s| s.trim().parse::<u64>().ok())
-        .sum()
+    let read = |d: &std::path::Path, name: &str| {
+        std::fs::read_to_string(d.join(name)).ok().and_then(|s| s.trim().parse::<u64>().ok()).unwrap_or(0)
+    };
+    dir.flatten().map(|e| e.path()).map(|d| read(&d, "free_hugepages").saturating_sub(read(&d, "resv_hugepages"))).sum()
 }
 
 /// Internal failure before it is explained with the captured log.
