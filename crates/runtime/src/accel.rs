@@ -345,6 +345,15 @@ pub struct ForkHold<'a, N: Nic + 'static> {
     shared: Vec<SocketId>,
     /// The child's slot in the family's process table.
     member: Option<usize>,
+    /// The process-local locks that threads take outside the runtime's lock (the family's
+    /// wakes), held across the fork so that the child never inherits one taken.
+    fork_locals: Option<ForkLocals>,
+}
+
+/// See [`ForkHold::fork_locals`]; released first thing after the fork, in parent and child.
+struct ForkLocals {
+    _remote_fds: crate::family_parker::RemoteFdsForkHold,
+    _gone: Option<std::sync::MutexGuard<'static, Vec<libc::pid_t>>>,
 }
 
 impl<N: Nic + 'static> Accel<N> {
@@ -358,7 +367,9 @@ impl<N: Nic + 'static> Accel<N> {
             let _family = rt.sharing.lock();
             member = f.share(&shared);
         }
-        ForkHold { rt, shared, member }
+        let gone = rt.sharing.family().map(|f| f.hold_gone_for_fork());
+        let fork_locals = Some(ForkLocals { _remote_fds: crate::family_parker::hold_for_fork(), _gone: gone });
+        ForkHold { rt, shared, member, fork_locals }
     }
 }
 
@@ -393,6 +404,7 @@ impl<N: Nic + 'static> ForkHold<'_, N> {
     }
 
     fn done(mut self, pid: libc::pid_t, shares: bool) -> bool {
+        drop(self.fork_locals.take());
         match (pid, self.rt.sharing.family()) {
             (0, Some(f)) if shares => self.rt.become_child(f, self.member),
             (1.., Some(f)) if shares => self.rt.drive_for_children(f, pid),

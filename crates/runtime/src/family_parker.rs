@@ -187,6 +187,22 @@ pub(crate) fn usable_fd(pid: i32, efd: i32) -> Result<i32, Errno> {
     }
 }
 
+/// The table of copies held across a fork (`ForkHold`): a waker sends its wakes with no lock
+/// of the runtime held (`Family::wake_sleepers`), so without the hold the opener's driving
+/// thread could be inside [`RemoteFds::local_copy`] when another thread forks, and the child
+/// would inherit the table's lock taken by a thread it does not have: its first wake then
+/// blocked forever, holding the family lock, and the whole family stalled (a pgbench run under
+/// `share = "family"`, about one in four).
+pub(crate) struct RemoteFdsForkHold {
+    _table: std::sync::MutexGuard<'static, RemoteTable>,
+}
+
+/// Takes the table of copies for a fork about to run in this thread (released after it, in
+/// the parent and in the child, before either takes a copy).
+pub(crate) fn hold_for_fork() -> RemoteFdsForkHold {
+    RemoteFdsForkHold { _table: REMOTE_FDS.copies.lock().unwrap_or_else(|p| p.into_inner()) }
+}
+
 /// Adds one to the eventfd `fd` (of this process).
 pub(crate) fn add_one(fd: i32) {
     let one = 1u64;
@@ -252,10 +268,14 @@ mod tests {
     /// hanging it (no test waits for it when the wakes arrive).
     const LOST_AFTER_MS: i32 = 10_000;
 
-    /// Forks a child that runs `child` (which must not allocate: the test harness has threads).
+    /// Forks a child that runs `child` (which must not allocate: the test harness has threads),
+    /// holding the table of copies across the fork as the runtime does (tests in other threads
+    /// take copies).
     fn fork(child: impl FnOnce() -> i32) -> i32 {
+        let hold = hold_for_fork();
         // SAFETY: the child runs only `child`, which allocates nothing, then _exit.
         let pid = unsafe { libc::fork() };
+        drop(hold);
         assert!(pid >= 0);
         if pid == 0 {
             let code = child();
@@ -398,5 +418,57 @@ mod tests {
         assert_eq!(unsafe { libc::poll(&mut p, 1, 0) }, 0);
         // SAFETY: closes the eventfd this test made.
         unsafe { libc::close(efd) };
+    }
+
+    /// The stall of a pgbench run under `share = "family"`: a thread (the opener's driver,
+    /// sending wakes after the locks) was inside `local_copy` when another thread forked, and
+    /// the child's first copy blocked on the lock it inherited taken. Here a thread takes
+    /// copies without pause while the test forks children (under [`hold_for_fork`], as the
+    /// runtime does: `fork` here); each child must take a copy of its own (an alarm ends a child that
+    /// blocks, and the test fails). The hold owns the table while it lives.
+    #[test]
+    fn a_child_forked_while_another_thread_takes_copies_can_take_its_own() {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        // A process whose stdin the busy thread copies (kept, so each copy is a lookup under the lock).
+        let other = fork(|| {
+            // SAFETY: prctl and pause take integers; the test kills this child (and if the test
+            // dies first, the kernel does).
+            unsafe {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                libc::pause()
+            };
+            0
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let busy = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = usable_fd(other, 0);
+                }
+            })
+        };
+        // SAFETY: getpid and eventfd take no memory.
+        let (parent, efd) = unsafe { (libc::getpid(), libc::eventfd(0, libc::EFD_CLOEXEC)) };
+        let hold = hold_for_fork();
+        assert!(REMOTE_FDS.copies.try_lock().is_err(), "the hold owns the table of copies");
+        drop(hold);
+        for _ in 0..50 {
+            let child = fork(move || {
+                // SAFETY: alarm takes an integer: a child blocked on the table dies of SIGALRM.
+                unsafe { libc::alarm(20) };
+                usable_fd(parent, efd).map_or(2, |_| 0)
+            });
+            assert_eq!(exit_code(child), 0, "a child could not take a copy of its parent's eventfd");
+        }
+        stop.store(true, Ordering::Relaxed);
+        busy.join().unwrap();
+        // SAFETY: the test's own children and fd.
+        unsafe {
+            libc::kill(other, libc::SIGKILL);
+            libc::waitpid(other, std::ptr::null_mut(), 0);
+            libc::close(efd);
+        }
     }
 }

@@ -387,6 +387,13 @@ impl Family {
         children.push(pid);
     }
 
+    /// The list of processes found gone, held across a fork about to run in this thread: a
+    /// waker adds to it with no lock of the runtime held (`wake_sleepers`), and a child must
+    /// not inherit it locked by a thread it does not have.
+    pub(crate) fn hold_gone_for_fork(&'static self) -> std::sync::MutexGuard<'static, Vec<libc::pid_t>> {
+        self.gone.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The children this process forked that still live.
     pub(crate) fn children_alive(&self) -> Vec<libc::pid_t> {
         let children = self.children.lock().unwrap_or_else(|p| p.into_inner());
