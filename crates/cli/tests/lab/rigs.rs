@@ -516,9 +516,61 @@ pub fn deterministic_sql(conn: u32, conns: u32, tables: u32, size: u32) -> (Stri
 pub struct Accelerated(pub Child);
 
 impl Drop for Accelerated {
+    /// Kills the process and, while it still runs, the processes it forked (a postmaster's
+    /// backends, nginx's workers): a test that fails must not leave them behind, holding
+    /// hugepages, ports and shared memory that the next tests need. Waits until they are gone.
     fn drop(&mut self) {
+        let running = matches!(self.0.try_wait(), Ok(None));
+        let tree = if running { descendants(self.0.id() as i32) } else { Vec::new() };
         let _ = self.0.kill();
+        for &pid in &tree {
+            // SAFETY: kill takes integers; `pid` was found a descendant of our running child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
         let _ = self.0.wait();
+        for pid in tree {
+            wait_gone(pid);
+        }
+    }
+}
+
+/// Every process descended from `root` (from /proc: each process's parent).
+fn descendants(root: i32) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // "pid (comm) state ppid ...": the fields after the last ')'.
+            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+            Some((pid, ppid))
+        })
+        .collect();
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(parents.iter().filter(|&&(_, pp)| pp == parent).map(|&(p, _)| p));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// Waits (at most 10 s) until process `pid`, not our child, has exited.
+fn wait_gone(pid: i32) {
+    // SAFETY: pidfd_open takes integers; the result is checked.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    if fd < 0 {
+        return;
+    }
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd; then closes the pidfd opened above.
+    unsafe {
+        libc::poll(&mut p, 1, 10_000);
+        libc::close(fd);
     }
 }
 
