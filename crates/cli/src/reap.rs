@@ -8,7 +8,9 @@
 //! On an interface shared by several processes (`--queues` > 1, see `nic::share`) a process
 //! leaves its port open unless it is the last one out, and two that end together may both
 //! leave it: the XDP program is detached when no process holds a queue any more, whatever P
-//! did, with every queue lock held so that no newcomer attaches meanwhile.
+//! did, with every queue lock held so that no newcomer attaches meanwhile. With one queue too
+//! the detach waits for the interface to be idle: a server started right after P died holds
+//! the queue with a program of its own (it detached P's itself: `nic::xdp::detach_leftover`).
 
 use std::os::fd::FromRawFd;
 use std::process::Command;
@@ -68,14 +70,12 @@ pub fn run(args: ReapArgs) -> Result<i32> {
     }
     let dir = nic::dpdk::runtime_dir_of(args.pid);
     let left = std::path::Path::new(&dir).exists();
-    let _nobody_else = if args.queues > 1 {
-        match nic::share::idle(&args.iface, args.queues) {
-            Some(guard) => Some(guard),
-            // Others still use the program; only the directory is ours to remove.
-            None => return remove_dir(&dir).map(|()| 0).map_err(anyhow::Error::msg),
-        }
-    } else {
-        None
+    // With one queue too: a server started after P died (a restart) may drive the interface
+    // by now, with a program of its own that must stay.
+    let _nobody_else = match nic::share::idle(&args.iface, args.queues) {
+        Some(guard) => guard,
+        // Others use the program; only the directory is ours to remove.
+        None => return remove_dir(&dir).map(|()| 0).map_err(anyhow::Error::msg),
     };
     if !left && args.queues <= 1 {
         return Ok(0);

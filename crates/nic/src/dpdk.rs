@@ -423,6 +423,12 @@ impl DpdkNic {
             None => None,
         };
         let turn = claim.setup_turn()?;
+        if opts.pmd == Pmd::AfXdp {
+            if let Some(_alone) = claim.last_out() {
+                // A failure here shows as the attach's own, below.
+                let _ = crate::xdp::detach_leftover(&opts.iface);
+            }
+        }
         let (result, log) = capture_stdio(|| open_inner(opts, claim.queue(), program.as_ref()));
         drop(turn);
         let claim = Rc::new(claim);
@@ -720,6 +726,29 @@ pub fn free_hugepages() -> u64 {
     dir.flatten().map(|e| e.path()).map(|d| read(&d, "free_hugepages").saturating_sub(read(&d, "resv_hugepages"))).sum()
 }
 
+/// How long an AF_XDP queue's setup is tried again while it fails ([`setup_rx_queue`]).
+const XSK_SETUP_RETRY: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Sets up the port's rx queue (a null rxconf: the defaults) and returns DPDK's code. On
+/// af_xdp a failure is tried again for up to [`XSK_SETUP_RETRY`]: Linux detaches an AF_XDP
+/// socket's buffer pool from its queue in deferred work, under the RTNL lock, after the socket
+/// is released, so a process started just after the previous one on the interface was killed
+/// (a restarted server) can find the queue still taken (the bind's EBUSY, which DPDK reports as
+/// EINVAL). On a loaded machine that took long enough to fail lab tests that start a second
+/// server right after the first. The PMD frees what a failed setup made, so a retry starts clean.
+fn setup_rx_queue(port: u16, opts: &DpdkOptions, socket: i32, pool: *mut sys::rte_mempool) -> i32 {
+    let deadline = std::time::Instant::now() + XSK_SETUP_RETRY;
+    loop {
+        // SAFETY: a configured port with one rx queue; a null rxconf asks for the defaults, and
+        // `pool` is non-null (checked by the caller) and never freed.
+        let rc = unsafe { sys::rte_eth_rx_queue_setup(port, 0, opts.rx_desc, socket as u32, std::ptr::null(), pool) };
+        if rc == 0 || opts.pmd != Pmd::AfXdp || std::time::Instant::now() >= deadline {
+            return rc;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Internal failure before it is explained with the captured log.
 enum Failure {
     EalInit { errno: i32 },
@@ -858,9 +887,7 @@ fn open_inner(
         if opts.pmd == Pmd::Tap {
             fds_before = queue_fds(&opts.pmd);
         }
-        // SAFETY: a configured port with one rx queue; a null rxconf asks for the defaults, and
-        // `pool` is non-null (checked above) and never freed.
-        let rc = unsafe { sys::rte_eth_rx_queue_setup(port, 0, opts.rx_desc, socket as u32, std::ptr::null(), pool) };
+        let rc = setup_rx_queue(port, opts, socket, pool);
         check(rc, "rx queue setup")?;
         // SAFETY: a configured port with one tx queue; a null txconf asks for the defaults.
         let rc = unsafe { sys::rte_eth_tx_queue_setup(port, 0, opts.tx_desc, socket as u32, std::ptr::null()) };

@@ -278,6 +278,87 @@ struct MapInfo {
     name: [u8; 16],
 }
 
+/// The name the kernel keeps for pronghorn's program (its function's, below 16 bytes).
+const PROGRAM_NAME: &str = "pronghorn_xdp";
+
+// libbpf, which DPDK's af_xdp PMD needs and dpdk-sys's build links.
+extern "C" {
+    fn bpf_xdp_query_id(ifindex: libc::c_int, flags: libc::c_int, prog_id: *mut u32) -> libc::c_int;
+    fn bpf_xdp_detach(ifindex: libc::c_int, flags: u32, opts: *const libc::c_void) -> libc::c_int;
+    fn bpf_prog_get_fd_by_id(id: u32) -> libc::c_int;
+}
+
+/// Detaches the XDP program a pronghorn process that died left on interface `iface`, if one is
+/// attached. The caller holds every queue of the interface (no other process of ours drives it),
+/// so a program of ours attached there is a leftover: its cleanup helper (`pronghorn reap`)
+/// detaches it too, after the death, but a server started at once (a restart, the next lab
+/// test) could come first, and DPDK's attach (XDP_FLAGS_UPDATE_IF_NOEXIST) then failed:
+/// "Failed to configure xdp socket". Another program (not named [`PROGRAM_NAME`]) is someone
+/// else's and stays. Returns whether one was detached.
+pub fn detach_leftover(iface: &str) -> io::Result<bool> {
+    let name = std::ffi::CString::new(iface).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: a NUL-terminated name that outlives the call.
+    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) } as libc::c_int;
+    if ifindex == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut id = 0u32;
+    // SAFETY: libbpf writes the attached program's id (0: none) into `id`, which outlives the call.
+    let rc = unsafe { bpf_xdp_query_id(ifindex, 0, &mut id) };
+    if rc < 0 {
+        return Err(io::Error::from_raw_os_error(-rc));
+    }
+    if id == 0 || program_name(id).as_deref() != Some(PROGRAM_NAME) {
+        return Ok(false);
+    }
+    // SAFETY: detaches whatever program the interface has (no options struct: null).
+    let rc = unsafe { bpf_xdp_detach(ifindex, 0, std::ptr::null()) };
+    if rc < 0 {
+        return Err(io::Error::from_raw_os_error(-rc));
+    }
+    Ok(true)
+}
+
+/// The name of the BPF program with id `id` (None: gone, or not ours to open).
+fn program_name(id: u32) -> Option<String> {
+    // SAFETY: libbpf opens a new fd for the program (or fails, negative).
+    let fd = unsafe { bpf_prog_get_fd_by_id(id) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: a fresh fd that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut info = ProgInfo::default();
+    let mut attr = InfoAttr {
+        bpf_fd: fd.as_raw_fd() as u32,
+        info_len: std::mem::size_of::<ProgInfo>() as u32,
+        info: &mut info as *mut ProgInfo as u64,
+    };
+    // SAFETY: the info layout; the kernel writes at most `info_len` bytes into `info` (its
+    // pointer fields are 0: nothing is copied through them), which outlives the call.
+    unsafe { bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr) }.ok()?;
+    let name = CStr::from_bytes_until_nul(&info.name).ok()?;
+    Some(name.to_string_lossy().into_owned())
+}
+
+/// The start of `struct bpf_prog_info`, up to its name (the kernel fills up to `info_len` bytes).
+#[repr(C)]
+#[derive(Default)]
+struct ProgInfo {
+    prog_type: u32,
+    id: u32,
+    tag: [u8; 8],
+    jited_prog_len: u32,
+    xlated_prog_len: u32,
+    jited_prog_insns: u64,
+    xlated_prog_insns: u64,
+    load_time: u64,
+    created_by_uid: u32,
+    nr_map_ids: u32,
+    map_ids: u64,
+    name: [u8; 16],
+}
+
 /// The bpf(2) system call.
 ///
 /// # Safety

@@ -2007,6 +2007,42 @@ fn a_shared_interface_accelerates_a_udp_wildcard_bind() {
     }
 }
 
+/// A server killed with SIGKILL leaves its XDP program attached until its cleanup helper
+/// (`pronghorn reap`) detaches it; a server started on the interface before that (a restart; the
+/// next lab test on a loaded machine, which failed CI with "Failed to configure xdp socket")
+/// found the interface taken. Here the helper is killed first, so the program stays for good:
+/// the next server detaches the leftover itself (`nic::xdp::detach_leftover`) and serves side b.
+#[test]
+fn a_server_started_after_one_was_killed_detaches_the_program_it_left() {
+    let Some(_scenario) = scenario(&[]) else { return };
+    let lab = Lab::up("tst-leftover", &[]);
+    let iface = format!("{}-a0", lab.prefix);
+    let config = lab.config_a();
+    let server = |port: &str| {
+        let argv = [bin(), "run", "--config", config.to_str().unwrap(), "--", "python3", &peer_py()];
+        let argv = [&argv[..], &["udp-echo-server", "10.99.0.1", port]].concat();
+        let mut server = Accelerated(lab.exec("a", &argv).stdout(Stdio::piped()).spawn().unwrap());
+        read_until(&mut BufReader::new(server.0.stdout.take().unwrap()), "ready", "udp-echo-server");
+        server
+    };
+    let program_attached = || {
+        let ns = format!("{}-a", lab.prefix);
+        let o = Command::new("ip").args(["-n", &ns, "-d", "link", "show", "dev", &iface]).output().unwrap();
+        text(&o).contains("prog/xdp")
+    };
+    let first = server("7030");
+    assert!(program_attached(), "the first server's program is attached");
+    // Its cleanup helper goes first, then the server itself.
+    let helper = format!("reap --pid [0-9]+ --iface {iface}( |$)");
+    let o = Command::new("pkill").args(["-KILL", "-f", &helper]).output().unwrap();
+    assert!(o.status.success(), "no cleanup helper ran for the first server: {}", text(&o));
+    drop(first);
+    assert!(program_attached(), "with its helper gone the killed server's program stays");
+    let _second = server("7031");
+    let o = lab.exec("b", &["python3", &peer_py(), "udp-echo-client", "10.99.0.1", "7031", "50"]).output().unwrap();
+    assert!(text(&o).contains("\"echoed_identical\": 50"), "the second server: {}", text(&o));
+}
+
 /// `pronghorn run -- setpriv --reuid=nobody --regid=nogroup --clear-groups` in front of `cmd`
 /// (`caps`: passed on as ambient capabilities), on side a.
 fn setpriv_nobody(lab: &Lab, caps: bool, cmd: &[&str]) -> Command {

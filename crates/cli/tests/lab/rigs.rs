@@ -601,15 +601,19 @@ pub fn nginx_site(name: &str, master_process: &str, big: usize, index: &str) -> 
     (dir, bytes)
 }
 
-/// Waits (bounded) until `lab exec b -- cmd` succeeds: the server is up.
+/// Runs `cmd` in side b until it succeeds (for at most a minute: a server that never came up
+/// fails the test then, where 500 tries of a client that waits for ARP took 25 minutes).
 pub fn until_ok(lab: &Lab, cmd: &[&str]) -> Output {
-    for _ in 0..500 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
         let o = lab.exec("b", cmd).output().unwrap();
         if o.status.success() {
             return o;
         }
+        assert!(std::time::Instant::now() < deadline, "{cmd:?} never succeeded: {}", text(&o));
+        // The poll interval of `eventually`.
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    panic!("{cmd:?} never succeeded");
 }
 
 /// Two namespaces joined by a plain veth pair, both ends on the kernel with the lab's addresses:
