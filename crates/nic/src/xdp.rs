@@ -293,7 +293,7 @@ extern "C" {
 /// so a program of ours attached there is a leftover: its cleanup helper (`pronghorn reap`)
 /// detaches it too, after the death, but a server started at once (a restart, the next lab
 /// test) could come first, and DPDK's attach (XDP_FLAGS_UPDATE_IF_NOEXIST) then failed:
-/// "Failed to configure xdp socket". Another program (not named [`PROGRAM_NAME`]) is someone
+/// "Failed to configure xdp socket". Another program (not named `pronghorn_xdp`) is someone
 /// else's and stays. Returns whether one was detached.
 pub fn detach_leftover(iface: &str) -> io::Result<bool> {
     let name = std::ffi::CString::new(iface).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
