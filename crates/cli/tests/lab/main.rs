@@ -2032,15 +2032,36 @@ fn a_server_started_after_one_was_killed_detaches_the_program_it_left() {
     };
     let first = server("7030");
     assert!(program_attached(), "the first server's program is attached");
-    // Its cleanup helper goes first, then the server itself.
+    // Its cleanup helper goes first (its command line kept), then the server itself.
     let helper = format!("reap --pid [0-9]+ --iface {iface}( |$)");
-    let o = Command::new("pkill").args(["-KILL", "-f", &helper]).output().unwrap();
-    assert!(o.status.success(), "no cleanup helper ran for the first server: {}", text(&o));
+    let o = Command::new("pgrep").args(["-f", &helper]).output().unwrap();
+    let helper_pid = text(&o).trim().to_string();
+    assert!(o.status.success() && !helper_pid.contains('\n'), "one cleanup helper for the first server: {}", text(&o));
+    let cmdline = std::fs::read(format!("/proc/{helper_pid}/cmdline")).unwrap();
+    let helper_argv: Vec<String> =
+        cmdline.split(|&b| b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+    let dead_pid = helper_argv.iter().skip_while(|a| *a != "--pid").nth(1).cloned().unwrap();
+    assert!(Command::new("kill").args(["-KILL", &helper_pid]).status().unwrap().success());
     drop(first);
     assert!(program_attached(), "with its helper gone the killed server's program stays");
     let _second = server("7031");
-    let o = lab.exec("b", &["python3", &peer_py(), "udp-echo-client", "10.99.0.1", "7031", "50"]).output().unwrap();
-    assert!(text(&o).contains("\"echoed_identical\": 50"), "the second server: {}", text(&o));
+    let echo = || {
+        let o = lab.exec("b", &["python3", &peer_py(), "udp-echo-client", "10.99.0.1", "7031", "50"]).output();
+        text(&o.unwrap())
+    };
+    let out = echo();
+    assert!(out.contains("\"echoed_identical\": 50"), "the second server: {out}");
+    // The first server's helper, run late (by hand here): the second server holds the queue, so
+    // it removes only what the dead one left (its EAL directory) and leaves the program alone.
+    let dir = format!("/var/run/dpdk/pronghorn-{dead_pid}");
+    assert!(Path::new(&dir).exists(), "{dir}: the dead server's EAL directory, left");
+    let argv: Vec<&str> = helper_argv.iter().map(String::as_str).collect();
+    let o = lab.exec("a", &argv).output().unwrap();
+    assert!(o.status.success(), "the late helper: {}", text(&o));
+    assert!(!Path::new(&dir).exists(), "the late helper removes {dir}");
+    assert!(program_attached(), "the late helper leaves the second server's program attached");
+    let out = echo();
+    assert!(out.contains("\"echoed_identical\": 50"), "the second server after the late helper: {out}");
 }
 
 /// `pronghorn run -- setpriv --reuid=nobody --regid=nogroup --clear-groups` in front of `cmd`
