@@ -2213,16 +2213,7 @@ impl Postgres {
         }
         let lab = Lab::up(prefix, &[]);
         let dir = std::env::temp_dir().join(format!("pronghorn-{prefix}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        assert!(Command::new("chown").args(["postgres:", dir.to_str().unwrap()]).status().unwrap().success());
-        let data = dir.join("data");
-        let initdb = postgres::initdb(&data);
-        let o = Command::new(&initdb[0]).args(&initdb[1..]).output().unwrap();
-        assert!(o.status.success(), "initdb: {}", text(&o));
-        // Side b's clients, without a password (initdb's -A trust covers local ones only).
-        let hba = data.join("pg_hba.conf");
-        let rules = std::fs::read_to_string(&hba).unwrap() + &postgres::trust_host("10.99.0.0/24");
-        std::fs::write(&hba, rules).unwrap();
+        let data = new_datadir(&dir, "10.99.0.0/24");
         let config = lab.config_a();
         let config = config.to_str().unwrap();
         let mut argv = vec![bin(), "run", "--config", config];
@@ -2247,6 +2238,22 @@ impl Postgres {
         });
         Some(Postgres { lab, dir, data, server, log, _scenario: lab_test })
     }
+}
+
+/// A new datadir `dir`/data (initdb as the postgres user, `dir` made and given to it) whose
+/// pg_hba.conf also lets clients from `net` (side b's subnet) in without a password (initdb's
+/// -A trust covers local ones only).
+fn new_datadir(dir: &Path, net: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    assert!(Command::new("chown").args(["postgres:", dir.to_str().unwrap()]).status().unwrap().success());
+    let data = dir.join("data");
+    let initdb = postgres::initdb(&data);
+    let o = Command::new(&initdb[0]).args(&initdb[1..]).output().unwrap();
+    assert!(o.status.success(), "initdb: {}", text(&o));
+    let hba = data.join("pg_hba.conf");
+    let rules = std::fs::read_to_string(&hba).unwrap() + &postgres::trust_host(net);
+    std::fs::write(&hba, rules).unwrap();
+    data
 }
 
 /// What pgbench did when a backend was killed under it (`kill_a_backend_under_pgbench`).
@@ -2316,15 +2323,7 @@ fn postgres_carries_on_after_a_backend_is_killed_under_pgbench_with_share_family
     let lab = &pg.lab;
     // Linux's run: its own datadir and postmaster on the kernel path.
     let kdir = pg.dir.join("kernel");
-    std::fs::create_dir_all(&kdir).unwrap();
-    assert!(Command::new("chown").args(["postgres:", kdir.to_str().unwrap()]).status().unwrap().success());
-    let kdata = kdir.join("data");
-    let initdb = postgres::initdb(&kdata);
-    let o = Command::new(&initdb[0]).args(&initdb[1..]).output().unwrap();
-    assert!(o.status.success(), "initdb: {}", text(&o));
-    let hba = kdata.join("pg_hba.conf");
-    let rules = std::fs::read_to_string(&hba).unwrap() + &postgres::trust_host("10.98.0.0/24");
-    std::fs::write(&hba, rules).unwrap();
+    let kdata = new_datadir(&kdir, "10.98.0.0/24");
     let kserver = postgres::server(&kdata, "10.98.0.1", &kdir, &["port=5433"]);
     let mut kernel =
         lab.exec("a", &kserver.iter().map(String::as_str).collect::<Vec<_>>()).stderr(Stdio::piped()).spawn().unwrap();
