@@ -20,10 +20,12 @@ use std::io::Read;
 use std::os::fd::{FromRawFd, RawFd};
 use std::ptr::NonNull;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use dpdk_sys as sys;
 
+use crate::lane::{TxLane, TxQueue, TxSender};
 use crate::share::QueueClaim;
 use crate::xdp::{ObjectFile, Owner, XdpMaps};
 use crate::{Link, MacAddr, Nic, NicStats, Offloads, PacketBuf, Segmentation, TSO_MAX_FRAME};
@@ -231,6 +233,12 @@ pub enum DpdkError {
 /// with mbufs in use (`Port`'s drop).
 pub struct Mbuf(NonNull<sys::rte_mbuf>);
 
+// SAFETY: an mbuf is plain memory its owner alone touches (the type's invariant), so it may
+// move to another thread: a tx lane's frames are staged by one thread and sent, or freed, by
+// another. Freeing one from a thread that is not an EAL lcore puts it straight into the pool's
+// ring (no per-lcore cache), which is multi-producer, multi-consumer (the pool's default ops).
+unsafe impl Send for Mbuf {}
+
 impl Mbuf {
     fn raw(&self) -> *mut sys::rte_mbuf {
         self.0.as_ptr()
@@ -369,9 +377,10 @@ pub struct DpdkNic {
     rx_fd: Option<RawFd>,
     /// Frames dropped on receive because they spanned several mbufs (never expected at our MTU).
     rx_multiseg_dropped: u64,
-    /// Frames `rte_eth_tx_prepare` refused (offload requests this PMD cannot honour), dropped
-    /// and counted in `oerrors`.
-    tx_refused: u64,
+    /// The tx queue (a copy of it drives the lane once detached).
+    tx: DpdkTx,
+    /// The tx queue, when detached ([`Nic::detach_tx`]): `tx_burst` stages into it.
+    lane: Option<Arc<TxLane<Mbuf>>>,
     /// Mbufs taken from the pool ahead of need: the application's threads are not DPDK lcores,
     /// so the pool has no per-thread cache for them and each single alloc is a ring dequeue
     /// (0.5% of mariadbd's time in point_select); one dequeue per [`ALLOC_BATCH`] instead.
@@ -383,6 +392,10 @@ const ALLOC_BATCH: usize = 32;
 
 impl Drop for DpdkNic {
     fn drop(&mut self) {
+        // The last frames out, and the queue let go of, before the port can close.
+        if let Some(lane) = &self.lane {
+            lane.close();
+        }
         // Back to the pool before the port (and maybe the pool) goes.
         for m in self.spare.drain(..) {
             // SAFETY: a spare is an mbuf `alloc` took from the pool and has not handed out.
@@ -445,6 +458,12 @@ impl DpdkNic {
             .map(|(mut port, (mac, mtu, rx_fd))| {
                 port.setup_log = log.clone();
                 port.claim = Some(Rc::clone(&claim));
+                let tx = DpdkTx {
+                    port: port.id,
+                    queue: 0,
+                    prepare: port.offloads != Offloads::default(),
+                    refused: Arc::default(),
+                };
                 DpdkNic {
                     port: Rc::new(port),
                     queue: 0,
@@ -452,7 +471,8 @@ impl DpdkNic {
                     mtu,
                     rx_fd,
                     rx_multiseg_dropped: 0,
-                    tx_refused: 0,
+                    tx,
+                    lane: None,
                     spare: Vec::new(),
                 }
             })
@@ -534,6 +554,67 @@ impl Drop for Port {
     }
 }
 
+/// A started port's tx queue: what [`DpdkNic::tx_burst`] drives, or, once detached, its
+/// [`TxLane`] from whichever thread sends.
+#[derive(Clone)]
+struct DpdkTx {
+    port: u16,
+    queue: u16,
+    /// Whether the port has tx offloads (frames go through `rte_eth_tx_prepare` first).
+    prepare: bool,
+    /// Frames `rte_eth_tx_prepare` refused (offload requests this PMD cannot honour), dropped
+    /// and counted in `oerrors`; shared by the copies.
+    refused: Arc<AtomicU64>,
+}
+
+// SAFETY: a port id and a queue number; DPDK's tx functions may be called from any thread as
+// long as one thread at a time drives a queue (the lane's gate, or the NIC's `&mut self`), and
+// a queue's tx shares no state with its rx (af_xdp: separate rings; the mbufs' pool and the
+// umem's buffer ring are multi-producer, multi-consumer).
+unsafe impl Send for DpdkTx {}
+
+/// Staged frames a stack pass sends under the lock instead of leaving them to the lane's
+/// sender (see [`DpdkNic::tx_burst`]).
+const SEND_UNDER_LOCK: usize = 2 * BURST_MAX;
+
+impl TxQueue<Mbuf> for DpdkTx {
+    fn tx_burst(&mut self, bufs: &mut Vec<Mbuf>) -> usize {
+        let mut total = 0;
+        while total < bufs.len() {
+            let chunk = &bufs[total..(total + BURST_MAX).min(bufs.len())];
+            let mut raw = [std::ptr::null_mut::<sys::rte_mbuf>(); BURST_MAX];
+            for (slot, b) in raw.iter_mut().zip(chunk) {
+                *slot = b.raw();
+            }
+            let mut ready = chunk.len();
+            if self.prepare {
+                // SAFETY: as below; tx_prepare reads and may adjust the mbufs' headers and
+                // offload fields, and takes none of them.
+                ready = unsafe { sys::ph_tx_prepare(self.port, self.queue, raw.as_mut_ptr(), ready as u16) } as usize;
+            }
+            // SAFETY: a started port's queue, driven by one thread at a time (`&mut self`:
+            // the NIC's, or the lane's gate); `raw` holds chunk.len() >= ready valid mbufs we
+            // own, and the PMD takes the first `sent` (forgotten below) and leaves the rest to us.
+            let sent = unsafe { sys::ph_tx_burst(self.port, self.queue, raw.as_mut_ptr(), ready as u16) } as usize;
+            total += sent;
+            if sent == ready && ready < chunk.len() {
+                // The frame after them asks for what this PMD cannot do: it goes, counted.
+                drop(bufs.remove(total));
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            if sent < chunk.len() {
+                break;
+            }
+        }
+        // The driver owns the sent mbufs now.
+        for b in bufs.drain(..total) {
+            std::mem::forget(b);
+        }
+        total
+    }
+}
+
 impl Nic for DpdkNic {
     type Buf = Mbuf;
 
@@ -558,39 +639,16 @@ impl Nic for DpdkNic {
     }
 
     fn tx_burst(&mut self, bufs: &mut Vec<Mbuf>) -> usize {
-        let mut total = 0;
-        while total < bufs.len() {
-            let chunk = &bufs[total..(total + BURST_MAX).min(bufs.len())];
-            let mut raw = [std::ptr::null_mut::<sys::rte_mbuf>(); BURST_MAX];
-            for (slot, b) in raw.iter_mut().zip(chunk) {
-                *slot = b.raw();
-            }
-            let mut ready = chunk.len();
-            if self.port.offloads != Offloads::default() {
-                // SAFETY: as below; tx_prepare reads and may adjust the mbufs' headers and
-                // offload fields, and takes none of them.
-                ready =
-                    unsafe { sys::ph_tx_prepare(self.port.id, self.queue, raw.as_mut_ptr(), ready as u16) } as usize;
-            }
-            // SAFETY: as in rx_burst for the queue; `raw` holds chunk.len() >= ready valid mbufs
-            // we own, and the PMD takes the first `sent` (forgotten below) and leaves the rest to us.
-            let sent = unsafe { sys::ph_tx_burst(self.port.id, self.queue, raw.as_mut_ptr(), ready as u16) } as usize;
-            total += sent;
-            if sent == ready && ready < chunk.len() {
-                // The frame after them asks for what this PMD cannot do: it goes, counted.
-                drop(bufs.remove(total));
-                self.tx_refused += 1;
-                continue;
-            }
-            if sent < chunk.len() {
-                break;
-            }
+        let Some(lane) = &self.lane else {
+            return self.tx.tx_burst(bufs);
+        };
+        let n = bufs.len();
+        // A pass that makes many frames (a bulk sender) sends as it goes, under the lock, as
+        // before: what the lane saves is a request's few frames and their kick.
+        if lane.stage(bufs) >= SEND_UNDER_LOCK {
+            lane.send();
         }
-        // The driver owns the sent mbufs now.
-        for b in bufs.drain(..total) {
-            std::mem::forget(b);
-        }
-        total
+        n
     }
 
     fn alloc(&mut self) -> Option<Mbuf> {
@@ -651,7 +709,9 @@ impl Nic for DpdkNic {
             obytes: s.obytes,
             imissed: s.imissed,
             ierrors: s.ierrors,
-            oerrors: s.oerrors + self.tx_refused,
+            oerrors: s.oerrors
+                + self.tx.refused.load(Ordering::Relaxed)
+                + self.lane.as_ref().map_or(0, |l| l.dropped()),
             rx_nombuf: s.rx_nombuf,
             rx_ring_full: xsk.map_or(0, |x| x.rx_ring_full),
             tx_invalid: xsk.map_or(0, |x| x.tx_invalid_descs),
@@ -663,6 +723,15 @@ impl Nic for DpdkNic {
 
     fn rx_interrupt_fd(&self) -> Option<RawFd> {
         self.rx_fd
+    }
+
+    fn detach_tx(&mut self) -> Option<Arc<dyn TxSender>> {
+        if self.lane.is_some() {
+            return None;
+        }
+        let lane = TxLane::new(Box::new(self.tx.clone()));
+        self.lane = Some(lane.clone());
+        Some(lane)
     }
 
     fn pool_usage(&self) -> Option<(u64, u64)> {

@@ -724,6 +724,16 @@ impl<N: Nic, C: Clock> Nic for FaultyNic<N, C> {
     fn rx_interrupt_fd(&self) -> Option<RawFd> {
         self.inner.rx_interrupt_fd()
     }
+
+    /// The inner NIC's lane when no tx fault is injected (`tx_burst` hands everything straight
+    /// through); with tx faults, none: the held and delayed frames are this wrapper's, under
+    /// the caller's serialisation.
+    fn detach_tx(&mut self) -> Option<std::sync::Arc<dyn crate::lane::TxSender>> {
+        if self.tx.active {
+            return None;
+        }
+        self.inner.detach_tx()
+    }
 }
 
 #[cfg(test)]

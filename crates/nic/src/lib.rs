@@ -9,8 +9,8 @@
 //!
 //! The in-memory pair the tests run on is `testkit::mem`.
 //!
-//! Beside them: [`xdp`], pronghorn's XDP program and its maps, and [`ifaddr`], the kernel's
-//! addresses of an interface.
+//! Beside them: [`lane`], a tx queue driven outside the stack's lock; [`xdp`], pronghorn's XDP
+//! program and its maps; and [`ifaddr`], the kernel's addresses of an interface.
 //!
 //! It knows frames, not protocols: nothing here parses a header. Burst calls only on the data
 //! path; setup and statistics are the slow path.
@@ -20,6 +20,7 @@ pub mod clock;
 pub mod dpdk;
 pub mod fault;
 pub mod ifaddr;
+pub mod lane;
 #[cfg(feature = "dpdk")]
 pub mod share;
 #[cfg(feature = "dpdk")]
@@ -198,6 +199,16 @@ pub trait Nic {
     /// A file descriptor that becomes readable when frames arrive, for a shard that wants to sleep
     /// instead of spinning. `None` when the backend has none (then the shard must poll).
     fn rx_interrupt_fd(&self) -> Option<RawFd> {
+        None
+    }
+
+    /// Moves the tx queue into a [`lane::TxLane`]: from now on `tx_burst` only stages the
+    /// frames (it takes them all), and they go to the queue when someone calls `send` on the
+    /// returned handle, from any thread, with none of this NIC's other calls serialised against
+    /// it. Its caller must call `send` after each hold of what serialises those calls (the
+    /// runtime's lock). `None` (the default): the backend cannot, or it is already detached;
+    /// `tx_burst` then sends as before.
+    fn detach_tx(&mut self) -> Option<std::sync::Arc<dyn lane::TxSender>> {
         None
     }
 }

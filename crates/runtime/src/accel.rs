@@ -7,9 +7,11 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, OnceLock};
 
 use config::Config;
 use nic::clock::{Clock, MonotonicClock};
+use nic::lane::TxSender;
 use nic::Nic;
 use stack::shard::{Readiness, Shard, SocketId};
 
@@ -31,6 +33,10 @@ pub(crate) type Precheck = fn(&Config) -> Result<(), String>;
 /// The runtime of one process (or of one test): its state behind one lock.
 pub struct Accel<N: Nic + 'static> {
     state: StackLock<Runtime<N>>,
+    /// The shards' tx queues, detached from them when they start (`nic::lane`): a hold of the
+    /// lock stages frames, and the thread that releases it sends them (`send_lanes`), so the
+    /// burst and its kick (on a veth, the peer's receive) are not lock hold time.
+    lanes: OnceLock<Vec<Arc<dyn TxSender>>>,
 }
 
 /// Counters of the per-socket routing decisions (principle 4: fallback is visible).
@@ -134,6 +140,7 @@ impl<N: Nic + 'static> Accel<N> {
                 sharing: Sharing::Alone,
                 family_seen: 0,
             }),
+            lanes: OnceLock::new(),
         }
     }
 
@@ -171,9 +178,10 @@ impl<N: Nic + 'static> Accel<N> {
         let wakes = rt.take_wakes();
         let family_wake = rt.family_wake.take();
         let family_owed = std::mem::take(&mut rt.family_owed);
-        drop(inside);
         drop(family);
         drop(rt);
+        self.send_lanes();
+        drop(inside);
         wait::send_wakes(wakes);
         if let Some((f, broadcast)) = family_wake {
             f.wake_sleepers(&family_owed, broadcast);
@@ -207,14 +215,26 @@ impl<N: Nic + 'static> Accel<N> {
         let wakes = rt.take_wakes();
         let family_wake = rt.family_wake.take();
         let family_owed = std::mem::take(&mut rt.family_owed);
-        drop(inside);
         drop(family);
         drop(rt);
+        self.send_lanes();
+        drop(inside);
         wait::send_wakes(wakes);
         if let Some((f, broadcast)) = family_wake {
             f.wake_sleepers(&family_owed, broadcast);
         }
         Some(r)
+    }
+
+    /// Sends the frames the hold just ended staged (and any another thread's send left), with
+    /// no lock held; `INSIDE` still set, as the NIC's own system calls (the tx kick) are the
+    /// kernel's. The frames go before the wakes: the peer's answer waits on them.
+    fn send_lanes(&self) {
+        for lane in self.lanes.get().map_or(&[][..], Vec::as_slice) {
+            if lane.is_waiting() {
+                lane.send();
+            }
+        }
     }
 
     /// The runtime's lock: threads blocked on it now, and the waits for it so far (tests; the
@@ -464,8 +484,15 @@ impl<N: Nic + 'static> Runtime<N> {
                 None => Err("the NIC was already opened once".into()),
             };
             match opened {
-                Ok(nics) if !nics.is_empty() => {
+                Ok(mut nics) if !nics.is_empty() => {
                     self.enable_sharing();
+                    // Shards shared with a fork family are driven by whichever process holds
+                    // the family lock: their tx stays under it.
+                    if let (None, Some(me)) = (self.sharing.family(), self.me) {
+                        let lanes = nics.iter_mut().filter_map(|n| n.detach_tx()).collect();
+                        // Set once: the NIC opens once (`open` is taken).
+                        let _ = me.lanes.set(lanes);
+                    }
                     let count = nics.len() as u16;
                     let rx_fds = nics.iter().map(|n| n.rx_interrupt_fd()).collect();
                     let shards: Result<Vec<_>, String> =
