@@ -104,7 +104,8 @@ pub(crate) struct Runtime<N: Nic + 'static> {
 
 // SAFETY: the shard (DPDK port, mbufs, `Rc`s inside) is only ever touched with the runtime's
 // mutex held, so no two threads use it at once; DPDK's queue functions need serialisation, not a
-// particular thread (non-EAL threads use the mempool without a per-lcore cache).
+// particular thread (non-EAL threads use the mempool without a per-lcore cache). A tx queue
+// detached into a lane (`Accel::lanes`) is no longer the shard's: the lane serialises it.
 unsafe impl<N: Nic + 'static> Send for Runtime<N> {}
 
 impl<N: Nic + 'static> Accel<N> {
