@@ -75,14 +75,34 @@ NAMED = ["read", "write", "readv", "writev", "recvfrom", "sendto", "recvmsg", "s
          "epoll_pwait", "poll", "ppoll", "select", "futex", "sched_yield", "clock_nanosleep", "ioctl"]
 
 
-def watched(pid, client, count_of, tmp):
+# The runtime's own counters (`pronghorn stat`'s process section) reported per request for the
+# pronghorn path: its lock (holds, time held, waits for it, time waited) and its waiting.
+RUNTIME = ["lock_holds", "lock_hold_us", "lock_waits", "lock_wait_us", "sleeps", "wakeups", "wakeup_syscalls",
+           "inline_polls", "skipped_passes"]
+
+
+def runtime_counters(pid):
+    """The server's process counters now (`pronghorn stat --json PID`). The first read of a
+    process arms the timing of the lock's holds (~1.6% of a request: docs/design-notes.md)."""
+    return json.loads(sh([EXE, "stat", "--json", str(pid)]).stdout)["process"]
+
+
+def per_request(before, after, n):
+    """The RUNTIME counters' growth between two reads, per unit of work."""
+    return {k: round((after.get(k, 0) - before.get(k, 0)) / n, 3) for k in RUNTIME}
+
+
+def watched(pid, client, count_of, tmp, runtime=False):
     """Runs `client` with `perf stat -p pid` counting context switches and system calls (all, and
     by name through their tracepoints, in the same run); returns them per unit of work
-    (count_of(client output))."""
+    (count_of(client output)); with `runtime` (a pronghorn server), its runtime's counters too,
+    read before and after that run."""
     stat = os.path.join(tmp, "stat")
     events = ["task-clock", "context-switches", "raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{n}" for n in NAMED]
+    before = runtime_counters(pid) if runtime else None
     r = sh(["perf", "stat", "-x,", "-o", stat, "-e", ",".join(events), "-p", str(pid), "--"] + client)
     n = count_of(r.stdout)
+    after = runtime_counters(pid) if runtime else None
     values = {}
     with open(stat) as f:
         for line in f:
@@ -100,6 +120,7 @@ def watched(pid, client, count_of, tmp):
         "context_switches": round(values.get("context-switches", 0) / n, 3),
         "syscalls": round(total, 3),
         "syscalls_by_name": {k: round(v, 3) for k, v in sorted(by_name.items(), key=lambda kv: -kv[1]) if v >= 0.005},
+        "runtime": per_request(before, after, n) if runtime else {},
     }
 
 
@@ -167,7 +188,7 @@ def redis(lab, path, requests, tmp):
         sh(bench)  # warm up, and the keys GET reads
         get = lab.client(["redis-benchmark", "-h", addr, "-p", "6379", "-c", "50", "-d", "3", "-t", "get",
                           "-n", str(requests), "--csv"])
-        return watched(server.pid, get, lambda _: requests, tmp)
+        return watched(server.pid, get, lambda _: requests, tmp, runtime=path == "pronghorn")
     finally:
         server.terminate()
         server.wait()
@@ -203,7 +224,7 @@ def mariadb(lab, path, seconds, tmp):
         sh(lab.client(sysbench + ["oltp_point_select", "prepare"]))
         run = lab.client(sysbench + ["--threads=16", f"--time={seconds}", "oltp_point_select", "run"])
         sh(lab.client(sysbench + ["--threads=16", "--time=2", "oltp_point_select", "run"]))  # warm up
-        return watched(server.pid, run, sysbench_transactions, tmp)
+        return watched(server.pid, run, sysbench_transactions, tmp, runtime=path == "pronghorn")
     finally:
         server.terminate()
         server.wait()
@@ -220,7 +241,9 @@ def write_md(path, result):
                 "-a -C`), split by binary of the server's threads and by the core's other tasks, idle left out; it "
                 "includes the receive and wakeup work that runs on that core in softirq (the client's TCP receive, on "
                 "both paths in this veth model). Debian's redis-server is a link to redis-check-rdb. Per request (redis "
-                "GET) or per transaction (sysbench point_select: one SELECT each).\n\n")
+                "GET) or per transaction (sysbench point_select: one SELECT each). The runtime rows are pronghorn's "
+                "own counters (`pronghorn stat --json`, read before and after the perf stat run; the first read arms "
+                "the timing of the lock's holds): its lock's holds, time held and waits, and its sleeps and wakeups.\n\n")
         for w in result["workloads"]:
             f.write(f"## {w['name']}\n\n| per request | kernel | pronghorn |\n|---|---:|---:|\n")
             k, p = w["kernel"], w["pronghorn"]
@@ -232,6 +255,9 @@ def write_md(path, result):
             f.write(f"| context switches | {k['context_switches']:.2f} | {p['context_switches']:.2f} |\n")
             f.write(f"| system calls | {k['syscalls']:.2f} | {p['syscalls']:.2f} |\n")
             breakdown(f, k, p, "syscalls_by_name", "{}", "{:.2f}")
+            for name in RUNTIME:
+                if name in p.get("runtime", {}):
+                    f.write(f"| runtime `{name}` (pronghorn stat) | - | {p['runtime'][name]:.3f} |\n")
             f.write("\n")
         m = result["machine"]
         f.write(f"Command: `{m['command']}`\n\nMachine: " + ", ".join(f"{k} {v}" for k, v in m.items()

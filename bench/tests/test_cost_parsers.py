@@ -96,5 +96,18 @@ class ServerCoreSamples(unittest.TestCase):
             "other tasks (kworker)": 11, "other tasks (napi)": 44})
 
 
+class RuntimeCounters(unittest.TestCase):
+    def test_growth_per_request_of_the_named_counters_only(self):
+        before = {"lock_holds": 100.0, "lock_hold_us": 50.0, "sleeps": 7.0, "accepted": 3.0}
+        after = {"lock_holds": 800.0, "lock_hold_us": 390.0, "sleeps": 107.0, "accepted": 9.0, "lock_waits": 4.0}
+        got = lab_cost.per_request(before, after, 100)
+        self.assertEqual(got["lock_holds"], 7.0)
+        self.assertEqual(got["lock_hold_us"], 3.4)
+        self.assertEqual(got["sleeps"], 1.0)
+        self.assertEqual(got["lock_waits"], 0.04)
+        self.assertEqual(got["wakeups"], 0.0)
+        self.assertNotIn("accepted", got)
+
+
 if __name__ == "__main__":
     unittest.main()
