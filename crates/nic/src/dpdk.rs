@@ -235,8 +235,9 @@ pub struct Mbuf(NonNull<sys::rte_mbuf>);
 
 // SAFETY: an mbuf is plain memory its owner alone touches (the type's invariant), so it may
 // move to another thread: a tx lane's frames are staged by one thread and sent, or freed, by
-// another. Freeing one from a thread that is not an EAL lcore puts it straight into the pool's
-// ring (no per-lcore cache), which is multi-producer, multi-consumer (the pool's default ops).
+// another. Freeing one from a thread that is not an EAL lcore puts it straight into the pool
+// (no per-lcore cache), whose drivers ("lf_stack", "stack", the default ring: see
+// `open_inner`) all take concurrent gets and puts from any threads.
 unsafe impl Send for Mbuf {}
 
 impl Mbuf {
@@ -567,10 +568,12 @@ struct DpdkTx {
     refused: Arc<AtomicU64>,
 }
 
-// SAFETY: a port id and a queue number; DPDK's tx functions may be called from any thread as
-// long as one thread at a time drives a queue (the lane's gate, or the NIC's `&mut self`), and
-// a queue's tx shares no state with its rx (af_xdp: separate rings; the mbufs' pool and the
-// umem's buffer ring are multi-producer, multi-consumer).
+// SAFETY: a port id and a queue number. DPDK's contract for every PMD is per queue: one thread
+// at a time may drive a tx queue (here the lane's gate, or the NIC's `&mut self`), whichever
+// thread that is, while another drives the port's rx queue (its pipeline model: rx and tx of a
+// port on different lcores). For af_xdp in 22.11, checked in its source: tx touches the tx
+// ring and the completion ring, rx the rx and fill rings; what they share, the mbufs' pool
+// and the umem's buffer ring, takes concurrent use.
 unsafe impl Send for DpdkTx {}
 
 /// Staged frames a stack pass sends under the lock instead of leaving them to the lane's
@@ -897,26 +900,34 @@ fn open_inner(
         // One pool for every port of the process.
         if pool.is_null() {
             let pool_name = CString::new("ph_pool").unwrap();
-            // A LIFO pool ("stack"): the mbuf freed last is the next one handed out, still in
-            // the cache. The default ring pool is FIFO and the application threads are not
-            // lcores (no per-lcore cache in front of it), so every frame sent went through the
-            // least recently used of the pool's 8191 mbufs (18 MiB walked between two uses of
-            // one), missing the cache on its header and data lines. The ring pool stays the
-            // fallback where the stack driver is not there.
-            let ops = CString::new("stack").unwrap();
-            // SAFETY: the EAL is up; a NUL-terminated name that outlives the call; a null result
-            // is checked below (then the ring pool is tried).
-            pool = unsafe {
-                sys::rte_pktmbuf_pool_create_by_ops(
-                    pool_name.as_ptr(),
-                    opts.pool_size,
-                    256,
-                    0,
-                    sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16,
-                    socket,
-                    ops.as_ptr(),
-                )
-            };
+            // A LIFO pool: the mbuf freed last is the next one handed out, still in the cache.
+            // The default ring pool is FIFO and the application threads are not lcores (no
+            // per-lcore cache in front of it), so every frame sent went through the least
+            // recently used of the pool's 8191 mbufs (18 MiB walked between two uses of one),
+            // missing the cache on its header and data lines. The lock-free stack first: the
+            // threads that use the pool are preemptible, and since the tx lane (`lane`) one of
+            // them frees the sent mbufs outside the runtime's lock, so a spinlock ("stack")
+            // preempted in one thread would keep the lock's holder spinning. Then "stack",
+            // then the ring pool where neither driver is there.
+            for driver in ["lf_stack", "stack"] {
+                let ops = CString::new(driver).unwrap();
+                // SAFETY: the EAL is up; NUL-terminated names that outlive the call; a null
+                // result is checked (then the next driver is tried).
+                pool = unsafe {
+                    sys::rte_pktmbuf_pool_create_by_ops(
+                        pool_name.as_ptr(),
+                        opts.pool_size,
+                        256,
+                        0,
+                        sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16,
+                        socket,
+                        ops.as_ptr(),
+                    )
+                };
+                if !pool.is_null() {
+                    break;
+                }
+            }
             if pool.is_null() {
                 // SAFETY: as above, with DPDK's default (ring) pool driver.
                 pool = unsafe {

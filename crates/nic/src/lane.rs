@@ -15,7 +15,9 @@
 //! sequentially consistent operations on both sides, so one of the two always sees the
 //! other); frames the queue has no room for stay first in line for the next send, at most
 //! [`TX_BACKLOG`] of them, and those beyond are dropped and counted ([`TxLane::dropped`]), as
-//! the stack's own backlog does. [`TxSender::close`] sends what it can one last time and frees
+//! the stack's own backlog does; so are frames staged beyond that bound while nobody sends. A
+//! sender goes on while others stage behind it (as a qdisc runner does); [`TxSender::send_once`]
+//! lets the runtime do its own wakes between the first round and the rest. [`TxSender::close`] sends what it can one last time and frees
 //! the rest: after it, the queue is never touched again (its port may close).
 //!
 //! It knows nothing of what a frame holds, nor of the stack: only buffers, order and the queue.
@@ -40,8 +42,15 @@ pub trait TxSender: Send + Sync {
     /// Whether frames wait: staged since the last send, or left by a full queue.
     fn is_waiting(&self) -> bool;
     /// Hands the waiting frames to the queue, unless another thread is doing so now (it then
-    /// sends these too). Never blocks on another sender.
-    fn send(&self);
+    /// sends these too), and goes on while others stage behind it. Never blocks on another
+    /// sender.
+    fn send(&self) {
+        while self.send_once() {}
+    }
+    /// One round of [`TxSender::send`]. True when frames were staged during it by a thread
+    /// that found the gate shut: they are now this caller's to send (`send` or another
+    /// `send_once`, soon: nobody else will).
+    fn send_once(&self) -> bool;
     /// Sends what the queue takes one last time, frees the rest and lets go of the queue;
     /// later staged frames are dropped (counted). Waits for a send in progress.
     fn close(&self);
@@ -70,6 +79,15 @@ struct Outbound<B> {
     held: Vec<B>,
 }
 
+/// Opens the gate when dropped.
+struct GateOpener<'a>(&'a AtomicBool);
+
+impl Drop for GateOpener<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
 fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding one of these locks leaves plain vectors behind: still usable.
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -94,6 +112,13 @@ impl<B: Send + 'static> TxLane<B> {
     pub fn stage(&self, bufs: &mut Vec<B>) -> usize {
         let mut staged = relock(&self.staged);
         staged.append(bufs);
+        // Bounded like the queue's backlog: what nobody sends (a sender stalled in the driver)
+        // must not take the whole pool.
+        if staged.len() > TX_BACKLOG {
+            let excess = staged.len() - TX_BACKLOG;
+            self.dropped.fetch_add(excess as u64, Ordering::Relaxed);
+            staged.truncate(TX_BACKLOG);
+        }
         self.staged_flag.store(true, Ordering::SeqCst);
         staged.len()
     }
@@ -140,20 +165,20 @@ impl<B: Send + 'static> TxSender for TxLane<B> {
         self.staged_flag.load(Ordering::Relaxed) || self.backlog.load(Ordering::Relaxed)
     }
 
-    fn send(&self) {
-        loop {
-            if self.gate.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_err() {
-                // Another thread sends: it looks at `staged_flag` after opening the gate.
-                return;
-            }
-            self.drain(&mut relock(&self.out));
-            self.gate.store(false, Ordering::SeqCst);
-            // Frames staged while we burst, by a thread that found the gate shut: ours to send.
-            // (Frames the queue refused wait for the next send: no spinning on a full queue.)
-            if !self.staged_flag.load(Ordering::SeqCst) {
-                return;
-            }
+    fn send_once(&self) -> bool {
+        if self.gate.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+            // Another thread sends: it looks at `staged_flag` after opening the gate.
+            return false;
         }
+        {
+            // Opened again however the round ends: a panic in the driver (caught by the
+            // runtime's shield) must not leave the queue without a sender for good.
+            let _open = GateOpener(&self.gate);
+            self.drain(&mut relock(&self.out));
+        }
+        // Frames staged while we burst, by a thread that found the gate shut: ours to send.
+        // (Frames the queue refused wait for the next send: no spinning on a full queue.)
+        self.staged_flag.load(Ordering::SeqCst)
     }
 
     fn close(&self) {
@@ -276,6 +301,64 @@ mod tests {
         });
         assert_eq!(*relock(&out), vec![1, 2], "the burst's thread sent the frame staged meanwhile");
         assert!(!l.is_waiting());
+    }
+
+    /// A queue that panics on its first burst.
+    struct Panicking {
+        first: bool,
+        out: Arc<Mutex<Vec<u32>>>,
+    }
+
+    impl TxQueue<u32> for Panicking {
+        fn tx_burst(&mut self, bufs: &mut Vec<u32>) -> usize {
+            assert!(!std::mem::take(&mut self.first), "the driver failed");
+            let n = bufs.len();
+            relock(&self.out).extend(bufs.drain(..));
+            n
+        }
+    }
+
+    #[test]
+    fn a_send_that_panicked_leaves_the_gate_open() {
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let l = TxLane::new(Box::new(Panicking { first: true, out: out.clone() }));
+        l.stage(&mut vec![1]);
+        assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l.send())).is_err());
+        l.stage(&mut vec![2]);
+        l.send();
+        assert_eq!(*relock(&out), vec![1, 2], "the frame held through the panic went first");
+    }
+
+    #[test]
+    fn staging_while_nobody_sends_is_bounded_and_counted() {
+        let (l, out) = lane(usize::MAX);
+        for _ in 0..3 {
+            l.stage(&mut (0..TX_BACKLOG as u32).collect());
+        }
+        assert_eq!(l.dropped(), 2 * TX_BACKLOG as u64);
+        l.send();
+        assert_eq!(relock(&out).len(), TX_BACKLOG);
+    }
+
+    #[test]
+    fn send_once_hands_what_others_staged_meanwhile_to_its_caller() {
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let inside = Arc::new(Barrier::new(2));
+        let go_on = Arc::new(Barrier::new(2));
+        let q = Stalling { out: out.clone(), inside: inside.clone(), go_on: go_on.clone(), first: true };
+        let l = TxLane::new(Box::new(q));
+        l.stage(&mut vec![1]);
+        std::thread::scope(|s| {
+            let sender = s.spawn(|| l.send_once());
+            inside.wait();
+            l.stage(&mut vec![2]);
+            assert!(!l.send_once(), "the gate is shut: nothing of ours to send");
+            go_on.wait();
+            assert!(sender.join().unwrap(), "frame 2 is the first sender's now");
+        });
+        assert_eq!(*relock(&out), vec![1]);
+        assert!(!l.send_once());
+        assert_eq!(*relock(&out), vec![1, 2]);
     }
 
     #[test]

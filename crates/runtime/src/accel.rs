@@ -181,11 +181,14 @@ impl<N: Nic + 'static> Accel<N> {
         let family_owed = std::mem::take(&mut rt.family_owed);
         drop(family);
         drop(rt);
-        self.send_lanes();
+        let more = self.send_lanes();
         drop(inside);
         wait::send_wakes(wakes);
         if let Some((f, broadcast)) = family_wake {
             f.wake_sleepers(&family_owed, broadcast);
+        }
+        if more {
+            self.finish_lanes();
         }
         // After the lock: a SIGURG handler typically reads the urgent byte, with our calls.
         for owner in sigurg {
@@ -218,19 +221,36 @@ impl<N: Nic + 'static> Accel<N> {
         let family_owed = std::mem::take(&mut rt.family_owed);
         drop(family);
         drop(rt);
-        self.send_lanes();
+        let more = self.send_lanes();
         drop(inside);
         wait::send_wakes(wakes);
         if let Some((f, broadcast)) = family_wake {
             f.wake_sleepers(&family_owed, broadcast);
         }
+        if more {
+            self.finish_lanes();
+        }
         Some(r)
     }
 
-    /// Sends the frames the hold just ended staged (and any another thread's send left), with
-    /// no lock held; `INSIDE` still set, as the NIC's own system calls (the tx kick) are the
-    /// kernel's. The frames go before the wakes: the peer's answer waits on them.
-    fn send_lanes(&self) {
+    /// Sends the frames the hold just ended staged (and any another thread's send left), one
+    /// round per lane, with no lock held; `INSIDE` still set, as the NIC's own system calls
+    /// (the tx kick) are the kernel's. The frames go before the wakes: the peer's answer waits
+    /// on them. True when other threads staged frames during a round and left them to this
+    /// one ([`Accel::finish_lanes`], after the wakes, which must not wait for them).
+    fn send_lanes(&self) -> bool {
+        let mut more = false;
+        for lane in self.lanes.get().map_or(&[][..], Vec::as_slice) {
+            if lane.is_waiting() {
+                more |= lane.send_once();
+            }
+        }
+        more
+    }
+
+    /// Sends what other threads left to this one until they stop staging (`TxSender::send`).
+    fn finish_lanes(&self) {
+        let _inside = Inside::enter();
         for lane in self.lanes.get().map_or(&[][..], Vec::as_slice) {
             if lane.is_waiting() {
                 lane.send();
