@@ -281,13 +281,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn frames_staged_during_another_threads_burst_are_sent_by_it() {
+    /// What a lane sent.
+    type Sent = Arc<Mutex<Vec<u32>>>;
+
+    /// A lane over a [`Stalling`] queue: the lane, what it sent, and the two barriers.
+    fn stalling_lane() -> (Arc<TxLane<u32>>, Sent, Arc<Barrier>, Arc<Barrier>) {
         let out = Arc::new(Mutex::new(Vec::new()));
         let inside = Arc::new(Barrier::new(2));
         let go_on = Arc::new(Barrier::new(2));
         let q = Stalling { out: out.clone(), inside: inside.clone(), go_on: go_on.clone(), first: true };
-        let l = TxLane::new(Box::new(q));
+        (TxLane::new(Box::new(q)), out, inside, go_on)
+    }
+
+    #[test]
+    fn frames_staged_during_another_threads_burst_are_sent_by_it() {
+        let (l, out, inside, go_on) = stalling_lane();
         l.stage(&mut vec![1]);
         std::thread::scope(|s| {
             let sender = s.spawn(|| l.send());
@@ -342,11 +350,7 @@ mod tests {
 
     #[test]
     fn send_once_hands_what_others_staged_meanwhile_to_its_caller() {
-        let out = Arc::new(Mutex::new(Vec::new()));
-        let inside = Arc::new(Barrier::new(2));
-        let go_on = Arc::new(Barrier::new(2));
-        let q = Stalling { out: out.clone(), inside: inside.clone(), go_on: go_on.clone(), first: true };
-        let l = TxLane::new(Box::new(q));
+        let (l, out, inside, go_on) = stalling_lane();
         l.stage(&mut vec![1]);
         std::thread::scope(|s| {
             let sender = s.spawn(|| l.send_once());

@@ -240,7 +240,7 @@ impl<N: Nic + 'static> Accel<N> {
     /// one ([`Accel::finish_lanes`], after the wakes, which must not wait for them).
     fn send_lanes(&self) -> bool {
         let mut more = false;
-        for lane in self.lanes.get().map_or(&[][..], Vec::as_slice) {
+        for lane in self.lanes() {
             if lane.is_waiting() {
                 more |= lane.send_once();
             }
@@ -248,10 +248,15 @@ impl<N: Nic + 'static> Accel<N> {
         more
     }
 
+    /// The shards' detached tx queues (none before the shards start, or when shared).
+    fn lanes(&self) -> &[Arc<dyn TxSender>] {
+        self.lanes.get().map_or(&[], Vec::as_slice)
+    }
+
     /// Sends what other threads left to this one until they stop staging (`TxSender::send`).
     fn finish_lanes(&self) {
         let _inside = Inside::enter();
-        for lane in self.lanes.get().map_or(&[][..], Vec::as_slice) {
+        for lane in self.lanes() {
             if lane.is_waiting() {
                 lane.send();
             }
