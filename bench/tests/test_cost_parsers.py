@@ -111,3 +111,19 @@ class RuntimeCounters(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Normalized(unittest.TestCase):
+    def test_each_path_in_units_of_its_own_runs_application_time(self):
+        # The pronghorn run went at half the machine's speed: its application code took twice as long.
+        kernel = {"mariadbd": 10.0, "[kernel.kallsyms]": 12.0, "libc.so.6": 2.0}
+        pronghorn = {"mariadbd": 20.0, "[kernel.kallsyms]": 16.0, "libpronghorn.so": 6.0, "libc.so.6": 2.0}
+        got = lab_cost.normalized(kernel, pronghorn, "mariadbd")
+        self.assertEqual(got["kernel_core_per_app"], 2.4)
+        self.assertEqual(got["pronghorn_core_per_app"], 2.2)
+        self.assertEqual(got["pronghorn_over_kernel"], 0.917)
+        self.assertEqual(got["pronghorn_us_at_kernel_speed"],
+                         {"mariadbd": 10.0, "[kernel.kallsyms]": 8.0, "libpronghorn.so": 3.0, "libc.so.6": 1.0})
+
+    def test_no_application_samples_gives_no_comparison(self):
+        self.assertIsNone(lab_cost.normalized({"[kernel.kallsyms]": 5.0}, {"mariadbd": 3.0}, "mariadbd"))
