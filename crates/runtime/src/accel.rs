@@ -277,6 +277,11 @@ impl<N: Nic + 'static> Accel<N> {
         self.with(|rt| rt.sharing.family().map(|f| f.sleepers_in_use())).flatten()
     }
 
+    /// Holds of the runtime's lock so far (`Accel::with`; tests).
+    pub fn lock_holds(&self) -> u64 {
+        self.lock().wait.holds
+    }
+
     /// The waiting counters (tests, `pronghorn stat` later).
     pub fn wait_stats(&self) -> wait::WaitStats {
         self.lock().wait.stats

@@ -4,7 +4,6 @@
 //! (plus the rx fd when it drives the NIC): woken by a change of any of them, never by another
 //! socket's traffic. Like Linux's poll, a call costs O(fds given).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nic::Nic;
@@ -75,8 +74,13 @@ impl<N: Nic + 'static> Accel<N> {
         let mut waiting_since = None;
         // Whether some of `fds` are the kernel's (the last look's answer).
         let mut kernel_fds = false;
+        // A sleep that ended, to end at the start of the next hold (`Runtime::end_sleep`).
+        let mut woke: Option<(wait::Sleep, SmallVec<[SocketId; 8]>)> = None;
         loop {
             let step = self.with(|rt| {
+                // A driver's wake makes its pass here, in this hold: as good as the previous one.
+                let drove = woke.take().is_some_and(|(plan, ids)| rt.end_sleep(&plan, ids));
+                let passed_before = drove || rt.passed_just_before();
                 // Inline, poll() makes a stack pass before it looks, except where the pass
                 // would find nothing new: (a) this thread's previous hold of the lock made one
                 // (MariaDB's recv -> EAGAIN -> poll: the recv just passed) and nothing is ready,
@@ -86,7 +90,7 @@ impl<N: Nic + 'static> Accel<N> {
                 // call that finds something ready without having slept always passes: a
                 // program whose sockets stay ready (iperf3 -R's writers) makes its passes there.
                 let blocks = timeout_ms != 0;
-                let may_skip = rt.wait.inline() && (waited || (blocks && rt.passed_just_before()));
+                let may_skip = rt.wait.inline() && (waited || (blocks && passed_before));
                 if may_skip {
                     rt.serve_deferred();
                 } else {
@@ -94,7 +98,7 @@ impl<N: Nic + 'static> Accel<N> {
                 }
                 let (mut n, mut accelerated) = rt.poll_accelerated(fds, &mut ours);
                 if may_skip {
-                    if (waited && n > 0) || (n == 0 && blocks && rt.passed_just_before()) {
+                    if (waited && n > 0) || (n == 0 && blocks && passed_before) {
                         rt.wait.stats.skipped_passes += 1;
                         rt.flush_shard();
                     } else {
@@ -164,33 +168,25 @@ impl<N: Nic + 'static> Accel<N> {
             };
             let slept = wait::sleep(&plan, &mut kernel);
             waited = true;
-            self.with(|rt| {
-                rt.after_sleep(&plan);
-                for id in &ids {
-                    if let Some(st) = rt.socks.get_mut(*id) {
-                        if let Some(i) = st.waiters.iter().position(|p| Arc::ptr_eq(p, &plan.parker)) {
-                            st.waiters.swap_remove(i);
-                        }
-                    }
-                }
-                if plan.drives {
-                    rt.poll_shard();
-                }
-            });
             if slept == -libc::EINTR {
-                self.with(|rt| rt.hand_off());
+                self.with(|rt| {
+                    rt.end_sleep(&plan, ids);
+                    rt.hand_off();
+                });
                 return Call::Done(Err(Errno(libc::EINTR)));
             }
             let k = if kernel_fds { self.take_kernel(fds, &ours, &kernel) } else { 0 };
             if k > 0 {
                 let n = self
                     .with(|rt| {
+                        rt.end_sleep(&plan, ids);
                         rt.hand_off();
                         rt.poll_accelerated(fds, &mut ours).0
                     })
                     .unwrap_or(0);
                 return Call::Done(Ok(n + k));
             }
+            woke = Some((plan, ids));
         }
     }
 

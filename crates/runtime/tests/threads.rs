@@ -366,7 +366,9 @@ fn poll_after_a_read_that_just_passed_and_after_a_wake_to_ready_data_makes_no_pa
         let (before, skipped_before) = (rt.wait_stats(), rt.wait_stats().skipped_passes);
         tx.send(()).unwrap();
         let mut p = [libc::pollfd { fd: conn, events: libc::POLLIN, revents: 0 }];
+        let holds_before = rt.lock_holds();
         let n = done(rt.poll(&mut p, -1)).unwrap();
+        let holds = rt.lock_holds() - holds_before;
         let after = rt.wait_stats();
         (
             n,
@@ -374,16 +376,19 @@ fn poll_after_a_read_that_just_passed_and_after_a_wake_to_ready_data_makes_no_pa
             after.inline_polls - before.inline_polls,
             after.sleeps - before.sleeps,
             after.skipped_passes - skipped_before,
+            holds,
         )
     });
     rx.recv().unwrap();
     // The peer sends when the runtime next receives: at the end of one of the reader's sleeps.
     l.ctl.lock().unwrap().conns[0].unsent = b"query".to_vec();
-    let (n, revents, passes, sleeps, skipped) = within("poll", move || reader.join().unwrap());
+    let (n, revents, passes, sleeps, skipped, holds) = within("poll", move || reader.join().unwrap());
     assert_eq!((n, revents), (1, libc::POLLIN));
     assert!(sleeps >= 1);
     assert_eq!(passes, sleeps, "one pass per sleep (the driver's, as it wakes), none of poll's own");
     assert_eq!(skipped, sleeps + 1, "poll's look before each sleep and after the last wake");
+    // Only this thread uses the runtime meanwhile: each hold of the lock is the poll's.
+    assert_eq!(holds, sleeps + 1, "the first look, then one hold per wake: it ends the sleep and looks again");
     rt.close(conn);
     rt.close(lfd);
 }

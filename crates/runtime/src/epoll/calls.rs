@@ -50,6 +50,16 @@ impl<N: Nic + 'static> Runtime<N> {
             }
         }
     }
+
+    /// `Runtime::end_sleep` for a wait on epoll set `epfd`: the parker was on the set's list.
+    fn end_epoll_sleep(&mut self, epfd: i32, plan: &wait::Sleep) {
+        if let Some(set) = self.fds.epoll_mut(epfd) {
+            if let Some(i) = set.waiters.iter().position(|p| Arc::ptr_eq(p, &plan.parker)) {
+                set.waiters.swap_remove(i);
+            }
+        }
+        self.end_sleep(plan, None);
+    }
 }
 
 impl<N: Nic + 'static> Accel<N> {
@@ -167,8 +177,13 @@ impl<N: Nic + 'static> Accel<N> {
         let mut waited = false;
         let mut waiting_since = None;
         let mut kernel = wait::PollFds::new();
+        // A sleep that ended, to end at the start of the next hold (`Runtime::end_sleep`).
+        let mut woke: Option<wait::Sleep> = None;
         loop {
             let step = self.with(|rt| {
+                if let Some(plan) = woke.take() {
+                    rt.end_epoll_sleep(epfd, &plan);
+                }
                 rt.start_looking();
                 let Some(set) = rt.fds.epoll_mut(epfd) else { return Step::Kernel };
                 if set.count == 0 && !waited {
@@ -217,19 +232,14 @@ impl<N: Nic + 'static> Accel<N> {
             let slept = wait::sleep(&plan, &mut kernel);
             waited = true;
             let kernel_ready = kernel.first().is_some_and(|p| p.revents != 0);
+            if !(slept < 0 || kernel_ready) {
+                // The next hold ends the sleep, then looks again.
+                woke = Some(plan);
+                continue;
+            }
             let got = self.with(|rt| {
-                rt.after_sleep(&plan);
-                if let Some(set) = rt.fds.epoll_mut(epfd) {
-                    if let Some(i) = set.waiters.iter().position(|p| Arc::ptr_eq(p, &plan.parker)) {
-                        set.waiters.swap_remove(i);
-                    }
-                }
-                if plan.drives {
-                    rt.poll_shard();
-                }
-                if slept < 0 || kernel_ready {
-                    rt.hand_off();
-                }
+                rt.end_epoll_sleep(epfd, &plan);
+                rt.hand_off();
             });
             if got.is_none() {
                 return Call::Kernel;

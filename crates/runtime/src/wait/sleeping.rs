@@ -130,6 +130,25 @@ impl<N: Nic + 'static> Runtime<N> {
         }
     }
 
+    /// Ends a sleep at the start of the waker's next hold of the lock (the same hold that looks
+    /// again, not one of its own: a wake cost two holds before): [`Runtime::after_sleep`], the
+    /// parker leaves the waiter lists of the sockets in `lists`, and a
+    /// driver makes the pass its wake asked for. True when it made that pass.
+    pub(crate) fn end_sleep(&mut self, s: &Sleep, lists: impl IntoIterator<Item = SocketId>) -> bool {
+        self.after_sleep(s);
+        for id in lists {
+            if let Some(st) = self.socks.get_mut(id) {
+                if let Some(i) = st.waiters.iter().position(|p| Arc::ptr_eq(p, &s.parker)) {
+                    st.waiters.swap_remove(i);
+                }
+            }
+        }
+        if s.drives {
+            self.poll_shard();
+        }
+        s.drives
+    }
+
     /// Starts the stack threads of dedicated mode: one per shard, shard k's pinned to
     /// `stack_cpus[k]` when that is set.
     pub(crate) fn ensure_stack_thread(&mut self) {
@@ -183,8 +202,12 @@ impl<N: Nic + 'static> Accel<N> {
         let mut deadline: Option<Option<Instant>> = None;
         let mut waited = false;
         let mut waiting_since: Option<Instant> = None;
+        let mut woke: Option<(Sleep, Option<SocketId>)> = None;
         loop {
             let step = self.with(|rt| {
+                if let Some((plan, id)) = woke.take() {
+                    rt.end_sleep(&plan, id);
+                }
                 rt.serve_deferred();
                 // What the shard already holds first; the NIC only when that is not enough
                 // (and, in dedicated mode, never: the stack thread does that).
@@ -258,24 +281,15 @@ impl<N: Nic + 'static> Accel<N> {
             };
             let slept = sleep(&sleep_plan, &mut PollFds::new());
             waited = true;
-            let interrupted = slept == -libc::EINTR && !restarts_after_signal(deadline.flatten().is_some());
-            self.with(|rt| {
-                rt.after_sleep(&sleep_plan);
-                if let Some(st) = id.and_then(|id| rt.socks.get_mut(id)) {
-                    if let Some(i) = st.waiters.iter().position(|p| Arc::ptr_eq(p, &sleep_plan.parker)) {
-                        st.waiters.swap_remove(i);
-                    }
-                }
-                if sleep_plan.drives {
-                    rt.poll_shard();
-                }
-                if interrupted {
+            if slept == -libc::EINTR && !restarts_after_signal(deadline.flatten().is_some()) {
+                self.with(|rt| {
+                    rt.end_sleep(&sleep_plan, id);
                     rt.hand_off();
-                }
-            });
-            if interrupted {
+                });
                 return Call::Done(Err(Errno(libc::EINTR)));
             }
+            // The next hold ends the sleep, then tries again.
+            woke = Some((sleep_plan, id));
         }
     }
 
