@@ -20,6 +20,7 @@
 mod model;
 mod postgres;
 mod report;
+mod sampled;
 mod workloads;
 
 use std::fs::File;
@@ -95,6 +96,14 @@ pub struct BenchArgs {
     /// written as `<workload>-share` beside the dedicated mode's.
     #[arg(long)]
     share: bool,
+    /// Sample the server's cores with perf during each client run (every 100 us of CPU) and
+    /// report `server_core_per_app`: their busy time per unit of the application's own code.
+    /// The host's speed differs between runs; the application's work per request does not,
+    /// so this compares the two paths' cost where the microseconds do not (see
+    /// crates/cli/src/bench/sampled.rs). mariadb, tpcc, redis, redis-cps, http, latency and
+    /// pgbench; needs perf.
+    #[arg(long)]
+    sample_server: bool,
 }
 
 impl BenchArgs {
@@ -183,6 +192,7 @@ pub fn run(args: BenchArgs) -> Result<i32> {
     if let Some(name) = &args.profile {
         config::profile::Profile::named(name).map_err(anyhow::Error::msg)?;
     }
+    check_sampling(&args)?;
     if args.share && args.pmd != "af_xdp" {
         bail!("--share needs --pmd af_xdp: sharing the interface with the kernel is pronghorn's XDP program's job");
     }
@@ -240,6 +250,14 @@ pub fn run(args: BenchArgs) -> Result<i32> {
     } else {
         ""
     };
+    if args.sample_server {
+        facts.insert(
+            "sampling",
+            "the server's cores sampled by perf during each client run (cpu-clock every 100 us of CPU): \
+             server_core_per_app is their busy time per unit of the application's own code"
+                .into(),
+        );
+    }
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     for (model, runs) in &measured {
         let name = format!(
@@ -251,6 +269,18 @@ pub fn run(args: BenchArgs) -> Result<i32> {
         report::write(&args.out, &name, &command, &about, &facts, model, runs)?;
     }
     Ok(0)
+}
+
+/// `--sample-server` needs a workload whose server's own code is in a binary of its own.
+fn check_sampling(args: &BenchArgs) -> Result<()> {
+    if args.sample_server && args.workload.app_binary().is_none() {
+        bail!(
+            "--sample-server: {} has no server binary of its own code to sample (mariadb, tpcc, redis, \
+             redis-cps, http, latency and pgbench have)",
+            args.workload.as_str()
+        );
+    }
+    Ok(())
 }
 
 /// Scratch files of a path's server (nginx's config and page, mariadb's datadir); removed when
@@ -344,11 +374,20 @@ fn run_clients(
     let counters = workloads::server_counters(args.workload);
     for client in &plan.clients {
         let counted = lab.server_counters(path, server, counters)?;
+        let app = args.workload.app_binary().filter(|_| args.sample_server);
+        let sampler = match app {
+            Some(_) => Some(sampled::Sampler::start(&args.server_cpus(), &scratch_dir(path).join("server.perf"))?),
+            None => None,
+        };
         let before = (cpu_times(&args.server_cpus())?, cpu_times(&args.client_cpus())?);
         let t0 = Instant::now();
         let out = lab.client(&args.client_cpus(), &client.argv).output().context("cannot start the client")?;
         let seconds = t0.elapsed().as_secs_f64();
         let after = (cpu_times(&args.server_cpus())?, cpu_times(&args.client_cpus())?);
+        let per_app = match (sampler, app) {
+            (Some(s), Some(app)) => Some(s.finish(app)?),
+            _ => None,
+        };
         server.check_alive()?;
         let text = succeeded(path, &client.argv, &out)?;
         let mut samples = client.parse(&text).with_context(|| format!("{} path", path.as_str()))?;
@@ -360,6 +399,9 @@ fn run_clients(
             metric,
             value,
         }));
+        if let Some(value) = per_app {
+            samples.push(Sample { case: format!("server {}", client.label), metric: "server_core_per_app", value });
+        }
         eprintln!(
             "  {:<22} {}",
             client.label,
@@ -775,6 +817,19 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<BenchArgs, clap::Error> {
         Cli::try_parse_from([&["bench"], args].concat()).map(|c| c.bench)
+    }
+
+    #[test]
+    fn server_sampling_is_asked_for_and_only_where_the_server_has_a_binary_of_its_own() {
+        assert!(!parse(&["mariadb"]).unwrap().sample_server);
+        for workload in ["mariadb", "tpcc", "redis", "redis-cps", "http", "latency", "pgbench"] {
+            let args = parse(&[workload, "--sample-server"]).unwrap();
+            assert!(args.sample_server && check_sampling(&args).is_ok(), "{workload}");
+        }
+        for workload in ["bulk", "syn-flood", "resync", "scale"] {
+            let err = check_sampling(&parse(&[workload, "--sample-server"]).unwrap()).unwrap_err().to_string();
+            assert!(err.contains("--sample-server") && err.contains(workload), "{err}");
+        }
     }
 
     #[test]

@@ -205,7 +205,7 @@ fn fmt_value(v: f64, unit: &str) -> String {
             groups.reverse();
             groups.join(",")
         }
-        "Gbit/s" => format!("{v:.2}"),
+        "Gbit/s" | super::workloads::PER_APP_UNIT => format!("{v:.2}"),
         "ms" => format!("{v:.3}"),
         _ => format!("{v:.1}"),
     }
@@ -407,5 +407,6 @@ mod tests {
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
         assert!(median(&[]).is_nan());
         assert_eq!(fmt_value(1234567.4, "requests/s"), "1,234,567");
+        assert_eq!(fmt_value(2.567, super::super::workloads::PER_APP_UNIT), "2.57");
     }
 }

@@ -60,6 +60,20 @@ impl Name {
         }
     }
 
+    /// The binary of the server's own code, as perf names it (`--sample-server`); None: the
+    /// workload is not sampled (its server's code is in a library, or it has no server).
+    pub fn app_binary(self) -> Option<&'static str> {
+        match self {
+            Name::Mariadb | Name::Tpcc => Some("mariadbd"),
+            // Debian's redis-server is a link to redis-check-rdb.
+            Name::Redis | Name::RedisCps => Some("redis-check-rdb"),
+            Name::Http => Some("nginx"),
+            Name::Latency => Some("sockperf"),
+            Name::Pgbench => Some("postgres"),
+            _ => None,
+        }
+    }
+
     /// The profile pronghorn's path runs under unless --profile names one: the server cannot be
     /// served without it.
     pub fn profile(self) -> Option<&'static str> {
@@ -79,6 +93,9 @@ pub struct Sample {
     pub value: f64,
 }
 
+/// The unit of `server_core_per_app` (`--sample-server`), a ratio shown with two decimals.
+pub const PER_APP_UNIT: &str = "server-core busy time per unit of the application's own code";
+
 /// A metric's unit and which direction is better.
 pub fn metric_info(metric: &str) -> (&'static str, bool) {
     match metric {
@@ -94,6 +111,7 @@ pub fn metric_info(metric: &str) -> (&'static str, bool) {
         "seconds" => ("s", false),
         "latency_avg_ms" => ("ms", false),
         "server_cpu_us_per_tx" => ("us of server-core CPU per transaction", false),
+        "server_core_per_app" => (PER_APP_UNIT, false),
         "mb_per_s" => ("MB/s of values", true),
         "TcpOutSegs" | "TcpRetransSegs" => ("segments", false),
         m if m.starts_with("TcpExt") => ("count", true),
