@@ -302,9 +302,18 @@ def write_md(path, result):
                 if name in p.get("runtime", {}):
                     f.write(f"| runtime `{name}` (pronghorn stat) | - | {p['runtime'][name]:.3f} |\n")
             f.write("\n")
-        m = result["machine"]
-        f.write(f"Command: `{m['command']}`\n\nMachine: " + ", ".join(f"{k} {v}" for k, v in m.items()
-                                                                   if k != "command") + "\n")
+        write_machine(f, result["machine"])
+
+
+def machine(command, **more):
+    """What a result file says of its run: the command, when, the commit, the cores."""
+    return {"command": command, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "git": sh(["git", "rev-parse", "--short", "HEAD"]).stdout.strip(), "cores": os.cpu_count(), **more}
+
+
+def write_machine(f, m):
+    f.write(f"Command: `{m['command']}`\n\nMachine: " + ", ".join(f"{k} {v}" for k, v in m.items()
+                                                               if k != "command") + "\n")
 
 
 def main():
@@ -323,11 +332,8 @@ def main():
             raise SystemExit(f"lab_cost: {tool} is missing (scripts/setup.sh installs it)")
     requests, seconds = (20000, 3) if a.quick else (100000, 10)
     lab = Lab(a.prefix)
-    result = {"workloads": [], "machine": {
-        "command": "bench/lab_cost.sh" + (" --quick" if a.quick else ""),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "git": sh(["git", "rev-parse", "--short", "HEAD"]).stdout.strip(),
-        "cores": os.cpu_count(), "server core": SERVER_CPU, "client core": CLIENT_CPU}}
+    result = {"workloads": [], "machine": machine("bench/lab_cost.sh" + (" --quick" if a.quick else ""),
+                                                  **{"server core": SERVER_CPU, "client core": CLIENT_CPU})}
     with tempfile.TemporaryDirectory(prefix="lab-cost.") as tmp:
         for short, name, run in [("redis", f"redis-benchmark GET -c 50 -d 3, {requests:,} requests",
                                   lambda p: redis(lab, p, requests, tmp)),
@@ -347,7 +353,11 @@ def main():
         for w in result["workloads"]:
             print(json.dumps(w, indent=1))
         return
-    base = "bench/results/cost-lab" + ("-quick" if a.quick else "")
+    write_results("bench/results/cost-lab" + ("-quick" if a.quick else ""), result, write_md)
+
+
+def write_results(base, result, write_md):
+    """BASE.json and BASE.md (written by `write_md(path, result)`), and the markdown shown."""
     json.dump(result, open(base + ".json", "w"), indent=1)
     write_md(base + ".md", result)
     print(open(base + ".md").read())

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Both paths at once: what a point_select transaction costs the server core on the kernel
+path and under pronghorn, measured in the same seconds (run by bench/lab_together.sh; needs
+root, a release build and the lab's tools: scripts/setup.sh).
+
+This shared host's speed differs up to 2x between two runs, so two paths measured one after
+the other (`pronghorn bench`, bench/lab_cost.sh) compare badly. Here a kernel-path mariadbd
+(10.98.0.1) and a pronghorn one (10.99.0.1) run side by side, both pinned to core 1, each
+loaded by its own sysbench oltp_point_select (16 threads) on core 0, and one `perf record` of
+core 1 samples both: whatever the host does to the core, it does to both. Per server: its
+threads' samples (every 100 us of CPU) over the transactions its client completed in the
+sampled seconds (sysbench's per-second report) give us of core per transaction, split by
+binary. The two servers share the core's caches, so each one's figures are higher than it
+alone would show; the ratio between them is the result. The veth lab model: each side's
+receive runs on the sender's core (the kernel server's TCP receive and the XDP veth's copy
+into pronghorn's ring on core 0, the client's TCP receive on core 1, on both paths).
+Writes bench/results/together.{json,md} (--quick: together-quick.*).
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import lab_cost as L
+
+SAMPLE_US = 100
+WINDOW_S = 8
+# The clients run RUN_S seconds; perf samples WINDOW_S of them from SKIP_S on.
+SKIP_S, RUN_S = 4, 16
+PATHS = ["kernel", "pronghorn"]
+
+
+def parse_intervals(out, first, last):
+    """sysbench --report-interval=1 lines (`[ 5s ] thds: 16 tps: 1234.56 ...`) -> the mean tps
+    over seconds first..last (the seconds that end inside the sampled window)."""
+    tps = [float(m.group(2)) for m in re.finditer(r"\[ (\d+)s \][^\n]*? tps: ([\d.]+)", out)
+           if first <= int(m.group(1)) <= last]
+    if not tps:
+        raise SystemExit(f"lab_together: sysbench reported no second between {first} and {last}: {out[-400:]}")
+    return sum(tps) / len(tps)
+
+
+def split_by_server(report, tasks):
+    """`perf report --sort pid,dso -F sample,pid,dso -t '|'` lines (`  12 |  9045:mariadbd |libc.so.6`,
+    the pid being a thread's id) -> samples per binary for each server, given its threads' ids."""
+    per = {name: {} for name in tasks}
+    for line in report.splitlines():
+        f = [x.strip() for x in line.split("|")]
+        m = re.match(r"(\d+):", f[1]) if len(f) >= 3 and f[0].isdigit() else None
+        if not m:
+            continue
+        tid = int(m.group(1))
+        for name, tids in tasks.items():
+            if tid in tids:
+                per[name][f[2]] = per[name].get(f[2], 0) + int(f[0])
+    return per
+
+
+def per_transaction(samples, tps):
+    """Samples (each SAMPLE_US of CPU, over WINDOW_S seconds) -> us per transaction by binary."""
+    return {dso: round(n * SAMPLE_US / (WINDOW_S * tps), 2) for dso, n in samples.items()}
+
+
+def one_run(lab, tmp, init, n):
+    homes = {p: os.path.join(tmp, f"{p}-{n}") for p in PATHS}
+    servers = {}
+    try:
+        for p in PATHS:
+            L.sh(["install", "-d", "-o", "mysql", "-g", "mysql", homes[p]])
+            L.sh(["mariadb-install-db", "--no-defaults", "--user=mysql", f"--datadir={homes[p]}/data",
+                  "--auth-root-authentication-method=normal", "--skip-test-db"])
+            # Prepared on the kernel path (untimed), then served by its own path.
+            s = start(lab, "kernel", homes[p], init, tmp)
+            L.sh(lab.client(sysbench("kernel") + ["oltp_point_select", "prepare"]))
+            s.terminate()
+            s.wait()
+        for p in PATHS:
+            servers[p] = start(lab, p, homes[p], init, tmp)
+        for p in PATHS:
+            L.sh(lab.client(sysbench(p) + ["--threads=16", "--time=2", "oltp_point_select", "run"]))  # warm up
+        clients = {p: subprocess.Popen(lab.client(sysbench(p) + ["--threads=16", f"--time={RUN_S}", "--report-interval=1",
+                                                                  "oltp_point_select", "run"]),
+                                       stdout=subprocess.PIPE, text=True) for p in PATHS}
+        time.sleep(SKIP_S)
+        data = os.path.join(tmp, f"perf-{n}.data")
+        L.sh(["perf", "record", "-q", "-e", "cpu-clock", "-c", str(SAMPLE_US * 1000), "-C", L.SERVER_CPU, "-o", data,
+              "--", "sleep", str(WINDOW_S)])
+        tasks = {p: {int(t) for t in os.listdir(f"/proc/{servers[p].pid}/task")} for p in PATHS}
+        outs = {p: c.communicate()[0] for p, c in clients.items()}
+        for p, c in clients.items():
+            if c.returncode != 0:
+                raise SystemExit(f"lab_together: sysbench on the {p} path failed: {outs[p][-400:]}")
+        report = L.sh(["perf", "report", "-i", data, "--sort", "pid,dso", "-F", "sample,pid,dso", "--stdio", "-q",
+                       "-t", "|"]).stdout
+        samples = split_by_server(report, tasks)
+        run = {}
+        for p in PATHS:
+            # The seconds sysbench reports end at 1..RUN_S; those ending inside the window.
+            tps = parse_intervals(outs[p], SKIP_S + 1, SKIP_S + WINDOW_S)
+            us = per_transaction(samples[p], tps)
+            run[p] = {"tps": round(tps, 1), "core_us": round(sum(us.values()), 2),
+                      "own_us": us.get("mariadbd", 0.0), "us_by_dso": us}
+        return run
+    finally:
+        for s in servers.values():
+            s.terminate()
+            s.wait()
+
+
+def start(lab, path, home, init, tmp):
+    addr = L.ADDR[path]
+    log = open(os.path.join(tmp, f"mariadb-{os.path.basename(home)}-{path}.log"), "a")
+    server = lab.server(path, ["mariadbd", "--no-defaults", "--user=mysql", f"--datadir={home}/data",
+                               f"--socket={home}/mysqld.sock", f"--pid-file={home}/mysqld.pid",
+                               f"--bind-address={addr}", "--port=3306", "--skip-log-bin", "--skip-name-resolve",
+                               "--max-connections=400", "--innodb-buffer-pool-size=256M", f"--init-file={init}"], log)
+    L.wait_port(lab, addr, 3306, server, "mariadbd")
+    return server
+
+
+def sysbench(path):
+    return ["sysbench", "--db-driver=mysql", f"--mysql-host={L.ADDR[path]}", "--mysql-port=3306", "--mysql-user=bench",
+            "--mysql-db=sbtest", "--tables=4", "--table-size=100000"]
+
+
+def summarize(runs):
+    """Medians over the runs, and the per-run ratios pronghorn / kernel (median, min, max)."""
+    out = {}
+    for key in ["tps", "core_us", "own_us"]:
+        ratios = [r["pronghorn"][key] / r["kernel"][key] for r in runs if r["kernel"][key]]
+        out[key] = {"kernel": statistics.median(r["kernel"][key] for r in runs),
+                    "pronghorn": statistics.median(r["pronghorn"][key] for r in runs),
+                    "ratio": [round(statistics.median(ratios), 3), round(min(ratios), 3), round(max(ratios), 3)]}
+    return out
+
+
+def write_md(path, result):
+    runs, s = result["runs"], result["summary"]
+    with open(path, "w") as f:
+        f.write("# Both paths at once: point_select's cost to the server core\n\n")
+        f.write(__doc__.split("\n\n", 1)[1].split("Writes")[0].strip().replace("\n", " ") + "\n\n")
+        f.write(f"{len(runs)} runs; medians, and the median (min-max) of the per-run ratios.\n\n")
+        f.write("| per transaction | kernel | pronghorn | pronghorn/kernel |\n|---|---:|---:|---:|\n")
+        labels = {"tps": "tps (its client's, in the sampled seconds)", "core_us": "server core, us",
+                  "own_us": "- of it mariadbd's own code, us"}
+        for key, label in labels.items():
+            r = s[key]
+            f.write(f"| {label} | {r['kernel']:,.1f} | {r['pronghorn']:,.1f} | "
+                    f"{r['ratio'][0]:.2f}x ({r['ratio'][1]:.2f}-{r['ratio'][2]:.2f}) |\n")
+        f.write("\nEach run, us of server core per transaction by binary:\n\n| run | path | tps | core | by binary |\n"
+                "|---:|---|---:|---:|---|\n")
+        for i, r in enumerate(runs, 1):
+            for p in PATHS:
+                by = ", ".join(f"{d} {v:.1f}" for d, v in sorted(r[p]["us_by_dso"].items(), key=lambda kv: -kv[1])
+                               if v >= 0.1)
+                f.write(f"| {i} | {p} | {r[p]['tps']:,.0f} | {r[p]['core_us']:.1f} | {by} |\n")
+        f.write("\n")
+        L.write_machine(f, result["machine"])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--prefix", default="tg", help="the lab (brought up by the wrapper script)")
+    ap.add_argument("--quick", action="store_true", help="2 runs instead of 5; together-quick.*")
+    a = ap.parse_args()
+    for tool in ["perf", "mariadbd", "sysbench"]:
+        if not L.shutil.which(tool):
+            raise SystemExit(f"lab_together: {tool} is missing (scripts/setup.sh installs it)")
+    lab = L.Lab(a.prefix)
+    result = {"machine": L.machine("bench/lab_together.sh" + (" --quick" if a.quick else ""),
+                                   **{"servers' core": L.SERVER_CPU, "clients' core": L.CLIENT_CPU}), "runs": []}
+    with tempfile.TemporaryDirectory(prefix="lab-together.") as tmp:
+        os.chmod(tmp, 0o755)
+        init = os.path.join(tmp, "init.sql")
+        with open(init, "w") as f:
+            f.write("CREATE USER IF NOT EXISTS 'bench'@'%';\nGRANT ALL ON *.* TO 'bench'@'%';\n"
+                    "CREATE DATABASE IF NOT EXISTS sbtest;\n")
+        for n in range(2 if a.quick else 5):
+            print(f"lab_together: run {n + 1}", file=sys.stderr)
+            result["runs"].append(one_run(lab, tmp, init, n))
+    result["summary"] = summarize(result["runs"])
+    L.write_results("bench/results/together" + ("-quick" if a.quick else ""), result, write_md)
+
+
+if __name__ == "__main__":
+    main()

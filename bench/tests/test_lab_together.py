@@ -1,0 +1,59 @@
+"""Tests of bench/lab_together.py's parsing and arithmetic, on small fixtures.
+
+  python3 -m unittest discover -s bench/tests
+"""
+
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import lab_together  # noqa: E402
+
+
+class Intervals(unittest.TestCase):
+    def test_mean_tps_over_the_seconds_asked_for_only(self):
+        out = ("[ 4s ] thds: 16 tps: 100.00 qps: 100.00 (r/w/o: 100.00/0.00/0.00) lat (ms,95%): 1.55 err/s: 0.00\n"
+               "[ 5s ] thds: 16 tps: 4000.50 qps: 4000.50 (r/w/o: 4000.50/0.00/0.00) lat (ms,95%): 1.55 err/s: 0.00\n"
+               "[ 6s ] thds: 16 tps: 5000.50 qps: 5000.50 (r/w/o: 5000.50/0.00/0.00) lat (ms,95%): 1.55 err/s: 0.00\n"
+               "[ 7s ] thds: 16 tps: 9.00 qps: 9.00\n")
+        self.assertEqual(lab_together.parse_intervals(out, 5, 6), 4500.5)
+
+    def test_no_second_in_the_window_is_an_error(self):
+        with self.assertRaises(SystemExit):
+            lab_together.parse_intervals("[ 1s ] thds: 16 tps: 5.00\n", 5, 12)
+
+
+class Split(unittest.TestCase):
+    def test_threads_samples_go_to_their_server_by_binary(self):
+        report = (" 7          |   5213:kworker/1:1-mm_|[kernel.kallsyms]   \n"
+                  " 1082       |   9045:mariadbd       |[kernel.kallsyms]   \n"
+                  " 1332       |   9045:mariadbd       |mariadbd            \n"
+                  " 796        |   9062:mariadbd       |[kernel.kallsyms]   \n"
+                  " 284        |   9062:mariadbd       |libpronghorn.so     \n"
+                  " 10         |   9063:mariadbd       |mariadbd            \n"
+                  "garbage\n")
+        got = lab_together.split_by_server(report, {"kernel": {9045, 9046}, "pronghorn": {9062, 9063}})
+        self.assertEqual(got, {"kernel": {"[kernel.kallsyms]": 1082, "mariadbd": 1332},
+                               "pronghorn": {"[kernel.kallsyms]": 796, "libpronghorn.so": 284, "mariadbd": 10}})
+
+    def test_samples_become_us_per_transaction(self):
+        # 4000 samples of 100 us = 0.4 s of CPU over 8 s at 1000 tps = 8000 transactions: 50 us each.
+        self.assertEqual(lab_together.per_transaction({"mariadbd": 4000}, 1000.0), {"mariadbd": 50.0})
+
+
+class Summary(unittest.TestCase):
+    def test_medians_and_per_run_ratios(self):
+        run = lambda k, p: {"kernel": {"tps": 100.0, "core_us": k, "own_us": 10.0},
+                            "pronghorn": {"tps": 80.0, "core_us": p, "own_us": 11.0}}
+        s = lab_together.summarize([run(100.0, 120.0), run(80.0, 100.0), run(90.0, 99.0)])
+        self.assertEqual(s["core_us"]["kernel"], 90.0)
+        self.assertEqual(s["core_us"]["pronghorn"], 100.0)
+        self.assertEqual(s["core_us"]["ratio"], [1.2, 1.1, 1.25])
+        self.assertEqual(s["tps"]["ratio"], [0.8, 0.8, 0.8])
+
+
+if __name__ == "__main__":
+    unittest.main()
