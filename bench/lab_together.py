@@ -167,24 +167,37 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--prefix", default="tg", help="the lab (brought up by the wrapper script)")
     ap.add_argument("--quick", action="store_true", help="2 runs instead of 5; together-quick.*")
+    ap.add_argument("--runs", type=int, help="this many runs (default 5, --quick 2)")
+    ap.add_argument("--build", metavar="DIR",
+                    help="pronghorn's path runs DIR/pronghorn (and DIR/libpronghorn.so), not this tree's release "
+                         "build: another build against the same kernel path, for A/B; results in "
+                         "together-build.* (the build named in them)")
     a = ap.parse_args()
+    if a.build:
+        L.EXE = os.path.abspath(os.path.join(a.build, "pronghorn"))
+        if not os.path.exists(L.EXE):
+            raise SystemExit(f"lab_together: --build {a.build}: no pronghorn binary there")
     for tool in ["perf", "mariadbd", "sysbench"]:
         if not L.shutil.which(tool):
             raise SystemExit(f"lab_together: {tool} is missing (scripts/setup.sh installs it)")
     lab = L.Lab(a.prefix)
-    result = {"machine": L.machine("bench/lab_together.sh" + (" --quick" if a.quick else ""),
-                                   **{"servers' core": L.SERVER_CPU, "clients' core": L.CLIENT_CPU}), "runs": []}
+    command = "bench/lab_together.sh" + " ".join([""] + sys.argv[1:])
+    more = {"servers' core": L.SERVER_CPU, "clients' core": L.CLIENT_CPU}
+    if a.build:
+        more["pronghorn build"] = L.EXE
+    result = {"machine": L.machine(command, **more), "runs": []}
     with tempfile.TemporaryDirectory(prefix="lab-together.") as tmp:
         os.chmod(tmp, 0o755)
         init = os.path.join(tmp, "init.sql")
         with open(init, "w") as f:
             f.write("CREATE USER IF NOT EXISTS 'bench'@'%';\nGRANT ALL ON *.* TO 'bench'@'%';\n"
                     "CREATE DATABASE IF NOT EXISTS sbtest;\n")
-        for n in range(2 if a.quick else 5):
+        for n in range(a.runs or (2 if a.quick else 5)):
             print(f"lab_together: run {n + 1}", file=sys.stderr)
             result["runs"].append(one_run(lab, tmp, init, n))
     result["summary"] = summarize(result["runs"])
-    L.write_results("bench/results/together" + ("-quick" if a.quick else ""), result, write_md)
+    L.write_results("bench/results/together" + ("-build" if a.build else "") + ("-quick" if a.quick else ""), result,
+                    write_md)
 
 
 if __name__ == "__main__":
