@@ -35,7 +35,34 @@ pub(crate) struct Observer {
     region: Region,
     next_publish_ns: u64,
     /// When the writes since the last transmission were made (`write->tx`).
-    pending_writes: Vec<u64>,
+    pending_writes: PendingWrites,
+}
+
+/// The times of the writes not yet transmitted, at most [`PENDING_WRITES`]: one buffer made
+/// once. (Taken with `mem::take` at each transmission, it was a malloc and a free per request:
+/// perf showed them under every send of point_select.)
+struct PendingWrites(Vec<u64>);
+
+impl PendingWrites {
+    fn new() -> Self {
+        PendingWrites(Vec::with_capacity(PENDING_WRITES))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Remembers a write at `now`, unless [`PENDING_WRITES`] are waiting already.
+    fn push(&mut self, now: u64) {
+        if self.0.len() < PENDING_WRITES {
+            self.0.push(now);
+        }
+    }
+
+    /// Empties the list into `f`, keeping its buffer.
+    fn drain(&mut self, f: impl FnMut(u64)) {
+        self.0.drain(..).for_each(f);
+    }
 }
 
 /// Records `ns` in the histogram of stage `stage`.
@@ -68,4 +95,26 @@ fn lock_figures(s: &LockStats) -> ([u64; 4], [[u64; region::BUCKETS]; 2]) {
         }
     }
     ([total(&s.wait), us(&s.wait_ticks), total(&s.hold), us(&s.hold_ticks)], rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pending_writes_keep_one_buffer_and_a_bounded_count() {
+        let mut p = PendingWrites::new();
+        let buffer = p.0.as_ptr();
+        for round in 0..3u64 {
+            for i in 0..PENDING_WRITES as u64 + 5 {
+                p.push(round * 1000 + i);
+            }
+            let mut seen = Vec::new();
+            p.drain(|t| seen.push(t));
+            assert_eq!(seen.len(), PENDING_WRITES, "the writes beyond the bound are not remembered");
+            assert_eq!(seen[0], round * 1000);
+            assert!(p.is_empty());
+            assert_eq!(p.0.as_ptr(), buffer, "the buffer made once is kept (no allocation per transmission)");
+        }
+    }
 }

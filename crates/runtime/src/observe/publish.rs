@@ -7,7 +7,7 @@ use nic::Nic;
 
 use super::region::{Region, PROCESS_COUNTERS, SHARD_COUNTERS};
 use super::{
-    control, lock_figures, region, sample, Observer, NIC_COUNTERS, PENDING_WRITES, PUBLISH_EVERY_NS, STAGE_LOCK_HOLD,
+    control, lock_figures, region, sample, Observer, PendingWrites, NIC_COUNTERS, PUBLISH_EVERY_NS, STAGE_LOCK_HOLD,
     STAGE_LOCK_WAIT, STAGE_READ, STAGE_RX, STAGE_WRITE,
 };
 use crate::accel::Runtime;
@@ -38,7 +38,7 @@ impl<N: Nic + 'static> Runtime<N> {
         });
         match made {
             Ok(region) => {
-                self.observer = Some(Observer { region, next_publish_ns: 0, pending_writes: Vec::new() });
+                self.observer = Some(Observer { region, next_publish_ns: 0, pending_writes: PendingWrites::new() });
                 self.publish(true, false);
             }
             Err(e) => {
@@ -231,9 +231,7 @@ impl<N: Nic + 'static> Runtime<N> {
         }
         let now = self.now();
         if let Some(o) = self.observer.as_mut() {
-            if o.pending_writes.len() < PENDING_WRITES {
-                o.pending_writes.push(now);
-            }
+            o.pending_writes.push(now);
         }
     }
 
@@ -242,10 +240,8 @@ impl<N: Nic + 'static> Runtime<N> {
         if !matches!(&self.observer, Some(o) if !o.pending_writes.is_empty()) {
             return;
         }
-        let o = self.observer.as_mut().unwrap();
-        for t in std::mem::take(&mut o.pending_writes) {
-            sample(&mut o.region, STAGE_WRITE, now.saturating_sub(t), 1);
-        }
+        let Observer { region, pending_writes, .. } = self.observer.as_mut().unwrap();
+        pending_writes.drain(|t| sample(region, STAGE_WRITE, now.saturating_sub(t), 1));
     }
 
     /// The application read from a socket that became readable at `since_ns`.
