@@ -1,7 +1,6 @@
 //! epoll_create, epoll_ctl and epoll_wait on the accelerated halves of the sets, and a pending
 //! socket's kernel registrations moving over when it becomes accelerated.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nic::Nic;
@@ -54,9 +53,7 @@ impl<N: Nic + 'static> Runtime<N> {
     /// `Runtime::end_sleep` for a wait on epoll set `epfd`: the parker was on the set's list.
     fn end_epoll_sleep(&mut self, epfd: i32, plan: &wait::Sleep) {
         if let Some(set) = self.fds.epoll_mut(epfd) {
-            if let Some(i) = set.waiters.iter().position(|p| Arc::ptr_eq(p, &plan.parker)) {
-                set.waiters.swap_remove(i);
-            }
+            wait::forget_parker(&mut set.waiters, &plan.parker);
         }
         self.end_sleep(plan, None);
     }

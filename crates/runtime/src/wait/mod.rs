@@ -215,6 +215,14 @@ fn is_mine(p: &Arc<Parker>) -> bool {
 /// own call changed what it waits on: a send whose flush looped the data to a socket of the
 /// shard and brought the ACKs that free its buffer back); its sleep then returns at once and it
 /// looks again. Skipping it lost that wake for good (stop 23's hang).
+/// Takes `parker` off a waiter list it was registered on (at most once: registration pushes
+/// it once per sleep; the order of a list does not matter).
+pub(crate) fn forget_parker(list: &mut Vec<Arc<Parker>>, parker: &Arc<Parker>) {
+    if let Some(i) = list.iter().position(|p| Arc::ptr_eq(p, parker)) {
+        list.swap_remove(i);
+    }
+}
+
 pub(crate) fn owe_wake(owed: &mut OwedWakes, p: &Arc<Parker>) {
     if is_mine(p) {
         p.word.store(WOKEN, Ordering::Release);

@@ -10,8 +10,8 @@ use nic::Nic;
 use stack::shard::SocketId;
 
 use super::{
-    my_parker, my_reset_parker, owe_wake, pin_to, restarts_after_signal, sleep, thread_token, Dir, Mode, Parker,
-    PollFds, Sleep, CALLS_PER_PASS, NO_RX_FD_SLEEP_MS,
+    forget_parker, my_parker, my_reset_parker, owe_wake, pin_to, restarts_after_signal, sleep, thread_token, Dir, Mode,
+    Parker, PollFds, Sleep, CALLS_PER_PASS, NO_RX_FD_SLEEP_MS,
 };
 use crate::accel::{Accel, Runtime};
 use crate::real;
@@ -103,21 +103,6 @@ impl<N: Nic + 'static> Runtime<N> {
         Sleep { parker, drives, spin: false, rx_fd: if drives { rx_fd } else { None }, timeout_ms, family: None, bell }
     }
 
-    /// Called with the lock held when the thread is up again: gives up the driver role (the
-    /// caller polls the shard after this when it drove) and its place in the standby list.
-    pub(crate) fn after_sleep(&mut self, s: &Sleep) {
-        self.wait.parked = self.wait.parked.saturating_sub(1);
-        if let Some(child) = &s.family {
-            s.parker.set_family_sleeper(None);
-            child.end();
-        }
-        if s.drives {
-            self.wait.driver = false;
-        } else if let Some(i) = self.wait.standby.iter().position(|p| Arc::ptr_eq(p, &s.parker)) {
-            self.wait.standby.swap_remove(i);
-        }
-    }
-
     /// Called with the lock held by a thread leaving the runtime after it waited: in inline
     /// mode, if nobody drives the NIC but threads are parked, one of them takes over.
     pub(crate) fn hand_off(&mut self) {
@@ -130,17 +115,25 @@ impl<N: Nic + 'static> Runtime<N> {
         }
     }
 
-    /// Ends a sleep at the start of the waker's next hold of the lock (the same hold that looks
-    /// again, not one of its own: a wake cost two holds before): [`Runtime::after_sleep`], the
-    /// parker leaves the waiter lists of the sockets in `lists`, and a
-    /// driver makes the pass its wake asked for. True when it made that pass.
+    /// Called with the lock held when the woken thread is up again, in the hold that looks
+    /// again (not one of its own: a wake cost two holds before): the thread is no longer
+    /// parked, gives up the driver role or its place in the standby list, its parker leaves
+    /// the waiter lists of the sockets in `lists`, and a driver makes the pass its wake asked
+    /// for. True when it made that pass.
     pub(crate) fn end_sleep(&mut self, s: &Sleep, lists: impl IntoIterator<Item = SocketId>) -> bool {
-        self.after_sleep(s);
+        self.wait.parked = self.wait.parked.saturating_sub(1);
+        if let Some(child) = &s.family {
+            s.parker.set_family_sleeper(None);
+            child.end();
+        }
+        if s.drives {
+            self.wait.driver = false;
+        } else {
+            forget_parker(&mut self.wait.standby, &s.parker);
+        }
         for id in lists {
             if let Some(st) = self.socks.get_mut(id) {
-                if let Some(i) = st.waiters.iter().position(|p| Arc::ptr_eq(p, &s.parker)) {
-                    st.waiters.swap_remove(i);
-                }
+                forget_parker(&mut st.waiters, &s.parker);
             }
         }
         if s.drives {
@@ -340,15 +333,7 @@ impl<N: Nic + 'static> Accel<N> {
             };
             let slept = sleep(&plan, &mut PollFds::new());
             waited = true;
-            self.with(|rt| {
-                rt.after_sleep(&plan);
-                if let Some(st) = rt.socks.get_mut(id) {
-                    st.waiters.retain(|p| !Arc::ptr_eq(p, &plan.parker));
-                }
-                if plan.drives {
-                    rt.poll_shard();
-                }
-            });
+            self.with(|rt| rt.end_sleep(&plan, Some(id)));
             if slept == -libc::EINTR {
                 break;
             }
