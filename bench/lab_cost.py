@@ -230,6 +230,29 @@ def sysbench_transactions(out):
     return int(m.group(1))
 
 
+def new_datadir(home):
+    """A fresh mariadb datadir in `home` (made, owned by mysql)."""
+    sh(["install", "-d", "-o", "mysql", "-g", "mysql", home])
+    sh(["mariadb-install-db", "--no-defaults", "--user=mysql", f"--datadir={home}/data",
+        "--auth-root-authentication-method=normal", "--skip-test-db"])
+
+
+def mariadb_server(lab, path, home, init, log):
+    """mariadbd --user=mysql on the datadir in `home`, listening on `path`'s address (port 3306)."""
+    addr = ADDR[path]
+    server = lab.server(path, ["mariadbd", "--no-defaults", "--user=mysql", f"--datadir={home}/data",
+                               f"--socket={home}/mysqld.sock", f"--pid-file={home}/mysqld.pid",
+                               f"--bind-address={addr}", "--port=3306", "--skip-log-bin", "--skip-name-resolve",
+                               "--max-connections=400", "--innodb-buffer-pool-size=256M", f"--init-file={init}"], log)
+    try:
+        wait_port(lab, addr, 3306, server, "mariadbd")
+    except BaseException:
+        server.terminate()
+        server.wait()
+        raise
+    return server
+
+
 def mariadb(lab, path, seconds, tmp):
     addr = ADDR[path]
     home = os.path.join(tmp, f"mariadb-{path}")
@@ -238,16 +261,9 @@ def mariadb(lab, path, seconds, tmp):
         f.write("CREATE USER IF NOT EXISTS 'bench'@'%';\nGRANT ALL ON *.* TO 'bench'@'%';\n"
                 "CREATE DATABASE IF NOT EXISTS sbtest;\n")
     os.chmod(tmp, 0o755)
-    sh(["install", "-d", "-o", "mysql", "-g", "mysql", home])
-    sh(["mariadb-install-db", "--no-defaults", "--user=mysql", f"--datadir={home}/data",
-        "--auth-root-authentication-method=normal", "--skip-test-db"])
-    log = open(os.path.join(tmp, f"mariadb-{path}.log"), "w")
-    server = lab.server(path, ["mariadbd", "--no-defaults", "--user=mysql", f"--datadir={home}/data",
-                               f"--socket={home}/mysqld.sock", f"--pid-file={home}/mysqld.pid",
-                               f"--bind-address={addr}", "--port=3306", "--skip-log-bin", "--skip-name-resolve",
-                               "--max-connections=400", "--innodb-buffer-pool-size=256M", f"--init-file={init}"], log)
+    new_datadir(home)
+    server = mariadb_server(lab, path, home, init, open(os.path.join(tmp, f"mariadb-{path}.log"), "w"))
     try:
-        wait_port(lab, addr, 3306, server, "mariadbd")
         sysbench = ["sysbench", "--db-driver=mysql", f"--mysql-host={addr}", "--mysql-port=3306",
                     "--mysql-user=bench", "--mysql-db=sbtest", "--tables=1", "--table-size=10000"]
         sh(lab.client(sysbench + ["oltp_point_select", "prepare"]))

@@ -71,9 +71,7 @@ def one_run(lab, tmp, init, n):
     servers = {}
     try:
         for p in PATHS:
-            L.sh(["install", "-d", "-o", "mysql", "-g", "mysql", homes[p]])
-            L.sh(["mariadb-install-db", "--no-defaults", "--user=mysql", f"--datadir={homes[p]}/data",
-                  "--auth-root-authentication-method=normal", "--skip-test-db"])
+            L.new_datadir(homes[p])
             # Prepared on the kernel path (untimed), then served by its own path.
             s = start(lab, "kernel", homes[p], init, tmp)
             L.sh(lab.client(sysbench("kernel") + ["oltp_point_select", "prepare"]))
@@ -113,14 +111,8 @@ def one_run(lab, tmp, init, n):
 
 
 def start(lab, path, home, init, tmp):
-    addr = L.ADDR[path]
     log = open(os.path.join(tmp, f"mariadb-{os.path.basename(home)}-{path}.log"), "a")
-    server = lab.server(path, ["mariadbd", "--no-defaults", "--user=mysql", f"--datadir={home}/data",
-                               f"--socket={home}/mysqld.sock", f"--pid-file={home}/mysqld.pid",
-                               f"--bind-address={addr}", "--port=3306", "--skip-log-bin", "--skip-name-resolve",
-                               "--max-connections=400", "--innodb-buffer-pool-size=256M", f"--init-file={init}"], log)
-    L.wait_port(lab, addr, 3306, server, "mariadbd")
-    return server
+    return L.mariadb_server(lab, path, home, init, log)
 
 
 def sysbench(path):
