@@ -6,6 +6,7 @@
 # syn-flood`; valgrind, strace and perf count what a request costs in bench/request_cost.sh;
 # PostgreSQL 15 for the lab test of a server that forks per connection; dpkg-dev and man-db
 # for building and checking the Debian package, scripts/package-deb.sh and test-package.sh).
+# The toolchain's llvm-tools for the profile-guided build (scripts/build-pgo.sh).
 # `setup.sh test` (the test command) also installs rustfmt, clippy and cargo-deny. Builds nothing
 # else (go-tpc, the TPC-C client of `pronghorn bench tpcc`, is built on demand by bench/go-tpc.sh).
 set -euo pipefail
@@ -43,6 +44,18 @@ if ! command -v cargo >/dev/null 2>&1; then
   done
   echo "setup: cargo not found: install Rust 1.80 or newer (https://rustup.rs, or Debian's rustc/cargo from bookworm-backports)" >&2
   exit 1
+fi
+
+# llvm-profdata, which the profile-guided build (scripts/build-pgo.sh: the package, the demo)
+# merges the training run's counts with: the toolchain's own llvm-tools (its LLVM reads the file).
+profdata="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin/llvm-profdata"
+if [ ! -x "$profdata" ]; then
+  if command -v rustup >/dev/null 2>&1; then
+    echo "setup: installing llvm-tools (llvm-profdata, for scripts/build-pgo.sh)"
+    rustup component add llvm-tools
+  else
+    echo "setup: $profdata is missing and there is no rustup to add it: scripts/build-pgo.sh will fail (the plain build, cargo build --release, does not need it)" >&2
+  fi
 fi
 
 # With `test` (scripts/test.sh): the test command's habits too, rustfmt and clippy (rustup
