@@ -11,18 +11,33 @@
 # DPDK itself is linked in statically with its drivers (crates/dpdk-sys/src/drivers.rs), so no
 # librte package is among them: what remains are DPDK's own dependencies (libxdp, libbpf,
 # libnuma, libbsd...). Only dpkg-deb: no packaging tool to install.
-# `--no-build` packages target/release as it is (scripts/test.sh has just built it).
+# `--pgo` packages the profile-guided build (target/pgo, scripts/build-pgo.sh: root, about five
+# minutes), the one users should get; without it the plain release build (target/release).
+# `--no-build` packages the build as it is (scripts/test.sh has just made it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 
-if [ "${1:-}" != "--no-build" ]; then
-  cargo build --release --workspace
+build=1
+dir=target/release
+for arg in "$@"; do
+  case "$arg" in
+    --no-build) build=0 ;;
+    --pgo) dir=target/pgo ;;
+    *) echo "package-deb: unknown argument $arg (--pgo, --no-build)" >&2; exit 2 ;;
+  esac
+done
+if [ "$build" = 1 ]; then
+  if [ "$dir" = target/pgo ]; then
+    bash scripts/build-pgo.sh >/dev/null
+  else
+    cargo build --release --workspace
+  fi
 fi
-bin=target/release/pronghorn
-lib=target/release/libpronghorn.so
+bin=$dir/pronghorn
+lib=$dir/libpronghorn.so
 for f in "$bin" "$lib"; do
-  [ -f "$f" ] || { echo "package-deb: $f is missing: cargo build --release --workspace" >&2; exit 1; }
+  [ -f "$f" ] || { echo "package-deb: $f is missing: build it (scripts/build-pgo.sh for target/pgo, cargo build --release --workspace for target/release)" >&2; exit 1; }
 done
 
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The Debian package, installed for real (scripts/test.sh runs it after its release build):
-# builds it from target/release as it is (scripts/package-deb.sh --no-build), checks its file
+# The Debian package, installed for real (scripts/test.sh runs it after the profile-guided
+# build): builds it from target/pgo as it is (scripts/package-deb.sh --no-build --pgo, the
+# package users get), checks its file
 # list and Depends, installs it with dpkg -i, checks that man finds the page, that bash
 # completes `pronghorn`, that the installed doctor runs and that an installed `pronghorn run`
 # finds its library, and removes the package again (dpkg -r), pass or fail.
@@ -19,7 +20,7 @@ if dpkg-query -W -f='${Status}' pronghorn 2>/dev/null | grep -q "ok installed"; 
 fi
 
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
-deb=$(bash scripts/package-deb.sh --no-build | tail -1)
+deb=$(bash scripts/package-deb.sh --no-build --pgo | tail -1)
 work=$(mktemp -d)
 installed=0
 cleanup() {

@@ -57,7 +57,10 @@ cargo test --release -p stack --test pair -- --ignored
 if [ "$(id -u)" -eq 0 ]; then
   cargo build --release --workspace   # libpronghorn.so next to the pronghorn binary, for `pronghorn run`
   PRONGHORN_LAB_TESTS=1 cargo test --release -p cli --test lab
-  # The Debian package of that build: its files, then installed with dpkg -i and removed again.
+  # The profile-guided build (its training run serves mariadbd and redis-server in a lab under
+  # the instrumented build), then the Debian package of it: its files, then installed with
+  # dpkg -i and removed again.
+  bash scripts/build-pgo.sh --prefix tst-pgo
   bash scripts/test-package.sh
 else
   echo "test: not root: the lab tests (DPDK over veth in network namespaces) and the package's install test are skipped; run as root to include them" >&2
