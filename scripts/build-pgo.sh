@@ -17,7 +17,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 prefix=pgo
-[ "${1:-}" = --prefix ] && prefix=$2
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prefix) prefix=${2:?build-pgo: --prefix needs a lab name}; shift 2 ;;
+    *) echo "build-pgo: unknown argument $1 (--prefix P)" >&2; exit 2 ;;
+  esac
+done
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "build-pgo: the training run needs root (a lab of network namespaces and DPDK): run as root, or use the plain build (cargo build --release)" >&2

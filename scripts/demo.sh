@@ -2,7 +2,8 @@
 # The demo (README): on a fresh Debian 12 machine, as root, installs what is missing, builds (the
 # profile-guided build, scripts/build-pgo.sh), brings up the lab, runs redis-benchmark (SET/GET,
 # -c 50 and -c 1000) against a kernel redis-server and a pronghorn one, alternating, 3 rounds
-# each, prints the side-by-side table with the ratios, and takes the lab down again. The full benchmark set is `pronghorn bench` (README.md, "Benchmarks").
+# each, prints the side-by-side table with the ratios, and takes the lab down again. The full
+# benchmark set is `pronghorn bench` (README.md, "Benchmarks").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The Debian package, installed for real (scripts/test.sh runs it after the profile-guided
 # build): builds it from target/pgo as it is (scripts/package-deb.sh --no-build --pgo, the
-# package users get), checks its file
-# list and Depends, installs it with dpkg -i, checks that man finds the page, that bash
-# completes `pronghorn`, that the installed doctor runs and that an installed `pronghorn run`
-# finds its library, and removes the package again (dpkg -r), pass or fail.
+# package users get), checks its file list and Depends, installs it with dpkg -i, checks that
+# man finds the page, that bash completes `pronghorn`, that the installed doctor runs and that
+# an installed `pronghorn run` finds its library, and removes the package again (dpkg -r),
+# pass or fail.
 # Root only (it installs into the machine); a machine that already has a pronghorn package
 # installed is left alone. Either way it says "skipped".
 set -euo pipefail
