@@ -724,6 +724,36 @@ fn edge_triggered_and_oneshot_with_several_waiters() {
 }
 
 #[test]
+fn a_poll_of_kernel_fds_only_goes_to_the_kernel_without_the_lock_or_a_stack_pass() {
+    // As ppoll's and select's hooks: a set the kernel alone can answer is the kernel's.
+    let l = lab("inline");
+    let rt = l.rt;
+    let fd = connect_echo(rt);
+    let mut pipe = [0i32; 2];
+    // SAFETY: pipe writes two fds into `pipe`, which holds two.
+    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+    let (passes, holds) = (rt.wait_stats().inline_polls, rt.lock_holds());
+    for timeout in [0, 1] {
+        let mut p = [libc::pollfd { fd: pipe[0], events: libc::POLLIN, revents: 0 }];
+        assert!(matches!(rt.poll(&mut p, timeout), Call::Kernel));
+    }
+    assert_eq!(rt.wait_stats().inline_polls - passes, 0, "stack passes for kernel fds");
+    assert_eq!(rt.lock_holds() - holds, 0, "holds of the lock for kernel fds");
+    // One of pronghorn's among them: the runtime answers, with its pass.
+    let mut p = [
+        libc::pollfd { fd: pipe[0], events: libc::POLLIN, revents: 0 },
+        libc::pollfd { fd, events: libc::POLLOUT, revents: 0 },
+    ];
+    assert_eq!(done(rt.poll(&mut p, 0)), Ok(1));
+    assert_eq!(rt.wait_stats().inline_polls - passes, 1);
+    for f in pipe {
+        // SAFETY: the pipe's fds, ours, closed once.
+        unsafe { libc::close(f) };
+    }
+    rt.close(fd);
+}
+
+#[test]
 fn poll_wakes_for_a_kernel_fd_and_for_an_accelerated_one() {
     both_modes(|l| {
         let rt = l.rt;
