@@ -209,12 +209,6 @@ fn is_mine(p: &Arc<Parker>) -> bool {
     PARKER.try_with(|mine| mine.borrow().as_ref().is_some_and(|m| Arc::ptr_eq(m, p))).unwrap_or(false)
 }
 
-/// Owes `p` a wake, sent once the runtime lock is released ([`send_wakes`]). Called with the
-/// lock held. The calling thread's own parker is only marked woken, which costs no system call:
-/// the thread is awake, but it may have registered in this very hold and be about to sleep (its
-/// own call changed what it waits on: a send whose flush looped the data to a socket of the
-/// shard and brought the ACKs that free its buffer back); its sleep then returns at once and it
-/// looks again. Skipping it lost that wake for good (stop 23's hang).
 /// Takes `parker` off a waiter list it was registered on (at most once: registration pushes
 /// it once per sleep; the order of a list does not matter).
 pub(crate) fn forget_parker(list: &mut Vec<Arc<Parker>>, parker: &Arc<Parker>) {
@@ -223,6 +217,12 @@ pub(crate) fn forget_parker(list: &mut Vec<Arc<Parker>>, parker: &Arc<Parker>) {
     }
 }
 
+/// Owes `p` a wake, sent once the runtime lock is released ([`send_wakes`]). Called with the
+/// lock held. The calling thread's own parker is only marked woken, which costs no system call:
+/// the thread is awake, but it may have registered in this very hold and be about to sleep (its
+/// own call changed what it waits on: a send whose flush looped the data to a socket of the
+/// shard and brought the ACKs that free its buffer back); its sleep then returns at once and it
+/// looks again. Skipping it lost that wake for good (stop 23's hang).
 pub(crate) fn owe_wake(owed: &mut OwedWakes, p: &Arc<Parker>) {
     if is_mine(p) {
         p.word.store(WOKEN, Ordering::Release);
