@@ -779,11 +779,36 @@ pub fn precheck(opts: &DpdkOptions) -> Result<(), DpdkError> {
     if unsafe { libc::if_nametoindex(name.as_ptr()) } == 0 {
         return Err(DpdkError::NoSuchInterface { iface: opts.iface.clone() });
     }
+    if let Some(vdev) = vdev_without_driver(&opts.eal_args) {
+        let detail = format!("--vdev {vdev}: no net_ driver of that name");
+        return Err(DpdkError::DriverNotLinked { detail });
+    }
     let no_huge = opts.eal_args.iter().any(|a| a == "--no-huge");
     if !no_huge && free_hugepages() == 0 {
         return Err(DpdkError::NoHugepages);
     }
     Ok(())
+}
+
+/// The first `--vdev` of `eal_args` whose device name (`net_null0,opt=..`) starts with `net_` and
+/// with no linked `net_` driver's name, as the vdev bus matches them: asked before the EAL starts,
+/// the answer does not depend on hugepages or root. Other names (aliases such as `eth_ring0`)
+/// are left to the EAL.
+fn vdev_without_driver(eal_args: &[String]) -> Option<&str> {
+    let mut args = eal_args.iter();
+    while let Some(arg) = args.next() {
+        let device = match arg.strip_prefix("--vdev") {
+            Some("") => args.next().map(String::as_str),
+            Some(rest) => rest.strip_prefix('='),
+            None => None,
+        };
+        let Some(name) = device.map(|d| d.split(',').next().unwrap_or(d)) else { continue };
+        let linked = || sys::LINKED_DRIVERS.iter().any(|d| d.starts_with("net_") && name.starts_with(d));
+        if name.starts_with("net_") && !linked() {
+            return Some(name);
+        }
+    }
+    None
 }
 
 /// Free hugepages of every size that no mapping has reserved yet, from sysfs (works in any
@@ -1287,6 +1312,21 @@ mod tests {
         assert_eq!(DpdkOptions { shards: 2, ..o.clone() }.filtered(), None, "another port attaches too");
         assert_eq!(DpdkOptions { pmd: Pmd::AfPacket, ..o.clone() }.filtered(), None);
         assert_eq!(DpdkOptions { xdp_owner: None, ..o }.filtered(), None);
+    }
+
+    #[test]
+    fn a_vdev_naming_a_driver_not_linked_in_is_found_before_the_eal_starts() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(vdev_without_driver(&args(&["--vdev", "net_null0"])), Some("net_null0"));
+        assert_eq!(vdev_without_driver(&args(&["--no-huge", "--vdev=net_pcap1,iface=x"])), Some("net_pcap1"));
+        assert_eq!(
+            vdev_without_driver(&args(&["--vdev", "net_tap0,iface=t", "--vdev", "net_bond0"])),
+            Some("net_bond0")
+        );
+        assert_eq!(vdev_without_driver(&args(&["--vdev", "net_virtio_user0,path=/dev/vhost-net"])), None);
+        assert_eq!(vdev_without_driver(&args(&["--vdev", "net_af_xdp0,iface=a", "--vdev", "eth_ring0"])), None);
+        assert_eq!(vdev_without_driver(&args(&["--vdev"])), None, "the EAL reports a --vdev without a device");
+        assert_eq!(vdev_without_driver(&args(&["--vdevx", "net_null0"])), None);
     }
 
     #[test]
