@@ -1,20 +1,25 @@
 #!/usr/bin/env python3
-"""Both paths at once: what a point_select transaction costs the server core on the kernel
-path and under pronghorn, measured in the same seconds (run by bench/lab_together.sh; needs
+"""Both paths at once: what a sysbench transaction (point_select by default) costs the server
+core on the kernel path and under pronghorn, measured in the same seconds (run by bench/lab_together.sh; needs
 root, a release build and the lab's tools: scripts/setup.sh).
 
 This shared host's speed differs up to 2x between two runs, so two paths measured one after
 the other (`pronghorn bench`, bench/lab_cost.sh) compare badly. Here a kernel-path mariadbd
 (10.98.0.1) and a pronghorn one (10.99.0.1) run side by side, both pinned to core 1, each
-loaded by its own sysbench oltp_point_select (16 threads) on core 0, and one `perf record` of
+loaded by its own sysbench (16 threads; `--workload`: oltp_point_select, oltp_read_only or
+oltp_read_write) on core 0, and one `perf record` of
 core 1 samples both: whatever the host does to the core, it does to both. Per server: its
 threads' samples (every 100 us of CPU) over the transactions its client completed in the
 sampled seconds (sysbench's per-second report) give us of core per transaction, split by
 binary. The two servers share the core's caches, so each one's figures are higher than it
-alone would show; the ratio between them is the result. The veth lab model: each side's
-receive runs on the sender's core (the kernel server's TCP receive and the XDP veth's copy
-into pronghorn's ring on core 0, the client's TCP receive on core 1, on both paths).
-Writes bench/results/together.{json,md} (--quick: together-quick.*).
+alone would show; the ratio between them is the result. `--model veth` (the default): each
+side's receive runs on the sender's core (the kernel server's TCP receive and the XDP veth's
+copy into pronghorn's ring on core 0, the client's TCP receive on core 1, on both paths).
+`--model nic`: each side's receive on its own side's core, as `pronghorn bench --model nic`
+sets the lab (`pronghorn lab model nic` runs this script again with the lab so set, and
+restores it after).
+Writes bench/results/together.{json,md} (another workload: together-read_only.*, ...; the nic
+model: together-nic.*, ...; --quick: together-quick.*).
 """
 
 import argparse
@@ -33,6 +38,7 @@ WINDOW_S = 8
 # The clients run RUN_S seconds; perf samples WINDOW_S of them from SKIP_S on.
 SKIP_S, RUN_S = 4, 16
 PATHS = ["kernel", "pronghorn"]
+WORKLOADS = ["oltp_point_select", "oltp_read_only", "oltp_read_write"]
 
 
 def parse_intervals(out, first, last):
@@ -66,7 +72,7 @@ def per_transaction(samples, tps):
     return {dso: round(n * SAMPLE_US / (WINDOW_S * tps), 2) for dso, n in samples.items()}
 
 
-def one_run(lab, tmp, init, n):
+def one_run(lab, tmp, init, n, workload):
     homes = {p: os.path.join(tmp, f"{p}-{n}") for p in PATHS}
     servers = {}
     try:
@@ -74,15 +80,15 @@ def one_run(lab, tmp, init, n):
             L.new_datadir(homes[p])
             # Prepared on the kernel path (untimed), then served by its own path.
             s = start(lab, "kernel", homes[p], init, tmp)
-            L.sh(lab.client(sysbench("kernel") + ["oltp_point_select", "prepare"]))
+            L.sh(lab.client(sysbench("kernel") + [workload, "prepare"]))
             s.terminate()
             s.wait()
         for p in PATHS:
             servers[p] = start(lab, p, homes[p], init, tmp)
         for p in PATHS:
-            L.sh(lab.client(sysbench(p) + ["--threads=16", "--time=2", "oltp_point_select", "run"]))  # warm up
+            L.sh(lab.client(sysbench(p) + ["--threads=16", "--time=2", workload, "run"]))  # warm up
         clients = {p: subprocess.Popen(lab.client(sysbench(p) + ["--threads=16", f"--time={RUN_S}", "--report-interval=1",
-                                                                  "oltp_point_select", "run"]),
+                                                                  workload, "run"]),
                                        stdout=subprocess.PIPE, text=True) for p in PATHS}
         time.sleep(SKIP_S)
         data = os.path.join(tmp, f"perf-{n}.data")
@@ -134,8 +140,9 @@ def summarize(runs):
 def write_md(path, result):
     runs, s = result["runs"], result["summary"]
     with open(path, "w") as f:
-        f.write("# Both paths at once: point_select's cost to the server core\n\n")
-        f.write(__doc__.split("\n\n", 1)[1].split("Writes")[0].strip().replace("\n", " ") + "\n\n")
+        f.write(f"# Both paths at once: {result['workload']}'s cost to the server core\n\n")
+        f.write(__doc__.split("\n\n", 1)[1].split("`--model veth`")[0].strip().replace("\n", " ") + "\n\n")
+        f.write(f"Lab model: {result['model_description']}.\n\n")
         f.write(f"{len(runs)} runs; medians, and the median (min-max) of the per-run ratios.\n\n")
         f.write("| per transaction | kernel | pronghorn | pronghorn/kernel |\n|---|---:|---:|---:|\n")
         labels = {"tps": "tps (its client's, in the sampled seconds)", "core_us": "server core, us",
@@ -160,11 +167,19 @@ def main():
     ap.add_argument("--prefix", default="tg", help="the lab (brought up by the wrapper script)")
     ap.add_argument("--quick", action="store_true", help="2 runs instead of 5; together-quick.*")
     ap.add_argument("--runs", type=int, help="this many runs (default 5, --quick 2)")
+    ap.add_argument("--model", choices=["veth", "nic"], default="veth",
+                    help="the lab model (default veth): where each side's receive runs")
+    ap.add_argument("--workload", choices=WORKLOADS, default=WORKLOADS[0],
+                    help="the sysbench workload both clients run (default oltp_point_select)")
     ap.add_argument("--build", metavar="DIR",
                     help="pronghorn's path runs DIR/pronghorn (and DIR/libpronghorn.so), not this tree's release "
                          "build: another build against the same kernel path, for A/B; results in "
                          "together-build.* (the build named in them)")
     a = ap.parse_args()
+    if os.environ.get("PRONGHORN_LAB_MODEL") != a.model:
+        lab_exe = os.path.abspath("target/release/pronghorn")
+        os.execv(lab_exe, [lab_exe, "lab", "model", a.model, "--prefix", a.prefix, "--server-cpus", L.SERVER_CPU,
+                           "--client-cpus", L.CLIENT_CPU, "--", sys.executable] + sys.argv)
     if a.build:
         L.EXE = os.path.abspath(os.path.join(a.build, "pronghorn"))
         if not os.path.exists(L.EXE):
@@ -177,7 +192,8 @@ def main():
     more = {"servers' core": L.SERVER_CPU, "clients' core": L.CLIENT_CPU}
     if a.build:
         more["pronghorn build"] = L.EXE
-    result = {"machine": L.machine(command, **more), "runs": []}
+    result = {"machine": L.machine(command, **more), "workload": a.workload, "model": a.model,
+              "model_description": os.environ["PRONGHORN_LAB_MODEL_DESCRIPTION"], "runs": []}
     with tempfile.TemporaryDirectory(prefix="lab-together.") as tmp:
         os.chmod(tmp, 0o755)
         init = os.path.join(tmp, "init.sql")
@@ -186,10 +202,14 @@ def main():
                     "CREATE DATABASE IF NOT EXISTS sbtest;\n")
         for n in range(a.runs or (2 if a.quick else 5)):
             print(f"lab_together: run {n + 1}", file=sys.stderr)
-            result["runs"].append(one_run(lab, tmp, init, n))
+            result["runs"].append(one_run(lab, tmp, init, n, a.workload))
     result["summary"] = summarize(result["runs"])
-    L.write_results("bench/results/together" + ("-build" if a.build else "") + ("-quick" if a.quick else ""), result,
-                    write_md)
+    name = "together" + ("-build" if a.build else "")
+    if a.workload != WORKLOADS[0]:
+        name += "-" + a.workload.removeprefix("oltp_")
+    if a.model != "veth":
+        name += "-" + a.model
+    L.write_results("bench/results/" + name + ("-quick" if a.quick else ""), result, write_md)
 
 
 if __name__ == "__main__":

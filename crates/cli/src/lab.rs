@@ -30,12 +30,16 @@
 //! ends have kernel addresses (10.98.0.1 / 10.98.0.2 by default), so a server in side a bound to
 //! the kernel path's address is served by the Linux stack over the same kind of link, to the same
 //! client namespace, as pronghorn. `pronghorn bench` compares the two.
+//!
+//! `model` runs a command with the lab in one of the bench's lab models (bench/model.rs owns
+//! their settings) and restores the lab after: the Python benchmarks use it for the nic model.
 
 use std::fs;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::bench::model::{self, LabDevices, Model};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use config::{Config, Ipv4Cidr, Ipv4Config, Ipv6Cidr, Ipv6Config, NicConfig, PmdName};
@@ -98,6 +102,29 @@ enum Action {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Run a command (in this namespace) with the lab in a lab model, as `pronghorn bench --model`
+    /// sets it, and put the lab back as it was when the command ends. The command gets
+    /// PRONGHORN_LAB_MODEL (veth or nic) and PRONGHORN_LAB_MODEL_DESCRIPTION (what was set).
+    Model(ModelArgs),
+}
+
+#[derive(Args)]
+struct ModelArgs {
+    #[command(flatten)]
+    prefix: Prefix,
+    /// veth: the lab as `up` made it (checked); nic: each side's receive on its own side's core
+    /// (RPS, the XDP veth's NAPI threaded and pinned).
+    #[arg(value_parser = parse_model)]
+    model: Model,
+    /// The server's cores (a taskset list): where side a's receive goes in the nic model.
+    #[arg(long, default_value = "1")]
+    server_cpus: String,
+    /// The client's cores: where side b's receive goes in the nic model.
+    #[arg(long, default_value = "0")]
+    client_cpus: String,
+    /// The command and its arguments (after `--`).
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
 }
 
 #[derive(Args)]
@@ -180,6 +207,14 @@ impl UpArgs {
     fn hugepages(&self) -> u64 {
         let processes = 2 * u64::from(self.nodes) * u64::from(self.queues);
         self.hugepages.unwrap_or(HUGEPAGES_MIN.max(processes * HUGEPAGES_PER_PROCESS))
+    }
+}
+
+fn parse_model(s: &str) -> Result<Model, String> {
+    match s {
+        "veth" => Ok(Model::Veth),
+        "nic" => Ok(Model::Nic),
+        _ => Err(format!("unknown lab model \"{s}\" (expected veth or nic)")),
     }
 }
 
@@ -293,6 +328,7 @@ pub fn run(args: LabArgs) -> Result<i32> {
         }
         Action::Status { prefix } => status(&Names::new(&prefix.prefix)),
         Action::Exec { prefix, side, command } => exec(&Names::new(&prefix.prefix), &side, &command),
+        Action::Model(args) => with_model(&args),
     }
 }
 
@@ -767,9 +803,50 @@ fn exec(n: &Names, side: &str, command: &[String]) -> Result<i32> {
     bail!("cannot run `ip netns exec {ns} ...`: {err}")
 }
 
+/// `lab model`: applies the model, runs the command, restores the lab (also when the command
+/// fails or is killed by a signal; the command's exit status is ours).
+fn with_model(args: &ModelArgs) -> Result<i32> {
+    require_root("lab model")?;
+    let n = Names::new(&args.prefix.prefix);
+    if !n.is_up() || !netns_exists(&n.ns_a) {
+        bail!("lab {} is not up with one side a: run `pronghorn lab up --prefix {}` first", n.prefix, n.prefix);
+    }
+    let devices = LabDevices {
+        ns_a: &n.ns_a,
+        ns_b: &n.ns_b,
+        xdp_veth: &n.veth_a,
+        xdp_peer: &n.veth_b,
+        kernel_veth: &n.kveth_a,
+        kernel_peer: &n.kveth_b,
+    };
+    let mut applied = model::apply(args.model, &devices, &args.server_cpus, &args.client_cpus)?;
+    // ^C or a kill of the session reaches the command too: this process outlives it, to
+    // restore the lab. A handler (not SIG_IGN) goes back to the default in the command's exec.
+    extern "C" fn outlive(_: libc::c_int) {}
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler does nothing, so it is async-signal-safe.
+        unsafe { libc::signal(sig, outlive as *const () as libc::sighandler_t) };
+    }
+    let status = Command::new(&args.command[0])
+        .args(&args.command[1..])
+        .env("PRONGHORN_LAB_MODEL", args.model.as_str())
+        .env("PRONGHORN_LAB_MODEL_DESCRIPTION", &applied.description)
+        .status();
+    applied.restore();
+    let status = status.with_context(|| format!("cannot run {}", args.command[0]))?;
+    Ok(status.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lab_models_are_named_as_bench_names_them() {
+        assert_eq!(parse_model("veth"), Ok(Model::Veth));
+        assert_eq!(parse_model("nic"), Ok(Model::Nic));
+        assert!(parse_model("both").unwrap_err().contains("expected veth or nic"));
+    }
 
     #[test]
     fn sides_are_checked() {

@@ -17,7 +17,7 @@
 //!
 //! Owns: process orchestration and reporting. Must not: know a workload's details (workloads.rs).
 
-mod model;
+pub(crate) mod model;
 mod postgres;
 mod report;
 mod sampled;
