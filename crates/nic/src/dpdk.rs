@@ -353,6 +353,8 @@ struct Port {
     id: u16,
     /// The process's pool, created with the first port and never freed (see [`Mbuf`]).
     pool: *mut sys::rte_mempool,
+    /// The mbufs the pool was created with.
+    pool_size: u32,
     /// The pool of mbufs for frames the NIC segments (null without segmentation offload),
     /// never freed either.
     tso_pool: *mut sys::rte_mempool,
@@ -738,12 +740,13 @@ impl Nic for DpdkNic {
     }
 
     fn pool_usage(&self) -> Option<(u64, u64)> {
-        // SAFETY: the pool of a port we hold, never freed; the counts are reads.
-        let (free, used) =
-            unsafe { (sys::rte_mempool_avail_count(self.port.pool), sys::rte_mempool_in_use_count(self.port.pool)) };
+        // One count, not DPDK's avail and in-use counts: each walks the pool's 128 lcore caches
+        // (the in-use count is the size less the avail count), and this runs at every publish.
+        let free = u64::from(self.pool_available());
+        let size = u64::from(self.port.pool_size);
         // The spares are free as far as anyone who reads this is concerned.
         let spare = self.spare.len() as u64;
-        Some((u64::from(used) - spare, u64::from(free) + u64::from(used)))
+        Some((size.saturating_sub(free).saturating_sub(spare), size))
     }
 }
 
@@ -1027,6 +1030,7 @@ fn open_inner(
         let p = Port {
             id: port,
             pool,
+            pool_size: opts.pool_size,
             tso_pool,
             offloads,
             setup_log: String::new(),
