@@ -63,8 +63,8 @@ impl<N: Nic + 'static> Runtime<N> {
     }
 
     /// Copies the counters into the region: at most once a millisecond unless `force`;
-    /// `with_nic` also reads the NIC's own counters (a system call for some drivers, so only
-    /// when a reader asks).
+    /// `with_nic` also reads the NIC's own counters (a system call for some drivers) and the
+    /// packet pool's gauge (a walk over DPDK's per-lcore caches), so only when a reader asks.
     pub(crate) fn publish(&mut self, force: bool, with_nic: bool) {
         self.publish_at(self.now(), force, with_nic);
     }
@@ -137,7 +137,13 @@ impl<N: Nic + 'static> Runtime<N> {
                         n.xdp_no_socket,
                     ]);
                 }
-                let (in_use, size) = s.nic().pool_usage().unwrap_or((0, 0));
+                // The pool's gauge walks the pool's per-lcore caches: read when a reader asks,
+                // as the NIC's counters are; between two asks the row keeps the last reading.
+                let (in_use, size) = if with_nic {
+                    s.nic().pool_usage().unwrap_or((0, 0))
+                } else {
+                    (row[NIC_COUNTERS], row[NIC_COUNTERS + 1])
+                };
                 let i = s.link_stats();
                 let t = s.stats();
                 let rest = [
