@@ -17,7 +17,12 @@ side's receive runs on the sender's core (the kernel server's TCP receive and th
 copy into pronghorn's ring on core 0, the client's TCP receive on core 1, on both paths).
 `--model nic`: each side's receive on its own side's core, as `pronghorn bench --model nic`
 sets the lab (`pronghorn lab model nic` runs this script again with the lab so set, and
-restores it after).
+restores it after). There a receive on core 1 is not the work of the thread it interrupts:
+the kernel server's, steered by RPS, runs in softirq (net_rx_action) inside whichever
+thread is on the core, either server's, and pronghorn's XDP veth's runs in its NAPI kthread,
+neither server's thread. So the core is sampled with call chains: a sample under
+net_rx_action is the kernel path's receive, one of the NAPI kthread pronghorn's, each
+counted to its path as "receive" whichever thread it interrupted.
 Writes bench/results/together.{json,md} (another workload: together-read_only.*, ...; the nic
 model: together-nic.*, ...; --quick: together-quick.*).
 """
@@ -38,6 +43,8 @@ WINDOW_S = 8
 # The clients run RUN_S seconds; perf samples WINDOW_S of them from SKIP_S on.
 SKIP_S, RUN_S = 4, 16
 PATHS = ["kernel", "pronghorn"]
+# The nic model's receive work on the server's core, counted to its path (split_by_server).
+RECEIVE = "receive"
 WORKLOADS = ["oltp_point_select", "oltp_read_only", "oltp_read_write"]
 
 
@@ -51,19 +58,29 @@ def parse_intervals(out, first, last):
     return sum(tps) / len(tps)
 
 
-def split_by_server(report, tasks):
+def split_by_server(report, tasks, napi_comm=None):
     """`perf report --sort pid,dso -F sample,pid,dso -t '|'` lines (`  12 |  9045:mariadbd |libc.so.6`,
-    the pid being a thread's id) -> samples per binary for each server, given its threads' ids."""
+    the pid being a thread's id) -> samples per binary for each server, given its threads' ids.
+    The nic model (`napi_comm`: the start of the XDP veth's NAPI kthread's name) reports a
+    fourth column, the parent (`--sort pid,dso,parent --parent net_rx_action`): a sample under
+    net_rx_action is the kernel path's "receive" and one of the kthread pronghorn's, whatever
+    thread they ran in."""
     per = {name: {} for name in tasks}
     for line in report.splitlines():
         f = [x.strip() for x in line.split("|")]
-        m = re.match(r"(\d+):", f[1]) if len(f) >= 3 and f[0].isdigit() else None
+        m = re.match(r"(\d+):(.*)", f[1]) if len(f) >= 3 and f[0].isdigit() else None
         if not m:
             continue
-        tid = int(m.group(1))
-        for name, tids in tasks.items():
-            if tid in tids:
-                per[name][f[2]] = per[name].get(f[2], 0) + int(f[0])
+        tid, comm, n = int(m.group(1)), m.group(2), int(f[0])
+        owner, dso = None, f[2]
+        if napi_comm is not None and len(f) >= 4 and f[3] == "net_rx_action":
+            owner, dso = "kernel", RECEIVE
+        elif napi_comm is not None and comm.startswith(napi_comm):
+            owner, dso = "pronghorn", RECEIVE
+        else:
+            owner = next((name for name, tids in tasks.items() if tid in tids), None)
+        if owner in per:
+            per[owner][dso] = per[owner].get(dso, 0) + n
     return per
 
 
@@ -72,7 +89,7 @@ def per_transaction(samples, tps):
     return {dso: round(n * SAMPLE_US / (WINDOW_S * tps), 2) for dso, n in samples.items()}
 
 
-def one_run(lab, tmp, init, n, workload):
+def one_run(lab, tmp, init, n, workload, model):
     homes = {p: os.path.join(tmp, f"{p}-{n}") for p in PATHS}
     servers = {}
     try:
@@ -92,16 +109,23 @@ def one_run(lab, tmp, init, n, workload):
                                        stdout=subprocess.PIPE, text=True) for p in PATHS}
         time.sleep(SKIP_S)
         data = os.path.join(tmp, f"perf-{n}.data")
-        L.sh(["perf", "record", "-q", "-e", "cpu-clock", "-c", str(SAMPLE_US * 1000), "-C", L.SERVER_CPU, "-o", data,
-              "--", "sleep", str(WINDOW_S)])
+        chains = ["-g"] if model == "nic" else []
+        L.sh(["perf", "record", "-q", "-e", "cpu-clock", "-c", str(SAMPLE_US * 1000), "-C", L.SERVER_CPU] + chains
+             + ["-o", data, "--", "sleep", str(WINDOW_S)])
         tasks = {p: {int(t) for t in os.listdir(f"/proc/{servers[p].pid}/task")} for p in PATHS}
         outs = {p: c.communicate()[0] for p, c in clients.items()}
         for p, c in clients.items():
             if c.returncode != 0:
                 raise SystemExit(f"lab_together: sysbench on the {p} path failed: {outs[p][-400:]}")
-        report = L.sh(["perf", "report", "-i", data, "--sort", "pid,dso", "-F", "sample,pid,dso", "--stdio", "-q",
-                       "-t", "|"]).stdout
-        samples = split_by_server(report, tasks)
+        if model == "nic":
+            sort = ["--sort", "pid,dso,parent", "-F", "sample,pid,dso,parent", "--parent", "net_rx_action",
+                    "--no-children", "-g", "none"]
+            # The kthread's name, napi/<device>-<napi id>, is cut to a task name's 15 characters.
+            napi_comm = f"napi/{lab.prefix}-a0-"[:15]
+        else:
+            sort, napi_comm = ["--sort", "pid,dso", "-F", "sample,pid,dso"], None
+        report = L.sh(["perf", "report", "-i", data, "--stdio", "-q", "-t", "|"] + sort).stdout
+        samples = split_by_server(report, tasks, napi_comm)
         run = {}
         for p in PATHS:
             # The seconds sysbench reports end at 1..RUN_S; those ending inside the window.
@@ -142,7 +166,11 @@ def write_md(path, result):
     with open(path, "w") as f:
         f.write(f"# Both paths at once: {result['workload']}'s cost to the server core\n\n")
         f.write(__doc__.split("\n\n", 1)[1].split("`--model veth`")[0].strip().replace("\n", " ") + "\n\n")
-        f.write(f"Lab model: {result['model_description']}.\n\n")
+        f.write(f"Lab model: {result['model_description']}.")
+        if result["model"] == "nic":
+            attribution = __doc__.split("There a receive", 1)[1].split("Writes bench")[0]
+            f.write(" There a receive" + attribution.rstrip().replace("\n", " "))
+        f.write("\n\n")
         f.write(f"{len(runs)} runs; medians, and the median (min-max) of the per-run ratios.\n\n")
         f.write("| per transaction | kernel | pronghorn | pronghorn/kernel |\n|---|---:|---:|---:|\n")
         labels = {"tps": "tps (its client's, in the sampled seconds)", "core_us": "server core, us",
@@ -202,7 +230,7 @@ def main():
                     "CREATE DATABASE IF NOT EXISTS sbtest;\n")
         for n in range(a.runs or (2 if a.quick else 5)):
             print(f"lab_together: run {n + 1}", file=sys.stderr)
-            result["runs"].append(one_run(lab, tmp, init, n, a.workload))
+            result["runs"].append(one_run(lab, tmp, init, n, a.workload, a.model))
     result["summary"] = summarize(result["runs"])
     name = "together" + ("-build" if a.build else "")
     if a.workload != WORKLOADS[0]:

@@ -39,6 +39,18 @@ class Split(unittest.TestCase):
         self.assertEqual(got, {"kernel": {"[kernel.kallsyms]": 1082, "mariadbd": 1332},
                                "pronghorn": {"[kernel.kallsyms]": 796, "libpronghorn.so": 284, "mariadbd": 10}})
 
+    def test_the_nic_models_receive_goes_to_its_path_whatever_thread_it_ran_in(self):
+        report = (" 100        |   9045:mariadbd       |[kernel.kallsyms]   |[other]\n"
+                  " 30         |   9045:mariadbd       |[kernel.kallsyms]   |net_rx_action\n"
+                  " 20         |   9062:mariadbd       |[kernel.kallsyms]   |net_rx_action\n"
+                  " 5          |     22:ksoftirqd/1    |[kernel.kallsyms]   |net_rx_action\n"
+                  " 40         |   3001:napi/pp-a0-819 |[kernel.kallsyms]   |[other]\n"
+                  " 7          |   3002:napi/pp-b0-820 |[kernel.kallsyms]   |[other]\n"
+                  " 284        |   9062:mariadbd       |libpronghorn.so     |[other]\n")
+        got = lab_together.split_by_server(report, {"kernel": {9045}, "pronghorn": {9062}}, "napi/pp-a0-")
+        self.assertEqual(got, {"kernel": {"[kernel.kallsyms]": 100, "receive": 55},
+                               "pronghorn": {"receive": 40, "libpronghorn.so": 284}})
+
     def test_samples_become_us_per_transaction(self):
         # 4000 samples of 100 us = 0.4 s of CPU over 8 s at 1000 tps = 8000 transactions: 50 us each.
         self.assertEqual(lab_together.per_transaction({"mariadbd": 4000}, 1000.0), {"mariadbd": 50.0})
