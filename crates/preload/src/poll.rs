@@ -50,6 +50,7 @@ pub unsafe extern "C" fn epoll_wait(epfd: c_int, evs: *mut libc::epoll_event, ma
     // here) events.
     unsafe {
         if !tracked(epfd) || max <= 0 {
+            runtime::before_kernel_wait();
             return real::epoll_wait(epfd, evs, max, timeout);
         }
         let out = match crate::c_slice_mut(evs, max as usize) {
@@ -57,7 +58,10 @@ pub unsafe extern "C" fn epoll_wait(epfd: c_int, evs: *mut libc::epoll_event, ma
             Err(e) => return fail(e),
         };
         match runtime::epoll_wait(epfd, out, timeout) {
-            Call::Kernel => real::epoll_wait(epfd, evs, max, timeout),
+            Call::Kernel => {
+                runtime::before_kernel_wait();
+                real::epoll_wait(epfd, evs, max, timeout)
+            }
             Call::Done(Ok(n)) => n as c_int,
             Call::Done(Err(e)) => fail(e),
         }
@@ -204,6 +208,7 @@ unsafe fn select_via_poll(
             }
         }
         if !any_ours {
+            runtime::before_kernel_wait();
             return None;
         }
         let n = match runtime::poll(&mut fds, timeout_ms) {
@@ -325,6 +330,7 @@ pub unsafe extern "C" fn ppoll(
     unsafe {
         let slice = crate::c_slice_mut(fds, n as usize).unwrap_or(&mut []);
         if !slice.iter().any(|p| tracked(p.fd)) {
+            runtime::before_kernel_wait();
             return real::ppoll(fds, n, ts, mask);
         }
         let ms = timeout_ms(timespec_ns(ts));

@@ -7,6 +7,8 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, OnceLock};
 
 use config::Config;
@@ -37,6 +39,13 @@ pub struct Accel<N: Nic + 'static> {
     /// lock stages frames, and the thread that releases it sends them (`send_lanes`), so the
     /// burst and its kick (on a veth, the peer's receive) are not lock hold time.
     lanes: OnceLock<Vec<Arc<dyn TxSender>>>,
+    /// Set (under the lock) when a read or write of a non-blocking socket left output queued
+    /// in a shard for the program's next wait (inline: an event loop's replies leave in one
+    /// burst at its poll or epoll_wait); cleared when a flush leaves nothing queued. A wait the
+    /// kernel serves alone (poll, ppoll, select or epoll_wait of kernel fds only, which take
+    /// no lock) reads it without the lock and sends that output first
+    /// ([`Accel::flush_held_output`]): the program may wait there for what the peer answers.
+    output_held: AtomicBool,
 }
 
 /// Counters of the per-socket routing decisions (principle 4: fallback is visible).
@@ -142,6 +151,7 @@ impl<N: Nic + 'static> Accel<N> {
                 family_seen: 0,
             }),
             lanes: OnceLock::new(),
+            output_held: AtomicBool::new(false),
         }
     }
 
@@ -231,6 +241,22 @@ impl<N: Nic + 'static> Accel<N> {
             self.finish_lanes();
         }
         Some(r)
+    }
+
+    /// Before a wait the kernel serves alone: sends what reads and writes of non-blocking
+    /// sockets left queued (`output_held`), with one hold of the lock; nothing when none did.
+    pub(crate) fn flush_held_output(&self) {
+        if self.output_held.load(Relaxed) {
+            self.with(|rt| rt.flush_shard());
+        }
+    }
+
+    /// After a call that did not flush (a non-blocking socket's, inline): marks the output it
+    /// left, if any, for [`Accel::flush_held_output`].
+    pub(crate) fn note_held_output(&self, rt: &Runtime<N>) {
+        if !self.output_held.load(Relaxed) && rt.shards.all().iter().any(|s| s.has_output()) {
+            self.output_held.store(true, Relaxed);
+        }
     }
 
     /// Sends the frames the hold just ended staged (and any another thread's send left), one
@@ -676,6 +702,11 @@ impl<N: Nic + 'static> Runtime<N> {
 
     /// Sends what calls queued, without receiving.
     pub(crate) fn flush_shard(&mut self) {
+        // Whatever path it takes, nothing is left held for a kernel-only wait after it: it is
+        // sent, or (a family's child) handed to the driver.
+        if let Some(me) = self.me.filter(|a| a.output_held.load(Relaxed)) {
+            me.output_held.store(false, Relaxed);
+        }
         if !self.shards.all().iter().any(|s| s.has_output()) {
             return;
         }

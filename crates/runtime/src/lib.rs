@@ -449,6 +449,16 @@ forward! {
     fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> usize;
 }
 
+/// Before a wait the kernel serves alone (ppoll, select, pselect or epoll_wait of kernel fds
+/// only, which the shim hands on): sends what reads and writes of non-blocking sockets left
+/// queued for the program's next wait. One atomic load when nothing is.
+pub fn before_kernel_wait() {
+    // A runtime not made yet has queued nothing: this must not be what makes it.
+    if let Some(a) = RUNTIME.get().copied().flatten().filter(|_| !inside()) {
+        shield::guard("poll", || (), || a.flush_held_output());
+    }
+}
+
 /// `recv`/`read` into one buffer.
 pub fn recv(fd: i32, buf: &mut [u8], dontwait: bool) -> Call<usize> {
     enter("recv", global, |a| a.recv(fd, buf, dontwait, false))

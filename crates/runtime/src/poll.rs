@@ -65,8 +65,10 @@ impl<N: Nic + 'static> Accel<N> {
         // treat it: no lock and no stack pass, which found nothing for this caller (a mariadbd
         // serving on the kernel's address under pronghorn spent 2.5-2.8 us of library per
         // point_select transaction there). The NIC is driven by the threads that wait on its
-        // sockets and by every read and write of them, as before.
+        // sockets and by every read and write of them, as before. What a non-blocking write
+        // left for this wait goes out first.
         if !fds.iter().any(|p| crate::tracked(p.fd)) {
+            self.flush_held_output();
             return Call::Kernel;
         }
         enum Step {

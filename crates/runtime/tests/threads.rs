@@ -754,6 +754,39 @@ fn a_poll_of_kernel_fds_only_goes_to_the_kernel_without_the_lock_or_a_stack_pass
 }
 
 #[test]
+fn a_write_left_for_the_next_wait_goes_out_before_a_wait_on_kernel_fds_only() {
+    // Inline, a non-blocking socket's write stays queued for the program's next poll or
+    // epoll_wait (an event loop's replies leave in one burst). A program whose next wait is on
+    // kernel fds only (a pipe from a worker) must not keep it there: the peer may be what it
+    // waits for.
+    let l = lab("inline");
+    let rt = l.rt;
+    let fd = connect_echo(rt);
+    rt.set_nonblock(fd, true);
+    let mut pipe = [0i32; 2];
+    // SAFETY: pipe writes two fds into `pipe`, which holds two.
+    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+    let sent = || rt.shard_stats().iter().map(|s| s.tcp_tx_segments).sum::<u64>();
+    let before = sent();
+    assert_eq!(done(rt.send(fd, b"held", false)), Ok(4));
+    assert_eq!(sent() - before, 0, "the write is left for the next wait (what this test is about)");
+    let mut p = [libc::pollfd { fd: pipe[0], events: libc::POLLIN, revents: 0 }];
+    assert!(matches!(rt.poll(&mut p, 0), Call::Kernel));
+    assert_eq!(sent() - before, 1, "the segment goes out before the kernel's wait");
+    // Nothing held any more: the next such wait takes no lock.
+    let holds = rt.lock_holds();
+    assert!(matches!(rt.poll(&mut p, 0), Call::Kernel));
+    assert_eq!(rt.lock_holds() - holds, 0);
+    rt.set_nonblock(fd, false);
+    assert_eq!(read_exact(rt, fd, 4), b"held");
+    for f in pipe {
+        // SAFETY: the pipe's fds, ours, closed once.
+        unsafe { libc::close(f) };
+    }
+    rt.close(fd);
+}
+
+#[test]
 fn poll_wakes_for_a_kernel_fd_and_for_an_accelerated_one() {
     both_modes(|l| {
         let rt = l.rt;

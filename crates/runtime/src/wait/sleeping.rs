@@ -227,6 +227,8 @@ impl<N: Nic + 'static> Accel<N> {
                 // replies of one loop iteration leave in one burst.
                 if !nonblock || !rt.wait.inline() {
                     rt.flush_shard();
+                } else {
+                    self.note_held_output(rt);
                 }
                 if waited && matches!(r, Call::Kernel) {
                     // Another thread closed the fd while this one slept.
