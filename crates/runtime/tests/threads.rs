@@ -187,6 +187,21 @@ fn read_exact(rt: &Accel<PeerNic>, fd: i32, n: usize) -> Vec<u8> {
     got
 }
 
+/// A pipe: kernel fds for a poll beside (or instead of) accelerated ones.
+fn kernel_pipe() -> [i32; 2] {
+    let mut pipe = [0i32; 2];
+    // SAFETY: pipe writes two fds into `pipe`, which holds two.
+    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+    pipe
+}
+
+fn close_kernel_pipe(pipe: [i32; 2]) {
+    for f in pipe {
+        // SAFETY: the pipe's fds, ours, closed once.
+        unsafe { libc::close(f) };
+    }
+}
+
 fn listener(rt: &Accel<PeerNic>, port: u16, nonblock: bool) -> i32 {
     let fd = tcp_socket(rt, nonblock);
     done(rt.bind(fd, SocketAddr::V4(SocketAddrV4::new(OURS, port)))).unwrap();
@@ -729,9 +744,7 @@ fn a_poll_of_kernel_fds_only_goes_to_the_kernel_without_the_lock_or_a_stack_pass
     let l = lab("inline");
     let rt = l.rt;
     let fd = connect_echo(rt);
-    let mut pipe = [0i32; 2];
-    // SAFETY: pipe writes two fds into `pipe`, which holds two.
-    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+    let pipe = kernel_pipe();
     let (passes, holds) = (rt.wait_stats().inline_polls, rt.lock_holds());
     for timeout in [0, 1] {
         let mut p = [libc::pollfd { fd: pipe[0], events: libc::POLLIN, revents: 0 }];
@@ -746,10 +759,7 @@ fn a_poll_of_kernel_fds_only_goes_to_the_kernel_without_the_lock_or_a_stack_pass
     ];
     assert_eq!(done(rt.poll(&mut p, 0)), Ok(1));
     assert_eq!(rt.wait_stats().inline_polls - passes, 1);
-    for f in pipe {
-        // SAFETY: the pipe's fds, ours, closed once.
-        unsafe { libc::close(f) };
-    }
+    close_kernel_pipe(pipe);
     rt.close(fd);
 }
 
@@ -763,9 +773,7 @@ fn a_write_left_for_the_next_wait_goes_out_before_a_wait_on_kernel_fds_only() {
     let rt = l.rt;
     let fd = connect_echo(rt);
     rt.set_nonblock(fd, true);
-    let mut pipe = [0i32; 2];
-    // SAFETY: pipe writes two fds into `pipe`, which holds two.
-    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+    let pipe = kernel_pipe();
     let sent = || rt.shard_stats().iter().map(|s| s.tcp_tx_segments).sum::<u64>();
     let before = sent();
     assert_eq!(done(rt.send(fd, b"held", false)), Ok(4));
@@ -779,10 +787,7 @@ fn a_write_left_for_the_next_wait_goes_out_before_a_wait_on_kernel_fds_only() {
     assert_eq!(rt.lock_holds() - holds, 0);
     rt.set_nonblock(fd, false);
     assert_eq!(read_exact(rt, fd, 4), b"held");
-    for f in pipe {
-        // SAFETY: the pipe's fds, ours, closed once.
-        unsafe { libc::close(f) };
-    }
+    close_kernel_pipe(pipe);
     rt.close(fd);
 }
 
@@ -791,9 +796,7 @@ fn poll_wakes_for_a_kernel_fd_and_for_an_accelerated_one() {
     both_modes(|l| {
         let rt = l.rt;
         let fd = connect_echo(rt);
-        let mut pipe = [0i32; 2];
-        // SAFETY: pipe writes two fds into `pipe`, which holds two.
-        assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+        let pipe = kernel_pipe();
         let (r, w) = (pipe[0], pipe[1]);
         let poller = move || {
             let mut p = [
