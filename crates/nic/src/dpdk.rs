@@ -741,7 +741,7 @@ impl Nic for DpdkNic {
 
     fn pool_usage(&self) -> Option<(u64, u64)> {
         // One count, not DPDK's avail and in-use counts: each walks the pool's 128 lcore caches
-        // (the in-use count is the size less the avail count), and this runs at every publish.
+        // (the in-use count is the size less the avail count).
         let free = u64::from(self.pool_available());
         let size = u64::from(self.port.pool_size);
         // The spares are free as far as anyone who reads this is concerned.
