@@ -778,6 +778,20 @@ fn bench_nic_model_sets_and_restores_the_receive_placement() {
     let o = Command::new(bin()).args(veth).args(["--out", out.to_str().unwrap()]).output().unwrap();
     let t = text(&o);
     assert!(!o.status.success() && t.contains(k0.as_str()) && t.contains("not as `lab up` made it"), "{t}");
+    assert!(lab.exec("a", &["sh", "-c", &format!("echo 0 > {k0}")]).status().unwrap().success());
+    // `lab model` puts the model around any command (the Python benchmarks' way to it): the
+    // command runs with the files set, its exit status is the action's, and the lab is back.
+    let script = format!("ip netns exec {p}-a cat {k0}; echo \"$PRONGHORN_LAB_MODEL\"; exit 3");
+    let o =
+        Command::new(bin()).args(["lab", "model", "nic", "--prefix", &p, "--", "sh", "-c", &script]).output().unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    let seen: Vec<&str> = t.lines().take(2).collect();
+    assert_eq!(seen.len(), 2, "{t}");
+    assert_eq!((seen[0].trim_start_matches('0'), seen[1]), ("2", "nic"), "{t}");
+    let after: Vec<String> = files.iter().map(|(side, file, _)| read(side, file)).collect();
+    assert_eq!(after, before, "every file has its value of before `lab model`");
+    assert_eq!(gro(), gro_before);
     let _ = std::fs::remove_dir_all(&out);
 }
 
