@@ -304,35 +304,9 @@ mod tests {
     /// Whether thread `tid` sleeps in the kernel now (state S in /proc/TID/stat: the futex wait,
     /// the only place a sleeper of these tests blocks). Does not allocate (a forked child calls it).
     fn asleep_in_kernel(tid: i32) -> bool {
-        // "/proc/TID/stat", no leading zeros (procfs refuses them).
-        let mut digits = [0u8; 10];
-        let (mut n, mut len) = (tid as u32, 0);
-        loop {
-            digits[len] = b'0' + (n % 10) as u8;
-            len += 1;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        let mut path = [0u8; 32];
-        path[..6].copy_from_slice(b"/proc/");
-        for i in 0..len {
-            path[6 + i] = digits[len - 1 - i];
-        }
-        path[6 + len..6 + len + 5].copy_from_slice(b"/stat");
         let mut buf = [0u8; 512];
-        // SAFETY: `path` is NUL-terminated (zero-filled past what was written).
-        let fd = unsafe { libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return false;
-        }
-        // SAFETY: `buf` is writable for its length.
-        let len = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        // SAFETY: closes the fd opened above.
-        unsafe { libc::close(fd) };
+        let Some(stat) = crate::observe::region::read_proc_stat(tid as u32, &mut buf) else { return false };
         // "tid (comm) S ...": the state follows the last ')'.
-        let stat = &buf[..len.max(0) as usize];
         stat.iter().rposition(|&b| b == b')').is_some_and(|i| stat.get(i + 2) == Some(&b'S'))
     }
 

@@ -44,11 +44,7 @@ const EXIT_WAIT_MS: i32 = 1000;
 
 /// Process `pid`'s start time: /proc/PID/stat's 22nd field (clock ticks after boot).
 pub(crate) fn start_time(pid: libc::pid_t) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // "pid (comm) state ppid ...": the comm may hold spaces and parentheses; the fields after
-    // the last ')' start with the 3rd.
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_whitespace().nth(22 - 3)?.parse().ok()
+    crate::observe::region::start_time_of(u32::try_from(pid).ok()?)
 }
 
 /// Whether process `pid` runs (a zombie counts: its pid is not free yet).
