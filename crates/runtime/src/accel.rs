@@ -315,7 +315,7 @@ impl<N: Nic + 'static> Accel<N> {
 
     /// The family's figures (`None`: this runtime shares no shards).
     pub fn family_stats(&self) -> Option<crate::FamilyStats> {
-        self.lock().sharing.family().map(|f| f.stats())
+        self.lock().sharing.family().map(|f| f.stats(true))
     }
 
     /// Runs `f` with the runtime's locks held, the family's included (tests and debugging: a

@@ -80,16 +80,18 @@ impl Family {
         self.forget_sleeps_of(pid);
     }
 
-    /// The family's figures now.
-    pub(crate) fn stats(&self) -> FamilyStats {
+    /// The family's figures now. `gauges`: also count the members and the sleepers, each a
+    /// walk over a table of the arena (1,024 slots), so not on every publish (0 otherwise).
+    pub(crate) fn stats(&self, gauges: bool) -> FamilyStats {
         let s = self.shared();
         let named = |pid: i32| pid != 0 && pid != FORKING;
+        let members = || s.members.iter().filter(|m| named(m.pid.load(Ordering::Relaxed))).count() as u64;
         FamilyStats {
             dead_processes: s.dead_processes.load(Ordering::Relaxed),
             dead_lock_holders: s.dead_lock_holders.load(Ordering::Relaxed),
             dead_mid_update: s.dead_mid_update.load(Ordering::Relaxed),
-            members: s.members.iter().filter(|m| named(m.pid.load(Ordering::Relaxed))).count() as u64,
-            sleepers: self.sleepers_in_use(),
+            members: if gauges { members() } else { 0 },
+            sleepers: if gauges { self.sleepers_in_use() } else { 0 },
             broadcast_sleepers: u64::from(s.broadcast_sleepers.load(Ordering::Relaxed)),
             wakes: s.wakes.load(Ordering::Relaxed),
             wakes_idle: s.wakes_idle.load(Ordering::Relaxed),

@@ -6,6 +6,29 @@ use std::path::PathBuf;
 use nic::Nic;
 
 use super::region::{Region, PROCESS_COUNTERS, SHARD_COUNTERS};
+
+/// Where `family_sleepers` (a gauge read only when a reader asks) is among the process counters.
+const FAMILY_SLEEPERS: usize = counter_index("family_sleepers");
+
+/// The index of the process counter named `name` (at compile time: a name that is not there
+/// fails the build).
+const fn counter_index(name: &str) -> usize {
+    let mut i = 0;
+    while i < PROCESS_COUNTERS.len() {
+        let (n, want) = (PROCESS_COUNTERS[i].0.as_bytes(), name.as_bytes());
+        if n.len() == want.len() {
+            let mut k = 0;
+            while k < n.len() && n[k] == want[k] {
+                k += 1;
+            }
+            if k == n.len() {
+                return i;
+            }
+        }
+        i += 1;
+    }
+    panic!("no such process counter")
+}
 use super::{
     control, lock_figures, region, sample, Observer, PendingWrites, NIC_COUNTERS, PUBLISH_EVERY_NS, STAGE_LOCK_HOLD,
     STAGE_LOCK_WAIT, STAGE_READ, STAGE_RX, STAGE_WRITE,
@@ -80,7 +103,9 @@ impl<N: Nic + 'static> Runtime<N> {
         let w = self.wait.stats;
         let (lock_counters, lock_rows) =
             self.me.map_or(([0; 4], [[0; region::BUCKETS]; 2]), |a| lock_figures(a.lock_stats()));
-        let family = self.sharing.family().map(|f| f.stats()).unwrap_or_default();
+        // The family's gauges walk its tables in the arena: read when a reader asks, as the
+        // NIC's counters are (the region keeps the last reading in between).
+        let family = self.sharing.family().map(|f| f.stats(with_nic)).unwrap_or_default();
         let process = [
             r.accelerated_listen,
             r.accelerated_connect,
@@ -114,7 +139,11 @@ impl<N: Nic + 'static> Runtime<N> {
         o.region.write(|l| {
             l.updated_ns = now;
             l.dedicated = u64::from(w.dedicated);
+            let sleepers_before = l.process[FAMILY_SLEEPERS];
             l.process = process;
+            if !with_nic {
+                l.process[FAMILY_SLEEPERS] = sleepers_before;
+            }
             l.latency[STAGE_LOCK_WAIT] = lock_rows[0];
             l.latency[STAGE_LOCK_HOLD] = lock_rows[1];
             for (k, s) in shards.iter().enumerate().take(region::MAX_SHARDS) {
