@@ -8,11 +8,31 @@ export PATH="$HOME/.cargo/bin:$PATH"
 
 bash scripts/setup.sh test
 
+# 2 MiB hugepages reserved before the tests: the labs reserve what they need and give it back,
+# and each lab test checks that; the count is checked once more at the end (cleanup).
+HUGEPAGES=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
+hugepages_before=$(cat "$HUGEPAGES" 2>/dev/null || echo "")
+
 cleanup() {
   if [ -x target/debug/pronghorn ] && [ "$(id -u)" -eq 0 ]; then
     for d in /run/pronghorn/lab/tst-*; do
       [ -d "$d" ] && target/debug/pronghorn lab down --prefix "$(basename "$d")" || true
     done
+  fi
+  give_back_hugepages
+}
+
+# Pages a step left reserved (a process that still held them when its lab went down: the
+# kernel cannot lower the count below pages a live process has reserved) are said and given
+# back, so that the machine is left as it was found. Pages still in use stay (as surplus, which
+# the kernel frees when their process exits).
+give_back_hugepages() {
+  [ -n "$hugepages_before" ] && [ "$(id -u)" -eq 0 ] || return 0
+  local now
+  now=$(cat "$HUGEPAGES")
+  if [ "$now" -gt "$hugepages_before" ]; then
+    echo "test: $((now - hugepages_before)) hugepages were still reserved after the tests ($now, $hugepages_before before); giving them back" >&2
+    echo "$hugepages_before" >"$HUGEPAGES" || true
   fi
 }
 trap cleanup EXIT

@@ -734,8 +734,9 @@ fn give_back_hugepages(target: u64) -> u64 {
         }
         if over() > 0 {
             // The write left the count above the target (seen: 10 pages after a lab test's
-            // echo exited as the lab went down, with no surplus), so some pages the exiting
-            // process still held were neither freed nor made surplus. Once it is gone they
+            // echo exited as the lab went down, with no surplus). The kernel never lowers the
+            // count below the pages a live mapping has reserved but not yet touched (they are
+            // neither in use, so not made surplus, nor free); once the process is gone they
             // are free, and writing the target again gives them back.
             let _ = fs::write(HUGEPAGES_2M, target.to_string());
         }
