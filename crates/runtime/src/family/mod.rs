@@ -67,7 +67,7 @@ pub(crate) struct Family {
     /// In the family arena (made in a scope of it, changed only in one, under the lock).
     shared: *mut Shared,
     /// The children this process forked that share its shards (its own heap: the opener's).
-    children: std::sync::Mutex<Vec<libc::pid_t>>,
+    children: std::sync::Mutex<Children>,
     /// Processes a wake found gone (ESRCH) after the locks: their sleepers are forgotten at the
     /// driver's next hold (its own heap).
     gone: std::sync::Mutex<Vec<libc::pid_t>>,
@@ -382,9 +382,15 @@ impl Family {
     /// This process forked `pid`, a child that shares its shards.
     pub(crate) fn forked(&self, pid: libc::pid_t) {
         let mut children = self.children.lock().unwrap_or_else(|p| p.into_inner());
-        // Those gone (reaped or zombies) need no watching.
-        children.retain(|&c| alive(c));
-        children.push(pid);
+        // Those gone (reaped or zombies) need no watching. Looking is a system call per child,
+        // so it is done when the list has doubled since the last look, not at every fork (a
+        // server with a process per connection forks for each one): O(1) a fork, amortized,
+        // and the list at most twice as long as it was after the last look.
+        if children.pids.len() >= children.prune_at {
+            children.pids.retain(|&c| alive(c));
+            children.prune_at = PRUNE_CHILDREN_FROM.max(2 * children.pids.len());
+        }
+        children.pids.push(pid);
     }
 
     /// The list of processes found gone, held across a fork about to run in this thread: a
@@ -397,7 +403,7 @@ impl Family {
     /// The children this process forked that still live.
     pub(crate) fn children_alive(&self) -> Vec<libc::pid_t> {
         let children = self.children.lock().unwrap_or_else(|p| p.into_inner());
-        children.iter().copied().filter(|&c| alive(c)).collect()
+        children.pids.iter().copied().filter(|&c| alive(c)).collect()
     }
 
     /// The lock over the shared shards. When its holder died, the arena's allocator is made
@@ -597,6 +603,17 @@ impl Family {
 
 /// Whether this process's child `pid` runs: not reaped (ECHILD), not exited and waiting to
 /// be (WNOWAIT leaves it to the program's own wait).
+/// The children a process forked, as `Family::forked` keeps them: pruned of those gone when
+/// the list reaches `prune_at`.
+#[derive(Default)]
+struct Children {
+    pids: Vec<libc::pid_t>,
+    prune_at: usize,
+}
+
+/// The shortest list of children `Family::forked` prunes.
+const PRUNE_CHILDREN_FROM: usize = 16;
+
 fn alive(pid: libc::pid_t) -> bool {
     // SAFETY: all zeroes is a valid siginfo_t; waitid writes it and reaps nothing (WNOWAIT).
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
@@ -660,5 +677,52 @@ mod tests {
         assert!(!readable(bell), "the driver did not read the bell back before its next sleep");
         // SAFETY: the eventfd made above.
         unsafe { real::close(efd) };
+    }
+
+    /// A server with a process per connection forks for each one: the list of children the
+    /// opener keeps (for its exit's message) stays about as long as the children alive, and
+    /// keeps every one of them.
+    #[test]
+    fn the_children_list_stays_as_long_as_the_children_alive_and_names_them() {
+        arena::enable_family().expect("ScopedAlloc is the unit tests' allocator");
+        let family = Family::new().expect("the family is made");
+        let spawn = || {
+            // SAFETY: the child blocks in pause() until killed, or exits at once; no allocation.
+            let pid = unsafe { libc::fork() };
+            assert!(pid >= 0);
+            pid
+        };
+        // A child that lives through the whole test.
+        let lives = spawn();
+        if lives == 0 {
+            // SAFETY: alarm, pause and _exit have no preconditions (the alarm ends the child
+            // should the test fail before it kills it).
+            unsafe {
+                libc::alarm(60);
+                libc::pause();
+                libc::_exit(0);
+            }
+        }
+        family.forked(lives);
+        for _ in 0..500 {
+            let pid = spawn();
+            if pid == 0 {
+                // SAFETY: _exit has no preconditions.
+                unsafe { libc::_exit(0) };
+            }
+            let mut status = 0;
+            // SAFETY: `status` is a writable int.
+            assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+            family.forked(pid);
+        }
+        let listed = family.children.lock().unwrap().pids.len();
+        assert!(listed <= 2 * PRUNE_CHILDREN_FROM, "{listed} pids listed for 1 child alive");
+        assert_eq!(family.children_alive(), vec![lives]);
+        // SAFETY: the child forked above; waitpid reaps it.
+        unsafe {
+            libc::kill(lives, libc::SIGKILL);
+            libc::waitpid(lives, std::ptr::null_mut(), 0);
+        }
+        assert!(family.children_alive().is_empty());
     }
 }
