@@ -1,5 +1,7 @@
 #include "wrapper.h"
 
+#include <rte_memory.h>
+
 #include <string.h>
 
 uint16_t ph_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n)
@@ -138,4 +140,31 @@ int ph_errno(void)
 const char *ph_version(void)
 {
 	return rte_version();
+}
+
+struct memseg_arrays {
+	void **addr;
+	size_t *elements_len;
+	int max;
+	int n;
+};
+
+static int collect_memseg_array(const struct rte_memseg_list *msl, void *arg)
+{
+	struct memseg_arrays *a = arg;
+
+	if (a->n < a->max && msl->memseg_arr.data != NULL) {
+		a->addr[a->n] = msl->memseg_arr.data;
+		a->elements_len[a->n] = (size_t)msl->memseg_arr.elt_sz * msl->memseg_arr.len;
+		a->n++;
+	}
+	return 0;
+}
+
+int ph_memseg_arrays(void **addr, size_t *elements_len, int max)
+{
+	struct memseg_arrays a = { addr, elements_len, max, 0 };
+
+	rte_memseg_list_walk(collect_memseg_array, &a);
+	return a.n;
 }

@@ -53,3 +53,7 @@ void ph_pktmbuf_request_tx(struct rte_mbuf *m, uint32_t request, uint16_t l2_len
 uint16_t ph_tx_prepare(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
 int ph_errno(void);
 const char *ph_version(void);
+/* The element arrays of the EAL's memseg lists (each list's rte_fbarray data: the segments'
+ * descriptors and the used-mask): up to `max` of them, each one's address and the bytes its
+ * elements take (the mask and the page rounding come on top). Returns how many. */
+int ph_memseg_arrays(void **addr, size_t *elements_len, int max);

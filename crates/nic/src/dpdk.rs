@@ -345,6 +345,87 @@ impl Drop for Eal {
     }
 }
 
+/// Makes the EAL's memseg arrays (per memseg list, the descriptors of its memory segments and
+/// the mask of those in use) shared mappings instead of private ones, right after the EAL
+/// started and before anything else of DPDK runs. With `--in-memory` the EAL maps them private
+/// and anonymous and fills them at start (four of 388 KiB here), so every fork copied their
+/// page tables and every child that touched them copied pages; a server that forks per
+/// connection paid that each time (bench/fork_cost.sh: about a quarter of what a fork costs once
+/// the NIC is open). Shared, a child maps what it reads on demand, and it sees the segments as
+/// the parent does, not a copy of them as they were at the fork. A mapping that is not
+/// exactly one array (private, anonymous, starting at the array, about its size) is left as it
+/// is. Returns how many were made shared.
+fn share_memseg_arrays() -> usize {
+    const MAX: usize = 16;
+    let mut addr = [std::ptr::null_mut::<libc::c_void>(); MAX];
+    let mut elements_len = [0usize; MAX];
+    // SAFETY: the EAL is up; the arrays hold MAX entries, which the call is told.
+    let n = unsafe { sys::ph_memseg_arrays(addr.as_mut_ptr(), elements_len.as_mut_ptr(), MAX as i32) };
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+    let mut shared = 0;
+    for k in 0..usize::try_from(n).unwrap_or(0).min(MAX) {
+        let Some(len) = private_anonymous_mapping_at(&maps, addr[k] as usize) else { continue };
+        // The elements, then the used-mask (a bit per element and a word), rounded to pages.
+        let want = elements_len[k];
+        if len < want || len > want + want / 8 + 2 * page {
+            continue;
+        }
+        // SAFETY: [addr, addr + len) is one private anonymous read-write mapping of the EAL's,
+        // which no other thread touches yet (the ports are not set up).
+        if unsafe { remap_shared(addr[k], len) } {
+            shared += 1;
+        }
+    }
+    shared
+}
+
+/// The length of the mapping in `maps` (/proc/self/maps) that starts at `start`, when it is
+/// private, anonymous and read-write.
+fn private_anonymous_mapping_at(maps: &str, start: usize) -> Option<usize> {
+    maps.lines().find_map(|line| {
+        let mut f = line.split_whitespace();
+        let (range, perms, _offset, _dev, inode) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+        let (a, b) = range.split_once('-')?;
+        let (a, b) = (usize::from_str_radix(a, 16).ok()?, usize::from_str_radix(b, 16).ok()?);
+        (a == start && perms == "rw-p" && inode == "0" && f.next().is_none()).then_some(b - a)
+    })
+}
+
+/// Replaces the private mapping [addr, addr + len) by a shared one (a memfd) with the same
+/// bytes at the same address. On any failure the private mapping stays, unchanged.
+///
+/// # Safety
+/// [addr, addr + len) must be one read-write mapping that nothing writes meanwhile.
+unsafe fn remap_shared(addr: *mut libc::c_void, len: usize) -> bool {
+    // SAFETY: a NUL-terminated name; the fd is checked.
+    let fd = unsafe { libc::memfd_create(c"pronghorn-memsegs".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return false;
+    }
+    let rw = libc::PROT_READ | libc::PROT_WRITE;
+    // SAFETY: `fd` is the memfd just made; the new mapping is checked, written within its
+    // length, and unmapped below; MAP_FIXED replaces exactly [addr, addr + len), which the
+    // caller vouches for, with the same bytes.
+    let done = unsafe {
+        let mut ok = libc::ftruncate(fd, len as libc::off_t) == 0;
+        if ok {
+            let copy = libc::mmap(std::ptr::null_mut(), len, rw, libc::MAP_SHARED, fd, 0);
+            ok = copy != libc::MAP_FAILED;
+            if ok {
+                std::ptr::copy_nonoverlapping(addr.cast::<u8>(), copy.cast::<u8>(), len);
+                ok = libc::mmap(addr, len, rw, libc::MAP_SHARED | libc::MAP_FIXED, fd, 0) == addr;
+                libc::munmap(copy, len);
+            }
+        }
+        ok
+    };
+    // SAFETY: the memfd made above (its mapping keeps the memory).
+    unsafe { libc::close(fd) };
+    done
+}
+
 /// The most frames one burst call moves.
 const BURST_MAX: usize = 64;
 
@@ -909,6 +990,7 @@ fn open_inner(
         return Err(Failure::EalInit { errno });
     }
     let eal = Rc::new(Eal { runtime_dir, keep_memory: std::cell::Cell::new(false) });
+    share_memseg_arrays();
 
     let mut pool: *mut sys::rte_mempool = std::ptr::null_mut();
     let mut tso_pool: *mut sys::rte_mempool = std::ptr::null_mut();
@@ -1291,6 +1373,62 @@ pub fn runtime_dir_of(pid: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_private_anonymous_read_write_mapping_starting_there_is_taken_for_a_memseg_array() {
+        let maps = "100000000-10002f000 rw-p 00000000 00:00 0 \n\
+                    140000000-940000000 ---p 00000000 00:00 0 \n\
+                    1180000000-1180061000 rw-p 00000000 00:00 0 \n\
+                    1580200000-1580261000 rw-s 00000000 00:01 5385                   /memfd:pronghorn-memsegs (deleted)\n\
+                    7f0000000000-7f0000010000 rw-p 00001000 fe:01 1234               /usr/lib/libx.so\n";
+        assert_eq!(private_anonymous_mapping_at(maps, 0x1180000000), Some(0x61000));
+        assert_eq!(private_anonymous_mapping_at(maps, 0x100000000), Some(0x2f000));
+        // Inside a mapping but not at its start; not read-write; shared already; a file's.
+        assert_eq!(private_anonymous_mapping_at(maps, 0x1180001000), None);
+        assert_eq!(private_anonymous_mapping_at(maps, 0x140000000), None);
+        assert_eq!(private_anonymous_mapping_at(maps, 0x1580200000), None);
+        assert_eq!(private_anonymous_mapping_at(maps, 0x7f0000000000), None);
+    }
+
+    #[test]
+    fn a_private_mapping_made_shared_keeps_its_bytes_and_is_shared_with_a_child() {
+        let len = 3 * 4096;
+        // SAFETY: a fresh private anonymous mapping, checked, written within its length.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(addr, libc::MAP_FAILED);
+        let bytes = addr.cast::<u8>();
+        // SAFETY: within the mapping.
+        unsafe { (0..len).for_each(|i| *bytes.add(i) = (i % 251) as u8) };
+        // SAFETY: the mapping is this test's alone.
+        assert!(unsafe { remap_shared(addr, len) });
+        // SAFETY: within the mapping.
+        assert!((0..len).all(|i| unsafe { *bytes.add(i) } == (i % 251) as u8), "bytes changed by the remap");
+        // SAFETY: the child writes one byte of the shared mapping and exits; no allocation.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: within the mapping; _exit has no preconditions.
+            unsafe {
+                *bytes.add(len - 1) = 7;
+                libc::_exit(0);
+            }
+        }
+        let mut status = 0;
+        // SAFETY: `status` is a writable int.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        // SAFETY: within the mapping.
+        assert_eq!(unsafe { *bytes.add(len - 1) }, 7, "the child's write did not reach the parent: still private");
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(addr, len) };
+    }
 
     #[test]
     fn vdev_strings_name_the_interface() {
