@@ -354,8 +354,8 @@ impl Drop for Eal {
 /// the NIC is open). Shared, a child maps what it reads on demand, and it sees the segments as
 /// the parent does, not a copy of them as they were at the fork. A mapping that is not
 /// exactly one array (private, anonymous, starting at the array, about its size) is left as it
-/// is. Returns how many were made shared.
-fn share_memseg_arrays() -> usize {
+/// is, as is one whose remap fails: only forks cost more then.
+fn share_memseg_arrays() {
     const MAX: usize = 16;
     let mut addr = [std::ptr::null_mut::<libc::c_void>(); MAX];
     let mut elements_len = [0usize; MAX];
@@ -364,7 +364,6 @@ fn share_memseg_arrays() -> usize {
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-    let mut shared = 0;
     for k in 0..usize::try_from(n).unwrap_or(0).min(MAX) {
         let Some(len) = private_anonymous_mapping_at(&maps, addr[k] as usize) else { continue };
         // The elements, then the used-mask (a bit per element and a word), rounded to pages.
@@ -374,11 +373,8 @@ fn share_memseg_arrays() -> usize {
         }
         // SAFETY: [addr, addr + len) is one private anonymous read-write mapping of the EAL's,
         // which no other thread touches yet (the ports are not set up).
-        if unsafe { remap_shared(addr[k], len) } {
-            shared += 1;
-        }
+        unsafe { remap_shared(addr[k], len) };
     }
-    shared
 }
 
 /// The length of the mapping in `maps` (/proc/self/maps) that starts at `start`, when it is
