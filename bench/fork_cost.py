@@ -18,7 +18,7 @@ four settings, rounds alternating:
   the family and shares the parent's stack, as a PostgreSQL backend does.
 
 Reports the median microseconds per fork + exit + wait of each, and each one's ratio to the
-kernel's. Writes bench/results/fork-cost.{json,md}.
+kernel's. Writes bench/results/fork-cost[-BUILD][-touch].{json,md}.
 """
 
 import argparse
@@ -36,11 +36,13 @@ SETTINGS = ["kernel", "preloaded", "pronghorn", "family"]
 PORT = "7077"
 
 
-def command(setting, lab, exe, lib, forks, touch):
-    """The command line that runs the fork loop `exe` in `setting`."""
+def command(setting, lab, exe, build, forks, touch):
+    """The command line that runs the fork loop `exe` in `setting`, with the pronghorn and
+    libpronghorn.so of the directory `build`."""
     ns = ["ip", "netns", "exec", f"{lab}-a", "taskset", "-c", L.SERVER_CPU]
     loop = [forks] + (["touch"] if touch else [])
-    pronghorn = os.path.abspath("target/release/pronghorn")
+    pronghorn = os.path.join(build, "pronghorn")
+    lib = os.path.join(build, "libpronghorn.so")
     config = f"/run/pronghorn/lab/{lab}/a.toml"
     if setting == "kernel":
         return ns + [exe, L.ADDR["kernel"], PORT] + loop
@@ -73,7 +75,7 @@ def write_md(path, result):
     with open(path, "w") as f:
         f.write("# fork cost: a listening process forks, its child exits, it waits\n\n")
         f.write(__doc__.split("\n\n", 1)[1].rsplit("\n\nReports", 1)[0] + "\n\n")
-        f.write(f"{result['forks']} forks per run, {result['rounds']} rounds alternating the settings; "
+        f.write(f"Build: {result['build']}. {result['forks']} forks per run, {result['rounds']} rounds alternating the settings; "
                 f"child: {'socket() and close(), then _exit' if result['touch'] else '_exit at once'}.\n\n")
         f.write("| setting | us per fork + exit + wait (median) | / kernel (min-max) |\n|---|---:|---:|\n")
         for s in SETTINGS:
@@ -89,8 +91,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--forks", type=int, default=1000)
     ap.add_argument("--touch", action="store_true", help="the child makes and closes a socket before it exits")
+    ap.add_argument("--build", default="target/release",
+                    help="the directory of the pronghorn and libpronghorn.so measured (target/pgo: the PGO build)")
     a = ap.parse_args()
-    lib = os.path.abspath("target/release/libpronghorn.so")
+    build = os.path.abspath(a.build)
     with tempfile.TemporaryDirectory(prefix="fork-cost-") as tmp:
         os.chmod(tmp, 0o755)
         exe = os.path.join(tmp, "fork_cost")
@@ -99,16 +103,18 @@ def main():
         for r in range(a.rounds):
             row = {}
             for s in SETTINGS:
-                p = subprocess.run(command(s, a.prefix, exe, lib, str(a.forks), a.touch), capture_output=True, text=True)
+                p = subprocess.run(command(s, a.prefix, exe, build, str(a.forks), a.touch), capture_output=True, text=True)
                 if p.returncode != 0:
                     raise SystemExit(f"fork_cost: {s} failed ({p.returncode}): {p.stderr.strip()}")
                 row[s] = parse_us(p.stdout)
                 print(f"round {r + 1}/{a.rounds} {s}: {row[s]:.1f} us per fork", flush=True)
             runs.append(row)
     args = " ".join(sys.argv[1:])
-    result = {"forks": a.forks, "rounds": a.rounds, "touch": a.touch, "runs": runs, "summary": summarize(runs),
+    result = {"forks": a.forks, "rounds": a.rounds, "touch": a.touch, "build": a.build, "runs": runs,
+              "summary": summarize(runs),
               "machine": L.machine(f"bench/fork_cost.sh {args}".strip())}
-    base = "bench/results/fork-cost" + ("-touch" if a.touch else "")
+    build_name = os.path.basename(os.path.normpath(a.build))
+    base = "bench/results/fork-cost" + ("" if build_name == "release" else f"-{build_name}") + ("-touch" if a.touch else "")
     with open(base + ".json", "w") as f:
         json.dump(result, f, indent=1)
     write_md(base + ".md", result)

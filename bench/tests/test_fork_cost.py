@@ -32,16 +32,17 @@ class ForkCost(unittest.TestCase):
         self.assertEqual((s["preloaded"]["ratio"], s["preloaded"]["ratio_min"]), (2.0, 1.5))
 
     def test_each_setting_runs_the_loop_on_its_paths_address(self):
-        kernel = fork_cost.command("kernel", "fk", "/t/fc", "/l/lib.so", "10", False)
+        kernel = fork_cost.command("kernel", "fk", "/t/fc", "/b", "10", False)
         self.assertEqual(kernel[-4:], ["/t/fc", "10.98.0.1", fork_cost.PORT, "10"])
-        self.assertNotIn("LD_PRELOAD=/l/lib.so", kernel)
-        preloaded = fork_cost.command("preloaded", "fk", "/t/fc", "/l/lib.so", "10", True)
-        self.assertIn("LD_PRELOAD=/l/lib.so", preloaded)
+        self.assertNotIn("LD_PRELOAD=/b/libpronghorn.so", kernel)
+        preloaded = fork_cost.command("preloaded", "fk", "/t/fc", "/b", "10", True)
+        self.assertIn("LD_PRELOAD=/b/libpronghorn.so", preloaded)
         self.assertEqual(preloaded[-5:], ["/t/fc", "10.98.0.1", fork_cost.PORT, "10", "touch"])
-        family = fork_cost.command("family", "fk", "/t/fc", "/l/lib.so", "10", False)
+        family = fork_cost.command("family", "fk", "/t/fc", "/b", "10", False)
         self.assertIn("postgres", family[family.index("--profile") + 1:])
         self.assertIn("10.99.0.1", family)
-        self.assertNotIn("--profile", fork_cost.command("pronghorn", "fk", "/t/fc", "/l/lib.so", "10", False))
+        self.assertEqual(family[family.index("run") - 1], "/b/pronghorn")
+        self.assertNotIn("--profile", fork_cost.command("pronghorn", "fk", "/t/fc", "/b", "10", False))
 
 
 if __name__ == "__main__":
