@@ -270,23 +270,24 @@ def scenarios(host, port, local):
         cmd(s, "close")
         s.close()
 
-    # A large non-blocking send: short writes, then EAGAIN; the peer drains it all.
+    # A large non-blocking send, while the peer reads: it takes what fits (short writes, maybe
+    # EAGAIN) and the peer drains all of it. Whether a send finds the buffer full here depends on
+    # how the two are scheduled (a sender descheduled between sends finds room every time: seen
+    # under pronghorn on a loaded 2-core machine), so that is not observed; `sndbuf_eagain`
+    # below, against a peer that never reads, observes EAGAIN.
     s = connected(host, port)
     cmd(s, "drain")
     s.setblocking(False)
-    total, short, eagain = 0, False, False
+    total = 0
     for _ in range(10000):
         r = attempt(s.send, b"y" * 65536)
         if r == "EEAGAIN":
-            eagain = True
             break
-        if r < 65536:
-            short = True
         total += r
     s.setblocking(True)
     s.shutdown(socket.SHUT_WR)
     reply = s.makefile().readline().strip()
-    out["bulk_nonblocking_send"] = [eagain, int(reply) == total]
+    out["bulk_nonblocking_send"] = [total > 0, int(reply) == total]
     s.close()
 
     # Options: TCP_NODELAY reads back, SO_ERROR is 0 on a healthy connection.
