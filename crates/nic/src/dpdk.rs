@@ -137,7 +137,16 @@ pub struct DpdkOptions {
     /// Enable the tx offloads the PMD offers (`nic.offloads`); false: the stack computes every
     /// checksum and sends MSS-sized frames.
     pub offloads: bool,
+    /// How long to wait for a queue of a shared interface to come free (see
+    /// [`QueueClaim::first_free_run`]): a process that ends keeps its queue while it drains
+    /// its connections (`runtime.exit_drain_ms`) and closes its port, and a server replacing
+    /// its workers (nginx -s reload) starts the new ones meanwhile.
+    pub claim_patience: std::time::Duration,
 }
+
+/// What a queue claim waits beyond the exit drain of the process it may replace: the port's
+/// close (the EAL's cleanup, the AF_XDP sockets' teardown) on a loaded machine.
+pub const CLAIM_PATIENCE_BEYOND_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl DpdkOptions {
     pub fn new(pmd: Pmd, iface: impl Into<String>) -> Self {
@@ -154,6 +163,7 @@ impl DpdkOptions {
             lcore: None,
             pool_node: None,
             offloads: true,
+            claim_patience: CLAIM_PATIENCE_BEYOND_DRAIN,
         }
     }
 
@@ -503,7 +513,7 @@ impl DpdkNic {
                 queues: opts.queues.max(shards),
             });
         }
-        let claim = QueueClaim::first_free_run(&opts.iface, opts.queues, shards, std::time::Duration::from_secs(5))?;
+        let claim = QueueClaim::first_free_run(&opts.iface, opts.queues, shards, opts.claim_patience)?;
         if EAL_STARTED.swap(true, Ordering::SeqCst) {
             return Err(DpdkError::AlreadyInitialized);
         }

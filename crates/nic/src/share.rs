@@ -44,10 +44,10 @@ pub struct QueueClaim {
 /// Why no queue could be claimed: each displays as one line with the fix.
 #[derive(Debug, thiserror::Error)]
 pub enum ClaimError {
-    #[error("all {queues} queue(s) of interface \"{iface}\" are driven by other processes; give the interface more queues and set nic.queues to match (one per process that serves it)")]
-    AllTaken { iface: String, queues: u16 },
-    #[error("no {count} consecutive free queues among the {queues} of interface \"{iface}\" (runtime.shards = {count} takes one per shard); give the interface more queues and raise nic.queues to match")]
-    NoRun { iface: String, queues: u16, count: u16 },
+    #[error("all {queues} queue(s) of interface \"{iface}\" are driven by other processes ({holders}); give the interface more queues and set nic.queues to match (one per process that serves it)")]
+    AllTaken { iface: String, queues: u16, holders: String },
+    #[error("no {count} consecutive free queues among the {queues} of interface \"{iface}\" ({holders}; runtime.shards = {count} takes one per shard); give the interface more queues and raise nic.queues to match")]
+    NoRun { iface: String, queues: u16, count: u16, holders: String },
     #[error("cannot create the queue lock {path}: {err}")]
     Lock { path: String, err: std::io::Error },
 }
@@ -56,6 +56,11 @@ impl QueueClaim {
     /// Claims the lowest free queue of `iface`'s first `queues`, waiting up to `patience` for
     /// one to come free: a server replacing its workers (nginx -s reload) starts the new ones
     /// while the old ones finish, and a process closing its port holds every lock briefly.
+    /// While a queue is held by a process that is exiting it waits longer, up to
+    /// [`DYING_HOLDER_PATIENCE`]: a process killed by a signal drops its locks only when the
+    /// kernel has closed its files, after its sockets' teardown, which waits for RCU and the
+    /// network namespace's locks (seconds on a loaded machine); nginx does not respawn a
+    /// worker that fails to start.
     pub fn first_free(iface: &str, queues: u16, patience: std::time::Duration) -> Result<QueueClaim, ClaimError> {
         QueueClaim::first_free_run(iface, queues, 1, patience)
     }
@@ -81,11 +86,18 @@ impl QueueClaim {
                 }
                 return Ok(QueueClaim { iface: iface.to_string(), queues, queue: first, count, _locks: locks });
             }
-            if std::time::Instant::now() >= give_up {
+            let now = std::time::Instant::now();
+            if now >= give_up {
+                let held = holders(iface, queues);
+                if now < give_up + DYING_HOLDER_PATIENCE && held.iter().any(|h| h.exiting) {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    continue;
+                }
+                let holders = describe(&held);
                 return Err(if count == 1 {
-                    ClaimError::AllTaken { iface: iface.to_string(), queues }
+                    ClaimError::AllTaken { iface: iface.to_string(), queues, holders }
                 } else {
-                    ClaimError::NoRun { iface: iface.to_string(), queues, count }
+                    ClaimError::NoRun { iface: iface.to_string(), queues, count, holders }
                 });
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -114,6 +126,85 @@ impl QueueClaim {
     pub fn last_out(&self) -> Option<AllQueues> {
         lock_all_except(&self.iface, self.queues, Some(self.queue..self.queue + self.count))
     }
+}
+
+/// How much longer than its patience a claim waits while a queue's holder is exiting.
+pub const DYING_HOLDER_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A queue's lock and the process that took it, as /proc/locks names them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Holder {
+    queue: u16,
+    pid: u32,
+    /// The process is on its way out: the lock goes when the kernel has closed its files.
+    exiting: bool,
+}
+
+/// The holders of `iface`'s first `queues` queue locks (those /proc/locks shows; a lock file
+/// that cannot be read is left out).
+fn holders(iface: &str, queues: u16) -> Vec<Holder> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(locks) = std::fs::read_to_string("/proc/locks") else { return Vec::new() };
+    let mut found = Vec::new();
+    for queue in 0..queues {
+        let Ok(meta) = std::fs::metadata(lock_path(iface, queue)) else { continue };
+        let (major, minor) = (libc::major(meta.dev()), libc::minor(meta.dev()));
+        for pid in flock_holders(&locks, major, minor, meta.ino()) {
+            found.push(Holder { queue, pid, exiting: exiting(pid) });
+        }
+    }
+    found
+}
+
+/// The pids /proc/locks names as holding an flock on the file (`major:minor:inode`), waiters
+/// (`->` lines) left out. A line: `3: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF`.
+fn flock_holders(locks: &str, major: u32, minor: u32, ino: u64) -> Vec<u32> {
+    let file = format!("{major:02x}:{minor:02x}:{ino}");
+    locks
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            match fields.as_slice() {
+                [_, "FLOCK", _, _, pid, f, ..] if *f == file => pid.parse().ok(),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// Whether `pid` is on its way out: one of its threads is in the kernel's exit (PF_EXITING)
+/// and not yet a zombie. A process whose threads are all zombies has closed its files: a lock
+/// that still names it is held by a process that inherited the fd, which may live on.
+fn exiting(pid: u32) -> bool {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    threads
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
+        .any(|stat| thread_exiting(&stat))
+}
+
+/// From a thread's /proc/.../stat: PF_EXITING in its flags (the ninth field) and its state not
+/// zombie or dead.
+fn thread_exiting(stat: &str) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    // The command (field 2) is in parentheses and may hold spaces and parentheses itself.
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { return false };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let gone = matches!(fields.first(), Some(&"Z") | Some(&"X") | None);
+    let flags: u64 = fields.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
+    !gone && flags & PF_EXITING != 0
+}
+
+/// "pid 12 holds queue 0, pid 34 (exiting) holds queue 1", for the claim's error.
+fn describe(held: &[Holder]) -> String {
+    if held.is_empty() {
+        return "/proc/locks names no holder".into();
+    }
+    let each: Vec<String> = held
+        .iter()
+        .map(|h| format!("pid {}{} holds queue {}", h.pid, if h.exiting { " (exiting)" } else { "" }, h.queue))
+        .collect();
+    each.join(", ")
 }
 
 /// Holds the interface's setup lock: processes that start together set their ports up one
@@ -204,6 +295,12 @@ mod tests {
 
     // flock is per open file description: two opens in one process contend like two processes.
 
+    /// One lock test at a time: a test that forks copies the others' lock fds for a moment.
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The test's lock files, then the directories if no other test still uses them.
     fn remove_locks(iface: &str) {
         let dir = lock_path(iface, 0).parent().unwrap().to_path_buf();
@@ -218,6 +315,7 @@ mod tests {
 
     #[test]
     fn processes_get_distinct_queues_and_a_freed_queue_is_reused() {
+        let _serial = serial();
         let iface = format!("t{}a", std::process::id());
         let a = QueueClaim::first_free(&iface, 2, Duration::ZERO).unwrap();
         let b = QueueClaim::first_free(&iface, 2, Duration::ZERO).unwrap();
@@ -237,6 +335,7 @@ mod tests {
 
     #[test]
     fn last_out_keeps_newcomers_away_while_held() {
+        let _serial = serial();
         let iface = format!("t{}b", std::process::id());
         let a = QueueClaim::first_free(&iface, 3, Duration::ZERO).unwrap();
         let guard = a.last_out().unwrap();
@@ -248,6 +347,7 @@ mod tests {
 
     #[test]
     fn a_process_with_several_shards_claims_a_run_of_consecutive_queues() {
+        let _serial = serial();
         let iface = format!("t{}c", std::process::id());
         let one = QueueClaim::first_free(&iface, 4, Duration::ZERO).unwrap();
         let two = QueueClaim::first_free_run(&iface, 4, 2, Duration::ZERO).unwrap();
@@ -262,6 +362,101 @@ mod tests {
         assert!(run.is_err());
         drop(two);
         assert_eq!(QueueClaim::first_free_run(&iface, 4, 3, Duration::ZERO).unwrap().queue(), 0);
+        remove_locks(&iface);
+    }
+    #[test]
+    fn proc_locks_lines_name_the_holders_of_one_file_and_not_its_waiters() {
+        let locks = "1: FLOCK  ADVISORY  WRITE 4242 00:1a:777 0 EOF\n\
+                     1: -> FLOCK  ADVISORY  WRITE 4343 00:1a:777 0 EOF\n\
+                     2: FLOCK  ADVISORY  WRITE 4444 00:1a:778 0 EOF\n\
+                     3: POSIX  ADVISORY  WRITE 4545 00:1a:777 0 EOF\n\
+                     4: FLOCK  ADVISORY  WRITE 4646 08:01:777 0 EOF\n";
+        assert_eq!(flock_holders(locks, 0, 0x1a, 777), vec![4242]);
+        assert_eq!(flock_holders(locks, 8, 1, 777), vec![4646]);
+        assert!(flock_holders(locks, 0, 0x1a, 779).is_empty());
+    }
+
+    #[test]
+    fn a_thread_in_the_kernels_exit_counts_as_exiting_and_a_zombie_does_not() {
+        // Fields after the command: state ppid pgrp session tty tpgid flags ...
+        let line = |state: &str, flags: u64| format!("77 (nginx: worker) x)) {state} 1 77 77 0 -1 {flags} 0 0 0");
+        assert!(thread_exiting(&line("D", 0x400044)), "PF_EXITING, blocked in the exit");
+        assert!(thread_exiting(&line("R", 0x4)));
+        assert!(!thread_exiting(&line("S", 0x400040)), "alive");
+        assert!(!thread_exiting(&line("Z", 0x40040c)), "a zombie's files are closed");
+        assert!(!thread_exiting("77 (trunc"));
+        assert!(!exiting(std::process::id()));
+    }
+
+    #[test]
+    fn a_claim_that_gives_up_names_the_holders_and_waits_not_for_a_lock_an_heir_holds() {
+        let _serial = serial();
+        let iface = format!("t{}d", std::process::id());
+        let mine = QueueClaim::first_free(&iface, 1, Duration::ZERO).unwrap();
+        let err = QueueClaim::first_free(&iface, 1, Duration::ZERO).unwrap_err().to_string();
+        assert!(err.contains(&format!("pid {} holds queue 0", std::process::id())), "{err}");
+        drop(mine);
+        // A child takes the lock and forks a grandchild that inherits it, then exits: /proc/locks
+        // names the child (a zombie, not reaped yet) while the grandchild holds the lock.
+        let mut pipe = [0; 2];
+        // SAFETY: `pipe` has room for the two fds.
+        assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+        let path = std::ffi::CString::new(lock_path(&iface, 0).into_os_string().into_encoded_bytes()).unwrap();
+        // SAFETY: the child only makes system calls (open, flock, fcntl, close_range, fork, write,
+        // pause, _exit) on memory prepared before the fork: nothing that allocates or takes a lock.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            // SAFETY: as above; every fd named is the child's own.
+            unsafe {
+                let fd = libc::open(path.as_ptr(), libc::O_WRONLY);
+                if fd < 0 || libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) != 0 {
+                    libc::_exit(1);
+                }
+                // Only the lock and the pipe stay: the other tests' lock fds, copied by the fork,
+                // must not outlive it.
+                libc::fcntl(fd, libc::F_DUPFD, 1000);
+                let report = libc::fcntl(pipe[1], libc::F_DUPFD, 1000);
+                libc::syscall(libc::SYS_close_range, 3u32, 999u32, 0u32);
+                let grandchild = libc::fork();
+                if grandchild == 0 {
+                    libc::write(report, b"g".as_ptr().cast(), 1);
+                    libc::pause();
+                    libc::_exit(0);
+                }
+                let gpid = grandchild.to_ne_bytes();
+                libc::write(report, gpid.as_ptr().cast(), gpid.len());
+                libc::_exit(0);
+            }
+        }
+        // SAFETY: our own fd.
+        unsafe { libc::close(pipe[1]) };
+        let mut buf = [0u8; 5];
+        let mut got = 0;
+        while got < buf.len() {
+            // SAFETY: `buf[got..]` is writable.
+            let n = unsafe { libc::read(pipe[0], buf[got..].as_mut_ptr().cast(), buf.len() - got) };
+            assert!(n > 0, "the child and grandchild report");
+            got += n as usize;
+        }
+        let (g, pid_bytes) = if buf[0] == b'g' { (0, &buf[1..5]) } else { (4, &buf[0..4]) };
+        assert_eq!(buf[g], b'g');
+        let grandchild = i32::from_ne_bytes(pid_bytes.try_into().unwrap());
+        assert!(grandchild > 0);
+        // The child has exited once its zombie shows (waitid with WNOWAIT leaves it there).
+        // SAFETY: all zeroes is a valid siginfo_t.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is ours to write.
+        unsafe { libc::waitid(libc::P_PID, child as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT) };
+        let held = holders(&iface, 1);
+        assert_eq!(held, vec![Holder { queue: 0, pid: child as u32, exiting: false }]);
+        let err = QueueClaim::first_free(&iface, 1, Duration::ZERO).unwrap_err().to_string();
+        assert!(err.contains(&format!("pid {child} holds queue 0")), "{err}");
+        // SAFETY: signals and reaps our own child and grandchild's pids.
+        unsafe {
+            libc::kill(grandchild, libc::SIGKILL);
+            libc::waitpid(child, std::ptr::null_mut(), 0);
+            libc::close(pipe[0]);
+        }
         remove_locks(&iface);
     }
 }

@@ -51,6 +51,8 @@ pub fn dpdk_options(cfg: &Config) -> DpdkOptions {
     opts.queues = cfg.nic.queues;
     opts.shards = cfg.runtime.shards;
     opts.offloads = cfg.nic.offloads;
+    opts.claim_patience =
+        std::time::Duration::from_millis(cfg.runtime.exit_drain_ms.into()) + nic::dpdk::CLAIM_PATIENCE_BEYOND_DRAIN;
     opts.xdp_owner = Some(nic::xdp::Owner {
         ipv4: cfg.ipv4.as_ref().map(|c| c.address.addr),
         ipv6: cfg.ipv6.as_ref().map(|c| c.address.addr),
