@@ -318,6 +318,12 @@ impl<N: Nic + 'static> Accel<N> {
         self.lock().sharing.family().map(|f| f.stats(true))
     }
 
+    /// Whether this process has a slot in its family's process table (tests: a child forked
+    /// when the table had no room shares the stack untracked).
+    pub fn family_member(&self) -> bool {
+        self.lock().sharing.family().is_some_and(|f| f.member().is_some())
+    }
+
     /// Runs `f` with the runtime's locks held, the family's included (tests and debugging: a
     /// process killed inside `f` dies holding the family lock, as one killed inside a call).
     pub fn with_locks_held(&self, f: impl FnOnce()) {
@@ -436,12 +442,13 @@ struct ForkLocals {
 impl<N: Nic + 'static> Accel<N> {
     /// fork() is about to run in this thread.
     pub fn fork_prepare(&self) -> ForkHold<'_, N> {
-        let rt = self.lock();
+        let mut rt = self.lock();
         let mut shared = Vec::new();
         let mut member = None;
         if let Some(f) = rt.sharing.family() {
             shared = rt.socks.held();
             let _family = rt.sharing.lock();
+            rt.room_for_a_child(f);
             member = f.share(&shared);
         }
         let gone = rt.sharing.family().map(|f| f.hold_gone_for_fork());

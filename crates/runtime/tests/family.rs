@@ -913,6 +913,24 @@ fn a_child_killed_asleep_has_its_connection_closed_and_its_sleep_forgotten() {
     );
 }
 
+/// Children that end without the runtime's exit (`_exit`) keep their slots in the process
+/// table until the opener's periodic look (once a second); a server forking faster than that
+/// must not fill it: a fork that finds every slot taken buries the dead first, so every child
+/// has a slot (one without shares the stack untracked: its holds stay if it is killed). Fails
+/// without the burial when 1,024 of the forks fall between two periodic looks.
+#[test]
+fn children_that_exit_at_once_faster_than_the_periodic_look_leave_room_for_the_next() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, _lfd, conn, _seen) = accepted("family");
+    for k in 0..3000 {
+        let pid = fork_child(rt, || rt.family_member());
+        assert_eq!(exit_status(pid, "a short-lived child"), 0, "child {k} had no slot in the process table");
+    }
+    let stats = rt.family_stats().expect("a family");
+    assert!(stats.dead_processes >= 1024, "{stats:?}");
+    close(rt, conn);
+}
+
 /// A child that leaves through the runtime's exit (`Accel::at_exit`) is not counted dead: it
 /// leaves the process table, with whatever it still held (here the listener it inherited).
 #[test]

@@ -459,8 +459,13 @@ impl Family {
     }
 
     /// This process's slot in the process table, if it has one.
-    fn member(&self) -> Option<usize> {
+    pub(crate) fn member(&self) -> Option<usize> {
         Some(self.me.load(Ordering::Relaxed)).filter(|&m| m != NOT_A_MEMBER)
+    }
+
+    /// Whether every slot of the process table is taken (family lock held).
+    pub(crate) fn table_full(&self) -> bool {
+        self.shared().members.iter().all(|m| m.pid.load(Ordering::Acquire) != 0)
     }
 
     /// A fork is about to give every socket in `ids` one more holder (the parent holds them;

@@ -80,6 +80,18 @@ impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
         }
     }
 
+    /// Before a fork takes a slot of the process table for its child (family lock held): when
+    /// every slot is taken, the dead are buried first. Children that end without the runtime's
+    /// exit (`_exit`, a signal) keep their slots until the periodic look; a server forking
+    /// more than [`super::MEMBERS`] such children a second would otherwise fill the table and
+    /// its later children would share the stack untracked.
+    pub(crate) fn room_for_a_child(&mut self, f: &'static Family) {
+        if f.table_full() {
+            let closes = f.bury_dead();
+            self.close_given_back(closes);
+        }
+    }
+
     /// In the opener's stack pass at `now`: the periodic look for members that died without
     /// holding the lock (`family::REAP_EVERY_NS`).
     pub(crate) fn look_for_dead_members(&mut self, f: &'static Family, now: u64) {
