@@ -209,8 +209,9 @@ pub fn run(args: BenchArgs) -> Result<i32> {
     }
     // A plan that cannot be made (a client not installed) fails here, before the lab comes up.
     let result = plan_for(&args, StackPath::Kernel).map(|p| p.about).and_then(|about| {
-        let mut lab = Lab::up(&exe, &args.prefix, &args.pmd, args.busy_poll_us, args.workers, args.share)?;
-        lab.profile = args.profile.clone().or_else(|| args.workload.profile().map(String::from));
+        let queues = lab_queues(args.workers, shares_a_family(&args)?);
+        let mut lab = Lab::up(&exe, &args.prefix, &args.pmd, args.busy_poll_us, queues, args.share)?;
+        lab.profile = effective_profile(&args).map(String::from);
         let runs = measure(&args, &exe, &lab);
         lab.down();
         Ok((runs?, about))
@@ -292,7 +293,35 @@ fn scratch_dir(path: StackPath) -> PathBuf {
 fn plan_for(args: &BenchArgs, path: StackPath) -> Result<Plan> {
     let dir = scratch_dir(path);
     std::fs::create_dir_all(&dir)?;
-    workloads::plan(args.workload, path.addr(), args.quick, &dir, args.workers)
+    let workers = workloads::Workers { count: args.workers, family: shares_a_family(args)? };
+    workloads::plan(args.workload, path.addr(), args.quick, &dir, workers)
+}
+
+/// The profile pronghorn's path runs under: the one asked for, else the workload's own.
+fn effective_profile(args: &BenchArgs) -> Option<&str> {
+    args.profile.as_deref().or_else(|| args.workload.profile())
+}
+
+/// Whether pronghorn's path runs as a fork family (its profile sets `runtime.share =
+/// "family"`, as `nginx-reload` does): nginx's master then drives the NIC and its workers
+/// serve on the master's stack.
+fn shares_a_family(args: &BenchArgs) -> Result<bool> {
+    let Some(name) = effective_profile(args) else { return Ok(false) };
+    let profile = config::profile::Profile::named(name).map_err(anyhow::Error::msg)?;
+    let keys: toml::Table = profile.text.parse().with_context(|| format!("profile {name}"))?;
+    let share = keys.get("runtime").and_then(|r| r.get("share")).and_then(|s| s.as_str());
+    Ok(share.is_some_and(|s| s == config::Share::Family.to_string()))
+}
+
+/// The lab's veth queues for `workers` server processes: one each, so that each per-process
+/// worker drives a queue of its own; one for a family, whose master serves one queue (a queue
+/// nobody serves drops what the client's flow hash puts there).
+fn lab_queues(workers: u16, family: bool) -> u16 {
+    if family {
+        1
+    } else {
+        workers
+    }
 }
 
 /// A file of the repository: under the current directory, or two levels above the binary
@@ -817,6 +846,21 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<BenchArgs, clap::Error> {
         Cli::try_parse_from([&["bench"], args].concat()).map(|c| c.bench)
+    }
+
+    /// nginx's workers under `--profile nginx-reload` are a fork family on the master's one
+    /// queue: a lab with a queue per worker dropped what the flow hash put on the others, and
+    /// the pronghorn server never accepted within the bench's 30 s.
+    #[test]
+    fn a_family_profile_gets_a_lab_of_one_queue_and_per_process_workers_one_queue_each() {
+        let family = parse(&["http", "--workers", "2", "--profile", "nginx-reload"]).unwrap();
+        assert!(shares_a_family(&family).unwrap());
+        assert_eq!(lab_queues(family.workers, true), 1);
+        let own = parse(&["http", "--workers", "2"]).unwrap();
+        assert!(!shares_a_family(&own).unwrap());
+        assert_eq!(lab_queues(own.workers, false), 2);
+        assert!(!shares_a_family(&parse(&["http", "--workers", "2", "--profile", "nginx"]).unwrap()).unwrap());
+        assert!(shares_a_family(&parse(&["pgbench"]).unwrap()).unwrap(), "pgbench runs under its postgres profile");
     }
 
     #[test]

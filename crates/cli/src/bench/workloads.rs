@@ -182,7 +182,21 @@ pub fn server_counters(name: Name) -> &'static [&'static str] {
 
 /// The plan of `name` against a server at `addr`. `quick` shrinks counts for a smoke run; `dir`
 /// is a scratch directory for files the server needs (nginx's config and pages).
-pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path, workers: u16) -> Result<Plan> {
+/// The server's processes (http only): how many nginx workers, and whether pronghorn's path
+/// runs them as a fork family on the master's stack (`runtime.share = "family"`) rather than
+/// each on a queue of its own.
+#[derive(Clone, Copy, Debug)]
+pub struct Workers {
+    pub count: u16,
+    pub family: bool,
+}
+
+#[cfg(test)]
+impl Workers {
+    pub const ONE: Workers = Workers { count: 1, family: false };
+}
+
+pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path, workers: Workers) -> Result<Plan> {
     Ok(match name {
         Name::Redis => {
             let mut clients = Vec::new();
@@ -285,8 +299,8 @@ pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path, workers: u16) -> Re
             std::fs::write(www.join("index.html"), PAGE)?;
             let d = dir.display();
             let conf = dir.join("nginx.conf");
-            let processes = if workers > 1 {
-                format!("master_process on; worker_processes {workers};")
+            let processes = if workers.count > 1 {
+                format!("master_process on; worker_processes {};", workers.count)
             } else {
                 "master_process off; worker_processes 1;".into()
             };
@@ -303,8 +317,17 @@ pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path, workers: u16) -> Re
             )?;
             let secs = if quick { "2s" } else { "10s" };
             let url = format!("http://{addr}:8080/index.html");
-            let server_is = if workers > 1 {
-                format!("a master and {workers} worker processes, each on a NIC queue of its own under pronghorn")
+            let server_is = if workers.count > 1 && workers.family {
+                format!(
+                    "a master and {} worker processes; under pronghorn a fork family (runtime.share = \"family\"): \
+                     the master drives the NIC's one queue and the workers serve on its stack",
+                    workers.count
+                )
+            } else if workers.count > 1 {
+                format!(
+                    "a master and {} worker processes, each on a NIC queue of its own under pronghorn",
+                    workers.count
+                )
             } else {
                 "one process: master_process off, one worker".into()
             };
@@ -1303,14 +1326,14 @@ Latency (ms):
         }
         let dir = std::env::temp_dir().join(format!("ph-pgbench-plan-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let full = plan(Name::Pgbench, "10.99.0.1", false, &dir, 1).unwrap();
+        let full = plan(Name::Pgbench, "10.99.0.1", false, &dir, Workers::ONE).unwrap();
         let labels: Vec<&str> = full.clients.iter().map(|c| c.label.as_str()).collect();
         assert_eq!(labels, ["select-only -c 16", "select-only -c 64", "TPC-B-like -c 16", "select-only -C -c 16"]);
         let runs: Vec<String> = full.clients.iter().map(|c| c.argv.join(" ")).collect();
         let head = "pgbench -h 10.99.0.1 -U postgres -n -j 4 -T 20";
         assert_eq!(runs[1], format!("{head} -S -c 64 postgres"));
         assert_eq!(runs[3], format!("{head} -S -C -c 16 postgres"));
-        let quick = plan(Name::Pgbench, "10.98.0.1", true, &dir, 1).unwrap();
+        let quick = plan(Name::Pgbench, "10.98.0.1", true, &dir, Workers::ONE).unwrap();
         let runs: Vec<String> = quick.clients.iter().map(|c| c.argv.join(" ")).collect();
         assert_eq!(runs.len(), 3);
         assert!(runs.iter().all(|r| r.contains("-h 10.98.0.1") && r.contains("-T 5 ")), "{runs:?}");
@@ -1336,15 +1359,20 @@ Latency (ms):
         std::fs::create_dir_all(&dir).unwrap();
         // mariadb's plan needs mariadbd installed (scripts/setup.sh); tpcc's also go-tpc, built by hand.
         for name in [Name::Redis, Name::RedisCps, Name::Latency, Name::Bulk, Name::Http, Name::Mariadb] {
-            let p = plan(name, "10.98.0.1", true, &dir, 1).unwrap();
+            let p = plan(name, "10.98.0.1", true, &dir, Workers::ONE).unwrap();
             assert!(p.server.argv.join(" ").contains("10.98.0.1") || name == Name::Http, "{name:?}");
             assert!(p.clients.iter().all(|c| c.argv.join(" ").contains("10.98.0.1")), "{name:?}");
         }
         let conf = std::fs::read_to_string(dir.join("nginx.conf")).unwrap();
         assert!(conf.contains("listen 10.98.0.1:8080") && conf.contains("master_process off"));
-        plan(Name::Http, "10.98.0.1", true, &dir, 2).unwrap();
+        let own_queues = plan(Name::Http, "10.98.0.1", true, &dir, Workers { count: 2, family: false }).unwrap();
         let conf = std::fs::read_to_string(dir.join("nginx.conf")).unwrap();
         assert!(conf.contains("master_process on; worker_processes 2;"), "{conf}");
+        assert!(own_queues.about.contains("each on a NIC queue of its own"), "{}", own_queues.about);
+        let family = plan(Name::Http, "10.98.0.1", true, &dir, Workers { count: 2, family: true }).unwrap();
+        assert!(family.about.contains("serve on its stack"), "{}", family.about);
+        let conf = std::fs::read_to_string(dir.join("nginx.conf")).unwrap();
+        assert!(conf.contains("daemon off;"), "a family's master must stay in the foreground: {conf}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
