@@ -536,7 +536,8 @@ fn a_child_woken_in_epoll_wait_by_its_request_finds_it_at_once() {
         served
     });
     close(rt, conn);
-    until_asleep(pid);
+    // Asleep in epoll_wait's poll(2) (registered), not on the family lock on the way there.
+    until(|| in_poll(pid));
     let before = rt.family_stats().expect("a family");
     seen.send.store(true, Ordering::Relaxed);
     assert_eq!(exit_status(pid, "the child exits"), 0, "the child did not serve the request");

@@ -180,8 +180,6 @@ pub fn server_counters(name: Name) -> &'static [&'static str] {
     }
 }
 
-/// The plan of `name` against a server at `addr`. `quick` shrinks counts for a smoke run; `dir`
-/// is a scratch directory for files the server needs (nginx's config and pages).
 /// The server's processes (http only): how many nginx workers, and whether pronghorn's path
 /// runs them as a fork family on the master's stack (`runtime.share = "family"`) rather than
 /// each on a queue of its own.
@@ -196,6 +194,9 @@ impl Workers {
     pub const ONE: Workers = Workers { count: 1, family: false };
 }
 
+/// The plan of `name` against a server at `addr`. `quick` shrinks counts for a smoke run; `dir`
+/// is a scratch directory for files the server needs (nginx's config and pages); `workers`:
+/// nginx's processes.
 pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path, workers: Workers) -> Result<Plan> {
     Ok(match name {
         Name::Redis => {
