@@ -330,8 +330,16 @@ fn threads_contending_for_the_runtime_lock_are_counted_as_waits() {
     for s in senders {
         assert_eq!(s.join().unwrap(), Ok(4));
     }
-    let (waiting, waits) = rt.lock_waits();
-    assert_eq!(waiting, 0);
+    // The gauge of threads blocked on the lock comes back to 0. Not at once: the stack thread
+    // (dedicated mode) takes the lock too, and is counted while it waits behind a sender's
+    // hold (seen once: 1 when read right after the joins). A count a thread left behind would
+    // never drop.
+    within("the waiting gauge back to 0", move || {
+        while rt.lock_waits().0 != 0 {
+            std::thread::yield_now();
+        }
+    });
+    let (_, waits) = rt.lock_waits();
     assert!(waits - waits_before >= N, "{N} threads blocked on the lock: {} waits", waits - waits_before);
     for fd in fds {
         assert_eq!(read_exact(rt, fd, 4), b"ping");
