@@ -310,7 +310,7 @@ fn shares_a_family(args: &BenchArgs) -> Result<bool> {
     let profile = config::profile::Profile::named(name).map_err(anyhow::Error::msg)?;
     let keys: toml::Table = profile.text.parse().with_context(|| format!("profile {name}"))?;
     let share = keys.get("runtime").and_then(|r| r.get("share")).and_then(|s| s.as_str());
-    Ok(share.is_some_and(|s| s == config::Share::Family.to_string()))
+    Ok(share.is_some_and(|s| config::Share::try_from(s.to_string()) == Ok(config::Share::Family)))
 }
 
 /// The lab's veth queues for `workers` server processes: one each, so that each per-process
