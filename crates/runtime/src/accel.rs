@@ -174,15 +174,22 @@ impl<N: Nic + 'static> Accel<N> {
     /// Runs `f` with the lock held and `INSIDE` set (our own calls go to the kernel). Wakeups for
     /// whatever `f` changed are worked out under the lock and sent right after it is released
     /// (`wait::send_wakes`). `None` in a forked child.
+    ///
+    /// `INSIDE` is set before the locks are taken: a signal handler that runs on this thread
+    /// while it waits for them or holds them, and makes a socket call, goes to the kernel (on
+    /// an accelerated socket's placeholder: ENOTSOCK), as one that runs inside `f` does. Were
+    /// it let in, it would take again the runtime lock its own thread holds and never return
+    /// (PostgreSQL's backends send their goodbye from their SIGQUIT handler: one caught while
+    /// it waited for the family lock hung the whole family).
     pub(crate) fn with<T>(&self, f: impl FnOnce(&mut Runtime<N>) -> T) -> Option<T> {
         if FORKED.load(std::sync::atomic::Ordering::Relaxed) {
             return None;
         }
+        let inside = Inside::enter();
         let mut rt = self.lock();
         let family = rt.sharing.lock();
         rt.after_family_lock();
         rt.wait.holds += 1;
-        let inside = Inside::enter();
         let r = f(&mut rt);
         rt.dispatch();
         let sigurg = std::mem::take(&mut rt.sigurg);
@@ -210,6 +217,7 @@ impl<N: Nic + 'static> Accel<N> {
     /// Like `with`, but waits for the lock a bounded time (exit handlers: a thread stopped
     /// while holding it must not hang the exit).
     pub(crate) fn try_with<T>(&self, f: impl FnOnce(&mut Runtime<N>) -> T) -> Option<T> {
+        let inside = Inside::enter();
         let mut tries = 0;
         let mut rt = loop {
             match self.state.try_lock() {
@@ -224,7 +232,6 @@ impl<N: Nic + 'static> Accel<N> {
         let family = rt.sharing.lock();
         rt.after_family_lock();
         rt.wait.holds += 1;
-        let inside = Inside::enter();
         let r = f(&mut rt);
         let wakes = rt.take_wakes();
         let family_wake = rt.family_wake.take();

@@ -12,7 +12,7 @@ mod common;
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -509,6 +509,117 @@ fn an_epoll_ctl_in_a_child_wakes_its_sibling_thread_asleep_in_epoll_wait() {
     });
     close(rt, conn);
     assert_eq!(exit_status(pid, "the child exits"), 0, "T1 slept through its sibling's epoll_ctl");
+}
+
+/// The child's runtime and connection, for [`sends_from_a_handler`].
+static HANDLER_RT: AtomicPtr<Accel<ClientNic>> = AtomicPtr::new(std::ptr::null_mut());
+static HANDLER_FD: AtomicI32 = AtomicI32::new(-1);
+/// What the handler's send returned (bytes, or -errno); set before `HANDLED`.
+static HANDLER_SENT: AtomicI32 = AtomicI32::new(0);
+static HANDLED: AtomicBool = AtomicBool::new(false);
+
+/// A SIGUSR1 handler that sends on the connection, as PostgreSQL's backend sends its goodbye
+/// from its SIGQUIT handler: through the runtime when `runtime::tracked` says the fd is its
+/// (preload's send hook decides so), through the kernel otherwise.
+extern "C" fn sends_from_a_handler(_: i32) {
+    let fd = HANDLER_FD.load(Ordering::Acquire);
+    let sent = if runtime::tracked(fd) {
+        // SAFETY: the child stored its runtime, leaked for the process's life, before the signal.
+        let rt = unsafe { &*HANDLER_RT.load(Ordering::Acquire) };
+        match done(rt.send(fd, b"!", false)) {
+            Ok(n) => n as i32,
+            Err(e) => -e.0,
+        }
+    } else {
+        // SAFETY: one byte from a live buffer.
+        let n = unsafe { libc::send(fd, b"!".as_ptr().cast(), 1, 0) };
+        if n < 0 {
+            -std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+        } else {
+            n as i32
+        }
+    };
+    HANDLER_SENT.store(sent, Ordering::Release);
+    HANDLED.store(true, Ordering::Release);
+}
+
+/// A signal handler that makes a socket call while its thread is on its way into the runtime:
+/// a child's thread T sends on its connection and waits for the family lock (the parent holds
+/// it), holding its own process's runtime lock; a signal's handler on T sends on the same
+/// connection. The handler's call must not take the runtime lock T holds (a deadlock: the
+/// handler never returns, T never gets on, and the family lock T then takes is never released:
+/// PostgreSQL's backends, told by SIGQUIT to end while pgbench ran, hung the whole family so).
+/// It goes to the kernel, as a call made inside a hold does: on the placeholder, ENOTSOCK. T's
+/// own send goes through once the parent lets the lock go.
+#[test]
+fn a_signal_handlers_socket_call_while_its_thread_waits_for_the_family_lock_goes_to_the_kernel() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, _lfd, conn, _seen) = accepted("family");
+    let (held_r, held_w) = pipe();
+    let (release_r, release_w) = pipe();
+    let pid = fork_child(rt, move || {
+        HANDLER_RT.store(rt as *const Accel<ClientNic> as *mut Accel<ClientNic>, Ordering::Release);
+        HANDLER_FD.store(conn, Ordering::Release);
+        // SAFETY: a zeroed sigaction with a handler of the right signature, for SIGUSR1.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = sends_from_a_handler as *const () as usize;
+            assert_eq!(libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut()), 0);
+        }
+        // The parent holds the family lock from here on.
+        let mut b = [0u8; 1];
+        // SAFETY: one byte into a live buffer.
+        if unsafe { libc::read(held_r, b.as_mut_ptr().cast(), 1) } != 1 {
+            return false;
+        }
+        let tid = Arc::new(AtomicI32::new(0));
+        let t = {
+            let tid = tid.clone();
+            std::thread::spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                tid.store(unsafe { libc::gettid() }, Ordering::Release);
+                done(rt.send(conn, b"T", false))
+            })
+        };
+        let start = Instant::now();
+        let in_futex = || {
+            let t = tid.load(Ordering::Acquire);
+            let line = std::fs::read_to_string(format!("/proc/self/task/{t}/syscall")).unwrap_or_default();
+            t != 0 && line.split_whitespace().next() == Some(&libc::SYS_futex.to_string())
+        };
+        // T waits for the family lock (the only lock in its way in this process).
+        while !in_futex() {
+            if start.elapsed() > LOST_AFTER {
+                say(release_w);
+                return false;
+            }
+            std::thread::yield_now();
+        }
+        // SAFETY: tgkill takes integers: this process's thread T.
+        unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid.load(Ordering::Acquire), libc::SIGUSR1) };
+        let start = Instant::now();
+        while !HANDLED.load(Ordering::Acquire) && start.elapsed() < LOST_AFTER {
+            std::thread::yield_now();
+        }
+        say(release_w);
+        if !HANDLED.load(Ordering::Acquire) {
+            // The handler is stuck on the lock its own thread holds: T never gets on.
+            return false;
+        }
+        t.join().ok() == Some(Ok(1)) && HANDLER_SENT.load(Ordering::Acquire) == -libc::ENOTSOCK
+    });
+    let holder = std::thread::spawn(move || {
+        rt.with_locks_held(|| {
+            say(held_w);
+            let mut p = libc::pollfd { fd: release_r, events: libc::POLLIN, revents: 0 };
+            // SAFETY: one live pollfd; bounded, should the child never say.
+            unsafe { libc::poll(&mut p, 1, 2 * LOST_AFTER.as_millis() as i32) };
+        })
+    });
+    let status = exit_status(pid, "the child exits");
+    holder.join().unwrap();
+    close(rt, conn);
+    assert_eq!(status, 0, "the handler's send never returned, or T's send or the handler's went otherwise");
 }
 
 /// A child killed while asleep never drops its registrations: the driver's wake finds it gone
