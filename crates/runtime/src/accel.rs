@@ -743,7 +743,7 @@ impl<N: Nic + 'static> Runtime<N> {
     /// and the epoll sets it is in (queued on their ready lists, their waiters woken).
     pub(crate) fn dispatch(&mut self) {
         if let Some(f) = self.sharing.child() {
-            self.catch_up(f);
+            self.hand_output_to_driver(f);
             return;
         }
         for s in self.shards.all_mut() {

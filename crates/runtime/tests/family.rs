@@ -511,6 +511,42 @@ fn an_epoll_ctl_in_a_child_wakes_its_sibling_thread_asleep_in_epoll_wait() {
     assert_eq!(exit_status(pid, "the child exits"), 0, "T1 slept through its sibling's epoll_ctl");
 }
 
+/// PostgreSQL's backend waits for its query in epoll_wait, on its connection and a latch pipe
+/// (`WaitEventSetWait`). The driver's pass that brings the request wakes it, and the look the
+/// woken thread makes must find the request: a child's epoll ready lists are its own, marked
+/// from the family's change count, which the child used to read only at the end of its hold,
+/// after that look. The look then found nothing, the thread registered again, and the end of
+/// the hold woke it for a second hold: every family wake was counted idle.
+#[test]
+fn a_child_woken_in_epoll_wait_by_its_request_finds_it_at_once() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (rt, _lfd, conn, seen) = accepted("family");
+    let (latch_in, _latch_out) = pipe();
+    let pid = fork_child(rt, move || {
+        // SAFETY: epoll_create1 takes an integer.
+        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        assert!(epfd >= 0 && rt.epoll_created(epfd));
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, conn, libc::EPOLLIN as u32, 1)).unwrap();
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, latch_in, libc::EPOLLIN as u32, 2)).unwrap();
+        let mut out = [libc::epoll_event { events: 0, u64: 0 }; 4];
+        let n = done(rt.epoll_wait(epfd, &mut out, -1));
+        let woken = n == Ok(1) && { out[0].u64 } == 1;
+        let served = woken && read_exact(rt, conn, 4) == b"ping" && done(rt.send(conn, b"pong", false)) == Ok(4);
+        close(rt, conn);
+        served
+    });
+    close(rt, conn);
+    // Asleep in epoll_wait's poll(2) (registered), not on the family lock on the way there.
+    until(|| in_poll(pid));
+    let before = rt.family_stats().expect("a family");
+    seen.send.store(true, Ordering::Relaxed);
+    assert_eq!(exit_status(pid, "the child exits"), 0, "the child did not serve the request");
+    until(|| *seen.received.lock().unwrap() == b"pong");
+    let after = rt.family_stats().expect("a family");
+    assert!(after.wakes > before.wakes, "premise: the request woke the child through the family");
+    assert_eq!(after.wakes_idle, before.wakes_idle, "the woken child found nothing and slept again");
+}
+
 /// The child's runtime and connection, for [`sends_from_a_handler`].
 static HANDLER_RT: AtomicPtr<Accel<ClientNic>> = AtomicPtr::new(std::ptr::null_mut());
 static HANDLER_FD: AtomicI32 = AtomicI32::new(-1);

@@ -69,7 +69,8 @@ impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
     }
 
     /// The family lock was just taken: when its previous holder died, the dead are buried
-    /// before this hold touches the shards.
+    /// before this hold touches the shards; a child then catches up with the driver's changes
+    /// ([`Runtime::catch_up_changes`]), so that this hold's look sees them.
     #[inline]
     pub(crate) fn after_family_lock(&mut self) {
         if let Some(f) = self.sharing.family() {
@@ -77,6 +78,9 @@ impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
                 let closes = f.bury_dead();
                 self.close_given_back(closes);
             }
+        }
+        if let Some(f) = self.sharing.child() {
+            self.catch_up_changes(f);
         }
     }
 
@@ -132,14 +136,23 @@ impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
         self.flush_shard();
     }
 
-    /// A child's part of `dispatch`: what its calls queued goes out through the driver, and
-    /// when the driver's passes changed sockets since it last looked, every socket it holds
-    /// counts as changed (its blocked calls, polls and epoll sets look again: the driver's
-    /// list of changes is the driver's).
-    pub(crate) fn catch_up(&mut self, f: &'static Family) {
+    /// A child's part of `dispatch`: what its calls queued goes out through the driver. (The
+    /// driver's changes it caught up with as the hold started, [`Runtime::catch_up_changes`]:
+    /// none can come during the hold, which has the family lock.)
+    pub(crate) fn hand_output_to_driver(&mut self, f: &'static Family) {
         if self.shards.all().iter().any(|s| s.has_output()) {
             f.ring();
         }
+    }
+
+    /// When the driver's passes changed sockets since this child last looked, every socket it
+    /// holds counts as changed: its blocked calls, polls and epoll sets look again (the
+    /// driver's list of changes is the driver's, and a child's epoll ready lists are its own).
+    /// At the start of each hold (`after_family_lock`), so that the look a woken thread makes
+    /// in it finds what woke it: done at the end, the look came first and found nothing, the
+    /// thread registered again, and the end of the hold woke it for a second hold (every
+    /// family wake counted idle, stop 33).
+    pub(crate) fn catch_up_changes(&mut self, f: &'static Family) {
         let now = f.changes();
         if now == self.family_seen {
             return;
