@@ -621,9 +621,12 @@ fn a_signal_handlers_socket_call_while_its_thread_waits_for_the_family_lock_goes
         let in_futex = || {
             let t = tid.load(Ordering::Acquire);
             let line = std::fs::read_to_string(format!("/proc/self/task/{t}/syscall")).unwrap_or_default();
-            t != 0 && line.split_whitespace().next() == Some(&libc::SYS_futex.to_string())
+            let f: Vec<&str> = line.split_whitespace().collect();
+            t != 0 && f.len() > 2 && f[0] == libc::SYS_futex.to_string() && f[2] == "0x0"
         };
-        // T waits for the family lock (the only lock in its way in this process).
+        // T waits for the family lock: a process-shared futex (FUTEX_WAIT without
+        // FUTEX_PRIVATE_FLAG, op 0), where this process's own locks (the runtime's, the
+        // allocator's) are private.
         while !in_futex() {
             if start.elapsed() > LOST_AFTER {
                 say(release_w);
