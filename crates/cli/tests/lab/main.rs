@@ -2279,6 +2279,28 @@ struct AfterTheKill {
     clients_aborted: bool,
 }
 
+/// A postmaster on the kernel path beside `pg`'s, for the same runs on Linux's TCP: a datadir of
+/// its own, listening on side a's kernel address 10.98.0.1, port 5433. The process and its
+/// datadir.
+fn kernel_postmaster(pg: &Postgres) -> (std::process::Child, PathBuf) {
+    let kdir = pg.dir.join("kernel");
+    let kdata = new_datadir(&kdir, "10.98.0.0/24");
+    let kserver = postgres::server(&kdata, "10.98.0.1", &kdir, &["port=5433"]);
+    let argv: Vec<&str> = kserver.iter().map(String::as_str).collect();
+    let mut kernel = pg.lab.exec("a", &argv).stderr(Stdio::piped()).spawn().unwrap();
+    let mut kreader = BufReader::new(kernel.stderr.take().unwrap());
+    read_until(&mut kreader, "listening on IPv4 address", "postgres on the kernel path");
+    std::thread::spawn(move || std::io::copy(&mut kreader, &mut std::io::sink()));
+    (kernel, kdata)
+}
+
+/// Fast shutdown of [`kernel_postmaster`]'s server, waited for.
+fn stop_kernel_postmaster(mut kernel: std::process::Child, kdata: &Path) {
+    // SAFETY: kill takes integers; the kernel path's postmaster, ours.
+    unsafe { libc::kill(postmaster_pid(kdata), libc::SIGINT) };
+    let _ = kernel.wait();
+}
+
 /// The postmaster's pid (postmaster.pid's first line).
 fn postmaster_pid(data: &Path) -> i32 {
     std::fs::read_to_string(data.join("postmaster.pid")).unwrap().lines().next().unwrap().trim().parse().unwrap()
@@ -2336,18 +2358,9 @@ fn postgres_carries_on_after_a_backend_is_killed_under_pgbench_with_share_family
     let Some(pg) = Postgres::start("tst-pgkill", Some("postgres")) else { return };
     let lab = &pg.lab;
     // Linux's run: its own datadir and postmaster on the kernel path.
-    let kdir = pg.dir.join("kernel");
-    let kdata = new_datadir(&kdir, "10.98.0.0/24");
-    let kserver = postgres::server(&kdata, "10.98.0.1", &kdir, &["port=5433"]);
-    let mut kernel =
-        lab.exec("a", &kserver.iter().map(String::as_str).collect::<Vec<_>>()).stderr(Stdio::piped()).spawn().unwrap();
-    let mut kreader = BufReader::new(kernel.stderr.take().unwrap());
-    read_until(&mut kreader, "listening on IPv4 address", "postgres on the kernel path");
-    std::thread::spawn(move || std::io::copy(&mut kreader, &mut std::io::sink()));
+    let (kernel, kdata) = kernel_postmaster(&pg);
     let linux = kill_a_backend_under_pgbench(lab, "10.98.0.1", "5433", &kdata);
-    // SAFETY: kill takes integers; the kernel path's postmaster, ours.
-    unsafe { libc::kill(postmaster_pid(&kdata), libc::SIGINT) };
-    let _ = kernel.wait();
+    stop_kernel_postmaster(kernel, &kdata);
     let ours = kill_a_backend_under_pgbench(lab, "10.99.0.1", "5432", &pg.data);
     assert_eq!(ours, linux, "pronghorn's run ended otherwise than Linux's");
     let pid = postmaster_pid(&pg.data).to_string();
@@ -2421,18 +2434,9 @@ fn pgbench_seeded_runs_then_digest(lab: &Lab, addr: &str, port: &str) -> String 
 fn postgres_tables_after_pgbench_are_the_kernel_paths_with_share_family() {
     let Some(pg) = Postgres::start("tst-pgsum", Some("postgres")) else { return };
     let lab = &pg.lab;
-    let kdir = pg.dir.join("kernel");
-    let kdata = new_datadir(&kdir, "10.98.0.0/24");
-    let kserver = postgres::server(&kdata, "10.98.0.1", &kdir, &["port=5433"]);
-    let mut kernel =
-        lab.exec("a", &kserver.iter().map(String::as_str).collect::<Vec<_>>()).stderr(Stdio::piped()).spawn().unwrap();
-    let mut kreader = BufReader::new(kernel.stderr.take().unwrap());
-    read_until(&mut kreader, "listening on IPv4 address", "postgres on the kernel path");
-    std::thread::spawn(move || std::io::copy(&mut kreader, &mut std::io::sink()));
+    let (kernel, kdata) = kernel_postmaster(&pg);
     let linux = pgbench_seeded_runs_then_digest(lab, "10.98.0.1", "5433");
-    // SAFETY: kill takes integers; the kernel path's postmaster, ours.
-    unsafe { libc::kill(postmaster_pid(&kdata), libc::SIGINT) };
-    let _ = kernel.wait();
+    stop_kernel_postmaster(kernel, &kdata);
     let ours = pgbench_seeded_runs_then_digest(lab, "10.99.0.1", "5432");
     assert_eq!(ours, linux, "the tables pgbench left differ from the kernel path's\n{}", pg.log.lock().unwrap());
     eprintln!("the tables after the seeded runs, on both paths: {ours}");
