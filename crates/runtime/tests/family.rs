@@ -658,6 +658,10 @@ fn a_signal_handlers_socket_call_while_its_thread_waits_for_the_family_lock_goes
     let status = exit_status(pid, "the child exits");
     holder.join().unwrap();
     close(rt, conn);
+    for fd in [held_r, held_w, release_r, release_w] {
+        // SAFETY: our pipes' fds.
+        unsafe { libc::close(fd) };
+    }
     assert_eq!(status, 0, "the handler's send never returned, or T's send or the handler's went otherwise");
 }
 
