@@ -461,13 +461,19 @@ fn a_change_wakes_the_children_waiting_on_that_socket_and_no_other() {
 /// How long a child waits for a wake before it counts it lost.
 const LOST_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Whether thread `tid` of this process sleeps on a family sleeper's word: FUTEX_WAIT (shared,
-/// op 0) for the value ASLEEP (2), as /proc/self/task/TID/syscall shows it; the locks' waits
-/// have other ops or values.
-fn asleep_on_a_sleeper(tid: i32) -> bool {
-    let line = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).unwrap_or_default();
+/// The value thread `tid` of this process waits for in a process-shared futex (FUTEX_WAIT
+/// without FUTEX_PRIVATE_FLAG, op 0), as /proc/self/task/TID/syscall shows it: the family's
+/// words (its lock, its sleepers'); this process's own locks wait in private futexes.
+fn shared_futex_wait(tid: i32) -> Option<String> {
+    let line = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).ok()?;
     let f: Vec<&str> = line.split_whitespace().collect();
-    f.len() > 3 && f[0] == libc::SYS_futex.to_string() && f[2] == "0x0" && f[3] == "0x2"
+    (f.len() > 3 && f[0] == libc::SYS_futex.to_string() && f[2] == "0x0").then(|| f[3].to_string())
+}
+
+/// Whether thread `tid` sleeps on a family sleeper's word: a shared futex wait for the value
+/// ASLEEP (2); the family lock's waits are for other values.
+fn asleep_on_a_sleeper(tid: i32) -> bool {
+    shared_futex_wait(tid).as_deref() == Some("0x2")
 }
 
 /// A wake from the child's own process: thread T1 of a child sleeps in epoll_wait on a set
@@ -603,11 +609,7 @@ fn a_signal_handlers_socket_call_while_its_thread_waits_for_the_family_lock_goes
             assert_eq!(libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut()), 0);
         }
         // The parent holds the family lock from here on.
-        let mut b = [0u8; 1];
-        // SAFETY: one byte into a live buffer.
-        if unsafe { libc::read(held_r, b.as_mut_ptr().cast(), 1) } != 1 {
-            return false;
-        }
+        wait_for_word(held_r);
         let tid = Arc::new(AtomicI32::new(0));
         let t = {
             let tid = tid.clone();
@@ -618,15 +620,9 @@ fn a_signal_handlers_socket_call_while_its_thread_waits_for_the_family_lock_goes
             })
         };
         let start = Instant::now();
-        let in_futex = || {
-            let t = tid.load(Ordering::Acquire);
-            let line = std::fs::read_to_string(format!("/proc/self/task/{t}/syscall")).unwrap_or_default();
-            let f: Vec<&str> = line.split_whitespace().collect();
-            t != 0 && f.len() > 2 && f[0] == libc::SYS_futex.to_string() && f[2] == "0x0"
-        };
-        // T waits for the family lock: a process-shared futex (FUTEX_WAIT without
-        // FUTEX_PRIVATE_FLAG, op 0), where this process's own locks (the runtime's, the
-        // allocator's) are private.
+        // T waits for the family lock: a process-shared futex, where this process's own locks
+        // (the runtime's, the allocator's) are private.
+        let in_futex = || tid.load(Ordering::Acquire) != 0 && shared_futex_wait(tid.load(Ordering::Acquire)).is_some();
         while !in_futex() {
             if start.elapsed() > LOST_AFTER {
                 say(release_w);
