@@ -8,8 +8,11 @@ instead of failing; it exits through exit(), which lets go of its copy of the co
 - before: a child forked before the process used the network connects and is echoed (it keeps
   the runtime and opens the NIC itself; the parent never does before it ends).
 - after: the parent connects (its NIC opens), then forks. The child's use of the inherited
-  connection fails with EOPNOTSUPP; a program it execs does not inherit the socket (close on
-  exec); the parent's connection still echoes afterwards.
+  connection fails with EOPNOTSUPP; it then copies the socket to an fd that is not
+  close-on-exec (as an inetd-style child makes a connection its stdin) and execs a program: the
+  close-on-exec fd is gone there, and the copy is a socket that was never connected (read:
+  ENOTCONN, write: EPIPE), not the placeholder eventfd that takes 8-byte writes and leaves
+  reads waiting; the parent's connection still echoes afterwards.
 - nic fds: the NIC's AF_XDP or AF_PACKET sockets and BPF objects, once open, are close-on-exec
   (a program the server execs never holds a raw socket on the interface).
 - _Fork, daemon: glibc's fork without atfork handlers, and daemon(), which forks inside libc,
@@ -91,6 +94,27 @@ fds = nic_fds()
 out["nic fds: the NIC's sockets and BPF fds are close-on-exec"] = bool(fds) and all(cloexec(fd) for fd in fds)
 if not out["nic fds: the NIC's sockets and BPF fds are close-on-exec"]:
     out["nic fds: not close-on-exec"] = [(fd, os.readlink(f"/proc/self/fd/{fd}")) for fd in fds if not cloexec(fd)]
+EXEC_PROBE = """
+import errno, os, signal, sys
+signal.alarm(10)
+closed, copy = int(sys.argv[1]), int(sys.argv[2])
+try:
+    os.fstat(closed)
+    sys.exit(21)
+except OSError:
+    pass
+try:
+    os.read(copy, 8)
+    sys.exit(22)
+except OSError as e:
+    if e.errno != errno.ENOTCONN:
+        sys.exit(23)
+try:
+    os.write(copy, b"x")
+    sys.exit(24)
+except OSError as e:
+    sys.exit(0 if e.errno == errno.EPIPE else 25)
+"""
 sys.stdout.flush()
 pid = os.fork()
 if pid == 0 and family:
@@ -103,15 +127,16 @@ if pid == 0:
     except OSError as e:
         code = 0 if e.errno == errno.EOPNOTSUPP else 11
     if code == 0:
-        # The program it runs next does not see the (close-on-exec) socket.
-        probe = "import os,sys\ntry:\n os.fstat(int(sys.argv[1]))\n sys.exit(1)\nexcept OSError:\n sys.exit(0)\n"
-        os.execv(sys.executable, [sys.executable, "-c", probe, str(s.fileno())])
+        # The program it runs next does not see the (close-on-exec) socket, and its inheritable
+        # copy fails as a socket with no connection (an alarm ends a read that would wait).
+        copy = os.dup2(s.fileno(), 100)
+        os.execv(sys.executable, [sys.executable, "-c", EXEC_PROBE, str(s.fileno()), str(copy)])
     os._exit(code)
 code = child_status(pid)
 if family:
     out["after: child echoes through the inherited connection"] = code == 0
 else:
-    out["after: child send gets EOPNOTSUPP and exec closes it"] = code == 0
+    out["after: child send gets EOPNOTSUPP, exec closes it, and a copy kept across exec is not connected"] = code == 0
 if code != 0:
     out["after: child exit code"] = code
 out["after: parent still echoes"] = echo(s, b"parent, after the child")

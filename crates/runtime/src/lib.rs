@@ -234,10 +234,10 @@ fn after_fork(call: &str, hold: Fork, child: bool, keeps: impl FnOnce(accel::For
                 if keeps(h) {
                     OWNER.store(std::process::id(), Ordering::Relaxed);
                 } else if child {
-                    FORKED.store(true, Ordering::Relaxed);
+                    process::lost_the_runtime_at_fork();
                 }
             }
-            Fork::Interrupted if child => FORKED.store(true, Ordering::Relaxed),
+            Fork::Interrupted if child => process::lost_the_runtime_at_fork(),
             _ => {}
         },
     )
@@ -247,10 +247,18 @@ fn after_fork(call: &str, hold: Fork, child: bool, keeps: impl FnOnce(accel::For
 /// runtime (not a forked child that lost it, nor a vfork child in its parent's memory), with
 /// the NIC open, and when the kernel would start `program`, the connections are finished
 /// first ([`Accel::drain_before_exec`]). Only atomics and getpid before the pid is known to be
-/// the owner's: a vfork child must not touch the runtime.
+/// the owner's: a vfork child must not touch the runtime. In a child that lost the runtime at
+/// its fork, the parent's sockets the new program would inherit are buried
+/// ([`process::forked_child_before_exec`]).
 pub fn before_exec(program: Program<'_>) {
+    if FORKED.load(Ordering::Relaxed) {
+        if !inside() {
+            process::forked_child_before_exec();
+        }
+        return;
+    }
     let Some(a) = RUNTIME.get().copied().flatten() else { return };
-    if FORKED.load(Ordering::Relaxed) || OWNER.load(Ordering::Relaxed) != std::process::id() || inside() {
+    if OWNER.load(Ordering::Relaxed) != std::process::id() || inside() {
         return;
     }
     shield::guard(
@@ -482,6 +490,9 @@ pub fn close(fd: i32) -> Call<()> {
 
 /// After a successful `dup`/`dup2`/`dup3`/F_DUPFD of `old` to `new`.
 pub fn duplicated(old: i32, new: i32) {
+    if process::forked_child_duplicated(old, new) {
+        return;
+    }
     notify("dup", |a| a.duplicated(old, new));
 }
 

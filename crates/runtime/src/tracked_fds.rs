@@ -36,6 +36,22 @@ pub(crate) fn tracked_state(fd: i32) -> u8 {
     tracked_slot(fd).map_or(0, |s| s.load(Ordering::Relaxed))
 }
 
+/// The fds that `state` describes, in order: a walk of the table, without allocation.
+pub(crate) fn with_state(state: u8) -> impl Iterator<Item = i32> {
+    let high = TRACKED_HIGH.iter().enumerate().filter_map(|(k, chunk)| {
+        let chunk = chunk.load(Ordering::Acquire);
+        // SAFETY: a chunk, once published, is never freed.
+        (!chunk.is_null()).then(|| (k, unsafe { &*chunk }))
+    });
+    std::iter::once((0, &TRACKED)).chain(high).flat_map(move |(k, chunk)| {
+        chunk
+            .iter()
+            .enumerate()
+            .filter(move |(_, s)| s.load(Ordering::Relaxed) == state)
+            .map(move |(i, _)| ((k << CHUNK_BITS) | i) as i32)
+    })
+}
+
 /// Records what `fd` is, making its chunk of the table if it has none yet.
 pub(crate) fn set_tracked_state(fd: i32, state: u8) {
     let Ok(index) = usize::try_from(fd) else { return };
@@ -114,5 +130,22 @@ mod tests {
         }
         set_tracked(-1, true);
         assert!(!tracked(-1));
+    }
+
+    #[test]
+    fn a_walk_by_state_finds_each_fd_in_every_chunk_in_order() {
+        // Other tests of this binary track fds of their own meanwhile: only these are looked at.
+        let mine = [70_001, 70_002, 3 << 20, i32::MAX - 1];
+        for fd in mine {
+            set_tracked(fd, true);
+        }
+        set_tracked_datagram(70_003);
+        let found: Vec<i32> = with_state(1).filter(|fd| mine.contains(fd) || *fd == 70_003).collect();
+        assert_eq!(found, mine, "the TCP ones, in order, not the datagram one");
+        assert_eq!(with_state(TRACKED_DATAGRAM).filter(|&fd| fd == 70_003).count(), 1);
+        for fd in mine.into_iter().chain([70_003]) {
+            set_tracked(fd, false);
+        }
+        assert_eq!(with_state(1).filter(|fd| mine.contains(fd)).count(), 0);
     }
 }

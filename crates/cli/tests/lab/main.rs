@@ -1020,7 +1020,9 @@ fn nginx_binary_upgrade_fails_clearly_and_the_old_master_serves_on() {
 
 /// Issue 10: fork under `pronghorn run` (tests/lab/forks.py): a child forked before the process
 /// used the network serves with its own NIC; one forked after gets EOPNOTSUPP on the inherited
-/// connection, an exec'd program does not inherit it, and the parent's connection is intact.
+/// connection, an exec'd program does not inherit it, a copy the child made inheritable is a
+/// socket that was never connected there (not the placeholder eventfd: issue 24, said on
+/// stderr), and the parent's connection is intact.
 /// Issue 22: children made by `_Fork` and `daemon()` (which fork inside libc) too, and the NIC's
 /// own sockets and BPF fds are close-on-exec.
 #[test]
@@ -1030,6 +1032,7 @@ fn forked_children_get_their_own_nic_or_a_clear_errno() {
     let _peer = KernelServer::start(&lab, 7300);
     let (_, stderr) = script_checks(&lab, None, "forks.py", &["10.99.0.2", "7300"], 8);
     assert!(stderr.contains("inherited through fork"), "{stderr}");
+    assert!(stderr.contains("on fd(s) 100: there they are sockets that were never connected"), "{stderr}");
 }
 
 /// Issue 24: an accelerated socket passed to another process over a unix socket (SCM_RIGHTS)

@@ -9,15 +9,84 @@
 mod calls;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use stack::shard::SocketId;
 
 use crate::observe::region::run_dir;
-use crate::{real, set_tracked, Errno};
+use crate::{real, set_tracked, set_tracked_state, tracked_fds, tracked_state, Errno, TRACKED_DATAGRAM};
 
 /// Set in a forked child: the parent's shard must not be touched.
 pub(crate) static FORKED: AtomicBool = AtomicBool::new(false);
+
+/// The pid of the child that set `FORKED`: a vfork child (posix_spawn's, Python's subprocess)
+/// runs in that child's memory, tracked-fd table included, with an fd table of its own.
+static FORKED_PID: AtomicU32 = AtomicU32::new(0);
+
+/// In a child just forked: it does not keep the runtime (the parent's NIC is open and not
+/// shared, or the fork interrupted the runtime).
+pub(crate) fn lost_the_runtime_at_fork() {
+    FORKED_PID.store(std::process::id(), Ordering::Relaxed);
+    FORKED.store(true, Ordering::Relaxed);
+}
+
+/// A dup of `old` to `new` in a child that lost the runtime at its fork (whether this was one:
+/// the runtime is not consulted then). A copy of the parent's socket placeholder is one too
+/// (EOPNOTSUPP, buried before an exec); a placeholder replaced by another file is no longer
+/// one. Not in a vfork child, whose writes to the table would change its parent's.
+pub(crate) fn forked_child_duplicated(old: i32, new: i32) -> bool {
+    if !FORKED.load(Ordering::Relaxed) {
+        return false;
+    }
+    if old != new && FORKED_PID.load(Ordering::Relaxed) == std::process::id() {
+        let state = tracked_state(old);
+        set_tracked_state(new, if matches!(state, 1 | TRACKED_DATAGRAM) { state } else { 0 });
+    }
+    true
+}
+
+/// Before an exec, in a child that lost the runtime at its fork (or a vfork child of one): each
+/// placeholder of the parent's TCP sockets that the new program would inherit (an fd that is
+/// not close-on-exec: an inetd-style child that made the connection its stdin and stdout)
+/// becomes a kernel socket that was never connected, as the driver's own do before its exec
+/// (`bury`). The new program's reads then fail with ENOTCONN and its writes with EPIPE, where
+/// the placeholder, an eventfd, would take 8-byte writes and leave reads waiting for ever. The
+/// parent's connection is untouched: the placeholder was this process's copy. Said on stderr,
+/// naming the fds. Whether the kernel would start the program is not asked: if the exec fails
+/// the fds are still tracked (socket calls on them fail with EOPNOTSUPP, as before). Nothing
+/// here allocates or writes the tracked-fd table (a vfork child shares it and the heap with
+/// its parent).
+pub(crate) fn forked_child_before_exec() {
+    use std::io::Write;
+    let mut msg = [0u8; 512];
+    let mut out = std::io::Cursor::new(&mut msg[..]);
+    let mut buried = 0;
+    for fd in tracked_fds::with_state(1) {
+        // SAFETY: F_GETFD takes no memory.
+        let flags = unsafe { real::fcntl(fd, libc::F_GETFD, 0) };
+        if flags < 0 || flags & libc::FD_CLOEXEC != 0 {
+            continue;
+        }
+        replace_with_unconnected_socket(fd);
+        let _ = if buried == 0 {
+            write!(
+                out,
+                "pronghorn: pid {} execs a new program that inherits accelerated socket(s) it got through fork after \
+                 its parent started serving, on fd(s) {fd}",
+                std::process::id()
+            )
+        } else {
+            write!(out, ", {fd}")
+        };
+        buried += 1;
+    }
+    if buried > 0 {
+        let _ = writeln!(out, ": there they are sockets that were never connected (ENOTCONN, EPIPE)");
+        let len = out.position() as usize;
+        // SAFETY: `msg` holds `len` bytes written above; fd 2 is the process's stderr.
+        unsafe { real::write(2, msg.as_ptr().cast(), len) };
+    }
+}
 
 /// securebits (`<linux/securebits.h>`): capabilities kept when the uids leave 0, and no
 /// capability changes at all on a uid change.
@@ -62,9 +131,16 @@ const EXIT_RESET_GRACE_NS: u64 = 100_000_000;
 /// socket's placeholder that the runtime has released, keeping its close-on-exec flag, and
 /// stops tracking it: calls on it fail as on a socket with no connection.
 fn bury(fd: i32) {
+    replace_with_unconnected_socket(fd);
+    set_tracked(fd, false);
+}
+
+/// `bury` without the table: a kernel TCP socket that was never connected takes `fd`'s place,
+/// with `fd`'s close-on-exec flag.
+fn replace_with_unconnected_socket(fd: i32) {
     // SAFETY: fcntl (F_GETFD, F_SETFD with an integer), socket, dup2 and close take no
     // memory; `dead` is the socket made here, closed once; dup2 replaces the placeholder at
-    // `fd`, which the runtime has released, atomically.
+    // `fd`, which nothing else uses, atomically.
     unsafe {
         let cloexec = real::fcntl(fd, libc::F_GETFD, 0);
         let dead = real::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
@@ -75,7 +151,6 @@ fn bury(fd: i32) {
             real::close(dead);
         }
     }
-    set_tracked(fd, false);
 }
 
 /// Set (to anything): the counters are written to stderr at exit (until `pronghorn stat` exists).
