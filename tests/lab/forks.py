@@ -3,7 +3,8 @@
 server at HOST:PORT (a kernel host in the accelerated subnet) and prints one JSON object of
 observations. `family`: the config says `[runtime] share = "family"` (issue 24 stage 3), and a
 child forked after the NIC opened (fork or _Fork) echoes through the inherited connection
-instead of failing; it exits through exit(), which lets go of its copy of the connection.
+instead of failing; the fork child then execs as below (the family keeps the connection for
+the parent), the _Fork child exits through exit(), which lets go of its copy of the connection.
 
 - before: a child forked before the process used the network connects and is echoed (it keeps
   the runtime and opens the NIC itself; the parent never does before it ends).
@@ -118,8 +119,13 @@ except OSError as e:
 sys.stdout.flush()
 pid = os.fork()
 if pid == 0 and family:
-    # The parent drives the NIC; this child's calls work on the shared stack.
-    sys.exit(0 if echo(s, b"the child, on the family's stack") else 12)
+    # The parent drives the NIC; this child's calls work on the shared stack. Its exec then
+    # leaves the family: the copy it kept is not connected there, and the parent's connection
+    # stays open (the parent still holds it).
+    if not echo(s, b"the child, on the family's stack"):
+        os._exit(12)
+    copy = os.dup2(s.fileno(), 100)
+    os.execv(sys.executable, [sys.executable, "-c", EXEC_PROBE, str(s.fileno()), str(copy)])
 if pid == 0:
     try:
         s.send(b"x")
@@ -134,7 +140,7 @@ if pid == 0:
     os._exit(code)
 code = child_status(pid)
 if family:
-    out["after: child echoes through the inherited connection"] = code == 0
+    out["after: child echoes through the inherited connection, and a copy kept across exec is not connected"] = code == 0
 else:
     out["after: child send gets EOPNOTSUPP, exec closes it, and a copy kept across exec is not connected"] = code == 0
 if code != 0:

@@ -1050,17 +1050,26 @@ fn accelerated_sockets_passed_over_a_unix_socket_fail_clearly() {
 
 /// Issue 24 stage 3: the same script with `[runtime] share = "family"`: a child forked after
 /// the parent's NIC opened (fork, _Fork) echoes through the connection it inherited, on the
-/// parent's stack, and the parent's connection still echoes after each; a daemon() child still
-/// gets EOPNOTSUPP (its parent, the driver, exits).
+/// parent's stack, and the parent's connection still echoes after each, the fork child's exec
+/// included (its copy is a socket that was never connected in the new program, and the parent
+/// still holds the connection, so it is not reset); a daemon() child still gets EOPNOTSUPP (its
+/// parent, the driver, exits).
 #[test]
 fn forked_children_share_the_parents_stack_with_share_family() {
     let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-forkfam", &[]);
     let _peer = KernelServer::start(&lab, 7300);
     let (dir, cfg_path) = family_config(&lab, "forkfam");
-    let (seen, _) = script_checks(&lab, Some(&cfg_path), "forks.py", &["10.99.0.2", "7300", "family"], 8);
+    let (seen, stderr) = script_checks(&lab, Some(&cfg_path), "forks.py", &["10.99.0.2", "7300", "family"], 8);
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(seen.contains_key("after: child echoes through the inherited connection"), "{seen:?}");
+    assert!(stderr.contains("1 accelerated connection(s) on fds that are not close-on-exec"), "{stderr}");
+    assert!(stderr.contains("stay open for the other processes of the family that hold them"), "{stderr}");
+    assert!(
+        seen.contains_key(
+            "after: child echoes through the inherited connection, and a copy kept across exec is not connected"
+        ),
+        "{seen:?}"
+    );
 }
 
 /// Issue 24: SCM_RIGHTS between two accelerated processes of one family (`[runtime] share =

@@ -563,6 +563,12 @@ impl Family {
         }
     }
 
+    /// Whether a process besides this one holds `id` (family lock held): its last close here
+    /// leaves it open.
+    pub(crate) fn held_by_others(&self, id: SocketId) -> bool {
+        self.with_holds(|holds| holds.counts.get(&id).is_some_and(|&n| n >= 2))
+    }
+
     /// This process closed its last fd of `id` (family lock held): whether no other process
     /// holds it, so that it closes.
     pub(crate) fn release(&self, id: SocketId) -> bool {

@@ -164,16 +164,24 @@ impl<N: Nic + 'static> Runtime<N> {
         let deadline = now + u64::from(self.cfg.runtime.exit_drain_ms) * 1_000_000;
         let mut lingering = HashMap::new();
         let fds = self.fds.streams();
-        let inherited = match leaving {
-            Leaving::Exit => HashSet::new(),
-            Leaving::Exec => self.kept_across_exec(&fds),
+        let (inherited, family_keeps): (HashSet<SocketId>, HashSet<SocketId>) = match leaving {
+            Leaving::Exit => Default::default(),
+            Leaving::Exec => {
+                let family = self.sharing.family();
+                self.kept_across_exec(&fds).into_iter().partition(|&id| !family.is_some_and(|f| f.held_by_others(id)))
+            }
         };
-        if !inherited.is_empty() {
+        for (count, fate) in [
+            (inherited.len(), "are reset"),
+            (family_keeps.len(), "stay open for the other processes of the family that hold them"),
+        ] {
+            if count == 0 {
+                continue;
+            }
             let msg = format!(
-                "pronghorn: pid {} execs with {} accelerated connection(s) on fds that are not close-on-exec: they \
-                 cannot follow into the new program and are reset\n",
+                "pronghorn: pid {} execs with {count} accelerated connection(s) on fds that are not close-on-exec: they \
+                 cannot follow into the new program (there they are sockets that were never connected) and {fate}\n",
                 std::process::id(),
-                inherited.len()
             );
             // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
             unsafe { real::write(2, msg.as_ptr().cast(), msg.len()) };
