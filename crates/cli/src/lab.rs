@@ -634,10 +634,10 @@ fn reserve_hugepages(a: &UpArgs, n: &Names, state: &mut State) -> Result<()> {
     let free = nic::dpdk::free_hugepages().saturating_sub(reserved_by_other_labs(n));
     let want = a.hugepages();
     if free < want {
-        let before = read_u64(HUGEPAGES_2M)?;
+        let before = persistent_hugepages()?;
         fs::write(HUGEPAGES_2M, (before + want - free).to_string())
             .with_context(|| format!("cannot write {HUGEPAGES_2M}"))?;
-        let after = read_u64(HUGEPAGES_2M)?;
+        let after = persistent_hugepages()?;
         state.hugepages_reserved = after.saturating_sub(before);
         fs::write(n.state_file(), state.render())?;
         if state.hugepages_reserved == 0 {
@@ -655,6 +655,17 @@ fn reserved_by_other_labs(n: &Names) -> u64 {
         .filter_map(|p| fs::read_to_string(Names::new(p).state_file()).ok())
         .map(|t| State::parse(&t).hugepages_reserved)
         .sum()
+}
+
+/// The 2 MiB pool's persistent pages: what a write of `nr_hugepages` sets. The sysfs file reads
+/// the pool's total, which includes surplus pages: those a process still uses after the count
+/// was lowered below them (a lab's down while a server of it exits). Taking the total as the
+/// count before a write reserved the surplus a second time: the kernel makes in-use surplus
+/// pages persistent first when the count rises, so the pool ended that many pages above what
+/// the lab recorded, and its down left them reserved (the test command's "10 hugepages were
+/// still reserved", one lab process's pages).
+fn persistent_hugepages() -> Result<u64> {
+    Ok(read_u64(HUGEPAGES_2M)?.saturating_sub(read_u64(HUGEPAGES_2M_SURPLUS).unwrap_or(0)))
 }
 
 fn read_u64(path: &str) -> Result<u64> {
@@ -689,7 +700,7 @@ fn down(n: &Names, quiet: bool) -> Result<()> {
     }
     if let Some(st) = &state {
         if st.hugepages_reserved > 0 {
-            let target = read_u64(HUGEPAGES_2M)?.saturating_sub(st.hugepages_reserved);
+            let target = persistent_hugepages()?.saturating_sub(st.hugepages_reserved);
             fs::write(HUGEPAGES_2M, target.to_string())?;
             removed.push(format!("{} hugepages", st.hugepages_reserved));
             let held = give_back_hugepages(target);
@@ -725,7 +736,7 @@ fn down(n: &Names, quiet: bool) -> Result<()> {
 /// for that, and returns what is still held (surplus, or above the target).
 fn give_back_hugepages(target: u64) -> u64 {
     let surplus = || read_u64(HUGEPAGES_2M_SURPLUS).unwrap_or(0);
-    let over = || read_u64(HUGEPAGES_2M).map_or(0, |n| n.saturating_sub(target));
+    let over = || persistent_hugepages().map_or(0, |n| n.saturating_sub(target));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
         let held = surplus() + over();
