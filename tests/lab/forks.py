@@ -16,6 +16,9 @@ the parent), the _Fork child exits through exit(), which lets go of its copy of 
   reads waiting; the parent's connection still echoes afterwards.
 - nic fds: the NIC's AF_XDP or AF_PACKET sockets and BPF objects, once open, are close-on-exec
   (a program the server execs never holds a raw socket on the interface).
+- subprocess: a program run with the connection as its stdin (vfork, dup2, exec) finds a
+  socket that was never connected there; the parent's connection and fds are untouched (a vfork
+  child runs in its parent's memory: its dup2 and closes must not change the parent's runtime).
 - _Fork, daemon: glibc's fork without atfork handlers, and daemon(), which forks inside libc,
   make children like fork's: the inherited connection fails with EOPNOTSUPP. daemon() ends the
   parent, so its child prints the observations.
@@ -25,6 +28,7 @@ import errno
 import json
 import os
 import socket
+import subprocess
 import sys
 
 host, port = sys.argv[1], int(sys.argv[2])
@@ -167,6 +171,33 @@ if family:
 else:
     out["_Fork: child send gets EOPNOTSUPP"] = child_status(pid) == 0
 out["_Fork: parent still echoes"] = echo(s, b"parent, after _Fork")
+
+# A program run with the connection as its stdin (Python's subprocess: vfork, dup2 to 0,
+# exec): its dup and its closes change its own fds only, so the parent's connection echoes on
+# and the parent's fd 0 is what it was; the program's stdin is a socket that was never
+# connected (ENOTCONN), not the placeholder eventfd.
+STDIN_PROBE = """
+import errno, os, signal, sys
+signal.alarm(10)
+try:
+    os.read(0, 8)
+    sys.exit(31)
+except OSError as e:
+    sys.exit(0 if e.errno == errno.ENOTCONN else 32)
+"""
+# The parent's own stdin: a pipe holding a known line (the child's dup2 to its fd 0 once made
+# the parent's runtime take the parent's fd 0 for the connection: its reads went to the socket).
+r, w = os.pipe()
+os.write(w, b"stdin\n")
+os.close(w)
+os.dup2(r, 0)
+os.close(r)
+code = subprocess.run([sys.executable, "-c", STDIN_PROBE], stdin=s.fileno(), timeout=30).returncode
+out["subprocess: its stdin is a socket with no connection, the parent's fds are as they were"] = (
+    code == 0 and echo(s, b"parent, after the subprocess") and os.read(0, 16) == b"stdin\n"
+)
+if code != 0:
+    out["subprocess: exit code"] = code
 
 sys.stdout.flush()
 if libc.daemon(1, 1) != 0:

@@ -248,17 +248,17 @@ fn after_fork(call: &str, hold: Fork, child: bool, keeps: impl FnOnce(accel::For
 /// the NIC open, and when the kernel would start `program`, the connections are finished
 /// first ([`Accel::drain_before_exec`]). Only atomics and getpid before the pid is known to be
 /// the owner's: a vfork child must not touch the runtime. In a child that lost the runtime at
-/// its fork, the parent's sockets the new program would inherit are buried
-/// ([`process::forked_child_before_exec`]).
+/// its fork, and in a vfork child, the parent's sockets the new program would inherit are
+/// buried in the child's own fd table ([`process::forked_child_before_exec`]).
 pub fn before_exec(program: Program<'_>) {
-    if FORKED.load(Ordering::Relaxed) {
+    if FORKED.load(Ordering::Relaxed) || process::in_vfork_child(OWNER.load(Ordering::Relaxed)) {
         if !inside() {
             process::forked_child_before_exec();
         }
         return;
     }
     let Some(a) = RUNTIME.get().copied().flatten() else { return };
-    if OWNER.load(Ordering::Relaxed) != std::process::id() || inside() {
+    if inside() {
         return;
     }
     shield::guard(
@@ -479,6 +479,10 @@ pub fn close(fd: i32) -> Call<()> {
         set_tracked(fd, false);
         Call::Kernel
     };
+    if process::in_vfork_child(OWNER.load(Ordering::Relaxed)) {
+        // Its own fd goes; the parent's socket and records stay.
+        return Call::Kernel;
+    }
     shield::guard("close", forget, || {
         match global() {
             Some(a) => a.close(fd),
@@ -490,6 +494,9 @@ pub fn close(fd: i32) -> Call<()> {
 
 /// After a successful `dup`/`dup2`/`dup3`/F_DUPFD of `old` to `new`.
 pub fn duplicated(old: i32, new: i32) {
+    if process::in_vfork_child(OWNER.load(Ordering::Relaxed)) {
+        return process::vfork_child_duplicated(old, new);
+    }
     if process::forked_child_duplicated(old, new) {
         return;
     }

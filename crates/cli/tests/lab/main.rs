@@ -1030,7 +1030,7 @@ fn forked_children_get_their_own_nic_or_a_clear_errno() {
     let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-fork", &[]);
     let _peer = KernelServer::start(&lab, 7300);
-    let (_, stderr) = script_checks(&lab, None, "forks.py", &["10.99.0.2", "7300"], 8);
+    let (_, stderr) = script_checks(&lab, None, "forks.py", &["10.99.0.2", "7300"], 9);
     assert!(stderr.contains("inherited through fork"), "{stderr}");
     assert!(stderr.contains("on fd(s) 100: there they are sockets that were never connected"), "{stderr}");
 }
@@ -1060,7 +1060,7 @@ fn forked_children_share_the_parents_stack_with_share_family() {
     let lab = Lab::up("tst-forkfam", &[]);
     let _peer = KernelServer::start(&lab, 7300);
     let (dir, cfg_path) = family_config(&lab, "forkfam");
-    let (seen, stderr) = script_checks(&lab, Some(&cfg_path), "forks.py", &["10.99.0.2", "7300", "family"], 8);
+    let (seen, stderr) = script_checks(&lab, Some(&cfg_path), "forks.py", &["10.99.0.2", "7300", "family"], 9);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(stderr.contains("1 accelerated connection(s) on fds that are not close-on-exec"), "{stderr}");
     assert!(stderr.contains("stay open for the other processes of the family that hold them"), "{stderr}");

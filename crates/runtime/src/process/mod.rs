@@ -30,41 +30,91 @@ pub(crate) fn lost_the_runtime_at_fork() {
     FORKED.store(true, Ordering::Relaxed);
 }
 
+/// Whether this process is a vfork child (posix_spawn's, Python's subprocess) of the process
+/// whose runtime (or whose lost runtime, `FORKED`) this memory holds: it runs in its parent's
+/// memory, runtime and tracked-fd table included, with an fd table of its own, until its exec
+/// or _exit. Its dups and closes must change only its own fds, never its parent's records of
+/// theirs. A getpid: for the calls that end or copy an fd, not those that move data.
+pub(crate) fn in_vfork_child(owner: u32) -> bool {
+    let parent = if FORKED.load(Ordering::Relaxed) { FORKED_PID.load(Ordering::Relaxed) } else { owner };
+    parent != 0 && parent != std::process::id()
+}
+
 /// A dup of `old` to `new` in a child that lost the runtime at its fork (whether this was one:
 /// the runtime is not consulted then). A copy of the parent's socket placeholder is one too
 /// (EOPNOTSUPP, buried before an exec); a placeholder replaced by another file is no longer
-/// one. Not in a vfork child, whose writes to the table would change its parent's.
+/// one. (A vfork child is `vfork_child_duplicated`'s.)
 pub(crate) fn forked_child_duplicated(old: i32, new: i32) -> bool {
     if !FORKED.load(Ordering::Relaxed) {
         return false;
     }
-    if old != new && FORKED_PID.load(Ordering::Relaxed) == std::process::id() {
+    if old != new {
         let state = tracked_state(old);
         set_tracked_state(new, if matches!(state, 1 | TRACKED_DATAGRAM) { state } else { 0 });
     }
     true
 }
 
-/// Before an exec, in a child that lost the runtime at its fork (or a vfork child of one): each
-/// placeholder of the parent's TCP sockets that the new program would inherit (an fd that is
-/// not close-on-exec: an inetd-style child that made the connection its stdin and stdout)
-/// becomes a kernel socket that was never connected, as the driver's own do before its exec
-/// (`bury`). The new program's reads then fail with ENOTCONN and its writes with EPIPE, where
-/// the placeholder, an eventfd, would take 8-byte writes and leave reads waiting for ever. The
+/// Copies of placeholders a vfork child made (`dup2(conn, 0)` before it execs a program on the
+/// connection): the child's pid and up to 8 fds. A vfork child runs on the thread that called
+/// vfork, so this is that thread's, and the pid tells the current child's from an earlier
+/// one's. The tracked-fd table is its parent's and stays untouched.
+const VFORK_COPIES: usize = 8;
+thread_local! {
+    static VFORK_COPIED: std::cell::Cell<(u32, [i32; VFORK_COPIES])> =
+        const { std::cell::Cell::new((0, [-1; VFORK_COPIES])) };
+}
+
+/// The fds a vfork child copied placeholders to ([`VFORK_COPIED`]; -1: none).
+fn vfork_copies() -> [i32; VFORK_COPIES] {
+    let me = std::process::id();
+    VFORK_COPIED.try_with(|c| c.get()).ok().filter(|&(pid, _)| pid == me).map_or([-1; VFORK_COPIES], |(_, fds)| fds)
+}
+
+/// A dup of `old` to `new` in a vfork child ([`in_vfork_child`]): recorded for its exec, in
+/// [`VFORK_COPIED`], not in the table its parent owns.
+pub(crate) fn vfork_child_duplicated(old: i32, new: i32) {
+    if old == new {
+        return;
+    }
+    let mut fds = vfork_copies();
+    let placeholder = tracked_state(old) == 1 || fds.contains(&old);
+    for fd in fds.iter_mut().filter(|fd| **fd == new) {
+        *fd = -1;
+    }
+    if placeholder {
+        if let Some(free) = fds.iter_mut().find(|fd| **fd < 0) {
+            *free = new;
+        }
+    }
+    let _ = VFORK_COPIED.try_with(|c| c.set((std::process::id(), fds)));
+}
+
+/// Before an exec, in a child that lost the runtime at its fork, or a vfork child of an
+/// accelerated process (or of such a child): each placeholder of the parent's TCP sockets that
+/// the new program would inherit (an fd that is not close-on-exec: an inetd-style child that
+/// made the connection its stdin and stdout, Python's `subprocess` with `stdin=conn`) becomes
+/// a kernel socket that was never connected, as the driver's own do before its exec (`bury`).
+/// The new program's reads then fail with ENOTCONN and its writes with EPIPE, where the
+/// placeholder, an eventfd, would take 8-byte writes and leave reads waiting for ever. The
 /// parent's connection is untouched: the placeholder was this process's copy. Said on stderr,
-/// naming the fds. Whether the kernel would start the program is not asked: if the exec fails
-/// the fds are still tracked (socket calls on them fail with EOPNOTSUPP, as before). Nothing
-/// here allocates or writes the tracked-fd table (a vfork child shares it and the heap with
-/// its parent).
+/// naming the fds. Only an fd that is still an eventfd is buried (a vfork child reads its
+/// parent's table, which does not see the child's closes). Whether the kernel would start the
+/// program is not asked: if the exec fails, socket calls on the fds fail with EOPNOTSUPP as
+/// before. Nothing here allocates or writes the tracked-fd table (a vfork child shares it and
+/// the heap with its parent).
 pub(crate) fn forked_child_before_exec() {
     use std::io::Write;
     let mut msg = [0u8; 512];
     let mut out = std::io::Cursor::new(&mut msg[..]);
     let mut buried = 0;
-    for fd in tracked_fds::with_state(1) {
+    let copies = vfork_copies();
+    let candidates =
+        tracked_fds::with_state(1).filter(|fd| !copies.contains(fd)).chain(copies.into_iter().filter(|&fd| fd >= 0));
+    for fd in candidates {
         // SAFETY: F_GETFD takes no memory.
         let flags = unsafe { real::fcntl(fd, libc::F_GETFD, 0) };
-        if flags < 0 || flags & libc::FD_CLOEXEC != 0 {
+        if flags < 0 || flags & libc::FD_CLOEXEC != 0 || !is_eventfd(fd) {
             continue;
         }
         replace_with_unconnected_socket(fd);
@@ -86,6 +136,21 @@ pub(crate) fn forked_child_before_exec() {
         // SAFETY: `msg` holds `len` bytes written above; fd 2 is the process's stderr.
         unsafe { real::write(2, msg.as_ptr().cast(), len) };
     }
+}
+
+/// Whether `fd` is an eventfd (a placeholder's kind of file), by its /proc/self/fd link, read
+/// without allocating.
+fn is_eventfd(fd: i32) -> bool {
+    use std::io::Write;
+    let mut path = [0u8; 40];
+    let mut w = std::io::Cursor::new(&mut path[..]);
+    if write!(w, "/proc/self/fd/{fd}\0").is_err() {
+        return false;
+    }
+    let mut link = [0u8; 32];
+    // SAFETY: `path` is NUL-terminated (written above); `link` is writable for its length.
+    let n = unsafe { libc::readlink(path.as_ptr().cast(), link.as_mut_ptr().cast(), link.len()) };
+    usize::try_from(n).is_ok_and(|n| link[..n] == *b"anon_inode:[eventfd]")
 }
 
 /// securebits (`<linux/securebits.h>`): capabilities kept when the uids leave 0, and no
