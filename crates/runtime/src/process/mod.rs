@@ -19,8 +19,8 @@ use crate::{real, set_tracked, set_tracked_state, tracked_fds, tracked_state, Er
 /// Set in a forked child: the parent's shard must not be touched.
 pub(crate) static FORKED: AtomicBool = AtomicBool::new(false);
 
-/// The pid of the child that set `FORKED`: a vfork child (posix_spawn's, Python's subprocess)
-/// runs in that child's memory, tracked-fd table included, with an fd table of its own.
+/// The pid of the child that set `FORKED`: a vfork child (Python's subprocess, a vfork(2)
+/// caller's) runs in that child's memory, tracked-fd table included, with an fd table of its own.
 static FORKED_PID: AtomicU32 = AtomicU32::new(0);
 
 /// In a child just forked: it does not keep the runtime (the parent's NIC is open and not
@@ -30,7 +30,8 @@ pub(crate) fn lost_the_runtime_at_fork() {
     FORKED.store(true, Ordering::Relaxed);
 }
 
-/// Whether this process is a vfork child (posix_spawn's, Python's subprocess) of the process
+/// Whether this process is a vfork child (Python's subprocess, a vfork(2) caller's; posix_spawn's
+/// makes no hooked call) of the process
 /// whose runtime (or whose lost runtime, `FORKED`) this memory holds: it runs in its parent's
 /// memory, runtime and tracked-fd table included, with an fd table of its own, until its exec
 /// or _exit. Its dups and closes must change only its own fds, never its parent's records of
@@ -121,8 +122,8 @@ pub(crate) fn forked_child_before_exec() {
         let _ = if buried == 0 {
             write!(
                 out,
-                "pronghorn: pid {} execs a new program that inherits accelerated socket(s) it got through fork after \
-                 its parent started serving, on fd(s) {fd}",
+                "pronghorn: pid {} execs a new program that inherits accelerated socket(s) of the process it was \
+                 forked from, which serves them, on fd(s) {fd}",
                 std::process::id()
             )
         } else {
