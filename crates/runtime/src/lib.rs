@@ -249,7 +249,7 @@ fn after_fork(call: &str, hold: Fork, child: bool, keeps: impl FnOnce(accel::For
 /// first ([`Accel::drain_before_exec`]). Only atomics and getpid before the pid is known to be
 /// the owner's: a vfork child must not touch the runtime. In a child that lost the runtime at
 /// its fork, and in a vfork child, the parent's sockets the new program would inherit are
-/// buried in the child's own fd table ([`process::forked_child_before_exec`]).
+/// buried in the child's own fd table (`process::forked_child_before_exec`).
 pub fn before_exec(program: Program<'_>) {
     if FORKED.load(Ordering::Relaxed) || process::in_vfork_child(OWNER.load(Ordering::Relaxed)) {
         if !inside() {
