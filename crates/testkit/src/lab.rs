@@ -15,6 +15,8 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 /// The count of reserved 2 MiB hugepages (machine-wide).
 pub const HUGEPAGES_2M: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+/// The pool's surplus pages (in use above the count; see [`nr_hugepages`]).
+pub const HUGEPAGES_2M_SURPLUS: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/surplus_hugepages";
 
 /// A lab scenario under way: no other runs until it is dropped.
 pub struct Scenario {
@@ -67,9 +69,13 @@ pub fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
-/// The machine's reserved 2 MiB hugepages.
+/// The machine's reserved 2 MiB hugepages: the pool's persistent pages, as `pronghorn lab`
+/// counts them. The sysfs count is the pool's total, which also holds surplus pages: those a
+/// process still uses after a lab's down lowered the count below them, freed when it exits, so
+/// a check before and after a lab would otherwise see the tail of the previous lab's exit.
 pub fn nr_hugepages() -> u64 {
-    std::fs::read_to_string(HUGEPAGES_2M).unwrap().trim().parse().unwrap()
+    let read = |path: &str| -> u64 { std::fs::read_to_string(path).unwrap().trim().parse().unwrap() };
+    read(HUGEPAGES_2M).saturating_sub(read(HUGEPAGES_2M_SURPLUS))
 }
 
 pub fn netns_exists(name: &str) -> bool {
