@@ -11,6 +11,10 @@
 //! did, with every queue lock held so that no newcomer attaches meanwhile. With one queue too
 //! the detach waits for the interface to be idle: a server started right after P died holds
 //! the queue with a program of its own (it detached P's itself: `nic::xdp::detach_leftover`).
+//!
+//! A fork family's opener that exits while its children still run hands its port to a keeper
+//! (docs/runtime.md, "The opener leaving first"), which it names in `<EAL dir>.keeper`: the
+//! helper then waits for the keeper too, and cleans up after it as after P.
 
 use std::os::fd::FromRawFd;
 use std::process::Command;
@@ -44,23 +48,18 @@ pub fn run(args: ReapArgs) -> Result<i32> {
             libc::signal(sig, libc::SIG_IGN);
         }
     }
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, args.pid as libc::pid_t, 0) } as i32;
-    if pidfd < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::ESRCH) {
-            bail!("reap: cannot watch pid {}: {e}", args.pid);
-        }
-    } else {
-        let _owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(pidfd) };
-        loop {
-            let mut p = libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 };
-            let r = unsafe { libc::poll(&mut p, 1, -1) };
-            if r > 0 {
-                break;
-            }
-            if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                bail!("reap: waiting for pid {}: {}", args.pid, std::io::Error::last_os_error());
-            }
+    // The process, then the keeper it may have handed its port to at its exit (a fork family's
+    // opener whose children outlive it: runtime's `process::keeper`), which names itself in a
+    // file beside the EAL's directory before the opener ends.
+    let mut watched = args.pid;
+    loop {
+        wait_for_exit(watched)?;
+        let file = runtime::successor_file(args.pid);
+        let Ok(keeper) = std::fs::read_to_string(&file) else { break };
+        let _ = std::fs::remove_file(&file);
+        match keeper.trim().parse::<u32>() {
+            Ok(k) if k != watched => watched = k,
+            _ => break,
         }
     }
     if let Some(run_dir) = &args.run_dir {
@@ -100,6 +99,29 @@ pub fn run(args: ReapArgs) -> Result<i32> {
         bail!("reap: {e}");
     }
     Ok(0)
+}
+
+/// Waits until process `pid` has exited (at once if it is gone).
+fn wait_for_exit(pid: u32) -> Result<()> {
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) } as i32;
+    if pidfd < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::ESRCH) {
+            bail!("reap: cannot watch pid {pid}: {e}");
+        }
+        return Ok(());
+    }
+    let _owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(pidfd) };
+    loop {
+        let mut p = libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 };
+        let r = unsafe { libc::poll(&mut p, 1, -1) };
+        if r > 0 {
+            return Ok(());
+        }
+        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            bail!("reap: waiting for pid {pid}: {}", std::io::Error::last_os_error());
+        }
+    }
 }
 
 fn remove_dir(dir: &str) -> Result<(), String> {

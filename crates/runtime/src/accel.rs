@@ -509,6 +509,33 @@ impl<N: Nic + 'static> ForkHold<'_, N> {
     }
 }
 
+impl<N: Nic + 'static> Accel<N> {
+    /// At the opener's exit, with members of its family alive (`process::keeper`): forks the
+    /// keeper, which goes on driving the NIC for them. The runtime's lock and the process-local
+    /// locks that threads take outside it are held across the fork, as for a fork of the
+    /// program's ([`Accel::fork_prepare`]), so that the keeper never inherits one taken by a
+    /// thread it does not have; the family lock is not (a robust mutex records its owner's
+    /// thread, and nothing in the arena needs a pause). No hold changes hands: the keeper is the
+    /// opener continued, and the opener gives up the shards unclosed. Returns fork's result
+    /// (0 in the keeper, which is then the family's opener), or `None` without a family.
+    pub(crate) fn fork_keeper(&self) -> Option<libc::pid_t> {
+        let mut rt = self.lock();
+        let f = rt.sharing.family()?;
+        let locals =
+            ForkLocals { _remote_fds: crate::family_parker::hold_for_fork(), _gone: Some(f.hold_gone_for_fork()) };
+        // SAFETY: the real fork, which takes no memory; the runtime's locks are held across it
+        // (above) and released in both processes after it.
+        let pid = unsafe { real::fork() };
+        drop(locals);
+        match pid {
+            0 => rt.become_keeper(f),
+            1.. => rt.hand_shards_to_keeper(),
+            _ => {}
+        }
+        Some(pid)
+    }
+}
+
 impl<N: Nic + 'static> Runtime<N> {
     pub(crate) fn now(&self) -> u64 {
         self.clock.now_ns()

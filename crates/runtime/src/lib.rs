@@ -89,7 +89,7 @@ pub use exec::Program;
 pub use family::FamilyStats;
 pub use passing::Passing;
 use process::FORKED;
-pub use process::{forked_child_socket, ENV_EXE};
+pub use process::{forked_child_socket, successor_file, ENV_EXE};
 pub use secret::random_secret;
 pub use settings::{dpdk_options, shard_config, tcp_config};
 pub use tracked_fds::{datagram, tracked};
@@ -294,6 +294,12 @@ fn open_dpdk(cfg: &Config, lcore: Option<u32>, pool_node: Option<u32>) -> Result
         }
     }
     Ok(ports.into_iter().map(|port| FaultyNic::new(port, faults.clone(), MonotonicClock::new())).collect())
+}
+
+/// In the keeper forked at the opener's exit (`process::keeper`): this process owns the runtime
+/// from now on (the hooks tell a vfork child from it by this pid).
+pub(crate) fn keeper_owns_the_runtime() {
+    OWNER.store(std::process::id(), Ordering::Relaxed);
 }
 
 extern "C" fn close_port_at_exit() {

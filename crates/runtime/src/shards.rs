@@ -74,6 +74,15 @@ impl<N: Nic> ShardSet<N> {
         self.primary.clear();
     }
 
+    /// Forgets them unclosed: another process (the keeper forked at the opener's exit) drives
+    /// and closes them. Their list and structs are in the family arena, which that process
+    /// shares, so nothing is freed here.
+    pub(crate) fn hand_over(&mut self) {
+        std::mem::forget(std::mem::take(&mut self.list));
+        self.siblings.clear();
+        self.primary.clear();
+    }
+
     /// The shard that holds `id`.
     pub(crate) fn of(&mut self, id: SocketId) -> &mut Shard<N> {
         &mut self.list[id.shard()]

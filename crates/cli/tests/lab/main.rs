@@ -939,15 +939,17 @@ fn nginx_reloads_under_wrk_without_errors_with_share_family() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Issue 24: under `share = "family"` (`--profile nginx-reload`) listen() opens the NIC, so an
-/// nginx with `daemon on` opens it in the process that daemon's fork then leaves: the driver
-/// exits and its children are left without a stack. Not built (the opener leaving first,
-/// stage 4), but said: the exiting driver names the children it leaves on its stderr.
+/// Issue 24 stage 4: under `share = "family"` (`--profile nginx-reload`) listen() opens the NIC,
+/// so an nginx with `daemon on` opens it in the process that daemon's fork then leaves. The
+/// exiting opener forks a keeper (`pronghorn-keep`) that drives the NIC for the family: the
+/// daemon master and the workers it forks (children of a child) serve through it. When the
+/// last of them has ended (nginx -s quit) the keeper finishes as the opener would have: its port
+/// closed (the EAL directory, still named by the opener, goes), its XDP program detached.
 #[test]
-fn a_family_driver_that_exits_before_its_children_says_so() {
+fn a_family_whose_opener_exits_first_is_served_by_its_keeper() {
     let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-daemon", &[]);
-    let dir = nginx_workers_site("pronghorn-nginx-daemon", 1);
+    let dir = nginx_workers_site("pronghorn-nginx-daemon", 2);
     let conf = dir.join("nginx.conf");
     let text_of = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
     std::fs::write(&conf, text_of(&conf).replace("daemon off;", "daemon on;")).unwrap();
@@ -955,17 +957,53 @@ fn a_family_driver_that_exits_before_its_children_says_so() {
     let argv = ["run", "--profile", "nginx-reload", "--", "nginx", "-c", conf.to_str().unwrap()];
     let mut run = lab.exec("a", &[&[bin()][..], &argv[..]].concat());
     let mut child = run.stdout(Stdio::null()).stderr(std::fs::File::create(&stderr).unwrap()).spawn().unwrap();
+    let opener = child.id();
     // `pronghorn run` ends with the process it started, daemon's parent.
     assert!(child.wait().unwrap().success());
     let nginx = NginxMaster { child, pid_file: dir.join("nginx.pid") };
     eventually("the daemon writes its pid file", || dir.join("nginx.pid").exists());
     let said = text_of(&stderr);
-    let line = said.lines().find(|l| l.contains("drives the NIC for its family"));
-    let daemon = nginx.pid().to_string();
+    let line = said.lines().find(|l| l.contains("(pronghorn-keep)")).unwrap_or_default().to_string();
+    let daemon = nginx.pid();
     assert!(
-        line.is_some_and(|l| l.starts_with("pronghorn: pid ") && l.contains(&daemon) && l.contains("daemon off")),
-        "the exiting driver did not name its child {daemon}: {said}"
+        line.starts_with(&format!("pronghorn: pid {opener} ")) && line.contains(&format!(" {daemon} still use")),
+        "the exiting opener {opener} did not name its child {daemon} and its keeper: {said}"
     );
+    let keeper: u32 =
+        line.split(" (pronghorn-keep)").next().and_then(|l| l.rsplit(' ').next()).unwrap().parse().unwrap();
+    // Named as it leaves the program's world, just after the fork that the opener's line follows.
+    eventually("the keeper names itself", || {
+        text_of(Path::new(&format!("/proc/{keeper}/comm"))).trim() == "pronghorn-keep"
+    });
+    let url = "http://10.99.0.1:8080/index.html";
+    let o = until_ok(&lab, &["curl", "-sf", "-m", "10", url]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "hello from a worker\n");
+    // Both workers (children of the daemon, a child itself) serve: more connections than one
+    // worker's turn, each answered.
+    let o = lab
+        .exec("b", &["sh", "-c", &format!("for i in $(seq 40); do curl -sf -m 10 {url} || exit 1; done")])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "a request failed: {}", text(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).matches("hello from a worker").count(), 40);
+    assert_eq!(nginx.workers().len(), 2);
+    // The family ends: the keeper closes the port and goes.
+    nginx.signal("-QUIT", daemon);
+    let eal = format!("/var/run/dpdk/pronghorn-{opener}");
+    let ns = format!("{}-a", lab.prefix);
+    let iface = format!("{}-a0", lab.prefix);
+    let program_attached = || {
+        let o = Command::new("ip").args(["-n", &ns, "-d", "link", "show", "dev", &iface]).output().unwrap();
+        text(&o).contains("prog/xdp")
+    };
+    let keeper_runs = || {
+        let stat = text_of(Path::new(&format!("/proc/{keeper}/stat")));
+        !stat.is_empty() && !stat.contains(") Z ")
+    };
+    eventually("the keeper ends after the family", || !keeper_runs());
+    eventually("the port is closed and the XDP program detached", || {
+        !Path::new(&eal).exists() && !Path::new(&format!("{eal}.keeper")).exists() && !program_attached()
+    });
     drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -35,9 +35,9 @@
 //! - the sockets in flight between the family's processes (the opener and the members), passed
 //!   in messages ([`crate::passing`]).
 //!
-//! Not here yet: children that drive the NIC, the opener leaving before its children (the NIC
-//! goes with it; the opener names on stderr, at its exit, the sharing children it forked that
-//! still run).
+//! The opener leaving before its children hands the NIC to a keeper forked at its exit, which
+//! takes the opener's place here ([`Family::keeper_took_over`]; `process::keeper`). Not here
+//! yet: children that drive the NIC.
 //!
 //! This module holds what the family shares and each process's role; `role` turns a runtime
 //! into a child's or an opener's at a fork, `sleepers` holds the children's registrations and
@@ -549,6 +549,25 @@ impl Family {
     /// already; family lock held): whether no process holds it any more, so that it closes.
     pub(crate) fn drop_in_flight(&self, id: SocketId) -> bool {
         self.with_holds(|holds| holds.drop_one(id))
+    }
+
+    /// Whether a process of the family besides the opener still runs: a member of the process
+    /// table (a fork in progress counts; a child the full table left out does not), in any
+    /// process of the family (the keeper's children are not its own: no waitid).
+    pub(crate) fn members_alive(&self) -> bool {
+        self.shared().members.iter().any(|m| match m.pid.load(Ordering::Acquire) {
+            0 => false,
+            FORKING => true,
+            pid => !crate::liveness::gone(pid, m.start.load(Ordering::Relaxed)),
+        })
+    }
+
+    /// In the keeper just forked from the opener at its exit: this process is the family's
+    /// opener from now on (its pid is the one a socket may be passed to).
+    pub(crate) fn keeper_took_over(&self) {
+        let me = std::process::id() as libc::pid_t;
+        self.pid.store(me, Ordering::Relaxed);
+        self.shared().opener.store(me, Ordering::Release);
     }
 
     /// The opener execs another program (after the drain): no socket may be passed to it.

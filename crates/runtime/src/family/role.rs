@@ -38,18 +38,43 @@ impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
 
     /// In the opener, after a fork that shares the shards: a stack thread drives the NIC from
     /// now on (dedicated mode), so that a child's rings are answered whatever the opener's own
-    /// threads do (a parent in waitpid(2), or computing, drives nothing inline).
+    /// threads do (a parent in waitpid(2), or computing, drives nothing inline). A child that
+    /// forks (nginx's daemon forking its workers) drives nothing: its stack thread would take
+    /// the doorbell from the driver's, and the family's rings would go to a thread that only
+    /// rings again.
     pub(crate) fn drive_for_children(&mut self, f: &'static Family, child: libc::pid_t) {
+        if self.sharing.child().is_some() {
+            return;
+        }
         f.forked(child);
         self.wait.mode = crate::wait::Mode::Dedicated;
         self.ensure_stack_thread();
     }
 
-    /// At the exit of the process that drives the NIC for its family: its children that still
-    /// live lose the stack with it (the opener leaving first is not built), so it says so on
-    /// stderr, naming them. A server that daemonizes after listen() under `share = "family"`
-    /// (nginx with `daemon on`) gets here at once: its daemon child would otherwise serve
-    /// nothing without a word.
+    /// In the keeper just forked from the opener at its exit (`process::keeper`): the runtime
+    /// goes on as the opener's, but the opener's threads (its waiters, its stack threads, its
+    /// observer) are not in this process: their traces go, and the stack threads start anew.
+    pub(crate) fn become_keeper(&mut self, f: &'static Family) {
+        f.keeper_took_over();
+        self.socks.forget_waiters();
+        self.fds.forget_epoll_waiters();
+        self.owed_wakes.clear();
+        self.wait.forget_threads();
+        self.wait.stats.dedicated = false;
+        // The observer's thread is the opener's, and so are its region and control socket.
+        std::mem::forget(self.observer.take());
+    }
+
+    /// In the opener, after it forked its keeper: the shards are the keeper's to drive and to
+    /// close. This process forgets them unclosed (their memory is the family arena's), so its
+    /// stack thread stops and its exit closes no port.
+    pub(crate) fn hand_shards_to_keeper(&mut self) {
+        self.shards.hand_over();
+    }
+
+    /// At the exit of the process that drives the NIC for its family, when no keeper could be
+    /// forked (`process::keeper`): its children that still live lose the stack with it, so it
+    /// says so on stderr, naming them.
     pub(crate) fn say_children_left_behind(&self) {
         let Sharing::Opener(f) = self.sharing else { return };
         let alive = f.children_alive();
@@ -59,8 +84,8 @@ impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
         let list: Vec<String> = alive.iter().map(i32::to_string).collect();
         let msg = format!(
             "pronghorn: pid {} drives the NIC for its family (runtime.share = \"family\") and exits while its \
-             children {} still hold its stack: their accelerated sockets stop working (a server that daemonizes \
-             after listen() must run in the foreground under share = \"family\": nginx's `daemon off`)\n",
+             children {} still hold its stack, and no process could be forked to drive the NIC for them: their \
+             accelerated sockets stop working\n",
             std::process::id(),
             list.join(", ")
         );

@@ -6,6 +6,7 @@ use nic::Nic;
 use stack::shard::SocketId;
 use stack::TcpState;
 
+use super::keeper::{self, Handoff};
 use super::{bury, keeps_capabilities, ExitDrain, Leaving, EXIT_RESET_GRACE_NS, EXIT_STATS};
 use crate::accel::{Accel, Runtime};
 use crate::real;
@@ -28,8 +29,24 @@ impl<N: Nic + 'static> Accel<N> {
     /// At exit: the connections deliver what they were given (`Accel::drain`), then
     /// the port closes (which detaches the XDP program). The stack thread, if any, stops when
     /// it sees the shard gone. A forked child that does not own the NIC never gets here
-    /// (`FORKED`).
+    /// (`FORKED`). The opener of a fork family some member of which still runs hands the NIC to
+    /// a keeper instead and closes nothing; the keeper finishes this way once the family has
+    /// ended, then `_exit`s (`keeper`).
     pub fn at_exit(&self) {
+        let keeper = match self.hand_family_to_keeper() {
+            Handoff::Opener => return,
+            Handoff::Keeper => true,
+            Handoff::None => false,
+        };
+        self.finish_at_exit();
+        if keeper {
+            keeper::end();
+        }
+    }
+
+    /// The exit's work in the process that drives the NIC or shares its stack: the opener
+    /// with no keeper, the keeper once its family has ended, or a child of the family.
+    fn finish_at_exit(&self) {
         self.try_with(|rt| rt.say_children_left_behind());
         self.drain(Leaving::Exit);
         if self.try_with(|rt| rt.sharing.child().is_some()) != Some(false) {
@@ -159,7 +176,7 @@ impl<N: Nic + 'static> Runtime<N> {
     /// long each connection may take to finish. Before an exec, a connection that would stay
     /// open in the new program is reset instead, and the fds are buried
     /// ([`Accel::drain_before_exec`]).
-    fn close_all(&mut self, leaving: Leaving) -> ExitDrain {
+    pub(super) fn close_all(&mut self, leaving: Leaving) -> ExitDrain {
         let now = self.now();
         let deadline = now + u64::from(self.cfg.runtime.exit_drain_ms) * 1_000_000;
         let mut lingering = HashMap::new();

@@ -7,6 +7,9 @@
 //! start; `calls` holds what the runtime does at a fork, an exit, an exec and a privilege drop.
 
 mod calls;
+mod keeper;
+
+pub use keeper::successor_file;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
