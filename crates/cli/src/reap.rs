@@ -54,6 +54,11 @@ pub fn run(args: ReapArgs) -> Result<i32> {
     let mut watched = args.pid;
     loop {
         wait_for_exit(watched)?;
+        if let Some(run_dir) = &args.run_dir {
+            let run_dir = std::path::Path::new(run_dir);
+            let _ = std::fs::remove_file(runtime::observe::region::stats_path(run_dir, watched));
+            let _ = std::fs::remove_file(runtime::observe::region::control_path(run_dir, watched));
+        }
         let file = runtime::successor_file(args.pid);
         let Ok(keeper) = std::fs::read_to_string(&file) else { break };
         let _ = std::fs::remove_file(&file);
@@ -61,11 +66,6 @@ pub fn run(args: ReapArgs) -> Result<i32> {
             Ok(k) if k != watched => watched = k,
             _ => break,
         }
-    }
-    if let Some(run_dir) = &args.run_dir {
-        let run_dir = std::path::Path::new(run_dir);
-        let _ = std::fs::remove_file(runtime::observe::region::stats_path(run_dir, args.pid));
-        let _ = std::fs::remove_file(runtime::observe::region::control_path(run_dir, args.pid));
     }
     let dir = nic::dpdk::runtime_dir_of(args.pid);
     let left = std::path::Path::new(&dir).exists();

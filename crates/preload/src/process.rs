@@ -35,9 +35,14 @@ pub unsafe extern "C" fn _Fork() -> libc::pid_t {
 }
 
 /// glibc's daemon() forks inside libc (our fork never sees it), exits in the parent and returns
-/// in the child, whose failure (setsid, /dev/null) also reads -1: the pid tells them apart.
+/// in the child, whose failure (setsid, /dev/null) also reads -1: the pid tells them apart. In a
+/// process that shares its stack with a fork family it is done here instead (`daemon_sharing`).
 #[no_mangle]
 pub unsafe extern "C" fn daemon(nochdir: c_int, noclose: c_int) -> c_int {
+    if runtime::daemon_shares() {
+        // SAFETY: daemon_sharing's contract is daemon's.
+        return unsafe { daemon_sharing(nochdir, noclose) };
+    }
     // SAFETY: daemon and getpid take no memory; the runtime is held across the fork
     // inside daemon as in `forked`.
     unsafe {
@@ -46,6 +51,54 @@ pub unsafe extern "C" fn daemon(nochdir: c_int, noclose: c_int) -> c_int {
         let rc = real::daemon(nochdir, noclose);
         runtime::daemon_done(hold, libc::getpid() != before);
         rc
+    }
+}
+
+/// daemon(3) as glibc 2.36 does it, with the hooked fork: the child shares the family's stack,
+/// and the parent ends through the runtime's exit work (the opener hands the NIC to a keeper
+/// that drives it for the child) and `_exit(0)`. The child makes a session of its own, moves
+/// to / unless `nochdir`, and puts /dev/null on its stdin, stdout and stderr unless `noclose`
+/// (-1 with ENODEV when /dev/null is not the null device, as glibc).
+/// # Safety
+/// None beyond daemon's: the calls take no memory of the caller's.
+unsafe fn daemon_sharing(nochdir: c_int, noclose: c_int) -> c_int {
+    // SAFETY: forked's contract: the real fork; the rest are system calls on NUL-terminated
+    // literals and a stat buffer of ours.
+    unsafe {
+        match forked(real::fork) {
+            -1 => return -1,
+            0 => {}
+            _ => runtime::daemon_parent_exits(),
+        }
+        if libc::setsid() < 0 {
+            return -1;
+        }
+        if nochdir == 0 {
+            let _ = libc::chdir(c"/".as_ptr());
+        }
+        if noclose == 0 {
+            let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+            if fd < 0 {
+                return -1;
+            }
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstat(fd, &mut st) == 0
+                && st.st_mode & libc::S_IFMT == libc::S_IFCHR
+                && st.st_rdev == libc::makedev(1, 3)
+            {
+                for std in 0..3 {
+                    crate::fd::dup2(fd, std);
+                }
+                if fd > 2 {
+                    crate::fd::close(fd);
+                }
+            } else {
+                crate::fd::close(fd);
+                *libc::__errno_location() = libc::ENODEV;
+                return -1;
+            }
+        }
+        0
     }
 }
 

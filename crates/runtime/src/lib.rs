@@ -296,6 +296,29 @@ fn open_dpdk(cfg: &Config, lcore: Option<u32>, pool_node: Option<u32>) -> Result
     Ok(ports.into_iter().map(|port| FaultyNic::new(port, faults.clone(), MonotonicClock::new())).collect())
 }
 
+/// preload's daemon(): whether this process shares its shards with a fork family (the NIC open
+/// under `share = "family"`). daemon() is then done with the hooked fork, so that the child
+/// shares the stack, and the parent's end hands the NIC to a keeper ([`daemon_parent_exits`]);
+/// glibc's daemon() forks inside libc, where no hook sees it, and its parent `_exit`s, where no
+/// exit handler runs.
+pub fn daemon_shares() -> bool {
+    if inside() {
+        return false;
+    }
+    let Some(a) = RUNTIME.get().copied().flatten() else { return false };
+    !FORKED.load(Ordering::Relaxed) && a.try_with(|rt| rt.sharing.family().is_some()) == Some(true)
+}
+
+/// preload's daemon() in a process that shares its shards ([`daemon_shares`]), in the parent
+/// once the child is forked: the runtime's exit work (the opener hands the NIC to a keeper, a
+/// child of the family leaves it), then `_exit(0)` as glibc's daemon() ends the parent, without
+/// the program's exit handlers.
+pub fn daemon_parent_exits() -> ! {
+    close_port_at_exit();
+    // SAFETY: _exit takes no memory and does not return.
+    unsafe { libc::_exit(0) }
+}
+
 /// In the keeper forked at the opener's exit (`process::keeper`): this process owns the runtime
 /// from now on (the hooks tell a vfork child from it by this pid).
 pub(crate) fn keeper_owns_the_runtime() {

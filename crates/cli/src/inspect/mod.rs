@@ -32,15 +32,18 @@ pub struct Process {
 }
 
 impl Process {
-    /// Its command line (from /proc), or its name in brackets when that is gone.
+    /// Its command line (from /proc), or its name in brackets when that is gone. A keeper
+    /// (the copy of a family's opener that drives the NIC after the opener exited) keeps the
+    /// opener's command line: it is named first.
     pub fn command(&self) -> String {
         let raw = std::fs::read(format!("/proc/{}/cmdline", self.pid)).unwrap_or_default();
         let words: Vec<String> =
             raw.split(|&b| b == 0).filter(|w| !w.is_empty()).map(|w| String::from_utf8_lossy(w).into_owned()).collect();
-        if words.is_empty() {
-            format!("[pid {}]", self.pid)
-        } else {
-            words.join(" ")
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", self.pid)).unwrap_or_default();
+        match (words.is_empty(), comm.trim() == "pronghorn-keep") {
+            (true, _) => format!("[pid {}]", self.pid),
+            (false, true) => format!("[pronghorn-keep] {}", words.join(" ")),
+            (false, false) => words.join(" "),
         }
     }
 

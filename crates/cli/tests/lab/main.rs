@@ -978,6 +978,10 @@ fn a_family_whose_opener_exits_first_is_served_by_its_keeper() {
     let url = "http://10.99.0.1:8080/index.html";
     let o = until_ok(&lab, &["curl", "-sf", "-m", "10", url]);
     assert_eq!(String::from_utf8_lossy(&o.stdout), "hello from a worker\n");
+    // `pronghorn ps` shows the keeper (its own stats region), not the opener that is gone.
+    let ps = text(&pronghorn(&["ps"]));
+    assert!(ps.lines().any(|l| l.contains(&keeper.to_string()) && l.contains("[pronghorn-keep] nginx")), "{ps}");
+    assert!(!ps.lines().any(|l| l.split_whitespace().next() == Some(&opener.to_string())), "{ps}");
     // Both workers (children of the daemon, a child itself) serve: more connections than one
     // worker's turn, each answered.
     let o = lab
@@ -1090,8 +1094,9 @@ fn accelerated_sockets_passed_over_a_unix_socket_fail_clearly() {
 /// the parent's NIC opened (fork, _Fork) echoes through the connection it inherited, on the
 /// parent's stack, and the parent's connection still echoes after each, the fork child's exec
 /// included (its copy is a socket that was never connected in the new program, and the parent
-/// still holds the connection, so it is not reset); a daemon() child still gets EOPNOTSUPP (its
-/// parent, the driver, exits).
+/// still holds the connection, so it is not reset); a daemon() child echoes on after its
+/// parent, the driver, is gone (stage 4: the parent's exit forked a keeper that drives the NIC,
+/// and said so).
 #[test]
 fn forked_children_share_the_parents_stack_with_share_family() {
     let Some(_scenario) = scenario(&[]) else { return };
@@ -1102,12 +1107,14 @@ fn forked_children_share_the_parents_stack_with_share_family() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(stderr.contains("1 accelerated connection(s) on fds that are not close-on-exec"), "{stderr}");
     assert!(stderr.contains("stay open for the other processes of the family that hold them"), "{stderr}");
+    assert!(stderr.contains("(pronghorn-keep), a copy of it, drives the NIC for them"), "{stderr}");
     assert!(
         seen.contains_key(
             "after: child echoes through the inherited connection, and a copy kept across exec is not connected"
         ),
         "{seen:?}"
     );
+    assert!(seen.contains_key("daemon: child echoes through the inherited connection, its parent gone"), "{seen:?}");
 }
 
 /// Issue 24: SCM_RIGHTS between two accelerated processes of one family (`[runtime] share =

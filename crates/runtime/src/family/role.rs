@@ -65,6 +65,15 @@ impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
         std::mem::forget(self.observer.take());
     }
 
+    /// In the keeper, once it has left the program's world: its stack threads drive the NIC,
+    /// and its own stats region and control socket show it to `pronghorn ps` and `stat`.
+    pub(crate) fn keeper_starts(&mut self) {
+        self.ensure_stack_thread();
+        if let Some(dir) = self.observe_dir.clone() {
+            self.start_observer(dir);
+        }
+    }
+
     /// In the opener, after it forked its keeper: the shards are the keeper's to drive and to
     /// close. This process forgets them unclosed (their memory is the family arena's), so its
     /// stack thread stops and its exit closes no port.

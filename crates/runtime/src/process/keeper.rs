@@ -69,7 +69,7 @@ impl<N: Nic + 'static> Accel<N> {
             Some(0) => {
                 crate::keeper_owns_the_runtime();
                 leave_the_program();
-                self.with(|rt| rt.ensure_stack_thread());
+                self.with(|rt| rt.keeper_starts());
                 while f.members_alive() {
                     std::thread::sleep(LOOK_EVERY);
                 }
