@@ -79,6 +79,13 @@ pub fn run(args: ReapArgs) -> Result<i32> {
     if !left && args.queues <= 1 {
         return Ok(0);
     }
+    if left {
+        eprintln!(
+            "pronghorn reap: pid {watched} ended without closing its port: detaching the XDP program from {} and \
+             removing {dir}",
+            args.iface
+        );
+    }
     // Detach first, then remove the directory: whoever waits for the directory to go (the
     // benchmarks, before the next server) then finds the interface free. A detach that fails
     // because the interface is gone (a lab taken down meanwhile) is no error.

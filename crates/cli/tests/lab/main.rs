@@ -991,6 +991,10 @@ fn a_family_whose_opener_exits_first_is_served_by_its_keeper() {
     assert!(o.status.success(), "a request failed: {}", text(&o));
     assert_eq!(String::from_utf8_lossy(&o.stdout).matches("hello from a worker").count(), 40);
     assert_eq!(nginx.workers().len(), 2);
+    // A supervisor's stop signal to the keeper does not end it before its family.
+    nginx.signal("-TERM", keeper);
+    let o = lab.exec("b", &["curl", "-sf", "-m", "10", url]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "hello from a worker\n", "after SIGTERM to the keeper");
     // The family ends: the keeper closes the port and goes.
     nginx.signal("-QUIT", daemon);
     let eal = format!("/var/run/dpdk/pronghorn-{opener}");
@@ -1008,6 +1012,9 @@ fn a_family_whose_opener_exits_first_is_served_by_its_keeper() {
     eventually("the port is closed and the XDP program detached", || {
         !Path::new(&eal).exists() && !Path::new(&format!("{eal}.keeper")).exists() && !program_attached()
     });
+    // By the keeper itself: the cleanup helper (whose stderr is the opener's) had nothing to do.
+    let said = text_of(&stderr);
+    assert!(!said.contains("ended without closing its port"), "{said}");
     drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -108,9 +108,26 @@ pub(super) fn end() -> ! {
     unsafe { libc::_exit(0) }
 }
 
+/// The signals the keeper ignores (`leave_the_program`): systemd's stop (SIGTERM to every
+/// process of the unit, the children included), a terminal's, nginx's and others' controls.
+const IGNORED: [libc::c_int; 8] = [
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGPIPE,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+];
+
 /// In the keeper, just forked: nothing of the program's may go on through it. A session of its
 /// own (the terminal's signals and a hang-up of the opener's session do not reach it); every
-/// signal back to its default and unblocked (the program's handlers are the program's); named
+/// signal back to its default and unblocked (the program's handlers are the program's), but
+/// those that end a process by default and that people and supervisors send to stop or steer a
+/// server ([`IGNORED`]): the keeper ends when its family does, after the children a supervisor
+/// stops with the same signal have sent their last bytes through it (SIGKILL ends it at once,
+/// and the cleanup helper detaches the program); named
 /// `pronghorn-keep` (in ps, and out of the way of `killall` of the program); the program's fds
 /// closed but for those the NIC and the runtime hold, and stdio on /dev/null, so that whoever
 /// waits for the program's pipes or sockets to close (a shell's `$(...)`, a supervisor) sees
@@ -123,7 +140,7 @@ fn leave_the_program() {
         libc::prctl(libc::PR_SET_NAME, c"pronghorn-keep".as_ptr());
         for sig in 1..libc::SIGRTMAX() {
             if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-                libc::signal(sig, libc::SIG_DFL);
+                libc::signal(sig, if IGNORED.contains(&sig) { libc::SIG_IGN } else { libc::SIG_DFL });
             }
         }
         let mut none: libc::sigset_t = std::mem::zeroed();
