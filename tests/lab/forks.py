@@ -19,6 +19,8 @@ the parent), the _Fork child exits through exit(), which lets go of its copy of 
 - subprocess: a program run with the connection as its stdin (vfork, dup2, exec) finds a
   socket that was never connected there; the parent's connection and fds are untouched (a vfork
   child runs in its parent's memory: its dup2 and closes must not change the parent's runtime).
+- posix_spawn: a program given the connection by a dup2 file action (as its stdin), and one
+  that inherits it (made inheritable), find a socket that was never connected there.
 - _Fork, daemon: glibc's fork without atfork handlers, and daemon(), which forks inside libc,
   make children like fork's: the inherited connection fails with EOPNOTSUPP. daemon() ends the
   parent, so its child prints the observations. With `family` the daemon's child echoes on the
@@ -104,10 +106,11 @@ if not out["nic fds: the NIC's sockets and BPF fds are close-on-exec"]:
 EXEC_PROBE = """
 import errno, os, signal, sys
 signal.alarm(10)
-closed, copy = int(sys.argv[1]), int(sys.argv[2])
+closed, copy = sys.argv[1], int(sys.argv[2])
 try:
-    os.fstat(closed)
-    sys.exit(21)
+    if closed != "-":
+        os.fstat(int(closed))
+        sys.exit(21)
 except OSError:
     pass
 try:
@@ -200,6 +203,24 @@ out["subprocess: its stdin is a socket with no connection, the parent's fds are 
 )
 if code != 0:
     out["subprocess: exit code"] = code
+
+# posix_spawn: glibc's child dups and execs through internal calls no hook sees, so the parent
+# does it in the file actions' hooks and posix_spawn's: a dup2 action from the connection (the
+# program's stdin) dups a socket that was never connected instead, and so does one added for
+# the connection made inheritable, which the program would otherwise get as it is.
+pid = os.posix_spawn(
+    sys.executable, [sys.executable, "-c", STDIN_PROBE], os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, s.fileno(), 0)]
+)
+codes = [child_status(pid)]
+os.set_inheritable(s.fileno(), True)
+pid = os.posix_spawn(sys.executable, [sys.executable, "-c", EXEC_PROBE, "-", str(s.fileno())], os.environ)
+codes.append(child_status(pid))
+os.set_inheritable(s.fileno(), False)
+out["posix_spawn: a dup2 action's copy and an inherited fd are sockets with no connection"] = codes == [0, 0] and echo(
+    s, b"parent, after posix_spawn"
+)
+if codes != [0, 0]:
+    out["posix_spawn: exit codes"] = codes
 
 sys.stdout.flush()
 if libc.daemon(1, 1) != 0:

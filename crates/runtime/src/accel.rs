@@ -442,6 +442,7 @@ pub struct ForkHold<'a, N: Nic + 'static> {
 
 /// See [`ForkHold::fork_locals`]; released first thing after the fork, in parent and child.
 struct ForkLocals {
+    _spawn_actions: crate::process::SpawnActionsForkHold,
     _remote_fds: crate::family_parker::RemoteFdsForkHold,
     _gone: Option<std::sync::MutexGuard<'static, Vec<libc::pid_t>>>,
 }
@@ -459,7 +460,11 @@ impl<N: Nic + 'static> Accel<N> {
             member = f.share(&shared);
         }
         let gone = rt.sharing.family().map(|f| f.hold_gone_for_fork());
-        let fork_locals = Some(ForkLocals { _remote_fds: crate::family_parker::hold_for_fork(), _gone: gone });
+        let fork_locals = Some(ForkLocals {
+            _spawn_actions: crate::process::hold_spawn_actions_for_fork(),
+            _remote_fds: crate::family_parker::hold_for_fork(),
+            _gone: gone,
+        });
         ForkHold { rt, shared, member, fork_locals }
     }
 }
@@ -521,8 +526,11 @@ impl<N: Nic + 'static> Accel<N> {
     pub(crate) fn fork_keeper(&self) -> Option<libc::pid_t> {
         let mut rt = self.lock();
         let f = rt.sharing.family()?;
-        let locals =
-            ForkLocals { _remote_fds: crate::family_parker::hold_for_fork(), _gone: Some(f.hold_gone_for_fork()) };
+        let locals = ForkLocals {
+            _spawn_actions: crate::process::hold_spawn_actions_for_fork(),
+            _remote_fds: crate::family_parker::hold_for_fork(),
+            _gone: Some(f.hold_gone_for_fork()),
+        };
         // SAFETY: the real fork, which takes no memory; the runtime's locks are held across it
         // (above) and released in both processes after it.
         let pid = unsafe { real::fork() };

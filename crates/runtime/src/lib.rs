@@ -89,7 +89,10 @@ pub use exec::Program;
 pub use family::FamilyStats;
 pub use passing::Passing;
 use process::FORKED;
-pub use process::{forked_child_socket, successor_file, ENV_EXE};
+pub use process::{
+    after_spawn, before_spawn, forked_child_socket, spawn_action_on, spawn_actions_destroy, spawn_actions_init,
+    spawn_closes_from, spawn_dup2_source, successor_file, ENV_EXE,
+};
 pub use secret::random_secret;
 pub use settings::{dpdk_options, shard_config, tcp_config};
 pub use tracked_fds::{datagram, tracked};
@@ -317,6 +320,12 @@ pub fn daemon_parent_exits() -> ! {
     close_port_at_exit();
     // SAFETY: _exit takes no memory and does not return.
     unsafe { libc::_exit(0) }
+}
+
+/// Whether this process runs the runtime (it is the one `pronghorn run` accelerates, and a hook
+/// has started it).
+pub(crate) fn accelerated() -> bool {
+    RUNTIME.get().copied().flatten().is_some()
 }
 
 /// In the keeper forked at the opener's exit (`process::keeper`): this process owns the runtime

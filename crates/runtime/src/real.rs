@@ -110,6 +110,34 @@ real_fns! {
     execvp(file: *const libc::c_char, argv: *const *const libc::c_char) -> c_int;
     execvpe(file: *const libc::c_char, argv: *const *const libc::c_char, envp: *const *const libc::c_char) -> c_int;
     fexecve(fd: c_int, argv: *const *const libc::c_char, envp: *const *const libc::c_char) -> c_int;
+    posix_spawn(
+        pid: *mut libc::pid_t,
+        path: *const libc::c_char,
+        actions: *const libc::posix_spawn_file_actions_t,
+        attr: *const libc::posix_spawnattr_t,
+        argv: *const *mut libc::c_char,
+        envp: *const *mut libc::c_char
+    ) -> c_int;
+    posix_spawnp(
+        pid: *mut libc::pid_t,
+        file: *const libc::c_char,
+        actions: *const libc::posix_spawn_file_actions_t,
+        attr: *const libc::posix_spawnattr_t,
+        argv: *const *mut libc::c_char,
+        envp: *const *mut libc::c_char
+    ) -> c_int;
+    posix_spawn_file_actions_init(actions: *mut libc::posix_spawn_file_actions_t) -> c_int;
+    posix_spawn_file_actions_destroy(actions: *mut libc::posix_spawn_file_actions_t) -> c_int;
+    posix_spawn_file_actions_adddup2(actions: *mut libc::posix_spawn_file_actions_t, fd: c_int, new: c_int) -> c_int;
+    posix_spawn_file_actions_addclose(actions: *mut libc::posix_spawn_file_actions_t, fd: c_int) -> c_int;
+    posix_spawn_file_actions_addopen(
+        actions: *mut libc::posix_spawn_file_actions_t,
+        fd: c_int,
+        path: *const libc::c_char,
+        flags: c_int,
+        mode: libc::mode_t
+    ) -> c_int;
+    posix_spawn_file_actions_addclosefrom_np(actions: *mut libc::posix_spawn_file_actions_t, from: c_int) -> c_int;
     execveat(
         dirfd: c_int,
         path: *const libc::c_char,

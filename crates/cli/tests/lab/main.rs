@@ -1071,7 +1071,8 @@ fn nginx_binary_upgrade_fails_clearly_and_the_old_master_serves_on() {
 /// used the network serves with its own NIC; one forked after gets EOPNOTSUPP on the inherited
 /// connection, an exec'd program does not inherit it, a copy the child made inheritable is a
 /// socket that was never connected there (not the placeholder eventfd: issue 24, said on
-/// stderr), and the parent's connection is intact.
+/// stderr), and the parent's connection is intact; so is a program started by posix_spawn with
+/// the connection as its stdin or inherited (said on stderr too).
 /// Issue 22: children made by `_Fork` and `daemon()` (which fork inside libc) too, and the NIC's
 /// own sockets and BPF fds are close-on-exec.
 #[test]
@@ -1079,9 +1080,13 @@ fn forked_children_get_their_own_nic_or_a_clear_errno() {
     let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-fork", &[]);
     let _peer = KernelServer::start(&lab, 7300);
-    let (_, stderr) = script_checks(&lab, None, "forks.py", &["10.99.0.2", "7300"], 9);
+    let (_, stderr) = script_checks(&lab, None, "forks.py", &["10.99.0.2", "7300"], 10);
     assert!(stderr.contains("inherited through fork"), "{stderr}");
     assert!(stderr.contains("on fd(s) 100: there they are sockets that were never connected"), "{stderr}");
+    assert!(
+        stderr.contains("spawns a program (posix_spawn) that would get accelerated socket(s) on fd(s) 0:"),
+        "{stderr}"
+    );
 }
 
 /// Issue 24: an accelerated socket passed to another process over a unix socket (SCM_RIGHTS)
@@ -1110,7 +1115,7 @@ fn forked_children_share_the_parents_stack_with_share_family() {
     let lab = Lab::up("tst-forkfam", &[]);
     let _peer = KernelServer::start(&lab, 7300);
     let (dir, cfg_path) = family_config(&lab, "forkfam");
-    let (seen, stderr) = script_checks(&lab, Some(&cfg_path), "forks.py", &["10.99.0.2", "7300", "family"], 9);
+    let (seen, stderr) = script_checks(&lab, Some(&cfg_path), "forks.py", &["10.99.0.2", "7300", "family"], 10);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(stderr.contains("1 accelerated connection(s) on fds that are not close-on-exec"), "{stderr}");
     assert!(stderr.contains("stay open for the other processes of the family that hold them"), "{stderr}");

@@ -8,8 +8,14 @@
 
 mod calls;
 mod keeper;
+mod spawn;
 
 pub use keeper::successor_file;
+pub use spawn::{
+    after_spawn, before_spawn, spawn_action_on, spawn_actions_destroy, spawn_actions_init, spawn_closes_from,
+    spawn_dup2_source,
+};
+pub(crate) use spawn::{hold_for_fork as hold_spawn_actions_for_fork, SpawnActionsForkHold};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
