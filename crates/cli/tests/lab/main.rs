@@ -942,8 +942,8 @@ fn nginx_reloads_under_wrk_without_errors_with_share_family() {
 /// Issue 24 stage 4: under `share = "family"` (`--profile nginx-reload`) listen() opens the NIC,
 /// so an nginx with `daemon on` opens it in the process that daemon's fork then leaves. The
 /// exiting opener forks a keeper (`pronghorn-keep`) that drives the NIC for the family: the
-/// daemon master and the workers it forks (children of a child) serve through it. When the
-/// last of them has ended (nginx -s quit) the keeper finishes as the opener would have: its port
+/// daemon master and the workers it forks (children of a child) serve through it, across a
+/// reload under wrk too. When the last of them has ended (nginx -s quit) the keeper finishes as the opener would have: its port
 /// closed (the EAL directory, still named by the opener, goes), its XDP program detached.
 #[test]
 fn a_family_whose_opener_exits_first_is_served_by_its_keeper() {
@@ -991,6 +991,19 @@ fn a_family_whose_opener_exits_first_is_served_by_its_keeper() {
     assert!(o.status.success(), "a request failed: {}", text(&o));
     assert_eq!(String::from_utf8_lossy(&o.stdout).matches("hello from a worker").count(), 40);
     assert_eq!(nginx.workers().len(), 2);
+    // A reload under wrk: the daemon forks new workers after the keeper took over, and the old
+    // ones finish theirs; as with the opener driving (`nginx_reloads_under_wrk_...`), only the
+    // keep-alive connections old workers closed count an error.
+    let mut wrk = WrkUnderway::start(&lab, url, 8, &[]);
+    let before = nginx.workers();
+    nginx.signal("-HUP", daemon);
+    eventually("a new set of workers runs after the reload", || {
+        let now = nginx.workers();
+        now.len() == 2 && now.iter().all(|p| !before.contains(p))
+    });
+    assert!(wrk.running(), "wrk ended before the reload was done: make its run longer");
+    let (errors, report) = wrk.finish();
+    assert_eq!(errors, WrkErrors { read: errors.read.min(WRK_CONNECTIONS as u64), ..WrkErrors::default() }, "{report}");
     // A supervisor's stop signal to the keeper does not end it before its family.
     nginx.signal("-TERM", keeper);
     let o = lab.exec("b", &["curl", "-sf", "-m", "10", url]).output().unwrap();
