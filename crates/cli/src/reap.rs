@@ -59,14 +59,14 @@ pub fn run(args: ReapArgs) -> Result<i32> {
             let _ = std::fs::remove_file(runtime::observe::region::stats_path(run_dir, watched));
             let _ = std::fs::remove_file(runtime::observe::region::control_path(run_dir, watched));
         }
-        let file = runtime::successor_file(args.pid);
-        let Ok(keeper) = std::fs::read_to_string(&file) else { break };
-        let _ = std::fs::remove_file(&file);
+        let Ok(keeper) = std::fs::read_to_string(runtime::successor_file(args.pid)) else { break };
         match keeper.trim().parse::<u32>() {
             Ok(k) if k != watched => watched = k,
             _ => break,
         }
     }
+    // The keeper's record stays while it runs (`pronghorn doctor` reads it), gone with it.
+    let _ = std::fs::remove_file(runtime::successor_file(args.pid));
     let dir = nic::dpdk::runtime_dir_of(args.pid);
     let left = std::path::Path::new(&dir).exists();
     // With one queue too: a server started after P died (a restart) may drive the interface

@@ -92,7 +92,7 @@ impl Facts {
         let mut dpdk_dirs: Vec<(u32, bool)> = entries(&root.join("var/run/dpdk"))
             .iter()
             .filter_map(|n| n.strip_prefix("pronghorn-")?.parse().ok())
-            .map(|pid: u32| (pid, root.join(format!("proc/{pid}")).exists()))
+            .map(|pid: u32| (pid, root.join(format!("proc/{pid}")).exists() || kept(root, pid)))
             .collect();
         dpdk_dirs.sort_unstable();
         Facts {
@@ -243,4 +243,12 @@ fn tx_checksum_offload(name: &str) -> Option<bool> {
         libc::close(fd);
         (rc == 0).then_some(value.data != 0)
     }
+}
+
+/// Whether the port of process `pid`, a fork family's opener that exited, is driven by its keeper
+/// still (`var/run/dpdk/pronghorn-PID.keeper` names a process that runs): its run directory is
+/// the keeper's then, not a leftover.
+fn kept(root: &Path, pid: u32) -> bool {
+    let file = root.join(format!("var/run/dpdk/pronghorn-{pid}.keeper"));
+    read(&file).and_then(|k| k.trim().parse::<u32>().ok()).is_some_and(|k| root.join(format!("proc/{k}")).exists())
 }

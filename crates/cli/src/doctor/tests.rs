@@ -191,6 +191,13 @@ fn what_a_gone_process_left_is_found() {
         .file("proc/77/status", "");
     let c = expect(&run(&t, SHARED), "dpdk run dirs", Status::Warn, "rm -rf /var/run/dpdk/pronghorn-4242");
     assert!(!c.contains("-77"), "77 still runs: {}", c);
+    // A family's opener that exited hands its port to a keeper, named beside the directory: the
+    // directory is the keeper's while it runs, and a leftover once it is gone.
+    t.file("var/run/dpdk/pronghorn-4242.keeper", "4250\n").file("proc/4250/status", "");
+    expect(&run(&t, SHARED), "dpdk run dirs", Status::Ok, "");
+    t.remove("proc/4250");
+    expect(&run(&t, SHARED), "dpdk run dirs", Status::Warn, "rm -rf /var/run/dpdk/pronghorn-4242");
+    t.remove("var/run/dpdk/pronghorn-4242.keeper");
     // An XDP program of ours: a running pronghorn's while pid 77 runs, left over once it is gone.
     let mut facts = Facts::read(t.path(), Some("eth0"));
     let iface = facts.iface.as_mut().unwrap();

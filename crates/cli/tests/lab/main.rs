@@ -978,10 +978,17 @@ fn a_family_whose_opener_exits_first_is_served_by_its_keeper() {
     let url = "http://10.99.0.1:8080/index.html";
     let o = until_ok(&lab, &["curl", "-sf", "-m", "10", url]);
     assert_eq!(String::from_utf8_lossy(&o.stdout), "hello from a worker\n");
-    // `pronghorn ps` shows the keeper (its own stats region), not the opener that is gone.
+    // `pronghorn ps` shows the keeper (its own stats region), not the opener that is gone, and
+    // `doctor` takes neither the opener's EAL directory nor the XDP program for a leftover.
     let ps = text(&pronghorn(&["ps"]));
     assert!(ps.lines().any(|l| l.contains(&keeper.to_string()) && l.contains("[pronghorn-keep] nginx")), "{ps}");
     assert!(!ps.lines().any(|l| l.split_whitespace().next() == Some(&opener.to_string())), "{ps}");
+    let o = lab.exec("a", &[bin(), "doctor", "--json"]).output().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    for name in ["dpdk run dirs", "xdp program"] {
+        let c = report["checks"].as_array().unwrap().iter().find(|c| c["name"] == name).cloned();
+        assert!(c.as_ref().is_some_and(|c| c["status"] == "ok"), "doctor's {name}: {c:?}");
+    }
     // Both workers (children of the daemon, a child itself) serve: more connections than one
     // worker's turn, each answered.
     let o = lab
