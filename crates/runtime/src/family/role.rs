@@ -81,9 +81,10 @@ impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
         self.shards.hand_over();
     }
 
-    /// At the exit of the process that drives the NIC for its family, when no keeper could be
-    /// forked (`process::keeper`): its children that still live lose the stack with it, so it
-    /// says so on stderr, naming them.
+    /// At the exit of the process that drives the NIC for its family without a keeper
+    /// (`process::keeper`: its fork failed, or the children were left out of the full process
+    /// table): its children that still live lose the stack with it, so it says so on stderr,
+    /// naming them.
     pub(crate) fn say_children_left_behind(&self) {
         let Sharing::Opener(f) = self.sharing else { return };
         let alive = f.children_alive();
@@ -93,8 +94,8 @@ impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
         let list: Vec<String> = alive.iter().map(i32::to_string).collect();
         let msg = format!(
             "pronghorn: pid {} drives the NIC for its family (runtime.share = \"family\") and exits while its \
-             children {} still hold its stack, and no process could be forked to drive the NIC for them: their \
-             accelerated sockets stop working\n",
+             children {} still hold its stack, and no keeper drives the NIC for them: their accelerated sockets \
+             stop working\n",
             std::process::id(),
             list.join(", ")
         );

@@ -102,7 +102,7 @@ impl<N: Nic + 'static> Accel<N> {
 /// The keeper, its port closed: the program's exit handlers ran in the opener already, and
 /// must not run twice (a handler that removes a pid file would remove a restarted server's).
 pub(super) fn end() -> ! {
-    // The record of this keeper goes (the cleanup helper removes it too, when it reads it).
+    // The record of this keeper goes (the cleanup helper, when there is one, removes it too).
     let _ = std::fs::remove_file(successor_file(OPENER.load(Ordering::Relaxed)));
     // SAFETY: _exit takes no memory and does not return.
     unsafe { libc::_exit(0) }
