@@ -442,7 +442,7 @@ pub struct ForkHold<'a, N: Nic + 'static> {
 
 /// See [`ForkHold::fork_locals`]; released first thing after the fork, in parent and child.
 struct ForkLocals {
-    _spawn_actions: crate::process::SpawnActionsForkHold,
+    _spawn_actions: crate::process::spawn::SpawnActionsForkHold,
     _remote_fds: crate::family_parker::RemoteFdsForkHold,
     _gone: Option<std::sync::MutexGuard<'static, Vec<libc::pid_t>>>,
 }
@@ -461,7 +461,7 @@ impl<N: Nic + 'static> Accel<N> {
         }
         let gone = rt.sharing.family().map(|f| f.hold_gone_for_fork());
         let fork_locals = Some(ForkLocals {
-            _spawn_actions: crate::process::hold_spawn_actions_for_fork(),
+            _spawn_actions: crate::process::spawn::hold_for_fork(),
             _remote_fds: crate::family_parker::hold_for_fork(),
             _gone: gone,
         });
@@ -527,7 +527,7 @@ impl<N: Nic + 'static> Accel<N> {
         let mut rt = self.lock();
         let f = rt.sharing.family()?;
         let locals = ForkLocals {
-            _spawn_actions: crate::process::hold_spawn_actions_for_fork(),
+            _spawn_actions: crate::process::spawn::hold_for_fork(),
             _remote_fds: crate::family_parker::hold_for_fork(),
             _gone: Some(f.hold_gone_for_fork()),
         };

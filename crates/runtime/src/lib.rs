@@ -71,7 +71,7 @@ mod wait;
 pub use shared::ephemeral_range_conflict;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
 use config::Config;
@@ -88,11 +88,13 @@ pub use datagram::Datagram;
 pub use exec::Program;
 pub use family::FamilyStats;
 pub use passing::Passing;
-use process::FORKED;
-pub use process::{
-    after_spawn, before_spawn, forked_child_socket, spawn_action_on, spawn_actions_destroy, spawn_actions_init,
-    spawn_closes_from, spawn_dup2_source, successor_file, ENV_EXE,
+pub use process::keeper::successor_file;
+pub use process::spawn::{
+    after_spawn, before_spawn, spawn_action_on, spawn_actions_destroy, spawn_actions_init, spawn_closes_from,
+    spawn_dup2_source,
 };
+pub use process::{forked_child_socket, ENV_EXE};
+use process::{FORKED, OWNER};
 pub use secret::random_secret;
 pub use settings::{dpdk_options, shard_config, tcp_config};
 pub use tracked_fds::{datagram, tracked};
@@ -104,11 +106,6 @@ pub use wait::{WaitStats, CALLS_PER_PASS};
 
 /// The variable `pronghorn run` sets to the pid it execs into: only that process is accelerated.
 pub const ENV_PID: &str = "PRONGHORN_ACCEL_PID";
-
-/// The process whose runtime this is: the one it started in, or a child forked before the NIC
-/// opened (it keeps its copy). A vfork child (posix_spawn's, Python's subprocess) runs in its
-/// parent's memory, runtime included, and is told apart only by its pid.
-static OWNER: AtomicU32 = AtomicU32::new(0);
 
 /// The NIC of an accelerated process: a DPDK port behind the fault injector, which passes every
 /// frame straight through unless `nic.fault` asks for faults.
@@ -320,18 +317,6 @@ pub fn daemon_parent_exits() -> ! {
     close_port_at_exit();
     // SAFETY: _exit takes no memory and does not return.
     unsafe { libc::_exit(0) }
-}
-
-/// Whether this process runs the runtime (it is the one `pronghorn run` accelerates, and a hook
-/// has started it).
-pub(crate) fn accelerated() -> bool {
-    RUNTIME.get().copied().flatten().is_some()
-}
-
-/// In the keeper forked at the opener's exit (`process::keeper`): this process owns the runtime
-/// from now on (the hooks tell a vfork child from it by this pid).
-pub(crate) fn keeper_owns_the_runtime() {
-    OWNER.store(std::process::id(), Ordering::Relaxed);
 }
 
 extern "C" fn close_port_at_exit() {

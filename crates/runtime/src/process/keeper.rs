@@ -67,7 +67,8 @@ impl<N: Nic + 'static> Accel<N> {
         OPENER.store(opener, Ordering::Relaxed);
         match self.fork_keeper() {
             Some(0) => {
-                crate::keeper_owns_the_runtime();
+                // The hooks tell a vfork child from the runtime's owner by its pid.
+                super::OWNER.store(std::process::id(), Ordering::Relaxed);
                 leave_the_program();
                 self.with(|rt| rt.keeper_starts());
                 while f.members_alive() {

@@ -4,18 +4,13 @@
 //! parent's queues).
 //!
 //! This module holds the process-wide flags, the exit's drain state and the cleanup helper's
-//! start; `calls` holds what the runtime does at a fork, an exit, an exec and a privilege drop.
+//! start; `calls` holds what the runtime does at a fork, an exit, an exec and a privilege drop;
+//! `keeper` the hand-over of a family's NIC when its opener exits first; `spawn` what
+//! posix_spawn's program finds on an accelerated socket's fd.
 
 mod calls;
-mod keeper;
-mod spawn;
-
-pub use keeper::successor_file;
-pub use spawn::{
-    after_spawn, before_spawn, spawn_action_on, spawn_actions_destroy, spawn_actions_init, spawn_closes_from,
-    spawn_dup2_source,
-};
-pub(crate) use spawn::{hold_for_fork as hold_spawn_actions_for_fork, SpawnActionsForkHold};
+pub(crate) mod keeper;
+pub(crate) mod spawn;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -27,6 +22,12 @@ use crate::{real, set_tracked, set_tracked_state, tracked_fds, tracked_state, Er
 
 /// Set in a forked child: the parent's shard must not be touched.
 pub(crate) static FORKED: AtomicBool = AtomicBool::new(false);
+
+/// The process whose runtime this is: the one it started in, a child forked before the NIC
+/// opened (it keeps its copy), or the keeper forked at the opener's exit (`keeper`). A vfork
+/// child (posix_spawn's, Python's subprocess) runs in its parent's memory, runtime included,
+/// and is told apart only by its pid. 0: no runtime was made in this process or its parents.
+pub(crate) static OWNER: AtomicU32 = AtomicU32::new(0);
 
 /// The pid of the child that set `FORKED`: a vfork child (Python's subprocess, a vfork(2)
 /// caller's) runs in that child's memory, tracked-fd table included, with an fd table of its own.

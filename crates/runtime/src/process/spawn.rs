@@ -19,7 +19,7 @@
 
 use std::sync::Mutex;
 
-use super::{is_eventfd, FORKED};
+use super::{is_eventfd, OWNER};
 use crate::{real, tracked_fds, tracked_state};
 
 /// What a file-actions object's actions did that matters here (`ACTIONS`).
@@ -50,10 +50,10 @@ pub(crate) fn hold_for_fork() -> SpawnActionsForkHold {
     SpawnActionsForkHold { _records: ACTIONS.lock().unwrap_or_else(|p| p.into_inner()) }
 }
 
-/// Whether this process may hold placeholders: it runs the runtime (or lost it at its fork),
-/// and this call is not the runtime's own (the cleanup helper's spawn).
+/// Whether this process may hold placeholders: it runs the runtime (or a parent did, and it
+/// lost it at its fork), and this call is not the runtime's own (the cleanup helper's spawn).
 fn may_hold_placeholders() -> bool {
-    !crate::inside() && (FORKED.load(std::sync::atomic::Ordering::Relaxed) || crate::accelerated())
+    !crate::inside() && OWNER.load(std::sync::atomic::Ordering::Relaxed) != 0
 }
 
 /// Whether `fd` is a placeholder of an accelerated TCP socket.
