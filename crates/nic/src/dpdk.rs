@@ -952,7 +952,8 @@ fn open_inner(
     program: Option<&ObjectFile>,
 ) -> Result<Vec<(Port, QueueSetup)>, Failure> {
     let prefix = format!("pronghorn-{}", std::process::id());
-    debug_assert_eq!(runtime_dir_of(std::process::id()), format!("/var/run/dpdk/{prefix}"));
+    let runtime_dir = this_eal_runtime_dir();
+    debug_assert!(runtime_dir.ends_with(&format!("/dpdk/{prefix}")));
     let saved_affinity = current_affinity();
     // SAFETY: every `c` is below CPU_SETSIZE, the number of bits in the set.
     let first_cpu =
@@ -986,7 +987,6 @@ fn open_inner(
     // The EAL pins the calling thread to its main lcore; the application keeps the CPUs it had.
     // SAFETY: the kernel reads `size` bytes of the set it is given, which outlives the call.
     unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &saved_affinity) };
-    let runtime_dir = runtime_dir_of(std::process::id());
     if rc < 0 {
         // SAFETY: reads this thread's rte_errno, which any thread may do.
         let errno = unsafe { sys::ph_errno() };
@@ -1370,15 +1370,45 @@ pub fn capture_stdio<R>(f: impl FnOnce() -> R) -> (R, String) {
     (r, String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// The directory the EAL of process `pid` keeps (even with `--in-memory`): removed when the port
-/// closes, or by whoever cleans up after the process.
+/// The directory the EAL of process `pid` keeps (even with `--in-memory`) when the process runs
+/// as root (uid 0): removed when the port closes, or by whoever cleans up after the process
+/// (the cleanup helper, which only a root process starts; `pronghorn doctor`).
 pub fn runtime_dir_of(pid: u32) -> String {
-    format!("/var/run/dpdk/pronghorn-{pid}")
+    eal_runtime_dir(pid, 0, None)
+}
+
+/// The directory the EAL of process `pid` makes, as DPDK 22.11 chooses it
+/// (`eal_create_runtime_dir`): under /var/run for uid 0, else under `$XDG_RUNTIME_DIR`, else
+/// under /tmp. A server that runs as its own user with the NIC's capabilities (PostgreSQL under
+/// setpriv) gets /tmp/dpdk/pronghorn-PID: its close must remove that one (until stop 36 the
+/// port's close removed the /var/run path, and each such run left an empty directory in /tmp).
+fn eal_runtime_dir(pid: u32, uid: libc::uid_t, xdg_runtime_dir: Option<&str>) -> String {
+    let base = match (uid, xdg_runtime_dir) {
+        (0, _) => "/var/run",
+        (_, Some(xdg)) => xdg,
+        (_, None) => "/tmp",
+    };
+    format!("{base}/dpdk/pronghorn-{pid}")
+}
+
+/// [`eal_runtime_dir`] of this process, as its EAL starts now.
+fn this_eal_runtime_dir() -> String {
+    // SAFETY: getuid takes no memory and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    eal_runtime_dir(std::process::id(), uid, std::env::var("XDG_RUNTIME_DIR").ok().as_deref())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_eal_directory_is_where_dpdk_puts_it_for_the_process_user() {
+        assert_eq!(runtime_dir_of(7), "/var/run/dpdk/pronghorn-7");
+        assert_eq!(eal_runtime_dir(7, 0, Some("/run/user/0")), "/var/run/dpdk/pronghorn-7", "root: /var/run");
+        assert_eq!(eal_runtime_dir(7, 116, None), "/tmp/dpdk/pronghorn-7", "postgres under setpriv");
+        assert_eq!(eal_runtime_dir(7, 1000, Some("/run/user/1000")), "/run/user/1000/dpdk/pronghorn-7");
+    }
 
     #[test]
     fn only_a_private_anonymous_read_write_mapping_starting_there_is_taken_for_a_memseg_array() {

@@ -2588,10 +2588,16 @@ fn postgres_serves_psql_through_its_forked_backends_with_share_family() {
     let o = pronghorn(&["ps"]);
     assert!(text(&o).contains(&format!("{}-a0", lab.prefix)) && text(&o).contains("postgres"), "{}", text(&o));
     let pid = std::fs::read_to_string(pg.data.join("postmaster.pid")).unwrap();
+    let pid: u32 = pid.lines().next().unwrap().trim().parse().unwrap();
+    // The postmaster runs as postgres, so its EAL keeps its directory under /tmp/dpdk (DPDK's
+    // choice for a uid other than 0), not /var/run/dpdk; its port's close removes that one.
+    let eal_dir = format!("/tmp/dpdk/pronghorn-{pid}");
+    assert!(Path::new(&eal_dir).is_dir(), "{eal_dir} while postgres runs");
     // Fast shutdown: the postmaster exits on its own.
-    unsafe { libc::kill(pid.lines().next().unwrap().trim().parse().unwrap(), libc::SIGINT) };
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
     let mut server = pg.server;
     let status = server.0.wait().unwrap();
     assert!(status.success(), "postgres exited with {status:?}\n{}", pg.log.lock().unwrap());
+    assert!(!Path::new(&eal_dir).exists(), "{eal_dir} left after postgres closed its port");
     let _ = std::fs::remove_dir_all(&pg.dir);
 }

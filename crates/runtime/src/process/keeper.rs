@@ -87,8 +87,12 @@ impl<N: Nic + 'static> Accel<N> {
                     if list.is_empty() { "" } else { " " },
                     list.join(", "),
                     match recorded {
-                        Ok(()) => String::new(),
-                        Err(e) => format!(" (cannot write {file} for the cleanup helper: {e})"),
+                        // Only a process that runs as root has a cleanup helper (`start_reaper`).
+                        // SAFETY: geteuid takes no memory and cannot fail.
+                        Err(e) if unsafe { libc::geteuid() } == 0 => {
+                            format!(" (cannot write {file} for the cleanup helper: {e})")
+                        }
+                        _ => String::new(),
                     }
                 );
                 // SAFETY: `msg` is readable for msg.len() bytes; fd 2 is the process's stderr.
