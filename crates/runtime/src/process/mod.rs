@@ -219,7 +219,7 @@ fn replace_with_unconnected_socket(fd: i32) {
     // `fd`, which nothing else uses, atomically.
     unsafe {
         let cloexec = real::fcntl(fd, libc::F_GETFD, 0);
-        let dead = real::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        let dead = unconnected_socket();
         if dead >= 0 {
             if real::dup2(dead, fd) >= 0 && cloexec >= 0 {
                 real::fcntl(fd, libc::F_SETFD, cloexec as libc::c_ulong);
@@ -227,6 +227,13 @@ fn replace_with_unconnected_socket(fd: i32) {
             real::close(dead);
         }
     }
+}
+
+/// A kernel TCP socket that was never connected, close-on-exec (-1: none could be made): what
+/// a program finds in an accelerated socket's place when the socket cannot follow it.
+fn unconnected_socket() -> i32 {
+    // SAFETY: socket takes no memory.
+    unsafe { real::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) }
 }
 
 /// Set (to anything): the counters are written to stderr at exit (until `pronghorn stat` exists).

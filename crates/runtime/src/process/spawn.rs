@@ -19,7 +19,7 @@
 
 use std::sync::Mutex;
 
-use super::{is_eventfd, OWNER};
+use super::{is_eventfd, unconnected_socket, OWNER};
 use crate::{real, tracked_fds, tracked_state};
 
 /// What a file-actions object's actions did that matters here (`ACTIONS`).
@@ -59,12 +59,6 @@ fn may_hold_placeholders() -> bool {
 /// Whether `fd` is a placeholder of an accelerated TCP socket.
 fn is_placeholder(fd: i32) -> bool {
     tracked_state(fd) == 1 && is_eventfd(fd)
-}
-
-/// A kernel TCP socket that was never connected, close-on-exec (-1: none could be made).
-fn unconnected_socket() -> i32 {
-    // SAFETY: socket takes no memory.
-    unsafe { real::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) }
 }
 
 fn with_record<T>(actions: usize, f: impl FnOnce(&mut Record) -> T) -> T {
