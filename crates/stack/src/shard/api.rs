@@ -203,6 +203,7 @@ impl<N: Nic> Shard<N> {
         let s = self.sockets.tcp(id)?;
         s.conn.set_memory_budget(budget);
         let r = if urgent { s.conn.send_urgent(data) } else { s.conn.send(data) };
+        s.rings_used = true;
         // The application saw a full buffer: the next time it has room is a change to report
         // (as EPOLLET re-arms on EAGAIN).
         if !matches!(r, Ok(n) if n == data.len()) {

@@ -356,12 +356,15 @@ impl<N: Nic> Shard<N> {
 
     /// A connection's buffer check is due: out-of-order data may be pruned (see
     /// [`Shard::prune_out_of_order`]), rings that hold nothing (all sent data acknowledged,
-    /// all received data read) go back to the thread's spare list, to be taken again on use;
-    /// rings in use are looked at again in [`BUFFERS_CHECK_NS`].
+    /// all received data read) go back to the thread's spare list, to be taken again on use,
+    /// unless data came or was sent since the last look; rings in use are looked at again in
+    /// [`BUFFERS_CHECK_NS`].
     pub(in crate::shard) fn check_buffers(&mut self, id: SocketId) {
         self.prune_out_of_order(id);
         let Some(Socket::Tcp(s)) = self.sockets.get_mut(id) else { return };
-        s.conn.release_buffers();
+        if !std::mem::take(&mut s.rings_used) {
+            s.conn.release_buffers();
+        }
         s.buffers_timer = (s.conn.buffers_allocated() != (false, false))
             .then(|| self.timers.insert(self.now + BUFFERS_CHECK_NS, TimerKey::Buffers(id)));
         self.recharge(id);
@@ -396,6 +399,7 @@ impl<N: Nic> Shard<N> {
             }
             TcpEvent::Readable | TcpEvent::ReadClosed => {
                 s.arrivals = s.arrivals.wrapping_add(1);
+                s.rings_used = true;
                 self.sockets.mark_changed(id);
             }
             TcpEvent::Writable => self.sockets.mark_changed(id),
@@ -750,10 +754,15 @@ mod tests {
         assert_eq!(arena.overflows(), 0);
     }
 
-    /// Rings that drained go back within a buffer check, both ends; the check is not left armed.
-    #[test]
-    fn rings_that_drained_are_released_at_the_next_buffer_check() {
-        let (mut client, c, mut server, s, mut now) = connected();
+    /// A request from the client, read by the server, and its response, read by the client;
+    /// then half a second for the delayed ACKs. Returns the time after.
+    fn request_and_response(
+        client: &mut Shard<MemNic>,
+        c: SocketId,
+        server: &mut Shard<MemNic>,
+        s: SocketId,
+        mut now: u64,
+    ) -> u64 {
         client.tcp_send(c, b"request").unwrap();
         let mut buf = [0u8; 64];
         let mut got = 0;
@@ -775,11 +784,28 @@ mod tests {
             client.poll(now);
             server.poll(now);
         }
+        now
+    }
+
+    /// Rings that drained go back at the first buffer check that finds the connection idle since
+    /// the one before, both ends; the check is not left armed.
+    #[test]
+    fn rings_that_drained_are_released_at_the_next_buffer_check() {
+        let (mut client, c, mut server, s, mut now) = connected();
+        now = request_and_response(&mut client, c, &mut server, s, now);
         assert_eq!((rings(&client, c), rings(&server, s)), ((true, true), (true, true)), "in use until a check");
         now += BUFFERS_CHECK_NS;
         client.poll(now);
         server.poll(now);
-        assert_eq!((rings(&client, c), rings(&server, s)), ((false, false), (false, false)));
+        assert_eq!(
+            (rings(&client, c), rings(&server, s)),
+            ((true, true), (true, true)),
+            "the first look finds data sent and received since the rings came: kept"
+        );
+        now += BUFFERS_CHECK_NS;
+        client.poll(now);
+        server.poll(now);
+        assert_eq!((rings(&client, c), rings(&server, s)), ((false, false), (false, false)), "idle since: released");
         // (The timer count says nothing here: a connection's timer armed lazily stays counted
         // until it fires.)
         let check_armed = |shard: &Shard<MemNic>, id| match shard.sockets.get(id) {
@@ -800,9 +826,12 @@ mod tests {
             server.poll(now);
             client.poll(now);
         }
-        now += BUFFERS_CHECK_NS;
-        client.poll(now);
-        server.poll(now);
+        for _ in 0..2 {
+            // The first look finds the data sent and received since the rings came.
+            now += BUFFERS_CHECK_NS;
+            client.poll(now);
+            server.poll(now);
+        }
         // The server has not read it: its receive ring stays; the client's data was
         // acknowledged: its send ring went back.
         assert_eq!(rings(&server, s), (false, true));
@@ -812,6 +841,20 @@ mod tests {
         server.poll(now);
         assert_eq!(rings(&server, s), (false, true));
         assert_eq!(server.timer_count(), armed, "checked again later");
+    }
+
+    /// A connection that exchanges data between every two looks keeps its rings, drained as they
+    /// are at each look: releasing them would free and allocate them again at the next request
+    /// once the thread's spare list is full (more than 128 connections' rings).
+    #[test]
+    fn rings_of_a_connection_in_use_between_looks_stay() {
+        let (mut client, c, mut server, s, mut now) = connected();
+        for round in 0..4 {
+            now = request_and_response(&mut client, c, &mut server, s, now) + BUFFERS_CHECK_NS;
+            client.poll(now);
+            server.poll(now);
+            assert_eq!((rings(&client, c), rings(&server, s)), ((true, true), (true, true)), "round {round}");
+        }
     }
 
     /// (The wheel's deadline for the connection's timer, the connection's own next deadline.)

@@ -30,8 +30,11 @@ mod io;
 /// nothing then go back to the thread's spare list (`tcp::Connection::release_buffers`), so an
 /// idle connection costs its state, not 2 x 128 KiB of rings, as a Linux socket whose queues
 /// drained holds no buffer memory. Releasing them every time they drain instead cost 4% more
-/// instructions per 64-byte request/response (stack-scale, callgrind); once a second costs an
-/// active connection one release and one reuse.
+/// instructions per 64-byte request/response (stack-scale, callgrind). A connection that
+/// sent or received data since the last look keeps its rings until a look finds it idle: the
+/// spare list holds 32 MiB (128 connections' rings), so with more connections than that a ring
+/// released while in use was freed and allocated again (128 KiB zeroed by calloc) at its next
+/// request, twice a second for every active connection.
 const BUFFERS_CHECK_NS: u64 = 1_000_000_000;
 
 /// RSTs of freed connections a shard keeps while its buffer pool is empty (a few kB; a peer
@@ -60,6 +63,8 @@ pub(super) struct TcpSocket {
     pub(super) counted: tcp::Counters,
     /// The next look at its rings (see [`BUFFERS_CHECK_NS`]), while it has any.
     pub(super) buffers_timer: Option<TimerHandle>,
+    /// Data was sent or received since the last look at its rings: they are in use.
+    pub(super) rings_used: bool,
     /// Its ring memory counted in the shard's `tcp_mem` use.
     pub(super) charged: usize,
     /// At the last buffer check its receive ring held only out-of-order data.
@@ -99,6 +104,7 @@ impl TcpSocket {
             nodelay: false,
             counted: tcp::Counters::default(),
             buffers_timer: None,
+            rings_used: false,
             charged: 0,
             ofo_pinned: false,
             mem_waiting: false,
