@@ -197,6 +197,21 @@ def parse(path):
     return p
 
 
+def totals(path):
+    """The whole run's count of each event of a callgrind output file (its `events:` line names
+    them, its `summary:` or `totals:` line counts them), e.g. {"Ir": .., "D1mr": .., ...}."""
+    names, counts = None, None
+    with open(path, errors="replace") as f:
+        for line in f:
+            if line.startswith("events:"):
+                names = line.split()[1:]
+            elif line.startswith("summary:") or line.startswith("totals:"):
+                counts = [int(v) for v in line.split()[1:]]
+    if names is None or counts is None:
+        raise ValueError(f"{path}: no events or totals line")
+    return dict(zip(names, counts + [0] * (len(names) - len(counts))))
+
+
 def layers(profile):
     """Instructions per layer, and per layer per function."""
     out, by_fn = defaultdict(int), defaultdict(lambda: defaultdict(int))

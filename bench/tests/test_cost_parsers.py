@@ -5,6 +5,7 @@
 
 import os
 import sys
+import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -57,6 +58,21 @@ class CallgrindLayers(unittest.TestCase):
         same = callgrind_layers.report(self.p, self.p, 10)
         self.assertEqual(same["instructions_per_request"], 0)
         self.assertTrue(all(v == 0 for v in same["layers"].values()))
+
+    def test_totals_name_each_event_of_the_run(self):
+        self.assertEqual(callgrind_layers.totals(os.path.join(FIXTURES, "callgrind.out")), {"Ir": 460})
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "cachesim.out")
+            with open(path, "w") as f:
+                f.write("version: 1\nevents: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw\nfn=(1) main\n"
+                        "0 9 4 2 1 1 0 0 0 0\ntotals: 900 400 200 10 30 20 1 7 3\n")
+            self.assertEqual(callgrind_layers.totals(path),
+                             {"Ir": 900, "Dr": 400, "Dw": 200, "I1mr": 10, "D1mr": 30, "D1mw": 20, "ILmr": 1,
+                              "DLmr": 7, "DLmw": 3})
+            with open(path, "w") as f:
+                f.write("version: 1\nfn=(1) main\n0 9\n")
+            with self.assertRaises(ValueError):
+                callgrind_layers.totals(path)
 
     def test_module_paths(self):
         self.assertEqual(callgrind_layers.module_of("tcp", "connection/input"), "tcp::connection::input")
