@@ -954,6 +954,12 @@ fn open_inner(
     let prefix = format!("pronghorn-{}", std::process::id());
     let runtime_dir = this_eal_runtime_dir();
     debug_assert!(runtime_dir.ends_with(&format!("/dpdk/{prefix}")));
+    // SAFETY: getuid takes no memory and cannot fail.
+    if unsafe { libc::getuid() } != 0 {
+        if let Some(parent) = std::path::Path::new(&runtime_dir).parent() {
+            sweep_dead_runtime_dirs(parent, process_exists);
+        }
+    }
     let saved_affinity = current_affinity();
     // SAFETY: every `c` is below CPU_SETSIZE, the number of bits in the set.
     let first_cpu =
@@ -1391,11 +1397,56 @@ fn eal_runtime_dir(pid: u32, uid: libc::uid_t, xdg_runtime_dir: Option<&str>) ->
     format!("{base}/dpdk/pronghorn-{pid}")
 }
 
+/// Removes the EAL directories that processes which were not root left in `parent` (the
+/// `dpdk` directory of /tmp or of `$XDG_RUNTIME_DIR`) when they died without closing their
+/// port (a signal, a crash): nobody else does, since only a root process has a cleanup helper
+/// and `pronghorn doctor` looks under /var/run. A directory goes only when its name is
+/// `pronghorn-<pid>`, that pid is gone (`alive` says no), no keeper carries its port on (a
+/// `<dir>.keeper` file beside it or beside root's directory of that pid) and it is empty
+/// (`remove_dir` fails otherwise). A pid reused by an unrelated process keeps its directory
+/// until that one ends. Returns how many went.
+fn sweep_dead_runtime_dirs(parent: &std::path::Path, alive: impl Fn(u32) -> bool) -> usize {
+    let Ok(entries) = std::fs::read_dir(parent) else { return 0 };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("pronghorn-")).and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let dir = entry.path();
+        let keeper_beside = dir.with_file_name(format!("pronghorn-{pid}.keeper"));
+        let keeper_of_root = format!("{}.keeper", runtime_dir_of(pid));
+        if pid == std::process::id()
+            || alive(pid)
+            || keeper_beside.exists()
+            || std::path::Path::new(&keeper_of_root).exists()
+        {
+            continue;
+        }
+        if std::fs::remove_dir(&dir).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Whether process `pid` exists (kill with signal 0: EPERM means it does, as another user's).
+fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
+    // SAFETY: kill with signal 0 sends nothing; it takes integers only.
+    unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM }
+}
+
+/// [`eal_runtime_dir`] of process `pid` running as `uid` with this process's environment.
+pub fn runtime_dir_for(pid: u32, uid: libc::uid_t) -> String {
+    eal_runtime_dir(pid, uid, std::env::var("XDG_RUNTIME_DIR").ok().as_deref())
+}
+
 /// [`eal_runtime_dir`] of this process, as its EAL starts now.
 fn this_eal_runtime_dir() -> String {
     // SAFETY: getuid takes no memory and cannot fail.
-    let uid = unsafe { libc::getuid() };
-    eal_runtime_dir(std::process::id(), uid, std::env::var("XDG_RUNTIME_DIR").ok().as_deref())
+    runtime_dir_for(std::process::id(), unsafe { libc::getuid() })
 }
 
 #[cfg(test)]
@@ -1408,6 +1459,41 @@ mod tests {
         assert_eq!(eal_runtime_dir(7, 0, Some("/run/user/0")), "/var/run/dpdk/pronghorn-7", "root: /var/run");
         assert_eq!(eal_runtime_dir(7, 116, None), "/tmp/dpdk/pronghorn-7", "postgres under setpriv");
         assert_eq!(eal_runtime_dir(7, 1000, Some("/run/user/1000")), "/run/user/1000/dpdk/pronghorn-7");
+    }
+
+    #[test]
+    fn the_empty_directories_of_dead_processes_are_swept_and_nothing_else() {
+        let parent = std::env::temp_dir().join(format!("pronghorn-sweep-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&parent);
+        let me = std::process::id();
+        let dirs = ["pronghorn-101", "pronghorn-102", "pronghorn-103", "pronghorn-104", "other-105", "pronghorn-x"];
+        for d in dirs {
+            std::fs::create_dir_all(parent.join(d)).unwrap();
+        }
+        std::fs::create_dir_all(parent.join(format!("pronghorn-{me}"))).unwrap();
+        std::fs::write(parent.join("pronghorn-103").join("config"), b"x").unwrap();
+        std::fs::write(parent.join("pronghorn-104.keeper"), b"4242").unwrap();
+        let alive = |pid: u32| pid == 102;
+        assert_eq!(sweep_dead_runtime_dirs(&parent, alive), 1);
+        let left = |d: &str| parent.join(d).exists();
+        assert!(!left("pronghorn-101"), "dead and empty: swept");
+        assert!(left("pronghorn-102"), "alive");
+        assert!(left("pronghorn-103"), "not empty");
+        assert!(left("pronghorn-104"), "a keeper carries its port on");
+        assert!(left("other-105") && left("pronghorn-x"), "not an EAL directory of ours");
+        assert!(left(&format!("pronghorn-{me}")), "this process's own");
+        assert_eq!(sweep_dead_runtime_dirs(&parent.join("missing"), alive), 0);
+        std::fs::remove_dir_all(&parent).unwrap();
+    }
+
+    #[test]
+    fn a_process_exists_while_it_runs_whoever_owns_it() {
+        assert!(process_exists(std::process::id()));
+        assert!(process_exists(1), "init: another user's process counts (EPERM)");
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(!process_exists(pid), "reaped");
     }
 
     #[test]

@@ -2193,6 +2193,17 @@ fn read_until(reader: &mut impl BufRead, needle: &str, who: &str) {
     }
 }
 
+/// The uid of `nobody`, as the system names it.
+fn nobody_uid() -> libc::uid_t {
+    let name = std::ffi::CString::new("nobody").unwrap();
+    // SAFETY: `name` is NUL-terminated; getpwnam's result is read at once, before any other
+    // call that could overwrite it.
+    let pw = unsafe { libc::getpwnam(name.as_ptr()) };
+    assert!(!pw.is_null(), "no user nobody");
+    // SAFETY: checked non-null above.
+    unsafe { (*pw).pw_uid }
+}
+
 /// redis-server on the accelerated address as `nobody` may run it (its dir in /tmp).
 const REDIS_AS_NOBODY: &[&str] =
     &["redis-server", "--bind", "10.99.0.1", "--port", "6379", "--save", "", "--protected-mode", "no", "--dir", "/tmp"];
@@ -2242,7 +2253,28 @@ fn a_privilege_dropping_wrapper_never_aborts_and_its_server_says_where_it_runs()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .any(|p| p["interface"] == iface.as_str() && p.to_string().contains("redis-server"));
     assert!(listed, "ps does not list redis-server as nobody on {iface}: {}", text(&o));
+    // Killed: no exit handler closes its port, and as nobody it has no cleanup helper, so its
+    // EAL directory stays until the next process that is not root opens a port and sweeps it.
+    let nobody = nobody_uid();
+    let killed_dir = nic::dpdk::runtime_dir_for(redis.0.id(), nobody);
     drop(redis);
+    assert!(Path::new(&killed_dir).is_dir(), "{killed_dir}: the killed server's EAL directory");
+    let mut child = setpriv_nobody(&lab, true, REDIS_AS_NOBODY).stdout(Stdio::piped()).spawn().unwrap();
+    let second_dir = nic::dpdk::runtime_dir_for(child.id(), nobody);
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut redis = Accelerated(child);
+    read_until(&mut reader, "Ready to accept connections", "the second redis-server as nobody");
+    assert!(!Path::new(&killed_dir).exists(), "{killed_dir}: swept when the next server opened its port");
+    assert!(Path::new(&second_dir).is_dir(), "{second_dir}: the running server's own");
+    // Shut down, it closes its port and removes its own: the suite leaves nothing in /tmp/dpdk.
+    redis_cli(&lab, &["shutdown", "nosave"]);
+    let mut status = None;
+    eventually("the second redis-server exits after SHUTDOWN", || {
+        status = redis.0.try_wait().unwrap();
+        status.is_some()
+    });
+    assert!(status.unwrap().success(), "{status:?}");
+    assert!(!Path::new(&second_dir).exists(), "{second_dir}: removed at the server's exit");
 
     // runuser: the program runs in a child of a root parent, on the kernel.
     let argv = [&[bin(), "run", "--", "runuser", "-u", "nobody", "--"], REDIS_AS_NOBODY].concat();
