@@ -1438,7 +1438,8 @@ fn process_exists(pid: u32) -> bool {
     unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM }
 }
 
-/// [`eal_runtime_dir`] of process `pid` running as `uid` with this process's environment.
+/// The directory the EAL of process `pid` makes when it runs as `uid` with this process's
+/// environment (`$XDG_RUNTIME_DIR`): see [`runtime_dir_of`] for root's.
 pub fn runtime_dir_for(pid: u32, uid: libc::uid_t) -> String {
     eal_runtime_dir(pid, uid, std::env::var("XDG_RUNTIME_DIR").ok().as_deref())
 }
