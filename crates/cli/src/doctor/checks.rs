@@ -284,8 +284,7 @@ fn ephemeral_ports(f: &Facts, c: &Config) -> Check {
 }
 
 fn dpdk_dirs(f: &Facts) -> Check {
-    let stale: Vec<String> =
-        f.dpdk_dirs.iter().filter(|(_, alive)| !alive).map(|(pid, _)| nic::dpdk::runtime_dir_of(*pid)).collect();
+    let stale: Vec<String> = f.dpdk_dirs.iter().filter(|(_, alive)| !alive).map(|(dir, _)| dir.clone()).collect();
     if stale.is_empty() {
         let running = f.dpdk_dirs.len();
         return ok("dpdk run dirs", format!("none left over ({running} held by running processes)"));

@@ -25,9 +25,10 @@ pub struct Facts {
     pub open_files: Option<(u64, u64)>,
     /// The texts of `net.ipv4.ip_local_port_range` and `ip_local_reserved_ports`.
     pub port_range: Option<(String, String)>,
-    /// DPDK run directories of pronghorn processes (`var/run/dpdk/pronghorn-PID`): the pid and
-    /// whether it still runs.
-    pub dpdk_dirs: Vec<(u32, bool)>,
+    /// DPDK run directories of pronghorn processes (`var/run/dpdk/pronghorn-PID` of those that
+    /// run as root, `tmp/dpdk/pronghorn-PID` of those that do not): the directory as the host
+    /// names it, and whether its process still runs.
+    pub dpdk_dirs: Vec<(String, bool)>,
     /// The running pronghorn processes and the interface each drives (the run directory `pronghorn
     /// ps` reads; live only: None under a synthetic root).
     pub holders: Option<Vec<(u32, String)>>,
@@ -89,10 +90,22 @@ impl Facts {
         let ipv4 = root.join("proc/sys/net/ipv4");
         let port_range = read(&ipv4.join("ip_local_port_range"))
             .map(|range| (range, read(&ipv4.join("ip_local_reserved_ports")).unwrap_or_default()));
-        let mut dpdk_dirs: Vec<(u32, bool)> = entries(&root.join("var/run/dpdk"))
+        // A server that is not root (PostgreSQL under setpriv) has its EAL's directory in /tmp
+        // (DPDK's choice without $XDG_RUNTIME_DIR, which such servers seldom have).
+        let mut dpdk_dirs: Vec<(String, bool)> = ["var/run/dpdk", "tmp/dpdk"]
             .iter()
-            .filter_map(|n| n.strip_prefix("pronghorn-")?.parse().ok())
-            .map(|pid: u32| (pid, root.join(format!("proc/{pid}")).exists() || kept(root, pid)))
+            .flat_map(|dir| {
+                entries(&root.join(dir))
+                    .iter()
+                    .filter_map(|n| n.strip_prefix("pronghorn-")?.parse().ok())
+                    .map(|pid: u32| {
+                        (
+                            format!("/{dir}/pronghorn-{pid}"),
+                            root.join(format!("proc/{pid}")).exists() || kept(root, pid),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
             .collect();
         dpdk_dirs.sort_unstable();
         Facts {

@@ -198,6 +198,13 @@ fn what_a_gone_process_left_is_found() {
     t.remove("proc/4250");
     expect(&run(&t, SHARED), "dpdk run dirs", Status::Warn, "rm -rf /var/run/dpdk/pronghorn-4242");
     t.remove("var/run/dpdk/pronghorn-4242.keeper");
+    // A server that was not root kept its EAL's directory in /tmp.
+    t.remove("var/run/dpdk/pronghorn-4242");
+    t.file("tmp/dpdk/pronghorn-5151/.keep", "").file("tmp/dpdk/pronghorn-77/.keep", "");
+    let c = expect(&run(&t, SHARED), "dpdk run dirs", Status::Warn, "rm -rf /tmp/dpdk/pronghorn-5151");
+    assert!(!c.contains("-77"), "77 still runs: {}", c);
+    t.remove("tmp/dpdk/pronghorn-5151");
+    expect(&run(&t, SHARED), "dpdk run dirs", Status::Ok, "");
     // An XDP program of ours: a running pronghorn's while pid 77 runs, left over once it is gone.
     let mut facts = Facts::read(t.path(), Some("eth0"));
     let iface = facts.iface.as_mut().unwrap();
