@@ -284,7 +284,7 @@ fn ephemeral_ports(f: &Facts, c: &Config) -> Check {
 }
 
 fn dpdk_dirs(f: &Facts) -> Check {
-    let stale: Vec<String> = f.dpdk_dirs.iter().filter(|(_, alive)| !alive).map(|(dir, _)| dir.clone()).collect();
+    let stale: Vec<String> = f.dpdk_dirs.iter().filter(|(.., alive)| !alive).map(|(dir, ..)| dir.clone()).collect();
     if stale.is_empty() {
         let running = f.dpdk_dirs.len();
         return ok("dpdk run dirs", format!("none left over ({running} held by running processes)"));
@@ -392,7 +392,7 @@ fn xdp_program(f: &Facts, i: &Iface) -> Check {
     // Live: the processes that drive this interface; under a synthetic root, any pronghorn alive.
     let running: Vec<String> = match &f.holders {
         Some(holders) => holders.iter().filter(|(_, iface)| iface == name).map(|(pid, _)| pid.to_string()).collect(),
-        None => f.dpdk_dirs.iter().filter(|(_, alive)| *alive).map(|(pid, _)| pid.to_string()).collect(),
+        None => f.dpdk_dirs.iter().filter(|(.., alive)| *alive).map(|(_, pid, _)| pid.to_string()).collect(),
     };
     let what = format!("{} (id {}, {})", x.name, x.id, x.mode);
     match (ours, running.is_empty()) {

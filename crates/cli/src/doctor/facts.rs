@@ -27,8 +27,8 @@ pub struct Facts {
     pub port_range: Option<(String, String)>,
     /// DPDK run directories of pronghorn processes (`var/run/dpdk/pronghorn-PID` of those that
     /// run as root, `tmp/dpdk/pronghorn-PID` of those that do not): the directory as the host
-    /// names it, and whether its process still runs.
-    pub dpdk_dirs: Vec<(String, bool)>,
+    /// names it, its process's pid, and whether that still runs.
+    pub dpdk_dirs: Vec<(String, u32, bool)>,
     /// The running pronghorn processes and the interface each drives (the run directory `pronghorn
     /// ps` reads; live only: None under a synthetic root).
     pub holders: Option<Vec<(u32, String)>>,
@@ -92,17 +92,15 @@ impl Facts {
             .map(|range| (range, read(&ipv4.join("ip_local_reserved_ports")).unwrap_or_default()));
         // A server that is not root (PostgreSQL under setpriv) has its EAL's directory in /tmp
         // (DPDK's choice without $XDG_RUNTIME_DIR, which such servers seldom have).
-        let mut dpdk_dirs: Vec<(String, bool)> = ["var/run/dpdk", "tmp/dpdk"]
+        let mut dpdk_dirs: Vec<(String, u32, bool)> = ["var/run/dpdk", "tmp/dpdk"]
             .iter()
             .flat_map(|dir| {
                 entries(&root.join(dir))
                     .iter()
                     .filter_map(|n| n.strip_prefix("pronghorn-")?.parse().ok())
                     .map(|pid: u32| {
-                        (
-                            format!("/{dir}/pronghorn-{pid}"),
-                            root.join(format!("proc/{pid}")).exists() || kept(root, pid),
-                        )
+                        let alive = root.join(format!("proc/{pid}")).exists() || kept(root, pid);
+                        (format!("/{dir}/pronghorn-{pid}"), pid, alive)
                     })
                     .collect::<Vec<_>>()
             })

@@ -205,6 +205,7 @@ fn what_a_gone_process_left_is_found() {
     assert!(!c.contains("-77"), "77 still runs: {}", c);
     t.remove("tmp/dpdk/pronghorn-5151");
     expect(&run(&t, SHARED), "dpdk run dirs", Status::Ok, "");
+    t.remove("tmp/dpdk");
     // An XDP program of ours: a running pronghorn's while pid 77 runs, left over once it is gone.
     let mut facts = Facts::read(t.path(), Some("eth0"));
     let iface = facts.iface.as_mut().unwrap();
