@@ -1149,6 +1149,26 @@ fn forked_children_share_the_parents_stack_with_share_family() {
     assert!(seen.contains_key("daemon: child echoes through the inherited connection, its parent gone"), "{seen:?}");
 }
 
+/// tests/lab/`script` HOST PORT under `pronghorn run` with `[runtime] share = "family"` on
+/// side a, once it printed "ready": (the config's directory, the server, its stdout after that).
+fn family_script(
+    lab: &Lab,
+    name: &str,
+    script: &str,
+    port: &str,
+) -> (PathBuf, Accelerated, BufReader<std::process::ChildStdout>) {
+    let (dir, cfg_path) = family_config(lab, name);
+    let script = format!("{}/../../tests/lab/{script}", env!("CARGO_MANIFEST_DIR"));
+    let argv = [bin(), "run", "--config", cfg_path.to_str().unwrap(), "--", "python3", &script, "10.99.0.1", port];
+    let mut server = lab.exec("a", &argv).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut out = BufReader::new(server.stdout.take().unwrap());
+    let server = Accelerated(server);
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    (dir, server, out)
+}
+
 /// Issue 24: SCM_RIGHTS between two accelerated processes of one family (`[runtime] share =
 /// "family"`, tests/lab/pass_fds.py): the parent accepts side b's connection and passes it to
 /// the worker it forked over a unix socketpair, closing its own; the worker echoes, the kernel
@@ -1158,15 +1178,7 @@ fn forked_children_share_the_parents_stack_with_share_family() {
 fn a_connection_passed_to_a_worker_of_the_family_is_served_by_it() {
     let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-passfam", &[]);
-    let (dir, cfg_path) = family_config(&lab, "passfam");
-    let script = format!("{}/../../tests/lab/pass_fds.py", env!("CARGO_MANIFEST_DIR"));
-    let argv = [bin(), "run", "--config", cfg_path.to_str().unwrap(), "--", "python3", &script, "10.99.0.1", "7302"];
-    let mut server = lab.exec("a", &argv).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let mut out = BufReader::new(server.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
-    let mut server = Accelerated(server);
+    let (dir, mut server, mut out) = family_script(&lab, "passfam", "pass_fds.py", "7302");
     let o =
         lab.exec("b", &["python3", &peer_py(), "tcp-echo-client", "10.99.0.1", "7302", "1000000"]).output().unwrap();
     let status = server.0.wait().unwrap();
@@ -1177,6 +1189,29 @@ fn a_connection_passed_to_a_worker_of_the_family_is_served_by_it() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(status.success(), "the server saw: {seen} {stderr}");
     assert_echoed(&o, "10.99.0.1", 1_000_000, 1);
+}
+
+/// Issue 24: the opener of a family execs while its child serves (HAProxy's master re-execs
+/// itself into its wait mode right after forking its workers, tests/lab/exec_opener.py): the
+/// opener hands the NIC to a keeper before the exec, as at its exit, so the child's connection
+/// from side b is echoed, and the new program, waiting for that child, exits 0 once it is done.
+/// Before, the exec took the EAL, the port and the stack thread with the opener's image, and
+/// the child never answered (HAProxy's workers served nothing).
+#[test]
+fn a_family_whose_opener_execs_is_served_by_its_keeper() {
+    let Some(_scenario) = scenario(&[]) else { return };
+    let lab = Lab::up("tst-execfam", &[]);
+    let (dir, mut server, _out) = family_script(&lab, "execfam", "exec_opener.py", "7303");
+    let o = lab.exec("b", &["python3", &peer_py(), "tcp-echo-client", "10.99.0.1", "7303", "100000"]).output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    // Checked before waiting: a child that was never served would keep its parent waiting.
+    assert_echoed(&o, "10.99.0.1", 100_000, 1);
+    let status = server.0.wait().unwrap();
+    let mut stderr = String::new();
+    server.0.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert!(stderr.contains("execs a new program while its children"), "{stderr}");
+    assert!(stderr.contains("(pronghorn-keep), a copy of it, drives the NIC"), "{stderr}");
+    assert!(status.success(), "the new program's wait for the child: {status:?} {stderr}");
 }
 
 /// Issue 10: `lab up --nodes 3`. Each node is a namespace with its own DPDK-driven veth (no

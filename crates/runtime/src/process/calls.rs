@@ -33,7 +33,7 @@ impl<N: Nic + 'static> Accel<N> {
     /// a keeper instead and closes nothing; the keeper finishes this way once the family has
     /// ended, then `_exit`s (`keeper`).
     pub fn at_exit(&self) {
-        let keeper = match self.hand_family_to_keeper() {
+        let keeper = match self.hand_family_to_keeper(Leaving::Exit) {
             Handoff::Opener => return,
             Handoff::Keeper => true,
             Handoff::None => false,
@@ -133,6 +133,21 @@ impl<N: Nic + 'static> Accel<N> {
     /// writes, and a new image that inherits one finds a socket there. A process of a fork
     /// family then leaves it: no socket may be passed to the new program.
     pub fn drain_before_exec(&self) {
+        // The opener of a family some member of which still runs hands the NIC to a keeper,
+        // as at its exit: the exec takes this process's image, and with it the EAL, the port
+        // and the stack thread that drive the NIC for the others. HAProxy's master re-execs
+        // itself into its "wait mode" right after forking its workers, and its workers served
+        // nothing. The keeper never comes back here: it ends as at exit. An exec that fails
+        // after the hand-over leaves the program without its accelerated sockets (buried as
+        // below) and without the NIC, which the keeper drives.
+        match self.hand_family_to_keeper(Leaving::Exec) {
+            Handoff::Opener => return,
+            Handoff::Keeper => {
+                self.finish_at_exit();
+                keeper::end();
+            }
+            Handoff::None => {}
+        }
         self.drain(Leaving::Exec);
         self.with(|rt| rt.leave_family());
     }

@@ -48,14 +48,15 @@ pub fn successor_file(pid: u32) -> String {
 }
 
 impl<N: Nic + 'static> Accel<N> {
-    /// At the exit of the opener of a family some member of which still runs: its own sockets
-    /// are closed as at exit (those the family holds stay open), then the keeper is forked. In
-    /// the opener this returns at once ([`Handoff::Opener`]); in the keeper, once the family
-    /// has ended ([`Handoff::Keeper`]).
-    pub(super) fn hand_family_to_keeper(&self) -> Handoff {
+    /// At the exit or exec (`leaving`) of the opener of a family some member of which still
+    /// runs: its own sockets are closed as at exit or exec (those the family holds stay open;
+    /// before an exec the fds become sockets that were never connected), then the keeper is
+    /// forked. In the opener this returns at once ([`Handoff::Opener`]); in the keeper, once
+    /// the family has ended ([`Handoff::Keeper`]).
+    pub(super) fn hand_family_to_keeper(&self, leaving: Leaving) -> Handoff {
         let Some(Some((f, children))) = self.try_with(|rt| match rt.sharing {
             Sharing::Opener(f) if rt.shards.is_open() && f.members_alive() => {
-                let _ = rt.close_all(Leaving::Exit);
+                let _ = rt.close_all(leaving);
                 Some((f, f.children_alive()))
             }
             _ => None,
@@ -81,9 +82,10 @@ impl<N: Nic + 'static> Accel<N> {
                 let recorded = std::fs::write(&file, keeper.to_string());
                 let list: Vec<String> = children.iter().map(i32::to_string).collect();
                 let msg = format!(
-                    "pronghorn: pid {opener} drives the NIC for its family (runtime.share = \"family\") and exits while \
+                    "pronghorn: pid {opener} drives the NIC for its family (runtime.share = \"family\") and {} while \
                      its children{}{} still use its stack: pid {keeper} (pronghorn-keep), a copy of it, drives the NIC \
                      for them until the last one ends{}\n",
+                    if leaving == Leaving::Exec { "execs a new program" } else { "exits" },
                     if list.is_empty() { "" } else { " " },
                     list.join(", "),
                     match recorded {
