@@ -33,14 +33,23 @@ impl<N: Nic + 'static> Accel<N> {
     /// a keeper instead and closes nothing; the keeper finishes this way once the family has
     /// ended, then `_exit`s (`keeper`).
     pub fn at_exit(&self) {
-        let keeper = match self.hand_family_to_keeper(Leaving::Exit) {
-            Handoff::Opener => return,
-            Handoff::Keeper => true,
+        if !self.handed_to_keeper(Leaving::Exit) {
+            self.finish_at_exit();
+        }
+    }
+
+    /// The opener of a family some member of which still runs hands the NIC to a keeper as it
+    /// exits or execs (`leaving`): true in the opener, which then closes nothing; the keeper
+    /// never returns (once its family has ended it finishes as the opener's exit would have,
+    /// then `_exit`s); false in any other process.
+    fn handed_to_keeper(&self, leaving: Leaving) -> bool {
+        match self.hand_family_to_keeper(leaving) {
+            Handoff::Opener => true,
+            Handoff::Keeper => {
+                self.finish_at_exit();
+                keeper::end()
+            }
             Handoff::None => false,
-        };
-        self.finish_at_exit();
-        if keeper {
-            keeper::end();
         }
     }
 
@@ -137,16 +146,10 @@ impl<N: Nic + 'static> Accel<N> {
         // as at its exit: the exec takes this process's image, and with it the EAL, the port
         // and the stack thread that drive the NIC for the others. HAProxy's master re-execs
         // itself into its "wait mode" right after forking its workers, and its workers served
-        // nothing. The keeper never comes back here: it ends as at exit. An exec that fails
-        // after the hand-over leaves the program without its accelerated sockets (buried as
-        // below) and without the NIC, which the keeper drives.
-        match self.hand_family_to_keeper(Leaving::Exec) {
-            Handoff::Opener => return,
-            Handoff::Keeper => {
-                self.finish_at_exit();
-                keeper::end();
-            }
-            Handoff::None => {}
+        // nothing. An exec that fails after the hand-over leaves the program without its
+        // accelerated sockets (buried as below) and without the NIC, which the keeper drives.
+        if self.handed_to_keeper(Leaving::Exec) {
+            return;
         }
         self.drain(Leaving::Exec);
         self.with(|rt| rt.leave_family());
