@@ -131,7 +131,7 @@ impl QueueClaim {
 /// How much longer than its patience a claim waits while a queue's holder is exiting.
 pub const DYING_HOLDER_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// A queue's lock and the process that took it, as /proc/locks names them.
+/// A queue's lock and a process that holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Holder {
     queue: u16,
@@ -140,20 +140,59 @@ struct Holder {
     exiting: bool,
 }
 
-/// The holders of `iface`'s first `queues` queue locks (those /proc/locks shows; a lock file
-/// that cannot be read is left out).
+/// The holders of `iface`'s first `queues` queue locks (a lock file that cannot be read is left
+/// out). /proc/locks names the process that took a lock, but an flock belongs to the open file,
+/// and a process that inherited it holds it as well, after the taker has exited or exec'd (a
+/// family's keeper holds its opener's queue that way): the processes with an fd of the file
+/// whose fdinfo shows the lock are named instead, and the taker only when none can be seen
+/// (another user's /proc/PID/fd is not readable without root, and a process in its exit has
+/// given up its fd table before the kernel closes its files).
 fn holders(iface: &str, queues: u16) -> Vec<Holder> {
     use std::os::unix::fs::MetadataExt;
     let Ok(locks) = std::fs::read_to_string("/proc/locks") else { return Vec::new() };
     let mut found = Vec::new();
     for queue in 0..queues {
-        let Ok(meta) = std::fs::metadata(lock_path(iface, queue)) else { continue };
+        let path = lock_path(iface, queue);
+        let Ok(meta) = std::fs::metadata(&path) else { continue };
         let (major, minor) = (libc::major(meta.dev()), libc::minor(meta.dev()));
-        for pid in flock_holders(&locks, major, minor, meta.ino()) {
-            found.push(Holder { queue, pid, exiting: exiting(pid) });
+        let takers = flock_holders(&locks, major, minor, meta.ino());
+        if takers.is_empty() {
+            continue;
         }
+        let mut pids = fd_holders(&path, major, minor, meta.ino());
+        if pids.is_empty() {
+            pids = takers;
+        }
+        found.extend(pids.into_iter().map(|pid| Holder { queue, pid, exiting: exiting(pid) }));
     }
     found
+}
+
+/// The processes with an fd of the file at `path` (`major:minor:inode`) whose fdinfo shows an
+/// flock on it (a `lock:` line): those that hold it, whoever took it. Only looked at when a
+/// claim gives up.
+fn fd_holders(path: &std::path::Path, major: u32, minor: u32, ino: u64) -> Vec<u32> {
+    let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let mut pids = Vec::new();
+    for pid in procs.flatten().filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok()) {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { continue };
+        let holds = fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|target| target == path)
+                && std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.file_name().to_string_lossy()))
+                    .is_ok_and(|info| fdinfo_locks(&info, major, minor, ino))
+        });
+        if holds {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Whether a /proc/PID/fdinfo/FD text shows an flock on the file `major:minor:inode`:
+/// `lock:\t1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF`.
+fn fdinfo_locks(info: &str, major: u32, minor: u32, ino: u64) -> bool {
+    let locks: String = info.lines().filter_map(|l| l.strip_prefix("lock:")).map(|l| format!("{l}\n")).collect();
+    !flock_holders(&locks, major, minor, ino).is_empty()
 }
 
 /// The pids /proc/locks names as holding an flock on the file (`major:minor:inode`), waiters
@@ -202,7 +241,15 @@ fn describe(held: &[Holder]) -> String {
     }
     let each: Vec<String> = held
         .iter()
-        .map(|h| format!("pid {}{} holds queue {}", h.pid, if h.exiting { " (exiting)" } else { "" }, h.queue))
+        .map(|h| {
+            let command = std::fs::read_to_string(format!("/proc/{}/comm", h.pid)).unwrap_or_default();
+            let command = match command.trim() {
+                "" => String::new(),
+                c => format!(" ({c})"),
+            };
+            let exiting = if h.exiting { " (exiting)" } else { "" };
+            format!("pid {}{command}{exiting} holds queue {}", h.pid, h.queue)
+        })
         .collect();
     each.join(", ")
 }
@@ -372,6 +419,10 @@ mod tests {
                      3: POSIX  ADVISORY  WRITE 4545 00:1a:777 0 EOF\n\
                      4: FLOCK  ADVISORY  WRITE 4646 08:01:777 0 EOF\n";
         assert_eq!(flock_holders(locks, 0, 0x1a, 777), vec![4242]);
+        let info = "pos:\t0\nflags:\t02100001\nmnt_id:\t29\nino:\t777\nlock:\t1: FLOCK  ADVISORY  WRITE 4242 00:1a:777 0 EOF\n";
+        assert!(fdinfo_locks(info, 0, 0x1a, 777));
+        assert!(!fdinfo_locks(info, 0, 0x1a, 778), "another file's lock");
+        assert!(!fdinfo_locks("pos:\t0\nflags:\t02100001\nino:\t777\n", 0, 0x1a, 777), "no lock line");
         assert_eq!(flock_holders(locks, 8, 1, 777), vec![4646]);
         assert!(flock_holders(locks, 0, 0x1a, 779).is_empty());
     }
@@ -394,10 +445,13 @@ mod tests {
         let iface = format!("t{}d", std::process::id());
         let mine = QueueClaim::first_free(&iface, 1, Duration::ZERO).unwrap();
         let err = QueueClaim::first_free(&iface, 1, Duration::ZERO).unwrap_err().to_string();
-        assert!(err.contains(&format!("pid {} holds queue 0", std::process::id())), "{err}");
+        let me = std::process::id();
+        let command = std::fs::read_to_string("/proc/self/comm").unwrap();
+        assert!(err.contains(&format!("pid {me} ({}) holds queue 0", command.trim())), "{err}");
         drop(mine);
         // A child takes the lock and forks a grandchild that inherits it, then exits: /proc/locks
-        // names the child (a zombie, not reaped yet) while the grandchild holds the lock.
+        // names the child (a zombie, not reaped yet) while the grandchild holds the lock, as a
+        // family's keeper holds the queue its opener took. The grandchild is named.
         let mut pipe = [0; 2];
         // SAFETY: `pipe` has room for the two fds.
         assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
@@ -423,14 +477,16 @@ mod tests {
                     libc::pause();
                     libc::_exit(0);
                 }
-                let gpid = grandchild.to_ne_bytes();
-                libc::write(report, gpid.as_ptr().cast(), gpid.len());
+                // A tag, then the pid: a pid's first byte may be a 'g' itself.
+                let g = grandchild.to_ne_bytes();
+                let tagged = [b'p', g[0], g[1], g[2], g[3]];
+                libc::write(report, tagged.as_ptr().cast(), tagged.len());
                 libc::_exit(0);
             }
         }
         // SAFETY: our own fd.
         unsafe { libc::close(pipe[1]) };
-        let mut buf = [0u8; 5];
+        let mut buf = [0u8; 6];
         let mut got = 0;
         while got < buf.len() {
             // SAFETY: `buf[got..]` is writable.
@@ -438,8 +494,9 @@ mod tests {
             assert!(n > 0, "the child and grandchild report");
             got += n as usize;
         }
-        let (g, pid_bytes) = if buf[0] == b'g' { (0, &buf[1..5]) } else { (4, &buf[0..4]) };
-        assert_eq!(buf[g], b'g');
+        // "g" and "p<pid>", in either order (one write each: a pipe keeps a short write whole).
+        let (g, pid_bytes) = if buf[0] == b'g' { (0, &buf[2..6]) } else { (5, &buf[1..5]) };
+        assert_eq!((buf[g], buf[if g == 0 { 1 } else { 0 }]), (b'g', b'p'), "{buf:?}");
         let grandchild = i32::from_ne_bytes(pid_bytes.try_into().unwrap());
         assert!(grandchild > 0);
         // The child has exited once its zombie shows (waitid with WNOWAIT leaves it there).
@@ -448,9 +505,10 @@ mod tests {
         // SAFETY: `info` is ours to write.
         unsafe { libc::waitid(libc::P_PID, child as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT) };
         let held = holders(&iface, 1);
-        assert_eq!(held, vec![Holder { queue: 0, pid: child as u32, exiting: false }]);
+        assert_eq!(held, vec![Holder { queue: 0, pid: grandchild as u32, exiting: false }]);
         let err = QueueClaim::first_free(&iface, 1, Duration::ZERO).unwrap_err().to_string();
-        assert!(err.contains(&format!("pid {child} holds queue 0")), "{err}");
+        assert!(err.contains(&format!("pid {grandchild} (")) && err.contains(") holds queue 0"), "{err}");
+        assert!(!err.contains(&format!("pid {child} ")), "{err}");
         // SAFETY: signals and reaps our own child and grandchild's pids.
         unsafe {
             libc::kill(grandchild, libc::SIGKILL);
