@@ -813,6 +813,10 @@ impl Nic for DpdkNic {
         }
     }
 
+    fn successor_waits(&self) -> bool {
+        self.port.claim.as_ref().is_some_and(|c| c.successor_waits())
+    }
+
     fn rx_interrupt_fd(&self) -> Option<RawFd> {
         self.rx_fd
     }

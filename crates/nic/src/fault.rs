@@ -719,6 +719,10 @@ impl<N: Nic, C: Clock> Nic for FaultyNic<N, C> {
         self.inner.pool_usage()
     }
 
+    fn successor_waits(&self) -> bool {
+        self.inner.successor_waits()
+    }
+
     /// The inner NIC's fd. It does not become readable when a held rx frame comes due: a shard
     /// that sleeps on it should wake by [`next_release_ns`](FaultyNic::next_release_ns) too.
     fn rx_interrupt_fd(&self) -> Option<RawFd> {

@@ -196,6 +196,17 @@ pub trait Nic {
         None
     }
 
+    /// Whether another process waits to take over this NIC's queue (a reload's new worker or
+    /// master, waiting for the old one's queue: `share::QueueClaim::successor_waits` on a DPDK
+    /// port). Its
+    /// stack then leaves a SYN that finds no listener unanswered rather than resetting it: the
+    /// client's retransmission reaches the successor. Asked only for such SYNs (a system call
+    /// on a DPDK port). `false` (the default): the backend has no queue another process could
+    /// take.
+    fn successor_waits(&self) -> bool {
+        false
+    }
+
     /// A file descriptor that becomes readable when frames arrive, for a shard that wants to sleep
     /// instead of spinning. `None` when the backend has none (then the shard must poll).
     fn rx_interrupt_fd(&self) -> Option<RawFd> {

@@ -9,6 +9,11 @@
 //! The XDP program the AF_XDP driver attaches is shared by every queue's socket, and closing a
 //! DPDK port detaches it whatever else still uses it: only the last process on the interface may
 //! close its port ([`QueueClaim::last_out`] tells, and keeps the others out while it closes).
+//! A claimant that finds every queue taken and waits (a reload's new worker or new master)
+//! marks that it waits, with an open-file read lock on `<iface>.successor`, for as long as it
+//! waits: [`QueueClaim::successor_waits`] tells the holders, whose stack then leaves a SYN that
+//! finds no listener unanswered instead of resetting it, so that the client's retransmission
+//! reaches the successor. The kernel drops the mark with the waiter however it ends.
 //! This module knows nothing of DPDK: it is the bookkeeping both the port and the cleanup helper
 //! need.
 
@@ -39,6 +44,9 @@ pub struct QueueClaim {
     queue: u16,
     count: u16,
     _locks: Vec<File>,
+    /// `<iface>.successor`, where waiting claimants mark that they wait (`None`: it could not be
+    /// opened; then no successor is ever seen).
+    successor: Option<File>,
 }
 
 /// Why no queue could be claimed: each displays as one line with the fix.
@@ -75,6 +83,8 @@ impl QueueClaim {
         let queues = queues.max(1);
         let count = count.max(1);
         let give_up = std::time::Instant::now() + patience;
+        // Held while this claimant waits: the holders see a successor (`successor_waits`).
+        let mut waiting: Option<File> = None;
         loop {
             'start: for first in 0..queues.saturating_sub(count - 1) {
                 let mut locks = Vec::new();
@@ -84,7 +94,18 @@ impl QueueClaim {
                         None => continue 'start,
                     }
                 }
-                return Ok(QueueClaim { iface: iface.to_string(), queues, queue: first, count, _locks: locks });
+                let successor = open_successor(iface);
+                return Ok(QueueClaim {
+                    iface: iface.to_string(),
+                    queues,
+                    queue: first,
+                    count,
+                    _locks: locks,
+                    successor,
+                });
+            }
+            if waiting.is_none() {
+                waiting = mark_waiting(iface);
             }
             let now = std::time::Instant::now();
             if now >= give_up {
@@ -102,6 +123,20 @@ impl QueueClaim {
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
+    }
+
+    /// Whether another process waits to claim a queue of this interface (a reload's new
+    /// worker or master waiting for the old one's queue): the kernel's answer to an
+    /// open-file lock query (`F_OFD_GETLK`), one system call, nothing taken.
+    pub fn successor_waits(&self) -> bool {
+        let Some(file) = &self.successor else { return false };
+        // SAFETY: all zeroes is a valid flock.
+        let mut probe: libc::flock = unsafe { std::mem::zeroed() };
+        probe.l_type = libc::F_WRLCK as libc::c_short;
+        probe.l_whence = libc::SEEK_SET as libc::c_short;
+        // SAFETY: F_OFD_GETLK reads and writes `probe`, ours; the fd is `file`'s.
+        let r = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut probe) };
+        r == 0 && probe.l_type != libc::F_UNLCK as libc::c_short
     }
 
     /// The (first) queue this process drives.
@@ -325,6 +360,35 @@ fn open_lock(path: &std::path::Path) -> Result<File, ClaimError> {
         .map_err(err)
 }
 
+/// `<iface>.successor`, open for reading (a read lock needs it) and writing.
+fn open_successor(iface: &str) -> Option<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = lock_path(iface, "successor");
+    std::fs::create_dir_all(path.parent()?).ok()?;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+        .ok()
+}
+
+/// Marks a claimant of `iface` as waiting: an open-file read lock on `<iface>.successor`, held
+/// as long as the returned file is (`None`: it cannot be taken; the claimant waits unmarked).
+fn mark_waiting(iface: &str) -> Option<File> {
+    let file = open_successor(iface)?;
+    // SAFETY: all zeroes is a valid flock.
+    let mut read: libc::flock = unsafe { std::mem::zeroed() };
+    read.l_type = libc::F_RDLCK as libc::c_short;
+    read.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: F_OFD_SETLK reads `read`, ours; the fd is `file`'s. Read locks never conflict with
+    // one another, and no holder takes a write lock (it only asks whether one could be had).
+    (unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &read) } == 0).then_some(file)
+}
+
 fn try_lock(iface: &str, queue: u16) -> Result<Option<File>, ClaimError> {
     let file = open_lock(&lock_path(iface, queue))?;
     // SAFETY: flock takes no memory; the fd is `file`'s, open for the call.
@@ -437,6 +501,35 @@ mod tests {
         assert!(!thread_exiting(&line("Z", 0x40040c)), "a zombie's files are closed");
         assert!(!thread_exiting("77 (trunc"));
         assert!(!exiting(std::process::id()));
+    }
+
+    #[test]
+    fn a_holder_sees_a_successor_while_one_waits_for_its_queue_and_not_after() {
+        let _serial = serial();
+        let iface = format!("t{}s", std::process::id());
+        let holder = QueueClaim::first_free(&iface, 1, Duration::ZERO).unwrap();
+        assert!(!holder.successor_waits(), "nobody waits yet");
+        // A claim that gives up at once marked nothing that outlives it.
+        assert!(QueueClaim::first_free(&iface, 1, Duration::ZERO).is_err());
+        assert!(!holder.successor_waits(), "a claim that gave up leaves no mark");
+        // The waiter runs on a thread of the same name: lock_path's test root is per test name.
+        let name = std::thread::current().name().unwrap().to_string();
+        let waiter_iface = iface.clone();
+        let waiter = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || QueueClaim::first_free(&waiter_iface, 1, Duration::from_secs(60)).map(|c| c.queue()))
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !holder.successor_waits() {
+            assert!(std::time::Instant::now() < deadline, "the waiting claim was never seen");
+            std::thread::yield_now();
+        }
+        drop(holder);
+        assert_eq!(waiter.join().unwrap().unwrap(), 0, "the waiter took the freed queue");
+        let next = QueueClaim::first_free(&iface, 1, Duration::ZERO).unwrap();
+        assert!(!next.successor_waits(), "the waiter's mark went with its wait");
+        drop(next);
+        remove_locks(&iface);
     }
 
     #[test]

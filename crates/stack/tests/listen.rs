@@ -83,6 +83,63 @@ fn rfc9293_closed_port_still_resets_segments_without_ack() {
     assert_eq!((rst[0].flags, rst[0].seq_number, rst[0].ack_number), (TcpFlags::RST | TcpFlags::ACK, 0, Some(1001)));
 }
 
+/// While another process waits to take the NIC's queue over (a reload's new worker or master:
+/// `Nic::successor_waits`), a SYN that finds no listener is left unanswered, counted, so that its
+/// retransmission reaches the successor; a SYN to a listener is still answered, and so is any
+/// other segment to a closed port. Without a successor the port refuses the SYN with a RST.
+#[test]
+fn a_syn_to_a_closed_port_is_left_for_a_successor_waiting_for_the_queue() {
+    let mut r = rig(false);
+    let syn = |port| TcpRepr { dst_port: port, max_seg_size: Some(1460), ..base(1000, None, TcpFlags::SYN) };
+    r.segment(&syn(PORT + 1), &[]);
+    let rst = r.replies();
+    assert_eq!(rst.len(), 1, "no successor: refused");
+    assert_eq!(rst[0].flags, TcpFlags::RST | TcpFlags::ACK);
+
+    r.shard.nic_mut().set_successor_waits(true);
+    // The NIC's answer holds 10 ms: the next look is due.
+    r.now += 10_000_000;
+    r.segment(&syn(PORT + 1), &[]);
+    assert_eq!(r.replies(), [], "a successor waits: no RST");
+    assert_eq!(r.shard.stats().tcp_syns_left_unanswered, 1);
+    r.segment(&TcpRepr { dst_port: PORT + 1, ..base(5000, Some(5555), TcpFlags::ACK) }, &[]);
+    let rst = r.replies();
+    assert_eq!(rst.len(), 1, "only SYNs are left: an ACK to a closed port is still reset");
+    assert_eq!((rst[0].flags, rst[0].seq_number), (TcpFlags::RST, 5555));
+    r.segment(&syn(PORT), &[]);
+    let synack = r.replies();
+    assert_eq!(synack.len(), 1, "the listener still answers");
+    assert_eq!(synack[0].flags, TcpFlags::SYN | TcpFlags::ACK);
+
+    r.shard.nic_mut().set_successor_waits(false);
+    r.now += 10_000_000;
+    r.segment(&TcpRepr { src_port: 40001, ..syn(PORT + 1) }, &[]);
+    assert_eq!(r.replies().len(), 1, "the successor gone: refused again");
+    assert_eq!(r.shard.stats().tcp_syns_left_unanswered, 1);
+}
+
+/// A port whose last listener closed less than a second ago leaves SYNs unanswered (a reload's
+/// old process closing its listeners a moment before its successor marks that it waits); then
+/// the port refuses them again, as Linux does at once.
+#[test]
+fn a_syn_in_the_second_after_its_listener_closed_is_left_unanswered() {
+    let mut r = rig(false);
+    let syn = |src_port| TcpRepr { src_port, max_seg_size: Some(1460), ..base(1000, None, TcpFlags::SYN) };
+    r.shard.close(r.listener).unwrap();
+    r.segment(&syn(40001), &[]);
+    assert_eq!(r.replies(), [], "closed a moment ago: no RST");
+    r.now += 999_000_000;
+    r.segment(&syn(40002), &[]);
+    assert_eq!(r.replies(), [], "still within the second");
+    assert_eq!(r.shard.stats().tcp_syns_left_unanswered, 2);
+    r.now += 1_000_000;
+    r.segment(&syn(40003), &[]);
+    let rst = r.replies();
+    assert_eq!(rst.len(), 1, "a second on: refused");
+    assert_eq!(rst[0].flags, TcpFlags::RST | TcpFlags::ACK);
+    assert_eq!(r.shard.stats().tcp_syns_left_unanswered, 2);
+}
+
 /// SO_REUSEPORT (Linux): listeners that all set it share an address and the connections are
 /// spread over them by the 4-tuple; one that does not set it is refused (EADDRINUSE); when a
 /// member closes, the others take every new connection.

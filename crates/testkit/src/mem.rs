@@ -200,6 +200,8 @@ pub struct MemNic {
     mtu: u16,
     mac: MacAddr,
     stats: NicStats,
+    /// What `successor_waits` answers ([`MemNic::set_successor_waits`]).
+    successor_waits: bool,
 }
 
 /// Two endpoints joined back to back: what one transmits, the other receives, in order. The first
@@ -221,6 +223,7 @@ pub fn pair(cfg: MemConfig) -> (MemNic, MemNic) {
         mtu: cfg.mtu,
         mac,
         stats: NicStats::default(),
+        successor_waits: false,
     };
     let a = endpoint(0, cfg.mac_a);
     let b = endpoint(1, cfg.mac_b);
@@ -228,6 +231,12 @@ pub fn pair(cfg: MemConfig) -> (MemNic, MemNic) {
 }
 
 impl MemNic {
+    /// Makes [`Nic::successor_waits`] answer `waits`, as a DPDK port does while another
+    /// process waits for its queue.
+    pub fn set_successor_waits(&mut self, waits: bool) {
+        self.successor_waits = waits;
+    }
+
     /// Buffers of this endpoint's pool not in use (neither held by anyone nor queued). Equal to
     /// [`pool_size`](Self::pool_size) when nothing leaked. (The segmentation pool's buffers
     /// never stay in use: a frame to segment goes back to it on transmit.)
@@ -280,6 +289,10 @@ impl fmt::Debug for MemNic {
 
 impl Nic for MemNic {
     type Buf = MemBuf;
+
+    fn successor_waits(&self) -> bool {
+        self.successor_waits
+    }
 
     fn rx_burst(&mut self, out: &mut Vec<MemBuf>, max: usize) -> usize {
         let mut wire = self.wire.borrow_mut();

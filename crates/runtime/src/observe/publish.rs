@@ -234,6 +234,7 @@ impl<N: Nic + 'static> Runtime<N> {
                     t.tcp_ofo_pruned,
                     t.tcp_memory_pressures,
                     t.tcp_listen_memory_drops,
+                    t.tcp_syns_left_unanswered,
                     t.tcp_time_wait_overflows,
                     t.tcp_gro_merged,
                     t.loopback_frames,

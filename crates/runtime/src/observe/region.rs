@@ -17,7 +17,7 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// "PHSTAT" and the layout's version.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT15");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"PHSTAT16");
 
 /// Shards a region has room for (`runtime.shards` is at most 64).
 pub const MAX_SHARDS: usize = 64;
@@ -96,6 +96,7 @@ pub const SHARD_COUNTERS: &[(&str, &str)] = &[
     ("tcp_ofo_pruned", "out-of-order data dropped to free its ring"),
     ("tcp_memory_pressures", "times TCP memory went above tcp.mem's pressure"),
     ("tcp_listen_memory_drops", "SYNs dropped: no memory (tcp.mem) for a receive ring"),
+    ("tcp_syns_left_unanswered", "SYNs to no listener left unanswered: it closed under 1 s before, or another process waited for the queue (a reload)"),
     ("tcp_time_wait_overflows", "connections that skipped TIME-WAIT: tcp.max_tw_buckets entries"),
     ("tcp_gro_merged", "TCP segments coalesced on receive into the one before them (software GRO; no Linux MIB)"),
     ("loopback_frames", "frames the shard sent to its own address and received itself, never on the NIC"),

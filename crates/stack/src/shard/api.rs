@@ -435,6 +435,7 @@ impl<N: Nic> Shard<N> {
                 });
                 if last {
                     self.listeners.remove(local);
+                    self.note_closed_port(local.1, now);
                 }
                 for c in pending {
                     self.abort_and_free(c);

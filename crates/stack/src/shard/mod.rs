@@ -251,6 +251,13 @@ pub struct Shard<N: Nic> {
     owed_rsts: Vec<(crate::shard::table::FourTuple, wire::TcpRepr)>,
     /// Connections the application holds whose peer marked new urgent data (SIGURG).
     urgent: Vec<SocketId>,
+    /// When the NIC was last asked whether another process waits for its queue (`None`:
+    /// never), and its answer (`tcp::io`, a SYN that finds no listener).
+    successor_asked_at: Option<u64>,
+    successor_waits: bool,
+    /// Ports whose last listener here closed, and when (`tcp::io`: a SYN to one is left
+    /// unanswered for `tcp::LISTENER_GRACE_NS`), at most `tcp::CLOSED_PORTS_KEPT`.
+    closed_ports: Vec<(u16, u64)>,
     fired: Vec<TimerKey>,
     free_datagrams: Vec<Vec<u8>>,
     icmp_limit: IcmpRateLimit,
@@ -358,6 +365,9 @@ impl<N: Nic> Shard<N> {
             starved: Vec::new(),
             owed_rsts: Vec::new(),
             urgent: Vec::new(),
+            successor_asked_at: None,
+            successor_waits: false,
+            closed_ports: Vec::new(),
             fired: Vec::new(),
             free_datagrams: Vec::new(),
             icmp_limit: IcmpRateLimit::new(),

@@ -83,6 +83,10 @@ pub struct ShardStats {
     /// SYNs dropped: no memory for the connection's receive ring (with the accept-queue
     /// overflows, Linux's `ListenDrops`).
     pub tcp_listen_memory_drops: u64,
+    /// SYNs that found no listener left unanswered (no RST): its last listener closed less
+    /// than a second before, or another process waited to take the NIC's queue over (a
+    /// reload: `nic::Nic::successor_waits`).
+    pub tcp_syns_left_unanswered: u64,
     /// Connections that skipped TIME-WAIT: `max_tw_buckets` entries already (Linux
     /// `TCPTimeWaitOverflow`).
     pub tcp_time_wait_overflows: u64,

@@ -6,7 +6,9 @@ use nic::{Nic, PacketBuf, Segmentation};
 use tcp::{Connection, CookieOptions, Event as TcpEvent, TimeWait};
 use wire::{checksum, IpAddress, IpProtocol, TcpFlags, TcpPacket, TcpRepr};
 
-use super::{ListenGroup, TcpSocket, BUFFERS_CHECK_NS, OWED_RSTS_MAX};
+use super::{
+    ListenGroup, TcpSocket, BUFFERS_CHECK_NS, CLOSED_PORTS_KEPT, LISTENER_GRACE_NS, OWED_RSTS_MAX, SUCCESSOR_LOOK_NS,
+};
 use crate::shard::api_types::Buffers;
 use crate::shard::link::{transport_offset, TX_BURST};
 use crate::shard::table::FourTuple;
@@ -115,10 +117,48 @@ impl<N: Nic> Shard<N> {
             // Another shard of the process may hold the connection: it decides.
             return TcpInput::Unplaced;
         }
+        if is_syn && !self.link.is_own_address(*src) && (self.closed_lately(repr.dst_port) || self.successor_waits()) {
+            // A reload: this process closed its listener a moment ago, or another process waits
+            // to take this queue over (a new worker or master, its listeners not open yet). A
+            // RST would refuse the connection, while the client's retransmission of its SYN, a
+            // second later, reaches the successor (a queue nobody drives drops it as well, with
+            // no RST).
+            self.stats.tcp_syns_left_unanswered += 1;
+            return TcpInput::Taken;
+        }
         if let Some(rst) = tcp::rst_for_unmatched(&repr, payload.len()) {
             self.send_tcp(&tuple, &rst);
         }
         TcpInput::Taken
+    }
+
+    /// Whether `port`'s last listener here closed less than [`LISTENER_GRACE_NS`] ago.
+    fn closed_lately(&mut self, port: u16) -> bool {
+        if self.closed_ports.is_empty() {
+            return false;
+        }
+        let now = self.now;
+        self.closed_ports.retain(|&(_, at)| now.saturating_sub(at) < LISTENER_GRACE_NS);
+        self.closed_ports.iter().any(|&(p, _)| p == port)
+    }
+
+    /// Remembers that `port`'s last listener here closed at `now` (for [`LISTENER_GRACE_NS`]).
+    pub(in crate::shard) fn note_closed_port(&mut self, port: u16, now: u64) {
+        self.closed_ports.retain(|&(p, at)| p != port && now.saturating_sub(at) < LISTENER_GRACE_NS);
+        if self.closed_ports.len() < CLOSED_PORTS_KEPT {
+            self.closed_ports.push((port, now));
+        }
+    }
+
+    /// Whether another process waits for this shard's NIC queue (`Nic::successor_waits`), asked
+    /// at most every [`SUCCESSOR_LOOK_NS`]: a flood of SYNs to closed ports costs a system call
+    /// per look, not per SYN.
+    fn successor_waits(&mut self) -> bool {
+        if self.successor_asked_at.map_or(true, |at| self.now.saturating_sub(at) >= SUCCESSOR_LOOK_NS) {
+            self.successor_waits = self.link.nic().successor_waits();
+            self.successor_asked_at = Some(self.now);
+        }
+        self.successor_waits
     }
 
     /// Whether `repr` would complete passive connection `id`'s handshake while its listener's

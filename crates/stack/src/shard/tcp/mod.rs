@@ -41,6 +41,21 @@ const BUFFERS_CHECK_NS: u64 = 1_000_000_000;
 /// that makes connections abort while the pool is dry cannot grow it further).
 const OWED_RSTS_MAX: usize = 1024;
 
+/// How long the NIC's answer to "does another process wait for this queue" holds (10 ms): a
+/// reload's successor starts waiting before the old process closes its listeners, so a fresh
+/// answer is at most this old when the first refused SYN comes.
+const SUCCESSOR_LOOK_NS: u64 = 10_000_000;
+
+/// How long after its last listener here closed a port leaves SYNs unanswered rather than
+/// refused (1 s): a reload's old process closes its listeners as its successor starts, which
+/// marks that it waits for the queue only once it tries to open the NIC (HAProxy's new worker:
+/// a few milliseconds later, in which wrk's reconnections got 115 RSTs). A client's SYN sent in
+/// that second is retransmitted a second later, to the successor or to a refusal.
+pub(super) const LISTENER_GRACE_NS: u64 = 1_000_000_000;
+
+/// Closed ports remembered for [`LISTENER_GRACE_NS`] (a server closes a few listeners at once).
+pub(super) const CLOSED_PORTS_KEPT: usize = 64;
+
 pub(super) struct TcpSocket {
     pub(super) conn: Connection,
     pub(super) tuple: FourTuple,
