@@ -4,7 +4,8 @@
 # for the XDP program (crates/nic/bpf), and the lab's tools (scapy and nftables craft
 # segments and keep side b's kernel out of them in tests/lab/wire.py; hping3 floods in `bench
 # syn-flood`; valgrind, strace and perf count what a request costs in bench/request_cost.sh;
-# PostgreSQL 15 for the lab test of a server that forks per connection; dpkg-dev and man-db
+# PostgreSQL 15 for the lab test of a server that forks per connection; HAProxy for the lab test
+# of a seamless reload; dpkg-dev and man-db
 # for building and checking the Debian package, scripts/package-deb.sh and test-package.sh).
 # The toolchain's llvm-tools for the profile-guided build (scripts/build-pgo.sh).
 # `setup.sh test` (the test command) also installs rustfmt, clippy and cargo-deny. Builds nothing
@@ -16,7 +17,7 @@ packages=(
   dpdk dpdk-dev libdpdk-dev
   iproute2 iputils-ping ethtool procps util-linux
   python3
-  redis-server redis-tools iperf3 nginx-light curl sockperf wrk python3-matplotlib
+  redis-server redis-tools iperf3 nginx-light haproxy curl sockperf wrk python3-matplotlib
   mariadb-server mariadb-client sysbench postgresql-15 postgresql-client-15
   tshark
   python3-scapy nftables hping3
