@@ -34,6 +34,18 @@ macro_rules! gate {
     };
 }
 
+/// Runs as the library loads, before the program's own code: a program exec'd by an
+/// accelerated process that handed it its listeners takes them back before its first call on
+/// them (`runtime::adopt_handed_listeners`: nginx's new binary asks getsockname of each at
+/// once). Elsewhere it reads one environment variable and returns.
+#[used]
+#[link_section = ".init_array"]
+static ADOPT_AT_LOAD: extern "C" fn() = adopt_at_load;
+
+extern "C" fn adopt_at_load() {
+    runtime::adopt_handed_listeners();
+}
+
 mod datagram;
 mod fd;
 mod fortified;

@@ -2,7 +2,7 @@
 //! that must open the NIC while the process may still (setuid and friends), and the exec
 //! functions, before which the runtime finishes the connections the new image cannot have.
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 
 use libc::{c_char, c_int, size_t};
 use runtime::{real, Program};
@@ -146,22 +146,82 @@ unsafe fn named<'a>(path: *const c_char) -> Option<&'a CStr> {
     unsafe { (!path.is_null()).then(|| CStr::from_ptr(path)) }
 }
 
+/// `envp` (a null-terminated array, `environ` when null) with `extra`'s `NAME=value` entries in
+/// place of its own of those names: the new program's environment when the runtime hands it
+/// listeners (`runtime::before_exec`). The pointers borrow `envp`'s strings and `extra`'s.
+/// # Safety
+/// `envp` is null or a null-terminated array of NUL-terminated strings, valid while the result is.
+unsafe fn with_env(envp: Argv, extra: &[CString]) -> Vec<*const c_char> {
+    let names: Vec<&[u8]> =
+        extra.iter().map(|e| e.as_bytes().split(|&b| b == b'=').next().unwrap_or_default()).collect();
+    let mut out = Vec::new();
+    // SAFETY: `environ` is the process's environment, a null-terminated array (glibc's).
+    let mut p = if envp.is_null() { unsafe { environ as Argv } } else { envp };
+    // SAFETY: `p` walks a null-terminated array of NUL-terminated strings (the caller's
+    // contract, or glibc's for `environ`).
+    unsafe {
+        while !p.is_null() && !(*p).is_null() {
+            let entry = CStr::from_ptr(*p).to_bytes();
+            let name = entry.split(|&b| b == b'=').next().unwrap_or_default();
+            if !names.contains(&name) {
+                out.push(*p);
+            }
+            p = p.add(1);
+        }
+    }
+    out.extend(extra.iter().map(|e| e.as_ptr()));
+    out.push(std::ptr::null());
+    out
+}
+
+extern "C" {
+    static environ: *const *const c_char;
+}
+
 macro_rules! exec_hooks {
-    ($($name:ident($($arg:ident: $ty:ty),*) runs $program:expr;)*) => {
+    ($($name:ident($($arg:ident: $ty:ty),*) runs $program:expr; with $env:ident: $with:expr;)*) => {
         $(
             #[no_mangle]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
                 // SAFETY: the exec call's contract, the caller's: its path is null or a
-                // NUL-terminated string (`named`'s contract), and the real function gets every
-                // argument unchanged.
+                // NUL-terminated string (`named`'s contract), its argv and envp are what the
+                // real function takes; it gets every argument unchanged, or the environment
+                // with the runtime's entries in place (`with_env`).
                 unsafe {
-                    if let Some(program) = $program {
-                        runtime::before_exec(program);
+                    let extra = match $program {
+                        Some(program) => runtime::before_exec(program),
+                        None => Vec::new(),
+                    };
+                    if extra.is_empty() {
+                        return real::$name($($arg),*);
                     }
-                    real::$name($($arg),*)
+                    let $env = with_env(exec_env!($name $($arg)*), &extra);
+                    $with
                 }
             }
         )*
+    };
+}
+
+/// The environment an exec function passes: its `envp`, or `environ` (null) for those without.
+macro_rules! exec_env {
+    (execv $($a:ident)*) => {
+        std::ptr::null()
+    };
+    (execvp $($a:ident)*) => {
+        std::ptr::null()
+    };
+    (execve $p:ident $a:ident $e:ident) => {
+        $e
+    };
+    (execvpe $p:ident $a:ident $e:ident) => {
+        $e
+    };
+    (fexecve $f:ident $a:ident $e:ident) => {
+        $e
+    };
+    (execveat $d:ident $p:ident $a:ident $e:ident $f:ident) => {
+        $e
     };
 }
 
@@ -169,10 +229,16 @@ type Argv = *const *const c_char;
 
 exec_hooks! {
     execve(path: *const c_char, argv: Argv, envp: Argv) runs named(path).map(Program::Path);
+        with env: real::execve(path, argv, env.as_ptr());
     execv(path: *const c_char, argv: Argv) runs named(path).map(Program::Path);
+        with env: real::execve(path, argv, env.as_ptr());
     execvp(file: *const c_char, argv: Argv) runs named(file).map(Program::Search);
+        with env: real::execvpe(file, argv, env.as_ptr());
     execvpe(file: *const c_char, argv: Argv, envp: Argv) runs named(file).map(Program::Search);
+        with env: real::execvpe(file, argv, env.as_ptr());
     fexecve(fd: c_int, argv: Argv, envp: Argv) runs Some(Program::Fd(fd));
+        with env: real::fexecve(fd, argv, env.as_ptr());
     execveat(dirfd: c_int, path: *const c_char, argv: Argv, envp: Argv, flags: c_int)
         runs named(path).map(|path| Program::At { dirfd, path, flags });
+        with env: real::execveat(dirfd, path, argv, env.as_ptr(), flags);
 }

@@ -104,8 +104,7 @@ use tracked_fds::{
 };
 pub use wait::{WaitStats, CALLS_PER_PASS};
 
-/// The variable `pronghorn run` sets to the pid it execs into: only that process is accelerated.
-pub const ENV_PID: &str = "PRONGHORN_ACCEL_PID";
+pub use process::ENV_PID;
 
 /// The NIC of an accelerated process: a DPDK port behind the fault injector, which passes every
 /// frame straight through unless `nic.fault` asks for faults.
@@ -150,6 +149,7 @@ fn global() -> Option<&'static Accel<ProcessNic>> {
             }
         };
         process::remember_env();
+        process::handover::remember();
         OWNER.store(std::process::id(), Ordering::Relaxed);
         let (lcore, pool_node) = (placed.eal_lcore, placed.pool_node);
         let me = Accel::new(cfg, Box::new(move |cfg: &Config| open_dpdk(cfg, lcore, pool_node))).leak();
@@ -249,28 +249,44 @@ fn after_fork(call: &str, hold: Fork, child: bool, keeps: impl FnOnce(accel::For
 /// first ([`Accel::drain_before_exec`]). Only atomics and getpid before the pid is known to be
 /// the owner's: a vfork child must not touch the runtime. In a child that lost the runtime at
 /// its fork, and in a vfork child, the parent's sockets the new program would inherit are
-/// buried in the child's own fd table (`process::forked_child_before_exec`).
-pub fn before_exec(program: Program<'_>) {
+/// buried in the child's own fd table (`process::forked_child_before_exec`). Returns the
+/// environment entries (`NAME=value`) the new program must get, in place of its own of those
+/// names: those that hand it the deferred listeners it inherits (`process::handover`; empty
+/// when there are none).
+pub fn before_exec(program: Program<'_>) -> Vec<std::ffi::CString> {
     if FORKED.load(Ordering::Relaxed) || process::in_vfork_child(OWNER.load(Ordering::Relaxed)) {
         if !inside() {
             process::forked_child_before_exec();
         }
-        return;
+        return Vec::new();
     }
-    let Some(a) = RUNTIME.get().copied().flatten() else { return };
+    let Some(a) = RUNTIME.get().copied().flatten() else { return Vec::new() };
     if inside() {
-        return;
+        return Vec::new();
     }
-    shield::guard(
-        "exec",
-        || (),
-        || {
-            if program.would_start() {
-                a.say_listeners_left_behind();
-                a.drain_before_exec();
-            }
-        },
-    )
+    shield::guard("exec", Vec::new, || {
+        if !program.would_start() {
+            return Vec::new();
+        }
+        let env = a.hand_listeners_over();
+        if env.is_empty() {
+            a.say_listeners_left_behind();
+        }
+        a.drain_before_exec();
+        env
+    })
+}
+
+/// As the library loads (preload's constructor): a program exec'd by an accelerated process
+/// that handed it its deferred listeners (`process::handover`, nginx's binary upgrade) is
+/// accelerated and takes them back before its first call.
+pub fn adopt_handed_listeners() {
+    let Ok(list) = std::env::var(process::handover::ENV_LISTENERS) else { return };
+    // Its own children and programs are not handed anything by this.
+    std::env::remove_var(process::handover::ENV_LISTENERS);
+    if let Some(a) = global() {
+        shield::guard("adopt listeners", || (), || a.adopt_listeners(&list));
+    }
 }
 
 /// Opens the config's port with the EAL's main lcore and the packet pool where the placement

@@ -6,9 +6,11 @@
 //! This module holds the process-wide flags, the exit's drain state and the cleanup helper's
 //! start; `calls` holds what the runtime does at a fork, an exit, an exec and a privilege drop;
 //! `keeper` the hand-over of a family's NIC when its opener exits first; `spawn` what
-//! posix_spawn's program finds on an accelerated socket's fd.
+//! posix_spawn's program finds on an accelerated socket's fd; `handover` the deferred
+//! listeners an exec'd program takes over (nginx's binary upgrade).
 
 mod calls;
+pub(crate) mod handover;
 pub(crate) mod keeper;
 pub(crate) mod spawn;
 
@@ -241,6 +243,10 @@ pub const ENV_EXIT_STATS: &str = "PRONGHORN_EXIT_STATS";
 
 /// The variable `pronghorn run` sets to its own binary, for the cleanup helper.
 pub const ENV_EXE: &str = "PRONGHORN_EXE";
+
+/// The variable `pronghorn run` sets to the pid it execs into: only that process is accelerated
+/// (and a program it execs that it hands its listeners: `handover`).
+pub const ENV_PID: &str = "PRONGHORN_ACCEL_PID";
 
 /// `ENV_EXE` and `ENV_EXIT_STATS` as the process found them when its runtime started: later
 /// the environment may be another (nginx gives itself and its workers one of their own).
