@@ -25,11 +25,11 @@ mod rigs;
 
 use rigs::{
     accelerated_pid, assert_echoed, assert_lab_gone, assert_one_clear_line, bin, compat_peer, compat_py, config_file,
-    deterministic_sql, exit_stat, family_config, have_scapy, kernel_client, nginx_site, nginx_workers_conf,
-    nginx_workers_site, peer_py, ping, pronghorn, pronghorn_as_nobody, pronghorn_client, ps_json, redis_benchmark,
-    redis_cli, redis_dir, script_checks, share_side_a, shared_redis, stat_of_process_on, until_ok, wire_py,
-    Accelerated, Echo, KernelPair, KernelServer, Lab, Mariadb, NginxMaster, Redis, RedisNode, WrkErrors, WrkUnderway,
-    DEBIAN_PYTHON, MARIADB_TOOLS, REDIS_TOOLS, WRK_CONNECTIONS,
+    deterministic_sql, exit_stat, family_config, have_scapy, kernel_client, nginx_daemon_site, nginx_site,
+    nginx_workers_conf, nginx_workers_site, peer_py, ping, pronghorn, pronghorn_as_nobody, pronghorn_client, ps_json,
+    redis_benchmark, redis_cli, redis_dir, script_checks, share_side_a, shared_redis, stat_of_process_on, until_ok,
+    wire_py, Accelerated, Echo, KernelPair, KernelServer, Lab, Mariadb, NginxMaster, Redis, RedisNode, WrkErrors,
+    WrkUnderway, DEBIAN_PYTHON, MARIADB_TOOLS, REDIS_TOOLS, WRK_CONNECTIONS,
 };
 
 fn ping_both_families(pmd: &str, prefix: &str) {
@@ -958,10 +958,8 @@ fn nginx_reloads_under_wrk_without_errors_with_share_family() {
 fn a_family_whose_opener_exits_first_is_served_by_its_keeper() {
     let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-daemon", &[]);
-    let dir = nginx_workers_site("pronghorn-nginx-daemon", 2);
-    let conf = dir.join("nginx.conf");
+    let (dir, conf) = nginx_daemon_site("pronghorn-nginx-daemon", 2);
     let text_of = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
-    std::fs::write(&conf, text_of(&conf).replace("daemon off;", "daemon on;")).unwrap();
     let stderr = dir.join("run.stderr");
     let argv = ["run", "--profile", "nginx-reload", "--", "nginx", "-c", conf.to_str().unwrap()];
     let mut run = lab.exec("a", &[&[bin()][..], &argv[..]].concat());
@@ -1048,26 +1046,24 @@ fn a_family_whose_opener_exits_first_is_served_by_its_keeper() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Issue 24: nginx's binary upgrade (USR2: the master forks and execs its binary, the listeners'
-/// fds named in the NGINX variable) cannot be accelerated: a program started by exec is not
-/// (only the process `pronghorn run` started is), and the stack does not follow an exec. It
-/// fails clearly and the old master serves on: pronghorn says on stderr (nginx's error log)
-/// which inherited fds are accelerated listeners the new program cannot use, the new master
-/// finds no socket there and its own bind() fails, and the old master takes its pid file back
-/// and answers as before. nginx ignores USR2 in a master whose parent is still the process
-/// that started it (`daemon off` under any supervisor, on the kernel too), so this one runs
-/// with `daemon on`: per-process queues, the default (`share = "family"` opens the NIC in
-/// the process that listens, which daemon's fork then leaves).
+/// Issue 24: nginx's binary upgrade (USR2: the master forks a child that execs the binary, the
+/// listeners' fds named in the NGINX variable) under `share = "family"` (`--profile
+/// nginx-reload`): the listeners are on the family's shards, which cannot follow an exec (issue
+/// 24 stage 5). It fails clearly and the old master serves on: pronghorn says on stderr (nginx's
+/// error log) which inherited fds are accelerated listeners the new program cannot use, the new
+/// master finds no socket there and its own bind() fails, and the old master takes its pid file
+/// back and answers as before. (With a queue per process, the default, the upgrade works: next
+/// test.) nginx ignores USR2 in a master whose parent is still the process that started it
+/// (`daemon off` under any supervisor, on the kernel too), so this one runs with `daemon on`:
+/// its master is the daemon the listening process forked, served by that process's keeper.
 #[test]
-fn nginx_binary_upgrade_fails_clearly_and_the_old_master_serves_on() {
+fn nginx_binary_upgrade_under_share_family_fails_clearly_and_the_old_master_serves_on() {
     let Some(_scenario) = scenario(&[]) else { return };
     let lab = Lab::up("tst-upgrade", &[]);
-    let dir = nginx_workers_site("pronghorn-nginx-upgrade", 1);
-    let conf = dir.join("nginx.conf");
+    let (dir, conf) = nginx_daemon_site("pronghorn-nginx-upgrade", 1);
     let text_of = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
-    std::fs::write(&conf, text_of(&conf).replace("daemon off;", "daemon on;")).unwrap();
     // The new binary is exec'd by the path the master was started with.
-    let argv = [bin(), "run", "--", "/usr/sbin/nginx", "-c", conf.to_str().unwrap()];
+    let argv = [bin(), "run", "--profile", "nginx-reload", "--", "/usr/sbin/nginx", "-c", conf.to_str().unwrap()];
     let nginx = NginxMaster { child: lab.exec("a", &argv).spawn().unwrap(), pid_file: dir.join("nginx.pid") };
     let url = "http://10.99.0.1:8080/index.html";
     let o = until_ok(&lab, &["curl", "-sf", "-m", "10", url]);
@@ -1094,6 +1090,84 @@ fn nginx_binary_upgrade_fails_clearly_and_the_old_master_serves_on() {
     eventually("the old master quits", || gone(master));
     drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 24: nginx's binary upgrade with a queue per process (the default) under wrk: `kill
+/// -USR2` of the master (whose listeners wait for the NIC: its workers open their own queues)
+/// forks a child that execs the new binary with the listeners inherited; pronghorn hands them
+/// over (`process::handover`: the new program is accelerated and takes them back as it loads),
+/// so the new master uses them ("using inherited sockets") and starts a worker, which waits for
+/// the old worker's queue. `-WINCH` of the old master stops its worker; the new one takes the
+/// queue; `-QUIT` ends the old master. wrk's only errors are reads of keep-alive connections
+/// the old worker closed, at most one per connection: no connection is refused (a SYN that
+/// finds the old listener closed is left for its retransmission). Before, the new master found
+/// placeholders, not sockets, and exited (the previous test's outcome).
+#[test]
+fn nginx_binary_upgrade_hands_the_listeners_to_the_new_binary_under_wrk() {
+    let Some(_scenario) = scenario(&[]) else { return };
+    let lab = Lab::up("tst-upgrade2", &[]);
+    let (dir, conf) = nginx_daemon_site("pronghorn-nginx-upgrade2", 1);
+    let text_of = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    let argv = [bin(), "run", "--", "/usr/sbin/nginx", "-c", conf.to_str().unwrap()];
+    let nginx = NginxMaster { child: lab.exec("a", &argv).spawn().unwrap(), pid_file: dir.join("nginx.pid") };
+    let url = "http://10.99.0.1:8080/index.html";
+    let o = until_ok(&lab, &["curl", "-sf", "-m", "10", url]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "hello from a worker\n");
+    let old_master = nginx.pid();
+    let old_workers = nginx.workers();
+    // A test that fails must not leave the old master and its worker running: the daemon is no
+    // child of the process the test started, and the pid file names the new master soon.
+    let _old = KillTree(old_master);
+    let mut wrk = WrkUnderway::start(&lab, url, 10, &[]);
+    nginx.signal("-USR2", old_master);
+    let log = dir.join("error.log");
+    // Its worker waits for the old worker's queue, inside its first setuid, before it names
+    // itself a worker: any child of the new master counts.
+    let has_child = |p: u32| Command::new("pgrep").args(["-P", &p.to_string()]).output().unwrap().status.success();
+    eventually("the new master runs and started its worker", || {
+        let new_master = nginx.pid();
+        new_master != old_master && has_child(new_master)
+    });
+    let said = text_of(&log);
+    assert!(said.contains("using inherited sockets"), "{said}");
+    assert!(!said.contains("bind() to 10.99.0.1:8080 failed"), "{said}");
+    assert!(!said.contains("execs a new program that inherits accelerated listener"), "{said}");
+    let new_master = nginx.pid();
+    nginx.signal("-WINCH", old_master);
+    let alive = |p: u32| std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| !s.contains(") Z "));
+    eventually("the old worker is gone", || !old_workers.iter().any(|&w| alive(w)));
+    eventually("the new worker drives its queue", || {
+        let workers = nginx.workers();
+        !workers.is_empty() && workers.iter().all(|w| Path::new(&format!("/var/run/dpdk/pronghorn-{w}")).exists())
+    });
+    nginx.signal("-QUIT", old_master);
+    eventually("the old master quits", || !alive(old_master));
+    assert!(wrk.running(), "wrk ended before the upgrade was done: make its run longer");
+    let (errors, report) = wrk.finish();
+    let closed_keep_alive = errors.read.min(WRK_CONNECTIONS as u64);
+    assert_eq!(errors, WrkErrors { read: closed_keep_alive, ..WrkErrors::default() }, "wrk: {report}");
+    for _ in 0..20 {
+        let o = lab.exec("b", &["curl", "-sf", "-m", "10", url]).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "hello from a worker\n", "{}", text(&o));
+    }
+    assert_eq!(nginx.pid(), new_master);
+    nginx.signal("-QUIT", new_master);
+    eventually("the new master quits", || !alive(new_master));
+    drop(nginx);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Kills a process and its children (SIGKILL) when dropped, if they still run.
+struct KillTree(u32);
+
+impl Drop for KillTree {
+    fn drop(&mut self) {
+        let o = Command::new("pgrep").args(["-P", &self.0.to_string()]).output().unwrap();
+        let children: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().map(str::to_string).collect();
+        for p in std::iter::once(self.0.to_string()).chain(children) {
+            let _ = Command::new("kill").args(["-KILL", &p]).stderr(Stdio::null()).status();
+        }
+    }
 }
 
 /// Issue 24: HAProxy (Debian's 2.6, master-worker, `expose-fd listeners` on its stats socket)

@@ -988,6 +988,16 @@ pub fn nginx_workers_site(name: &str, workers: usize) -> PathBuf {
     dir
 }
 
+/// `nginx_workers_site` with `daemon on` (nginx acts on USR2 only in a master whose parent is
+/// not the process that started it): the site's directory and its config file.
+pub fn nginx_daemon_site(name: &str, workers: usize) -> (PathBuf, PathBuf) {
+    let dir = nginx_workers_site(name, workers);
+    let conf = dir.join("nginx.conf");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    std::fs::write(&conf, text.replace("daemon off;", "daemon on;")).unwrap();
+    (dir, conf)
+}
+
 /// The config `nginx_workers_site` writes, with `worker_processes procs` and `listen` after the
 /// address (" reuseport").
 pub fn nginx_workers_conf(dir: &Path, procs: &str, listen: &str) -> String {
