@@ -155,14 +155,14 @@ impl<N: Nic + 'static> Accel<N> {
         self.with(|rt| rt.leave_family());
     }
 
-    /// Before an exec the kernel would start: the accelerated listeners the new program would
-    /// inherit (fds that are not close-on-exec) cannot follow it, since the program that an
-    /// exec starts is not accelerated (only the process `pronghorn run` started is), and the
-    /// stack cannot be mapped into another image yet (issue 24, stage 5). nginx's binary
-    /// upgrade (USR2) hands its listeners to the new binary this way: the new master finds
-    /// placeholders, not sockets, and its own bind() of the address then fails, so it exits and
-    /// the old master serves on. Said on stderr (nginx's error log), naming the fds, so that
-    /// the failure says why.
+    /// Before an exec the kernel would start, when the listeners cannot be handed over
+    /// (`handover`: they are on the shards, the NIC open): the accelerated listeners the new
+    /// program would inherit (fds that are not close-on-exec) cannot follow it, since the stack
+    /// cannot be mapped into another image yet (issue 24, stage 5). nginx's binary upgrade
+    /// (USR2) under `share = "family"` hands its listeners to the new binary this way: the new
+    /// master finds placeholders, not sockets, and its own bind() of the address then fails, so
+    /// it exits and the old master serves on. Said on stderr (nginx's error log), naming the
+    /// fds, so that the failure says why.
     pub fn say_listeners_left_behind(&self) {
         let Some(fds) = self.try_with(|rt| {
             let mut fds = rt.fds.listeners();
@@ -178,8 +178,8 @@ impl<N: Nic + 'static> Accel<N> {
         let list: Vec<String> = fds.iter().map(i32::to_string).collect();
         let msg = format!(
             "pronghorn: pid {} execs a new program that inherits accelerated listener(s) on fd(s) {}: it cannot \
-             use them (a program started by exec is not accelerated, and the stack does not follow an exec: issue \
-             24 stage 5); there they are not listening sockets\n",
+             use them (they are on pronghorn's stack, which does not follow an exec: issue 24 stage 5; listeners \
+             of a process whose NIC is not open yet would); there they are not listening sockets\n",
             std::process::id(),
             list.join(", ")
         );
