@@ -24,8 +24,8 @@ mod postgres;
 mod rigs;
 
 use rigs::{
-    accelerated_pid, assert_echoed, assert_lab_gone, assert_one_clear_line, bin, compat_peer, compat_py, config_file,
-    deterministic_sql, exit_stat, family_config, have_scapy, kernel_client, nginx_daemon_site, nginx_site,
+    accelerated_pid, assert_echoed, assert_lab_gone, assert_one_clear_line, attempt_fails, bin, compat_peer, compat_py,
+    config_file, deterministic_sql, exit_stat, family_config, have_scapy, kernel_client, nginx_daemon_site, nginx_site,
     nginx_workers_conf, nginx_workers_site, peer_py, ping, pronghorn, pronghorn_as_nobody, pronghorn_client, ps_json,
     redis_benchmark, redis_cli, redis_dir, script_checks, share_side_a, shared_redis, stat_of_process_on, until_ok,
     wire_py, Accelerated, Echo, KernelPair, KernelServer, Lab, Mariadb, NginxMaster, Redis, RedisNode, WrkErrors,
@@ -859,13 +859,15 @@ fn nginx_worker_processes_each_serve_on_their_own_queue() {
     // nginx -s reload under wrk (with `worker_processes auto` where that is as many as the
     // queues): new workers wait for the old ones' queues, then serve. A SYN that finds an old
     // worker's listener closed is left for its retransmission (`tcp_syns_left_unanswered`), so
-    // no connection is refused (18 to 40 write errors a reload before): wrk's only errors are
-    // reads of connections the old workers reset as they closed their listeners (completed,
-    // not accepted), at most one per connection.
+    // no connection is refused (side b's kernel counts no failed attempt): wrk's only errors are
+    // connections the old workers reset as they closed (keep-alive ones, and those their
+    // listeners had completed and not accepted), read errors, or write errors when the reset
+    // came before wrk wrote its request.
     if cpus == workers {
         std::fs::write(&conf_path, conf("auto", "")).unwrap();
     }
     let mut wrk = WrkUnderway::start(&lab, url, 8, &[]);
+    let fails_before = attempt_fails(&lab);
     let before = nginx.workers();
     nginx.signal("-HUP", nginx.pid());
     eventually("a new set of workers serves after reload", || {
@@ -874,8 +876,12 @@ fn nginx_worker_processes_each_serve_on_their_own_queue() {
     });
     assert!(wrk.running(), "wrk ended before the reload was done: make its run longer");
     let (errors, report) = wrk.finish();
-    let reset_as_closed = errors.read.min(WRK_CONNECTIONS as u64);
-    assert_eq!(errors, WrkErrors { read: reset_as_closed, ..WrkErrors::default() }, "wrk: {report}");
+    assert_eq!(attempt_fails(&lab), fails_before, "connections refused: {report}");
+    // A connection reset before wrk wrote its request counts as a write error: at most one
+    // reset per connection and old worker.
+    let resets = errors.read + errors.write;
+    assert!(resets <= (workers * WRK_CONNECTIONS) as u64, "wrk: {report}");
+    assert_eq!(errors, WrkErrors { read: errors.read, write: errors.write, ..WrkErrors::default() }, "wrk: {report}");
     all_answer(20);
 
     // A graceful stop: the last worker out detaches the XDP program; nothing is left behind.
@@ -1098,9 +1104,9 @@ fn nginx_binary_upgrade_under_share_family_fails_clearly_and_the_old_master_serv
 /// over (`process::handover`: the new program is accelerated and takes them back as it loads),
 /// so the new master uses them ("using inherited sockets") and starts a worker, which waits for
 /// the old worker's queue. `-WINCH` of the old master stops its worker; the new one takes the
-/// queue; `-QUIT` ends the old master. wrk's only errors are reads of keep-alive connections
-/// the old worker closed, at most one per connection: no connection is refused (a SYN that
-/// finds the old listener closed is left for its retransmission). Before, the new master found
+/// queue; `-QUIT` ends the old master. No connection is refused (side b's kernel counts no
+/// failed attempt: a SYN that finds the old listener closed is left for its retransmission);
+/// wrk's only errors are connections the old worker reset as it closed, at most one each. Before, the new master found
 /// placeholders, not sockets, and exited (the previous test's outcome).
 #[test]
 fn nginx_binary_upgrade_hands_the_listeners_to_the_new_binary_under_wrk() {
@@ -1119,6 +1125,7 @@ fn nginx_binary_upgrade_hands_the_listeners_to_the_new_binary_under_wrk() {
     // child of the process the test started, and the pid file names the new master soon.
     let _old = KillTree(old_master);
     let mut wrk = WrkUnderway::start(&lab, url, 10, &[]);
+    let fails_before = attempt_fails(&lab);
     nginx.signal("-USR2", old_master);
     let log = dir.join("error.log");
     // Its worker waits for the old worker's queue, inside its first setuid, before it names
@@ -1144,8 +1151,9 @@ fn nginx_binary_upgrade_hands_the_listeners_to_the_new_binary_under_wrk() {
     eventually("the old master quits", || !alive(old_master));
     assert!(wrk.running(), "wrk ended before the upgrade was done: make its run longer");
     let (errors, report) = wrk.finish();
-    let closed_keep_alive = errors.read.min(WRK_CONNECTIONS as u64);
-    assert_eq!(errors, WrkErrors { read: closed_keep_alive, ..WrkErrors::default() }, "wrk: {report}");
+    assert_eq!(attempt_fails(&lab), fails_before, "connections refused: {report}");
+    assert!(errors.read + errors.write <= WRK_CONNECTIONS as u64, "wrk: {report}");
+    assert_eq!(errors, WrkErrors { read: errors.read, write: errors.write, ..WrkErrors::default() }, "wrk: {report}");
     for _ in 0..20 {
         let o = lab.exec("b", &["curl", "-sf", "-m", "10", url]).output().unwrap();
         assert_eq!(String::from_utf8_lossy(&o.stdout), "hello from a worker\n", "{}", text(&o));
@@ -1177,10 +1185,11 @@ impl Drop for KillTree {
 /// one closes its listener and finishes. A SYN that finds that listener closed is left
 /// unanswered (`tcp_syns_left_unanswered`: within a second of the close, or while a successor
 /// waits for the queue), and its retransmission reaches the new worker. Before, each reload
-/// refused the connections that came meanwhile: 108 to 157 write errors. The bar is the kernel
-/// path's HAProxy in the same lab: a read error for each keep-alive connection the old worker
-/// closed with a request in flight, at most one per connection (9 or 10 a reload), nothing
-/// else. The old worker's passing of its listeners to the new master is refused (EOPNOTSUPP,
+/// refused the connections that came meanwhile: 108 to 157 write errors. The bar: no
+/// connection refused (side b's kernel counts no failed attempt) and, as the kernel path's
+/// HAProxy in the same lab, no error but the resets of connections the old worker closed with
+/// a request in flight (read errors, 9 or 10 a reload there; a write error when the reset comes
+/// before wrk wrote), at most one per connection. The old worker's passing of its listeners to the new master is refused (EOPNOTSUPP,
 /// said on stderr) and HAProxy binds anew, as it does when passing fails.
 #[test]
 fn haproxy_reloads_under_wrk_without_refusing_a_connection() {
@@ -1213,6 +1222,7 @@ fn haproxy_reloads_under_wrk_without_refusing_a_connection() {
     eventually("the master wrote its pid and started its worker", || master() > 0 && workers().len() == 1);
     for extra in [&[][..], &["-H", "Connection: close"][..]] {
         let mut wrk = WrkUnderway::start(&lab, url, 8, extra);
+        let fails_before = attempt_fails(&lab);
         let before = workers();
         assert!(Command::new("kill").args(["-USR2", &master().to_string()]).status().unwrap().success());
         eventually("the old worker is gone and a new one serves", || {
@@ -1223,8 +1233,12 @@ fn haproxy_reloads_under_wrk_without_refusing_a_connection() {
         });
         assert!(wrk.running(), "wrk ended before the reload was done: make its run longer");
         let (errors, report) = wrk.finish();
-        let closed_in_flight = errors.read.min(WRK_CONNECTIONS as u64);
-        assert_eq!(errors, WrkErrors { read: closed_in_flight, ..WrkErrors::default() }, "wrk {extra:?}: {report}");
+        assert_eq!(attempt_fails(&lab), fails_before, "connections refused: wrk {extra:?}: {report}");
+        // Resets by the old worker as it closed: read errors, or write errors when the reset
+        // came before wrk wrote its request; at most one per connection.
+        assert!(errors.read + errors.write <= WRK_CONNECTIONS as u64, "wrk {extra:?}: {report}");
+        let resets = WrkErrors { read: errors.read, write: errors.write, ..WrkErrors::default() };
+        assert_eq!(errors, resets, "wrk {extra:?}: {report}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -951,6 +951,20 @@ impl WrkUnderway {
     }
 }
 
+/// Side b's kernel's count of connection attempts that failed (`Tcp: AttemptFails` in
+/// /proc/net/snmp: a connect refused by a RST, or timed out): wrk counts a refused non-blocking
+/// connect as a write error, as it counts a write to a connection reset before it, so a test
+/// that allows resets but no refusal asks the client's kernel.
+pub fn attempt_fails(lab: &Lab) -> u64 {
+    let o = lab.exec("b", &["cat", "/proc/net/snmp"]).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    let tcp: Vec<Vec<&str>> =
+        text.lines().filter(|l| l.starts_with("Tcp:")).map(|l| l.split_whitespace().collect()).collect();
+    let [names, values] = tcp.as_slice() else { panic!("no Tcp lines in /proc/net/snmp: {text}") };
+    let i = names.iter().position(|&n| n == "AttemptFails").expect("AttemptFails");
+    values[i].parse().unwrap()
+}
+
 /// The counts in wrk's report ("Socket errors: connect 0, read 20, write 0, timeout 0",
 /// "Non-2xx or 3xx responses: 5"); absent lines count 0.
 pub fn wrk_errors(report: &str) -> WrkErrors {
