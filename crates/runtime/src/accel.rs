@@ -614,6 +614,11 @@ impl<N: Nic + 'static> Runtime<N> {
                     self.shards.start(shards);
                     if self.starts_reaper {
                         crate::process::start_reaper(&self.cfg.nic.iface, self.cfg.nic.queues);
+                        if let Sharing::Opener(f) = self.sharing {
+                            // A family whose driver may be killed: the cleanup helper then
+                            // waits for a child to take over (`family::succession`).
+                            let _ = f.name_driver();
+                        }
                     }
                     self.start_deferred_listeners();
                     if let Some(dir) = self.observe_dir.clone() {

@@ -86,9 +86,9 @@ use call::last_errno;
 pub use call::Call;
 pub use datagram::Datagram;
 pub use exec::Program;
+pub use family::successor_file;
 pub use family::FamilyStats;
 pub use passing::Passing;
-pub use process::keeper::successor_file;
 pub use process::spawn::{
     after_spawn, before_spawn, spawn_action_on, spawn_actions_destroy, spawn_actions_init, spawn_closes_from,
     spawn_dup2_source,

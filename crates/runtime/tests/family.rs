@@ -978,6 +978,87 @@ fn say(fd: i32) {
     unsafe { libc::write(fd, b"x".as_ptr().cast(), 1) };
 }
 
+/// Issue 24: the process that drives the NIC killed (SIGKILL: no exit handler, no keeper). Here
+/// that is D, this test binary run again for [`succession_driver`] (a process of its own, with
+/// an arena of its own: this one must live on, its arena untouched): D accepts the peer's
+/// connection, forks C, which shares it, names C on a pipe and is killed. C, once reparented
+/// (D is gone), lets the peer send its request and reads it: its blocking read sleeps a second
+/// at most, its process then finds the driver gone and drives the NIC itself, so the request
+/// reaches it and its answer reaches the peer, through a NIC that C now runs. C says so on the
+/// pipe, its parent being dead. Without the succession C's read sleeps on (nobody receives),
+/// no word comes and the bound fails the test.
+#[test]
+fn a_child_drives_the_nic_once_the_process_that_drove_it_is_killed() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut fds = [0; 2];
+    // SAFETY: pipe writes two fds into `fds`; without O_CLOEXEC D inherits the write end.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let (report_r, report_w) = (fds[0], fds[1]);
+    let mut d = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "succession_driver", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(REPORT_FD, report_w.to_string())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // SAFETY: our copy of the write end: D's and C's words are all that can come.
+    unsafe { libc::close(report_w) };
+    let child = within("D names its child", move || {
+        let mut b = [0u8; 4];
+        // SAFETY: 4 bytes into a live buffer.
+        assert_eq!(unsafe { libc::read(report_r, b.as_mut_ptr().cast(), 4) }, 4, "D died before its child ran");
+        i32::from_ne_bytes(b)
+    });
+    d.kill().unwrap();
+    d.wait().unwrap();
+    wait_for_word(report_r);
+    // C exits after its word; the next test must not find it running.
+    // SAFETY: pidfd_open takes integers; poll one pollfd; close the pidfd and the pipe.
+    unsafe {
+        let pidfd = libc::syscall(libc::SYS_pidfd_open, child, 0) as i32;
+        if pidfd >= 0 {
+            let mut p = libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 };
+            libc::poll(&mut p, 1, BOUND.as_millis() as i32);
+            libc::close(pidfd);
+        }
+        libc::close(report_r);
+    }
+}
+
+/// The variable that gives [`succession_driver`] the pipe to report on.
+const REPORT_FD: &str = "PRONGHORN_TEST_SUCCESSION_REPORT_FD";
+
+/// D of [`a_child_drives_the_nic_once_the_process_that_drove_it_is_killed`], which runs it in a
+/// process of its own and kills it; on its own it does nothing.
+#[test]
+#[ignore = "the process a_child_drives_the_nic_once_the_process_that_drove_it_is_killed kills"]
+fn succession_driver() {
+    let Some(report_w) = std::env::var(REPORT_FD).ok().and_then(|v| v.parse::<i32>().ok()) else { return };
+    // A D the test no longer waits for dies with the bound.
+    // SAFETY: alarm takes an integer.
+    unsafe { libc::alarm(BOUND.as_secs() as u32 * 2) };
+    let (rt, _lfd, conn, seen) = accepted("family");
+    // SAFETY: getpid has no preconditions.
+    let d = unsafe { libc::getpid() };
+    let child = fork_child(rt, move || {
+        // SAFETY: getppid has no preconditions.
+        until(|| unsafe { libc::getppid() } != d);
+        seen.send.store(true, Ordering::Relaxed);
+        let served = read_exact(rt, conn, 4) == b"ping" && done(rt.send(conn, b"pong", false)) == Ok(4);
+        until(|| seen.received.lock().unwrap().len() == 4);
+        let ok = served && *seen.received.lock().unwrap() == b"pong" && seen.driven_elsewhere.load(Ordering::Relaxed);
+        if ok {
+            say(report_w);
+        }
+        ok
+    });
+    // SAFETY: 4 bytes from a live buffer.
+    unsafe { libc::write(report_w, child.to_ne_bytes().as_ptr().cast(), 4) };
+    loop {
+        // SAFETY: pause takes nothing.
+        unsafe { libc::pause() };
+    }
+}
+
 /// SIGKILLs our child `pid` and reaps it.
 fn kill_9(pid: libc::pid_t) {
     // SAFETY: kill and waitpid take integers and a writable int.

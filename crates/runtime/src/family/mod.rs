@@ -36,16 +36,19 @@
 //!   in messages ([`crate::passing`]).
 //!
 //! The opener leaving before its children hands the NIC to a keeper forked at its exit, which
-//! takes the opener's place here ([`Family::keeper_took_over`]; `process::keeper`). Not here
-//! yet: children that drive the NIC.
+//! takes the opener's place here ([`Family::keeper_took_over`]; `process::keeper`). The opener
+//! killed (no exit handler, no keeper): a child that finds it gone takes its place and drives
+//! the NIC (`succession`).
 //!
 //! This module holds what the family shares and each process's role; `role` turns a runtime
 //! into a child's or an opener's at a fork, `sleepers` holds the children's registrations and
-//! their wakes, `death` finds the members that died and gives back what they held.
+//! their wakes, `death` finds the members that died and gives back what they held,
+//! `succession` finds the driver dead and makes a child the driver.
 
 mod death;
 mod role;
 mod sleepers;
+mod succession;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -57,6 +60,15 @@ use stack::shard::SocketId;
 use crate::family_lock::{FamilyGuard, FamilyLock};
 use crate::family_parker::{add_one, FamilyParker, ASLEEP, WOKEN};
 use crate::real;
+
+/// Where the process that drives the NIC for the family of the opener `pid` is named for the
+/// cleanup helper (`pronghorn reap`) and `pronghorn doctor`, beside the EAL's directory (which
+/// keeps the opener's name: the EAL of a keeper, or of a child that took the NIC over, is the
+/// opener's, and removes it when it closes the port). The opener names itself there as the
+/// family starts, its keeper or successor then names itself.
+pub fn successor_file(pid: u32) -> String {
+    format!("{}.keeper", nic::dpdk::runtime_dir_of(pid))
+}
 
 /// What the processes of the family share besides the shards.
 pub(crate) struct Family {
@@ -77,6 +89,9 @@ pub(crate) struct Family {
     me: AtomicUsize,
     /// When the opener looks for dead members next (its clock, ns).
     next_reap_ns: AtomicU64,
+    /// When a child looks next whether the process that drives the NIC still runs (its clock,
+    /// ns; `succession`).
+    next_driver_look_ns: AtomicU64,
     /// This process's pid (fork copies it, the child then sets its own).
     pid: AtomicI32,
 }
@@ -114,8 +129,14 @@ struct Shared {
     /// `passing`'s table of the sockets passed in messages and not yet received, made in the
     /// arena by the family's first pass (null until then; set with the family lock held).
     in_flight: AtomicPtr<()>,
-    /// The opener's pid (a process a socket may be passed to, with the members).
+    /// The opener's pid (a process a socket may be passed to, with the members; the process
+    /// that drives the NIC: the opener, its keeper or a child that took over from it) and its
+    /// start time (0: unknown), so that its death is found (`succession`).
     opener: AtomicI32,
+    opener_start: AtomicU64,
+    /// The process that opened the NIC, whose name the EAL's directory keeps whoever drives
+    /// it now ([`successor_file`]).
+    eal_pid: AtomicI32,
 }
 
 /// What the stats show of the family (`pronghorn stat`, tests).
@@ -336,6 +357,10 @@ impl Family {
                 dead_mid_update: AtomicU64::new(0),
                 // SAFETY: getpid has no preconditions.
                 opener: AtomicI32::new(unsafe { libc::getpid() }),
+                // SAFETY: getpid has no preconditions.
+                opener_start: AtomicU64::new(crate::liveness::start_time(unsafe { libc::getpid() }).unwrap_or(0)),
+                // SAFETY: getpid has no preconditions.
+                eal_pid: AtomicI32::new(unsafe { libc::getpid() }),
                 in_flight: AtomicPtr::new(std::ptr::null_mut()),
             }))
         };
@@ -354,6 +379,7 @@ impl Family {
             any_gone: AtomicBool::new(false),
             me: AtomicUsize::new(NOT_A_MEMBER),
             next_reap_ns: AtomicU64::new(0),
+            next_driver_look_ns: AtomicU64::new(0),
             // SAFETY: getpid has no preconditions.
             pid: AtomicI32::new(unsafe { libc::getpid() }),
         })))
@@ -567,7 +593,35 @@ impl Family {
     pub(crate) fn keeper_took_over(&self) {
         let me = std::process::id() as libc::pid_t;
         self.pid.store(me, Ordering::Relaxed);
-        self.shared().opener.store(me, Ordering::Release);
+        self.drives_from_now(me);
+    }
+
+    /// The process that opened the NIC (the name of the EAL's directory, and of the file that
+    /// names the family's driver for the cleanup helper: [`successor_file`]).
+    pub(crate) fn eal_pid(&self) -> u32 {
+        self.shared().eal_pid.load(Ordering::Relaxed) as u32
+    }
+
+    /// Names the process that drives the NIC now (this one) in [`successor_file`], for the
+    /// cleanup helper and `pronghorn doctor` (only root may write there: only root has a
+    /// cleanup helper).
+    pub(crate) fn name_driver(&self) -> std::io::Result<()> {
+        std::fs::write(successor_file(self.eal_pid()), std::process::id().to_string())
+    }
+
+    /// This process, which drove the NIC, closed its port: the file that named it goes.
+    pub(crate) fn unname_driver(&self) {
+        let file = successor_file(self.eal_pid());
+        if std::fs::read_to_string(&file).is_ok_and(|k| k.trim() == std::process::id().to_string()) {
+            let _ = std::fs::remove_file(file);
+        }
+    }
+
+    /// Process `me` drives the NIC for the family from now on.
+    fn drives_from_now(&self, me: libc::pid_t) {
+        let s = self.shared();
+        s.opener_start.store(crate::liveness::start_time(me).unwrap_or(0), Ordering::Relaxed);
+        s.opener.store(me, Ordering::Release);
     }
 
     /// The opener execs another program (after the drain): no socket may be passed to it.

@@ -85,6 +85,10 @@ impl<N: Nic + 'static> Accel<N> {
             }
             rt.stop_observer();
             rt.shards.stop();
+            if let (Some(f), true) = (rt.sharing.family(), rt.starts_reaper) {
+                // The port is closed: nobody is left for the cleanup helper to follow.
+                f.unname_driver();
+            }
         });
     }
 

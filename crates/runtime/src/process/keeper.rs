@@ -11,7 +11,8 @@
 //! as the opener would have, and `_exit`s without running the program's exit handlers again.
 //!
 //! This module owns the hand-over and the keeper's life; `family` owns who the opener is, and
-//! the cleanup helper (`pronghorn reap`) follows the keeper by the file [`successor_file`].
+//! the cleanup helper (`pronghorn reap`) follows the keeper by the file `family::successor_file`
+//! names.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -19,7 +20,7 @@ use nic::Nic;
 
 use super::Leaving;
 use crate::accel::Accel;
-use crate::family::Sharing;
+use crate::family::{successor_file, Sharing};
 use crate::real;
 
 /// What the opener's exit became.
@@ -37,15 +38,9 @@ pub(super) enum Handoff {
 /// look for its dead runs once a second: `family::REAP_EVERY_NS`).
 const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// The opener's pid, in the keeper (its successor file names it).
+/// The pid of the process that opened the EAL, in the keeper (its successor file is named
+/// after it).
 static OPENER: AtomicU32 = AtomicU32::new(0);
-
-/// Where the opener `pid` names its keeper for the cleanup helper, beside the EAL's directory
-/// (which keeps the opener's name: the keeper's EAL is the opener's, and removes it when it
-/// closes the port).
-pub fn successor_file(pid: u32) -> String {
-    format!("{}.keeper", nic::dpdk::runtime_dir_of(pid))
-}
 
 impl<N: Nic + 'static> Accel<N> {
     /// At the exit or exec (`leaving`) of the opener of a family some member of which still
@@ -64,8 +59,11 @@ impl<N: Nic + 'static> Accel<N> {
             return Handoff::None;
         };
         let opener = std::process::id();
-        let file = successor_file(opener);
-        OPENER.store(opener, Ordering::Relaxed);
+        // Named after the process that opened the EAL (this one, unless it took the NIC over
+        // itself: `family::succession`), whose name the EAL's directory keeps.
+        let eal = f.eal_pid();
+        let file = successor_file(eal);
+        OPENER.store(eal, Ordering::Relaxed);
         match self.fork_keeper() {
             Some(0) => {
                 // The hooks tell a vfork child from the runtime's owner by its pid.

@@ -368,6 +368,11 @@ impl WaitState {
 /// Without an rx fd (the in-memory NIC) a driver cannot sleep on packets: it looks this often.
 const NO_RX_FD_SLEEP_MS: i32 = 1;
 
+/// The longest a fork family's child's thread sleeps in the runtime (ms): its process then
+/// looks whether the process that drives the NIC still runs (`family::succession`), and the
+/// call sleeps again if nothing changed.
+pub(crate) const DRIVER_LOOK_MS: i32 = 1000;
+
 /// What a thread about to sleep decided under the lock.
 pub(crate) struct Sleep {
     pub parker: Arc<Parker>,

@@ -11,7 +11,7 @@ use stack::shard::SocketId;
 
 use super::{
     forget_parker, my_parker, my_reset_parker, owe_wake, pin_to, restarts_after_signal, sleep, thread_token, Dir, Mode,
-    Parker, PollFds, Sleep, CALLS_PER_PASS, NO_RX_FD_SLEEP_MS,
+    Parker, PollFds, Sleep, CALLS_PER_PASS, DRIVER_LOOK_MS, NO_RX_FD_SLEEP_MS,
 };
 use crate::accel::{Accel, Runtime};
 use crate::real;
@@ -67,7 +67,9 @@ impl<N: Nic + 'static> Runtime<N> {
             let child = f.prepare_sleep(waits_on, kernel_fds, parker.fd(), again);
             parker.set_family_sleeper(child.sleeper());
             let family = Some(child);
-            return Sleep { parker, drives: false, spin: false, rx_fd: None, timeout_ms: limit_ms, family, bell: None };
+            // At most so long: its process looks whether the driver still runs (`family`).
+            let timeout_ms = if limit_ms < 0 { DRIVER_LOOK_MS } else { limit_ms.min(DRIVER_LOOK_MS) };
+            return Sleep { parker, drives: false, spin: false, rx_fd: None, timeout_ms, family, bell: None };
         }
         if self.wait.auto && self.wait.mode == Mode::Inline && self.wait.parked >= 2 {
             // Two application threads blocked at once: a thread-per-connection program. From
@@ -125,6 +127,9 @@ impl<N: Nic + 'static> Runtime<N> {
         if let Some(child) = &s.family {
             s.parker.set_family_sleeper(None);
             child.end();
+            if let Some(f) = self.sharing.child() {
+                self.take_over_from_a_dead_driver(f);
+            }
         }
         if s.drives {
             self.wait.driver = false;
