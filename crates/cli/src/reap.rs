@@ -14,7 +14,10 @@
 //!
 //! A fork family's opener that exits while its children still run hands its port to a keeper
 //! (docs/runtime.md, "The opener leaving first"), which it names in `<EAL dir>.keeper`: the
-//! helper then waits for the keeper too, and cleans up after it as after P.
+//! helper then waits for the keeper too, and cleans up after it as after P. The opener names
+//! itself there as its family starts: when it (or whoever drives the NIC for the family) dies
+//! without handing the port on, a child takes the NIC over and names itself, and the helper
+//! follows it; it cleans up once no process holds a queue if none does.
 
 use std::os::fd::FromRawFd;
 use std::process::Command;
@@ -59,9 +62,18 @@ pub fn run(args: ReapArgs) -> Result<i32> {
             let _ = std::fs::remove_file(runtime::observe::region::stats_path(run_dir, watched));
             let _ = std::fs::remove_file(runtime::observe::region::control_path(run_dir, watched));
         }
-        let Ok(keeper) = std::fs::read_to_string(runtime::successor_file(args.pid)) else { break };
-        match keeper.trim().parse::<u32>() {
-            Ok(k) if k != watched => watched = k,
+        match named_driver(args.pid) {
+            Some(k) if k != watched => watched = k,
+            // The family's driver died without handing the NIC on (killed: no keeper), while
+            // its port is open and its children hold their queue: one of them takes the NIC
+            // over within a second or so and names itself (runtime's `family::succession`).
+            // Followed when it does; cleaned up after when nobody holds a queue any more.
+            Some(_) if std::path::Path::new(&nic::dpdk::runtime_dir_of(args.pid)).exists() => {
+                match wait_for_successor(&args, watched) {
+                    Some(k) => watched = k,
+                    None => break,
+                }
+            }
             _ => break,
         }
     }
@@ -106,6 +118,30 @@ pub fn run(args: ReapArgs) -> Result<i32> {
         bail!("reap: {e}");
     }
     Ok(0)
+}
+
+/// The process the file beside P's EAL directory names as the family's driver (P itself while
+/// it drives; its keeper, or a child that took the NIC over, then).
+fn named_driver(pid: u32) -> Option<u32> {
+    std::fs::read_to_string(runtime::successor_file(pid)).ok()?.trim().parse().ok()
+}
+
+/// How often the helper looks for the successor of a family's driver that died.
+const SUCCESSOR_LOOK: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// After the family's driver `dead` died without handing the NIC on: the process that names
+/// itself its successor, or `None` once no process holds a queue of the interface (nobody took
+/// over: the port is the helper's to clean up).
+fn wait_for_successor(args: &ReapArgs, dead: u32) -> Option<u32> {
+    loop {
+        if let Some(k) = named_driver(args.pid).filter(|&k| k != dead) {
+            return Some(k);
+        }
+        if nic::share::idle(&args.iface, args.queues).is_some() {
+            return None;
+        }
+        std::thread::sleep(SUCCESSOR_LOOK);
+    }
 }
 
 /// Waits until process `pid` has exited (at once if it is gone).
