@@ -13,7 +13,7 @@
 //! This file is the list of scenarios; the rigs they use (the lab, pronghorn's echo and client,
 //! the servers and their kernel twins) are in `rigs.rs`.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -670,9 +670,7 @@ fn sockperf_server_runs_unmodified_under_pronghorn_run() {
     assert!(Path::new(&dir).exists(), "{dir} while the server runs");
     server.0.kill().unwrap();
     server.0.wait().unwrap();
-    let xdp_attached = || {
-        text(&lab.exec("a", &["ip", "link", "show", &format!("{}-a0", lab.prefix)]).output().unwrap()).contains("xdp")
-    };
+    let xdp_attached = || lab.xdp_attached();
     let mut left = true;
     for _ in 0..1000 {
         left = Path::new(&dir).exists() || xdp_attached();
@@ -1031,19 +1029,13 @@ fn a_family_whose_opener_exits_first_is_served_by_its_keeper() {
     // The family ends: the keeper closes the port and goes.
     nginx.signal("-QUIT", daemon);
     let eal = format!("/var/run/dpdk/pronghorn-{opener}");
-    let ns = format!("{}-a", lab.prefix);
-    let iface = format!("{}-a0", lab.prefix);
-    let program_attached = || {
-        let o = Command::new("ip").args(["-n", &ns, "-d", "link", "show", "dev", &iface]).output().unwrap();
-        text(&o).contains("prog/xdp")
-    };
     let keeper_runs = || {
         let stat = text_of(Path::new(&format!("/proc/{keeper}/stat")));
         !stat.is_empty() && !stat.contains(") Z ")
     };
     eventually("the keeper ends after the family", || !keeper_runs());
     eventually("the port is closed and the XDP program detached", || {
-        !Path::new(&eal).exists() && !Path::new(&format!("{eal}.keeper")).exists() && !program_attached()
+        !Path::new(&eal).exists() && !Path::new(&format!("{eal}.keeper")).exists() && !lab.xdp_attached()
     });
     // By the keeper itself: the cleanup helper (whose stderr is the opener's) had nothing to do.
     let said = text_of(&stderr);
@@ -1368,6 +1360,82 @@ fn a_family_whose_opener_execs_is_served_by_its_keeper() {
     assert!(stderr.contains("execs a new program while its children"), "{stderr}");
     assert!(stderr.contains("(pronghorn-keep), a copy of it, drives the NIC"), "{stderr}");
     assert!(status.success(), "the new program's wait for the child: {status:?} {stderr}");
+}
+
+/// Issue 24: the process that drives the NIC for its family killed (SIGKILL: no exit handler,
+/// no keeper; tests/lab/opener_killed.py): its child, which echoes on the listener it inherited
+/// and sleeps in epoll_wait, finds it gone (a child's sleep in the runtime lasts a second at
+/// most), takes its place and drives the NIC, and says so: side b's connection, open across the
+/// kill, and a new one are echoed. Before, the child was left without a stack and served
+/// nothing, silently. The child, killed in turn, leaves the port to the cleanup helper, which
+/// followed the driver from the opener to the child and now detaches the XDP program (before,
+/// it gave up at the opener's death and nobody did).
+#[test]
+fn a_child_drives_the_nic_when_its_familys_driver_is_killed() {
+    let Some(_scenario) = scenario(&[]) else { return };
+    let lab = Lab::up("tst-killfam", &[]);
+    let (dir, cfg_path) = family_config(&lab, "killfam");
+    let script = format!("{}/../../tests/lab/opener_killed.py", env!("CARGO_MANIFEST_DIR"));
+    let argv =
+        [bin(), "run", "--config", cfg_path.to_str().unwrap(), "--", "python3", &script, "server", "10.99.0.1", "7304"];
+    let mut server = lab.exec("a", &argv).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut out = BufReader::new(server.stdout.take().unwrap());
+    let mut stderr = server.stderr.take().unwrap();
+    let mut server = Accelerated(server);
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let pids: Vec<i32> = line
+        .strip_prefix("ready ")
+        .unwrap_or_else(|| panic!("the server said {line:?}"))
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    let (opener, child) = (pids[0], pids[1]);
+    let _child = KillTree(child as u32);
+    let mut client = lab
+        .exec("b", &["python3", &script, "client", "10.99.0.1", "7304"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut client_out = BufReader::new(client.stdout.take().unwrap());
+    line.clear();
+    client_out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "echoed", "before the kill");
+    // SAFETY: kill takes integers; `opener` is the server's process, which still runs.
+    unsafe { libc::kill(opener, libc::SIGKILL) };
+    let _ = server.0.wait();
+    client.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut report = String::new();
+    client_out.read_to_string(&mut report).unwrap();
+    let _ = client.wait();
+    let seen: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&report).unwrap_or_else(|e| panic!("{e}: the client said {report:?}"));
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert!(seen.values().all(|v| v == &serde_json::Value::Bool(true)), "{seen:?}");
+    // The child, the family's driver now, is killed too: the cleanup helper, which followed
+    // the driver to it (it named itself beside the EAL's directory), detaches the program.
+    // SAFETY: kill takes integers; `child` is the server's child, which still runs.
+    unsafe { libc::kill(child, libc::SIGKILL) };
+    let eal = format!("/var/run/dpdk/pronghorn-{opener}");
+    eventually("the child ends", || {
+        let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+        stat.is_empty() || stat.contains(") Z ")
+    });
+    eventually("the port is closed and the XDP program detached", || {
+        !Path::new(&eal).exists() && !Path::new(&format!("{eal}.keeper")).exists() && !lab.xdp_attached()
+    });
+    let mut said = String::new();
+    stderr.read_to_string(&mut said).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        said.contains(&format!(
+            "pid {opener}, which drove the NIC for its family (runtime.share = \"family\"), is gone without handing it \
+             on (killed by a signal?): pid {child} drives the NIC for the family from now on"
+        )),
+        "{said}"
+    );
+    assert!(said.contains(&format!("pronghorn reap: pid {child} ended without closing its port")), "{said}");
 }
 
 /// Issue 10: `lab up --nodes 3`. Each node is a namespace with its own DPDK-driven veth (no
@@ -2319,11 +2387,7 @@ fn a_server_started_after_one_was_killed_detaches_the_program_it_left() {
         read_until(&mut BufReader::new(server.0.stdout.take().unwrap()), "ready", "udp-echo-server");
         server
     };
-    let program_attached = || {
-        let ns = format!("{}-a", lab.prefix);
-        let o = Command::new("ip").args(["-n", &ns, "-d", "link", "show", "dev", &iface]).output().unwrap();
-        text(&o).contains("prog/xdp")
-    };
+    let program_attached = || lab.xdp_attached();
     let first = server("7030");
     assert!(program_attached(), "the first server's program is attached");
     // Its cleanup helper goes first (its command line kept), then the server itself.

@@ -37,6 +37,13 @@ impl Lab {
         c
     }
 
+    /// Whether side a's DPDK-owned veth carries an XDP program (`ip -d link` shows it).
+    pub fn xdp_attached(&self) -> bool {
+        let (ns, iface) = (format!("{}-a", self.prefix), format!("{}-a0", self.prefix));
+        let o = Command::new("ip").args(["-n", &ns, "-d", "link", "show", "dev", &iface]).output().unwrap();
+        text(&o).contains("prog/xdp")
+    }
+
     pub fn config_a(&self) -> PathBuf {
         PathBuf::from(format!("/run/pronghorn/lab/{}/a.toml", self.prefix))
     }
