@@ -81,11 +81,15 @@ impl<N: Nic + 'static> Accel<N> {
                 let list: Vec<String> = children.iter().map(i32::to_string).collect();
                 let msg = format!(
                     "pronghorn: pid {opener} drives the NIC for its family (runtime.share = \"family\") and {} while \
-                     its children{}{} still use its stack: pid {keeper} (pronghorn-keep), a copy of it, drives the NIC \
-                     for them until the last one ends{}\n",
+                     {} still use its stack: pid {keeper} (pronghorn-keep), a copy of it, drives the NIC for them until \
+                     the last one ends{}\n",
                     if leaving == Leaving::Exec { "execs a new program" } else { "exits" },
-                    if list.is_empty() { "" } else { " " },
-                    list.join(", "),
+                    // A child that took the NIC over (`family::succession`) forked none of them.
+                    if list.is_empty() {
+                        "other processes of the family".to_string()
+                    } else {
+                        format!("its children {}", list.join(", "))
+                    },
                     match recorded {
                         // Only a process that runs as root has a cleanup helper (`start_reaper`).
                         // SAFETY: geteuid takes no memory and cannot fail.
