@@ -952,6 +952,47 @@ fn nginx_reloads_under_wrk_without_errors_with_share_family() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Issue 24: nginx's master killed with SIGKILL under wrk (20 keep-alive connections), with
+/// `--profile nginx-reload` (its two workers on the master's stack). On Linux the workers serve
+/// on; here one of them finds the master gone within a second and drives the NIC
+/// (`family::succession`): wrk counts no error but timeouts (a request caught in the second
+/// without a driver may wait that long; none was seen by hand), new connections are served, and
+/// when the workers quit the last of them closes the port: no EAL directory and no XDP program
+/// are left. Before, the workers were left without a stack and nothing more was served.
+#[test]
+fn nginx_serves_on_when_its_master_is_killed_with_share_family() {
+    let Some(_scenario) = scenario(&[]) else { return };
+    let lab = Lab::up("tst-nginxkill", &[]);
+    let (nginx, dir) = nginx_sharing_its_masters_stack(&lab, "pronghorn-nginx-kill");
+    let (master, workers) = (nginx.pid(), nginx.workers());
+    // Reparented once the master is gone: the master's drop no longer finds them.
+    let _workers: Vec<KillTree> = workers.iter().map(|&w| KillTree(w)).collect();
+    let url = "http://10.99.0.1:8080/index.html";
+    let mut wrk = WrkUnderway::start(&lab, url, 6, &[]);
+    nginx.signal("-KILL", master);
+    assert!(wrk.running(), "wrk ended before the master was killed: make its run longer");
+    let (errors, report) = wrk.finish();
+    assert_eq!(WrkErrors { timeout: 0, ..errors }, WrkErrors::default(), "{report}");
+    for _ in 0..10 {
+        let o = lab.exec("b", &["curl", "-sf", "-m", "10", url]).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "hello from a worker\n", "after the master's death");
+    }
+    for &w in &workers {
+        nginx.signal("-QUIT", w);
+    }
+    let eal = format!("/var/run/dpdk/pronghorn-{master}");
+    eventually("the workers end, the port is closed and the XDP program detached", || {
+        workers.iter().all(|w| {
+            let stat = std::fs::read_to_string(format!("/proc/{w}/stat")).unwrap_or_default();
+            stat.is_empty() || stat.contains(") Z ")
+        }) && !Path::new(&eal).exists()
+            && !Path::new(&format!("{eal}.keeper")).exists()
+            && !lab.xdp_attached()
+    });
+    drop(nginx);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Issue 24 stage 4: under `share = "family"` (`--profile nginx-reload`) listen() opens the NIC,
 /// so an nginx with `daemon on` opens it in the process that daemon's fork then leaves. The
 /// exiting opener forks a keeper (`pronghorn-keep`) that drives the NIC for the family: the
