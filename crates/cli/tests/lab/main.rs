@@ -962,7 +962,7 @@ fn nginx_reloads_under_wrk_without_errors_with_share_family() {
 #[test]
 fn nginx_serves_on_when_its_master_is_killed_with_share_family() {
     let Some(_scenario) = scenario(&[]) else { return };
-    let lab = Lab::up("tst-nginxkill", &[]);
+    let lab = Lab::up("tst-ngxkill", &[]);
     let (nginx, dir) = nginx_sharing_its_masters_stack(&lab, "pronghorn-nginx-kill");
     let (master, workers) = (nginx.pid(), nginx.workers());
     // Reparented once the master is gone: the master's drop no longer finds them.
