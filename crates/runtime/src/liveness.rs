@@ -42,6 +42,38 @@ pub(crate) fn wait_exited(pid: libc::pid_t) {
 /// exit unmaps the family's mappings, the hugepages among them: milliseconds).
 const EXIT_WAIT_MS: i32 = 1000;
 
+/// Where process `pid`, started at `start` (0: unknown), stands, from one read of
+/// /proc/PID/stat: no such process, a zombie or another process by now (its start time) is
+/// [`Standing::Gone`]; PF_EXITING (0x4) in its flags (field 9), killed or exiting, its files
+/// (pipes among them) being closed but not yet an exited process for a pidfd, is
+/// [`Standing::Exiting`]: a process it forked that finds a pipe from it closed (PostgreSQL's
+/// backends watch the postmaster that way) may get here before [`gone`] would tell.
+pub(crate) fn standing(pid: libc::pid_t, start: u64) -> Standing {
+    const PF_EXITING: u64 = 0x4;
+    let mut buf = [0u8; 1024];
+    let Some(stat) = u32::try_from(pid).ok().and_then(|p| crate::observe::region::read_proc_stat(p, &mut buf)) else {
+        return Standing::Gone;
+    };
+    let Some(close) = stat.iter().rposition(|&b| b == b')') else { return Standing::Runs };
+    let field = |n: usize| stat[close + 1..].split(|&b| b == b' ').filter(|f| !f.is_empty()).nth(n - 3);
+    let number = |n: usize| field(n).and_then(|f| std::str::from_utf8(f).ok()?.parse::<u64>().ok());
+    if matches!(field(3), Some(b"Z" | b"X")) || (start != 0 && number(22).is_some_and(|s| s != start)) {
+        Standing::Gone
+    } else if number(9).is_some_and(|f| f & PF_EXITING != 0) {
+        Standing::Exiting
+    } else {
+        Standing::Runs
+    }
+}
+
+/// What [`standing`] finds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Standing {
+    Runs,
+    Exiting,
+    Gone,
+}
+
 /// Process `pid`'s start time: /proc/PID/stat's 22nd field (clock ticks after boot).
 pub(crate) fn start_time(pid: libc::pid_t) -> Option<u64> {
     crate::observe::region::start_time_of(u32::try_from(pid).ok()?)

@@ -50,10 +50,39 @@ impl Family {
 
 impl<N: nic::Nic + 'static> crate::accel::Runtime<N> {
     /// In a child's hold after one of its threads slept (both locks held): when the look at
-    /// the driver is due and finds it gone, this process takes its place (module doc). A child
-    /// that cannot drive the NIC (the program closed the NIC's fds it inherited) says so once.
+    /// the driver is due and finds it gone, this process takes its place (module doc).
     pub(crate) fn take_over_from_a_dead_driver(&mut self, f: &'static Family) {
-        let Some(dead) = f.driver_gone(self.now()) else { return };
+        if let Some(dead) = f.driver_gone(self.now()) {
+            self.take_over_from(f, dead);
+        }
+    }
+
+    /// At a child's exit (both locks held): when the driver is gone, this process takes its
+    /// place first, so that its exit sends what its connections hold and their FINs, and, the
+    /// last of the family, closes the port (a program whose children end when it dies, as
+    /// PostgreSQL's backends do, leaves no driver otherwise: its clients wait for ever and the
+    /// XDP program stays).
+    pub(crate) fn take_over_at_exit(&mut self) {
+        use crate::liveness::{standing, wait_exited, Standing};
+        let Some(f) = self.sharing.child() else { return };
+        let s = f.shared();
+        let driver = s.opener.load(Ordering::Acquire);
+        match standing(driver, s.opener_start.load(Ordering::Relaxed)) {
+            _ if driver <= 0 => {}
+            Standing::Runs => {}
+            // A child may be exiting because the driver is (a closed pipe told it): the
+            // driver's exit is let finish first (a second at most).
+            Standing::Exiting => {
+                wait_exited(driver);
+                self.take_over_from(f, driver);
+            }
+            Standing::Gone => self.take_over_from(f, driver),
+        }
+    }
+
+    /// This child takes the place of the driver `dead` (module doc). A child that cannot drive
+    /// the NIC (the program closed the NIC's fds it inherited) says so once.
+    fn take_over_from(&mut self, f: &'static Family, dead: libc::pid_t) {
         let me = std::process::id();
         if let Some(fd) = self.rx_fds.iter().flatten().copied().find(|&fd| !is_socket(fd)) {
             static SAID: AtomicBool = AtomicBool::new(false);

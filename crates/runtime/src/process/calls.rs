@@ -31,8 +31,10 @@ impl<N: Nic + 'static> Accel<N> {
     /// it sees the shard gone. A forked child that does not own the NIC never gets here
     /// (`FORKED`). The opener of a fork family some member of which still runs hands the NIC to
     /// a keeper instead and closes nothing; the keeper finishes this way once the family has
-    /// ended, then `_exit`s (`keeper`).
+    /// ended, then `_exit`s (`keeper`). A child of a family whose driver is gone (killed)
+    /// takes its place first, and exits as the opener would (`family::succession`).
     pub fn at_exit(&self) {
+        self.try_with(|rt| rt.take_over_at_exit());
         if !self.handed_to_keeper(Leaving::Exit) {
             self.finish_at_exit();
         }
