@@ -2869,6 +2869,48 @@ fn postgres_tables_after_pgbench_are_the_kernel_paths_with_share_family() {
     let _ = std::fs::remove_dir_all(&pg.dir);
 }
 
+/// Issue 24: PostgreSQL's postmaster killed with SIGKILL while a client's query runs
+/// (`--profile postgres`). On Linux the backends find the postmaster gone and exit, the kernel
+/// closes their connections, and psql says "server closed the connection unexpectedly". Here
+/// nobody drives the NIC once the postmaster is gone, and a backend busy in its query never
+/// sleeps in the runtime to find that out: a child of the family that exits takes the driver's
+/// place first (`family::succession`), so the backend's FIN goes out, and the last process of
+/// the family closes the port. Before, psql waited until `timeout` ended it, and the XDP
+/// program stayed attached (the server is not root: it has no cleanup helper).
+#[test]
+fn postgres_clients_hear_the_server_went_away_when_the_postmaster_is_killed_with_share_family() {
+    let Some(pg) = Postgres::start("tst-pgdie", Some("postgres")) else { return };
+    let lab = &pg.lab;
+    let postmaster = postmaster_pid(&pg.data);
+    let query = ["timeout", "30", "psql", "-h", "10.99.0.1", "-U", "postgres", "-Atc", "select pg_sleep(3); select 1"];
+    let psql = lab.exec("b", &query).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let of_the_server = |pid: &str| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|d| d == pg.data);
+    let processes = || -> Vec<String> {
+        let o = Command::new("pgrep").args(["-f", "^postgres: "]).output().unwrap();
+        text(&o).lines().map(str::to_string).filter(|p| of_the_server(p)).collect()
+    };
+    eventually("the query's backend runs", || {
+        processes().iter().any(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.starts_with(b"postgres: postgres postgres "))
+        })
+    });
+    // SAFETY: kill takes integers; the postmaster, which runs.
+    unsafe { libc::kill(postmaster, libc::SIGKILL) };
+    let o = psql.wait_with_output().unwrap();
+    assert_ne!(
+        o.status.code(),
+        Some(124),
+        "psql waited until timeout ended it: {}\n{}",
+        text(&o),
+        pg.log.lock().unwrap()
+    );
+    assert!(text(&o).contains("server closed the connection unexpectedly"), "psql: {}", text(&o));
+    eventually("the family ends and the port is closed", || processes().is_empty() && !lab.xdp_attached());
+    let log = pg.log.lock().unwrap().clone();
+    assert!(log.contains(&format!("pronghorn: pid {postmaster}, which drove the NIC for its family")), "{log}");
+    let _ = std::fs::remove_dir_all(&pg.dir);
+}
+
 /// Issue 24 stage 3: with `--profile postgres` (`[runtime] share = "family"`) the backend the postmaster forks for a
 /// connection serves it on the postmaster's stack (the postmaster's stack thread drives the NIC):
 /// psql from side b gets its answer, several times over (a backend per connection), and
