@@ -682,6 +682,12 @@ fn down(n: &Names, quiet: bool) -> Result<()> {
     namespaces.extend(n.node_namespaces());
     for ns in &namespaces {
         if netns_exists(ns) {
+            // The queue locks of the processes that drove its interfaces (`nic::share`), kept
+            // per namespace by its inode, go with it.
+            if let Ok(m) = fs::metadata(format!("/run/netns/{ns}")) {
+                use std::os::unix::fs::MetadataExt;
+                let _ = fs::remove_dir_all(nic::share::namespace_dir(m.ino()));
+            }
             // Deleting a namespace deletes the veth end inside it, and with it the pair.
             sh(false, "ip", &["netns", "del", ns])?;
             removed.push(format!("namespace {ns}"));

@@ -317,6 +317,13 @@ pub struct AllQueues {
     _locks: Vec<File>,
 }
 
+/// The directory of the lock files of the network namespace whose inode is `netns` (what
+/// `/proc/self/ns/net`, or a namespace's bind mount under /run/netns, has as its inode): the
+/// lab removes it with the namespace.
+pub fn namespace_dir(netns: u64) -> PathBuf {
+    PathBuf::from(format!("{}/{netns}", root()))
+}
+
 /// `Some` when no process holds a queue of `iface` (among its first `queues`): the guard keeps it
 /// so. The cleanup helper detaches a dead process's XDP program only then.
 pub fn idle(iface: &str, queues: u16) -> Option<AllQueues> {

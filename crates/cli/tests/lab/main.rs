@@ -1488,8 +1488,17 @@ fn lab_nodes_reach_side_b_and_each_other_and_down_leaves_nothing() {
     let Some(_scenario) = scenario(&[]) else { return };
     let prefix = &testkit::lab::lab_prefix("tst-nodes");
     let huge_before = nr_hugepages();
+    let queue_dirs;
     {
         let lab = Lab::up("tst-nodes", &["--nodes", "3"]);
+        // The queue locks of each node's namespace (`nic::share`), under its inode.
+        queue_dirs = (1..=3)
+            .map(|k| {
+                use std::os::unix::fs::MetadataExt;
+                let ino = std::fs::metadata(format!("/run/netns/{prefix}-a{k}")).unwrap().ino();
+                nic::share::namespace_dir(ino)
+            })
+            .collect::<Vec<PathBuf>>();
         let o = pronghorn(&["lab", "status", "--prefix", prefix]);
         let status = text(&o);
         assert!(
@@ -1548,9 +1557,15 @@ fn lab_nodes_reach_side_b_and_each_other_and_down_leaves_nothing() {
         pronghorn_client(&lab, "a3", "[fd99::12]:7", 1 << 20, 2, None);
         let (s1, s2) = (e1.stop(), e2.stop());
         assert!(s1.contains("1 accepted") && s2.contains("4 accepted"), "{s1}{s2}");
+        assert!(
+            queue_dirs.iter().all(|d| d.exists()),
+            "no queue locks where the nodes drove their NICs: {queue_dirs:?}"
+        );
     }
     let namespaces = ["a1", "a2", "a3", "b"];
     assert_lab_gone(prefix, &namespaces, &["br", "n1", "n2", "n3", "p1", "p2", "p3"], huge_before);
+    let left: Vec<_> = queue_dirs.iter().filter(|d| d.exists()).collect();
+    assert!(left.is_empty(), "lab down left the queue locks of its namespaces: {left:?}");
 }
 
 /// Two labs at once (two people testing on one machine): the second reserves hugepages of its
