@@ -255,7 +255,9 @@ pub fn run(args: BenchArgs) -> Result<i32> {
         facts.insert(
             "sampling",
             "the server's cores sampled by perf during each client run (cpu-clock every 100 us of CPU): \
-             server_core_per_app is their busy time per unit of the application's own code"
+             server_core_per_app is their busy time per unit of the application's own code; \
+             kernel_net_percent the share of it in the kernel's network code (socket calls, TCP/IP, a \
+             packet's receive and transmit, epoll and poll waits)"
                 .into(),
         );
     }
@@ -413,7 +415,7 @@ fn run_clients(
         let out = lab.client(&args.client_cpus(), &client.argv).output().context("cannot start the client")?;
         let seconds = t0.elapsed().as_secs_f64();
         let after = (cpu_times(&args.server_cpus())?, cpu_times(&args.client_cpus())?);
-        let per_app = match (sampler, app) {
+        let sampled = match (sampler, app) {
             (Some(s), Some(app)) => Some(s.finish(app)?),
             _ => None,
         };
@@ -428,8 +430,10 @@ fn run_clients(
             metric,
             value,
         }));
-        if let Some(value) = per_app {
-            samples.push(Sample { case: format!("server {}", client.label), metric: "server_core_per_app", value });
+        if let Some(sampled) = sampled {
+            let case = format!("server {}", client.label);
+            samples.push(Sample { case: case.clone(), metric: "server_core_per_app", value: sampled.per_app });
+            samples.push(Sample { case, metric: "kernel_net_percent", value: sampled.kernel_net_percent });
         }
         eprintln!(
             "  {:<22} {}",

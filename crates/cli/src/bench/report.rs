@@ -218,6 +218,33 @@ fn ratio_cell(s: &Summary) -> String {
     format!("{:.2}x ({:.2}-{:.2})", s.ratio_median, s.ratio_min, s.ratio_max)
 }
 
+/// What the kernel path's `kernel_net_percent` (`--sample-server`) says each case could give at
+/// most: were a stack's own cost nothing and the rest of the server's work unchanged, its
+/// saturated cores would do 100 / (100 - that) times the kernel path's work. None without it.
+fn ceilings(summaries: &[Summary]) -> Option<String> {
+    let lines: Vec<String> = summaries
+        .iter()
+        .filter(|s| s.metric == "kernel_net_percent" && s.kernel_median.is_finite() && s.kernel_median < 100.0)
+        .map(|s| {
+            let case = s.case.strip_prefix("server ").unwrap_or(&s.case);
+            format!(
+                "- {case}: {:.1}% on the kernel path, so at most {:.2}x",
+                s.kernel_median,
+                100.0 / (100.0 - s.kernel_median)
+            )
+        })
+        .collect();
+    if lines.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "The most a user-space stack could give each case where the server's cores are saturated: the \
+         kernel path's busy time over what is left of it without its network code (kernel_net_percent; \
+         a stack that cost nothing, all else unchanged):\n{}\n",
+        lines.join("\n")
+    ))
+}
+
 /// The human table (stdout and markdown share it).
 pub fn table(summaries: &[Summary], markdown: bool) -> String {
     let head = ["case", "metric", "kernel", "pronghorn", "pronghorn/kernel (min-max)", "better"];
@@ -303,6 +330,10 @@ pub fn write(
     println!("lab model: {}", model.description);
     print!("{}", table(&summaries, false));
     println!("(ratio = pronghorn/kernel per round, lab model {model_name}; for latency lower is better)");
+    let ceilings = ceilings(&summaries);
+    if let Some(text) = &ceilings {
+        print!("{text}");
+    }
 
     let json = serde_json::json!({
         "workload": name, "command": command, "machine": facts, "model": model, "rounds": rounds,
@@ -328,6 +359,9 @@ pub fn write(
     );
     let _ = writeln!(md, "Ratios pronghorn/kernel in the {model_name} lab model:\n");
     md += &table(&summaries, true);
+    if let Some(text) = &ceilings {
+        let _ = write!(md, "\n{text}");
+    }
     let _ = writeln!(
         md,
         "\nCPU use during the client runs, lab model {model_name} (median over rounds; busy = not idle, {of}; \
@@ -403,10 +437,31 @@ mod tests {
     }
 
     #[test]
+    fn the_kernel_paths_network_share_says_what_a_stack_could_give_at_most() {
+        let net = |round, path, value| Run {
+            samples: vec![Sample { case: "server -S -C -c 16".into(), metric: "kernel_net_percent", value }],
+            ..run(round, path, 0.0)
+        };
+        // Kernel path medians 5.0 (of 4, 5, 6): at most 100/95; pronghorn's own share is not it.
+        let runs = [
+            net(0, "kernel", 4.0),
+            net(0, "pronghorn", 1.0),
+            net(1, "kernel", 6.0),
+            net(1, "pronghorn", 90.0),
+            net(2, "kernel", 5.0),
+            net(2, "pronghorn", 1.0),
+        ];
+        let text = ceilings(&summarize(&runs)).unwrap();
+        assert!(text.contains("- -S -C -c 16: 5.0% on the kernel path, so at most 1.05x"), "{text}");
+        assert_eq!(ceilings(&summarize(&[run(0, "kernel", 1.0), run(0, "pronghorn", 2.0)])), None);
+    }
+
+    #[test]
     fn medians_of_even_counts_average_the_middle() {
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
         assert!(median(&[]).is_nan());
         assert_eq!(fmt_value(1234567.4, "requests/s"), "1,234,567");
         assert_eq!(fmt_value(2.567, super::super::workloads::PER_APP_UNIT), "2.57");
+        assert_eq!(fmt_value(4.64, super::super::workloads::NET_PERCENT_UNIT), "4.6");
     }
 }

@@ -96,6 +96,9 @@ pub struct Sample {
 /// The unit of `server_core_per_app` (`--sample-server`), a ratio shown with two decimals.
 pub const PER_APP_UNIT: &str = "server-core busy time per unit of the application's own code";
 
+/// The unit of `kernel_net_percent` (`--sample-server`).
+pub const NET_PERCENT_UNIT: &str = "% of the server cores' busy time in the kernel's network code";
+
 /// A metric's unit and which direction is better.
 pub fn metric_info(metric: &str) -> (&'static str, bool) {
     match metric {
@@ -112,6 +115,7 @@ pub fn metric_info(metric: &str) -> (&'static str, bool) {
         "latency_avg_ms" => ("ms", false),
         "server_cpu_us_per_tx" => ("us of server-core CPU per transaction", false),
         "server_core_per_app" => (PER_APP_UNIT, false),
+        "kernel_net_percent" => (NET_PERCENT_UNIT, false),
         "mb_per_s" => ("MB/s of values", true),
         "TcpOutSegs" | "TcpRetransSegs" => ("segments", false),
         m if m.starts_with("TcpExt") => ("count", true),
