@@ -254,7 +254,8 @@ pub fn run(args: BenchArgs) -> Result<i32> {
     if args.sample_server {
         facts.insert(
             "sampling",
-            "the server's cores sampled by perf during each client run (cpu-clock every 100 us of CPU): \
+            "the server's cores sampled by perf during each client run (cpu-clock every 100 us of CPU, with call \
+             graphs): \
              server_core_per_app is their busy time per unit of the application's own code; \
              kernel_net_percent the share of it in the kernel's network code (socket calls, TCP/IP, a \
              packet's receive and transmit, epoll and poll waits)"
