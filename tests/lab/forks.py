@@ -35,19 +35,10 @@ import socket
 import subprocess
 import sys
 
+from echoing import echo
+
 host, port = sys.argv[1], int(sys.argv[2])
 family = sys.argv[3:] == ["family"]
-
-
-def echo(s, msg):
-    s.sendall(msg)
-    got = b""
-    while len(got) < len(msg):
-        chunk = s.recv(len(msg) - len(got))
-        if not chunk:
-            break
-        got += chunk
-    return got == msg
 
 
 def child_status(pid):

@@ -19,6 +19,8 @@ import signal
 import socket
 import sys
 
+from echoing import echo
+
 role, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
 
@@ -43,17 +45,6 @@ def serve(listener):
             else:
                 sel.unregister(s)
                 s.close()
-
-
-def echo(s, msg):
-    s.sendall(msg)
-    got = b""
-    while len(got) < len(msg):
-        chunk = s.recv(len(msg) - len(got))
-        if not chunk:
-            break
-        got += chunk
-    return got == msg
 
 
 if role == "server":
