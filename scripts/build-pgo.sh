@@ -39,7 +39,7 @@ rm -rf "$data"
 mkdir -p "$data/raw"
 # Where instrumented code writes its counts unless told otherwise: the build scripts cargo runs
 # during this build, the lab commands below. The training's servers write theirs to raw/.
-RUSTFLAGS="-Cprofile-generate=$data/other" cargo build --profile pgo-gen -q -p cli -p preload
+PRONGHORN_BUILD="instrumented for profiling (scripts/build-pgo.sh)" RUSTFLAGS="-Cprofile-generate=$data/other" cargo build --profile pgo-gen -q -p cli -p preload
 
 was_up=0
 case "$(target/pgo-gen/pronghorn lab status --prefix "$prefix" 2>/dev/null || true)" in *": up"*) was_up=1 ;; esac
@@ -48,5 +48,5 @@ target/pgo-gen/pronghorn lab up --prefix "$prefix" >/dev/null
 (cd bench && /usr/bin/python3 pgo_train.py --prefix "$prefix" --exe ../target/pgo-gen/pronghorn --raw "$data/raw")
 "$profdata" merge -o "$data/merged.profdata" "$data"/raw/*.profraw
 
-RUSTFLAGS="-Cprofile-use=$data/merged.profdata" cargo build --profile pgo -q -p cli -p preload
+PRONGHORN_BUILD="profile-guided (scripts/build-pgo.sh), what the package ships" RUSTFLAGS="-Cprofile-use=$data/merged.profdata" cargo build --profile pgo -q -p cli -p preload
 echo target/pgo

@@ -163,6 +163,9 @@ pub fn facts(pmd: &str, server_cpu: usize, client_cpu: usize, workload: Name) ->
         format!("{}{}", run("git", &["rev-parse", "--short", "HEAD"]), if dirty { " (modified)" } else { "" }),
     );
     f.insert("date", run("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]));
+    if let Ok(exe) = std::env::current_exe() {
+        f.insert("build", build_fact(option_env!("PRONGHORN_BUILD"), &exe.with_file_name("libpronghorn.so")));
+    }
     let versions = match workload {
         Name::Redis | Name::RedisCps | Name::SynFlood | Name::Resync => {
             [run("redis-server", &["--version"]), run("redis-benchmark", &["--version"])]
@@ -179,6 +182,15 @@ pub fn facts(pmd: &str, server_cpu: usize, client_cpu: usize, workload: Name) ->
     };
     f.insert("software", versions.iter().filter(|s| !s.is_empty()).cloned().collect::<Vec<_>>().join("; "));
     f
+}
+
+/// Which build of the library a run measured: `scripts/build-pgo.sh` sets `PRONGHORN_BUILD` while
+/// it compiles (the instrumented build, then the profile-guided one); a plain `cargo build` does
+/// not. The two differ by more than most changes do (docs/design-notes.md, "Which build a result
+/// measured"), so every result says which it was.
+fn build_fact(kind: Option<&str>, library: &std::path::Path) -> String {
+    let kind = kind.unwrap_or("plain release, not what the package ships (scripts/build-pgo.sh builds that)");
+    format!("{kind}: {}", library.display())
 }
 
 /// go-tpc built by bench/go-tpc.sh knows no version of its own; the script records it.
@@ -454,6 +466,18 @@ mod tests {
         let text = ceilings(&summarize(&runs)).unwrap();
         assert!(text.contains("- -S -C -c 16: 5.0% on the kernel path, so at most 1.05x"), "{text}");
         assert_eq!(ceilings(&summarize(&[run(0, "kernel", 1.0), run(0, "pronghorn", 2.0)])), None);
+    }
+
+    #[test]
+    fn a_result_says_which_build_of_the_library_it_measured() {
+        let lib = std::path::Path::new("/x/target/pgo/libpronghorn.so");
+        assert_eq!(build_fact(Some("profile-guided"), lib), "profile-guided: /x/target/pgo/libpronghorn.so");
+        let plain = build_fact(None, std::path::Path::new("/x/target/release/libpronghorn.so"));
+        assert!(
+            plain.starts_with("plain release, not what the package ships")
+                && plain.ends_with("/x/target/release/libpronghorn.so"),
+            "{plain}"
+        );
     }
 
     #[test]
