@@ -48,5 +48,5 @@ target/pgo-gen/pronghorn lab up --prefix "$prefix" >/dev/null
 (cd bench && /usr/bin/python3 pgo_train.py --prefix "$prefix" --exe ../target/pgo-gen/pronghorn --raw "$data/raw")
 "$profdata" merge -o "$data/merged.profdata" "$data"/raw/*.profraw
 
-PRONGHORN_BUILD="profile-guided (scripts/build-pgo.sh), what the package ships" RUSTFLAGS="-Cprofile-use=$data/merged.profdata" cargo build --profile pgo -q -p cli -p preload
+PRONGHORN_BUILD="profile-guided (scripts/build-pgo.sh)" RUSTFLAGS="-Cprofile-use=$data/merged.profdata" cargo build --profile pgo -q -p cli -p preload
 echo target/pgo

@@ -189,7 +189,7 @@ pub fn facts(pmd: &str, server_cpu: usize, client_cpu: usize, workload: Name) ->
 /// not. The two differ by more than most changes do (docs/design-notes.md, "Which build a result
 /// measured"), so every result says which it was.
 fn build_fact(kind: Option<&str>, library: &std::path::Path) -> String {
-    let kind = kind.unwrap_or("plain release, not what the package ships (scripts/build-pgo.sh builds that)");
+    let kind = kind.unwrap_or("plain release (scripts/build-pgo.sh builds the profile-guided one, which the demo and `package-deb.sh --pgo` use)");
     format!("{kind}: {}", library.display())
 }
 
@@ -474,7 +474,7 @@ mod tests {
         assert_eq!(build_fact(Some("profile-guided"), lib), "profile-guided: /x/target/pgo/libpronghorn.so");
         let plain = build_fact(None, std::path::Path::new("/x/target/release/libpronghorn.so"));
         assert!(
-            plain.starts_with("plain release, not what the package ships")
+            plain.starts_with("plain release (scripts/build-pgo.sh builds the profile-guided one")
                 && plain.ends_with("/x/target/release/libpronghorn.so"),
             "{plain}"
         );
