@@ -5,6 +5,13 @@
 //! connection) then costs no malloc, free, zeroing or page faults per connection. Reused memory
 //! holds an old connection's bytes; a ring only ever reads bytes it wrote (head, len and the
 //! connection's out-of-order ranges say which), so they are never seen.
+//!
+//! New memory is not zeroed: a ring's memory is a `Vec` whose length is how far into it bytes
+//! were ever written, and a write beyond that point fills only the gap before it. Zeroing the
+//! whole ring (128 KiB by default) cost a memset, and a page fault per page where the memory
+//! was new, for each ring allocated; a connection that carries a few hundred bytes touches one
+//! page of each. Where nothing is kept for reuse (a fork family's child: `spare::forget`), that
+//! was every connection's cost.
 
 use std::cell::RefCell;
 
@@ -14,15 +21,46 @@ use crate::spare::{self, SpareList};
 pub const SPARE_BYTES: usize = 32 << 20;
 
 thread_local! {
-    static SPARE: RefCell<SpareList<u8>> = const { RefCell::new(SpareList::new()) };
+    static SPARE: RefCell<SpareList<Vec<u8>>> = const { RefCell::new(SpareList::new()) };
 }
 
-fn take_spare(cap: usize) -> Option<Box<[u8]>> {
-    spare::take(&SPARE, cap)
+/// Ring memory of `cap` bytes: a spare one (written as far as its last owner wrote), or new
+/// (nothing written yet, nothing touched).
+fn new_buf(cap: usize) -> Vec<u8> {
+    spare::take(&SPARE, cap).unwrap_or_else(|| Vec::with_capacity(cap))
 }
 
-fn give_spare(buf: Box<[u8]>) {
+fn give_spare(buf: Vec<u8>) {
     spare::give(&SPARE, buf, SPARE_BYTES);
+}
+
+/// Writes `data` at `at` in ring memory `buf`, whose capacity holds `at + data.len()`: in place
+/// where the memory was written before, appended beyond, with zeros in any gap between (none
+/// for an empty `data`).
+fn put(buf: &mut Vec<u8>, at: usize, data: &[u8]) {
+    debug_assert!(at + data.len() <= buf.capacity());
+    // Never beyond the capacity: the `Vec` would move to a larger allocation, and the ring's
+    // offsets, taken modulo its capacity, would change under it.
+    let data = &data[..data.len().min(buf.capacity().saturating_sub(at))];
+    if data.is_empty() {
+        return;
+    }
+    if at > buf.len() {
+        buf.resize(at, 0);
+    }
+    let inside = data.len().min(buf.len() - at);
+    buf[at..at + inside].copy_from_slice(&data[..inside]);
+    buf.extend_from_slice(&data[inside..]);
+}
+
+/// Reads `out.len()` bytes at `at` of ring memory `buf`. Bytes never written read as zeros,
+/// as the zeroed memory of before did; a ring never asks for them (its owner reads only what
+/// it wrote).
+fn get(buf: &[u8], at: usize, out: &mut [u8]) {
+    let written = buf.get(at..).unwrap_or(&[]);
+    let n = written.len().min(out.len());
+    out[..n].copy_from_slice(&written[..n]);
+    out[n..].fill(0);
 }
 
 /// Empties this thread's spare list without freeing it ([`crate::forget_spare_buffers`]).
@@ -40,7 +78,9 @@ fn spare_bytes() -> usize {
 /// (out-of-order data) and be taken in later with [`Ring::extend`].
 #[derive(Debug, Default)]
 pub(crate) struct Ring {
-    buf: Box<[u8]>,
+    /// The memory: its capacity is the ring's; its length, how far into it anything was
+    /// written (its allocation is never outgrown: `put` writes within the capacity).
+    buf: Vec<u8>,
     head: u32,
     len: u32,
 }
@@ -48,8 +88,8 @@ pub(crate) struct Ring {
 impl Ring {
     /// Allocates `cap` bytes if not allocated yet.
     pub(crate) fn ensure(&mut self, cap: usize) {
-        if self.buf.is_empty() && cap > 0 {
-            self.buf = take_spare(cap).unwrap_or_else(|| vec![0u8; cap].into_boxed_slice());
+        if self.buf.capacity() == 0 && cap > 0 {
+            self.buf = new_buf(cap);
             self.head = 0;
         }
     }
@@ -75,7 +115,7 @@ impl Ring {
     }
 
     pub(crate) fn is_allocated(&self) -> bool {
-        !self.buf.is_empty()
+        self.buf.capacity() > 0
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -84,18 +124,23 @@ impl Ring {
 
     /// Bytes allocated (0 when not).
     pub(crate) fn capacity(&self) -> usize {
-        self.buf.len()
+        self.buf.capacity()
     }
 
     /// Moves an allocated ring to `cap` bytes if that is more: every byte of the old capacity
     /// keeps its offset from the head (out-of-order data beyond `len` included).
     pub(crate) fn grow(&mut self, cap: usize) {
-        let old = self.buf.len();
+        let old = self.buf.capacity();
         if old == 0 || cap <= old {
             return;
         }
-        let mut buf = take_spare(cap).unwrap_or_else(|| vec![0u8; cap].into_boxed_slice());
-        self.read_at(0, &mut buf[..old]);
+        let mut buf = new_buf(cap);
+        buf.clear();
+        // Offset `o` from the head was at `(head + o) % old`: what was written from the head to
+        // the end of the old memory, then what was written before the head.
+        let head = (self.head as usize).min(self.buf.len());
+        put(&mut buf, 0, &self.buf[head..]);
+        put(&mut buf, old - self.head as usize, &self.buf[..head]);
         give_spare(std::mem::replace(&mut self.buf, buf));
         self.head = 0;
     }
@@ -103,31 +148,31 @@ impl Ring {
     /// Writes `data` at `off` bytes after the head. The caller keeps `off + data.len()` within
     /// the capacity.
     pub(crate) fn write_at(&mut self, off: usize, data: &[u8]) {
-        let cap = self.buf.len();
+        let cap = self.buf.capacity();
         debug_assert!(off + data.len() <= cap);
         let start = (self.head as usize + off) % cap;
         let first = data.len().min(cap - start);
-        self.buf[start..start + first].copy_from_slice(&data[..first]);
-        self.buf[..data.len() - first].copy_from_slice(&data[first..]);
+        put(&mut self.buf, start, &data[..first]);
+        put(&mut self.buf, 0, &data[first..]);
     }
 
     /// Reads `out.len()` bytes from `off` bytes after the head.
     pub(crate) fn read_at(&self, off: usize, out: &mut [u8]) {
-        let cap = self.buf.len();
+        let cap = self.buf.capacity();
         debug_assert!(off + out.len() <= cap);
         if out.is_empty() {
             return;
         }
         let start = (self.head as usize + off) % cap;
         let first = out.len().min(cap - start);
-        out[..first].copy_from_slice(&self.buf[start..start + first]);
-        let rest = out.len() - first;
-        out[first..].copy_from_slice(&self.buf[..rest]);
+        let (tail, wrapped) = out.split_at_mut(first);
+        get(&self.buf, start, tail);
+        get(&self.buf, 0, wrapped);
     }
 
     /// Appends as much of `data` as fits; returns how much.
     pub(crate) fn push(&mut self, data: &[u8]) -> usize {
-        let n = data.len().min(self.buf.len() - self.len as usize);
+        let n = data.len().min(self.buf.capacity() - self.len as usize);
         self.write_at(self.len as usize, &data[..n]);
         self.len += n as u32;
         n
@@ -135,7 +180,7 @@ impl Ring {
 
     /// Counts `n` more bytes (already written with `write_at`) as in use.
     pub(crate) fn extend(&mut self, n: usize) {
-        debug_assert!(self.len as usize + n <= self.buf.len());
+        debug_assert!(self.len as usize + n <= self.buf.capacity());
         self.len += n as u32;
     }
 
@@ -158,7 +203,7 @@ impl Ring {
         if n == 0 {
             return;
         }
-        self.head = ((self.head as usize + n) % self.buf.len()) as u32;
+        self.head = ((self.head as usize + n) % self.buf.capacity()) as u32;
         self.len -= n as u32;
     }
 }
@@ -233,6 +278,43 @@ mod tests {
     }
 
     #[test]
+    fn a_new_ring_writes_only_what_it_carries() {
+        let mut r = Ring::default();
+        r.ensure(1 << 17);
+        assert_eq!((r.capacity(), r.buf.len()), (1 << 17, 0), "nothing zeroed, nothing touched");
+        r.push(b"GET / HTTP/1.1\r\n");
+        assert_eq!(r.buf.len(), 16);
+        // Out-of-order data further on: only the gap before it is filled.
+        r.write_at(100, b"later");
+        assert_eq!(r.buf.len(), 105);
+        let mut out = [9u8; 105];
+        r.read_at(0, &mut out);
+        assert_eq!(&out[..16], b"GET / HTTP/1.1\r\n");
+        assert!(out[16..100].iter().all(|&b| b == 0), "the gap reads as the zeroed memory did");
+        assert_eq!(&out[100..], b"later");
+    }
+
+    #[test]
+    fn growing_a_wrapped_ring_keeps_what_was_written_and_no_more() {
+        let mut r = Ring::default();
+        r.ensure(8);
+        r.push(b"abcdefgh");
+        r.pop(6);
+        r.push(b"ij"); // wraps: "gh" at the end of the memory, "ij" at its start
+        r.grow(64);
+        assert_eq!((r.capacity(), r.len(), r.buf.len()), (64, 4, 8));
+        let mut out = [0u8; 4];
+        r.read_at(0, &mut out);
+        assert_eq!(&out, b"ghij");
+        // A size no spare memory has (the one above went to this thread's spare list).
+        let mut fresh = Ring::default();
+        fresh.ensure(24);
+        fresh.push(b"ab");
+        fresh.grow(32);
+        assert_eq!(fresh.buf.len(), 2, "the unwritten rest of the old memory is not copied");
+    }
+
+    #[test]
     fn freed_memory_is_reused_by_the_next_ring_of_its_size() {
         let spare = spare_bytes();
         let mut a = Ring::default();
@@ -252,6 +334,22 @@ mod tests {
         drop(b);
         drop(other_size);
         assert_eq!(spare_bytes(), spare + 4096 + 2048, "dropped rings give their memory back");
+    }
+
+    #[test]
+    fn after_a_fork_the_list_keeps_nothing() {
+        let mut kept = Ring::default();
+        kept.ensure(4096);
+        kept.release();
+        assert_eq!(spare_bytes(), 4096);
+        let mut a = Ring::default();
+        a.ensure(2048);
+        forget_spare();
+        assert_eq!(spare_bytes(), 0, "the parent's memory is forgotten");
+        a.release();
+        assert_eq!(spare_bytes(), 0, "and what the child frees goes back to the allocator");
+        a.ensure(2048);
+        assert!(a.is_allocated());
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub(crate) const LOG_CAP: usize = 256;
 const SPARE_BYTES: usize = 4 << 20;
 
 thread_local! {
-    static SPARE: RefCell<SpareList<Sent>> = const { RefCell::new(SpareList::new()) };
+    static SPARE: RefCell<SpareList<Box<[Sent]>>> = const { RefCell::new(SpareList::new()) };
 }
 
 /// Empties this thread's spare list without freeing it ([`crate::forget_spare_buffers`]).
@@ -92,7 +92,8 @@ impl SentLog {
     /// New data `[seq, end)` went out at `now`; `seq` is where the log ends.
     pub(crate) fn sent_new(&mut self, seq: u32, end: u32, now: Instant) {
         if self.r.is_none() {
-            let r = spare::take(&SPARE, LOG_CAP).unwrap_or_else(|| vec![Sent::default(); LOG_CAP].into_boxed_slice());
+            let r = spare::take(&SPARE, LOG_CAP * size_of::<Sent>())
+                .unwrap_or_else(|| vec![Sent::default(); LOG_CAP].into_boxed_slice());
             self.r = r.try_into().ok();
         }
         let n = usize::from(self.n);

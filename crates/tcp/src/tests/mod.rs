@@ -37,7 +37,9 @@ fn connection_is_small() {
     // TCPOFODrop, and `tcp_orphan_retries`, made it 536 (the memory budget's state is a bit
     // of `flags` and the room, 2 bytes that fit in padding). Buffer autotuning (Linux's
     // `rcvq_space` and `rcv_rtt_est`, 24 bytes with times as wrapping µs, and the two maxima
-    // in the parameters) made it 568.
-    assert!(size <= 568, "{size}");
+    // in the parameters) made it 568. The rings' memory not zeroed when allocated (a `Vec`
+    // whose length says how far it was written, 8 bytes more than a boxed slice, per ring) made
+    // it 584.
+    assert!(size <= 584, "{size}");
     assert!(core::mem::size_of::<crate::TimeWait>() <= 48);
 }
