@@ -100,7 +100,9 @@ pub use time_wait::{TimeWait, TimeWaitAction};
 /// buffers that the thread's spare lists (freed rings and send logs kept for reuse) name. They
 /// are the parent's, which reuses them for its own connections; where the parent's memory is
 /// shared with the child (a fork family's arena) the child's copy of the lists would hand the
-/// same blocks out again, to other connections, and free them a second time.
+/// same blocks out again, to other connections, and free them a second time. From then on the
+/// thread keeps no spare buffers: what it frees goes back to the allocator (in a family, the
+/// arena, where the family's other processes take it for their next connections).
 pub fn forget_spare_buffers() {
     ring::forget_spare();
     sent::forget_spare();

@@ -63,7 +63,8 @@ fn get(buf: &[u8], at: usize, out: &mut [u8]) {
     out[n..].fill(0);
 }
 
-/// Empties this thread's spare list without freeing it ([`crate::forget_spare_buffers`]).
+/// Empties this thread's spare list without freeing it, and keeps nothing from then on
+/// ([`crate::forget_spare_buffers`]).
 pub(crate) fn forget_spare() {
     spare::forget(&SPARE);
 }

@@ -28,7 +28,8 @@ thread_local! {
     static SPARE: RefCell<SpareList<Box<[Sent]>>> = const { RefCell::new(SpareList::new()) };
 }
 
-/// Empties this thread's spare list without freeing it ([`crate::forget_spare_buffers`]).
+/// Empties this thread's spare list without freeing it, and keeps nothing from then on
+/// ([`crate::forget_spare_buffers`]).
 pub(crate) fn forget_spare() {
     spare::forget(&SPARE);
 }
