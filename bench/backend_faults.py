@@ -40,10 +40,6 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lab_cost as L  # noqa: E402  (the lab's helpers: addresses, cores, the result's machine line)
 
-PG_BIN = "/usr/lib/postgresql/15/bin"
-# What postgres, started as the postgres user by setpriv, needs to open the NIC (as the lab
-# tests and bench/results/stop40/split.sh start it).
-CAPS = "+dac_override,+net_admin,+net_raw,+ipc_lock,+sys_admin,+bpf"
 KINDS = ["cow", "write-new", "read", "exec", "kernel"]
 
 
@@ -201,7 +197,7 @@ def main():
         L.EXE = os.path.abspath(os.path.join(a.build, "pronghorn"))
         if not os.path.exists(L.EXE):
             raise SystemExit(f"backend_faults: --build {a.build}: no pronghorn binary there")
-    for tool in ["perf", "psql", f"{PG_BIN}/postgres", "setpriv"]:
+    for tool in ["perf", "psql", f"{L.PG_BIN}/postgres", "setpriv"]:
         if not (os.path.exists(tool) or subprocess.run(["which", tool], capture_output=True).returncode == 0):
             raise SystemExit(f"backend_faults: {tool} is missing (scripts/setup.sh installs it)")
     lab = L.Lab(a.prefix)
@@ -210,26 +206,13 @@ def main():
         shutil.chown(tmp, "postgres")  # initdb runs as the postgres user
         servers, postmasters = [], {}
         try:
-            for path, net in [("kernel", "10.98.0.0/24"), ("pronghorn", "10.99.0.0/24")]:
+            for path in ["kernel", "pronghorn"]:
                 data = os.path.join(tmp, path)
-                L.sh(["runuser", "-u", "postgres", "--", f"{PG_BIN}/initdb", "-D", data, "-A", "trust"])
-                with open(os.path.join(data, "pg_hba.conf"), "a") as hba:
-                    hba.write(f"host all all {net} trust\n")
-                argv = ["setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", f"--inh-caps={CAPS}",
-                        f"--ambient-caps={CAPS}", f"{PG_BIN}/postgres", "-D", data,
-                        "-c", f"listen_addresses={L.ADDR[path]}", "-c", f"unix_socket_directories={data}",
-                        # No autovacuum worker forked among the backends counted.
-                        "-c", "autovacuum=off"]
-                if path == "pronghorn":
-                    cmd = ["ip", "netns", "exec", f"{a.prefix}-a", "taskset", "-c", L.SERVER_CPU, L.EXE, "run",
-                           "--config", lab.config, "--profile", "postgres", "--"] + argv
-                else:
-                    cmd = ["ip", "netns", "exec", f"{a.prefix}-a", "taskset", "-c", L.SERVER_CPU] + argv
+                L.postgres_datadir(data)
                 log = open(os.path.join(tmp, f"{path}.log"), "w")
-                server = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+                # No autovacuum worker forked among the backends counted.
+                server = L.postgres_server(lab, path, data, log, ["autovacuum=off"])
                 servers.append(server)
-                L.wait_port(lab, L.ADDR[path], "5432", server, f"postgres ({path})")
-                # setpriv and `pronghorn run` exec into postgres: the pid is the postmaster's.
                 postmasters[path] = server.pid
             maps = os.path.join(tmp, "postmaster.maps")
             with open(maps, "w") as out:

@@ -48,10 +48,10 @@ class Lab:
         self.prefix = prefix
         self.config = f"/run/pronghorn/lab/{prefix}/a.toml"
 
-    def server(self, path, argv, log):
+    def server(self, path, argv, log, profile=None):
         cmd = ["ip", "netns", "exec", f"{self.prefix}-a", "taskset", "-c", SERVER_CPU]
         if path == "pronghorn":
-            cmd += [EXE, "run", "--config", self.config, "--"]
+            cmd += [EXE, "run", "--config", self.config] + (["--profile", profile] if profile else []) + ["--"]
         # ip netns exec, taskset and pronghorn run exec into the server: the pid is the server's.
         return subprocess.Popen(cmd + argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
 
@@ -246,6 +246,40 @@ def mariadb_server(lab, path, home, init, log):
                                "--max-connections=400", "--innodb-buffer-pool-size=256M", f"--init-file={init}"], log)
     try:
         wait_port(lab, addr, 3306, server, "mariadbd")
+    except BaseException:
+        server.terminate()
+        server.wait()
+        raise
+    return server
+
+
+PG_BIN = "/usr/lib/postgresql/15/bin"
+# What postgres, started as the postgres user by setpriv, needs to open the NIC (as the lab
+# tests and `pronghorn bench pgbench` start it).
+PG_CAPS = "+dac_override,+net_admin,+net_raw,+ipc_lock,+sys_admin,+bpf"
+
+
+def postgres_datadir(data):
+    """initdb of a new datadir as the postgres user (its parent must be theirs to write), with
+    side b's clients of both paths trusted."""
+    sh(["runuser", "-u", "postgres", "--", f"{PG_BIN}/initdb", "-D", data, "-A", "trust"])
+    with open(os.path.join(data, "pg_hba.conf"), "a") as hba:
+        hba.write("".join(f"host all all {addr.rsplit('.', 1)[0]}.0/24 trust\n" for addr in ADDR.values()))
+
+
+def postgres_server(lab, path, data, log, settings=()):
+    """PostgreSQL 15 on `data` as the postgres user (setpriv, with the NIC's capabilities),
+    listening on `path`'s address (port 5432), its unix socket in the datadir; pronghorn's path
+    under `--profile postgres` (the backends share the postmaster's stack). setpriv and
+    `pronghorn run` exec into postgres: the pid is the postmaster's."""
+    argv = ["setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", f"--inh-caps={PG_CAPS}",
+            f"--ambient-caps={PG_CAPS}", f"{PG_BIN}/postgres", "-D", data,
+            "-c", f"listen_addresses={ADDR[path]}", "-c", f"unix_socket_directories={data}"]
+    for setting in settings:
+        argv += ["-c", setting]
+    server = lab.server(path, argv, log, profile="postgres")
+    try:
+        wait_port(lab, ADDR[path], 5432, server, f"postgres ({path})")
     except BaseException:
         server.terminate()
         server.wait()

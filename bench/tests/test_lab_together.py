@@ -26,6 +26,45 @@ class Intervals(unittest.TestCase):
             lab_together.parse_intervals("[ 1s ] thds: 16 tps: 5.00\n", 5, 12)
 
 
+class Progress(unittest.TestCase):
+    def test_mean_tps_of_the_reports_nearest_the_seconds_asked_for(self):
+        out = ("starting vacuum...end.\n"
+               "progress: 4.0 s, 100.0 tps, lat 154.355 ms stddev 66.168, 0 failed\n"
+               "progress: 5.1 s, 51.0 tps, lat 154.355 ms stddev 66.168, 0 failed\n"
+               "progress: 5.9 s, 60.0 tps, lat 154.355 ms stddev 66.168, 0 failed\n"
+               "progress: 7.6 s, 9.0 tps, lat 1.0 ms stddev 1.0, 0 failed\n")
+        self.assertEqual(lab_together.parse_progress(out, 5, 6), 55.5)
+
+    def test_no_report_in_the_window_is_an_error(self):
+        with self.assertRaises(SystemExit):
+            lab_together.parse_progress("progress: 1.0 s, 5.0 tps, lat 1.0 ms stddev 1.0, 0 failed\n", 5, 12)
+
+
+class Forks(unittest.TestCase):
+    def test_fork_records_name_child_and_parent(self):
+        script = ("comm=postgres pid=9045 child_comm=postgres child_pid=9071\n"
+                  "comm=pronghorn-ctl pid=9046 child_comm=pronghorn-ctl child_pid=9080\n")
+        self.assertEqual(lab_together.parse_forks(script), {9071: 9045, 9080: 9046})
+
+    def test_descendants_at_any_depth_go_to_their_root_and_strangers_to_none(self):
+        # 100 and 200 are the servers; 101 a thread of 100, 102 its child (gone: known by its
+        # fork), 103 a child of that child; 300 a stranger whose parent is 1.
+        parents = {101: 100, 102: 100, 103: 102, 201: 200, 300: 1, 100: 50, 200: 50}
+        got = lab_together.descendants({"kernel": 100, "pronghorn": 200}, parents)
+        self.assertEqual(got, {"kernel": {100, 101, 102, 103}, "pronghorn": {200, 201}})
+
+    def test_a_cycle_in_recycled_pids_ends(self):
+        got = lab_together.descendants({"kernel": 100}, {7: 8, 8: 7, 101: 100})
+        self.assertEqual(got, {"kernel": {100, 101}})
+
+
+class ByBinary(unittest.TestCase):
+    def test_small_binaries_are_summed_as_others(self):
+        got = lab_together.by_binary({"postgres": 600.0, "libc.so.6": 300.0, "libz.so.1": 1.0, "libm.so.6": 0.9},
+                                     1000.0)
+        self.assertEqual(got, [("postgres", 600.0), ("libc.so.6", 300.0), ("others", 1.9)])
+
+
 class Split(unittest.TestCase):
     def test_threads_samples_go_to_their_server_by_binary(self):
         report = (" 7          |   5213:kworker/1:1-mm_|[kernel.kallsyms]   \n"
