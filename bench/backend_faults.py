@@ -227,13 +227,7 @@ def main():
             script = subprocess.run(["perf", "script", "-i", data, "-F", "comm,pid,tid,event,ip,sym,dso,trace"],
                                     capture_output=True, text=True, check=True).stdout
         finally:
-            for s in servers:
-                s.send_signal(2)
-            for s in servers:
-                try:
-                    s.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    s.kill()
+            L.stop_postgres(servers)
         faults, forks = parse(script.splitlines())
         paths = census(faults, forks, postmasters, read_maps(maps))
     build = os.path.relpath(os.path.dirname(L.EXE))

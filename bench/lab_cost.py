@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -285,6 +286,18 @@ def postgres_server(lab, path, data, log, settings=()):
         server.wait()
         raise
     return server
+
+
+def stop_postgres(servers):
+    """Fast shutdown (SIGINT) of the postmasters `servers` (Popen objects), killed after 30 s."""
+    for s in servers:
+        s.send_signal(signal.SIGINT)
+    for s in servers:
+        try:
+            s.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            s.kill()
+            s.wait()
 
 
 def mariadb(lab, path, seconds, tmp):

@@ -37,7 +37,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -244,19 +243,8 @@ def postgres_servers(lab, tmp):
             L.sh(lab.client(pgbench(p, ["-i", "-s", str(PGBENCH_SCALE), "-q"])))
         return servers
     except BaseException:
-        stop_postgres(servers)
+        L.stop_postgres(servers.values())
         raise
-
-
-def stop_postgres(servers):
-    for s in servers.values():
-        s.send_signal(signal.SIGINT)  # fast shutdown
-    for s in servers.values():
-        try:
-            s.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            s.kill()
-            s.wait()
 
 
 def pgbench_run(lab, tmp, servers, n, workload, model, keep):
@@ -265,8 +253,8 @@ def pgbench_run(lab, tmp, servers, n, workload, model, keep):
         L.sh(lab.client(pgbench(p, case + ["-T", "2"])))  # warm up
     clients = {p: subprocess.Popen(lab.client(pgbench(p, case + ["-T", str(RUN_S), "--progress=1"])),
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p in PATHS}
-    run = measured(lab, tmp, n, model, {p: s.pid for p, s in servers.items()}, clients, parse_progress, "postgres", keep)
-    return run
+    return measured(lab, tmp, n, model, {p: s.pid for p, s in servers.items()}, clients, parse_progress, "postgres",
+                    keep)
 
 
 def start(lab, path, home, init, tmp):
@@ -312,7 +300,7 @@ def write_md(path, result):
         f.write(f"{len(runs)} runs; medians, and the median (min-max) of the per-run ratios.\n\n")
         f.write("| per transaction | kernel | pronghorn | pronghorn/kernel |\n|---|---:|---:|---:|\n")
         labels = {"tps": "tps (its client's, in the sampled seconds)", "core_us": "server core, us",
-                  "own_us": f"- of it {result.get('server', 'mariadbd')}'s own code, us"}
+                  "own_us": f"- of it {result['server']}'s own code, us"}
         for key, label in labels.items():
             r = s[key]
             f.write(f"| {label} | {r['kernel']:,.1f} | {r['pronghorn']:,.1f} | "
@@ -381,7 +369,7 @@ def main():
                     print(f"lab_together: run {n + 1}", file=sys.stderr)
                     result["runs"].append(pgbench_run(lab, tmp, servers, n, a.workload, a.model, a.keep))
             finally:
-                stop_postgres(servers)
+                L.stop_postgres(servers.values())
         else:
             for n in runs:
                 print(f"lab_together: run {n + 1}", file=sys.stderr)
