@@ -687,12 +687,13 @@ fn pgbench(addr: &str, quick: bool, dir: &Path) -> Result<Plan> {
              postmaster drives the NIC, the backend it forks per connection serves it on the shared stack). \
              `pgbench -i -s {PGBENCH_SCALE}` ({} accounts) fills each path's datadir once, untimed. Cases: \
              select-only (-S, one primary-key SELECT per transaction) at 16 and 64 clients (--quick: 16), the \
-             TPC-B-like mix (3 UPDATEs, a SELECT and an INSERT in a transaction) at 16 and 4 (--quick: 16), \
-             and select-only with a new connection, so a new backend, per transaction (-C) at 16; {secs} s each, no vacuum between \
-             runs (-n). tps is pgbench's: without the initial connection time, except for -C, where \
-             connecting is the work and is included. latency_avg_ms is pgbench's average; \
-             server_cpu_us_per_tx is the server core's busy time (/proc/stat, every process on it: postmaster, \
-             backends, pronghorn's threads, the kernel's work there) over the transactions pgbench completed. \
+             TPC-B-like mix (3 UPDATEs, a SELECT and an INSERT in a transaction) at 16 and 4 clients \
+             (--quick: 16), and select-only with a new connection, so a new backend, per transaction (-C) \
+             at 16; {secs} s each, no vacuum between runs (-n). tps is pgbench's: without the initial \
+             connection time, except for -C, where connecting is the work and is included. latency_avg_ms is \
+             pgbench's average; server_cpu_us_per_tx is the server core's busy time (/proc/stat, every process \
+             on it: postmaster, backends, pronghorn's threads, the kernel's work there) over the transactions \
+             pgbench completed. \
              Any failed transaction or aborted client rejects the run. After the runs the TPC-B balances must \
              agree (accounts, tellers, branches and the history's deltas sum the same) and every account \
              must still be there.",
