@@ -102,8 +102,7 @@ impl FamilyParker {
     pub fn sleep_on_fd(&self, efd: i32) {
         let w = self.word();
         w.efd.store(efd, Ordering::Release);
-        // SAFETY: getpid has no preconditions.
-        w.pid.store(unsafe { libc::getpid() }, Ordering::Release);
+        w.pid.store(crate::liveness::own_pid(), Ordering::Release);
         w.via_fd.store(true, Ordering::Release);
     }
 
@@ -179,8 +178,7 @@ impl Drop for FamilyParker {
 /// Process `pid`'s fd `efd` as this process can write it: itself in its own process, else a
 /// copy (taken once: `RemoteFds`).
 pub(crate) fn usable_fd(pid: i32, efd: i32) -> Result<i32, Errno> {
-    // SAFETY: getpid has no preconditions.
-    if pid == unsafe { libc::getpid() } {
+    if pid == crate::liveness::own_pid() {
         Ok(efd)
     } else {
         REMOTE_FDS.local_copy(pid, efd)

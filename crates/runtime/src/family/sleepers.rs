@@ -81,8 +81,7 @@ impl Family {
         let me = self.sleeper(slot);
         me.word.store(IDLE, Ordering::Release);
         me.efd.store(if kernel_fds { efd } else { -1 }, Ordering::Release);
-        // SAFETY: getpid has no preconditions.
-        me.pid.store(unsafe { libc::getpid() }, Ordering::Release);
+        me.pid.store(crate::liveness::own_pid(), Ordering::Release);
         self.with_waits(|waits| {
             for &id in ids {
                 let list = waits.entry(id).or_default();
