@@ -17,6 +17,7 @@
 //!
 //! Owns: process orchestration and reporting. Must not: know a workload's details (workloads.rs).
 
+mod counted;
 pub(crate) mod model;
 mod postgres;
 mod report;
@@ -104,6 +105,13 @@ pub struct BenchArgs {
     /// pgbench; needs perf.
     #[arg(long)]
     sample_server: bool,
+    /// Count the server cores' system calls and context switches with perf stat during each
+    /// client run (every task on them), reported per transaction on both paths:
+    /// `server_syscalls_per_tx`, `server_switches_per_tx`. Exact counts, where the host's
+    /// speed is not: a call added to the data path shows in one run. pgbench (the workload
+    /// that counts its transactions); needs perf.
+    #[arg(long)]
+    count_server: bool,
 }
 
 impl BenchArgs {
@@ -193,6 +201,7 @@ pub fn run(args: BenchArgs) -> Result<i32> {
         config::profile::Profile::named(name).map_err(anyhow::Error::msg)?;
     }
     check_sampling(&args)?;
+    check_counting(&args)?;
     if args.share && args.pmd != "af_xdp" {
         bail!("--share needs --pmd af_xdp: sharing the interface with the kernel is pronghorn's XDP program's job");
     }
@@ -262,6 +271,15 @@ pub fn run(args: BenchArgs) -> Result<i32> {
                 .into(),
         );
     }
+    if args.count_server {
+        facts.insert(
+            "counting",
+            "the server's cores counted by perf stat during each client run (every task on them): \
+             server_syscalls_per_tx is the raw_syscalls:sys_enter count per transaction, \
+             server_switches_per_tx the context switches"
+                .into(),
+        );
+    }
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     for (model, runs) in &measured {
         let name = format!(
@@ -281,6 +299,18 @@ fn check_sampling(args: &BenchArgs) -> Result<()> {
         bail!(
             "--sample-server: {} has no server binary of its own code to sample (mariadb, tpcc, redis, \
              redis-cps, http, latency and pgbench have)",
+            args.workload.as_str()
+        );
+    }
+    Ok(())
+}
+
+/// `--count-server` needs a workload that counts its transactions.
+fn check_counting(args: &BenchArgs) -> Result<()> {
+    if args.count_server && !args.workload.counts_transactions() {
+        bail!(
+            "--count-server: {} does not count its transactions (pgbench does): its system calls and \
+             context switches would have nothing to be per",
             args.workload.as_str()
         );
     }
@@ -411,6 +441,10 @@ fn run_clients(
             Some(_) => Some(sampled::Sampler::start(&args.server_cpus(), &scratch_dir(path).join("server.perf"))?),
             None => None,
         };
+        let counter = match args.count_server {
+            true => Some(counted::Counter::start(&args.server_cpus(), &scratch_dir(path).join("server.stat"))?),
+            false => None,
+        };
         let before = (cpu_times(&args.server_cpus())?, cpu_times(&args.client_cpus())?);
         let t0 = Instant::now();
         let out = lab.client(&args.client_cpus(), &client.argv).output().context("cannot start the client")?;
@@ -420,9 +454,15 @@ fn run_clients(
             (Some(s), Some(app)) => Some(s.finish(app)?),
             _ => None,
         };
+        let census = counter.map(counted::Counter::finish).transpose()?;
         server.check_alive()?;
         let text = succeeded(path, &client.argv, &out)?;
         let mut samples = client.parse(&text).with_context(|| format!("{} path", path.as_str()))?;
+        if let Some(census) = census {
+            let done = samples.iter().find(|s| s.metric == "transactions").map(|s| (s.case.clone(), s.value));
+            let (case, transactions) = done.context("--count-server: the client counted no transactions")?;
+            samples.extend(census.per_transaction(&case, transactions));
+        }
         let server_core = core_use(before.0, after.0);
         per_transaction(&mut samples, server_core.busy * seconds * core_count(&args.server_cpus()) as f64);
         let grown = lab.server_counters(path, server, counters)?.into_iter().zip(counted).map(|(a, b)| a - b);
@@ -878,6 +918,17 @@ mod tests {
         for workload in ["bulk", "syn-flood", "resync", "scale"] {
             let err = check_sampling(&parse(&[workload, "--sample-server"]).unwrap()).unwrap_err().to_string();
             assert!(err.contains("--sample-server") && err.contains(workload), "{err}");
+        }
+    }
+
+    #[test]
+    fn server_counting_is_asked_for_and_only_where_the_client_counts_transactions() {
+        assert!(!parse(&["pgbench"]).unwrap().count_server);
+        let args = parse(&["pgbench", "--count-server"]).unwrap();
+        assert!(args.count_server && check_counting(&args).is_ok());
+        for workload in ["mariadb", "redis", "http", "bulk"] {
+            let err = check_counting(&parse(&[workload, "--count-server"]).unwrap()).unwrap_err().to_string();
+            assert!(err.contains("--count-server") && err.contains(workload) && err.contains("pgbench"), "{err}");
         }
     }
 

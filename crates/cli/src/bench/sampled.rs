@@ -12,7 +12,8 @@
 //! so 100 / (100 - it) is the most any stack could give a server whose cores are saturated, were
 //! its own cost nothing (docs/design-notes.md, "What a stack could give at most").
 //!
-//! Owns the perf process and the reading of its report; knows nothing of the workloads.
+//! Owns the perf process and the reading of its report (and starts and stops the perf of
+//! `--count-server`, `counted`); knows nothing of the workloads.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
@@ -33,32 +34,45 @@ pub struct Sampler {
 impl Sampler {
     /// Starts sampling every task on `cpus` (a taskset list) into `data`.
     pub fn start(cpus: &str, data: &Path) -> Result<Sampler> {
-        let perf = Command::new("perf")
-            .args(["record", "-q", "-g", "-e", "cpu-clock", "-c", PERIOD_NS, "-a", "-C", cpus, "-o"])
-            .arg(data)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("--sample-server: cannot start perf (scripts/setup.sh installs it)")?;
+        let args = ["record", "-q", "-g", "-e", "cpu-clock", "-c", PERIOD_NS, "-a", "-C", cpus, "-o"];
+        let perf = start_perf(&args, data, "--sample-server")?;
         Ok(Sampler { perf, data: data.to_path_buf() })
     }
 
     /// Stops the recording and says what it saw of the server's cores; `app` is perf's name of
     /// the application's binary.
     pub fn finish(mut self, app: &str) -> Result<Sampled> {
-        // perf record writes its file when interrupted, as after Ctrl-C, and then dies of the
-        // signal it got (so that a shell sees it).
-        // SAFETY: kill takes no memory; the pid is our own child's, not yet reaped.
-        unsafe { libc::kill(self.perf.id() as i32, libc::SIGINT) };
-        let status = self.perf.wait().context("--sample-server: perf record")?;
-        if !status.success() && status.signal() != Some(libc::SIGINT) {
-            bail!("--sample-server: perf record failed ({status})");
-        }
+        stop_perf(&mut self.perf, "--sample-server: perf record")?;
         let result = read(&self.data, app);
         let _ = std::fs::remove_file(&self.data);
         result
     }
+}
+
+/// Starts `perf ARGS OUT` with no terminal (`option`: the bench option that wants it, for the
+/// error).
+pub(super) fn start_perf(args: &[&str], out: &Path, option: &str) -> Result<Child> {
+    Command::new("perf")
+        .args(args)
+        .arg(out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("{option}: cannot start perf (scripts/setup.sh installs it)"))
+}
+
+/// Interrupts a perf started by [`start_perf`] and waits for it: perf record and perf stat
+/// write their output when interrupted, as after Ctrl-C, and then die of the signal (so that
+/// a shell sees it). `what` names it in the error.
+pub(super) fn stop_perf(perf: &mut Child, what: &str) -> Result<()> {
+    // SAFETY: kill takes no memory; the pid is our own child's, not yet reaped.
+    unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
+    let status = perf.wait().with_context(|| what.to_string())?;
+    if !status.success() && status.signal() != Some(libc::SIGINT) {
+        bail!("{what} failed ({status})");
+    }
+    Ok(())
 }
 
 /// What one recording of the server's cores says.

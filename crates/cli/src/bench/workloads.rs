@@ -74,6 +74,12 @@ impl Name {
         }
     }
 
+    /// Whether its client counts the transactions it completed (a `transactions` sample, which
+    /// becomes the server's CPU per transaction; `--count-server` divides by it too).
+    pub fn counts_transactions(self) -> bool {
+        matches!(self, Name::Pgbench)
+    }
+
     /// The profile pronghorn's path runs under unless --profile names one: the server cannot be
     /// served without it.
     pub fn profile(self) -> Option<&'static str> {
@@ -116,6 +122,8 @@ pub fn metric_info(metric: &str) -> (&'static str, bool) {
         "server_cpu_us_per_tx" => ("us of server-core CPU per transaction", false),
         "server_core_per_app" => (PER_APP_UNIT, false),
         "kernel_net_percent" => (NET_PERCENT_UNIT, false),
+        "server_syscalls_per_tx" => ("system calls on the server cores per transaction", false),
+        "server_switches_per_tx" => ("context switches on the server cores per transaction", false),
         "mb_per_s" => ("MB/s of values", true),
         "TcpOutSegs" | "TcpRetransSegs" => ("segments", false),
         m if m.starts_with("TcpExt") => ("count", true),
