@@ -77,7 +77,7 @@ impl Name {
     /// Whether its client counts the transactions it completed (a `transactions` sample, which
     /// becomes the server's CPU per transaction; `--count-server` divides by it too).
     pub fn counts_transactions(self) -> bool {
-        matches!(self, Name::Pgbench)
+        matches!(self, Name::Pgbench | Name::Mariadb)
     }
 
     /// The profile pronghorn's path runs under unless --profile names one: the server cannot be
@@ -881,6 +881,7 @@ fn check_zero(out: &str) -> Result<()> {
 /// sysbench 1.0: `transactions: 4225 (841.78 per sec.)`, `queries: 84500 (16835.68 per sec.)`,
 /// `ignored errors: 1 (...)` (deadlocks: the only error it is told to ignore), `reconnects: 0
 /// (...)` and `95th percentile: 25.28` (ms). A FATAL line or a reconnect rejects the run.
+/// `transactions` (the count) is a sample for the caller to turn into CPU per transaction.
 fn parse_sysbench(client: &Client, out: &str) -> Result<Vec<Sample>> {
     if let Some(l) = out.lines().find(|l| l.contains("FATAL") || l.contains("ALERT")) {
         bail!("sysbench reported an error: {}", l.trim());
@@ -911,8 +912,9 @@ fn parse_sysbench(client: &Client, out: &str) -> Result<Vec<Sample>> {
         Sample { case: case.clone(), metric: "p95_ms", value: field("95th percentile:")?.0 },
     ];
     if case.starts_with("read_write") {
-        samples.push(Sample { case, metric: "deadlocks", value: field("ignored errors:")?.0 });
+        samples.push(Sample { case: case.clone(), metric: "deadlocks", value: field("ignored errors:")?.0 });
     }
+    samples.push(Sample { case, metric: "transactions", value: transactions });
     Ok(samples)
 }
 
@@ -1226,9 +1228,12 @@ Latency (ms):
         let c = Client { label: "read_write 128 thr".into(), argv: vec![], parse: parse_sysbench };
         let s = parse_sysbench(&c, SYSBENCH).unwrap();
         let got: Vec<(&str, f64)> = s.iter().map(|s| (s.metric, s.value)).collect();
-        assert_eq!(got, [("tps", 906.12), ("qps", 18141.95), ("p95_ms", 231.53), ("deadlocks", 12.0)]);
+        assert_eq!(
+            got,
+            [("tps", 906.12), ("qps", 18141.95), ("p95_ms", 231.53), ("deadlocks", 12.0), ("transactions", 9136.0)]
+        );
         let ro = Client { label: "read_only 16 thr".into(), ..c };
-        assert_eq!(parse_sysbench(&ro, SYSBENCH).unwrap().len(), 3, "deadlocks only where the test writes");
+        assert_eq!(parse_sysbench(&ro, SYSBENCH).unwrap().len(), 4, "deadlocks only where the test writes");
         let lost = SYSBENCH.replace("reconnects:                          0", "reconnects:                          2");
         assert!(parse_sysbench(&ro, &lost).unwrap_err().to_string().contains("reconnected 2"));
         let fatal = "FATAL: mysql_drv_query() returned error 2013 (Lost connection to server during query)\n";
