@@ -32,7 +32,9 @@ pub(crate) fn own_pid() -> libc::pid_t {
     }
 }
 
-/// The page [`own_pid`] keeps the pid in (made at the first ask; `None`: refused).
+/// The page [`own_pid`] keeps the pid in (made at the first ask; `None`: refused). Lock-free,
+/// not a `OnceLock`: a child forked while another thread was making the page would inherit the
+/// lock's "running" state with no thread to finish it, and wait for ever at its first ask.
 fn pid_page() -> Option<&'static AtomicI32> {
     static PAGE: AtomicPtr<AtomicI32> = AtomicPtr::new(std::ptr::null_mut());
     static REFUSED: AtomicBool = AtomicBool::new(false);

@@ -414,7 +414,8 @@ pub fn plan(name: Name, addr: &str, quick: bool, dir: &Path, workers: Workers) -
                         (one primary-key SELECT per transaction), oltp_read_only (14 SELECTs) and oltp_read_write \
                         (those plus 2 UPDATEs, a DELETE and an INSERT), at 16 and 128 client threads. tps and qps \
                         are sysbench's transactions and queries per second, p95 its 95th-percentile transaction \
-                        latency. Any error but a deadlock, or any reconnect, rejects the run; deadlocks (InnoDB \
+                        latency; server_cpu_us_per_tx is the server core's busy time (/proc/stat, every task on \
+                        it) over the transactions sysbench completed. Any error but a deadlock, or any reconnect, rejects the run; deadlocks (InnoDB \
                         picks a victim, sysbench retries it) are counted. After the runs every table must still \
                         hold ids 1 to 100,000 exactly once."
                     .into(),
