@@ -1,0 +1,401 @@
+#!/usr/bin/env python3
+"""Where the server's core goes per request, on the kernel path and under pronghorn, with the
+host's speed measured around every run (run by bench/lab_split.sh; needs root, a build of
+pronghorn, a C compiler, perf and the lab's tools: scripts/setup.sh).
+
+Both paths' servers start once, in side a on core 1; their clients run in side b on core 0.
+Rounds alternate the paths (kernel first in odd rounds, pronghorn first in even ones). In each
+run the client starts, and after WARM_S seconds perf records every task on core 1
+(cpu-clock, 4,000 samples a second, with call graphs) for RECORD_S seconds, and the server's own
+request counter, read from side b before and after, says how many requests it served in that
+window; then the client is stopped.
+
+Each busy sample (not the idle task) goes into one class (`CLASSES`):
+- by the object its leaf frame is in, for user code: the application's binary, libpronghorn.so,
+  or libc and the other libraries;
+- by its task for the XDP veth's NAPI thread (`napi/*`, the nic model's stand-in for a NIC's
+  interrupt work);
+- by the innermost kernel entry on its call chain for kernel code: an interrupt (by its vector),
+  a page fault, or a system call. A system call is classed by what it is for (sending, receiving,
+  waiting in poll/epoll/select, futex) and by what ran inside it: a context switch, or network
+  receive work (a veth delivers a frame inside its sender's call; softirqs run as a call
+  re-enables them; RPS's hand-off of a frame to another core counts as receive work too). Under pronghorn the sends are the AF_XDP socket's kicks (`sendto`) and
+  the eventfd writes that wake a sleeping thread.
+A class's microseconds per request are its samples times 250 us over the requests.
+
+The host's speed: bench/host_speed.c (a walk of dependent loads over 512 KiB) runs on core 1
+just before and just after each run. A shared host can be slower for minutes; a run whose
+whole core was slow shows it there too. When the two paths' runs walk at the same speed, a
+difference in the application's own code per request is the path's doing, not the host's.
+
+Workloads:
+- mariadb: mariadbd --user=mysql, sysbench oltp_point_select with 16 threads (a thread per
+  connection; issue 21's headline case); requests: the server's `Com_select`.
+- redis: redis-server, redis-benchmark GET -c 50 -d 3 (an epoll loop); requests: the server's
+  `total_commands_processed`.
+
+Writes bench/results/lab-split-MODEL[-BUILD].{json,md} (BUILD: a --build other than
+target/release).
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lab_cost as L  # noqa: E402  (the lab's helpers: servers, addresses, cores, the machine line)
+
+WARM_S, RECORD_S = 2, 5
+RUN_S = WARM_S + RECORD_S + 10  # sysbench's --time: beyond the recording (the client is stopped after it)
+PERIOD_US = 250  # perf's cpu-clock period: 4,000 samples a second of a busy core
+PATHS = ["kernel", "pronghorn"]
+
+CLASSES = [
+    "application code",
+    "libpronghorn.so",
+    "libc and other libraries",
+    "send calls",
+    "send calls: receive work inside",
+    "send calls: switching",
+    "receive calls",
+    "poll, epoll, select: waits and wakes",
+    "poll, epoll, select: switching",
+    "futex: waits and wakes",
+    "futex: switching",
+    "other system calls",
+    "returns to user space: preemption, rseq",
+    "interrupts: network receive (RPS)",
+    "interrupts: reschedule",
+    "interrupts: other",
+    "NIC stand-in: the XDP veth's NAPI thread",
+    "page faults",
+    "kernel, other",
+]
+
+SYSCALL_GROUPS = {
+    "send calls": {"sendto", "sendmsg", "sendmmsg", "write", "writev"},
+    "receive calls": {"recvfrom", "recvmsg", "recvmmsg", "read", "readv"},
+    "poll, epoll, select": {"poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait", "epoll_pwait2"},
+    "futex": {"futex", "futex_waitv"},
+}
+# A system call's kernel entry, by the first of these on the chain from the leaf: the
+# `__x64_sys_*` wrappers, or where a wrapper is inlined into the dispatcher, the function it calls.
+SYSCALL_PREFIXES = ("__x64_sys_", "__do_sys_", "__se_sys_", "ksys_", "__sys_", "do_sys_")
+SYSCALL_FUNCTIONS = {"do_epoll_wait": "epoll_wait", "do_futex": "futex", "core_sys_select": "select"}
+SYSCALL_DISPATCH = ("x64_sys_call", "do_syscall_64")
+RECEIVE_WORK = ("__netif_receive_skb", "netif_receive_skb", "process_backlog", "net_rx_action", "ip_rcv",
+                "ipv6_rcv", "tcp_v4_rcv", "tcp_v6_rcv", "veth_poll", "xsk_rcv", "__xsk_rcv")
+SWITCHING = ("__schedule", "schedule", "finish_task_switch")
+RETURNING = ("exit_to_user_mode", "syscall_exit_to_user_mode", "__rseq_handle_notify_resume")
+
+
+def parse_script(lines):
+    """Samples from `perf script -F comm,pid,ip,sym,dso` of a recording with call graphs: a
+    header line (task name, pid), then a tab-indented `address symbol (object)` line per frame,
+    leaf first, then an empty line. Yields (comm, [(symbol, object), ...])."""
+    comm, frames = None, []
+    for line in lines:
+        if line.startswith(("\t", " ")) and line.strip():
+            text = line.strip()
+            addr_sym, _, obj = text.rpartition(" (")
+            _, _, sym = addr_sym.partition(" ")
+            frames.append((sym.strip(), obj.rstrip(")")))
+        elif not line.strip():
+            if comm is not None:
+                yield comm, frames
+            comm, frames = None, []
+        else:
+            if comm is not None:
+                yield comm, frames
+            comm, frames = line.strip().rsplit(None, 1)[0] if len(line.split()) > 1 else line.strip(), []
+    if comm is not None:
+        yield comm, frames
+
+
+def is_kernel(obj):
+    return obj.startswith("[kernel")
+
+
+def classify(comm, frames, app):
+    """The class (one of `CLASSES`) of a busy sample of task `comm` with call chain `frames`
+    (leaf first); `app` is the application binary's file name. None for the idle task."""
+    if comm == "swapper" or comm.startswith("swapper/"):
+        return None
+    if comm.startswith("napi/"):
+        return "NIC stand-in: the XDP veth's NAPI thread"
+    if not frames:
+        return "kernel, other"
+    leaf_obj = frames[0][1]
+    if not is_kernel(leaf_obj):
+        name = os.path.basename(leaf_obj)
+        if name == app:
+            return "application code"
+        if name.startswith("libpronghorn"):
+            return "libpronghorn.so"
+        return "libc and other libraries"
+    switching = receiving = softirq = returning = False
+    for sym, obj in frames:
+        if not is_kernel(obj):
+            break
+        softirq |= sym.startswith(("handle_softirqs", "__do_softirq"))
+        returning |= sym.startswith(RETURNING)
+        switching |= sym.startswith(SWITCHING)
+        receiving |= sym.startswith(RECEIVE_WORK)
+        if sym.startswith("asm_sysvec_") or sym.startswith("asm_common_interrupt"):
+            if sym == "asm_sysvec_reschedule_ipi":
+                return "interrupts: reschedule"
+            if receiving:
+                return "interrupts: network receive (RPS)"
+            if sym.startswith("asm_sysvec_call_function") and softirq:
+                # RPS's interrupt: its softirq is the receive the interrupt asked for, and
+                # the samples at the softirq's re-enabling of interrupts are that work's.
+                return "interrupts: network receive (RPS)"
+            return "interrupts: other"
+        if sym.startswith("asm_exc_page_fault"):
+            return "page faults"
+        name = SYSCALL_FUNCTIONS.get(sym)
+        if name is None and sym.startswith(SYSCALL_PREFIXES):
+            name = next(sym.removeprefix(p) for p in SYSCALL_PREFIXES if sym.startswith(p))
+        if name is None and sym.startswith(SYSCALL_DISPATCH):
+            name = ""
+        if name is not None:
+            for group, names in SYSCALL_GROUPS.items():
+                if name in names:
+                    if group == "send calls" and receiving:
+                        return "send calls: receive work inside"
+                    if switching and group != "receive calls":
+                        return f"{group}: switching"
+                    if group in ("send calls", "receive calls"):
+                        return group
+                    return f"{group}: waits and wakes"
+            # Past the call's handler, on the way back: a task woken meanwhile preempts here.
+            return "returns to user space: preemption, rseq" if returning else "other system calls"
+    return "kernel, other"
+
+
+def split(lines, app):
+    """Busy samples per class, and all busy samples, of a recording's `perf script` lines."""
+    per = Counter()
+    for comm, frames in parse_script(lines):
+        c = classify(comm, frames, app)
+        if c is not None:
+            per[c] += 1
+    return per, sum(per.values())
+
+
+def parse_host_speed(out):
+    m = re.search(r"^ns_per_step ([\d.]+)$", out, re.M)
+    if not m:
+        raise ValueError(f"no ns_per_step line in {out!r}")
+    return float(m.group(1))
+
+
+def parse_status_value(out, name):
+    """A counter from `SHOW GLOBAL STATUS` (tab-separated) or `INFO` (name:value) output."""
+    m = re.search(rf"^{re.escape(name)}[\t:](\d+)\s*$", out, re.M)
+    if not m:
+        raise ValueError(f"no {name} in {out!r}")
+    return int(m.group(1))
+
+
+def binary_name(command):
+    """The file name perf gives the binary that `command` runs (Debian's redis-server is a
+    link to redis-check-rdb)."""
+    return os.path.basename(os.path.realpath(shutil.which(command) or command))
+
+
+class Mariadb:
+    app = binary_name("mariadbd")
+
+    def __init__(self, lab, tmp):
+        self.lab, self.tmp = lab, tmp
+        self.init = os.path.join(tmp, "init.sql")
+        with open(self.init, "w") as f:
+            f.write("CREATE USER IF NOT EXISTS 'bench'@'%';\nGRANT ALL ON *.* TO 'bench'@'%';\n"
+                    "CREATE DATABASE IF NOT EXISTS sbtest;\n")
+
+    def sysbench(self, path):
+        return ["sysbench", "--db-driver=mysql", f"--mysql-host={L.ADDR[path]}", "--mysql-port=3306",
+                "--mysql-user=bench", "--mysql-db=sbtest", "--tables=1", "--table-size=10000"]
+
+    def start(self, path):
+        home = os.path.join(self.tmp, f"mariadb-{path}")
+        L.new_datadir(home)
+        server = L.mariadb_server(self.lab, path, home, self.init, open(os.path.join(self.tmp, f"mariadb-{path}.log"), "w"))
+        L.sh(self.lab.client(self.sysbench(path) + ["oltp_point_select", "prepare"]))
+        L.sh(self.lab.client(self.sysbench(path) + ["--threads=16", "--time=2", "oltp_point_select", "run"]))
+        return server
+
+    def client(self, path):
+        return self.lab.client(self.sysbench(path) + ["--threads=16", f"--time={RUN_S}", "oltp_point_select", "run"])
+
+    def served(self, path):
+        out = L.sh(self.lab.client(["mariadb", "-h", L.ADDR[path], "-u", "bench", "-N", "-B", "-e",
+                                    "SHOW GLOBAL STATUS LIKE 'Com_select'"])).stdout
+        return parse_status_value(out, "Com_select")
+
+
+class Redis:
+    app = binary_name("redis-server")
+
+    def __init__(self, lab, tmp):
+        self.lab, self.tmp = lab, tmp
+
+    def start(self, path):
+        addr = L.ADDR[path]
+        server = self.lab.server(path, ["redis-server", "--bind", addr, "--port", "6379", "--save", "", "--appendonly",
+                                        "no", "--protected-mode", "no"], open(os.path.join(self.tmp, f"redis-{path}.log"), "w"))
+        L.wait_port(self.lab, addr, 6379, server, "redis-server")
+        L.sh(self.lab.client(["redis-benchmark", "-h", addr, "-c", "50", "-d", "3", "-t", "set", "-n", "100000", "-q"]))
+        return server
+
+    def client(self, path):
+        # Longer than the run: stopped when the run's time is up.
+        return self.lab.client(["redis-benchmark", "-h", L.ADDR[path], "-c", "50", "-d", "3", "-t", "get",
+                                "-n", "100000000", "-q"])
+
+    def served(self, path):
+        out = L.sh(self.lab.client(["redis-cli", "-h", L.ADDR[path], "info", "stats"])).stdout.replace("\r", "")
+        return parse_status_value(out, "total_commands_processed")
+
+
+WORKLOADS = {"mariadb": Mariadb, "redis": Redis}
+
+
+def host_speed(exe):
+    return parse_host_speed(L.sh(["taskset", "-c", L.SERVER_CPU, exe]).stdout)
+
+
+def measure(work, path, speed_exe, tmp, keep=None):
+    """One run of `work`'s client against `path`: the core's samples per class over the
+    requests served in the recorded window, and the host's speed before and after."""
+    before_speed = host_speed(speed_exe)
+    client = subprocess.Popen(work.client(path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(WARM_S)
+        data = os.path.join(tmp, "perf.data")
+        served_before = work.served(path)
+        L.sh(["perf", "record", "-q", "-g", "-e", "cpu-clock", "-c", str(PERIOD_US * 1000), "-a", "-C", L.SERVER_CPU,
+              "-o", data, "--", "sleep", str(RECORD_S)])
+        served = work.served(path) - served_before
+    finally:
+        # Its results are not read: the server's counter said what was served.
+        client.terminate()
+        client.wait()
+    after_speed = host_speed(speed_exe)
+    if served <= 0:
+        raise SystemExit(f"lab_split: the {path} server served nothing while perf recorded")
+    script = subprocess.Popen(["perf", "script", "-F", "comm,pid,ip,sym,dso", "-i", data], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    per, busy = split(script.stdout, work.app)
+    if script.wait() != 0 or busy == 0:
+        raise SystemExit(f"lab_split: perf script read no busy sample of the {path} run")
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        shutil.move(data, os.path.join(keep, f"{work.app}-{path}-{time.strftime('%H%M%S')}.data"))
+    else:
+        os.remove(data)
+    us = {c: round(per.get(c, 0) * PERIOD_US / served, 3) for c in CLASSES}
+    return {"path": path, "requests_per_s": round(served / RECORD_S), "busy_us": round(busy * PERIOD_US / served, 3),
+            "busy_percent": round(100 * busy * PERIOD_US / (RECORD_S * 1e6), 1), "us": us,
+            "host_ns_per_step": [before_speed, after_speed]}
+
+
+def summarize(runs):
+    """Per path: the median over rounds of each class's us per request, and of the busy total."""
+    out = {}
+    for path in PATHS:
+        mine = [r for r in runs if r["path"] == path]
+        out[path] = {"busy_us": statistics.median(r["busy_us"] for r in mine),
+                     "us": {c: statistics.median(r["us"][c] for r in mine) for c in CLASSES}}
+    return out
+
+
+def write_md(f, name, result):
+    s = result["summary"]
+    f.write(f"## {name}\n\n")
+    f.write("| class | kernel path, us per request | pronghorn, us per request | pronghorn - kernel |\n|---|---:|---:|---:|\n")
+    for c in CLASSES:
+        k, p = s["kernel"]["us"][c], s["pronghorn"]["us"][c]
+        if k >= 0.05 or p >= 0.05:
+            f.write(f"| {c} | {k:.2f} | {p:.2f} | {p - k:+.2f} |\n")
+    k, p = s["kernel"]["busy_us"], s["pronghorn"]["busy_us"]
+    f.write(f"| **the core, busy** | **{k:.2f}** | **{p:.2f}** | **{p - k:+.2f}** |\n\n")
+    f.write("| round | path | requests/s (recorded window) | core busy | busy us per request | "
+            "host speed before / after (ns per step) |\n|---:|---|---:|---:|---:|---|\n")
+    for i, r in enumerate(result["runs"]):
+        f.write(f"| {i // 2 + 1} | {r['path']} | {r['requests_per_s']:,} | {r['busy_percent']}% | {r['busy_us']:.2f} | "
+                f"{r['host_ns_per_step'][0]:.2f} / {r['host_ns_per_step'][1]:.2f} |\n")
+    f.write("\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--prefix", default="sp", help="the lab (brought up by the wrapper script)")
+    ap.add_argument("--model", required=True, choices=["veth", "nic"],
+                    help="the lab model the wrapper set (`pronghorn lab model`); checked against the environment")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--workloads", default="mariadb,redis", help="a comma-separated list of: " + ", ".join(WORKLOADS))
+    ap.add_argument("--build", default="target/release",
+                    help="the directory of the pronghorn and libpronghorn.so measured (target/pgo: the PGO build)")
+    ap.add_argument("--keep-profiles", metavar="DIR", help="keep each run's perf.data in DIR")
+    a = ap.parse_args()
+    if os.environ.get("PRONGHORN_LAB_MODEL") != a.model:
+        raise SystemExit(f"lab_split: run under `pronghorn lab model {a.model}` (bench/lab_split.sh does)")
+    names = a.workloads.split(",")
+    for n in names:
+        if n not in WORKLOADS:
+            raise SystemExit(f"lab_split: unknown workload {n!r} in --workloads (known: {', '.join(WORKLOADS)})")
+    L.EXE = os.path.abspath(os.path.join(a.build, "pronghorn"))
+    lab = L.Lab(a.prefix)
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="lab-split-") as tmp:
+        os.chmod(tmp, 0o755)
+        speed_exe = os.path.join(tmp, "host_speed")
+        L.sh(["cc", "-O2", "-o", speed_exe, "bench/host_speed.c"])
+        for name in names:
+            work = WORKLOADS[name](lab, tmp)
+            servers = []
+            try:
+                for path in PATHS:
+                    servers.append(work.start(path))
+                runs = []
+                for r in range(a.rounds):
+                    for path in (PATHS if r % 2 == 0 else PATHS[::-1]):
+                        run = measure(work, path, speed_exe, tmp, a.keep_profiles)
+                        print(f"{name} round {r + 1}/{a.rounds} {path}: {run['requests_per_s']:,} requests/s, "
+                              f"{run['busy_us']:.1f} us of core 1 per request, host {run['host_ns_per_step']} ns/step",
+                              flush=True)
+                        runs.append(run)
+                results[name] = {"runs": runs, "summary": summarize(runs)}
+            finally:
+                for s in servers:
+                    s.terminate()
+                    s.wait()
+    args = " ".join(sys.argv[1:])
+    build_name = os.path.basename(os.path.normpath(a.build))
+    machine = L.machine(f"bench/lab_split.sh {args}".strip(), build=a.build,
+                        model=os.environ.get("PRONGHORN_LAB_MODEL_DESCRIPTION", a.model))
+    base = f"bench/results/lab-split-{a.model}" + ("" if build_name == "release" else f"-{build_name}")
+    with open(base + ".json", "w") as f:
+        json.dump({"rounds": a.rounds, "workloads": results, "machine": machine}, f, indent=1)
+    with open(base + ".md", "w") as f:
+        f.write(f"# Where the server's core goes per request, lab model {a.model}\n\n")
+        f.write(__doc__.split("\n\n", 1)[1].rsplit("\n\nWrites", 1)[0] + "\n\n")
+        f.write(f"Build: {a.build}. Medians over {a.rounds} rounds; classes under 0.05 us on both paths left out.\n\n")
+        for name in names:
+            write_md(f, name, results[name])
+        L.write_machine(f, machine)
+    print(open(base + ".md").read())
+
+
+if __name__ == "__main__":
+    main()

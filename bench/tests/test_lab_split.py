@@ -1,0 +1,214 @@
+"""Tests of bench/lab_split.py (a server core's samples per request, by class).
+
+  python3 -m unittest discover -s bench/tests
+"""
+
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import lab_split  # noqa: E402
+
+# perf script -F comm,pid,ip,sym,dso of samples as this kernel records them (frames shortened).
+KICK_WITH_PEER_RECEIVE = """mariadbd 20841 
+\tffffffff821f64a8 __pi_memcpy ([kernel.kallsyms])
+\tffffffff81e3f3e4 tcp_v4_rcv ([kernel.kallsyms])
+\tffffffff81e3f3e4 __netif_receive_skb_one_core ([kernel.kallsyms])
+\tffffffff82198b4e xsk_sendmsg ([kernel.kallsyms])
+\tffffffff81e314b0 __x64_sys_sendto ([kernel.kallsyms])
+\tffffffff821ef691 do_syscall_64 ([kernel.kallsyms])
+\tffffffff81000130 entry_SYSCALL_64_after_hwframe ([kernel.kallsyms])
+\t          10aba4 __send (/usr/lib/x86_64-linux-gnu/libc.so.6)
+
+"""
+KICK = """mariadbd 20841 
+\tffffffff821f64a8 __pi_memcpy ([kernel.kallsyms])
+\tffffffff81e3f3e4 skb_store_bits ([kernel.kallsyms])
+\tffffffff82198514 __xsk_generic_xmit ([kernel.kallsyms])
+\tffffffff81e314b0 __x64_sys_sendto ([kernel.kallsyms])
+\t          10aba4 __send (/usr/lib/x86_64-linux-gnu/libc.so.6)
+
+"""
+NAPI = """napi/sq-a0-3728 20683 
+\tffffffff82025afc tcp_wfree ([kernel.kallsyms])
+\tffffffff81dbf136 veth_poll ([kernel.kallsyms])
+
+"""
+# A reschedule IPI taken in user mode: the sample falls as the interrupt returns to user space.
+RESCHEDULE = """mariadbd 20841 
+\tffffffff81e3f3e4 irqentry_exit_to_user_mode ([kernel.kallsyms])
+\tffffffff81000c82 asm_sysvec_reschedule_ipi ([kernel.kallsyms])
+\t          5cd89d JOIN::optimize_inner() (/usr/sbin/mariadbd)
+
+"""
+# RPS's function call interrupt, whose softirq runs the server's TCP receive, inside a futex call.
+RPS_IN_FUTEX = """mariadbd 20841 
+\tffffffff81e3f3e4 tcp_rcv_established ([kernel.kallsyms])
+\tffffffff81e3f3e4 process_backlog ([kernel.kallsyms])
+\tffffffff81e3f3e4 handle_softirqs ([kernel.kallsyms])
+\tffffffff81000c82 asm_sysvec_call_function_single ([kernel.kallsyms])
+\tffffffff81e314b0 __x64_sys_futex ([kernel.kallsyms])
+
+"""
+# RPS's interrupt as perf sees it most often: at the softirq's re-enabling of interrupts.
+RPS_AT_SOFTIRQ = """mariadbd 20841 
+\tffffffff81e3f3e4 handle_softirqs ([kernel.kallsyms])
+\tffffffff81e3f3e4 irq_exit_rcu ([kernel.kallsyms])
+\tffffffff81000c82 asm_sysvec_call_function_single ([kernel.kallsyms])
+\t          5cd89d alloc_root (/usr/sbin/mariadbd)
+
+"""
+TIMER = """mariadbd 20841 
+\tffffffff81e3f3e4 hrtimer_interrupt ([kernel.kallsyms])
+\tffffffff81000c82 asm_sysvec_apic_timer_interrupt ([kernel.kallsyms])
+
+"""
+FUTEX_SWITCH = """mariadbd 20841 
+\tffffffff81e3f3e4 finish_task_switch.isra.0 ([kernel.kallsyms])
+\tffffffff81e3f3e4 __schedule ([kernel.kallsyms])
+\tffffffff81e3f3e4 futex_wait_queue ([kernel.kallsyms])
+\tffffffff81e314b0 __x64_sys_futex ([kernel.kallsyms])
+\t          10aba4 syscall (/usr/lib/x86_64-linux-gnu/libc.so.6)
+
+"""
+POLL = """mariadbd 20841 
+\tffffffff81e3f3e4 do_sys_poll ([kernel.kallsyms])
+\tffffffff81e314b0 __x64_sys_poll ([kernel.kallsyms])
+
+"""
+RECV_SWITCH = """mariadbd 20841 
+\tffffffff81e3f3e4 __schedule ([kernel.kallsyms])
+\tffffffff81e314b0 __x64_sys_recvfrom ([kernel.kallsyms])
+
+"""
+OTHER_CALL = """mariadbd 20841 
+\tffffffff81e3f3e4 do_madvise ([kernel.kallsyms])
+\tffffffff81e314b0 __x64_sys_madvise ([kernel.kallsyms])
+
+"""
+# Where the dispatcher inlined the `__x64_sys_*` wrapper: the function it calls names the call.
+WRITE_INLINED = """redis-server 900 
+\tffffffff81e3f3e4 tcp_sendmsg ([kernel.kallsyms])
+\tffffffff81e3f3e4 ksys_write ([kernel.kallsyms])
+\tffffffff81e3f3e4 x64_sys_call ([kernel.kallsyms])
+\tffffffff81e3f3e4 do_syscall_64 ([kernel.kallsyms])
+
+"""
+DISPATCH_ONLY = """redis-server 900 
+\tffffffff81e3f3e4 x64_sys_call ([kernel.kallsyms])
+\tffffffff81e3f3e4 do_syscall_64 ([kernel.kallsyms])
+
+"""
+# A preemption as a call returns: the handler's frame is gone, the dispatcher's is there.
+PREEMPTED_ON_RETURN = """mariadbd 20841 
+\tffffffff81e3f3e4 finish_task_switch.isra.0 ([kernel.kallsyms])
+\tffffffff81e3f3e4 __schedule ([kernel.kallsyms])
+\tffffffff81e3f3e4 exit_to_user_mode_loop ([kernel.kallsyms])
+\tffffffff81e3f3e4 do_syscall_64 ([kernel.kallsyms])
+
+"""
+FAULT = """mariadbd 20841 
+\tffffffff821eb0e7 clear_page_erms ([kernel.kallsyms])
+\tffffffff81000c82 asm_exc_page_fault ([kernel.kallsyms])
+\t          5cd89d alloc_root (/usr/sbin/mariadbd)
+
+"""
+USER = """mariadbd 20841 
+\t          5cd89d operator new(unsigned long) (/usr/sbin/mariadbd)
+
+mariadbd 20841 
+\t          5cd89d runtime::poll::poll (/work/main/target/pgo/libpronghorn.so)
+
+mariadbd 20841 
+\t          5cd89d __memcpy_avx_unaligned_erms (/usr/lib/x86_64-linux-gnu/libc.so.6)
+
+"""
+IDLE = """swapper     0 
+\tffffffff821eb0e7 pv_native_safe_halt ([kernel.kallsyms])
+
+"""
+
+
+def one(text, app="mariadbd"):
+    samples = list(lab_split.parse_script(text.splitlines(keepends=True)))
+    assert len(samples) == 1, samples
+    comm, frames = samples[0]
+    return lab_split.classify(comm, frames, app)
+
+
+class Classify(unittest.TestCase):
+    def test_a_send_is_split_by_the_receive_work_run_inside_it(self):
+        self.assertEqual(one(KICK_WITH_PEER_RECEIVE), "send calls: receive work inside")
+        self.assertEqual(one(KICK), "send calls")
+
+    def test_the_napi_thread_is_the_nic_stand_in_whatever_it_runs(self):
+        self.assertEqual(one(NAPI), "NIC stand-in: the XDP veth's NAPI thread")
+
+    def test_the_innermost_entry_decides_an_interrupt_inside_a_system_call(self):
+        self.assertEqual(one(RESCHEDULE), "interrupts: reschedule")
+        self.assertEqual(one(RPS_IN_FUTEX), "interrupts: network receive (RPS)")
+        self.assertEqual(one(RPS_AT_SOFTIRQ), "interrupts: network receive (RPS)")
+        self.assertEqual(one(TIMER), "interrupts: other")
+
+    def test_waits_are_split_into_switching_and_the_rest(self):
+        self.assertEqual(one(FUTEX_SWITCH), "futex: switching")
+        self.assertEqual(one(POLL), "poll, epoll, select: waits and wakes")
+
+    def test_a_receive_call_is_one_class_switch_or_not_and_other_calls_are_other(self):
+        self.assertEqual(one(RECV_SWITCH), "receive calls")
+        self.assertEqual(one(OTHER_CALL), "other system calls")
+
+    def test_a_call_whose_wrapper_was_inlined_is_named_by_what_the_dispatcher_called(self):
+        self.assertEqual(one(WRITE_INLINED), "send calls")
+        self.assertEqual(one(DISPATCH_ONLY), "other system calls")
+        self.assertEqual(one(PREEMPTED_ON_RETURN), "returns to user space: preemption, rseq")
+
+    def test_a_page_fault_from_user_code_is_a_page_fault(self):
+        self.assertEqual(one(FAULT), "page faults")
+
+    def test_user_leaves_go_by_their_object_even_with_spaces_in_the_symbol(self):
+        samples = list(lab_split.parse_script(USER.splitlines(keepends=True)))
+        self.assertEqual([lab_split.classify(c, f, "mariadbd") for c, f in samples],
+                         ["application code", "libpronghorn.so", "libc and other libraries"])
+        self.assertEqual(lab_split.classify(*samples[0], "redis-server"), "libc and other libraries")
+
+    def test_the_idle_task_is_not_busy(self):
+        self.assertIsNone(one(IDLE))
+        per, busy = lab_split.split((IDLE + POLL + FAULT).splitlines(keepends=True), "mariadbd")
+        self.assertEqual(busy, 2)
+        self.assertEqual(per["page faults"], 1)
+
+    def test_every_class_a_sample_can_get_is_reported(self):
+        texts = [KICK_WITH_PEER_RECEIVE, KICK, NAPI, RESCHEDULE, RPS_IN_FUTEX, RPS_AT_SOFTIRQ, TIMER, FUTEX_SWITCH, POLL, RECV_SWITCH,
+                 OTHER_CALL, WRITE_INLINED, DISPATCH_ONLY, PREEMPTED_ON_RETURN, FAULT, USER]
+        for t in texts:
+            for c, f in lab_split.parse_script(t.splitlines(keepends=True)):
+                self.assertIn(lab_split.classify(c, f, "mariadbd"), lab_split.CLASSES)
+
+
+class Parse(unittest.TestCase):
+    def test_host_speed_and_counters(self):
+        self.assertEqual(lab_split.parse_host_speed("ns_per_step 5.021\n"), 5.021)
+        self.assertRaises(ValueError, lab_split.parse_host_speed, "")
+        self.assertEqual(lab_split.parse_status_value("Com_select\t123456\n", "Com_select"), 123456)
+        info = "# Stats\ntotal_connections_received:3\ntotal_commands_processed:98765\n"
+        self.assertEqual(lab_split.parse_status_value(info, "total_commands_processed"), 98765)
+        self.assertRaises(ValueError, lab_split.parse_status_value, "Com_select_x\t1\n", "Com_select")
+
+    def test_summary_takes_each_paths_median(self):
+        def run(path, busy, app):
+            us = {c: 0.0 for c in lab_split.CLASSES}
+            us["application code"] = app
+            return {"path": path, "busy_us": busy, "us": us}
+        runs = [run("kernel", 30, 10), run("pronghorn", 40, 16), run("pronghorn", 44, 18), run("kernel", 28, 11),
+                run("kernel", 31, 12), run("pronghorn", 41, 15)]
+        s = lab_split.summarize(runs)
+        self.assertEqual(s["kernel"]["busy_us"], 30)
+        self.assertEqual(s["pronghorn"]["us"]["application code"], 16)
+
+
+if __name__ == "__main__":
+    unittest.main()
