@@ -38,7 +38,7 @@ pub enum Name {
     /// (bench/resync.sh; diskless sync and load).
     Resync,
     /// pgbench against PostgreSQL 15 (pronghorn's path under the postgres profile): select-only
-    /// at 16 and 64 clients, the TPC-B-like mix at 16 and 4, select-only with a connection per
+    /// at 16 and 64 clients, the TPC-B-like mix at 16, 64 and 4, select-only with a connection per
     /// transaction (-C) at 16.
     Pgbench,
 }
@@ -623,14 +623,17 @@ fn parse_resync(client: &Client, out: &str) -> Result<Vec<Sample>> {
 /// queue on their row locks rather than on the network).
 const PGBENCH_SCALE: u32 = 8;
 
-/// pgbench's cases: label, options, and whether --quick runs it. The mix at 4 clients is the
+/// pgbench's cases: label, options, and whether --quick runs it. Issue 24 asks for each query
+/// kind at 16 and 64 clients; the mix at 64 queues on the 8 branches' row locks as much as on the
+/// network, which is the server's behaviour on both paths. The mix at 4 clients is the
 /// family's weakest case: with few requests in flight the stack thread's passes batch little,
 /// and each statement pays its hops to the stack thread and back (docs/design-notes.md, "The
 /// TPC-B-like mix by clients").
-const PGBENCH_CASES: [(&str, &[&str], bool); 5] = [
+const PGBENCH_CASES: [(&str, &[&str], bool); 6] = [
     ("select-only -c 16", &["-S", "-c", "16"], true),
     ("select-only -c 64", &["-S", "-c", "64"], false),
     ("TPC-B-like -c 16", &["-c", "16"], true),
+    ("TPC-B-like -c 64", &["-c", "64"], false),
     ("TPC-B-like -c 4", &["-c", "4"], false),
     ("select-only -C -c 16", &["-S", "-C", "-c", "16"], true),
 ];
@@ -696,7 +699,7 @@ fn pgbench(addr: &str, quick: bool, dir: &Path) -> Result<Plan> {
              postmaster drives the NIC, the backend it forks per connection serves it on the shared stack). \
              `pgbench -i -s {PGBENCH_SCALE}` ({} accounts) fills each path's datadir once, untimed. Cases: \
              select-only (-S, one primary-key SELECT per transaction) at 16 and 64 clients (--quick: 16), the \
-             TPC-B-like mix (3 UPDATEs, a SELECT and an INSERT in a transaction) at 16 and 4 clients \
+             TPC-B-like mix (3 UPDATEs, a SELECT and an INSERT in a transaction) at 16, 64 and 4 clients \
              (--quick: 16), and select-only with a new connection, so a new backend, per transaction (-C) \
              at 16; {secs} s each, no vacuum between runs (-n). tps is pgbench's: without the initial \
              connection time, except for -C, where connecting is the work and is included. latency_avg_ms is \
@@ -1354,13 +1357,21 @@ Latency (ms):
         let labels: Vec<&str> = full.clients.iter().map(|c| c.label.as_str()).collect();
         assert_eq!(
             labels,
-            ["select-only -c 16", "select-only -c 64", "TPC-B-like -c 16", "TPC-B-like -c 4", "select-only -C -c 16"]
+            [
+                "select-only -c 16",
+                "select-only -c 64",
+                "TPC-B-like -c 16",
+                "TPC-B-like -c 64",
+                "TPC-B-like -c 4",
+                "select-only -C -c 16"
+            ]
         );
         let runs: Vec<String> = full.clients.iter().map(|c| c.argv.join(" ")).collect();
         let head = "pgbench -h 10.99.0.1 -U postgres -n -j 4 -T 20";
         assert_eq!(runs[1], format!("{head} -S -c 64 postgres"));
-        assert_eq!(runs[3], format!("{head} -c 4 postgres"));
-        assert_eq!(runs[4], format!("{head} -S -C -c 16 postgres"));
+        assert_eq!(runs[3], format!("{head} -c 64 postgres"));
+        assert_eq!(runs[4], format!("{head} -c 4 postgres"));
+        assert_eq!(runs[5], format!("{head} -S -C -c 16 postgres"));
         let quick = plan(Name::Pgbench, "10.98.0.1", true, &dir, Workers::ONE).unwrap();
         let labels: Vec<&str> = quick.clients.iter().map(|c| c.label.as_str()).collect();
         assert_eq!(labels, ["select-only -c 16", "TPC-B-like -c 16", "select-only -C -c 16"]);
