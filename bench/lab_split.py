@@ -8,7 +8,8 @@ Rounds alternate the paths (kernel first in odd rounds, pronghorn first in even 
 run the client starts, and after WARM_S seconds perf records every task on core 1
 (cpu-clock, 4,000 samples a second, with call graphs) for RECORD_S seconds, and the server's own
 request counter, read from side b before and after, says how many requests it served in that
-window; then the client is stopped.
+window (the reads' interval is a little longer than the recording's: the count is scaled to the
+recorded seconds); then the client is stopped.
 
 Each busy sample (not the idle task) goes into one class (`CLASSES`):
 - by the object its leaf frame is in, for user code: the application's binary, libpronghorn.so,
@@ -282,10 +283,12 @@ def measure(work, path, speed_exe, tmp, keep=None):
     try:
         time.sleep(WARM_S)
         data = os.path.join(tmp, "perf.data")
-        served_before = work.served(path)
+        served_before, start = work.served(path), time.monotonic()
         L.sh(["perf", "record", "-q", "-g", "-e", "cpu-clock", "-c", str(PERIOD_US * 1000), "-a", "-C", L.SERVER_CPU,
               "-o", data, "--", "sleep", str(RECORD_S)])
-        served = work.served(path) - served_before
+        # The two reads span perf's start and stop as well as the recorded seconds: the
+        # requests of the recording are their share of what was served in between.
+        served = (work.served(path) - served_before) * RECORD_S / (time.monotonic() - start)
     finally:
         # Its results are not read: the server's counter said what was served.
         client.terminate()
