@@ -59,29 +59,40 @@ def classify(comm, frames, net):
     return "rest"
 
 
+def samples(lines):
+    """The samples of `perf script -F comm,pid,ip,sym,dso` output of a recording with call
+    graphs: a header line (the task's name, which may hold spaces, then its pid), a
+    tab-indented `address symbol (object)` line per frame, leaf first (a symbol may hold spaces,
+    as C++'s do), then an empty line. Yields (comm, [(symbol, object), ...]), offsets
+    (`+0x..`) cut from the symbols."""
+    comm, frames = None, []
+    for line in lines:
+        line = line.rstrip("\n")
+        if not line.strip():
+            if comm is not None:
+                yield comm, frames
+            comm, frames = None, []
+        elif not line[0].isspace():
+            if comm is not None:
+                yield comm, frames
+            words = line.split()
+            comm, frames = " ".join(words[:-1]) if len(words) > 1 else words[0], []
+        else:
+            addr_sym, _, obj = line.strip().rpartition(" (")
+            _, _, sym = addr_sym.partition(" ")
+            if sym:
+                frames.append((re.sub(r"\+0x[0-9a-f]+$", "", sym.strip()), obj.rstrip(")")))
+    if comm is not None:
+        yield comm, frames
+
+
 def split(lines, net):
     """Samples per class of `perf script -F comm,pid,ip,sym,dso` output; the idle task's are
     left out."""
     counts = Counter()
-    comm, frames = None, []
-
-    def flush():
-        if comm is not None and comm != "swapper":
+    for comm, frames in samples(lines):
+        if comm != "swapper":
             counts[classify(comm, frames, net)] += 1
-
-    for line in lines:
-        line = line.rstrip("\n")
-        if not line.strip():
-            flush()
-            comm, frames = None, []
-        elif not line[0].isspace():
-            flush()
-            comm, frames = line.split()[0], []
-        else:
-            m = re.match(r"\s*[0-9a-f]+\s+(\S+)\s+\((.*)\)\s*$", line)
-            if m:
-                frames.append((re.sub(r"\+0x[0-9a-f]+$", "", m.group(1)), m.group(2)))
-    flush()
     return counts
 
 

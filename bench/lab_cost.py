@@ -206,13 +206,24 @@ def parse_dso_shares(report):
     return shares
 
 
-def redis(lab, path, requests, tmp):
+def redis_server(lab, path, log):
+    """redis-server without persistence, listening on `path`'s address (port 6379)."""
     addr = ADDR[path]
-    log = open(os.path.join(tmp, f"redis-{path}.log"), "w")
     server = lab.server(path, ["redis-server", "--bind", addr, "--port", "6379", "--save", "", "--appendonly", "no",
                                "--protected-mode", "no", "--maxclients", "10000"], log)
     try:
         wait_port(lab, addr, 6379, server, "redis-server")
+    except BaseException:
+        server.terminate()
+        server.wait()
+        raise
+    return server
+
+
+def redis(lab, path, requests, tmp):
+    addr = ADDR[path]
+    server = redis_server(lab, path, open(os.path.join(tmp, f"redis-{path}.log"), "w"))
+    try:
         bench = lab.client(["redis-benchmark", "-h", addr, "-p", "6379", "-c", "50", "-d", "3", "-t", "set,get",
                             "-n", str(requests), "--csv"])
         sh(bench)  # warm up, and the keys GET reads

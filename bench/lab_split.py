@@ -52,6 +52,7 @@ import time
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import core_split  # noqa: E402  (its reading of perf script's samples)
 import lab_cost as L  # noqa: E402  (the lab's helpers: servers, addresses, cores, the machine line)
 
 WARM_S, RECORD_S = 2, 5
@@ -96,29 +97,6 @@ RECEIVE_WORK = ("__netif_receive_skb", "netif_receive_skb", "process_backlog", "
                 "ipv6_rcv", "tcp_v4_rcv", "tcp_v6_rcv", "veth_poll", "xsk_rcv", "__xsk_rcv")
 SWITCHING = ("__schedule", "schedule", "finish_task_switch")
 RETURNING = ("exit_to_user_mode", "syscall_exit_to_user_mode", "__rseq_handle_notify_resume")
-
-
-def parse_script(lines):
-    """Samples from `perf script -F comm,pid,ip,sym,dso` of a recording with call graphs: a
-    header line (task name, pid), then a tab-indented `address symbol (object)` line per frame,
-    leaf first, then an empty line. Yields (comm, [(symbol, object), ...])."""
-    comm, frames = None, []
-    for line in lines:
-        if line.startswith(("\t", " ")) and line.strip():
-            text = line.strip()
-            addr_sym, _, obj = text.rpartition(" (")
-            _, _, sym = addr_sym.partition(" ")
-            frames.append((sym.strip(), obj.rstrip(")")))
-        elif not line.strip():
-            if comm is not None:
-                yield comm, frames
-            comm, frames = None, []
-        else:
-            if comm is not None:
-                yield comm, frames
-            comm, frames = line.strip().rsplit(None, 1)[0] if len(line.split()) > 1 else line.strip(), []
-    if comm is not None:
-        yield comm, frames
 
 
 def is_kernel(obj):
@@ -185,7 +163,7 @@ def classify(comm, frames, app):
 def split(lines, app):
     """Busy samples per class, and all busy samples, of a recording's `perf script` lines."""
     per = Counter()
-    for comm, frames in parse_script(lines):
+    for comm, frames in core_split.samples(lines):
         c = classify(comm, frames, app)
         if c is not None:
             per[c] += 1
@@ -252,9 +230,7 @@ class Redis:
 
     def start(self, path):
         addr = L.ADDR[path]
-        server = self.lab.server(path, ["redis-server", "--bind", addr, "--port", "6379", "--save", "", "--appendonly",
-                                        "no", "--protected-mode", "no"], open(os.path.join(self.tmp, f"redis-{path}.log"), "w"))
-        L.wait_port(self.lab, addr, 6379, server, "redis-server")
+        server = L.redis_server(self.lab, path, open(os.path.join(self.tmp, f"redis-{path}.log"), "w"))
         L.sh(self.lab.client(["redis-benchmark", "-h", addr, "-c", "50", "-d", "3", "-t", "set", "-n", "100000", "-q"]))
         return server
 

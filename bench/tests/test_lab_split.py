@@ -10,6 +10,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+import core_split  # noqa: E402
 import lab_split  # noqa: E402
 
 # perf script -F comm,pid,ip,sym,dso of samples as this kernel records them (frames shortened).
@@ -133,7 +134,7 @@ IDLE = """swapper     0
 
 
 def one(text, app="mariadbd"):
-    samples = list(lab_split.parse_script(text.splitlines(keepends=True)))
+    samples = list(core_split.samples(text.splitlines(keepends=True)))
     assert len(samples) == 1, samples
     comm, frames = samples[0]
     return lab_split.classify(comm, frames, app)
@@ -170,7 +171,7 @@ class Classify(unittest.TestCase):
         self.assertEqual(one(FAULT), "page faults")
 
     def test_user_leaves_go_by_their_object_even_with_spaces_in_the_symbol(self):
-        samples = list(lab_split.parse_script(USER.splitlines(keepends=True)))
+        samples = list(core_split.samples(USER.splitlines(keepends=True)))
         self.assertEqual([lab_split.classify(c, f, "mariadbd") for c, f in samples],
                          ["application code", "libpronghorn.so", "libc and other libraries"])
         self.assertEqual(lab_split.classify(*samples[0], "redis-server"), "libc and other libraries")
@@ -185,7 +186,7 @@ class Classify(unittest.TestCase):
         texts = [KICK_WITH_PEER_RECEIVE, KICK, NAPI, RESCHEDULE, RPS_IN_FUTEX, RPS_AT_SOFTIRQ, TIMER, FUTEX_SWITCH, POLL, RECV_SWITCH,
                  OTHER_CALL, WRITE_INLINED, DISPATCH_ONLY, PREEMPTED_ON_RETURN, FAULT, USER]
         for t in texts:
-            for c, f in lab_split.parse_script(t.splitlines(keepends=True)):
+            for c, f in core_split.samples(t.splitlines(keepends=True)):
                 self.assertIn(lab_split.classify(c, f, "mariadbd"), lab_split.CLASSES)
 
 
