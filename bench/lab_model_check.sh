@@ -5,12 +5,12 @@
 # stack on a device (on the CPU that runs that receive); napi:napi_poll counts polls of the XDP
 # veth's NAPI (which moves frames into pronghorn's AF_XDP ring).
 #
-#   bash bench/lab_model_check.sh veth|nic [PREFIX]     (root; PREFIX default: check)
+#   bash bench/lab_model_check.sh veth|nic|dma [PREFIX]     (root; PREFIX default: check)
 #
 # Results go to a scratch directory, not bench/results. Server on core 1, client on core 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-model=${1:?usage: lab_model_check.sh veth|nic [prefix]}
+model=${1:?usage: lab_model_check.sh veth|nic|dma [prefix]}
 p=${2:-check}
 exe=target/release/pronghorn
 out=$(mktemp -d)

@@ -104,7 +104,7 @@ enum Action {
     },
     /// Run a command (in this namespace) with the lab in a lab model, as `pronghorn bench --model`
     /// sets it, and put the lab back as it was when the command ends. The command gets
-    /// PRONGHORN_LAB_MODEL (veth or nic) and PRONGHORN_LAB_MODEL_DESCRIPTION (what was set).
+    /// PRONGHORN_LAB_MODEL (veth, nic or dma) and PRONGHORN_LAB_MODEL_DESCRIPTION (what was set).
     Model(ModelArgs),
 }
 
@@ -113,13 +113,14 @@ struct ModelArgs {
     #[command(flatten)]
     prefix: Prefix,
     /// veth: the lab as `up` made it (checked); nic: each side's receive on its own side's core
-    /// (RPS, the XDP veth's NAPI threaded and pinned).
+    /// (RPS, the XDP veth's NAPI threaded and pinned); dma: RPS as in nic, the XDP veth's
+    /// receive left on the client's core (a NIC that fills pronghorn's ring by DMA).
     #[arg(value_parser = parse_model)]
     model: Model,
-    /// The server's cores (a taskset list): where side a's receive goes in the nic model.
+    /// The server's cores (a taskset list): where side a's receive goes in the nic and dma models.
     #[arg(long, default_value = "1")]
     server_cpus: String,
-    /// The client's cores: where side b's receive goes in the nic model.
+    /// The client's cores: where side b's receive goes in the nic and dma models.
     #[arg(long, default_value = "0")]
     client_cpus: String,
     /// The command and its arguments (after `--`).
@@ -214,7 +215,8 @@ fn parse_model(s: &str) -> Result<Model, String> {
     match s {
         "veth" => Ok(Model::Veth),
         "nic" => Ok(Model::Nic),
-        _ => Err(format!("unknown lab model \"{s}\" (expected veth or nic)")),
+        "dma" => Ok(Model::Dma),
+        _ => Err(format!("unknown lab model \"{s}\" (expected veth, nic or dma)")),
     }
 }
 
@@ -875,7 +877,8 @@ mod tests {
     fn lab_models_are_named_as_bench_names_them() {
         assert_eq!(parse_model("veth"), Ok(Model::Veth));
         assert_eq!(parse_model("nic"), Ok(Model::Nic));
-        assert!(parse_model("both").unwrap_err().contains("expected veth or nic"));
+        assert_eq!(parse_model("dma"), Ok(Model::Dma));
+        assert!(parse_model("both").unwrap_err().contains("expected veth, nic or dma"));
     }
 
     #[test]

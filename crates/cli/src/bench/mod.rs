@@ -12,8 +12,8 @@
 //! measured, not guessed.
 //!
 //! `--model` picks the lab model (model.rs): on which core each side's kernel receive work runs.
-//! Each model's rounds get results files of their own (`<name>.*` for veth, `<name>-nic.*`),
-//! whose tables say which model they are.
+//! Each model's rounds get results files of their own (`<name>.*` for veth, `<name>-nic.*`,
+//! `<name>-dma.*`), whose tables say which model they are.
 //!
 //! Owns: process orchestration and reporting. Must not: know a workload's details (workloads.rs).
 
@@ -87,8 +87,9 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]
     workers: u16,
     /// The lab model: veth (each side's receive runs inside the peer's send, on the peer's
-    /// core), nic (each side's receive on its own core: RPS, threaded NAPI pinned), or both
-    /// (one after the other, each with its own results files).
+    /// core), nic (each side's receive on its own core: RPS, threaded NAPI pinned), dma (as nic,
+    /// with pronghorn's receive copy off the server's core, as a NIC's DMA does it), or both
+    /// (veth then nic, each with its own results files).
     #[arg(long, value_enum, default_value = "veth")]
     model: ModelArg,
     /// pronghorn's path on an interface it shares with the kernel (`nic.share = true`, issue
@@ -949,6 +950,7 @@ mod tests {
             assert_eq!(parse(&[workload, "--model", "nic"]).unwrap().model, ModelArg::Nic, "{workload}");
         }
         assert_eq!(parse(&["tpcc", "--quick", "--model", "both"]).unwrap().model, ModelArg::Both);
+        assert_eq!(parse(&["mariadb", "--model", "dma"]).unwrap().model, ModelArg::Dma);
         assert_eq!(parse(&["http", "--workers", "2", "--model", "veth"]).unwrap().model, ModelArg::Veth);
         let err = parse(&["redis", "--model", "loopback"]).err().unwrap().to_string();
         assert!(err.contains("veth") && err.contains("nic") && err.contains("both"), "{err}");

@@ -13,6 +13,14 @@
 //! program or GRO on; GRO is turned on so that the NAPI (and its pinned kthread) outlives each
 //! pronghorn server's XDP program. Frames redirected by XDP never reach GRO.
 //!
+//! `dma` (a NIC that writes frames into pronghorn's ring itself: AF_XDP in zero-copy mode, or a
+//! DPDK PMD): RPS as in `nic`, and the XDP veth's receive left where the veth runs it, on the
+//! client's core. The nic model's kthread stands in for a NIC's receive by running the veth's
+//! poll, the XDP program and the copy into the AF_XDP ring on the server's core, which such a NIC
+//! does by DMA; this model charges the server's core nothing for it, where a zero-copy driver's
+//! interrupt and descriptor work would cost a little (a PMD: nothing). The two bound the truth
+//! from either side.
+//!
 //! Owns: the sysfs settings of a model, applied to a lab and restored (on drop) to what they
 //! were. Must not: run servers or clients (mod.rs).
 
@@ -32,6 +40,8 @@ pub enum ModelArg {
     Veth,
     /// NIC-like: each side's receive on its own side's core (RPS, threaded NAPI).
     Nic,
+    /// As nic, with pronghorn's receive copy off the server's core, as a NIC's DMA does it.
+    Dma,
     /// Both, one after the other, each with its own results files.
     Both,
 }
@@ -41,6 +51,7 @@ impl ModelArg {
         match self {
             ModelArg::Veth => &[Model::Veth],
             ModelArg::Nic => &[Model::Nic],
+            ModelArg::Dma => &[Model::Dma],
             ModelArg::Both => &[Model::Veth, Model::Nic],
         }
     }
@@ -51,6 +62,7 @@ impl ModelArg {
 pub enum Model {
     Veth,
     Nic,
+    Dma,
 }
 
 impl Model {
@@ -58,15 +70,17 @@ impl Model {
         match self {
             Model::Veth => "veth",
             Model::Nic => "nic",
+            Model::Dma => "dma",
         }
     }
 
     /// What the results files' names get: nothing for the veth model (the names results had
-    /// before there were models), `-nic` for the other.
+    /// before there were models), `-nic` and `-dma` for the others.
     pub fn file_suffix(self) -> &'static str {
         match self {
             Model::Veth => "",
             Model::Nic => "-nic",
+            Model::Dma => "-dma",
         }
     }
 }
@@ -170,7 +184,7 @@ pub fn apply(model: Model, lab: &LabDevices, server_cpus: &str, client_cpus: &st
         restored: false,
     };
     if model == Model::Veth {
-        check_as_made(lab)?;
+        check_as_made(lab, model)?;
         applied.description = format!(
             "veth (as the veth does it: each side's receive runs inside the peer's send, on the sender's core: the \
              kernel server's TCP receive and the XDP veth's receive into pronghorn's AF_XDP ring on the client's \
@@ -178,6 +192,9 @@ pub fn apply(model: Model, lab: &LabDevices, server_cpus: &str, client_cpus: &st
              no threaded NAPI)"
         );
         return Ok(applied);
+    }
+    if model == Model::Dma {
+        check_as_made(lab, model)?;
     }
     let (server_mask, client_mask) = (rps_mask(server_cpus)?, rps_mask(client_cpus)?);
     for (ns, dev, server_side) in lab.rps_veths() {
@@ -192,6 +209,19 @@ pub fn apply(model: Model, lab: &LabDevices, server_cpus: &str, client_cpus: &st
                 bail!("{file} in {ns} reads {set} after writing {mask}");
             }
         }
+    }
+    if model == Model::Dma {
+        applied.description = format!(
+            "dma-like (a NIC that writes frames into pronghorn's AF_XDP ring itself, as zero-copy AF_XDP or a \
+             DPDK PMD does: RPS on the kernel server's veth {} = the server's core {server_cpus} (rps_cpus \
+             {server_mask}); RPS on side b's veths {} and {} = the client's core {client_cpus} (rps_cpus \
+             {client_mask}); the XDP veth {}'s receive (its poll, the XDP program, the copy into the ring) left \
+             on the sender's core {client_cpus}, so the server's core pays nothing for it, where a zero-copy \
+             driver's interrupt would cost a little; the server's core still runs pronghorn's transmit copy and \
+             kick, and the wakeup of the thread that sleeps on the ring)",
+            lab.kernel_veth, lab.kernel_peer, lab.xdp_peer, lab.xdp_veth
+        );
+        return Ok(applied);
     }
     let gro_on = gro(lab.ns_a, lab.xdp_veth)?;
     if !gro_on {
@@ -251,11 +281,12 @@ pub fn apply(model: Model, lab: &LabDevices, server_cpus: &str, client_cpus: &st
     Ok(applied)
 }
 
-/// The veth model is the lab as `lab up` makes it: a lab left with RPS or a threaded NAPI (by a
-/// bench killed in the nic model, or by hand) would be measured as something else.
-fn check_as_made(lab: &LabDevices) -> Result<()> {
+/// The veth model is the lab as `lab up` makes it, and so is the dma model's XDP veth (with its
+/// RPS files for the veth model): a lab left with RPS or a threaded NAPI (by a bench killed in
+/// the nic model, or by hand) would be measured as something else.
+fn check_as_made(lab: &LabDevices, model: Model) -> Result<()> {
     let mut files = Vec::new();
-    for (ns, dev, _) in lab.rps_veths() {
+    for (ns, dev, _) in lab.rps_veths().into_iter().filter(|_| model == Model::Veth) {
         files
             .extend(rx_queues(ns, dev)?.into_iter().map(|q| (ns, format!("/sys/class/net/{dev}/queues/{q}/rps_cpus"))));
     }
@@ -265,7 +296,8 @@ fn check_as_made(lab: &LabDevices) -> Result<()> {
         if !same_mask(&value, "0") {
             bail!(
                 "{file} in {ns} is {value}, not 0: the lab is not as `lab up` made it (a bench killed in the nic \
-                 model leaves that); take the lab down, or write 0 there, to measure the veth model"
+                 model leaves that); take the lab down, or write 0 there, to measure the {} model",
+                model.as_str()
             );
         }
     }
@@ -379,5 +411,7 @@ mod tests {
         assert_eq!(ModelArg::Nic.models(), [Model::Nic]);
         assert_eq!(Model::Veth.file_suffix(), "", "the veth model's files keep their names");
         assert_eq!(Model::Nic.file_suffix(), "-nic");
+        assert_eq!(ModelArg::Dma.models(), [Model::Dma]);
+        assert_eq!(Model::Dma.file_suffix(), "-dma");
     }
 }

@@ -719,7 +719,8 @@ fn bench_runs_kernel_and_pronghorn_side_by_side() {
 /// server's receive (k0) to the server's core 1 and side b's (k1, b0) to the client's core 0,
 /// and the XDP veth's NAPI is a kthread pinned to core 1 (the JSON records each file as read
 /// back after the write); afterwards the lab has its own values again and the kthread is gone.
-/// The veth model refuses a lab that still has RPS set.
+/// The veth model refuses a lab that still has RPS set. `lab model dma` sets the same RPS and
+/// leaves the XDP veth's NAPI unthreaded, and restores the lab too.
 #[test]
 fn bench_nic_model_sets_and_restores_the_receive_placement() {
     let Some(_scenario) = scenario(&[]) else { return };
@@ -790,6 +791,22 @@ fn bench_nic_model_sets_and_restores_the_receive_placement() {
     let after: Vec<String> = files.iter().map(|(side, file, _)| read(side, file)).collect();
     assert_eq!(after, before, "every file has its value of before `lab model`");
     assert_eq!(gro(), gro_before);
+    // The dma model steers the kernel receives as nic does and leaves the XDP veth's NAPI as
+    // the lab made it (not threaded: its receive stays on the sender's core).
+    let (_, a0_threaded, _) = &files[3];
+    let script = format!(
+        "ip netns exec {p}-a cat {k0} {a0_threaded}; ip netns exec {p}-b cat {}; echo \"$PRONGHORN_LAB_MODEL\"",
+        files[1].1
+    );
+    let o =
+        Command::new(bin()).args(["lab", "model", "dma", "--prefix", &p, "--", "sh", "-c", &script]).output().unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let seen: Vec<&str> = t.lines().take(4).map(|l| l.trim_start_matches('0')).collect();
+    assert_eq!(seen, ["2", "", "1", "dma"], "k0's rps_cpus, a0's threaded (0), k1's rps_cpus, the model: {t}");
+    let after: Vec<String> = files.iter().map(|(side, file, _)| read(side, file)).collect();
+    assert_eq!(after, before, "every file has its value of before `lab model dma`");
+    assert_eq!(gro(), gro_before, "the dma model leaves GRO alone");
     let _ = std::fs::remove_dir_all(&out);
 }
 
