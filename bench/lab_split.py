@@ -16,13 +16,19 @@ Each busy sample (not the idle task) goes into one class (`CLASSES`):
   or libc and the other libraries;
 - by its task for the XDP veth's NAPI thread (`napi/*`, the nic model's stand-in for a NIC's
   interrupt work);
-- by the innermost kernel entry on its call chain for kernel code: an interrupt (by its vector),
+- for kernel code sending an interprocessor interrupt (the write to the interrupt controller,
+  which in this VM is an exit to the hypervisor): that, whatever called it;
+- by the innermost kernel entry on its call chain for other kernel code: an interrupt (by its
+  vector; a sample where the interrupt's handler unmasks interrupts again was held while they
+  were masked, and stands for the interrupt's delivery and the handler's masked part),
   a page fault, or a system call. A system call is classed by what it is for (sending, receiving,
   waiting in poll/epoll/select, futex) and by what ran inside it: a context switch, or network
   receive work (a veth delivers a frame inside its sender's call; softirqs run as a call
   re-enables them; RPS's hand-off of a frame to another core counts as receive work too). Under pronghorn the sends are the AF_XDP socket's kicks (`sendto`) and
   the eventfd writes that wake a sleeping thread.
-A class's microseconds per request are its samples times 250 us over the requests.
+A class's microseconds per request are its samples times 250 us over the requests. The IPIs
+each core received in the window (/proc/interrupts: function calls, reschedules) are counted
+per request too.
 
 The host's speed: bench/host_speed.c (a walk of dependent loads over 512 KiB) runs on core 1
 just before and just after each run. A shared host can be slower for minutes; a run whose
@@ -74,6 +80,8 @@ CLASSES = [
     "futex: switching",
     "other system calls",
     "returns to user space: preemption, rseq",
+    "IPIs sent: the write to the interrupt controller",
+    "interrupts: time masked at entry (delivery and handler)",
     "interrupts: network receive (RPS)",
     "interrupts: reschedule",
     "interrupts: other",
@@ -96,6 +104,15 @@ SYSCALL_DISPATCH = ("x64_sys_call", "do_syscall_64")
 RECEIVE_WORK = ("__netif_receive_skb", "netif_receive_skb", "process_backlog", "net_rx_action", "ip_rcv",
                 "ipv6_rcv", "tcp_v4_rcv", "tcp_v6_rcv", "veth_poll", "xsk_rcv", "__xsk_rcv")
 SWITCHING = ("__schedule", "schedule", "finish_task_switch")
+# Sending an interprocessor interrupt: the write to the local APIC (x2APIC: an MSR write), in a
+# VM an exit to the hypervisor. RPS's hand-off of a frame to another core ends in one, and so
+# does a wakeup of a task on a busy core.
+IPI_SENDING = ("x2apic_send_IPI", "__x2apic_send_IPI", "native_send_call_func", "native_smp_send_reschedule",
+               "default_send_IPI", "kvm_send_ipi", "__send_ipi_mask", "apic_send_IPI")
+# Where an interrupt's handler unmasks interrupts again: a sample there was held while they were
+# masked (perf's cpu-clock sample is itself an interrupt), so it stands for the time of the
+# interrupt's delivery and its handler's masked part, not for what follows.
+UNMASKING = ("handle_softirqs", "__do_softirq", "irqentry_exit_to_user_mode", "irqentry_exit")
 RETURNING = ("exit_to_user_mode", "syscall_exit_to_user_mode", "__rseq_handle_notify_resume")
 
 
@@ -120,6 +137,9 @@ def classify(comm, frames, app):
         if name.startswith("libpronghorn"):
             return "libpronghorn.so"
         return "libc and other libraries"
+    kernel = [sym for sym, obj in frames if is_kernel(obj)]
+    if any(sym.startswith(IPI_SENDING) for sym in kernel[:4]):
+        return "IPIs sent: the write to the interrupt controller"
     switching = receiving = softirq = returning = False
     for sym, obj in frames:
         if not is_kernel(obj):
@@ -129,13 +149,14 @@ def classify(comm, frames, app):
         switching |= sym.startswith(SWITCHING)
         receiving |= sym.startswith(RECEIVE_WORK)
         if sym.startswith("asm_sysvec_") or sym.startswith("asm_common_interrupt"):
+            if frames[0][0].startswith(UNMASKING):
+                return "interrupts: time masked at entry (delivery and handler)"
             if sym == "asm_sysvec_reschedule_ipi":
                 return "interrupts: reschedule"
             if receiving:
                 return "interrupts: network receive (RPS)"
             if sym.startswith("asm_sysvec_call_function") and softirq:
-                # RPS's interrupt: its softirq is the receive the interrupt asked for, and
-                # the samples at the softirq's re-enabling of interrupts are that work's.
+                # RPS's interrupt: its softirq is the receive the interrupt asked for.
                 return "interrupts: network receive (RPS)"
             return "interrupts: other"
         if sym.startswith("asm_exc_page_fault"):
@@ -175,6 +196,31 @@ def parse_host_speed(out):
     if not m:
         raise ValueError(f"no ns_per_step line in {out!r}")
     return float(m.group(1))
+
+
+# The interprocessor interrupts counted per CPU in /proc/interrupts: function calls (RPS's
+# hand-off, among others) and reschedules (a wakeup of a task on a busy core).
+IPI_ROWS = {"CAL": "function calls", "RES": "reschedules"}
+
+
+def parse_ipis(text):
+    """The IPI_ROWS rows of /proc/interrupts: {row: [count of CPU0, CPU1, ...]}."""
+    cpus = len(text.splitlines()[0].split())
+    out = {}
+    for line in text.splitlines()[1:]:
+        name, _, rest = line.partition(":")
+        if name.strip() in IPI_ROWS:
+            out[name.strip()] = [int(v) for v in rest.split()[:cpus]]
+    missing = set(IPI_ROWS) - set(out)
+    if missing:
+        raise ValueError(f"no {', '.join(sorted(missing))} row in /proc/interrupts")
+    return out
+
+
+def ipis_per_request(before, after, served):
+    """IPIs each core received per request between two parse_ipis readings: {"core N: what": n}."""
+    return {f"core {cpu}: {IPI_ROWS[row]}": round((after[row][cpu] - before[row][cpu]) / served, 3)
+            for row in IPI_ROWS for cpu in range(len(before[row]))}
 
 
 def parse_status_value(out, name):
@@ -260,11 +306,14 @@ def measure(work, path, speed_exe, tmp, keep=None):
         time.sleep(WARM_S)
         data = os.path.join(tmp, "perf.data")
         served_before, start = work.served(path), time.monotonic()
+        ipis_before = parse_ipis(open("/proc/interrupts").read())
         L.sh(["perf", "record", "-q", "-g", "-e", "cpu-clock", "-c", str(PERIOD_US * 1000), "-a", "-C", L.SERVER_CPU,
               "-o", data, "--", "sleep", str(RECORD_S)])
+        ipis_after = parse_ipis(open("/proc/interrupts").read())
         # The two reads span perf's start and stop as well as the recorded seconds: the
         # requests of the recording are their share of what was served in between.
-        served = (work.served(path) - served_before) * RECORD_S / (time.monotonic() - start)
+        served_between = work.served(path) - served_before
+        served = served_between * RECORD_S / (time.monotonic() - start)
     finally:
         # Its results are not read: the server's counter said what was served.
         client.terminate()
@@ -285,6 +334,7 @@ def measure(work, path, speed_exe, tmp, keep=None):
     us = {c: round(per.get(c, 0) * PERIOD_US / served, 3) for c in CLASSES}
     return {"path": path, "requests_per_s": round(served / RECORD_S), "busy_us": round(busy * PERIOD_US / served, 3),
             "busy_percent": round(100 * busy * PERIOD_US / (RECORD_S * 1e6), 1), "us": us,
+            "ipis": ipis_per_request(ipis_before, ipis_after, served_between),
             "host_ns_per_step": [before_speed, after_speed]}
 
 
@@ -294,7 +344,8 @@ def summarize(runs):
     for path in PATHS:
         mine = [r for r in runs if r["path"] == path]
         out[path] = {"busy_us": statistics.median(r["busy_us"] for r in mine),
-                     "us": {c: statistics.median(r["us"][c] for r in mine) for c in CLASSES}}
+                     "us": {c: statistics.median(r["us"][c] for r in mine) for c in CLASSES},
+                     "ipis": {k: statistics.median(r["ipis"][k] for r in mine) for k in mine[0]["ipis"]}}
     return out
 
 
@@ -308,6 +359,11 @@ def write_md(f, name, result):
             f.write(f"| {c} | {k:.2f} | {p:.2f} | {p - k:+.2f} |\n")
     k, p = s["kernel"]["busy_us"], s["pronghorn"]["busy_us"]
     f.write(f"| **the core, busy** | **{k:.2f}** | **{p:.2f}** | **{p - k:+.2f}** |\n\n")
+    f.write("| IPIs received per request (/proc/interrupts; the server is core 1) | kernel path | pronghorn |\n"
+            "|---|---:|---:|\n")
+    for key in s["kernel"]["ipis"]:
+        f.write(f"| {key} | {s['kernel']['ipis'][key]:.2f} | {s['pronghorn']['ipis'][key]:.2f} |\n")
+    f.write("\n")
     f.write("| round | path | requests/s (recorded window) | core busy | busy us per request | "
             "host speed before / after (ns per step) |\n|---:|---|---:|---:|---:|---|\n")
     for i, r in enumerate(result["runs"]):
@@ -319,7 +375,7 @@ def write_md(f, name, result):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--prefix", default="sp", help="the lab (brought up by the wrapper script)")
-    ap.add_argument("--model", required=True, choices=["veth", "nic"],
+    ap.add_argument("--model", required=True, choices=["veth", "nic", "dma"],
                     help="the lab model the wrapper set (`pronghorn lab model`); checked against the environment")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--workloads", default="mariadb,redis", help="a comma-separated list of: " + ", ".join(WORKLOADS))

@@ -3,7 +3,7 @@
 # asked for, with the host's speed measured around every run (bench/lab_split.py). Needs root,
 # hugepages, perf, a C compiler and the lab's tools (scripts/setup.sh). Brings the lab up (and
 # down again if it was not up). Writes bench/results/lab-split-MODEL[-BUILD].{json,md}.
-#   bench/lab_split.sh [--prefix P] [--models veth,nic] [--rounds N] [--workloads mariadb,redis] [--build DIR]
+#   bench/lab_split.sh [--prefix P] [--models veth,nic,dma] [--rounds N] [--workloads mariadb,redis] [--build DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"

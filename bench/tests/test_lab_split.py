@@ -38,7 +38,8 @@ NAPI = """napi/sq-a0-3728 20683
 \tffffffff81dbf136 veth_poll ([kernel.kallsyms])
 
 """
-# A reschedule IPI taken in user mode: the sample falls as the interrupt returns to user space.
+# A reschedule IPI taken in user mode, as perf sees it most often: held while interrupts were
+# masked, the sample falls where the return to user space unmasks them.
 RESCHEDULE = """mariadbd 20841 
 \tffffffff81e3f3e4 irqentry_exit_to_user_mode ([kernel.kallsyms])
 \tffffffff81000c82 asm_sysvec_reschedule_ipi ([kernel.kallsyms])
@@ -54,12 +55,36 @@ RPS_IN_FUTEX = """mariadbd 20841
 \tffffffff81e314b0 __x64_sys_futex ([kernel.kallsyms])
 
 """
-# RPS's interrupt as perf sees it most often: at the softirq's re-enabling of interrupts.
+# RPS's interrupt as perf sees it most often: held until the softirq unmasks interrupts.
 RPS_AT_SOFTIRQ = """mariadbd 20841 
 \tffffffff81e3f3e4 handle_softirqs ([kernel.kallsyms])
 \tffffffff81e3f3e4 irq_exit_rcu ([kernel.kallsyms])
 \tffffffff81000c82 asm_sysvec_call_function_single ([kernel.kallsyms])
 \t          5cd89d alloc_root (/usr/sbin/mariadbd)
+
+"""
+# A reschedule IPI's switch to the woken task, on the way back to user space.
+RESCHEDULE_SWITCH = """mariadbd 20841 
+\tffffffff81e3f3e4 finish_task_switch.isra.0 ([kernel.kallsyms])
+\tffffffff81e3f3e4 __schedule ([kernel.kallsyms])
+\tffffffff81e3f3e4 schedule ([kernel.kallsyms])
+\tffffffff81e3f3e4 irqentry_exit_to_user_mode ([kernel.kallsyms])
+\tffffffff81000c82 asm_sysvec_reschedule_ipi ([kernel.kallsyms])
+\t          5cd89d JOIN::optimize_inner() (/usr/sbin/mariadbd)
+
+"""
+# RPS's hand-off of a client's frame to its core, at the end of the softirq a kick ran: the IPI.
+IPI_SEND = """mariadbd 20841 
+\tffffffff81e3f3e4 native_write_msr ([kernel.kallsyms])
+\tffffffff81e3f3e4 x2apic_send_IPI ([kernel.kallsyms])
+\tffffffff81e3f3e4 generic_exec_single ([kernel.kallsyms])
+\tffffffff81e3f3e4 smp_call_function_single_async ([kernel.kallsyms])
+\tffffffff81e3f3e4 net_rps_send_ipi ([kernel.kallsyms])
+\tffffffff81e3f3e4 net_rx_action ([kernel.kallsyms])
+\tffffffff81e3f3e4 handle_softirqs ([kernel.kallsyms])
+\tffffffff82198514 __xsk_generic_xmit ([kernel.kallsyms])
+\tffffffff81e314b0 __x64_sys_sendto ([kernel.kallsyms])
+\t          10aba4 __send (/usr/lib/x86_64-linux-gnu/libc.so.6)
 
 """
 TIMER = """mariadbd 20841 
@@ -149,10 +174,19 @@ class Classify(unittest.TestCase):
         self.assertEqual(one(NAPI), "NIC stand-in: the XDP veth's NAPI thread")
 
     def test_the_innermost_entry_decides_an_interrupt_inside_a_system_call(self):
-        self.assertEqual(one(RESCHEDULE), "interrupts: reschedule")
+        self.assertEqual(one(RESCHEDULE_SWITCH), "interrupts: reschedule")
         self.assertEqual(one(RPS_IN_FUTEX), "interrupts: network receive (RPS)")
-        self.assertEqual(one(RPS_AT_SOFTIRQ), "interrupts: network receive (RPS)")
         self.assertEqual(one(TIMER), "interrupts: other")
+
+    def test_a_sample_held_until_an_interrupt_unmasks_is_the_interrupts_entry(self):
+        masked = "interrupts: time masked at entry (delivery and handler)"
+        self.assertEqual(one(RESCHEDULE), masked)
+        self.assertEqual(one(RPS_AT_SOFTIRQ), masked)
+
+    def test_sending_an_ipi_is_its_own_class_inside_any_call(self):
+        self.assertEqual(one(IPI_SEND), "IPIs sent: the write to the interrupt controller")
+        # Without the write, the same send is a send with receive work inside.
+        self.assertEqual(one(KICK_WITH_PEER_RECEIVE), "send calls: receive work inside")
 
     def test_waits_are_split_into_switching_and_the_rest(self):
         self.assertEqual(one(FUTEX_SWITCH), "futex: switching")
@@ -183,7 +217,8 @@ class Classify(unittest.TestCase):
         self.assertEqual(per["page faults"], 1)
 
     def test_every_class_a_sample_can_get_is_reported(self):
-        texts = [KICK_WITH_PEER_RECEIVE, KICK, NAPI, RESCHEDULE, RPS_IN_FUTEX, RPS_AT_SOFTIRQ, TIMER, FUTEX_SWITCH, POLL, RECV_SWITCH,
+        texts = [KICK_WITH_PEER_RECEIVE, KICK, NAPI, RESCHEDULE, RESCHEDULE_SWITCH, IPI_SEND, RPS_IN_FUTEX,
+                 RPS_AT_SOFTIRQ, TIMER, FUTEX_SWITCH, POLL, RECV_SWITCH,
                  OTHER_CALL, WRITE_INLINED, DISPATCH_ONLY, PREEMPTED_ON_RETURN, FAULT, USER]
         for t in texts:
             for c, f in core_split.samples(t.splitlines(keepends=True)):
@@ -199,16 +234,30 @@ class Parse(unittest.TestCase):
         self.assertEqual(lab_split.parse_status_value(info, "total_commands_processed"), 98765)
         self.assertRaises(ValueError, lab_split.parse_status_value, "Com_select_x\t1\n", "Com_select")
 
+    def test_ipis_per_request_come_from_proc_interrupts(self):
+        before = ("           CPU0       CPU1       \n  0:         36          0   IO-APIC    2-edge      timer\n"
+                  "NMI:          0          0   Non-maskable interrupts\n"
+                  "RES:       1000       2000   Rescheduling interrupts\n"
+                  "CAL:        500        700   Function call interrupts\n")
+        after = before.replace("1000       2000", "1500       2100").replace("500        700", "900       5700")
+        b, a = lab_split.parse_ipis(before), lab_split.parse_ipis(after)
+        self.assertEqual(b, {"RES": [1000, 2000], "CAL": [500, 700]})
+        self.assertEqual(lab_split.ipis_per_request(b, a, 1000),
+                         {"core 0: function calls": 0.4, "core 1: function calls": 5.0,
+                          "core 0: reschedules": 0.5, "core 1: reschedules": 0.1})
+        self.assertRaises(ValueError, lab_split.parse_ipis, "           CPU0\nNMI:  0  Non-maskable\n")
+
     def test_summary_takes_each_paths_median(self):
         def run(path, busy, app):
             us = {c: 0.0 for c in lab_split.CLASSES}
             us["application code"] = app
-            return {"path": path, "busy_us": busy, "us": us}
+            return {"path": path, "busy_us": busy, "us": us, "ipis": {"core 1: function calls": busy / 10}}
         runs = [run("kernel", 30, 10), run("pronghorn", 40, 16), run("pronghorn", 44, 18), run("kernel", 28, 11),
                 run("kernel", 31, 12), run("pronghorn", 41, 15)]
         s = lab_split.summarize(runs)
         self.assertEqual(s["kernel"]["busy_us"], 30)
         self.assertEqual(s["pronghorn"]["us"]["application code"], 16)
+        self.assertEqual(s["pronghorn"]["ipis"]["core 1: function calls"], 4.1)
 
 
 if __name__ == "__main__":
