@@ -18,8 +18,10 @@
 //! client's core. The nic model's kthread stands in for a NIC's receive by running the veth's
 //! poll, the XDP program and the copy into the AF_XDP ring on the server's core, which such a NIC
 //! does by DMA; this model charges the server's core nothing for it, where a zero-copy driver's
-//! interrupt and descriptor work would cost a little (a PMD: nothing). The two bound the truth
-//! from either side.
+//! interrupt and descriptor work would cost a little (a PMD: nothing). On that one count the two
+//! bound such a NIC from either side. Both also carry RPS's interprocessor interrupts, which a
+//! VM can price far above a NIC's interrupt (this lab's: docs/design-notes.md, "What an IPI
+//! costs here, and a third lab model"); `bench/lab_split.sh` shows them apart.
 //!
 //! Owns: the sysfs settings of a model, applied to a lab and restored (on drop) to what they
 //! were. Must not: run servers or clients (mod.rs).
@@ -218,7 +220,7 @@ pub fn apply(model: Model, lab: &LabDevices, server_cpus: &str, client_cpus: &st
              {client_mask}); the XDP veth {}'s receive (its poll, the XDP program, the copy into the ring) left \
              on the sender's core {client_cpus}, so the server's core pays nothing for it, where a zero-copy \
              driver's interrupt would cost a little; the server's core still runs pronghorn's transmit copy and \
-             kick, and the wakeup of the thread that sleeps on the ring)",
+             kick, with RPS's hand-off of each frame to the client's core)",
             lab.kernel_veth, lab.kernel_peer, lab.xdp_peer, lab.xdp_veth
         );
         return Ok(applied);
@@ -281,9 +283,9 @@ pub fn apply(model: Model, lab: &LabDevices, server_cpus: &str, client_cpus: &st
     Ok(applied)
 }
 
-/// The veth model is the lab as `lab up` makes it, and so is the dma model's XDP veth (with its
-/// RPS files for the veth model): a lab left with RPS or a threaded NAPI (by a bench killed in
-/// the nic model, or by hand) would be measured as something else.
+/// The veth model is the lab as `lab up` makes it (no RPS, the XDP veth's NAPI not threaded),
+/// and the dma model wants that NAPI as made (it sets RPS itself): a lab left otherwise (by a
+/// bench killed in the nic model, or by hand) would be measured as something else.
 fn check_as_made(lab: &LabDevices, model: Model) -> Result<()> {
     let mut files = Vec::new();
     for (ns, dev, _) in lab.rps_veths().into_iter().filter(|_| model == Model::Veth) {
