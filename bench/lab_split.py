@@ -137,8 +137,7 @@ def classify(comm, frames, app):
         if name.startswith("libpronghorn"):
             return "libpronghorn.so"
         return "libc and other libraries"
-    kernel = [sym for sym, obj in frames if is_kernel(obj)]
-    if any(sym.startswith(IPI_SENDING) for sym in kernel[:4]):
+    if any(is_kernel(obj) and sym.startswith(IPI_SENDING) for sym, obj in frames[:4]):
         return "IPIs sent: the write to the interrupt controller"
     switching = receiving = softirq = returning = False
     for sym, obj in frames:

@@ -63,16 +63,13 @@ RPS_AT_SOFTIRQ = """mariadbd 20841
 \t          5cd89d alloc_root (/usr/sbin/mariadbd)
 
 """
-# A reschedule IPI's switch to the woken task, on the way back to user space.
-RESCHEDULE_SWITCH = """mariadbd 20841 
+# The same reschedule IPI's switch to the woken task, on the way back to user space.
+_HEADER, _FRAMES = RESCHEDULE.split("\n", 1)
+RESCHEDULE_SWITCH = _HEADER + """
 \tffffffff81e3f3e4 finish_task_switch.isra.0 ([kernel.kallsyms])
 \tffffffff81e3f3e4 __schedule ([kernel.kallsyms])
 \tffffffff81e3f3e4 schedule ([kernel.kallsyms])
-\tffffffff81e3f3e4 irqentry_exit_to_user_mode ([kernel.kallsyms])
-\tffffffff81000c82 asm_sysvec_reschedule_ipi ([kernel.kallsyms])
-\t          5cd89d JOIN::optimize_inner() (/usr/sbin/mariadbd)
-
-"""
+""" + _FRAMES
 # RPS's hand-off of a client's frame to its core, at the end of the softirq a kick ran: the IPI.
 IPI_SEND = """mariadbd 20841 
 \tffffffff81e3f3e4 native_write_msr ([kernel.kallsyms])

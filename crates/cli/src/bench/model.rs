@@ -185,8 +185,10 @@ pub fn apply(model: Model, lab: &LabDevices, server_cpus: &str, client_cpus: &st
         napi_threads: Vec::new(),
         restored: false,
     };
-    if model == Model::Veth {
+    if model != Model::Nic {
         check_as_made(lab, model)?;
+    }
+    if model == Model::Veth {
         applied.description = format!(
             "veth (as the veth does it: each side's receive runs inside the peer's send, on the sender's core: the \
              kernel server's TCP receive and the XDP veth's receive into pronghorn's AF_XDP ring on the client's \
@@ -194,9 +196,6 @@ pub fn apply(model: Model, lab: &LabDevices, server_cpus: &str, client_cpus: &st
              no threaded NAPI)"
         );
         return Ok(applied);
-    }
-    if model == Model::Dma {
-        check_as_made(lab, model)?;
     }
     let (server_mask, client_mask) = (rps_mask(server_cpus)?, rps_mask(client_cpus)?);
     for (ns, dev, server_side) in lab.rps_veths() {
