@@ -30,6 +30,12 @@ A class's microseconds per request are its samples times 250 us over the request
 each core received in the window (/proc/interrupts: function calls, reschedules) are counted
 per request too.
 
+libpronghorn.so's samples are split again by the layer of their leaf function (`LIBRARY_LAYERS`,
+the layers of bench/request_cost.sh's instruction counts, plus what only the lab runs: DPDK's
+AF_XDP driver with its mbufs and mempool, and the shim's hooked entries), and its functions
+with the most samples are listed. The build inlines much of the stack into few functions: a
+sample's leaf is the function its code was inlined into, and the layer is that function's.
+
 The host's speed: bench/host_speed.c (a walk of dependent loads over 512 KiB) runs on core 1
 just before and just after each run. A shared host can be slower for minutes; a run whose
 whole core was slow shows it there too. When the two paths' runs walk at the same speed, a
@@ -58,6 +64,7 @@ import time
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import callgrind_layers  # noqa: E402  (the layers of request_cost's instruction counts)
 import core_split  # noqa: E402  (its reading of perf script's samples)
 import lab_cost as L  # noqa: E402  (the lab's helpers: servers, addresses, cores, the machine line)
 
@@ -114,6 +121,36 @@ IPI_SENDING = ("x2apic_send_IPI", "__x2apic_send_IPI", "native_send_call_func", 
 # interrupt's delivery and its handler's masked part, not for what follows.
 UNMASKING = ("handle_softirqs", "__do_softirq", "irqentry_exit_to_user_mode", "irqentry_exit")
 RETURNING = ("exit_to_user_mode", "syscall_exit_to_user_mode", "__rseq_handle_notify_resume")
+
+
+# libpronghorn.so's leaf functions that bench/request_cost.sh's harness never runs (it has an
+# in-memory NIC and no shim), by name, before the harness's layers (`callgrind_layers.layer_of`).
+# DPDK is linked into the library: its AF_XDP driver, the mbuf and mempool code (the lock-free
+# stack pool), and our C wrappers of its inline functions (`ph_*`, crates/nic's dpdk wrapper).
+LIBRARY_OWN_LAYERS = [
+    ("DPDK: AF_XDP driver, mbufs, mempool",
+     r"^(rte_|__rte_|ph_|af_xdp_|eth_af_xdp|pull_umem_cq|kick_tx|reserve_fill_queue|stack_(en|de)queue|"
+     r"common_ring_|bucket_|xsk_)"),
+    ("the shim's hooked entries (recv, send, poll, ...)",
+     r"^(preload::|(recv|send|recvfrom|sendto|recvmsg|sendmsg|recvmmsg|sendmmsg|read|write|readv|writev|"
+     r"poll|ppoll|select|pselect|epoll_\w+|accept4?|connect|close|fcntl|ioctl|setsockopt|getsockopt)$)"),
+]
+# The harness's layer of the in-memory NIC is the DPDK port's Rust side here.
+LIBRARY_RENAMED = {"nic: rx and tx (in-memory pair)": "nic: the port's Rust side (bursts, tx lanes)"}
+LIBRARY_TOP = 12
+
+
+def library_layer(sym):
+    """The layer of a libpronghorn.so leaf function (`sym` as perf script names it, with a
+    `.constprop.0`-like suffix or an address for a symbol it could not name)."""
+    name = re.sub(r"\.(constprop|isra|part|cold)\.\d+.*$", "", sym)
+    for layer, pattern in LIBRARY_OWN_LAYERS:
+        if re.search(pattern, name):
+            return layer
+    if "::" not in name:
+        return "other (DPDK's other code, unnamed)"
+    layer = callgrind_layers.layer_of("libpronghorn.so", "", name)
+    return LIBRARY_RENAMED.get(layer, layer)
 
 
 def is_kernel(obj):
@@ -180,13 +217,19 @@ def classify(comm, frames, app):
     return "kernel, other"
 
 
-def split(lines, app):
-    """Busy samples per class, and all busy samples, of a recording's `perf script` lines."""
+def split(lines, app, library=None):
+    """Busy samples per class, and all busy samples, of a recording's `perf script` lines; with
+    `library` (a dict), libpronghorn.so's samples per layer and per leaf function go into its
+    "layers" and "functions" Counters."""
     per = Counter()
     for comm, frames in core_split.samples(lines):
         c = classify(comm, frames, app)
         if c is not None:
             per[c] += 1
+        if c == "libpronghorn.so" and library is not None:
+            sym = frames[0][0]
+            library.setdefault("layers", Counter())[library_layer(sym)] += 1
+            library.setdefault("functions", Counter())[sym] += 1
     return per, sum(per.values())
 
 
@@ -322,7 +365,8 @@ def measure(work, path, speed_exe, tmp, keep=None):
         raise SystemExit(f"lab_split: the {path} server served nothing while perf recorded")
     script = subprocess.Popen(["perf", "script", "-F", "comm,pid,ip,sym,dso", "-i", data], stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, text=True)
-    per, busy = split(script.stdout, work.app)
+    library = {}
+    per, busy = split(script.stdout, work.app, library)
     if script.wait() != 0 or busy == 0:
         raise SystemExit(f"lab_split: perf script read no busy sample of the {path} run")
     if keep:
@@ -331,7 +375,9 @@ def measure(work, path, speed_exe, tmp, keep=None):
     else:
         os.remove(data)
     us = {c: round(per.get(c, 0) * PERIOD_US / served, 3) for c in CLASSES}
-    return {"path": path, "requests_per_s": round(served / RECORD_S), "busy_us": round(busy * PERIOD_US / served, 3),
+    lib = {part: {k: round(n * PERIOD_US / served, 3) for k, n in library.get(part, Counter()).items()}
+           for part in ("layers", "functions")}
+    return {"library": lib, "path": path, "requests_per_s": round(served / RECORD_S), "busy_us": round(busy * PERIOD_US / served, 3),
             "busy_percent": round(100 * busy * PERIOD_US / (RECORD_S * 1e6), 1), "us": us,
             "ipis": ipis_per_request(ipis_before, ipis_after, served_between),
             "host_ns_per_step": [before_speed, after_speed]}
@@ -344,8 +390,16 @@ def summarize(runs):
         mine = [r for r in runs if r["path"] == path]
         out[path] = {"busy_us": statistics.median(r["busy_us"] for r in mine),
                      "us": {c: statistics.median(r["us"][c] for r in mine) for c in CLASSES},
-                     "ipis": {k: statistics.median(r["ipis"][k] for r in mine) for k in mine[0]["ipis"]}}
+                     "ipis": {k: statistics.median(r["ipis"][k] for r in mine) for k in mine[0]["ipis"]},
+                     "library": {part: median_of_keys([r.get("library", {}).get(part, {}) for r in mine])
+                                 for part in ("layers", "functions")}}
     return out
+
+
+def median_of_keys(dicts):
+    """Per key of any of `dicts`, the median over all of them (a key one lacks counts 0 there)."""
+    keys = sorted({k for d in dicts for k in d})
+    return {k: statistics.median(d.get(k, 0.0) for d in dicts) for k in keys}
 
 
 def write_md(f, name, result):
@@ -363,11 +417,29 @@ def write_md(f, name, result):
     for key in s["kernel"]["ipis"]:
         f.write(f"| {key} | {s['kernel']['ipis'][key]:.2f} | {s['pronghorn']['ipis'][key]:.2f} |\n")
     f.write("\n")
+    write_library_md(f, s["pronghorn"]["library"])
     f.write("| round | path | requests/s (recorded window) | core busy | busy us per request | "
             "host speed before / after (ns per step) |\n|---:|---|---:|---:|---:|---|\n")
     for i, r in enumerate(result["runs"]):
         f.write(f"| {i // 2 + 1} | {r['path']} | {r['requests_per_s']:,} | {r['busy_percent']}% | {r['busy_us']:.2f} | "
                 f"{r['host_ns_per_step'][0]:.2f} / {r['host_ns_per_step'][1]:.2f} |\n")
+    f.write("\n")
+
+
+def write_library_md(f, library):
+    """libpronghorn.so's microseconds per request by layer, and its top functions (medians)."""
+    layers, functions = library["layers"], library["functions"]
+    if not layers:
+        return
+    f.write("| libpronghorn.so by the layer of its leaf function | pronghorn, us per request |\n|---|---:|\n")
+    for layer, us in sorted(layers.items(), key=lambda kv: -kv[1]):
+        if us >= 0.01:
+            f.write(f"| {layer} | {us:.2f} |\n")
+    f.write(f"| **all of libpronghorn.so (the medians' sum)** | **{sum(layers.values()):.2f}** |\n\n")
+    f.write(f"| libpronghorn.so's {LIBRARY_TOP} functions with the most samples (leaf) | layer | us per request |\n"
+            "|---|---|---:|\n")
+    for fn, us in sorted(functions.items(), key=lambda kv: -kv[1])[:LIBRARY_TOP]:
+        f.write(f"| `{fn}` | {library_layer(fn)} | {us:.2f} |\n")
     f.write("\n")
 
 

@@ -222,6 +222,77 @@ class Classify(unittest.TestCase):
                 self.assertIn(lab_split.classify(c, f, "mariadbd"), lab_split.CLASSES)
 
 
+# libpronghorn.so's leaves as perf script names them in a profile-guided build.
+LIBRARY = """mariadbd 20841 
+\t          2ee2a0 af_xdp_rx_zc.constprop.0 (/work/main/target/pgo/libpronghorn.so)
+
+mariadbd 20841 
+\t          2ee2a0 ph_pktmbuf_free (/work/main/target/pgo/libpronghorn.so)
+
+mariadbd 20841 
+\t          2ee2a0 recv (/work/main/target/pgo/libpronghorn.so)
+
+mariadbd 20841 
+\t          2ee2a0 tcp::connection::output::<impl tcp::connection::Connection>::poll_transmit (/work/main/target/pgo/libpronghorn.so)
+
+mariadbd 20841 
+\t          2ee2a0 runtime::poll::<impl runtime::accel::Accel<N>>::poll (/work/main/target/pgo/libpronghorn.so)
+
+mariadbd 20841 
+\t          2ee2a0 runtime::poll::<impl runtime::accel::Accel<N>>::poll (/work/main/target/pgo/libpronghorn.so)
+
+mariadbd 20841 
+\t          2ee2a0 <nic::lane::TxLane<B> as nic::lane::TxSender>::send_once (/work/main/target/pgo/libpronghorn.so)
+
+mariadbd 20841 
+\t          2ee2a0 0x00000000002ee2a0 (/work/main/target/pgo/libpronghorn.so)
+
+"""
+
+
+class Library(unittest.TestCase):
+    def test_the_librarys_leaves_go_to_their_layer(self):
+        self.assertEqual(lab_split.library_layer("af_xdp_rx_zc.constprop.0"), "DPDK: AF_XDP driver, mbufs, mempool")
+        self.assertEqual(lab_split.library_layer("stack_dequeue"), "DPDK: AF_XDP driver, mbufs, mempool")
+        self.assertEqual(lab_split.library_layer("recv"), "the shim's hooked entries (recv, send, poll, ...)")
+        self.assertEqual(lab_split.library_layer("preload::io::recv_hook"),
+                         "the shim's hooked entries (recv, send, poll, ...)")
+        self.assertEqual(lab_split.library_layer("tcp::connection::input::<impl tcp::connection::Connection>::process_ack"),
+                         "tcp: input (segments, ACKs, recovery)")
+        self.assertEqual(lab_split.library_layer("<nic::lane::TxLane<B> as nic::lane::TxSender>::send_once"),
+                         "nic: the port's Rust side (bursts, tx lanes)")
+        self.assertEqual(lab_split.library_layer("0x00000000002ee2a0"), "other (DPDK's other code, unnamed)")
+        # A name that merely starts like a hooked call is not one.
+        self.assertEqual(lab_split.library_layer("recvq_flush"), "other (DPDK's other code, unnamed)")
+
+    def test_split_counts_the_librarys_samples_by_layer_and_function(self):
+        library = {}
+        per, busy = lab_split.split((LIBRARY + USER).splitlines(keepends=True), "mariadbd", library)
+        self.assertEqual(per["libpronghorn.so"], 9)
+        self.assertEqual(busy, 11)
+        self.assertEqual(sum(library["layers"].values()), 9)
+        self.assertEqual(library["layers"]["DPDK: AF_XDP driver, mbufs, mempool"], 2)
+        self.assertEqual(library["layers"]["runtime: socket, poll and epoll calls"], 3)
+        self.assertEqual(library["functions"]["runtime::poll::<impl runtime::accel::Accel<N>>::poll"], 2)
+
+    def test_the_summary_takes_each_layers_median_and_writes_the_largest_first(self):
+        runs = [{"path": "pronghorn", "busy_us": 1.0, "us": {c: 0.0 for c in lab_split.CLASSES}, "ipis": {},
+                 "library": {"layers": layers, "functions": {"f": layers.get("tcp: output", 0.0)}}}
+                for layers in ({"tcp: output": 1.0, "wire: parsing, emitting, checksums": 0.3},
+                               {"tcp: output": 3.0},
+                               {"tcp: output": 2.0, "wire: parsing, emitting, checksums": 0.5})]
+        kernel = [dict(r, path="kernel") for r in runs]
+        s = lab_split.summarize(runs + kernel)
+        self.assertEqual(s["pronghorn"]["library"]["layers"],
+                         {"tcp: output": 2.0, "wire: parsing, emitting, checksums": 0.3})
+        import io
+        f = io.StringIO()
+        lab_split.write_library_md(f, s["pronghorn"]["library"])
+        rows = [l for l in f.getvalue().splitlines() if l.startswith("| ") and "us per request" not in l]
+        self.assertTrue(rows[0].startswith("| tcp: output | 2.00"), rows)
+        self.assertIn("| **all of libpronghorn.so (the medians' sum)** | **2.30** |", rows)
+
+
 class Parse(unittest.TestCase):
     def test_host_speed_and_counters(self):
         self.assertEqual(lab_split.parse_host_speed("ns_per_step 5.021\n"), 5.021)
