@@ -59,31 +59,38 @@ def classify(comm, frames, net):
     return "rest"
 
 
-def samples(lines):
+def samples(lines, leaf_address=False):
     """The samples of `perf script -F comm,pid,ip,sym,dso` output of a recording with call
     graphs: a header line (the task's name, which may hold spaces, then its pid), a
     tab-indented `address symbol (object)` line per frame, leaf first (a symbol may hold spaces,
     as C++'s do), then an empty line. Yields (comm, [(symbol, object), ...]), offsets
-    (`+0x..`) cut from the symbols."""
-    comm, frames = None, []
+    (`+0x..`) cut from the symbols; with `leaf_address`, (comm, frames, address) where address
+    is the leaf frame's as perf prints it (in a shared object: its offset in the file), an int
+    or None."""
+    comm, frames, leaf = None, [], None
     for line in lines:
         line = line.rstrip("\n")
         if not line.strip():
             if comm is not None:
-                yield comm, frames
-            comm, frames = None, []
+                yield (comm, frames, leaf) if leaf_address else (comm, frames)
+            comm, frames, leaf = None, [], None
         elif not line[0].isspace():
             if comm is not None:
-                yield comm, frames
+                yield (comm, frames, leaf) if leaf_address else (comm, frames)
             words = line.split()
-            comm, frames = " ".join(words[:-1]) if len(words) > 1 else words[0], []
+            comm, frames, leaf = " ".join(words[:-1]) if len(words) > 1 else words[0], [], None
         else:
             addr_sym, _, obj = line.strip().rpartition(" (")
-            _, _, sym = addr_sym.partition(" ")
+            addr, _, sym = addr_sym.partition(" ")
             if sym:
+                if not frames:
+                    try:
+                        leaf = int(addr, 16)
+                    except ValueError:
+                        leaf = None
                 frames.append((re.sub(r"\+0x[0-9a-f]+$", "", sym.strip()), obj.rstrip(")")))
     if comm is not None:
-        yield comm, frames
+        yield (comm, frames, leaf) if leaf_address else (comm, frames)
 
 
 def split(lines, net):

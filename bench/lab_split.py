@@ -34,7 +34,8 @@ libpronghorn.so's samples are split again by the layer of their leaf function (`
 the layers of bench/request_cost.sh's instruction counts, plus what only the lab runs: DPDK's
 AF_XDP driver with its mbufs and mempool, and the shim's hooked entries), and its functions
 with the most samples are listed. The build inlines much of the stack into few functions: a
-sample's leaf is the function its code was inlined into, and the layer is that function's.
+sample goes to the innermost function inlined at its address that is ours or DPDK's (the
+library's debug information, read with binutils' addr2line), not to the function perf names.
 
 The host's speed: bench/host_speed.c (a walk of dependent loads over 512 KiB) runs on core 1
 just before and just after each run. A shared host can be slower for minutes; a run whose
@@ -219,18 +220,105 @@ def classify(comm, frames, app):
 
 def split(lines, app, library=None):
     """Busy samples per class, and all busy samples, of a recording's `perf script` lines; with
-    `library` (a dict), libpronghorn.so's samples per layer and per leaf function go into its
-    "layers" and "functions" Counters."""
+    `library` (a Counter), libpronghorn.so's samples are counted there per (object, leaf
+    address, leaf symbol) for `library_split`."""
     per = Counter()
-    for comm, frames in core_split.samples(lines):
+    for comm, frames, leaf in core_split.samples(lines, leaf_address=True):
         c = classify(comm, frames, app)
         if c is not None:
             per[c] += 1
         if c == "libpronghorn.so" and library is not None:
-            sym = frames[0][0]
-            library.setdefault("layers", Counter())[library_layer(sym)] += 1
-            library.setdefault("functions", Counter())[sym] += 1
+            library[(frames[0][1], leaf, frames[0][0])] += 1
     return per, sum(per.values())
+
+
+# Layers that say only that a function is not ours: an inlined frame in one of them is passed
+# over for the frame it was inlined into.
+GENERIC_LAYERS = ("other (std collections, thread start)", "other (DPDK's other code, unnamed)")
+
+
+def charged_function(chain, symbol):
+    """The function a library sample is charged to: the innermost of the functions inlined at
+    its address (`chain`, innermost first, as addr2line -i gives them) whose layer is a named
+    one (std's and core's helpers go to the function that called them), else perf's `symbol`."""
+    for fn in chain:
+        if library_layer(fn) not in GENERIC_LAYERS:
+            return fn
+    return symbol
+
+
+def library_split(leaves, chains):
+    """Samples per layer and per charged function of libpronghorn.so's `leaves` (a Counter of
+    (object, address, symbol)), with `chains` mapping (object, address) to the functions
+    inlined there, innermost first (empty or absent: perf's symbol stands)."""
+    layers, functions = Counter(), Counter()
+    for (obj, addr, symbol), n in leaves.items():
+        fn = charged_function(chains.get((obj, addr), []), symbol)
+        layers[library_layer(fn)] += n
+        functions[fn] += n
+    return layers, functions
+
+
+def load_segments(readelf_out):
+    """(file offset, virtual address, size) of each LOAD segment in `readelf -lW` output."""
+    out = []
+    for line in readelf_out.splitlines():
+        words = line.split()
+        if words and words[0] == "LOAD":
+            out.append((int(words[1], 16), int(words[2], 16), int(words[4], 16)))
+    return out
+
+
+def to_vaddr(offset, segments):
+    """The virtual address (what addr2line takes) of a file `offset` (what perf prints for a
+    shared object's frame), or None outside every LOAD segment."""
+    for off, vaddr, size in segments:
+        if off <= offset < off + size:
+            return offset - off + vaddr
+    return None
+
+
+def parse_addr2line(out):
+    """`addr2line -a -i -f -C` output: {address: [function, ...]} (innermost first; `??` left
+    out)."""
+    chains, current = {}, None
+    lines = out.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        if line.startswith("0x"):
+            current = chains.setdefault(int(line, 16), [])
+            i += 1
+            continue
+        if current is not None and line != "??":
+            current.append(line)
+        i += 2  # a function's line, then its file:line
+    return chains
+
+
+def resolve_chains(leaves):
+    """The functions inlined at each library leaf address, from the object's debug information
+    (binutils' readelf and addr2line); {} where they are missing or fail: perf's symbols stand."""
+    chains = {}
+    by_obj = {}
+    for obj, addr, _ in leaves:
+        if addr is not None:
+            by_obj.setdefault(obj, set()).add(addr)
+    for obj, addrs in by_obj.items():
+        try:
+            segments = load_segments(subprocess.run(["readelf", "-lW", obj], capture_output=True, text=True,
+                                                    check=True).stdout)
+            vaddrs = {a: to_vaddr(a, segments) for a in addrs}
+            query = "\n".join(hex(v) for v in vaddrs.values() if v is not None) + "\n"
+            out = subprocess.run(["addr2line", "-a", "-i", "-f", "-C", "-e", obj], input=query, capture_output=True,
+                                 text=True, check=True).stdout
+        except (OSError, subprocess.CalledProcessError):
+            continue
+        found = parse_addr2line(out)
+        for a, v in vaddrs.items():
+            if v is not None and v in found:
+                chains[(obj, a)] = found[v]
+    return chains
 
 
 def parse_host_speed(out):
@@ -365,8 +453,8 @@ def measure(work, path, speed_exe, tmp, keep=None):
         raise SystemExit(f"lab_split: the {path} server served nothing while perf recorded")
     script = subprocess.Popen(["perf", "script", "-F", "comm,pid,ip,sym,dso", "-i", data], stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, text=True)
-    library = {}
-    per, busy = split(script.stdout, work.app, library)
+    leaves = Counter()
+    per, busy = split(script.stdout, work.app, leaves)
     if script.wait() != 0 or busy == 0:
         raise SystemExit(f"lab_split: perf script read no busy sample of the {path} run")
     if keep:
@@ -375,8 +463,9 @@ def measure(work, path, speed_exe, tmp, keep=None):
     else:
         os.remove(data)
     us = {c: round(per.get(c, 0) * PERIOD_US / served, 3) for c in CLASSES}
-    lib = {part: {k: round(n * PERIOD_US / served, 3) for k, n in library.get(part, Counter()).items()}
-           for part in ("layers", "functions")}
+    layers, functions = library_split(leaves, resolve_chains(leaves))
+    lib = {part: {k: round(n * PERIOD_US / served, 3) for k, n in counts.items()}
+           for part, counts in (("layers", layers), ("functions", functions))}
     return {"library": lib, "path": path, "requests_per_s": round(served / RECORD_S), "busy_us": round(busy * PERIOD_US / served, 3),
             "busy_percent": round(100 * busy * PERIOD_US / (RECORD_S * 1e6), 1), "us": us,
             "ipis": ipis_per_request(ipis_before, ipis_after, served_between),
@@ -431,12 +520,12 @@ def write_library_md(f, library):
     layers, functions = library["layers"], library["functions"]
     if not layers:
         return
-    f.write("| libpronghorn.so by the layer of its leaf function | pronghorn, us per request |\n|---|---:|\n")
+    f.write("| libpronghorn.so by layer (of the function each sample is charged to) | pronghorn, us per request |\n|---|---:|\n")
     for layer, us in sorted(layers.items(), key=lambda kv: -kv[1]):
         if us >= 0.01:
             f.write(f"| {layer} | {us:.2f} |\n")
     f.write(f"| **all of libpronghorn.so (the medians' sum)** | **{sum(layers.values()):.2f}** |\n\n")
-    f.write(f"| libpronghorn.so's {LIBRARY_TOP} functions with the most samples (leaf) | layer | us per request |\n"
+    f.write(f"| libpronghorn.so's {LIBRARY_TOP} functions with the most samples (inlined ones apart) | layer | us per request |\n"
             "|---|---|---:|\n")
     for fn, us in sorted(functions.items(), key=lambda kv: -kv[1])[:LIBRARY_TOP]:
         f.write(f"| `{fn}` | {library_layer(fn)} | {us:.2f} |\n")

@@ -6,6 +6,7 @@
 import os
 import sys
 import unittest
+from collections import Counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -265,15 +266,48 @@ class Library(unittest.TestCase):
         # A name that merely starts like a hooked call is not one.
         self.assertEqual(lab_split.library_layer("recvq_flush"), "other (DPDK's other code, unnamed)")
 
-    def test_split_counts_the_librarys_samples_by_layer_and_function(self):
-        library = {}
-        per, busy = lab_split.split((LIBRARY + USER).splitlines(keepends=True), "mariadbd", library)
+    def test_split_counts_the_librarys_samples_by_leaf_and_library_split_by_layer(self):
+        leaves = Counter()
+        per, busy = lab_split.split((LIBRARY + USER).splitlines(keepends=True), "mariadbd", leaves)
         self.assertEqual(per["libpronghorn.so"], 9)
         self.assertEqual(busy, 11)
-        self.assertEqual(sum(library["layers"].values()), 9)
-        self.assertEqual(library["layers"]["DPDK: AF_XDP driver, mbufs, mempool"], 2)
-        self.assertEqual(library["layers"]["runtime: socket, poll and epoll calls"], 3)
-        self.assertEqual(library["functions"]["runtime::poll::<impl runtime::accel::Accel<N>>::poll"], 2)
+        lib = "/work/main/target/pgo/libpronghorn.so"
+        poll = "runtime::poll::<impl runtime::accel::Accel<N>>::poll"
+        self.assertEqual(leaves[(lib, 0x2ee2a0, poll)], 2)
+        self.assertEqual(sum(leaves.values()), 9)
+        # Without debug information perf's symbols stand.
+        layers, functions = lab_split.library_split(leaves, {})
+        self.assertEqual(sum(layers.values()), 9)
+        self.assertEqual(layers["DPDK: AF_XDP driver, mbufs, mempool"], 2)
+        self.assertEqual(layers["runtime: socket, poll and epoll calls"], 3)
+        self.assertEqual(functions[poll], 2)
+        # With it, a sample goes to the innermost named function inlined at its address: one
+        # of std's helpers is passed over, DPDK's inline functions count as DPDK.
+        chains = {(lib, 0x2ee2a0): ["core::ptr::drop_in_place<u8>",
+                                    "tcp::connection::input::<impl tcp::connection::Connection>::process_ack",
+                                    poll]}
+        layers, functions = lab_split.library_split(leaves, chains)
+        self.assertEqual(sum(layers.values()), 9)
+        # (USER's library sample is at another address: its symbol stands.)
+        self.assertEqual(layers["tcp: input (segments, ACKs, recovery)"], 8)
+        self.assertEqual(layers["runtime: socket, poll and epoll calls"], 1)
+        self.assertEqual(lab_split.charged_function(["rte_mbuf_refcnt_read", "ph_pktmbuf_free"], "ph_pktmbuf_free"),
+                         "rte_mbuf_refcnt_read")
+        self.assertEqual(lab_split.charged_function(["core::ptr::drop_in_place<u8>"], "x"), "x")
+
+    def test_addresses_go_from_file_offsets_to_addr2lines_answers(self):
+        readelf = ("  LOAD           0x000000 0x0000000000000000 0x0000000000000000 0x0a25b8 0x0a25b8 R   0x1000\n"
+                   "  LOAD           0x0a25b8 0x00000000000a35b8 0x00000000000a35b8 0x24ca48 0x24ca48 R E 0x1000\n")
+        segments = lab_split.load_segments(readelf)
+        self.assertEqual(segments, [(0, 0, 0xa25b8), (0xa25b8, 0xa35b8, 0x24ca48)])
+        self.assertEqual(lab_split.to_vaddr(0xac76c, segments), 0xad76c)
+        self.assertEqual(lab_split.to_vaddr(0x10, segments), 0x10)
+        self.assertIsNone(lab_split.to_vaddr(0x900000, segments))
+        out = ("0x00000000000ad76c\nrte_mbuf_refcnt_read\n/usr/include/dpdk/rte_mbuf.h:364\n"
+               "ph_pktmbuf_free\n/work/main/crates/dpdk-sys/csrc/wrapper.c:29\n"
+               "0x00000000000ad770\n??\n??:0\n")
+        self.assertEqual(lab_split.parse_addr2line(out),
+                         {0xad76c: ["rte_mbuf_refcnt_read", "ph_pktmbuf_free"], 0xad770: []})
 
     def test_the_summary_takes_each_layers_median_and_writes_the_largest_first(self):
         runs = [{"path": "pronghorn", "busy_us": 1.0, "us": {c: 0.0 for c in lab_split.CLASSES}, "ipis": {},
