@@ -118,6 +118,10 @@ class Profile:
         self.calls = defaultdict(int)
         self.call_counts = defaultdict(int)
         self.summary = 0
+        # The file's events (its `events:` line), and per (object, file, function) the
+        # exclusive count of each when there are more than one (a cache simulation's).
+        self.events = ["Ir"]
+        self.exclusive_events = defaultdict(lambda: [0] * len(self.events))
 
     def calls_into(self, pattern):
         """Calls made into functions matching `pattern` from functions that do not match it, per
@@ -182,6 +186,9 @@ def parse(path):
                 in_call = True
                 p.call_counts[(fn, callee)] += int(line[len("calls="):].split()[0])
                 continue
+            if line.startswith("events:"):
+                p.events = line.split()[1:]
+                continue
             if line.startswith("summary:") or line.startswith("totals:"):
                 p.summary = max(p.summary, int(line.split()[1]))
                 continue
@@ -194,6 +201,11 @@ def parse(path):
                     in_call = False
                 else:
                     p.exclusive[(obj, cur_file, fn)] += ir
+                    if len(p.events) > 1:
+                        # Events left off the end of a line are zero.
+                        acc = p.exclusive_events[(obj, cur_file, fn)]
+                        for i, v in enumerate(fields[1:len(p.events) + 1]):
+                            acc[i] += int(v)
     return p
 
 
@@ -220,6 +232,16 @@ def layers(profile):
         out[layer] += ir
         by_fn[layer][fn] += ir
     return out, by_fn
+
+
+def layer_events(profile, wanted):
+    """Per layer, the exclusive sum of the events named in `wanted` (e.g. D1mr and D1mw: the
+    L1 data misses) of a profile read from a cache simulation's output."""
+    idx = [profile.events.index(e) for e in wanted if e in profile.events]
+    out = defaultdict(int)
+    for (obj, file, fn), counts in profile.exclusive_events.items():
+        out[layer_of(obj, file, fn)] += sum(counts[i] for i in idx)
+    return out
 
 
 # Entry points whose inclusive cost is reported (regex on the function name).

@@ -99,17 +99,21 @@ def callgrind(args, few, many, tmp):
 def cache_misses(args, few, many, tmp):
     """Cache misses per request of the server's threads, as callgrind's simulator models them
     ([`CACHES`]): L1 data misses, and misses of the 1 MiB level (data and instructions)."""
-    totals = []
+    totals, by_layer = [], []
     for n in (few, many):
         out = os.path.join(tmp, f"cachesim.{n}.out")
         run(PIN + ["valgrind", "--tool=callgrind", "--cache-sim=yes"] + CACHES + [
             f"--callgrind-out-file={out}", "--toggle-collect=request_cost::client_thread",
             "--collect-atstart=yes"] + harness(args, n))
         totals.append(callgrind_layers.totals(out))
+        by_layer.append(callgrind_layers.layer_events(callgrind_layers.parse(out), ["D1mr", "D1mw"]))
     per = {k: differential(totals[0][k], totals[1][k], few, many) for k in totals[0]}
+    layers = {l: differential(by_layer[0].get(l, 0), by_layer[1].get(l, 0), few, many)
+              for l in set(by_layer[0]) | set(by_layer[1])}
     return {"l1d_misses": round(per["D1mr"] + per["D1mw"], 2),
             "l2_misses": round(per["DLmr"] + per["DLmw"], 2),
-            "l2_instruction_misses": per["ILmr"]}
+            "l2_instruction_misses": per["ILmr"],
+            "l1d_misses_by_layer": {l: round(v, 2) for l, v in sorted(layers.items(), key=lambda kv: -kv[1])}}
 
 
 def syscalls(args, few, many, tmp):
@@ -187,6 +191,19 @@ def write_md(path, result):
             f.write(f"| {l} | " + " | ".join(f"{c['callgrind']['layers'].get(l, 0):,.0f}" for c in cases) + " |\n")
         f.write("| **total** | " + " | ".join(f"**{c['callgrind']['instructions_per_request']:,.0f}**"
                                              for c in cases) + " |\n")
+        if all(c.get("caches", {}).get("l1d_misses_by_layer") for c in cases):
+            f.write("\n## L1 data misses per request, by layer (callgrind's cache model, exclusive)\n\n")
+            f.write("The lines each layer touches that the 32 KiB L1 no longer held: in the lab the library's "
+                    "time follows these more than its instructions (docs/design-notes.md, \"The library's time "
+                    "by layer, in the lab\"). The harness's requests follow each other closely with no "
+                    "application work between them, so a real server misses more, in every layer.\n\n")
+            f.write("| layer | " + " | ".join(names) + " |\n|---|" + "---:|" * len(names) + "\n")
+            miss_layers = sorted({l for c in cases for l in c["caches"]["l1d_misses_by_layer"]},
+                                 key=lambda l: -max(c["caches"]["l1d_misses_by_layer"].get(l, 0) for c in cases))
+            for l in miss_layers:
+                if any(c["caches"]["l1d_misses_by_layer"].get(l, 0) >= 0.05 for c in cases):
+                    f.write(f"| {l} | " + " | ".join(f"{c['caches']['l1d_misses_by_layer'].get(l, 0):.2f}"
+                                                     for c in cases) + " |\n")
         f.write("\n## Inclusive instructions per request of chosen functions\n\n")
         f.write("| function (and what it calls) | " + " | ".join(names) + " |\n|---|" + "---:|" * len(names) + "\n")
         for k in cases[0]["callgrind"]["inclusive"]:

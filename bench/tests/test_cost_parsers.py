@@ -59,6 +59,25 @@ class CallgrindLayers(unittest.TestCase):
         self.assertEqual(same["instructions_per_request"], 0)
         self.assertTrue(all(v == 0 for v in same["layers"].values()))
 
+    def test_a_cache_simulations_misses_go_to_each_functions_layer(self):
+        self.assertEqual(dict(callgrind_layers.layer_events(self.p, ["D1mr", "D1mw"])), {})  # Ir only
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "cachesim.out")
+            with open(path, "w") as f:
+                # Events left off a line's end are zero; a call line's costs are the callee's.
+                f.write("version: 1\nevents: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw\n"
+                        "fl=(1) /work/main/crates/tcp/src/connection/input.rs\n"
+                        "fn=(1) tcp::connection::input::<impl tcp::connection::Connection>::process_ack\n"
+                        "10 9 4 2 1 3 1\n+2 5 1 1 0 2\n"
+                        "cfn=(2) runtime::wait::sleep\ncalls=1 0\n+1 100 50 50 9 9 9\n"
+                        "fl=(2) /work/main/crates/runtime/src/wait/mod.rs\nfn=(2)\n3 100 50 50 0 9 9\n"
+                        "totals: 114 55 53 3 12 13\n")
+            p = callgrind_layers.parse(path)
+            self.assertEqual(dict(callgrind_layers.layer_events(p, ["D1mr", "D1mw"])),
+                             {"tcp: input (segments, ACKs, recovery)": 3 + 1 + 2, "runtime: wait and wakeup": 18})
+            self.assertEqual(dict(callgrind_layers.layer_events(p, ["DLmr"])),
+                             {"tcp: input (segments, ACKs, recovery)": 0, "runtime: wait and wakeup": 0})
+
     def test_totals_name_each_event_of_the_run(self):
         self.assertEqual(callgrind_layers.totals(os.path.join(FIXTURES, "callgrind.out")), {"Ir": 460})
         with tempfile.TemporaryDirectory() as tmp:
