@@ -30,10 +30,10 @@ A class's microseconds per request are its samples times 250 us over the request
 each core received in the window (/proc/interrupts: function calls, reschedules) are counted
 per request too.
 
-libpronghorn.so's samples are split again by the layer of their leaf function (`LIBRARY_LAYERS`,
-the layers of bench/request_cost.sh's instruction counts, plus what only the lab runs: DPDK's
-AF_XDP driver with its mbufs and mempool, and the shim's hooked entries), and its functions
-with the most samples are listed. The build inlines much of the stack into few functions: a
+libpronghorn.so's samples are split again by layer (`library_layer`: the layers of
+bench/request_cost.sh's instruction counts, plus what only the lab runs, DPDK's AF_XDP driver
+with its mbufs and mempool and the shim's hooked entries), and its functions with the most
+samples are listed. The build inlines much of the stack into few functions: a
 sample goes to the innermost function inlined at its address that is ours or DPDK's (the
 library's debug information, read with binutils' addr2line), not to the function perf names.
 
@@ -466,10 +466,10 @@ def measure(work, path, speed_exe, tmp, keep=None):
     layers, functions = library_split(leaves, resolve_chains(leaves))
     lib = {part: {k: round(n * PERIOD_US / served, 3) for k, n in counts.items()}
            for part, counts in (("layers", layers), ("functions", functions))}
-    return {"library": lib, "path": path, "requests_per_s": round(served / RECORD_S), "busy_us": round(busy * PERIOD_US / served, 3),
+    return {"path": path, "requests_per_s": round(served / RECORD_S), "busy_us": round(busy * PERIOD_US / served, 3),
             "busy_percent": round(100 * busy * PERIOD_US / (RECORD_S * 1e6), 1), "us": us,
             "ipis": ipis_per_request(ipis_before, ipis_after, served_between),
-            "host_ns_per_step": [before_speed, after_speed]}
+            "host_ns_per_step": [before_speed, after_speed], "library": lib}
 
 
 def summarize(runs):
@@ -520,13 +520,14 @@ def write_library_md(f, library):
     layers, functions = library["layers"], library["functions"]
     if not layers:
         return
-    f.write("| libpronghorn.so by layer (of the function each sample is charged to) | pronghorn, us per request |\n|---|---:|\n")
+    f.write("| libpronghorn.so by layer (of the function each sample is charged to) | pronghorn, us per request |\n"
+            "|---|---:|\n")
     for layer, us in sorted(layers.items(), key=lambda kv: -kv[1]):
         if us >= 0.01:
             f.write(f"| {layer} | {us:.2f} |\n")
     f.write(f"| **all of libpronghorn.so (the medians' sum)** | **{sum(layers.values()):.2f}** |\n\n")
-    f.write(f"| libpronghorn.so's {LIBRARY_TOP} functions with the most samples (inlined ones apart) | layer | us per request |\n"
-            "|---|---|---:|\n")
+    f.write(f"| libpronghorn.so's {LIBRARY_TOP} functions with the most samples (inlined ones apart) | layer "
+            "| us per request |\n|---|---|---:|\n")
     for fn, us in sorted(functions.items(), key=lambda kv: -kv[1])[:LIBRARY_TOP]:
         f.write(f"| `{fn}` | {library_layer(fn)} | {us:.2f} |\n")
     f.write("\n")

@@ -193,10 +193,10 @@ def write_md(path, result):
                                              for c in cases) + " |\n")
         if all(c.get("caches", {}).get("l1d_misses_by_layer") for c in cases):
             f.write("\n## L1 data misses per request, by layer (callgrind's cache model, exclusive)\n\n")
-            f.write("The lines each layer touches that the 32 KiB L1 no longer held: in the lab the library's "
-                    "time follows these more than its instructions (docs/design-notes.md, \"The library's time "
-                    "by layer, in the lab\"). The harness's requests follow each other closely with no "
-                    "application work between them, so a real server misses more, in every layer.\n\n")
+            f.write("The lines each layer touches that the 32 KiB L1 no longer held, beside its instructions: "
+                    "the lab's time per layer (bench/lab_split.sh; docs/design-notes.md, \"The library's time "
+                    "by layer, in the lab\") has both in it. The harness's requests follow each other closely "
+                    "with no application work between them, so a real server misses more, in every layer.\n\n")
             f.write("| layer | " + " | ".join(names) + " |\n|---|" + "---:|" * len(names) + "\n")
             miss_layers = sorted({l for c in cases for l in c["caches"]["l1d_misses_by_layer"]},
                                  key=lambda l: -max(c["caches"]["l1d_misses_by_layer"].get(l, 0) for c in cases))

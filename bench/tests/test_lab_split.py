@@ -144,7 +144,7 @@ USER = """mariadbd 20841
 \t          5cd89d operator new(unsigned long) (/usr/sbin/mariadbd)
 
 mariadbd 20841 
-\t          5cd89d runtime::poll::poll (/work/main/target/pgo/libpronghorn.so)
+\t          5cd89d runtime::poll::poll (/t/libpronghorn.so)
 
 mariadbd 20841 
 \t          5cd89d __memcpy_avx_unaligned_erms (/usr/lib/x86_64-linux-gnu/libc.so.6)
@@ -225,28 +225,28 @@ class Classify(unittest.TestCase):
 
 # libpronghorn.so's leaves as perf script names them in a profile-guided build.
 LIBRARY = """mariadbd 20841 
-\t          2ee2a0 af_xdp_rx_zc.constprop.0 (/work/main/target/pgo/libpronghorn.so)
+\t          2ee2a0 af_xdp_rx_zc.constprop.0 (/t/libpronghorn.so)
 
 mariadbd 20841 
-\t          2ee2a0 ph_pktmbuf_free (/work/main/target/pgo/libpronghorn.so)
+\t          2ee2a0 ph_pktmbuf_free (/t/libpronghorn.so)
 
 mariadbd 20841 
-\t          2ee2a0 recv (/work/main/target/pgo/libpronghorn.so)
+\t          2ee2a0 recv (/t/libpronghorn.so)
 
 mariadbd 20841 
-\t          2ee2a0 tcp::connection::output::<impl tcp::connection::Connection>::poll_transmit (/work/main/target/pgo/libpronghorn.so)
+\t          2ee2a0 tcp::connection::output::<impl tcp::connection::Connection>::poll_transmit (/t/libpronghorn.so)
 
 mariadbd 20841 
-\t          2ee2a0 runtime::poll::<impl runtime::accel::Accel<N>>::poll (/work/main/target/pgo/libpronghorn.so)
+\t          2ee2a0 runtime::poll::<impl runtime::accel::Accel<N>>::poll (/t/libpronghorn.so)
 
 mariadbd 20841 
-\t          2ee2a0 runtime::poll::<impl runtime::accel::Accel<N>>::poll (/work/main/target/pgo/libpronghorn.so)
+\t          2ee2a0 runtime::poll::<impl runtime::accel::Accel<N>>::poll (/t/libpronghorn.so)
 
 mariadbd 20841 
-\t          2ee2a0 <nic::lane::TxLane<B> as nic::lane::TxSender>::send_once (/work/main/target/pgo/libpronghorn.so)
+\t          2ee2a0 <nic::lane::TxLane<B> as nic::lane::TxSender>::send_once (/t/libpronghorn.so)
 
 mariadbd 20841 
-\t          2ee2a0 0x00000000002ee2a0 (/work/main/target/pgo/libpronghorn.so)
+\t          2ee2a0 0x00000000002ee2a0 (/t/libpronghorn.so)
 
 """
 
@@ -258,8 +258,8 @@ class Library(unittest.TestCase):
         self.assertEqual(lab_split.library_layer("recv"), "the shim's hooked entries (recv, send, poll, ...)")
         self.assertEqual(lab_split.library_layer("preload::io::recv_hook"),
                          "the shim's hooked entries (recv, send, poll, ...)")
-        self.assertEqual(lab_split.library_layer("tcp::connection::input::<impl tcp::connection::Connection>::process_ack"),
-                         "tcp: input (segments, ACKs, recovery)")
+        ack = "tcp::connection::input::<impl tcp::connection::Connection>::process_ack"
+        self.assertEqual(lab_split.library_layer(ack), "tcp: input (segments, ACKs, recovery)")
         self.assertEqual(lab_split.library_layer("<nic::lane::TxLane<B> as nic::lane::TxSender>::send_once"),
                          "nic: the port's Rust side (bursts, tx lanes)")
         self.assertEqual(lab_split.library_layer("0x00000000002ee2a0"), "other (DPDK's other code, unnamed)")
@@ -271,7 +271,7 @@ class Library(unittest.TestCase):
         per, busy = lab_split.split((LIBRARY + USER).splitlines(keepends=True), "mariadbd", leaves)
         self.assertEqual(per["libpronghorn.so"], 9)
         self.assertEqual(busy, 11)
-        lib = "/work/main/target/pgo/libpronghorn.so"
+        lib = "/t/libpronghorn.so"
         poll = "runtime::poll::<impl runtime::accel::Accel<N>>::poll"
         self.assertEqual(leaves[(lib, 0x2ee2a0, poll)], 2)
         self.assertEqual(sum(leaves.values()), 9)
