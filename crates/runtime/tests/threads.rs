@@ -632,6 +632,68 @@ fn epoll_ctl_from_another_thread_wakes_a_waiter() {
     });
 }
 
+/// A thread waiting on the set (`epfd`) until another thread adds members: returns what its
+/// blocking epoll_wait reported, once it is seen asleep.
+fn waiter_asleep(rt: &'static Accel<PeerNic>, epfd: i32) -> std::thread::JoinHandle<Vec<(u32, u64)>> {
+    let parked = rt.parked();
+    let waiter = std::thread::spawn(move || wait_events(rt, epfd, -1));
+    within("the waiter sleeps", move || {
+        while rt.parked() == parked {
+            std::thread::yield_now();
+        }
+    });
+    waiter
+}
+
+/// MariaDB's thread pool: its listener thread waits on a set with no member yet, and other
+/// threads add each connection (after its login). The wait must hear of them: it used to go
+/// to the kernel's epoll_wait, which knows nothing of accelerated sockets, and the server
+/// never read a query.
+#[test]
+fn a_wait_on_an_empty_set_wakes_for_an_accelerated_member_added_by_another_thread() {
+    both_modes(|l| {
+        let rt = l.rt;
+        let epfd = epoll_set(rt);
+        let waiter = waiter_asleep(rt, epfd);
+        // Writable from the start.
+        let fd = connect_echo(rt);
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, libc::EPOLLOUT as u32, 9)).unwrap();
+        assert_eq!(within("epoll_wait", move || waiter.join().unwrap()), [(libc::EPOLLOUT as u32, 9)]);
+        // One not ready when added, readable later.
+        let quiet = connect_echo(rt);
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_DEL, fd, 0, 0)).unwrap();
+        let waiter = waiter_asleep(rt, epfd);
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, quiet, libc::EPOLLIN as u32, 10)).unwrap();
+        done(rt.send(quiet, b"echo", false)).unwrap();
+        assert_eq!(within("epoll_wait", move || waiter.join().unwrap()), [(libc::EPOLLIN as u32, 10)]);
+        for fd in [fd, quiet, epfd] {
+            rt.close(fd);
+        }
+    });
+}
+
+/// A waiter asleep on a set without kernel members does not watch the kernel's set: the
+/// first kernel member added by another thread wakes it to watch it too.
+#[test]
+fn a_wait_wakes_for_a_kernel_member_added_by_another_thread() {
+    both_modes(|l| {
+        let rt = l.rt;
+        let epfd = epoll_set(rt);
+        let quiet = connect_echo(rt);
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, quiet, libc::EPOLLIN as u32, 1)).unwrap();
+        let pipe = kernel_pipe();
+        let waiter = waiter_asleep(rt, epfd);
+        done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, pipe[0], libc::EPOLLIN as u32, 2)).unwrap();
+        // SAFETY: one byte of a static buffer.
+        assert_eq!(unsafe { libc::write(pipe[1], b"k".as_ptr().cast(), 1) }, 1);
+        assert_eq!(within("epoll_wait", move || waiter.join().unwrap()), [(libc::EPOLLIN as u32, 2)]);
+        close_kernel_pipe(pipe);
+        for fd in [quiet, epfd] {
+            rt.close(fd);
+        }
+    });
+}
+
 #[test]
 fn epoll_reports_only_what_is_ready_in_the_order_it_became_ready() {
     both_modes(|l| {

@@ -100,7 +100,14 @@ impl<N: Nic + 'static> Accel<N> {
                     }
                     let set = rt.fds.epoll_mut(epfd).unwrap();
                     match op {
-                        libc::EPOLL_CTL_ADD => set.kernel_members += 1,
+                        libc::EPOLL_CTL_ADD => {
+                            set.kernel_members += 1;
+                            // Its waiters went to sleep without the kernel set among what they
+                            // watch (it had no member): they look again, with it.
+                            if set.kernel_members == 1 {
+                                set.wake_all(&mut rt.owed_wakes);
+                            }
+                        }
                         libc::EPOLL_CTL_DEL => set.kernel_members = set.kernel_members.saturating_sub(1),
                         _ => {}
                     }
@@ -160,7 +167,8 @@ impl<N: Nic + 'static> Accel<N> {
         .unwrap_or(Call::Kernel)
     }
 
-    /// epoll_wait over a set with accelerated members (and kernel ones).
+    /// epoll_wait: the set's accelerated members and its kernel ones. A look (timeout 0) at a set
+    /// with kernel members only is the kernel's ([`Call::Kernel`]).
     // Never inlined: bench/request_cost.sh reports this function's inclusive cost by name, and
     // LTO would fold it into its callers (one call instruction per call).
     #[inline(never)]
@@ -183,7 +191,12 @@ impl<N: Nic + 'static> Accel<N> {
                 }
                 rt.start_looking();
                 let Some(set) = rt.fds.epoll_mut(epfd) else { return Step::Kernel };
-                if set.count == 0 && !waited {
+                // A look at a set without accelerated members is the kernel's alone. A wait
+                // that may block sleeps here instead, among the set's waiters, because another
+                // thread may add an accelerated member meanwhile (MariaDB's thread pool: its
+                // listener waits on an empty set, other threads add each connection after its
+                // login), and a thread asleep in the kernel's epoll_wait would never hear of it.
+                if set.count == 0 && !waited && timeout_ms == 0 {
                     return Step::Kernel;
                 }
                 let n = set.collect(&rt.shards, out);

@@ -106,7 +106,8 @@ impl EpollSet {
         })
     }
 
-    /// The set is going away: its waiters look again (and find it gone).
+    /// Wakes every waiter to look again: the set is going away (they find it gone), or it
+    /// has its first kernel member (they sleep again watching the kernel set too).
     pub(crate) fn wake_all(&self, owed: &mut OwedWakes) {
         for p in &self.waiters {
             wait::owe_wake(owed, p);
