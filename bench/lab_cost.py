@@ -249,13 +249,15 @@ def new_datadir(home):
         "--auth-root-authentication-method=normal", "--skip-test-db"])
 
 
-def mariadb_server(lab, path, home, init, log):
-    """mariadbd --user=mysql on the datadir in `home`, listening on `path`'s address (port 3306)."""
+def mariadb_server(lab, path, home, init, log, extra=()):
+    """mariadbd --user=mysql on the datadir in `home`, listening on `path`'s address (port 3306),
+    with the options in `extra` last."""
     addr = ADDR[path]
     server = lab.server(path, ["mariadbd", "--no-defaults", "--user=mysql", f"--datadir={home}/data",
                                f"--socket={home}/mysqld.sock", f"--pid-file={home}/mysqld.pid",
                                f"--bind-address={addr}", "--port=3306", "--skip-log-bin", "--skip-name-resolve",
-                               "--max-connections=400", "--innodb-buffer-pool-size=256M", f"--init-file={init}"], log)
+                               "--max-connections=400", "--innodb-buffer-pool-size=256M", f"--init-file={init}",
+                               *extra], log)
     try:
         wait_port(lab, addr, 3306, server, "mariadbd")
     except BaseException:

@@ -370,8 +370,8 @@ def binary_name(command):
 class Mariadb:
     app = binary_name("mariadbd")
 
-    def __init__(self, lab, tmp):
-        self.lab, self.tmp = lab, tmp
+    def __init__(self, lab, tmp, server_args=()):
+        self.lab, self.tmp, self.server_args = lab, tmp, list(server_args)
         self.init = os.path.join(tmp, "init.sql")
         with open(self.init, "w") as f:
             f.write("CREATE USER IF NOT EXISTS 'bench'@'%';\nGRANT ALL ON *.* TO 'bench'@'%';\n"
@@ -384,7 +384,8 @@ class Mariadb:
     def start(self, path):
         home = os.path.join(self.tmp, f"mariadb-{path}")
         L.new_datadir(home)
-        server = L.mariadb_server(self.lab, path, home, self.init, open(os.path.join(self.tmp, f"mariadb-{path}.log"), "w"))
+        log = open(os.path.join(self.tmp, f"mariadb-{path}.log"), "w")
+        server = L.mariadb_server(self.lab, path, home, self.init, log, self.server_args)
         L.sh(self.lab.client(self.sysbench(path) + ["oltp_point_select", "prepare"]))
         L.sh(self.lab.client(self.sysbench(path) + ["--threads=16", "--time=2", "oltp_point_select", "run"]))
         return server
@@ -543,7 +544,14 @@ def main():
     ap.add_argument("--build", default="target/release",
                     help="the directory of the pronghorn and libpronghorn.so measured (target/pgo: the PGO build)")
     ap.add_argument("--keep-profiles", metavar="DIR", help="keep each run's perf.data in DIR")
+    ap.add_argument("--mariadbd-arg", action="append", default=[], metavar="ARG",
+                    help="one more mariadbd option on both paths, e.g. --mariadbd-arg=--thread-handling=pool-of-threads "
+                         "(repeatable; needs --tag)")
+    ap.add_argument("--tag", help="a name added to the results' file names (lab-split-MODEL[-BUILD]-TAG)")
     a = ap.parse_args()
+    if a.mariadbd_arg and not a.tag:
+        raise SystemExit("lab_split: --mariadbd-arg changes the server: give --tag NAME so that its results "
+                         "do not overwrite the default server's")
     if os.environ.get("PRONGHORN_LAB_MODEL") != a.model:
         raise SystemExit(f"lab_split: run under `pronghorn lab model {a.model}` (bench/lab_split.sh does)")
     names = a.workloads.split(",")
@@ -558,7 +566,7 @@ def main():
         speed_exe = os.path.join(tmp, "host_speed")
         L.sh(["cc", "-O2", "-o", speed_exe, "bench/host_speed.c"])
         for name in names:
-            work = WORKLOADS[name](lab, tmp)
+            work = Mariadb(lab, tmp, a.mariadbd_arg) if name == "mariadb" else WORKLOADS[name](lab, tmp)
             servers = []
             try:
                 for path in PATHS:
@@ -581,12 +589,15 @@ def main():
     machine = L.machine(f"bench/lab_split.sh {args}".strip(), build=a.build,
                         model=os.environ.get("PRONGHORN_LAB_MODEL_DESCRIPTION", a.model))
     base = f"bench/results/lab-split-{a.model}" + ("" if build_name == "release" else f"-{build_name}")
+    base += f"-{a.tag}" if a.tag else ""
     with open(base + ".json", "w") as f:
         json.dump({"rounds": a.rounds, "workloads": results, "machine": machine}, f, indent=1)
     with open(base + ".md", "w") as f:
         f.write(f"# Where the server's core goes per request, lab model {a.model}\n\n")
         f.write(__doc__.split("\n\n", 1)[1].rsplit("\n\nWrites", 1)[0] + "\n\n")
         f.write(f"Build: {a.build}. Medians over {a.rounds} rounds; classes under 0.05 us on both paths left out.\n\n")
+        if a.mariadbd_arg:
+            f.write(f"mariadbd's options added on both paths: `{' '.join(a.mariadbd_arg)}`.\n\n")
         for name in names:
             write_md(f, name, results[name])
         L.write_machine(f, machine)
