@@ -113,6 +113,11 @@ pub struct BenchArgs {
     /// workloads whose clients count their transactions); needs perf.
     #[arg(long)]
     count_server: bool,
+    /// mariadb and tpcc only: mariadbd with its thread pool (`--thread-handling=pool-of-threads`:
+    /// a few threads serve every connection from epoll) on both paths, instead of a thread per
+    /// connection. The results are written as `<workload>-threadpool` beside the defaults'.
+    #[arg(long)]
+    thread_pool: bool,
 }
 
 impl BenchArgs {
@@ -203,6 +208,7 @@ pub fn run(args: BenchArgs) -> Result<i32> {
     }
     check_sampling(&args)?;
     check_counting(&args)?;
+    check_thread_pool(&args)?;
     if args.share && args.pmd != "af_xdp" {
         bail!("--share needs --pmd af_xdp: sharing the interface with the kernel is pronghorn's XDP program's job");
     }
@@ -281,10 +287,16 @@ pub fn run(args: BenchArgs) -> Result<i32> {
                 .into(),
         );
     }
+    let thread_pool = if args.thread_pool {
+        facts.insert("thread_pool", format!("mariadbd with its thread pool on both paths: `{THREAD_POOL}`"));
+        "-threadpool"
+    } else {
+        ""
+    };
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     for (model, runs) in &measured {
         let name = format!(
-            "{}{workers}{profile}{share}{}{}",
+            "{}{thread_pool}{workers}{profile}{share}{}{}",
             args.workload.as_str(),
             model.model.file_suffix(),
             if args.quick { "-quick" } else { "" }
@@ -302,6 +314,14 @@ fn check_sampling(args: &BenchArgs) -> Result<()> {
              redis-cps, http, latency and pgbench have)",
             args.workload.as_str()
         );
+    }
+    Ok(())
+}
+
+/// `--thread-pool` is mariadbd's.
+fn check_thread_pool(args: &BenchArgs) -> Result<()> {
+    if args.thread_pool && !matches!(args.workload, Name::Mariadb | Name::Tpcc) {
+        bail!("--thread-pool is mariadbd's (mariadb, tpcc): {} has no thread pool to choose", args.workload.as_str());
     }
     Ok(())
 }
@@ -328,8 +348,15 @@ fn plan_for(args: &BenchArgs, path: StackPath) -> Result<Plan> {
     let dir = scratch_dir(path);
     std::fs::create_dir_all(&dir)?;
     let workers = workloads::Workers { count: args.workers, family: shares_a_family(args)? };
-    workloads::plan(args.workload, path.addr(), args.quick, &dir, workers)
+    let mut plan = workloads::plan(args.workload, path.addr(), args.quick, &dir, workers)?;
+    if args.thread_pool {
+        plan.server.argv.push(THREAD_POOL.into());
+    }
+    Ok(plan)
 }
+
+/// mariadbd's option for its thread pool (`--thread-pool`).
+const THREAD_POOL: &str = "--thread-handling=pool-of-threads";
 
 /// The profile pronghorn's path runs under: the one asked for, else the workload's own.
 fn effective_profile(args: &BenchArgs) -> Option<&str> {
@@ -933,6 +960,17 @@ mod tests {
             let err = check_counting(&parse(&[workload, "--count-server"]).unwrap()).unwrap_err().to_string();
             assert!(err.contains("--count-server") && err.contains(workload) && err.contains("pgbench"), "{err}");
         }
+    }
+
+    #[test]
+    fn the_thread_pool_is_for_mariadbd_only() {
+        for workload in ["mariadb", "tpcc"] {
+            let args = parse(&[workload, "--thread-pool"]).unwrap();
+            assert!(args.thread_pool && check_thread_pool(&args).is_ok(), "{workload}");
+            assert!(!parse(&[workload]).unwrap().thread_pool);
+        }
+        let err = check_thread_pool(&parse(&["redis", "--thread-pool"]).unwrap()).unwrap_err().to_string();
+        assert!(err.contains("--thread-pool") && err.contains("redis"), "{err}");
     }
 
     #[test]
