@@ -7,7 +7,8 @@
 //!
 //! Files by family: `socket` (setup, names, options), `io` (data transfer), `datagram` (the
 //! same on UDP fds), `poll` (epoll, poll, select), `fd` (close, fcntl, ioctl, dup), `process`
-//! (fork, credentials, exec), `spawn` (posix_spawn and its file actions), `fortified` (the `__*_chk` variants); this file holds the ABI helpers.
+//! (fork, credentials, exec), `spawn` (posix_spawn and its file actions), `thread` (pthread_create:
+//! the threads the runtime's own code starts), `fortified` (the `__*_chk` variants); this file holds the ABI helpers.
 //!
 //! Variadic `fcntl` and `ioctl` are declared with a third integer argument: on x86-64 (SysV)
 //! variadic integer arguments travel in the same registers, and the value is only passed on.
@@ -54,6 +55,7 @@ mod poll;
 mod process;
 mod socket;
 mod spawn;
+mod thread;
 
 /// The library's allocator: the process heap, and the family arena inside a shard's scope once
 /// `[runtime] share = "family"` made it (crate `arena`). Declared here, not in `arena`: only an

@@ -97,6 +97,7 @@ pub use process::{forked_child_socket, ENV_EXE};
 use process::{FORKED, OWNER};
 pub use secret::random_secret;
 pub use settings::{dpdk_options, shard_config, tcp_config};
+pub use threads::{runtime_thread_starts, starting_runtime_thread};
 pub use tracked_fds::{datagram, tracked};
 use tracked_fds::{
     inside, set_tracked, set_tracked_datagram, set_tracked_state, tracked_state, INSIDE, TRACKED_DATAGRAM,

@@ -79,6 +79,12 @@ real_fns! {
     poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int;
     eventfd(initval: c_uint, flags: c_int) -> c_int;
     fork() -> libc::pid_t;
+    pthread_create(
+        thread: *mut libc::pthread_t,
+        attr: *const libc::pthread_attr_t,
+        start: extern "C" fn(*mut c_void) -> *mut c_void,
+        arg: *mut c_void
+    ) -> c_int;
     _Fork() -> libc::pid_t;
     daemon(nochdir: c_int, noclose: c_int) -> c_int;
     pread(fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t) -> ssize_t;
