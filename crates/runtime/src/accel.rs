@@ -342,9 +342,15 @@ impl<N: Nic + 'static> Accel<N> {
         self.lock().shards.is_open()
     }
 
-    /// Application threads asleep in the runtime right now.
+    /// Application threads asleep in the runtime right now (a wait on an epoll set with no
+    /// accelerated member is not counted: [`Self::epoll_sleepers`]).
     pub fn parked(&self) -> u32 {
         self.lock().wait.parked
+    }
+
+    /// Threads asleep in epoll_wait on the set `epfd` right now (0 for an fd that is not one).
+    pub fn epoll_sleepers(&self, epfd: i32) -> usize {
+        self.with(|rt| rt.fds.epoll_mut(epfd).map_or(0, |set| set.sleepers())).unwrap_or(0)
     }
 
     /// Runs `f` with the runtime's lock held: tests whose NICs share state with the test itself

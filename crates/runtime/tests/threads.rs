@@ -635,10 +635,9 @@ fn epoll_ctl_from_another_thread_wakes_a_waiter() {
 /// A thread waiting on the set (`epfd`) until another thread adds members: returns what its
 /// blocking epoll_wait reported, once it is seen asleep.
 fn waiter_asleep(rt: &'static Accel<PeerNic>, epfd: i32) -> std::thread::JoinHandle<Vec<(u32, u64)>> {
-    let parked = rt.parked();
     let waiter = std::thread::spawn(move || wait_events(rt, epfd, -1));
     within("the waiter sleeps", move || {
-        while rt.parked() == parked {
+        while rt.epoll_sleepers(epfd) == 0 {
             std::thread::yield_now();
         }
     });
@@ -962,6 +961,38 @@ fn listen_before_the_nic_opens_waits_for_the_first_wait_to_open_it() {
         rt.close(conn);
         rt.close(lfd);
     });
+}
+
+/// A thread asleep on an epoll set with kernel fds only (DPDK's interrupt thread, a program's
+/// timer thread) waits for nothing the stack does: it is not parked, does not drive, and a
+/// second thread blocking on a socket does not make `auto` start a stack thread. The
+/// interrupt thread, asleep so for good, once turned an unpinned Redis dedicated.
+#[test]
+fn a_wait_on_kernel_fds_only_is_not_a_blocked_thread_of_the_stack() {
+    let l = lab("auto");
+    let rt = l.rt;
+    let epfd = epoll_set(rt);
+    let pipe = kernel_pipe();
+    done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, pipe[0], libc::EPOLLIN as u32, 7)).unwrap();
+    let outside = waiter_asleep(rt, epfd);
+    assert_eq!(rt.parked(), 0, "a wait on kernel fds only is not parked on the stack");
+    let fd = connect_echo(rt);
+    let reader = std::thread::spawn(move || read_exact(rt, fd, 3));
+    within("the reader parks", move || {
+        while rt.parked() < 1 {
+            std::thread::yield_now();
+        }
+    });
+    done(rt.send(fd, b"one", false)).unwrap();
+    assert_eq!(within("the reader", move || reader.join().unwrap()), b"one");
+    assert!(!rt.wait_stats().dedicated, "one thread blocked on the stack at a time: still inline");
+    // SAFETY: one byte of a static buffer into the pipe made above.
+    assert_eq!(unsafe { libc::write(pipe[1], b"k".as_ptr().cast(), 1) }, 1);
+    assert_eq!(within("the kernel wait", move || outside.join().unwrap()), [(libc::EPOLLIN as u32, 7)]);
+    close_kernel_pipe(pipe);
+    for fd in [fd, epfd] {
+        rt.close(fd);
+    }
 }
 
 #[test]

@@ -213,8 +213,12 @@ impl<N: Nic + 'static> Accel<N> {
                 let limit_ms = left.map_or(-1, |l| l.as_millis().clamp(1, i32::MAX as u128) as i32);
                 let kernel_fds = set.kernel_members > 0;
                 // A child of a family registers on the members' sockets in the arena.
+                let child = rt.sharing.child().is_some();
+                if set.count == 0 && !child {
+                    return Step::Sleep(rt.prepare_outside_sleep(parker, limit_ms, kernel_fds), kernel_fds);
+                }
                 let members: SmallVec<[SocketId; 8]> =
-                    if rt.sharing.child().is_some() { set.member_sockets().collect() } else { SmallVec::new() };
+                    if child { set.member_sockets().collect() } else { SmallVec::new() };
                 Step::Sleep(
                     rt.prepare_sleep(parker, limit_ms, &mut waiting_since, kernel_fds, &members, waited),
                     kernel_fds,

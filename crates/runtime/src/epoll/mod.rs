@@ -66,6 +66,11 @@ impl EpollSet {
         self.members.get_mut(fd as usize)?.as_mut()
     }
 
+    /// Threads asleep in epoll_wait on this set.
+    pub(crate) fn sleepers(&self) -> usize {
+        self.waiters.len()
+    }
+
     /// `fd`'s socket changed: queue it and wake the set's waiters. Returns how many were woken.
     pub(crate) fn mark_ready(&mut self, fd: i32, owed: &mut OwedWakes) -> usize {
         let Some(Some(m)) = self.members.get_mut(fd as usize) else { return 0 };

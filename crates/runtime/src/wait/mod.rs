@@ -378,6 +378,9 @@ pub(crate) struct Sleep {
     pub parker: Arc<Parker>,
     /// This thread drives the NIC while it sleeps (it also waits on the rx fd).
     pub drives: bool,
+    /// Counted in `parked`: an application thread blocked on the stack (not the stack thread,
+    /// not a wait on an epoll set with no accelerated member).
+    pub parked: bool,
     /// Busy polling: look again soon without sleeping in the kernel (`busy_poll_us`).
     pub spin: bool,
     pub rx_fd: Option<i32>,

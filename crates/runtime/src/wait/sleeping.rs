@@ -69,7 +69,16 @@ impl<N: Nic + 'static> Runtime<N> {
             let family = Some(child);
             // At most so long: its process looks whether the driver still runs (`family`).
             let timeout_ms = if limit_ms < 0 { DRIVER_LOOK_MS } else { limit_ms.min(DRIVER_LOOK_MS) };
-            return Sleep { parker, drives: false, spin: false, rx_fd: None, timeout_ms, family, bell: None };
+            return Sleep {
+                parker,
+                drives: false,
+                parked: true,
+                spin: false,
+                rx_fd: None,
+                timeout_ms,
+                family,
+                bell: None,
+            };
         }
         if self.wait.auto && self.wait.mode == Mode::Inline && self.wait.parked >= 2 {
             // Two application threads blocked at once: a thread-per-connection program. From
@@ -89,7 +98,16 @@ impl<N: Nic + 'static> Runtime<N> {
         // The clock is read only when busy polling is on.
         if drives && !busy.is_zero() && waiting_since.get_or_insert_with(Instant::now).elapsed() < busy {
             self.wait.driver = true;
-            return Sleep { parker, drives, spin: true, rx_fd: None, timeout_ms: 0, family: None, bell: None };
+            return Sleep {
+                parker,
+                drives,
+                parked: true,
+                spin: true,
+                rx_fd: None,
+                timeout_ms: 0,
+                family: None,
+                bell: None,
+            };
         }
         let mut bell = None;
         if drives {
@@ -102,7 +120,31 @@ impl<N: Nic + 'static> Runtime<N> {
         } else if self.wait.inline() {
             self.wait.standby.push(parker.clone());
         }
-        Sleep { parker, drives, spin: false, rx_fd: if drives { rx_fd } else { None }, timeout_ms, family: None, bell }
+        let rx_fd = if drives { rx_fd } else { None };
+        Sleep { parker, drives, parked: true, spin: false, rx_fd, timeout_ms, family: None, bell }
+    }
+
+    /// Like [`Self::prepare_sleep`], for a thread waiting on an epoll set with no accelerated
+    /// member: kernel fds only, or none yet (a thread pool's listener before its first
+    /// connection). It sleeps among the set's waiters, where the EPOLL_CTL_ADD of an accelerated
+    /// member wakes it, but it waits for nothing the stack does: it never drives the NIC or
+    /// stands by to, and is not counted as parked (two parked threads make `drive = "auto"`
+    /// start a stack thread). DPDK's interrupt thread, asleep so for the process's life, took the
+    /// driver role for good: every frame then woke it first and it woke the thread the frame was
+    /// for, and an unpinned Redis went dedicated (stop 50).
+    pub(crate) fn prepare_outside_sleep(&mut self, parker: Arc<Parker>, limit_ms: i32, kernel_fds: bool) -> Sleep {
+        self.wait.stats.sleeps += 1;
+        parker.via_fd.store(kernel_fds, Ordering::Release);
+        Sleep {
+            parker,
+            drives: false,
+            parked: false,
+            spin: false,
+            rx_fd: None,
+            timeout_ms: limit_ms,
+            family: None,
+            bell: None,
+        }
     }
 
     /// Called with the lock held by a thread leaving the runtime after it waited: in inline
@@ -123,7 +165,9 @@ impl<N: Nic + 'static> Runtime<N> {
     /// the waiter lists of the sockets in `lists`, and a driver makes the pass its wake asked
     /// for. True when it made that pass.
     pub(crate) fn end_sleep(&mut self, s: &Sleep, lists: impl IntoIterator<Item = SocketId>) -> bool {
-        self.wait.parked = self.wait.parked.saturating_sub(1);
+        if s.parked {
+            self.wait.parked = self.wait.parked.saturating_sub(1);
+        }
         if let Some(child) = &s.family {
             s.parker.set_family_sleeper(None);
             child.end();
@@ -393,6 +437,7 @@ impl<N: Nic + 'static> Accel<N> {
                     Plan::Sleep(Sleep {
                         parker: parker.clone(),
                         drives: true,
+                        parked: false,
                         spin: false,
                         rx_fd,
                         timeout_ms: cap,
