@@ -724,6 +724,46 @@ fn epoll_reports_only_what_is_ready_in_the_order_it_became_ready() {
     });
 }
 
+/// `pronghorn stat`'s epoll_waits and epoll_events count the calls answered and the accelerated
+/// members they reported, so that their ratio is the ready connections one wait hands over.
+#[test]
+fn epoll_counts_its_waits_and_the_events_they_reported() {
+    both_modes(|l| {
+        let rt = l.rt;
+        let epfd = epoll_set(rt);
+        let fds: Vec<i32> = (0..3).map(|_| connect_echo(rt)).collect();
+        for (i, &fd) in fds.iter().enumerate() {
+            done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, i as u64)).unwrap();
+        }
+        let before = rt.wait_stats();
+        let (mut calls, mut reported) = (1, wait_events(rt, epfd, 0).len());
+        assert_eq!(reported, 0, "nothing was sent yet");
+        done(rt.send(fds[0], b"a", false)).unwrap();
+        done(rt.send(fds[2], b"b", false)).unwrap();
+        // Until one wait reports both (an echo may come back before the other).
+        let (more_calls, more) = within("both echoes", move || {
+            let (mut calls, mut reported) = (0, 0);
+            loop {
+                calls += 1;
+                let got = wait_events(rt, epfd, -1).len();
+                reported += got;
+                if got == 2 {
+                    return (calls, reported);
+                }
+            }
+        });
+        calls += more_calls;
+        reported += more;
+        let after = rt.wait_stats();
+        assert_eq!(after.epoll_waits - before.epoll_waits, calls);
+        assert_eq!(after.epoll_events - before.epoll_events, reported as u64);
+        for fd in fds {
+            rt.close(fd);
+        }
+        rt.close(epfd);
+    });
+}
+
 /// Each fd at most once per epoll_wait, whatever happened to it while it was on the ready list
 /// (Linux's rdllist holds an epitem once). A member removed while queued (EPOLL_CTL_DEL, or a
 /// close) left its fd on the ready list; added again (the same fd, or a new socket that got its
@@ -941,28 +981,6 @@ fn auto_switches_to_a_stack_thread_when_two_threads_block() {
     assert_eq!(rt.wait_stats().dedicated, cpus >= 2, "two threads blocked at once, {cpus} CPUs");
 }
 
-#[test]
-fn listen_before_the_nic_opens_waits_for_the_first_wait_to_open_it() {
-    both_modes(|l| {
-        let rt = l.rt;
-        let lfd = listener(rt, 5100, false);
-        assert!(!rt.serving(), "bind and listen leave the NIC closed");
-        let local = SocketAddr::V4(SocketAddrV4::new(OURS, 5100));
-        assert_eq!(done(rt.sockname(lfd, false)), Ok(local));
-        let mut v = [0u8; 4];
-        assert_eq!(done(rt.getsockopt(lfd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN, &mut v)), Ok(4));
-        assert_eq!(i32::from_ne_bytes(v), 1, "SO_ACCEPTCONN of a deferred listener");
-        // accept is the first wait: the NIC opens, the listener starts, the peer gets in.
-        let acceptor = std::thread::spawn(move || done(rt.accept(lfd, 0)).map(|(fd, _)| fd));
-        l.ctl.lock().unwrap().to_open.push((local, b"hi".to_vec()));
-        let conn = within("accept", move || acceptor.join().unwrap()).unwrap();
-        assert!(rt.serving());
-        assert_eq!(within("read", move || read_exact(rt, conn, 2)), b"hi");
-        rt.close(conn);
-        rt.close(lfd);
-    });
-}
-
 /// A thread asleep on an epoll set with kernel fds only (DPDK's interrupt thread, a program's
 /// timer thread) waits for nothing the stack does: it is not parked, does not drive, and a
 /// second thread blocking on a socket does not make `auto` start a stack thread. The
@@ -993,6 +1011,28 @@ fn a_wait_on_kernel_fds_only_is_not_a_blocked_thread_of_the_stack() {
     for fd in [fd, epfd] {
         rt.close(fd);
     }
+}
+
+#[test]
+fn listen_before_the_nic_opens_waits_for_the_first_wait_to_open_it() {
+    both_modes(|l| {
+        let rt = l.rt;
+        let lfd = listener(rt, 5100, false);
+        assert!(!rt.serving(), "bind and listen leave the NIC closed");
+        let local = SocketAddr::V4(SocketAddrV4::new(OURS, 5100));
+        assert_eq!(done(rt.sockname(lfd, false)), Ok(local));
+        let mut v = [0u8; 4];
+        assert_eq!(done(rt.getsockopt(lfd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN, &mut v)), Ok(4));
+        assert_eq!(i32::from_ne_bytes(v), 1, "SO_ACCEPTCONN of a deferred listener");
+        // accept is the first wait: the NIC opens, the listener starts, the peer gets in.
+        let acceptor = std::thread::spawn(move || done(rt.accept(lfd, 0)).map(|(fd, _)| fd));
+        l.ctl.lock().unwrap().to_open.push((local, b"hi".to_vec()));
+        let conn = within("accept", move || acceptor.join().unwrap()).unwrap();
+        assert!(rt.serving());
+        assert_eq!(within("read", move || read_exact(rt, conn, 2)), b"hi");
+        rt.close(conn);
+        rt.close(lfd);
+    });
 }
 
 #[test]

@@ -204,6 +204,8 @@ impl<N: Nic + 'static> Accel<N> {
                 let parker = if n > 0 || left.is_some_and(|l| l.is_zero()) { None } else { wait::my_reset_parker() };
                 let Some(parker) = parker else {
                     let kernel_too = set.kernel_members > 0;
+                    rt.wait.stats.epoll_waits += 1;
+                    rt.wait.stats.epoll_events += n as u64;
                     if waited {
                         rt.hand_off();
                     }
@@ -264,12 +266,23 @@ impl<N: Nic + 'static> Accel<N> {
             if kernel_ready {
                 // SAFETY: the kernel writes at most out.len() (within i32) events into `out`.
                 let k = unsafe { real::epoll_wait(epfd, out.as_mut_ptr(), out.len() as i32, 0) };
-                let mut n = k.max(0) as usize;
-                if n < out.len() {
-                    n += self
-                        .with(|rt| rt.fds.epoll_mut(epfd).map_or(0, |set| set.collect(&rt.shards, &mut out[n..])))
-                        .unwrap_or(0);
-                }
+                let kernel_events = k.max(0) as usize;
+                let accelerated = self
+                    .with(|rt| {
+                        let rest = &mut out[kernel_events..];
+                        let n = if rest.is_empty() {
+                            0
+                        } else {
+                            rt.fds.epoll_mut(epfd).map_or(0, |set| set.collect(&rt.shards, rest))
+                        };
+                        if kernel_events + n > 0 {
+                            rt.wait.stats.epoll_waits += 1;
+                            rt.wait.stats.epoll_events += n as u64;
+                        }
+                        n
+                    })
+                    .unwrap_or(0);
+                let n = kernel_events + accelerated;
                 if n > 0 {
                     return Call::Done(Ok(n));
                 }

@@ -121,6 +121,8 @@ impl<N: Nic + 'static> Runtime<N> {
             w.stack_thread_polls,
             w.inline_polls,
             w.skipped_passes,
+            w.epoll_waits,
+            w.epoll_events,
             crate::shield::caught(),
             crate::lockstat::WAKEUP_SYSCALLS.load(std::sync::atomic::Ordering::Relaxed),
             family.wakes,

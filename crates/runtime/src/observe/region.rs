@@ -122,6 +122,8 @@ pub const PROCESS_COUNTERS: &[(&str, &str)] = &[
     ("stack_thread_polls", "stack passes by stack threads"),
     ("inline_polls", "stack passes by application threads"),
     ("skipped_passes", "stack passes poll() left out: its thread had just made one, or was woken to a ready socket"),
+    ("epoll_waits", "epoll_wait calls answered by the runtime (a look at a set of kernel fds only is the kernel's)"),
+    ("epoll_events", "accelerated sockets those epoll_wait calls reported: per call, the ready connections one wait hands over"),
     ("panics_caught", "calls failed with EIO: an internal error (a panic) caught at the hooks"),
     (
         "wakeup_syscalls",

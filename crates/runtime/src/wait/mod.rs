@@ -322,6 +322,11 @@ pub struct WaitStats {
     pub inline_polls: u64,
     /// Stack passes that poll() left out because its thread had just made one (inline).
     pub skipped_passes: u64,
+    /// epoll_wait calls answered here (a look at a set of kernel members only is the kernel's),
+    /// and the accelerated members they reported: their ratio is how many ready connections
+    /// one wait hands an event loop or a thread pool's listener.
+    pub epoll_waits: u64,
+    pub epoll_events: u64,
     /// Whether the runtime runs a stack thread (dedicated mode).
     pub dedicated: bool,
 }
