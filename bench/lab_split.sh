@@ -4,7 +4,7 @@
 # hugepages, perf, a C compiler and the lab's tools (scripts/setup.sh). Brings the lab up (and
 # down again if it was not up). Writes bench/results/lab-split-MODEL[-BUILD].{json,md}.
 #   bench/lab_split.sh [--prefix P] [--models veth,nic,dma] [--rounds N] [--workloads mariadb,redis] [--build DIR]
-#     [--mariadbd-arg=ARG --tag NAME]
+#     [--mariadbd-arg=ARG] [--sysbench-test oltp_read_only|oltp_read_write] [--tag NAME: with either of those]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
