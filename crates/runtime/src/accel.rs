@@ -348,6 +348,16 @@ impl<N: Nic + 'static> Accel<N> {
         self.lock().wait.parked
     }
 
+    /// Who holds the driver role right now (inline mode).
+    pub fn driver_role(&self) -> crate::DriverRole {
+        let rt = self.lock();
+        match (rt.wait.driver, rt.wait.accept_loop.drives()) {
+            (false, _) => crate::DriverRole::Nobody,
+            (true, true) => crate::DriverRole::AcceptLoop,
+            (true, false) => crate::DriverRole::Other,
+        }
+    }
+
     /// Threads asleep in epoll_wait on the set `epfd` right now (0 for an fd that is not one).
     pub fn epoll_sleepers(&self, epfd: i32) -> usize {
         self.with(|rt| rt.fds.epoll_mut(epfd).map_or(0, |set| set.sleepers())).unwrap_or(0)

@@ -155,6 +155,11 @@ impl FdTable {
         self.get(fd).map(|e| &e.fd)
     }
 
+    /// `fd` is a listening socket (on the shards, or waiting for the NIC to open).
+    pub(crate) fn is_listener(&self, fd: i32) -> bool {
+        matches!(self.kind(fd), Some(Fd::Listener { .. } | Fd::Listening { .. }))
+    }
+
     /// `fd` refers to a new open file, `file` (any entry it had is dropped first).
     pub(crate) fn open(&mut self, fd: i32, entry: Entry, file: OpenFile) {
         let n = match self.free_files.pop() {

@@ -103,7 +103,7 @@ use tracked_fds::{
     inside, set_tracked, set_tracked_datagram, set_tracked_state, tracked_state, INSIDE, TRACKED_DATAGRAM,
     TRACKED_EPOLL,
 };
-pub use wait::{WaitStats, CALLS_PER_PASS};
+pub use wait::{DriverRole, WaitStats, CALLS_PER_PASS};
 
 pub use process::ENV_PID;
 

@@ -136,18 +136,23 @@ impl<N: Nic + 'static> Accel<N> {
                     return Step::Done(n);
                 };
                 let mut ids = SmallVec::new();
+                let mut accepts_only = true;
                 for (p, &mine) in fds.iter().zip(&ours) {
                     if let Some(id) = mine.then(|| rt.fds.get(p.fd).and_then(|e| e.fd.socket())).flatten() {
                         rt.socks.entry(id).waiters.push(parker.clone());
                         ids.push(id);
                         rt.watch_listener(p.fd);
+                        accepts_only &= rt.fds.is_listener(p.fd);
                     }
                 }
                 let limit_ms = left.map_or(-1, |l| l.as_millis().clamp(1, i32::MAX as u128) as i32);
                 if timeout_ms > 0 && deadline.is_none() {
                     deadline = Some(Instant::now() + Duration::from_millis(timeout_ms as u64));
                 }
-                Step::Sleep(rt.prepare_sleep(parker, limit_ms, &mut waiting_since, kernel_fds, &ids, waited), ids)
+                Step::Sleep(
+                    rt.prepare_sleep(parker, limit_ms, &mut waiting_since, kernel_fds, &ids, waited, accepts_only),
+                    ids,
+                )
             });
             // The kernel fds (accelerated slots get fd -1: the kernel ignores them).
             kernel.clear();

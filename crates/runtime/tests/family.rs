@@ -130,7 +130,7 @@ fn listening(share: &str) -> (&'static Accel<ClientNic>, i32, Arc<Seen>) {
             opener: std::process::id(),
             clock: MonotonicClock::new(),
         };
-        (NicWithPeer { mine: a, peer: client }, seen)
+        (NicWithPeer { mine: a, peer: client, rx_fd: None }, seen)
     };
     let rt = Accel::with_nic(cfg, nic);
     // SAFETY: socket takes plain integers.

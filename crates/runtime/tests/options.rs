@@ -115,7 +115,7 @@ impl Lab {
         peer.tcp_set_buffers(listener, peer_buffers).unwrap();
         let script = Arc::new(Mutex::new(Script::default()));
         let peer = ScriptedPeer { peer, listener, script: script.clone(), clock: MonotonicClock::new() };
-        let nic = NicWithPeer { mine: a, peer };
+        let nic = NicWithPeer { mine: a, peer, rx_fd: None };
         Lab { rt: Accel::with_nic(cfg, nic), script }
     }
 

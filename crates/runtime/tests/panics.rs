@@ -71,7 +71,7 @@ fn a_panic_in_a_call_fails_it_with_eio_counted_and_said_once() {
     let cfg = Config::parse(&toml, Path::new("panics.toml")).unwrap();
     let (a, _b) = pair(MemConfig::default());
     let armed = Arc::new(AtomicBool::new(false));
-    let rt = Accel::with_nic(cfg, NicWithPeer { mine: a, peer: Tripwire(armed.clone()) });
+    let rt = Accel::with_nic(cfg, NicWithPeer { mine: a, peer: Tripwire(armed.clone()), rx_fd: None });
     // SAFETY: socket takes no memory.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
     rt.socket_created(fd, libc::AF_INET, libc::SOCK_STREAM, 0);

@@ -159,8 +159,8 @@ fn lab() -> Lab {
         buf: vec![0; 65536],
     }));
     let nics = vec![
-        NicWithPeer { mine: a0, peer: SharedPeer(peer.clone()) },
-        NicWithPeer { mine: a1, peer: SharedPeer(peer.clone()) },
+        NicWithPeer { mine: a0, peer: SharedPeer(peer.clone()), rx_fd: None },
+        NicWithPeer { mine: a1, peer: SharedPeer(peer.clone()), rx_fd: None },
     ];
     Lab { rt: Accel::with_nics(cfg, nics), peer: Box::leak(Box::new(PeerHandle(peer))) }
 }

@@ -21,7 +21,7 @@ use std::time::Duration;
 use config::Config;
 use nic::clock::{Clock, MonotonicClock};
 use nic::MacAddr;
-use runtime::{Accel, Call, Errno, CALLS_PER_PASS};
+use runtime::{Accel, Call, DriverRole, Errno, CALLS_PER_PASS};
 use stack::echo::EchoServer;
 use stack::shard::{Shard, ShardConfig, SocketId};
 use testkit::mem::{pair, MemConfig, MemNic};
@@ -143,6 +143,16 @@ fn lab_with(drive: &str, more: &str) -> Lab {
 
 /// A lab with more `[nic]` settings (`nic_more`) and more after `[runtime]`'s first lines.
 fn lab_from(drive: &str, nic_more: &str, more: &str) -> Lab {
+    lab_nic(drive, nic_more, more, None)
+}
+
+/// A lab whose NIC has an rx fd, `rx_fd` (an eventfd the test writes when it has the peer
+/// send): its driver sleeps on it as on AF_XDP's.
+fn lab_with_rx_fd(drive: &str, rx_fd: i32) -> Lab {
+    lab_nic(drive, "", "", Some(rx_fd))
+}
+
+fn lab_nic(drive: &str, nic_more: &str, more: &str, rx_fd: Option<i32>) -> Lab {
     let toml = format!(
         "[nic]\npmd = \"af_xdp\"\niface = \"mem0\"\n{nic_more}[ipv4]\naddress = \"{OURS}/24\"\n[runtime]\ndrive = \"{drive}\"\nspin_us = 20\n{more}"
     );
@@ -152,7 +162,7 @@ fn lab_from(drive: &str, nic_more: &str, more: &str) -> Lab {
     let echo = EchoServer::start(&mut peer, 128).unwrap();
     let ctl = Arc::new(Mutex::new(PeerCtl::default()));
     let peer = EchoPeer { peer, echo, ctl: ctl.clone(), clock: MonotonicClock::new(), buf: vec![0; 65536] };
-    let nic = NicWithPeer { mine: a, peer };
+    let nic = NicWithPeer { mine: a, peer, rx_fd };
     Lab { rt: Accel::with_nic(cfg, nic), ctl }
 }
 
@@ -1010,6 +1020,103 @@ fn a_wait_on_kernel_fds_only_is_not_a_blocked_thread_of_the_stack() {
     close_kernel_pipe(pipe);
     for fd in [fd, epfd] {
         rt.close(fd);
+    }
+}
+
+/// How an accept loop waits for its next connection.
+#[derive(Clone, Copy, Debug)]
+enum AcceptWait {
+    /// A blocking accept().
+    Accept,
+    /// poll() on the listener, then accept() (MariaDB's main thread).
+    Poll,
+    /// epoll_wait() on a set of the listener alone, then accept().
+    Epoll,
+}
+
+/// The accept loop's next connection, waited for as `how` says.
+fn accept_after(rt: &'static Accel<PeerNic>, lfd: i32, how: AcceptWait) -> i32 {
+    match how {
+        AcceptWait::Accept => {}
+        AcceptWait::Poll => {
+            let mut p = [libc::pollfd { fd: lfd, events: libc::POLLIN, revents: 0 }];
+            assert_eq!(done(rt.poll(&mut p, -1)), Ok(1));
+        }
+        AcceptWait::Epoll => {
+            let epfd = epoll_set(rt);
+            done(rt.epoll_ctl(epfd, libc::EPOLL_CTL_ADD, lfd, libc::EPOLLIN as u32, 1)).unwrap();
+            assert_eq!(wait_events(rt, epfd, -1), [(libc::EPOLLIN as u32, 1)]);
+            rt.close(epfd);
+        }
+    }
+    done(rt.accept(lfd, 0)).unwrap().0
+}
+
+fn until_parked(rt: &'static Accel<PeerNic>, n: u32) {
+    within("threads park", move || {
+        while rt.parked() < n {
+            std::thread::yield_now();
+        }
+    });
+}
+
+/// A thread that waits for new connections only (MariaDB's main thread) sleeps for good: if it
+/// kept the driver role, every request that came while the connections' threads slept would
+/// wake it first, and its pass the thread the request was for (two wakeups, stop 50). A thread
+/// that waits on a connection takes the role from it, and when that thread leaves the role goes
+/// back to the accept loop, both without waking it. Frames then wake the accept loop again:
+/// it gets the next connection.
+#[test]
+fn an_accept_loop_gives_the_driver_role_to_a_thread_that_waits_on_a_connection() {
+    for how in [AcceptWait::Accept, AcceptWait::Poll, AcceptWait::Epoll] {
+        // SAFETY: eventfd takes no memory.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        assert!(efd >= 0);
+        let ring = move || {
+            // SAFETY: 8 bytes of a local into the test's eventfd.
+            assert_eq!(unsafe { libc::write(efd, (&1u64 as *const u64).cast(), 8) }, 8);
+        };
+        let l = lab_with_rx_fd("inline", efd);
+        let rt = l.rt;
+        let lfd = listener(rt, 5040, false);
+        let local = SocketAddr::V4(SocketAddrV4::new(OURS, 5040));
+        let acceptor = std::thread::spawn(move || done(rt.accept(lfd, 0)).unwrap().0);
+        l.ctl.lock().unwrap().to_open.push((local, Vec::new()));
+        ring();
+        let conn = within("the first accept", move || acceptor.join().unwrap());
+        rt.set_nonblock(conn, true);
+        let before = rt.wait_stats();
+
+        let accept_loop = std::thread::spawn(move || accept_after(rt, lfd, how));
+        until_parked(rt, 1);
+        assert_eq!(rt.driver_role(), DriverRole::AcceptLoop, "{how:?}: asleep, nobody else waits");
+
+        let reader = std::thread::spawn(move || {
+            let mut p = [libc::pollfd { fd: conn, events: libc::POLLIN, revents: 0 }];
+            (done(rt.poll(&mut p, -1)), p[0].revents)
+        });
+        until_parked(rt, 2);
+        assert_eq!(rt.driver_role(), DriverRole::Other, "{how:?}: the connection's waiter drives");
+        let taken = rt.wait_stats().roles_taken_from_accept_loop - before.roles_taken_from_accept_loop;
+        assert_eq!(taken, 1, "{how:?}");
+
+        l.ctl.lock().unwrap().conns[0].unsent = b"query".to_vec();
+        ring();
+        assert_eq!(within("the reader", move || reader.join().unwrap()), (Ok(1), libc::POLLIN));
+        assert_eq!(rt.driver_role(), DriverRole::AcceptLoop, "{how:?}: the role went back");
+        let after = rt.wait_stats();
+        assert_eq!(after.roles_given_back_to_accept_loop - before.roles_given_back_to_accept_loop, 1, "{how:?}");
+        assert_eq!(rt.parked(), 1, "{how:?}: the accept loop sleeps on");
+
+        l.ctl.lock().unwrap().to_open.push((local, Vec::new()));
+        ring();
+        let second = within("the accept loop's next connection", move || accept_loop.join().unwrap());
+        assert_eq!(read_exact(rt, conn, 5), b"query");
+        for fd in [second, conn, lfd] {
+            rt.close(fd);
+        }
+        // SAFETY: the test's eventfd, closed once (the runtime only reads it).
+        unsafe { libc::close(efd) };
     }
 }
 

@@ -221,8 +221,12 @@ impl<N: Nic + 'static> Accel<N> {
                 }
                 let members: SmallVec<[SocketId; 8]> =
                     if child { set.member_sockets().collect() } else { SmallVec::new() };
+                // An accept loop's set holds a listener or a few (a set of many is an event
+                // loop's, which is not looked through).
+                let few: Option<SmallVec<[i32; 4]>> = (set.count <= 4).then(|| set.member_fds().collect());
+                let accepts_only = few.is_some_and(|fds| fds.iter().all(|&fd| rt.fds.is_listener(fd)));
                 Step::Sleep(
-                    rt.prepare_sleep(parker, limit_ms, &mut waiting_since, kernel_fds, &members, waited),
+                    rt.prepare_sleep(parker, limit_ms, &mut waiting_since, kernel_fds, &members, waited, accepts_only),
                     kernel_fds,
                 )
             });

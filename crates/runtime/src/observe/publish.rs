@@ -123,6 +123,8 @@ impl<N: Nic + 'static> Runtime<N> {
             w.skipped_passes,
             w.epoll_waits,
             w.epoll_events,
+            w.roles_taken_from_accept_loop,
+            w.roles_given_back_to_accept_loop,
             crate::shield::caught(),
             crate::lockstat::WAKEUP_SYSCALLS.load(std::sync::atomic::Ordering::Relaxed),
             family.wakes,

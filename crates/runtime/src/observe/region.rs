@@ -124,6 +124,14 @@ pub const PROCESS_COUNTERS: &[(&str, &str)] = &[
     ("skipped_passes", "stack passes poll() left out: its thread had just made one, or was woken to a ready socket"),
     ("epoll_waits", "epoll_wait calls answered by the runtime (a look at a set of kernel fds only is the kernel's)"),
     ("epoll_events", "accelerated sockets those epoll_wait calls reported: per call, the ready connections one wait hands over"),
+    (
+        "roles_taken_from_accept_loop",
+        "times a thread that waits on a connection took the NIC's driver role from an accept loop asleep (without waking it)",
+    ),
+    (
+        "roles_given_back_to_accept_loop",
+        "times the driver role went back to an accept loop asleep, without waking it, as the thread that held it left",
+    ),
     ("panics_caught", "calls failed with EIO: an internal error (a panic) caught at the hooks"),
     (
         "wakeup_syscalls",

@@ -281,6 +281,8 @@ pub(crate) struct WaitState {
     pub driver: bool,
     /// Inline mode: parked threads that may take the driver role when it is handed on.
     pub standby: Vec<Arc<Parker>>,
+    /// Inline mode: the thread that waits for new connections only, and whether it drives.
+    pub accept_loop: AcceptLoop,
     /// Application threads parked right now.
     pub parked: u32,
     pub spin_us: u32,
@@ -327,6 +329,10 @@ pub struct WaitStats {
     /// one wait hands an event loop or a thread pool's listener.
     pub epoll_waits: u64,
     pub epoll_events: u64,
+    /// The driver role taken from an accept loop asleep, and given back to it, both without a
+    /// wake ([`AcceptLoop`]).
+    pub roles_taken_from_accept_loop: u64,
+    pub roles_given_back_to_accept_loop: u64,
     /// Whether the runtime runs a stack thread (dedicated mode).
     pub dedicated: bool,
 }
@@ -347,6 +353,7 @@ impl WaitState {
             auto: cfg.drive == Drive::Auto && cfg.shards <= 1 && allowed_cpus() >= 2,
             driver: false,
             standby: Vec::new(),
+            accept_loop: AcceptLoop::default(),
             parked: 0,
             spin_us: cfg.spin_us,
             busy_poll_us: cfg.busy_poll_us,
@@ -367,6 +374,97 @@ impl WaitState {
         self.driver = false;
         self.standby.clear();
         self.parked = 0;
+        self.accept_loop.forget();
+    }
+}
+
+/// The driver role as a thread that waits for new connections only holds it (inline mode, a
+/// process whose shards are its own).
+///
+/// Such a thread (a blocking accept, or poll or epoll_wait on listening sockets alone:
+/// MariaDB's main thread, the accept thread beside a pool or thread-per-connection workers) is
+/// asleep for good. Holding the role it kept it from the threads that wait on connections:
+/// every request that came while they slept woke it first, and its pass woke the thread the
+/// request was for, two wakeups where the kernel makes one (stop 50). So it watches the rx fd
+/// through an epoll set of its own ([`AcceptLoop::set`]): a thread that waits on connections
+/// takes the role by taking the rx fd out of that set, which does not wake the accept loop,
+/// and when nobody drives any more the role goes back to it by putting the rx fd back, again
+/// without a wake. Each move costs one epoll_ctl.
+#[derive(Debug)]
+pub(crate) struct AcceptLoop {
+    /// An epoll set that holds the rx fd while the accept loop drives (-1: not made yet; made
+    /// at first use and kept).
+    set: i32,
+    /// The rx fd is in `set` (it may stay there after the accept loop woke: nobody sleeps on
+    /// the set then).
+    rx_in: bool,
+    /// An accept loop sleeps on `set` now ...
+    asleep: bool,
+    /// ... and holds the driver role.
+    drives: bool,
+}
+
+impl Default for AcceptLoop {
+    fn default() -> AcceptLoop {
+        AcceptLoop { set: -1, rx_in: false, asleep: false, drives: false }
+    }
+}
+
+/// Which application thread holds the driver role in inline mode
+/// ([`crate::Accel::driver_role`]; a stack thread is not counted).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum DriverRole {
+    Nobody,
+    /// A thread that waits for new connections only, asleep ([`AcceptLoop`]).
+    AcceptLoop,
+    /// Another application thread, asleep on the rx fd beside what it waits for.
+    Other,
+}
+
+impl AcceptLoop {
+    pub(crate) fn drives(&self) -> bool {
+        self.drives
+    }
+
+    /// The set, made on first use (`None`: the process is out of fds).
+    fn set(&mut self) -> Option<i32> {
+        if self.set < 0 {
+            // SAFETY: epoll_create1 takes no memory; the result is checked.
+            self.set = unsafe { real::epoll_create1(libc::EPOLL_CLOEXEC) };
+        }
+        (self.set >= 0).then_some(self.set)
+    }
+
+    /// Puts the rx fd in the set: from now on a frame wakes the accept loop. False when
+    /// epoll_ctl failed (then the role goes to a thread woken for it).
+    fn rx_in(&mut self, rx_fd: i32) -> bool {
+        let Some(set) = self.set() else { return false };
+        if !self.rx_in {
+            let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: rx_fd as u64 };
+            // SAFETY: two fds of this process and an event that outlives the call.
+            self.rx_in = unsafe { real::epoll_ctl(set, libc::EPOLL_CTL_ADD, rx_fd, &mut ev) } == 0;
+        }
+        self.rx_in
+    }
+
+    /// Takes the rx fd out of the set: a frame no longer wakes the accept loop. False when
+    /// epoll_ctl failed (then the accept loop keeps the role).
+    fn rx_out(&mut self, rx_fd: i32) -> bool {
+        if self.rx_in {
+            // SAFETY: two fds of this process; DEL reads no event.
+            self.rx_in = unsafe { real::epoll_ctl(self.set, libc::EPOLL_CTL_DEL, rx_fd, std::ptr::null_mut()) } != 0;
+        }
+        !self.rx_in
+    }
+
+    /// In a forked child: the parent's threads are not here, and the set is the parent's (an
+    /// epoll fd copied by fork is the same set): the child makes its own.
+    fn forget(&mut self) {
+        if self.set >= 0 {
+            // SAFETY: this process's copy of the fd; the parent's stays open.
+            unsafe { real::close(self.set) };
+        }
+        *self = AcceptLoop::default();
     }
 }
 
@@ -383,6 +481,9 @@ pub(crate) struct Sleep {
     pub parker: Arc<Parker>,
     /// This thread drives the NIC while it sleeps (it also waits on the rx fd).
     pub drives: bool,
+    /// An accept loop's sleep ([`AcceptLoop`]): whether it drives is the wait state's, which
+    /// may change while it sleeps; `rx_fd` is its epoll set.
+    pub accept_loop: bool,
     /// Counted in `parked`: an application thread blocked on the stack (not the stack thread,
     /// not a wait on an epoll set with no accelerated member).
     pub parked: bool,

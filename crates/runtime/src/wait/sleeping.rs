@@ -14,6 +14,7 @@ use super::{
     Parker, PollFds, Sleep, CALLS_PER_PASS, DRIVER_LOOK_MS, NO_RX_FD_SLEEP_MS,
 };
 use crate::accel::{Accel, Runtime};
+use crate::family::Sharing;
 use crate::real;
 use crate::{Call, Errno};
 
@@ -51,6 +52,9 @@ impl<N: Nic + 'static> Runtime<N> {
     /// `kernel_fds`: the caller also sleeps on kernel fds (then the parker uses its eventfd).
     /// `waits_on`: the sockets it waits for, and `again`: it slept before in this call (both
     /// for a child of a family, which registers on them in the arena).
+    /// `accepts_only`: all it waits for on the shards are listening sockets (an accept loop:
+    /// [`super::AcceptLoop`]).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn prepare_sleep(
         &mut self,
         parker: Arc<Parker>,
@@ -59,6 +63,7 @@ impl<N: Nic + 'static> Runtime<N> {
         kernel_fds: bool,
         waits_on: &[SocketId],
         again: bool,
+        accepts_only: bool,
     ) -> Sleep {
         self.wait.parked += 1;
         self.wait.stats.sleeps += 1;
@@ -72,6 +77,7 @@ impl<N: Nic + 'static> Runtime<N> {
             return Sleep {
                 parker,
                 drives: false,
+                accept_loop: false,
                 parked: true,
                 spin: false,
                 rx_fd: None,
@@ -90,6 +96,21 @@ impl<N: Nic + 'static> Runtime<N> {
         }
         // Inline mode has one shard (several need their stack threads: config validation).
         let rx_fd = self.rx_fds.first().copied().flatten();
+        // The accept loop's way of holding the role (`AcceptLoop`): a process whose shards are
+        // its own (a family's driver has the family's bell to watch too), without busy polling.
+        let lends = rx_fd.is_some()
+            && self.wait.inline()
+            && self.shards.is_open()
+            && matches!(self.sharing, Sharing::Alone)
+            && self.wait.busy_poll_us == 0;
+        if lends && accepts_only && !self.wait.accept_loop.asleep {
+            if let Some(sleep) = self.accept_loop_sleep(parker.clone(), limit_ms, rx_fd.unwrap()) {
+                return sleep;
+            }
+        }
+        if lends && !accepts_only && self.wait.accept_loop.drives {
+            self.take_role_from_accept_loop(rx_fd.unwrap());
+        }
         let drives = self.wait.inline() && !self.wait.driver && self.shards.is_open();
         let rung = drives && self.sharing.family().is_some();
         parker.via_fd.store(kernel_fds || (drives && rx_fd.is_some()) || rung, Ordering::Release);
@@ -101,6 +122,7 @@ impl<N: Nic + 'static> Runtime<N> {
             return Sleep {
                 parker,
                 drives,
+                accept_loop: false,
                 parked: true,
                 spin: true,
                 rx_fd: None,
@@ -121,7 +143,47 @@ impl<N: Nic + 'static> Runtime<N> {
             self.wait.standby.push(parker.clone());
         }
         let rx_fd = if drives { rx_fd } else { None };
-        Sleep { parker, drives, parked: true, spin: false, rx_fd, timeout_ms, family: None, bell }
+        Sleep { parker, drives, accept_loop: false, parked: true, spin: false, rx_fd, timeout_ms, family: None, bell }
+    }
+
+    /// The sleep of an accept loop ([`super::AcceptLoop`]): on its parker's eventfd and the
+    /// accept loop's epoll set, which holds the rx fd when it drives (nobody did). It sleeps
+    /// until the shard's next timer at the latest even when another thread drives, because the
+    /// role may come back to it while it sleeps. `None`: the set could not be made or the rx
+    /// fd not put in it; the thread then sleeps as any other.
+    fn accept_loop_sleep(&mut self, parker: Arc<Parker>, limit_ms: i32, rx_fd: i32) -> Option<Sleep> {
+        let drives = !self.wait.driver;
+        let set = self.wait.accept_loop.set()?;
+        if drives && !self.wait.accept_loop.rx_in(rx_fd) {
+            return None;
+        }
+        self.wait.driver |= drives;
+        self.wait.accept_loop.asleep = true;
+        self.wait.accept_loop.drives = drives;
+        parker.via_fd.store(true, Ordering::Release);
+        let cap = self.next_wait_ms(None);
+        let timeout_ms = if limit_ms < 0 { cap } else { limit_ms.min(cap) };
+        Some(Sleep {
+            parker,
+            drives: false,
+            accept_loop: true,
+            parked: true,
+            spin: false,
+            rx_fd: Some(set),
+            timeout_ms,
+            family: None,
+            bell: None,
+        })
+    }
+
+    /// A thread about to wait on connections finds the accept loop driving: it takes the role
+    /// (the rx fd leaves the accept loop's set; the accept loop sleeps on).
+    fn take_role_from_accept_loop(&mut self, rx_fd: i32) {
+        if self.wait.accept_loop.rx_out(rx_fd) {
+            self.wait.accept_loop.drives = false;
+            self.wait.driver = false;
+            self.wait.stats.roles_taken_from_accept_loop += 1;
+        }
     }
 
     /// Like [`Self::prepare_sleep`], for a thread waiting on an epoll set with no accelerated
@@ -138,6 +200,7 @@ impl<N: Nic + 'static> Runtime<N> {
         Sleep {
             parker,
             drives: false,
+            accept_loop: false,
             parked: false,
             spin: false,
             rx_fd: None,
@@ -151,6 +214,17 @@ impl<N: Nic + 'static> Runtime<N> {
     /// mode, if nobody drives the NIC but threads are parked, one of them takes over.
     pub(crate) fn hand_off(&mut self) {
         if self.wait.inline() && !self.wait.driver {
+            if self.wait.accept_loop.asleep && self.shards.is_open() {
+                // Back to the accept loop asleep, without a wake (`AcceptLoop`).
+                if let Some(rx_fd) = self.rx_fds.first().copied().flatten() {
+                    if self.wait.accept_loop.rx_in(rx_fd) {
+                        self.wait.accept_loop.drives = true;
+                        self.wait.driver = true;
+                        self.wait.stats.roles_given_back_to_accept_loop += 1;
+                        return;
+                    }
+                }
+            }
             if let Some(p) = self.wait.standby.first() {
                 self.wait.stats.wakeups += 1;
                 let p = p.clone();
@@ -175,9 +249,18 @@ impl<N: Nic + 'static> Runtime<N> {
                 self.take_over_from_a_dead_driver(f);
             }
         }
-        if s.drives {
-            self.wait.driver = false;
+        // An accept loop drove if the role was still (or again) its own as it woke.
+        let drove = if s.accept_loop {
+            let drove = self.wait.accept_loop.drives;
+            self.wait.accept_loop.asleep = false;
+            self.wait.accept_loop.drives = false;
+            drove
         } else {
+            s.drives
+        };
+        if drove {
+            self.wait.driver = false;
+        } else if !s.accept_loop {
             forget_parker(&mut self.wait.standby, &s.parker);
         }
         for id in lists {
@@ -185,10 +268,10 @@ impl<N: Nic + 'static> Runtime<N> {
                 forget_parker(&mut st.waiters, &s.parker);
             }
         }
-        if s.drives {
+        if drove {
             self.poll_shard();
         }
-        s.drives
+        drove
     }
 
     /// Starts the stack threads of dedicated mode: one per shard, shard k's pinned to
@@ -312,7 +395,10 @@ impl<N: Nic + 'static> Accel<N> {
                 if let Some(id) = id {
                     rt.socks.entry(id).waiters.push(parker.clone());
                 }
-                Ok(Some((rt.prepare_sleep(parker, limit_ms, &mut waiting_since, false, id.as_slice(), waited), id)))
+                let accepts = rt.fds.is_listener(fd);
+                let plan =
+                    rt.prepare_sleep(parker, limit_ms, &mut waiting_since, false, id.as_slice(), waited, accepts);
+                Ok(Some((plan, id)))
             });
             let (sleep_plan, id) = match step {
                 None => return Call::Kernel,
@@ -372,7 +458,7 @@ impl<N: Nic + 'static> Accel<N> {
                     return Some(None);
                 };
                 rt.socks.entry(id).waiters.push(parker.clone());
-                Some(Some(rt.prepare_sleep(parker, limit_ms, &mut Some(start), false, &[id], waited)))
+                Some(Some(rt.prepare_sleep(parker, limit_ms, &mut Some(start), false, &[id], waited, false)))
             });
             let plan = match step.flatten() {
                 None => break,
@@ -437,6 +523,7 @@ impl<N: Nic + 'static> Accel<N> {
                     Plan::Sleep(Sleep {
                         parker: parker.clone(),
                         drives: true,
+                        accept_loop: false,
                         parked: false,
                         spin: false,
                         rx_fd,

@@ -40,14 +40,27 @@ pub trait Peer {
 pub struct NicWithPeer<P> {
     pub mine: MemNic,
     pub peer: P,
+    /// An rx fd (an eventfd the test writes when it has the peer send, which each receive
+    /// clears), so that a driver sleeps on it as on AF_XDP's; `None`: no rx fd, a driver
+    /// looks every millisecond.
+    pub rx_fd: Option<i32>,
 }
 
 impl<P: Peer> Nic for NicWithPeer<P> {
     type Buf = MemBuf;
 
     fn rx_burst(&mut self, out: &mut Vec<MemBuf>, max: usize) -> usize {
+        if let Some(fd) = self.rx_fd {
+            let mut v = 0u64;
+            // SAFETY: a non-blocking eventfd of the test's; the kernel writes 8 bytes to `v`.
+            unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
+        }
         self.peer.run();
         self.mine.rx_burst(out, max)
+    }
+
+    fn rx_interrupt_fd(&self) -> Option<i32> {
+        self.rx_fd
     }
 
     fn tx_burst(&mut self, bufs: &mut Vec<MemBuf>) -> usize {
