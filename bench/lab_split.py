@@ -47,6 +47,8 @@ Workloads:
   connection; issue 21's headline case); requests: the server's `Com_select`. With
   `--sysbench-test oltp_read_only` (or oltp_read_write) the requests are still the SELECTs
   (`Com_select`: 14 a read_only transaction, 10 of one statement row and 4 over 100 rows).
+  `--sysbench-threads N` runs N client threads instead of 16 (1: one request at a time, where
+  each request's wakeups show instead of a saturated core's batching).
 - redis: redis-server, redis-benchmark GET -c 50 -d 3 (an epoll loop); requests: the server's
   `total_commands_processed`.
 
@@ -372,8 +374,9 @@ def binary_name(command):
 class Mariadb:
     app = binary_name("mariadbd")
 
-    def __init__(self, lab, tmp, server_args=(), test="oltp_point_select"):
+    def __init__(self, lab, tmp, server_args=(), test="oltp_point_select", threads=16):
         self.lab, self.tmp, self.server_args, self.test = lab, tmp, list(server_args), test
+        self.threads = threads
         self.init = os.path.join(tmp, "init.sql")
         with open(self.init, "w") as f:
             f.write("CREATE USER IF NOT EXISTS 'bench'@'%';\nGRANT ALL ON *.* TO 'bench'@'%';\n"
@@ -393,7 +396,7 @@ class Mariadb:
         return server
 
     def client(self, path):
-        return self.lab.client(self.sysbench(path) + ["--threads=16", f"--time={RUN_S}", self.test, "run"])
+        return self.lab.client(self.sysbench(path) + [f"--threads={self.threads}", f"--time={RUN_S}", self.test, "run"])
 
     def served(self, path):
         out = L.sh(self.lab.client(["mariadb", "-h", L.ADDR[path], "-u", "bench", "-N", "-B", "-e",
@@ -552,8 +555,15 @@ def main():
                          "(repeatable; needs --tag)")
     ap.add_argument("--sysbench-test", default="oltp_point_select", choices=SYSBENCH_TESTS,
                     help="the mariadb workload's sysbench test (another than oltp_point_select needs --tag)")
+    ap.add_argument("--sysbench-threads", type=int, default=16, metavar="N",
+                    help="the mariadb workload's client threads (another number than 16 needs --tag)")
     ap.add_argument("--tag", help="a name added to the results' file names (lab-split-MODEL[-BUILD]-TAG)")
     a = ap.parse_args()
+    if a.sysbench_threads < 1:
+        raise SystemExit(f"lab_split: --sysbench-threads must be 1 or more, got {a.sysbench_threads}")
+    if a.sysbench_threads != 16 and not a.tag:
+        raise SystemExit(f"lab_split: --sysbench-threads {a.sysbench_threads} changes the workload: give --tag NAME "
+                         "so that its results do not overwrite the 16 threads'")
     if a.mariadbd_arg and not a.tag:
         raise SystemExit("lab_split: --mariadbd-arg changes the server: give --tag NAME so that its results "
                          "do not overwrite the default server's")
@@ -574,7 +584,7 @@ def main():
         speed_exe = os.path.join(tmp, "host_speed")
         L.sh(["cc", "-O2", "-o", speed_exe, "bench/host_speed.c"])
         for name in names:
-            work = (Mariadb(lab, tmp, a.mariadbd_arg, a.sysbench_test) if name == "mariadb"
+            work = (Mariadb(lab, tmp, a.mariadbd_arg, a.sysbench_test, a.sysbench_threads) if name == "mariadb"
                     else WORKLOADS[name](lab, tmp))
             servers = []
             try:
@@ -610,6 +620,8 @@ def main():
         if a.sysbench_test != "oltp_point_select":
             f.write(f"The mariadb workload runs sysbench's {a.sysbench_test}; its requests are the SELECTs "
                     "(`Com_select`), not transactions.\n\n")
+        if a.sysbench_threads != 16:
+            f.write(f"sysbench runs {a.sysbench_threads} client threads (not 16).\n\n")
         for name in names:
             write_md(f, name, results[name])
         L.write_machine(f, machine)

@@ -4,7 +4,8 @@
 # hugepages, perf, a C compiler and the lab's tools (scripts/setup.sh). Brings the lab up (and
 # down again if it was not up). Writes bench/results/lab-split-MODEL[-BUILD].{json,md}.
 #   bench/lab_split.sh [--prefix P] [--models veth,nic,dma] [--rounds N] [--workloads mariadb,redis] [--build DIR]
-#     [--mariadbd-arg=ARG] [--sysbench-test oltp_read_only|oltp_read_write] [--tag NAME: with either of those]
+#     [--mariadbd-arg=ARG] [--sysbench-test oltp_read_only|oltp_read_write] [--sysbench-threads N]
+#     [--tag NAME: with any of those three]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
