@@ -560,6 +560,10 @@ impl<N: Nic + 'static> Accel<N> {
     }
 }
 
+/// The longest the NIC sleeper sleeps (ms): a timer armed meanwhile fires at its next pass, at
+/// most this late ([`Runtime::next_wait_ms`]).
+pub(crate) const NIC_SLEEP_CAP_MS: i32 = 100;
+
 impl<N: Nic + 'static> Runtime<N> {
     pub(crate) fn now(&self) -> u64 {
         self.clock.now_ns()
@@ -918,15 +922,14 @@ impl<N: Nic + 'static> Runtime<N> {
     /// 60 ms, within RFC 1122's 500 ms. Waking the sleeper for it instead cost a context switch
     /// per request (each received request arms one).
     pub(crate) fn next_wait_ms(&self, k: Option<usize>) -> i32 {
-        const CAP: i32 = 100;
         let all = self.shards.all();
         let deadline = match k {
             Some(k) => all.get(k).and_then(|s| s.next_deadline()),
             None => all.iter().filter_map(|s| s.next_deadline()).min(),
         };
         match deadline {
-            Some(d) => (d.saturating_sub(self.now()).div_ceil(1_000_000)).min(CAP as u64) as i32,
-            None => CAP,
+            Some(d) => (d.saturating_sub(self.now()).div_ceil(1_000_000)).min(NIC_SLEEP_CAP_MS as u64) as i32,
+            None => NIC_SLEEP_CAP_MS,
         }
     }
 }

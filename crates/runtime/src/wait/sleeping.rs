@@ -13,7 +13,7 @@ use super::{
     forget_parker, my_parker, my_reset_parker, owe_wake, pin_to, restarts_after_signal, sleep, thread_token, Dir, Mode,
     Parker, PollFds, Sleep, CALLS_PER_PASS, DRIVER_LOOK_MS, NO_RX_FD_SLEEP_MS,
 };
-use crate::accel::{Accel, Runtime};
+use crate::accel::{Accel, Runtime, NIC_SLEEP_CAP_MS};
 use crate::family::Sharing;
 use crate::real;
 use crate::{Call, Errno};
@@ -147,10 +147,13 @@ impl<N: Nic + 'static> Runtime<N> {
     }
 
     /// The sleep of an accept loop ([`super::AcceptLoop`]): on its parker's eventfd and the
-    /// accept loop's epoll set, which holds the rx fd when it drives (nobody did). It sleeps
-    /// until the shard's next timer at the latest even when another thread drives, because the
-    /// role may come back to it while it sleeps. `None`: the set could not be made or the rx
-    /// fd not put in it; the thread then sleeps as any other.
+    /// accept loop's epoll set, which holds the rx fd when it drives (nobody did). Driving, it
+    /// sleeps until the shard's next timer; while another thread drives, at most
+    /// [`NIC_SLEEP_CAP_MS`], because the role may come back to it asleep: the timers due then
+    /// fire at most that late, as any timer armed while the NIC sleeper sleeps
+    /// ([`Runtime::next_wait_ms`]). (With the next timer's bound it woke every 1-3 ms under
+    /// load for nothing.) `None`: the set could not be made or the rx fd not put in it; the
+    /// thread then sleeps as any other.
     fn accept_loop_sleep(&mut self, parker: Arc<Parker>, limit_ms: i32, rx_fd: i32) -> Option<Sleep> {
         let drives = !self.wait.driver;
         let set = self.wait.accept_loop.set()?;
@@ -161,7 +164,7 @@ impl<N: Nic + 'static> Runtime<N> {
         self.wait.accept_loop.asleep = true;
         self.wait.accept_loop.drives = drives;
         parker.via_fd.store(true, Ordering::Release);
-        let cap = self.next_wait_ms(None);
+        let cap = if drives { self.next_wait_ms(None) } else { NIC_SLEEP_CAP_MS };
         let timeout_ms = if limit_ms < 0 { cap } else { limit_ms.min(cap) };
         Some(Sleep {
             parker,
