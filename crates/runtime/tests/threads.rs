@@ -1120,6 +1120,75 @@ fn an_accept_loop_gives_the_driver_role_to_a_thread_that_waits_on_a_connection()
     }
 }
 
+/// A thread waits on its connection, poll() as MariaDB's.
+fn poll_in(rt: &'static Accel<PeerNic>, fd: i32) -> std::thread::JoinHandle<(Result<usize, Errno>, i16)> {
+    std::thread::spawn(move || {
+        let mut p = [libc::pollfd { fd, events: libc::POLLIN, revents: 0 }];
+        (done(rt.poll(&mut p, -1)), p[0].revents)
+    })
+}
+
+/// Among threads that stand by (a thread per connection under load) the next frame is likely
+/// another's than the new waiter's: the role stays with the accept loop, as it did before
+/// lending, and moves cost nothing there. Only a waiter alone takes it.
+#[test]
+fn an_accept_loop_keeps_the_driver_role_while_other_threads_stand_by() {
+    // SAFETY: eventfd takes no memory.
+    let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    assert!(efd >= 0);
+    let ring = move || {
+        // SAFETY: 8 bytes of a local into the test's eventfd.
+        assert_eq!(unsafe { libc::write(efd, (&1u64 as *const u64).cast(), 8) }, 8);
+    };
+    let l = lab_with_rx_fd("inline", efd);
+    let rt = l.rt;
+    let lfd = listener(rt, 5041, false);
+    let local = SocketAddr::V4(SocketAddrV4::new(OURS, 5041));
+    let mut conns = Vec::new();
+    for _ in 0..2 {
+        let acceptor = std::thread::spawn(move || done(rt.accept(lfd, 0)).unwrap().0);
+        l.ctl.lock().unwrap().to_open.push((local, Vec::new()));
+        ring();
+        let fd = within("accept", move || acceptor.join().unwrap());
+        rt.set_nonblock(fd, true);
+        conns.push(fd);
+    }
+    let before = rt.wait_stats();
+    let accept_loop = std::thread::spawn(move || accept_after(rt, lfd, AcceptWait::Poll));
+    until_parked(rt, 1);
+    let first = poll_in(rt, conns[0]);
+    until_parked(rt, 2);
+    assert_eq!(rt.driver_role(), DriverRole::Other, "a waiter alone takes the role");
+    let second = poll_in(rt, conns[1]);
+    until_parked(rt, 3);
+    l.ctl.lock().unwrap().conns[0].unsent = b"one".to_vec();
+    ring();
+    assert_eq!(within("the first", move || first.join().unwrap()), (Ok(1), libc::POLLIN));
+    assert_eq!(rt.driver_role(), DriverRole::AcceptLoop, "back to the accept loop, not to the thread standing by");
+    assert_eq!(read_exact(rt, conns[0], 3), b"one");
+    let again = poll_in(rt, conns[0]);
+    until_parked(rt, 3);
+    assert_eq!(rt.driver_role(), DriverRole::AcceptLoop, "a thread stands by: the accept loop keeps the role");
+    let after = rt.wait_stats();
+    assert_eq!(after.roles_taken_from_accept_loop - before.roles_taken_from_accept_loop, 1);
+    assert_eq!(after.roles_given_back_to_accept_loop - before.roles_given_back_to_accept_loop, 1);
+    {
+        let mut ctl = l.ctl.lock().unwrap();
+        ctl.conns[0].unsent = b"two".to_vec();
+        ctl.conns[1].unsent = b"three".to_vec();
+        ctl.to_open.push((local, Vec::new()));
+    }
+    ring();
+    assert_eq!(within("the first again", move || again.join().unwrap()), (Ok(1), libc::POLLIN));
+    assert_eq!(within("the second", move || second.join().unwrap()), (Ok(1), libc::POLLIN));
+    let third = within("the accept loop's next connection", move || accept_loop.join().unwrap());
+    for fd in [third, conns[0], conns[1], lfd] {
+        rt.close(fd);
+    }
+    // SAFETY: the test's eventfd, closed once (the runtime only reads it).
+    unsafe { libc::close(efd) };
+}
+
 #[test]
 fn listen_before_the_nic_opens_waits_for_the_first_wait_to_open_it() {
     both_modes(|l| {

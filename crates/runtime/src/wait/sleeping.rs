@@ -108,7 +108,10 @@ impl<N: Nic + 'static> Runtime<N> {
                 return sleep;
             }
         }
-        if lends && !accepts_only && self.wait.accept_loop.drives {
+        // Taken only by a thread that no other stands beside: the next frame is likely its own.
+        // Among standby threads it likely is another's (each move costs an epoll_ctl, and a
+        // frame that comes while the role is back with the accept loop wakes it).
+        if lends && !accepts_only && self.wait.accept_loop.drives && self.wait.standby.is_empty() {
             self.take_role_from_accept_loop(rx_fd.unwrap());
         }
         let drives = self.wait.inline() && !self.wait.driver && self.shards.is_open();
