@@ -103,7 +103,11 @@ impl<N: Nic + 'static> Runtime<N> {
             && self.shards.is_open()
             && matches!(self.sharing, Sharing::Alone)
             && self.wait.busy_poll_us == 0;
-        if lends && accepts_only && !self.wait.accept_loop.asleep {
+        // Through its set only while no thread stands by: a role that cannot be taken
+        // (below) gains nothing there, and with threads standing by the accept loop then
+        // drives exactly as before lending, on the rx fd itself (a wake through the set may
+        // cost more: docs/design-notes.md, stop 51).
+        if lends && accepts_only && !self.wait.accept_loop.asleep && self.wait.standby.is_empty() {
             if let Some(sleep) = self.accept_loop_sleep(parker.clone(), limit_ms, rx_fd.unwrap()) {
                 return sleep;
             }
