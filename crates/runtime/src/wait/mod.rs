@@ -15,7 +15,8 @@
 //!   again already, at worst it makes it look once more.
 //! - At most one thread sleeps on the NIC's rx fd (the *NIC sleeper*): in inline mode the first
 //!   waiting thread that finds no driver becomes it (the others sleep on their parkers only, and
-//!   the driver hands the role on when it leaves); in dedicated mode the stack thread is. It
+//!   the driver hands the role on when it leaves; an accept loop lends it: [`AcceptLoop`]); in
+//!   dedicated mode the stack thread is. It
 //!   sleeps until the shard's next timer, at most 100 ms (`Runtime::next_wait_ms`).
 //! - Dedicated mode: a stack thread polls the NIC, spins up to `spin_us` while idle, then sleeps
 //!   on the rx fd and its parker (run-to-wakeup). Application threads never poll the NIC there;
@@ -384,9 +385,10 @@ impl WaitState {
 /// Such a thread (a blocking accept, or poll or epoll_wait on listening sockets alone:
 /// MariaDB's main thread, the accept thread beside a pool or thread-per-connection workers) is
 /// asleep for good. Holding the role it kept it from the threads that wait on connections:
-/// every request that came while they slept woke it first, and its pass woke the thread the
-/// request was for, two wakeups where the kernel makes one (stop 50). So it watches the rx fd
-/// through an epoll set of its own ([`AcceptLoop::set`]): a thread that waits on connections
+/// a request that came while every thread slept woke it first, and its pass woke the thread
+/// the request was for, two wakeups where the kernel makes one (stop 51). So, when no other
+/// thread stands by as it goes to sleep, it watches the rx fd through an epoll set of its own
+/// ([`AcceptLoop::set`]): a thread about to wait on connections with no other standing by
 /// takes the role by taking the rx fd out of that set, which does not wake the accept loop,
 /// and when nobody drives any more the role goes back to it by putting the rx fd back, again
 /// without a wake. Each move costs one epoll_ctl.
