@@ -331,7 +331,7 @@ pub struct WaitStats {
     pub epoll_waits: u64,
     pub epoll_events: u64,
     /// The driver role taken from an accept loop asleep, and given back to it, both without a
-    /// wake ([`AcceptLoop`]).
+    /// wake (docs/runtime.md, "An accept loop lends the role").
     pub roles_taken_from_accept_loop: u64,
     pub roles_given_back_to_accept_loop: u64,
     /// Whether the runtime runs a stack thread (dedicated mode).
@@ -417,7 +417,8 @@ impl Default for AcceptLoop {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum DriverRole {
     Nobody,
-    /// A thread that waits for new connections only, asleep ([`AcceptLoop`]).
+    /// A thread that waits for new connections only, asleep (docs/runtime.md, "An accept loop
+    /// lends the role").
     AcceptLoop,
     /// Another application thread, asleep on the rx fd beside what it waits for.
     Other,
