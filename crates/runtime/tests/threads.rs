@@ -1052,6 +1052,32 @@ fn accept_after(rt: &'static Accel<PeerNic>, lfd: i32, how: AcceptWait) -> i32 {
     done(rt.accept(lfd, 0)).unwrap().0
 }
 
+/// The rx fd of a lab made with [`lab_with_rx_fd`]: an eventfd the test rings ([`ring_rx`])
+/// when it has the peer send.
+fn rx_eventfd() -> i32 {
+    // SAFETY: eventfd takes no memory.
+    let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    assert!(efd >= 0);
+    efd
+}
+
+fn ring_rx(efd: i32) {
+    // SAFETY: 8 bytes of a local into the test's eventfd.
+    assert_eq!(unsafe { libc::write(efd, (&1u64 as *const u64).cast(), 8) }, 8);
+}
+
+/// The peer connects to `local` (the listener `lfd`); returns the accepted connection,
+/// non-blocking.
+fn peer_connects(l: &Lab, lfd: i32, local: SocketAddr, efd: i32) -> i32 {
+    let rt = l.rt;
+    let acceptor = std::thread::spawn(move || done(rt.accept(lfd, 0)).unwrap().0);
+    l.ctl.lock().unwrap().to_open.push((local, Vec::new()));
+    ring_rx(efd);
+    let fd = within("accept", move || acceptor.join().unwrap());
+    rt.set_nonblock(fd, true);
+    fd
+}
+
 fn until_parked(rt: &'static Accel<PeerNic>, n: u32) {
     within("threads park", move || {
         while rt.parked() < n {
@@ -1069,22 +1095,13 @@ fn until_parked(rt: &'static Accel<PeerNic>, n: u32) {
 #[test]
 fn an_accept_loop_gives_the_driver_role_to_a_thread_that_waits_on_a_connection() {
     for how in [AcceptWait::Accept, AcceptWait::Poll, AcceptWait::Epoll] {
-        // SAFETY: eventfd takes no memory.
-        let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        assert!(efd >= 0);
-        let ring = move || {
-            // SAFETY: 8 bytes of a local into the test's eventfd.
-            assert_eq!(unsafe { libc::write(efd, (&1u64 as *const u64).cast(), 8) }, 8);
-        };
+        let efd = rx_eventfd();
+        let ring = move || ring_rx(efd);
         let l = lab_with_rx_fd("inline", efd);
         let rt = l.rt;
         let lfd = listener(rt, 5040, false);
         let local = SocketAddr::V4(SocketAddrV4::new(OURS, 5040));
-        let acceptor = std::thread::spawn(move || done(rt.accept(lfd, 0)).unwrap().0);
-        l.ctl.lock().unwrap().to_open.push((local, Vec::new()));
-        ring();
-        let conn = within("the first accept", move || acceptor.join().unwrap());
-        rt.set_nonblock(conn, true);
+        let conn = peer_connects(&l, lfd, local, efd);
         let before = rt.wait_stats();
 
         let accept_loop = std::thread::spawn(move || accept_after(rt, lfd, how));
@@ -1133,26 +1150,13 @@ fn poll_in(rt: &'static Accel<PeerNic>, fd: i32) -> std::thread::JoinHandle<(Res
 /// lending, and moves cost nothing there. Only a waiter alone takes it.
 #[test]
 fn an_accept_loop_keeps_the_driver_role_while_other_threads_stand_by() {
-    // SAFETY: eventfd takes no memory.
-    let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-    assert!(efd >= 0);
-    let ring = move || {
-        // SAFETY: 8 bytes of a local into the test's eventfd.
-        assert_eq!(unsafe { libc::write(efd, (&1u64 as *const u64).cast(), 8) }, 8);
-    };
+    let efd = rx_eventfd();
+    let ring = move || ring_rx(efd);
     let l = lab_with_rx_fd("inline", efd);
     let rt = l.rt;
     let lfd = listener(rt, 5041, false);
     let local = SocketAddr::V4(SocketAddrV4::new(OURS, 5041));
-    let mut conns = Vec::new();
-    for _ in 0..2 {
-        let acceptor = std::thread::spawn(move || done(rt.accept(lfd, 0)).unwrap().0);
-        l.ctl.lock().unwrap().to_open.push((local, Vec::new()));
-        ring();
-        let fd = within("accept", move || acceptor.join().unwrap());
-        rt.set_nonblock(fd, true);
-        conns.push(fd);
-    }
+    let conns: Vec<i32> = (0..2).map(|_| peer_connects(&l, lfd, local, efd)).collect();
     let before = rt.wait_stats();
     let accept_loop = std::thread::spawn(move || accept_after(rt, lfd, AcceptWait::Poll));
     until_parked(rt, 1);
