@@ -237,10 +237,19 @@ def layers(profile):
 def layer_events(profile, wanted):
     """Per layer, the exclusive sum of the events named in `wanted` (e.g. D1mr and D1mw: the
     L1 data misses) of a profile read from a cache simulation's output."""
+    out = defaultdict(int)
+    for (layer, _), n in function_events(profile, wanted).items():
+        out[layer] += n
+    return out
+
+
+def function_events(profile, wanted):
+    """Per (layer, function), the exclusive sum of the events named in `wanted`: where a
+    layer's misses are, by the function the inlined code was charged to."""
     idx = [profile.events.index(e) for e in wanted if e in profile.events]
     out = defaultdict(int)
     for (obj, file, fn), counts in profile.exclusive_events.items():
-        out[layer_of(obj, file, fn)] += sum(counts[i] for i in idx)
+        out[(layer_of(obj, file, fn), fn)] += sum(counts[i] for i in idx)
     return out
 
 

@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import callgrind_layers  # noqa: E402
@@ -45,6 +46,8 @@ CASES = [
 # 8-way) and its L2 per core (1 MiB, 16-way) as the "last level": a miss there goes to the L3
 # (shared by the cores, and by the other side of the lab).
 CACHES = ["--I1=32768,8,64", "--D1=32768,8,64", "--LL=1048576,16,64"]
+# Functions listed per case with the most misses of the modelled L2.
+L2_TOP_FUNCTIONS = 10
 COUNTERS = ["stack_thread_polls", "inline_polls", "skipped_passes", "sleeps", "wakeups", "tcp_rx_segments", "tcp_tx_segments",
             "tx_kicks", "rx_fd_signals", "rx_fd_clears"]
 PIN = ["taskset", "-c", "1"]
@@ -99,21 +102,33 @@ def callgrind(args, few, many, tmp):
 def cache_misses(args, few, many, tmp):
     """Cache misses per request of the server's threads, as callgrind's simulator models them
     ([`CACHES`]): L1 data misses, and misses of the 1 MiB level (data and instructions)."""
-    totals, by_layer = [], []
+    totals, l1_by_layer, l2_by_function = [], [], []
     for n in (few, many):
         out = os.path.join(tmp, f"cachesim.{n}.out")
         run(PIN + ["valgrind", "--tool=callgrind", "--cache-sim=yes"] + CACHES + [
             f"--callgrind-out-file={out}", "--toggle-collect=request_cost::client_thread",
             "--collect-atstart=yes"] + harness(args, n))
         totals.append(callgrind_layers.totals(out))
-        by_layer.append(callgrind_layers.layer_events(callgrind_layers.parse(out), ["D1mr", "D1mw"]))
+        profile = callgrind_layers.parse(out)
+        l1_by_layer.append(callgrind_layers.layer_events(profile, ["D1mr", "D1mw"]))
+        l2_by_function.append(callgrind_layers.function_events(profile, ["DLmr", "DLmw"]))
     per = {k: differential(totals[0][k], totals[1][k], few, many) for k in totals[0]}
-    layers = {l: differential(by_layer[0].get(l, 0), by_layer[1].get(l, 0), few, many)
-              for l in set(by_layer[0]) | set(by_layer[1])}
+
+    def per_request(runs):
+        return {k: differential(runs[0].get(k, 0), runs[1].get(k, 0), few, many) for k in set(runs[0]) | set(runs[1])}
+
+    l1_layers = per_request(l1_by_layer)
+    l2_functions = per_request(l2_by_function)
+    l2_layers = defaultdict(float)
+    for (layer, _), v in l2_functions.items():
+        l2_layers[layer] += v
+    top = sorted(l2_functions.items(), key=lambda kv: -kv[1])[:L2_TOP_FUNCTIONS]
     return {"l1d_misses": round(per["D1mr"] + per["D1mw"], 2),
             "l2_misses": round(per["DLmr"] + per["DLmw"], 2),
             "l2_instruction_misses": per["ILmr"],
-            "l1d_misses_by_layer": {l: round(v, 2) for l, v in sorted(layers.items(), key=lambda kv: -kv[1])}}
+            "l1d_misses_by_layer": {l: round(v, 2) for l, v in sorted(l1_layers.items(), key=lambda kv: -kv[1])},
+            "l2_misses_by_layer": {l: round(v, 2) for l, v in sorted(l2_layers.items(), key=lambda kv: -kv[1])},
+            "l2_top_functions": [{"layer": l, "function": fn, "per_request": round(v, 2)} for (l, fn), v in top]}
 
 
 def syscalls(args, few, many, tmp):
@@ -159,6 +174,17 @@ def machine(command):
     }
 
 
+def write_miss_table(f, cases, key):
+    """A table of misses per request by layer (`key` of each case's `caches`), one column per
+    case, the layers by their largest count, those under 0.05 in every case left out."""
+    f.write("| layer | " + " | ".join(c["name"] for c in cases) + " |\n|---|" + "---:|" * len(cases) + "\n")
+    layers = sorted({l for c in cases for l in c["caches"][key]},
+                    key=lambda l: -max(c["caches"][key].get(l, 0) for c in cases))
+    for l in layers:
+        if any(c["caches"][key].get(l, 0) >= 0.05 for c in cases):
+            f.write(f"| {l} | " + " | ".join(f"{c['caches'][key].get(l, 0):.2f}" for c in cases) + " |\n")
+
+
 def write_md(path, result):
     cases = result["cases"]
     names = [c["name"] for c in cases]
@@ -197,13 +223,19 @@ def write_md(path, result):
                     "the lab's time per layer (bench/lab_split.sh; docs/design-notes.md, \"The library's time "
                     "by layer, in the lab\") has both in it. The harness's requests follow each other closely "
                     "with no application work between them, so a real server misses more, in every layer.\n\n")
-            f.write("| layer | " + " | ".join(names) + " |\n|---|" + "---:|" * len(names) + "\n")
-            miss_layers = sorted({l for c in cases for l in c["caches"]["l1d_misses_by_layer"]},
-                                 key=lambda l: -max(c["caches"]["l1d_misses_by_layer"].get(l, 0) for c in cases))
-            for l in miss_layers:
-                if any(c["caches"]["l1d_misses_by_layer"].get(l, 0) >= 0.05 for c in cases):
-                    f.write(f"| {l} | " + " | ".join(f"{c['caches']['l1d_misses_by_layer'].get(l, 0):.2f}"
-                                                     for c in cases) + " |\n")
+            write_miss_table(f, cases, "l1d_misses_by_layer")
+        if all(c.get("caches", {}).get("l2_misses_by_layer") for c in cases):
+            f.write("\n## Misses of a 1 MiB L2 per request, by layer (callgrind's cache model, data, exclusive)\n\n")
+            f.write("The lines each layer touches that had left the L2 as well (this machine's L2 is 1 MiB per core; a "
+                    "miss there goes to the L3 the cores share, or to memory). With a few connections the "
+                    "harness's whole working set stays in the L2; with 1,000 (Redis at -c 1000) each request finds "
+                    "its connection's lines gone from it: these are that case's cost beyond the instructions.\n\n")
+            write_miss_table(f, cases, "l2_misses_by_layer")
+            f.write(f"\nThe {L2_TOP_FUNCTIONS} functions with the most L2 data misses per request (inlined code is "
+                    "charged to the function it was inlined into, and its layer to the file it came from):\n\n")
+            for c in cases:
+                f.write(f"- **{c['name']}**: " + "; ".join(f"`{t['function']}` ({t['layer']}) {t['per_request']:.2f}"
+                                                         for t in c["caches"]["l2_top_functions"]) + "\n")
         f.write("\n## Inclusive instructions per request of chosen functions\n\n")
         f.write("| function (and what it calls) | " + " | ".join(names) + " |\n|---|" + "---:|" * len(names) + "\n")
         for k in cases[0]["callgrind"]["inclusive"]:

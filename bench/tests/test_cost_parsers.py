@@ -77,6 +77,10 @@ class CallgrindLayers(unittest.TestCase):
                              {"tcp: input (segments, ACKs, recovery)": 3 + 1 + 2, "runtime: wait and wakeup": 18})
             self.assertEqual(dict(callgrind_layers.layer_events(p, ["DLmr"])),
                              {"tcp: input (segments, ACKs, recovery)": 0, "runtime: wait and wakeup": 0})
+            self.assertEqual(dict(callgrind_layers.function_events(p, ["D1mr", "D1mw"])),
+                             {("tcp: input (segments, ACKs, recovery)",
+                               "tcp::connection::input::<impl tcp::connection::Connection>::process_ack"): 6,
+                              ("runtime: wait and wakeup", "runtime::wait::sleep"): 18})
 
     def test_totals_name_each_event_of_the_run(self):
         self.assertEqual(callgrind_layers.totals(os.path.join(FIXTURES, "callgrind.out")), {"Ir": 460})
