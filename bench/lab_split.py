@@ -28,7 +28,10 @@ Each busy sample (not the idle task) goes into one class (`CLASSES`):
   the eventfd writes that wake a sleeping thread.
 A class's microseconds per request are its samples times 250 us over the requests. The IPIs
 each core received in the window (/proc/interrupts: function calls, reschedules) are counted
-per request too.
+per request too, and so are the frames the server's veth sent and received (ip -s link): the
+kernel server hands the veth one GSO buffer per answer, pronghorn's AF_XDP socket (no
+segmentation offload) one frame per segment, and the client's receive of each runs on the
+server's core in the veth model.
 
 libpronghorn.so's samples are split again by layer (`library_layer`: the layers of
 bench/request_cost.sh's instruction counts, plus what only the lab runs, DPDK's AF_XDP driver
@@ -357,6 +360,28 @@ def ipis_per_request(before, after, served):
             for row in IPI_ROWS for cpu in range(len(before[row]))}
 
 
+# The server's end of each path's veth, in side a (`pronghorn lab up`): the kernel server's
+# addresses are on k0; a0 is the interface pronghorn's DPDK port owns.
+SERVER_VETH = {"kernel": "{}-k0", "pronghorn": "{}-a0"}
+
+
+def parse_link_packets(text):
+    """(frames sent, frames received) by one interface, from `ip -s -j link show dev X`. The
+    veth counts what crosses it: a kernel GSO buffer once, an AF_XDP frame once."""
+    stats = json.loads(text)[0]["stats64"]
+    return stats["tx"]["packets"], stats["rx"]["packets"]
+
+
+def link_packets(lab, path):
+    dev = SERVER_VETH[path].format(lab.prefix)
+    return parse_link_packets(L.sh(["ip", "-n", f"{lab.prefix}-a", "-s", "-j", "link", "show", "dev", dev]).stdout)
+
+
+def frames_per_request(before, after, served):
+    """Frames the server's veth sent and received per request between two link_packets readings."""
+    return {"sent": round((after[0] - before[0]) / served, 3), "received": round((after[1] - before[1]) / served, 3)}
+
+
 def parse_status_value(out, name):
     """A counter from `SHOW GLOBAL STATUS` (tab-separated) or `INFO` (name:value) output."""
     m = re.search(rf"^{re.escape(name)}[\t:](\d+)\s*$", out, re.M)
@@ -442,6 +467,7 @@ def measure(work, path, speed_exe, tmp, keep=None):
     try:
         time.sleep(WARM_S)
         data = os.path.join(tmp, "perf.data")
+        frames_before = link_packets(work.lab, path)
         served_before, start = work.served(path), time.monotonic()
         ipis_before = parse_ipis(open("/proc/interrupts").read())
         L.sh(["perf", "record", "-q", "-g", "-e", "cpu-clock", "-c", str(PERIOD_US * 1000), "-a", "-C", L.SERVER_CPU,
@@ -451,6 +477,7 @@ def measure(work, path, speed_exe, tmp, keep=None):
         # requests of the recording are their share of what was served in between.
         served_between = work.served(path) - served_before
         served = served_between * RECORD_S / (time.monotonic() - start)
+        frames_after = link_packets(work.lab, path)
     finally:
         # Its results are not read: the server's counter said what was served.
         client.terminate()
@@ -476,6 +503,7 @@ def measure(work, path, speed_exe, tmp, keep=None):
     return {"path": path, "requests_per_s": round(served / RECORD_S), "busy_us": round(busy * PERIOD_US / served, 3),
             "busy_percent": round(100 * busy * PERIOD_US / (RECORD_S * 1e6), 1), "us": us,
             "ipis": ipis_per_request(ipis_before, ipis_after, served_between),
+            "frames": frames_per_request(frames_before, frames_after, served_between),
             "host_ns_per_step": [before_speed, after_speed], "library": lib}
 
 
@@ -487,6 +515,8 @@ def summarize(runs):
         out[path] = {"busy_us": statistics.median(r["busy_us"] for r in mine),
                      "us": {c: statistics.median(r["us"][c] for r in mine) for c in CLASSES},
                      "ipis": {k: statistics.median(r["ipis"][k] for r in mine) for k in mine[0]["ipis"]},
+                     # Runs recorded before the frames were counted have none.
+                     "frames": median_of_keys([r["frames"] for r in mine if "frames" in r]),
                      "library": {part: median_of_keys([r.get("library", {}).get(part, {}) for r in mine])
                                  for part in ("layers", "functions")}}
     return out
@@ -513,6 +543,13 @@ def write_md(f, name, result):
     for key in s["kernel"]["ipis"]:
         f.write(f"| {key} | {s['kernel']['ipis'][key]:.2f} | {s['pronghorn']['ipis'][key]:.2f} |\n")
     f.write("\n")
+    k, p = s["kernel"].get("frames"), s["pronghorn"].get("frames")
+    if k and p:
+        f.write("| frames per request on the server's veth (ip -s link: a kernel GSO buffer counts once) | "
+                "kernel path | pronghorn |\n|---|---:|---:|\n")
+        for key in ("sent", "received"):
+            f.write(f"| {key} | {k[key]:.2f} | {p[key]:.2f} |\n")
+        f.write("\n")
     write_library_md(f, s["pronghorn"]["library"])
     f.write("| round | path | requests/s (recorded window) | core busy | busy us per request | "
             "host speed before / after (ns per step) |\n|---:|---|---:|---:|---:|---|\n")

@@ -360,6 +360,26 @@ class Parse(unittest.TestCase):
         self.assertEqual(s["kernel"]["busy_us"], 30)
         self.assertEqual(s["pronghorn"]["us"]["application code"], 16)
         self.assertEqual(s["pronghorn"]["ipis"]["core 1: function calls"], 4.1)
+        self.assertEqual(s["pronghorn"]["frames"], {})  # runs from before frames were counted
+
+    def test_frames_per_request_come_from_the_server_veths_counters(self):
+        def link(tx, rx):
+            return ('[{"ifindex":3048,"ifname":"sp-a0","mtu":1500,"stats64":{"rx":{"bytes":4412,"packets":%d,'
+                    '"errors":0,"dropped":0},"tx":{"bytes":21111,"packets":%d,"errors":0,"dropped":0}}}]' % (rx, tx))
+        before, after = lab_split.parse_link_packets(link(5000, 3000)), lab_split.parse_link_packets(link(14000, 5500))
+        self.assertEqual(before, (5000, 3000))
+        frames = lab_split.frames_per_request(before, after, 1000)
+        self.assertEqual(frames, {"sent": 9.0, "received": 2.5})
+        us = {c: 0.0 for c in lab_split.CLASSES}
+        runs = [{"path": path, "busy_us": 1.0, "us": us, "ipis": {}, "frames": dict(frames, sent=sent)}
+                for path, sent in (("kernel", 1.5), ("pronghorn", 8.0), ("pronghorn", 9.0), ("pronghorn", 12.0))]
+        s = lab_split.summarize(runs)
+        self.assertEqual(s["pronghorn"]["frames"], {"sent": 9.0, "received": 2.5})
+        import io
+        f = io.StringIO()
+        lab_split.write_md(f, "mariadb", {"summary": s, "runs": []})
+        self.assertIn("| sent | 1.50 | 9.00 |", f.getvalue())
+        self.assertIn("| received | 2.50 | 2.50 |", f.getvalue())
 
 
 if __name__ == "__main__":
